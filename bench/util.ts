@@ -1,0 +1,268 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class BenchError extends Error {}
+
+// ---------- cleanup registry: every child and temp dir is tracked so exit paths can reap them ----------
+
+const liveChildren = new Set<ChildProcess>();
+const tempDirs = new Set<string>();
+
+/** Registers a child spawned elsewhere so the exit paths reap it too. */
+export function trackChild(c: ChildProcess): void {
+  liveChildren.add(c);
+  c.once('exit', () => liveChildren.delete(c));
+}
+
+export function makeTempDir(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  tempDirs.add(dir);
+  return dir;
+}
+
+export function removeTempDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  tempDirs.delete(dir);
+}
+
+export function cleanupSync(): void {
+  for (const c of liveChildren) {
+    if (c.exitCode === null && c.signalCode === null) {
+      try {
+        c.kill('SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }
+  liveChildren.clear();
+  for (const d of tempDirs) {
+    try {
+      rmSync(d, { recursive: true, force: true });
+    } catch {
+      /* best effort */
+    }
+  }
+  tempDirs.clear();
+}
+
+export function installCleanupHandlers(hardLimitMs: number): void {
+  process.on('exit', cleanupSync);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      console.error(`\n[bench] received ${sig}, cleaning up`);
+      cleanupSync();
+      process.exit(130);
+    });
+  }
+  // Hard bound on the whole run, whatever hangs.
+  const t = setTimeout(() => {
+    console.error(`\n[bench] FAILED: hard time limit of ${Math.round(hardLimitMs / 1000)} s reached, aborting`);
+    cleanupSync();
+    process.exit(3);
+  }, hardLimitMs);
+  t.unref();
+}
+
+// ---------- ports ----------
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      if (addr === null || typeof addr === 'string') {
+        srv.close();
+        reject(new Error('no port'));
+        return;
+      }
+      const port = addr.port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function freePorts(n: number): Promise<number[]> {
+  // Hold all listeners open at once so the same port is not handed out twice.
+  const servers: net.Server[] = [];
+  const ports: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const srv = net.createServer();
+      servers.push(srv);
+      await new Promise<void>((res, rej) => {
+        srv.once('error', rej);
+        srv.listen(0, '127.0.0.1', () => res());
+      });
+      const addr = srv.address();
+      if (addr === null || typeof addr === 'string') throw new Error('no port');
+      ports.push(addr.port);
+    }
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((res) => s.close(() => res()))));
+  }
+  return ports;
+}
+
+// ---------- child processes ----------
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  spawnedAt: number;
+  /** ms since spawn when the first stdout line arrived (undefined until then) */
+  firstLineAt?: number;
+  stdoutLines: string[];
+  stderrTail: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  hasExited: boolean;
+}
+
+const TAIL = 16_000;
+
+export function startProc(name: string, args: string[], cwd: string, env?: NodeJS.ProcessEnv): Proc {
+  const spawnedAt = performance.now();
+  const child = spawn(process.execPath, args, {
+    cwd,
+    env: env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  liveChildren.add(child);
+  const proc: Proc = {
+    name,
+    child,
+    spawnedAt,
+    stdoutLines: [],
+    stderrTail: '',
+    hasExited: false,
+    exited: new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        proc.hasExited = true;
+        liveChildren.delete(child);
+        resolve({ code, signal });
+      });
+      child.once('error', (err) => {
+        proc.hasExited = true;
+        proc.stderrTail += `\n[spawn error] ${err.message}`;
+        liveChildren.delete(child);
+        resolve({ code: -1, signal: null });
+      });
+    }),
+  };
+  if (child.stdout) {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (proc.firstLineAt === undefined) proc.firstLineAt = performance.now() - spawnedAt;
+      if (proc.stdoutLines.length < 200) proc.stdoutLines.push(line);
+    });
+  }
+  child.stderr?.on('data', (d: Buffer) => {
+    proc.stderrTail = (proc.stderrTail + d.toString()).slice(-TAIL);
+  });
+  return proc;
+}
+
+export async function stopProc(p: Proc, graceMs = 4000): Promise<void> {
+  if (p.hasExited) return;
+  p.child.kill('SIGTERM');
+  const timer = sleep(graceMs).then(() => 'timeout' as const);
+  const r = await Promise.race([p.exited.then(() => 'exited' as const), timer]);
+  if (r === 'timeout') {
+    console.error(`[bench] ${p.name} did not exit within ${graceMs} ms of SIGTERM, sending SIGKILL`);
+    p.child.kill('SIGKILL');
+    await Promise.race([p.exited, sleep(2000)]);
+  }
+}
+
+export function describeProc(p: Proc): string {
+  const out = p.stdoutLines.slice(-20).join('\n');
+  return `--- ${p.name} stdout (last lines) ---\n${out}\n--- ${p.name} stderr (tail) ---\n${p.stderrTail.slice(-4000)}`;
+}
+
+// ---------- HTTP polling ----------
+
+/** One GET with a fresh connection; resolves the status once the body has been read, or undefined on error. */
+export function getStatus(url: string, timeoutMs: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: number | undefined): void => {
+      if (!done) {
+        done = true;
+        resolve(v);
+      }
+    };
+    const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => {
+      res.on('data', () => {});
+      res.on('end', () => finish(res.statusCode));
+      res.on('error', () => finish(undefined));
+    });
+    req.on('timeout', () => {
+      req.destroy();
+      finish(undefined);
+    });
+    req.on('error', () => finish(undefined));
+  });
+}
+
+/**
+ * Polls until the URL answers 200. Returns ms since the process was spawned.
+ * Bounded by deadlineMs and by the child exiting.
+ */
+export async function pollUntil200(p: Proc, url: string, deadlineMs: number, intervalMs = 2): Promise<number> {
+  const maxAttempts = Math.ceil(deadlineMs / intervalMs) + 10;
+  for (let i = 0; i < maxAttempts; i++) {
+    if (p.hasExited) {
+      throw new BenchError(`${p.name} exited before answering 200 on ${url}\n${describeProc(p)}`);
+    }
+    const elapsed = performance.now() - p.spawnedAt;
+    if (elapsed > deadlineMs) break;
+    const status = await getStatus(url, 500);
+    if (status === 200) return performance.now() - p.spawnedAt;
+    await sleep(intervalMs);
+  }
+  throw new BenchError(`${p.name} did not answer 200 on ${url} within ${deadlineMs} ms\n${describeProc(p)}`);
+}
+
+/** Waits for the first stdout line that parses as a JSON object having `key`. */
+export async function waitForJsonLine(p: Proc, key: string, deadlineMs: number): Promise<Record<string, unknown>> {
+  const start = performance.now();
+  let seen = 0;
+  while (performance.now() - start < deadlineMs) {
+    for (; seen < p.stdoutLines.length; seen++) {
+      const line = p.stdoutLines[seen]!.trim();
+      if (!line.startsWith('{')) continue;
+      try {
+        const obj = JSON.parse(line) as unknown;
+        if (obj !== null && typeof obj === 'object' && key in obj) return obj as Record<string, unknown>;
+      } catch {
+        /* not JSON */
+      }
+    }
+    if (p.hasExited) throw new BenchError(`${p.name} exited before printing its ready line\n${describeProc(p)}`);
+    await sleep(5);
+  }
+  throw new BenchError(`${p.name} printed no JSON ready line with "${key}" within ${deadlineMs} ms\n${describeProc(p)}`);
+}
+
+// ---------- stats ----------
+
+export function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export function round(x: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}

@@ -1,0 +1,11 @@
+/** Formatting shared by commands: `--json` for scripts, aligned tables for people. */
+export const printJson = (value: unknown): void => {
+  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+};
+
+export function table(rows: string[][]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
+}
+
+export const time = (ms: number | null | undefined): string => (ms ? new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-');

@@ -1,0 +1,96 @@
+import { access } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../core/clock.js';
+import { Core, type GrantView } from '../core/core.js';
+import { FilePersistence } from '../store/file-persistence.js';
+import { loadFixtures } from '../store/fixtures.js';
+import { StateLockedError, lockStateFile } from '../store/lock.js';
+import { adminFileFor, readAdminFile, type AdminInfo } from '../server/admin-file.js';
+import { DEFAULT_STATE_FILE } from '../server/emulator.js';
+import { CliError, EXIT } from './errors.js';
+
+/** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */
+export interface StateTarget {
+  readonly via: 'emulator' | 'file';
+  listGrants(filter: { person_id?: string; client_id?: string }): Promise<GrantView[]>;
+  revokeGrant(id: string): Promise<GrantView>;
+  close(): Promise<void>;
+}
+
+class FileTarget implements StateTarget {
+  readonly via = 'file';
+  constructor(private readonly core: Core, private readonly release: () => Promise<void>) {}
+  async listGrants(filter: { person_id?: string; client_id?: string }) {
+    return this.core.listGrants(filter);
+  }
+  async revokeGrant(id: string) {
+    await this.core.revokeGrant(id, 'admin');
+    return this.core.listGrants().find((g) => g.id === id) as GrantView;
+  }
+  async close() {
+    await this.core.persistence.flush();
+    await this.release();
+  }
+}
+
+class EmulatorTarget implements StateTarget {
+  readonly via = 'emulator';
+  constructor(private readonly admin: AdminInfo) {}
+  async #call<T>(method: 'GET' | 'POST', path: string): Promise<T> {
+    const { request } = await import('undici');
+    let response;
+    try {
+      response = await request(`${this.admin.admin_url}${path}`, { method, headers: { authorization: `Bearer ${this.admin.admin_token}` }, headersTimeout: 10_000, bodyTimeout: 10_000 });
+    } catch (e) {
+      throw new CliError(`the emulator that holds the state file does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it died, retry in a few seconds`, EXIT.server);
+    }
+    const body = (await response.body.json().catch(() => ({}))) as Record<string, unknown>;
+    if (response.statusCode === 404) throw new CliError(String(body.detail ?? 'not found'), EXIT.notFound);
+    if (response.statusCode >= 400) throw new CliError(`the emulator answered ${response.statusCode}: ${String(body.detail ?? JSON.stringify(body))}`, EXIT.server);
+    return body as T;
+  }
+  async listGrants(filter: { person_id?: string; client_id?: string }) {
+    const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === 'string')).toString();
+    return (await this.#call<{ grants: GrantView[] }>('GET', `/grants${query ? `?${query}` : ''}`)).grants;
+  }
+  async revokeGrant(id: string) {
+    return (await this.#call<{ grant: GrantView }>('POST', `/grants/${encodeURIComponent(id)}/revoke`)).grant;
+  }
+  async close() {}
+}
+
+/**
+ * Never two writers on one file: if an emulator holds the state file, act through its admin API; otherwise
+ * take the file's lock and work on it directly, through the same core operations.
+ */
+export async function openStateTarget(stateFlag: string | undefined): Promise<StateTarget> {
+  const file = resolve(stateFlag ?? DEFAULT_STATE_FILE);
+  for (let attempt = 0; attempt < 30; attempt++) {
+    let release: () => Promise<void>;
+    try {
+      release = await lockStateFile(file);
+    } catch (e) {
+      if (!(e instanceof StateLockedError)) throw e;
+      const admin = await readAdminFile(adminFileFor(file));
+      if (admin) return new EmulatorTarget(admin);
+      await sleep(100); // the holder is starting up, or is another short CLI call
+      continue;
+    }
+    try {
+      await access(file);
+    } catch {
+      await release();
+      throw new CliError(`no state file at ${file}; start the emulator with \`agent-access serve\` first, or pass --state`, EXIT.state);
+    }
+    try {
+      const fixtures = await loadFixtures();
+      const core = await Core.open({ clock: systemClock, persistence: new FilePersistence(file), persons: fixtures.persons });
+      return new FileTarget(core, release);
+    } catch (e) {
+      await release();
+      throw e;
+    }
+  }
+  throw new CliError(`state file ${file} is locked by another process and no running emulator announced itself (${adminFileFor(file)})`, EXIT.state);
+}

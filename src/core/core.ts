@@ -1,0 +1,528 @@
+import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
+import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
+import { DAY, HOUR, MINUTE, epochSeconds, type Clock } from './clock.js';
+import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
+import { BearerError, OAuthError, ProblemError, invalidClient, invalidRequest } from './errors.js';
+import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
+import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
+import { generateSigningKey, publicJwks } from './keys.js';
+import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resourceMetadataUrl, resourceOf, type ServiceUrls } from './metadata.js';
+import type { StatePersistence } from './persistence.js';
+import { defaultPerson, type Person } from './persons.js';
+import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
+import { SCOPES, isRetiredScope, isSupportedScope, splitScope } from './scopes.js';
+import { emptyState, type Client, type Grant, type State, type TokenFamily } from './state.js';
+import { createFamily, parseRefreshToken, recordAccessToken, rotateFamily } from './token-family.js';
+
+export interface Lifetimes {
+  /** Spec 2.2, 5.3, 8: 900 seconds. */
+  accessToken: number;
+  /** Not shown in the spec: 60 seconds (OAuth 2.1 §4.1.2 asks for short-lived codes). */
+  code: number;
+  /** Not shown in the spec: 30 days from issue of each rotated token. */
+  refreshToken: number;
+  /** How long a consent page can be answered. */
+  interaction: number;
+}
+
+export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MINUTE, refreshToken: 30 * DAY, interaction: 10 * MINUTE };
+
+/** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
+export interface GrantSeed {
+  client: { client_id: string; client_name: string; redirect_uris: string[] };
+  person_id: string;
+  scopes: string[];
+  resource: 'mcp' | null;
+  /** The family's current refresh token, `aa1.<handle>.<secret>`; stored only as a hash. */
+  refresh_token: string;
+}
+
+export interface CoreOptions {
+  clock: Clock;
+  persistence: StatePersistence;
+  persons: Person[];
+  lifetimes?: Partial<Lifetimes>;
+  /** Grants created when the state is new (their resource reads `{base_url}/mcp` in the file). */
+  seedGrants?: GrantSeed[];
+}
+
+/** A consent screen waiting for the person's answer. Kept in memory: a restart simply asks again. */
+export interface Interaction {
+  id: string;
+  request: AuthorizationRequest;
+  person_id: string;
+  /** Opaque value tying the interaction to the browser session that saw it. */
+  binding: string;
+  expires_at: number;
+}
+
+/** What the resource guard hands to a route once a bearer token passed every check. */
+export interface AccessContext {
+  claims: AccessTokenClaims;
+  scopes: string[];
+  grant: Grant;
+  client_id: string;
+  person_id: string;
+}
+
+export interface GrantView extends Grant {
+  client_name: string;
+  families: Array<Pick<TokenFamily, 'id' | 'status' | 'rotations' | 'invalidated_reason' | 'invalidated_at'> & { generation: number }>;
+}
+
+const INTERACTION_LIMIT = 10_000;
+
+/**
+ * The authorization server's domain core: pure logic over `State`, an injected clock and an event bus.
+ * Adapters (HTTP, CLI, store) call it; it imports none of them.
+ */
+export class Core {
+  readonly clock: Clock;
+  readonly events: EventBus;
+  readonly persons: readonly Person[];
+  readonly lifetimes: Lifetimes;
+  readonly persistence: StatePersistence;
+  state: State;
+  #signer: AccessTokenSigner;
+  #urls: ServiceUrls | undefined;
+  #familyByHandle = new Map<string, string>();
+  #interactions = new Map<string, Interaction>();
+
+  private constructor(options: CoreOptions, state: State) {
+    this.clock = options.clock;
+    this.events = new EventBus(() => this.clock.now());
+    this.persons = options.persons;
+    this.lifetimes = { ...DEFAULT_LIFETIMES, ...options.lifetimes };
+    this.persistence = options.persistence;
+    this.state = state;
+    this.#signer = new AccessTokenSigner(state.keys[0]!);
+    this.#reindex();
+  }
+
+  /** Loads the state (or creates it with a fresh signing key and the seed grants) and makes it durable. */
+  static async open(options: CoreOptions): Promise<Core> {
+    defaultPerson(options.persons);
+    let state = await options.persistence.load();
+    const fresh = state === null;
+    state ??= emptyState();
+    if (state.keys.length === 0) state.keys.push(await generateSigningKey(options.clock.now()));
+    const core = new Core(options, state);
+    if (fresh) {
+      for (const seed of options.seedGrants ?? []) core.#seedGrant(seed);
+      await core.commit();
+    }
+    return core;
+  }
+
+  // ---- plumbing -------------------------------------------------------------------------------
+
+  /** Makes every change made so far durable. Concurrent calls share one write. */
+  commit(): Promise<void> {
+    return this.persistence.save(this.state);
+  }
+
+  /** Replaces the whole state (snapshot restore, or the CLI re-reading the file). */
+  replaceState(state: State): void {
+    this.state = state;
+    this.#signer = new AccessTokenSigner(state.keys[0]!);
+    this.#reindex();
+  }
+
+  #reindex(): void {
+    this.#familyByHandle.clear();
+    for (const family of Object.values(this.state.families)) this.#familyByHandle.set(family.handle_hash, family.id);
+  }
+
+  setUrls(urls: ServiceUrls): void {
+    this.#urls = { baseUrl: urls.baseUrl.replace(/\/+$/, ''), authUrl: urls.authUrl.replace(/\/+$/, '') };
+  }
+
+  get urls(): ServiceUrls {
+    if (!this.#urls) throw new Error('service URLs are not known yet (the emulator is not listening)');
+    return this.#urls;
+  }
+
+  get issuer(): string {
+    return issuerOf(this.urls);
+  }
+
+  get resource(): string {
+    return resourceOf(this.urls);
+  }
+
+  warmUp(): Promise<void> {
+    return this.#signer.warmUp();
+  }
+
+  person(id: string): Person | undefined {
+    return this.persons.find((p) => p.id === id);
+  }
+
+  get defaultPerson(): Person {
+    return defaultPerson(this.persons);
+  }
+
+  // ---- metadata -------------------------------------------------------------------------------
+
+  authorizationServerMetadata() {
+    return authorizationServerMetadata(this.urls);
+  }
+
+  protectedResourceMetadata() {
+    return protectedResourceMetadata(this.urls);
+  }
+
+  jwks() {
+    return publicJwks(this.state.keys);
+  }
+
+  // ---- registration (spec 4.1, RFC 7591) ------------------------------------------------------
+
+  async registerClient(input: ClientMetadataInput): Promise<Client> {
+    const metadata = validateClientMetadata(input);
+    const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(this.clock.now()), ...metadata };
+    this.state.clients[client.client_id] = client;
+    await this.commit();
+    this.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
+    return client;
+  }
+
+  requireClient(clientId: string): Client {
+    const client = Object.hasOwn(this.state.clients, clientId) ? this.state.clients[clientId] : undefined;
+    if (!client) throw invalidClient(`unknown client_id "${clientId}"; register again`);
+    return client;
+  }
+
+  // ---- authorization and consent (spec 4.2, 3.3, 5.6) -----------------------------------------
+
+  validateAuthorizationRequest(query: Record<string, QueryValue>): AuthorizationOutcome {
+    return validateAuthorizationRequest(this.state, query, this.issuer, this.resource);
+  }
+
+  /** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3). */
+  beginConsent(request: AuthorizationRequest, personId: string, binding: string): Interaction {
+    this.#pruneInteractions();
+    const interaction: Interaction = { id: randomToken(18), request, person_id: personId, binding, expires_at: this.clock.now() + this.lifetimes.interaction };
+    this.#interactions.set(interaction.id, interaction);
+    this.events.emit('consent.shown', {
+      interaction_id: interaction.id,
+      client_id: request.client.client_id,
+      client_name: request.client.client_name,
+      person_id: personId,
+      scopes: request.scopes,
+      resource: request.resource,
+    });
+    return interaction;
+  }
+
+  /** The interaction if it exists, has not expired and belongs to `binding`. */
+  interaction(id: string, binding: string): Interaction | undefined {
+    const interaction = this.#interactions.get(id);
+    if (!interaction || interaction.expires_at <= this.clock.now() || !safeEqual(interaction.binding, binding)) return undefined;
+    return interaction;
+  }
+
+  /**
+   * The person's answer. Approve stores a grant and a single-use code; deny answers `access_denied`.
+   * Returns where to send the browser (always with `state` and `iss`, RFC 9207).
+   */
+  async decideConsent(id: string, binding: string, decision: 'approve' | 'deny'): Promise<string> {
+    const interaction = this.interaction(id, binding);
+    if (!interaction) throw new ProblemError(400, 'consent.expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
+    this.#interactions.delete(id);
+    const { request } = interaction;
+    const base = { client_id: request.client.client_id, person_id: interaction.person_id, scopes: request.scopes };
+    if (decision === 'deny') {
+      this.events.emit('consent.denied', { interaction_id: id, ...base });
+      return redirectWith(request.redirect_uri, { error: 'access_denied', error_description: 'the person denied access', state: request.state, iss: this.issuer });
+    }
+    const now = this.clock.now();
+    const grant: Grant = {
+      id: newId('grant'),
+      client_id: request.client.client_id,
+      person_id: interaction.person_id,
+      scopes: [...request.scopes],
+      resource: request.resource,
+      created_at: now,
+      last_used_at: null,
+      status: 'active',
+    };
+    const code = randomToken(32);
+    this.state.grants[grant.id] = grant;
+    this.state.codes[sha256(code)] = {
+      hash: sha256(code),
+      client_id: grant.client_id,
+      grant_id: grant.id,
+      redirect_uri: request.redirect_uri,
+      code_challenge: request.code_challenge,
+      issued_at: now,
+      expires_at: now + this.lifetimes.code,
+      consumed_at: null,
+      family_id: null,
+    };
+    await this.commit();
+    this.events.emit('consent.approved', { interaction_id: id, ...base, grant_id: grant.id });
+    this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
+    this.events.emit('code.issued', { grant_id: grant.id, client_id: grant.client_id, expires_at: now + this.lifetimes.code });
+    return redirectWith(request.redirect_uri, { code, state: request.state, iss: this.issuer });
+  }
+
+  #pruneInteractions(): void {
+    const now = this.clock.now();
+    for (const [id, i] of this.#interactions) if (i.expires_at <= now) this.#interactions.delete(id);
+    // Bound memory against a client that opens consent pages in a loop.
+    while (this.#interactions.size >= INTERACTION_LIMIT) this.#interactions.delete(this.#interactions.keys().next().value as string);
+  }
+
+  // ---- token endpoint (spec 4.3, OAuth 2.1 §3.2) ----------------------------------------------
+
+  /** Dispatches a token request to its grant type. */
+  async exchangeToken(params: TokenParams): Promise<TokenResponse> {
+    const grantType = params.grant_type;
+    if (!grantType) throw invalidRequest('grant_type is missing');
+    const handler = Object.hasOwn(GRANT_TYPES, grantType) ? GRANT_TYPES[grantType] : undefined;
+    if (!handler) throw new OAuthError('unsupported_grant_type', `grant_type "${grantType}" is not supported; use authorization_code or refresh_token`);
+    for (const name of handler.parameters) if (!params[name]) throw invalidRequest(`${name} is missing`);
+    return handler.handler(this, params);
+  }
+
+  /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */
+  checkTokenResource(grant: Grant, requested: string | undefined): void {
+    if (requested === undefined) return;
+    if (grant.resource === null) throw new OAuthError('invalid_target', 'this grant was given without a resource (identity token); authorize again with resource to get an agent token');
+    if (requested !== this.resource) throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${this.resource}`);
+  }
+
+  startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
+    const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
+    this.state.families[created.family.id] = created.family;
+    this.#familyByHandle.set(created.family.handle_hash, created.family.id);
+    return created;
+  }
+
+  familyByHandle(handleHash: string): TokenFamily | undefined {
+    const id = this.#familyByHandle.get(handleHash);
+    return id ? this.state.families[id] : undefined;
+  }
+
+  rotate(family: TokenFamily, presented: string): string {
+    const from = family.current.generation;
+    const next = rotateFamily(family, presented, this.clock.now(), this.lifetimes.refreshToken);
+    this.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: from, to_generation: family.current.generation });
+    return next;
+  }
+
+  /** Every refresh and access token of the family stops working (spec 3.2, 7). */
+  invalidateFamily(family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
+    if (family.status !== 'active') return;
+    family.status = 'invalidated';
+    family.invalidated_at = this.clock.now();
+    family.invalidated_reason = reason;
+    if (reason === 'refresh_replay') family.replayed_generation = replayed;
+    this.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
+  }
+
+  /** Spec 9: grants that carry retired scopes lose them at their next refresh. */
+  reduceGrantScopes(grant: Grant, kept: string[]): void {
+    const removed = grant.scopes.filter((s) => !kept.includes(s));
+    grant.scopes = kept;
+    this.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
+  }
+
+  /** Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). */
+  async issueTokens(grant: Grant, family: TokenFamily, refreshToken: string, scopes: string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
+    const now = this.clock.now();
+    const times = tokenTimes(now, this.lifetimes.accessToken);
+    // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
+    const audience = grant.resource !== null ? this.resource : grant.client_id;
+    const claims: AccessTokenClaims = {
+      iss: this.issuer,
+      sub: grant.person_id,
+      aud: audience,
+      client_id: grant.client_id,
+      scope: scopes.join(' '),
+      ...times,
+      jti: randomToken(16),
+      grant_id: grant.id,
+      family_id: family.id,
+    };
+    grant.last_used_at = now;
+    recordAccessToken(family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes });
+    const [accessToken] = await Promise.all([this.#signer.sign(claims), this.commit()]);
+    this.events.emit('tokens.issued', {
+      grant_id: grant.id,
+      client_id: grant.client_id,
+      family_id: family.id,
+      jti: claims.jti,
+      scopes,
+      audience,
+      expires_at: times.exp * 1000,
+      generation: family.current.generation,
+      grant_type: grantType,
+    });
+    return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, refresh_token: refreshToken, scope: claims.scope };
+  }
+
+  // ---- the resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, 9068) ----------------------
+
+  /**
+   * Checks a bearer credential for a protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`,
+   * then on every request that the grant is active, the family alive and the token not revoked,
+   * and finally the route's scope. Throws `BearerError` (401 or 403).
+   */
+  async authenticate(authorization: string | undefined, scope: string): Promise<AccessContext> {
+    const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
+    if (!match) {
+      if (authorization && /^bearer\b/i.test(authorization)) throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
+      throw new BearerError(401, undefined, `a bearer token with scope "${scope}" is required`, scope);
+    }
+    let claims: AccessTokenClaims;
+    try {
+      claims = await this.#signer.verify(match[1] as string, this.issuer, this.clock.now());
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      throw new BearerError(401, 'invalid_token', code === 'ERR_JWT_EXPIRED' ? 'the access token has expired' : 'the access token is not valid here', scope);
+    }
+    const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+    if (!audiences.includes(this.resource)) {
+      throw new BearerError(401, 'invalid_token', `identity token refused: issued without resource=${this.resource}`, scope);
+    }
+    const grant = this.state.grants[claims.grant_id];
+    if (!grant || grant.status !== 'active') throw new BearerError(401, 'invalid_token', 'access was revoked by the person', scope);
+    const family = this.state.families[claims.family_id];
+    if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
+    if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
+    const scopes = splitScope(claims.scope);
+    if (!scopes.includes(scope)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${scope}"`, scope);
+    grant.last_used_at = this.clock.now();
+    return { claims, scopes, grant, client_id: claims.client_id, person_id: claims.sub };
+  }
+
+  /** RFC 9728 §5.1 value for WWW-Authenticate. */
+  get resourceMetadataUrl(): string {
+    return resourceMetadataUrl(this.urls);
+  }
+
+  // ---- revocation (RFC 7009, spec 3.3, 5.7) ----------------------------------------------------
+
+  /**
+   * RFC 7009 §2: answers the same whether or not the token was valid. A refresh token ends its grant
+   * and every token of it; an access token is refused from then on.
+   */
+  async revokeToken(params: TokenParams): Promise<void> {
+    if (!params.client_id) throw invalidRequest('client_id is missing');
+    const client = this.requireClient(params.client_id);
+    const token = params.token;
+    if (!token) throw invalidRequest('token is missing');
+    const parsed = parseRefreshToken(token);
+    if (parsed) {
+      const family = this.familyByHandle(parsed.handleHash);
+      if (family && family.client_id === client.client_id && family.current.hash === parsed.tokenHash) {
+        const grant = this.state.grants[family.grant_id];
+        if (grant) await this.revokeGrant(grant.id, 'client');
+      }
+      return;
+    }
+    let claims: AccessTokenClaims;
+    try {
+      claims = await this.#signer.verify(token, this.issuer, this.clock.now(), { ignoreExpiry: true });
+    } catch {
+      return;
+    }
+    if (claims.client_id !== client.client_id || claims.exp * 1000 <= this.clock.now()) return;
+    this.state.revoked_access_tokens[claims.jti] = claims.exp * 1000;
+    await this.commit();
+    this.events.emit('access_token.revoked', { jti: claims.jti, client_id: client.client_id });
+  }
+
+  // ---- grants (spec 3.3) ----------------------------------------------------------------------
+
+  listGrants(filter: { person_id?: string; client_id?: string } = {}): GrantView[] {
+    const families = Object.values(this.state.families);
+    return Object.values(this.state.grants)
+      .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))
+      .sort((a, b) => b.created_at - a.created_at)
+      .map((g) => ({
+        ...g,
+        client_name: this.state.clients[g.client_id]?.client_name ?? '(unbekannter Client)',
+        families: families
+          .filter((f) => f.grant_id === g.id)
+          .map((f) => ({ id: f.id, status: f.status, rotations: f.rotations, generation: f.current.generation, invalidated_reason: f.invalidated_reason, invalidated_at: f.invalidated_at })),
+      }));
+  }
+
+  /** The person (or an admin, or the client itself) ends a grant; it applies from the next request (spec 5.7). */
+  async revokeGrant(id: string, by: GrantRevoker, personId?: string): Promise<Grant> {
+    const grant = Object.hasOwn(this.state.grants, id) ? this.state.grants[id] : undefined;
+    if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
+    if (grant.status === 'revoked') return grant;
+    grant.status = 'revoked';
+    grant.revoked_at = this.clock.now();
+    grant.revoked_by = by;
+    for (const family of Object.values(this.state.families)) if (family.grant_id === id) this.invalidateFamily(family, by === 'client' ? 'token_revoked' : 'grant_revoked');
+    await this.commit();
+    this.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
+    return grant;
+  }
+
+  #seedGrant(seed: GrantSeed): void {
+    const now = this.clock.now();
+    const existing = this.state.clients[seed.client.client_id];
+    if (!existing) {
+      this.state.clients[seed.client.client_id] = {
+        ...seed.client,
+        client_id_issued_at: epochSeconds(now),
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      };
+    }
+    const unknown = seed.scopes.filter((s) => !isSupportedScope(s) && !isRetiredScope(s));
+    if (unknown.length > 0) throw new Error(`seed grant for ${seed.client.client_id}: unknown scope ${unknown.join(', ')}`);
+    if (!this.person(seed.person_id)) throw new Error(`seed grant for ${seed.client.client_id}: unknown person "${seed.person_id}"`);
+    const grant: Grant = {
+      id: newId('grant'),
+      client_id: seed.client.client_id,
+      person_id: seed.person_id,
+      scopes: [...seed.scopes],
+      resource: seed.resource === 'mcp' ? '{base_url}/mcp' : null,
+      created_at: now,
+      last_used_at: null,
+      status: 'active',
+    };
+    this.state.grants[grant.id] = grant;
+    this.startFamily(grant, seed.refresh_token);
+  }
+
+  // ---- housekeeping ---------------------------------------------------------------------------
+
+  /** Drops expired codes (kept a day past expiry to recognise replays), revoked-token entries and old dead families. */
+  prune(): boolean {
+    const now = this.clock.now();
+    let changed = false;
+    for (const [hash, code] of Object.entries(this.state.codes)) {
+      if (code.expires_at + DAY <= now) {
+        delete this.state.codes[hash];
+        changed = true;
+      }
+    }
+    for (const [jti, exp] of Object.entries(this.state.revoked_access_tokens)) {
+      if (exp + HOUR <= now) {
+        delete this.state.revoked_access_tokens[jti];
+        changed = true;
+      }
+    }
+    for (const [id, family] of Object.entries(this.state.families)) {
+      const endedAt = family.status === 'invalidated' ? (family.invalidated_at ?? now) : family.current.expires_at;
+      if (endedAt + 7 * DAY <= now) {
+        delete this.state.families[id];
+        this.#familyByHandle.delete(family.handle_hash);
+        changed = true;
+      }
+    }
+    this.#pruneInteractions();
+    return changed;
+  }
+}
+
+export const scopeLabel = (scope: string) => (isSupportedScope(scope) ? SCOPES[scope] : undefined);

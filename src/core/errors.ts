@@ -1,0 +1,81 @@
+/**
+ * Typed errors with stable codes. OAuth errors carry the RFC 6749 `error` code, the HTTP status, and
+ * whether they may be sent to the client's redirect URI (never when the client or redirect is in doubt).
+ */
+export class AgentAccessError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'unsupported_response_type'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'access_denied'
+  | 'server_error'
+  | 'invalid_redirect_uri'
+  | 'invalid_client_metadata'
+  | 'unsupported_token_type';
+
+export class OAuthError extends AgentAccessError {
+  readonly error: OAuthErrorCode;
+  readonly status: number;
+  /** False when the redirect URI or client is not trustworthy: the error is shown directly, never redirected. */
+  readonly redirectable: boolean;
+  constructor(error: OAuthErrorCode, description: string, options: { status?: number; redirectable?: boolean } = {}) {
+    super(`oauth.${error}`, description);
+    this.error = error;
+    this.status = options.status ?? (error === 'invalid_client' ? 401 : 400);
+    this.redirectable = options.redirectable ?? true;
+  }
+  /** RFC 6749 §5.2 error body. */
+  toJSON(): { error: OAuthErrorCode; error_description: string } {
+    return { error: this.error, error_description: this.message };
+  }
+}
+
+/** A refusal by the resource guard (RFC 6750 §3): 401 without or with a bad token, 403 for a missing scope. */
+export class BearerError extends AgentAccessError {
+  readonly status: 401 | 403;
+  readonly error: 'invalid_token' | 'insufficient_scope' | undefined;
+  readonly scope: string;
+  constructor(status: 401 | 403, error: BearerError['error'], description: string, scope: string) {
+    super(error ? `bearer.${error}` : 'bearer.missing', description);
+    this.status = status;
+    this.error = error;
+    this.scope = scope;
+  }
+}
+
+/** Not found, conflict and the like, for admin and later REST routes (rendered as RFC 9457 problems). */
+export class ProblemError extends AgentAccessError {
+  readonly status: number;
+  constructor(status: number, code: string, message: string) {
+    super(code, message);
+    this.status = status;
+  }
+}
+
+/** The state file cannot be used; the message names the file and the way out. */
+export class StateFileError extends AgentAccessError {
+  readonly file: string;
+  constructor(file: string, message: string, options?: ErrorOptions) {
+    super('state.unusable', message, options);
+    this.file = file;
+  }
+}
+
+export const invalidRequest = (d: string) => new OAuthError('invalid_request', d);
+export const invalidGrant = (d: string) => new OAuthError('invalid_grant', d);
+export const invalidScope = (d: string) => new OAuthError('invalid_scope', d);
+export const invalidTarget = (d: string) => new OAuthError('invalid_target', d);
+export const invalidClient = (d: string) => new OAuthError('invalid_client', d, { status: 401 });

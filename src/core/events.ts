@@ -1,0 +1,58 @@
+/**
+ * The typed event bus: every change in the core is published as `entity.verb` with its payload.
+ * The dashboard and the request log subscribe; nothing in the core depends on who listens.
+ */
+export interface EventMap {
+  'client.registered': { client_id: string; client_name: string; redirect_uris: string[] };
+  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: string[]; resource: string | null };
+  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; grant_id: string };
+  'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: string[] };
+  'grant.created': { grant_id: string; client_id: string; person_id: string; scopes: string[]; resource: string | null };
+  'grant.scopes_reduced': { grant_id: string; removed: string[]; scopes: string[] };
+  'grant.revoked': { grant_id: string; client_id: string; by: GrantRevoker };
+  'code.issued': { grant_id: string; client_id: string; expires_at: number };
+  'code.replayed': { grant_id: string; client_id: string; family_id: string | null };
+  'tokens.issued': { grant_id: string; client_id: string; family_id: string; jti: string; scopes: string[]; audience: string; expires_at: number; generation: number; grant_type: 'authorization_code' | 'refresh_token' };
+  'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
+  'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
+  'access_token.revoked': { jti: string; client_id: string };
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string };
+}
+
+export type GrantRevoker = 'person' | 'admin' | 'client';
+export type FamilyEndReason = 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
+
+export type EventName = keyof EventMap;
+export type AppEvent = { [N in EventName]: { seq: number; at: number; name: N; data: EventMap[N] } }[EventName];
+export type Listener = (event: AppEvent) => void;
+
+export class EventBus {
+  #seq = 0;
+  #listeners = new Set<Listener>();
+  readonly #now: () => number;
+
+  constructor(now: () => number) {
+    this.#now = now;
+  }
+
+  emit<N extends EventName>(name: N, data: EventMap[N]): void {
+    if (this.#listeners.size === 0) {
+      this.#seq++;
+      return;
+    }
+    const event = { seq: ++this.#seq, at: this.#now(), name, data } as AppEvent;
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A failing subscriber must never break the request that caused the event.
+      }
+    }
+  }
+
+  /** Subscribes to every event; returns the unsubscribe function. */
+  subscribe(listener: Listener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+}

@@ -1,0 +1,36 @@
+import { sha256 } from '../crypto.js';
+import { invalidGrant } from '../errors.js';
+import { verifyS256 } from '../pkce.js';
+import type { GrantType } from './types.js';
+
+/**
+ * Spec 4.3, OAuth 2.1 §4.1.3: the code is single use and bound to the client, the redirect URI,
+ * the PKCE challenge and the resource. A replay, when otherwise valid, revokes what the code produced.
+ */
+export const authorizationCodeGrant: GrantType = {
+  parameters: ['client_id', 'code', 'redirect_uri', 'code_verifier'],
+  async handler(core, params) {
+    const now = core.clock.now();
+    const client = core.requireClient(params.client_id as string);
+    const code = core.state.codes[sha256(params.code as string)];
+    if (!code || code.client_id !== client.client_id) throw invalidGrant('authorization code is unknown or was issued to another client');
+    if (code.redirect_uri !== params.redirect_uri) throw invalidGrant('redirect_uri differs from the one in the authorization request');
+    if (!verifyS256(params.code_verifier as string, code.code_challenge)) throw invalidGrant('code_verifier does not match the code_challenge');
+    const grant = core.state.grants[code.grant_id];
+    if (code.consumed_at !== null) {
+      // A code is used once; a second use means it leaked, so what it produced is revoked (OAuth 2.1 §4.1.3).
+      const family = code.family_id ? core.state.families[code.family_id] : undefined;
+      if (family) core.invalidateFamily(family, 'code_replay');
+      core.events.emit('code.replayed', { grant_id: code.grant_id, client_id: code.client_id, family_id: code.family_id });
+      await core.commit();
+      throw invalidGrant('authorization code was already used; the tokens issued from it are revoked');
+    }
+    if (now >= code.expires_at) throw invalidGrant('authorization code has expired');
+    if (!grant || grant.status !== 'active') throw invalidGrant('the grant behind this code was revoked');
+    core.checkTokenResource(grant, params.resource);
+    code.consumed_at = now;
+    const { family, refreshToken } = core.startFamily(grant);
+    code.family_id = family.id;
+    return core.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
+  },
+};

@@ -1,0 +1,43 @@
+import { invalidGrant, invalidScope } from '../errors.js';
+import { isRetiredScope, splitScope } from '../scopes.js';
+import { parseRefreshToken, replayedGeneration } from '../token-family.js';
+import type { GrantType } from './types.js';
+
+/**
+ * Spec 3.2, 5.3, OAuth 2.1 §4.3: every use rotates; presenting a rotated token invalidates the whole family.
+ * `scope` may narrow the access token, never widen; retired scopes leave the grant here (spec 9).
+ */
+export const refreshTokenGrant: GrantType = {
+  parameters: ['client_id', 'refresh_token'],
+  async handler(core, params) {
+    const now = core.clock.now();
+    const client = core.requireClient(params.client_id as string);
+    const presented = params.refresh_token as string;
+    const parsed = parseRefreshToken(presented);
+    const family = parsed ? core.familyByHandle(parsed.handleHash) : undefined;
+    if (!parsed || !family || family.client_id !== client.client_id) throw invalidGrant('refresh token is unknown or was issued to another client');
+    if (family.status !== 'active') throw invalidGrant('refresh token family was invalidated; authorize again');
+    const grant = core.state.grants[family.grant_id];
+    if (!grant || grant.status !== 'active') throw invalidGrant('the grant was revoked; authorize again');
+    if (parsed.tokenHash !== family.current.hash) {
+      core.invalidateFamily(family, 'refresh_replay', replayedGeneration(family, parsed.tokenHash));
+      await core.commit();
+      throw invalidGrant('refresh token was already used (replay); every token of its family is now invalid');
+    }
+    if (now >= family.current.expires_at) throw invalidGrant('refresh token has expired; authorize again');
+    core.checkTokenResource(grant, params.resource);
+    const kept = grant.scopes.filter((s) => !isRetiredScope(s));
+    let scopes = kept;
+    if (params.scope !== undefined) {
+      const requested = splitScope(params.scope);
+      const retired = requested.filter(isRetiredScope);
+      if (retired.length > 0) throw invalidScope(`retired scope ${retired.join(', ')} is no longer supported`);
+      const wider = requested.filter((s) => !kept.includes(s));
+      if (requested.length === 0 || wider.length > 0) throw invalidScope(`scope may only narrow the grant (${kept.join(' ')}); not granted: ${wider.join(', ') || '(empty)'}`);
+      scopes = requested;
+    }
+    if (kept.length !== grant.scopes.length) core.reduceGrantScopes(grant, kept);
+    const refreshToken = core.rotate(family, presented);
+    return core.issueTokens(grant, family, refreshToken, scopes, 'refresh_token');
+  },
+};

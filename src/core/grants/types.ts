@@ -1,0 +1,19 @@
+import type { Core } from '../core.js';
+
+/** Parameters of a token request after form decoding (OAuth 2.1 §3.2.2). */
+export type TokenParams = Record<string, string | undefined>;
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  refresh_token: string;
+  scope: string;
+}
+
+/** One module per grant type; the token endpoint only dispatches (OAuth 2.1 §4). */
+export interface GrantType {
+  /** Required parameters, each checked before the handler runs (missing → invalid_request). */
+  parameters: readonly string[];
+  handler(core: Core, params: TokenParams): Promise<TokenResponse>;
+}

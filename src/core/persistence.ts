@@ -1,0 +1,29 @@
+import type { State } from './state.js';
+
+/**
+ * Where the core's state lives. `save` resolves once the given state is durable; adapters may
+ * coalesce concurrent saves into one write (group commit). The core never knows which adapter it has.
+ */
+export interface StatePersistence {
+  readonly location: string | null;
+  load(): Promise<State | null>;
+  save(state: State): Promise<void>;
+  /** Waits for pending writes. */
+  flush(): Promise<void>;
+}
+
+/** The in-memory twin: nothing leaves the process. */
+export class MemoryPersistence implements StatePersistence {
+  readonly location = null;
+  #state: State | null;
+  constructor(initial: State | null = null) {
+    this.#state = initial;
+  }
+  async load(): Promise<State | null> {
+    return this.#state;
+  }
+  async save(state: State): Promise<void> {
+    this.#state = state;
+  }
+  async flush(): Promise<void> {}
+}

@@ -1,0 +1,44 @@
+import { OAuthError } from './errors.js';
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+export const isLoopbackHost = (hostname: string): boolean => LOOPBACK_HOSTS.has(hostname);
+
+/**
+ * RFC 7591 §2 / OAuth 2.1 §2.3: a redirect URI is absolute, has no fragment, and is https or loopback http.
+ * Throws `invalid_redirect_uri` naming the offending value.
+ */
+export function validateRedirectUri(value: string): void {
+  const fail = (why: string) =>
+    new OAuthError('invalid_redirect_uri', `redirect_uris: "${value}" ${why}`, { redirectable: false });
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw fail('is not an absolute URI');
+  }
+  if (value.includes('#')) throw fail('must not contain a fragment');
+  if (url.username || url.password) throw fail('must not contain user information');
+  if (url.protocol === 'https:') return;
+  if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return;
+  throw fail('must use https, or http on a loopback address (127.0.0.1, [::1] or localhost)');
+}
+
+/**
+ * Exact string comparison, except for loopback redirect URIs, where the port may differ
+ * (OAuth 2.1 §8.4.2, RFC 8252 §7.3): scheme, host, path and query must still match.
+ */
+export function redirectUriMatches(registered: string, requested: string): boolean {
+  if (registered === requested) return true;
+  let a: URL;
+  let b: URL;
+  try {
+    a = new URL(registered);
+    b = new URL(requested);
+  } catch {
+    return false;
+  }
+  if (a.protocol !== 'http:' || b.protocol !== 'http:' || !isLoopbackHost(a.hostname)) return false;
+  if (requested.includes('#') || b.username || b.password) return false;
+  return a.hostname === b.hostname && a.pathname === b.pathname && a.search === b.search;
+}

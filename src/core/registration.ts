@@ -1,0 +1,53 @@
+import { OAuthError } from './errors.js';
+import { validateRedirectUri } from './redirect-uri.js';
+
+export interface ClientMetadataInput {
+  client_name?: unknown;
+  redirect_uris?: unknown;
+  grant_types?: unknown;
+  response_types?: unknown;
+  token_endpoint_auth_method?: unknown;
+  [other: string]: unknown;
+}
+
+export interface ClientMetadata {
+  client_name: string;
+  redirect_uris: string[];
+  grant_types: string[];
+  response_types: string[];
+  token_endpoint_auth_method: 'none';
+}
+
+const bad = (description: string) => new OAuthError('invalid_client_metadata', description, { redirectable: false });
+
+const stringList = (value: unknown, field: string): string[] => {
+  if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === 'string')) {
+    throw bad(`${field} is required and must be a non-empty array of strings`);
+  }
+  return [...new Set(value as string[])];
+};
+
+/**
+ * Spec 2.1 and RFC 7591 §2: every field of 2.1 is required; unknown fields are ignored.
+ * Throws `invalid_redirect_uri` or `invalid_client_metadata` naming the field.
+ */
+export function validateClientMetadata(input: ClientMetadataInput): ClientMetadata {
+  if (typeof input.client_name !== 'string' || input.client_name.trim() === '') throw bad('client_name is required and must be a non-empty string');
+  if (input.client_name.length > 200) throw bad('client_name must be at most 200 characters');
+  if (!Array.isArray(input.redirect_uris) || input.redirect_uris.length === 0 || !input.redirect_uris.every((v) => typeof v === 'string')) {
+    throw new OAuthError('invalid_redirect_uri', 'redirect_uris is required and must be a non-empty array of strings', { redirectable: false });
+  }
+  const redirect_uris = [...new Set(input.redirect_uris as string[])];
+  redirect_uris.forEach(validateRedirectUri);
+  const grant_types = stringList(input.grant_types, 'grant_types');
+  const unsupportedGrant = grant_types.filter((g) => g !== 'authorization_code' && g !== 'refresh_token');
+  if (unsupportedGrant.length > 0) throw bad(`grant_types: ${unsupportedGrant.join(', ')} not supported; allowed: authorization_code, refresh_token`);
+  if (!grant_types.includes('authorization_code')) throw bad('grant_types must include authorization_code');
+  const response_types = stringList(input.response_types, 'response_types');
+  if (response_types.some((r) => r !== 'code')) throw bad('response_types: only "code" is supported');
+  if (input.token_endpoint_auth_method === undefined) throw bad('token_endpoint_auth_method is required and must be "none"');
+  if (input.token_endpoint_auth_method !== 'none') {
+    throw bad(`token_endpoint_auth_method "${String(input.token_endpoint_auth_method)}" is not supported; clients are public: use "none"`);
+  }
+  return { client_name: input.client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: 'none' };
+}

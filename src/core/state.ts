@@ -1,0 +1,154 @@
+import { StateFileError } from './errors.js';
+
+/**
+ * Everything the emulator keeps. Times are epoch milliseconds on the emulator's clock.
+ * Codes and refresh tokens appear only as SHA-256 hashes.
+ */
+export interface State {
+  version: 1;
+  keys: SigningKey[];
+  clients: Record<string, Client>;
+  grants: Record<string, Grant>;
+  /** Keyed by the code's hash. */
+  codes: Record<string, AuthorizationCode>;
+  families: Record<string, TokenFamily>;
+  /** jti → access-token expiry, for RFC 7009 revocation of single access tokens; pruned after expiry. */
+  revoked_access_tokens: Record<string, number>;
+}
+
+export interface SigningKey {
+  kid: string;
+  alg: 'ES256';
+  created_at: number;
+  private_jwk: JsonWebKeyEC;
+  public_jwk: JsonWebKeyEC;
+}
+
+export interface JsonWebKeyEC {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  d?: string;
+}
+
+export interface Client {
+  client_id: string;
+  client_id_issued_at: number;
+  client_name: string;
+  redirect_uris: string[];
+  grant_types: string[];
+  response_types: string[];
+  token_endpoint_auth_method: 'none';
+}
+
+export interface Grant {
+  id: string;
+  client_id: string;
+  person_id: string;
+  scopes: string[];
+  /** `{base_url}/mcp` for agent grants; null for identity grants (no resource requested). */
+  resource: string | null;
+  created_at: number;
+  last_used_at: number | null;
+  status: 'active' | 'revoked';
+  revoked_at?: number;
+  revoked_by?: 'person' | 'admin' | 'client';
+}
+
+export interface AuthorizationCode {
+  hash: string;
+  client_id: string;
+  grant_id: string;
+  redirect_uri: string;
+  code_challenge: string;
+  issued_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+  /** The family its exchange created: revoked if the code is replayed. */
+  family_id: string | null;
+}
+
+export interface RefreshGeneration {
+  generation: number;
+  /** Hash of the refresh token of this generation. */
+  hash: string;
+  issued_at: number;
+  rotated_at: number | null;
+}
+
+export interface TokenFamily {
+  id: string;
+  grant_id: string;
+  client_id: string;
+  /** Hash of the family handle, the part of every refresh token that names its family. */
+  handle_hash: string;
+  current: RefreshGeneration & { expires_at: number };
+  /** The newest rotated generations (bounded), for display and to name a replayed token. */
+  history: RefreshGeneration[];
+  rotations: number;
+  created_at: number;
+  status: 'active' | 'invalidated';
+  invalidated_at?: number;
+  invalidated_reason?: 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
+  /** Generation of the replayed token when a replay killed the family (null: older than the kept history). */
+  replayed_generation?: number | null;
+  /** The newest access tokens issued from the family (bounded), for display. */
+  access_tokens: Array<{ jti: string; issued_at: number; expires_at: number; scopes: string[] }>;
+}
+
+export const emptyState = (): State => ({
+  version: 1,
+  keys: [],
+  clients: {},
+  grants: {},
+  codes: {},
+  families: {},
+  revoked_access_tokens: {},
+});
+
+const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens'] as const;
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Parses what was read from a state file. Anything but the shape written by this version is refused
+ * with a message that names the file; the file itself is never touched here.
+ */
+export function parseState(text: string, file: string): State {
+  const reset = `Nothing was changed. To start over, move the file away (mv '${file}' '${file}.bak') or start with --state OTHER_FILE or --in-memory.`;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${reset}`);
+  }
+  const problem = (what: string) => new StateFileError(file, `state file ${file} is not an agent-access state file: ${what}. ${reset}`);
+  if (!isRecord(json)) throw problem('the top level is not an object');
+  if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
+  if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
+  for (const [i, key] of json.keys.entries()) {
+    if (!isRecord(key) || typeof key.kid !== 'string' || key.alg !== 'ES256' || !isRecord(key.private_jwk) || !isRecord(key.public_jwk)) {
+      throw problem(`keys[${i}] is not an ES256 signing key`);
+    }
+  }
+  for (const name of COLLECTIONS) {
+    const value = json[name];
+    if (!isRecord(value)) throw problem(`"${name}" is not an object`);
+    for (const [id, entry] of Object.entries(value)) {
+      const ok = name === 'revoked_access_tokens' ? typeof entry === 'number' : isRecord(entry);
+      if (!ok) throw problem(`${name}["${id}"] is malformed`);
+    }
+  }
+  for (const [id, grant] of Object.entries(json.grants as Record<string, Record<string, unknown>>)) {
+    if (!Array.isArray(grant.scopes) || typeof grant.client_id !== 'string' || (grant.status !== 'active' && grant.status !== 'revoked')) {
+      throw problem(`grants["${id}"] is malformed`);
+    }
+  }
+  for (const [id, family] of Object.entries(json.families as Record<string, Record<string, unknown>>)) {
+    if (typeof family.handle_hash !== 'string' || !isRecord(family.current) || !Array.isArray(family.history)) {
+      throw problem(`families["${id}"] is malformed`);
+    }
+  }
+  return json as unknown as State;
+}

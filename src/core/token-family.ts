@@ -1,0 +1,73 @@
+import { newId, randomToken, sha256 } from './crypto.js';
+import type { Grant, TokenFamily } from './state.js';
+
+const PREFIX = 'aa1';
+/** How many rotated generations a family remembers for display and for naming a replayed token. */
+export const FAMILY_HISTORY = 20;
+/** How many issued access tokens a family lists. */
+export const FAMILY_ACCESS_TOKENS = 10;
+
+/**
+ * Refresh tokens are `aa1.<handle>.<secret>`. The handle names the family and appears only inside that
+ * family's refresh tokens, so presenting it with a stale secret proves an old token of the family was held:
+ * a replay (spec 3.2). Only hashes of handle and token are stored.
+ */
+export function parseRefreshToken(token: string): { handleHash: string; tokenHash: string } | null {
+  const parts = token.split('.');
+  if (parts.length !== 3 || parts[0] !== PREFIX || !parts[1] || !parts[2]) return null;
+  return { handleHash: sha256(parts[1]), tokenHash: sha256(token) };
+}
+
+const mintToken = (handle: string) => `${PREFIX}.${handle}.${randomToken(32)}`;
+
+/** Starts a family for a grant; returns it with its first refresh token. */
+export function createFamily(grant: Grant, now: number, refreshLifetime: number, presetToken?: string): { family: TokenFamily; refreshToken: string } {
+  let handle: string;
+  let refreshToken: string;
+  if (presetToken) {
+    const parts = presetToken.split('.');
+    if (parts.length !== 3 || parts[0] !== PREFIX || !parts[1] || !parts[2]) {
+      throw new Error(`refresh token must have the form ${PREFIX}.<handle>.<secret>`);
+    }
+    handle = parts[1];
+    refreshToken = presetToken;
+  } else {
+    handle = randomToken(16);
+    refreshToken = mintToken(handle);
+  }
+  const family: TokenFamily = {
+    id: newId('fam'),
+    grant_id: grant.id,
+    client_id: grant.client_id,
+    handle_hash: sha256(handle),
+    current: { generation: 1, hash: sha256(refreshToken), issued_at: now, rotated_at: null, expires_at: now + refreshLifetime },
+    history: [],
+    rotations: 0,
+    created_at: now,
+    status: 'active',
+    access_tokens: [],
+  };
+  return { family, refreshToken };
+}
+
+/** Spec 3.2: the current token becomes rotated and a new one is the only one that works. */
+export function rotateFamily(family: TokenFamily, refreshToken: string, now: number, refreshLifetime: number): string {
+  const handle = refreshToken.split('.')[1] as string;
+  const next = mintToken(handle);
+  const { expires_at: _expired, ...previous } = family.current;
+  family.history.push({ ...previous, rotated_at: now });
+  if (family.history.length > FAMILY_HISTORY) family.history.splice(0, family.history.length - FAMILY_HISTORY);
+  family.current = { generation: family.current.generation + 1, hash: sha256(next), issued_at: now, rotated_at: null, expires_at: now + refreshLifetime };
+  family.rotations += 1;
+  return next;
+}
+
+/** Which rotated generation a replayed token was, when the family still remembers it. */
+export function replayedGeneration(family: TokenFamily, tokenHash: string): number | null {
+  return family.history.find((g) => g.hash === tokenHash)?.generation ?? null;
+}
+
+export function recordAccessToken(family: TokenFamily, entry: TokenFamily['access_tokens'][number]): void {
+  family.access_tokens.push(entry);
+  if (family.access_tokens.length > FAMILY_ACCESS_TOKENS) family.access_tokens.splice(0, family.access_tokens.length - FAMILY_ACCESS_TOKENS);
+}

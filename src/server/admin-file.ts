@@ -1,0 +1,35 @@
+import { readFile, rm, writeFile } from 'node:fs/promises';
+
+/** What `serve` writes (0600) next to the state file so the CLI can reach it: `FILE.json` → `FILE.admin.json`. */
+export interface AdminInfo {
+  admin_url: string;
+  admin_token: string;
+  base_url: string;
+  auth_url: string;
+  pid: number;
+}
+
+export const adminFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.admin.json`;
+
+export async function writeAdminFile(file: string, info: AdminInfo): Promise<void> {
+  await rm(file, { force: true });
+  await writeFile(file, JSON.stringify(info, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
+}
+
+export async function readAdminFile(file: string): Promise<AdminInfo | null> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const info = JSON.parse(text) as Partial<AdminInfo>;
+    if (typeof info.admin_url !== 'string' || typeof info.admin_token !== 'string') return null;
+    return info as AdminInfo;
+  } catch {
+    return null;
+  }
+}
+
+export const removeAdminFile = (file: string): Promise<void> => rm(file, { force: true });

@@ -1,0 +1,114 @@
+import cors from '@fastify/cors';
+import formbody from '@fastify/formbody';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { OAuthError } from '../core/errors.js';
+import type { Core } from '../core/core.js';
+import { PROTECTED_RESOURCE_METADATA_PATH } from '../core/metadata.js';
+import type { TokenParams } from '../core/grants/index.js';
+import { registerAdminRoutes } from './admin-routes.js';
+import { errorReplier, sendProblem } from './error-replies.js';
+import { isAllowedHost } from './host-guard.js';
+import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
+import { errorPage } from './views.js';
+
+export interface AppOptions {
+  /** Host-header check against loopback names (on when bound to loopback). */
+  checkHost: boolean;
+  /** Known once listening; until then requests get 503. */
+  port: () => number | undefined;
+  adminToken?: string;
+  bodyLimit?: number;
+}
+
+const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
+
+/** Each OAuth endpoint takes one media type (RFC 6749 §3.2 form encoding; RFC 7591 §3.1 JSON). */
+function requireMediaType(type: 'application/x-www-form-urlencoded' | 'application/json', style: 'oauth' | 'registration') {
+  return async (request: FastifyRequest) => {
+    const actual = (request.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
+    if (actual !== type) throw new OAuthError(style === 'oauth' ? 'invalid_request' : 'invalid_client_metadata', `Content-Type must be ${type}`);
+  };
+}
+const formOnly = requireMediaType('application/x-www-form-urlencoded', 'oauth');
+
+/** Hooks shared by both servers: readiness, Host check, the request log event, the error handler. */
+export function installCommonHooks(app: FastifyInstance, core: Core, server: 'api' | 'auth', options: AppOptions): void {
+  app.addHook('onRequest', async (request, reply) => {
+    const port = options.port();
+    if (port === undefined) return sendProblem(reply, 503, 'starting', 'the emulator is still starting');
+    if (options.checkHost && !isAllowedHost(request.headers.host, port)) {
+      return sendProblem(reply, 421, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
+    }
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    core.events.emit('request.served', {
+      server,
+      method: request.method,
+      path: request.url.split('?')[0] ?? request.url,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 10) / 10,
+      ...(request.access ? { client_id: request.access.client_id } : {}),
+    });
+  });
+  app.setErrorHandler(errorReplier({ resourceMetadataUrl: () => core.resourceMetadataUrl, htmlError: (status, error, description) => errorPage('Anfrage kann nicht bearbeitet werden', error, description) }));
+  app.setNotFoundHandler((request, reply) => sendProblem(reply, 404, 'not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`));
+}
+
+export function newFastify(options: AppOptions): FastifyInstance {
+  return Fastify({
+    logger: false,
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    // Strict input: no coercion of numbers into strings or single values into arrays.
+    ajv: { customOptions: { coerceTypes: false, allErrors: false } },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+}
+
+/** `{base_url}`: OAuth endpoints for clients, metadata, and (in later parts) the REST allowlist and /mcp. */
+export async function buildApiApp(core: Core, options: AppOptions, extend?: (app: FastifyInstance) => void | Promise<void>): Promise<FastifyInstance> {
+  const app = newFastify(options);
+  installCommonHooks(app, core, 'api', options);
+  await app.register(formbody);
+  // Browser-based MCP clients call metadata, registration, token and revocation cross-origin. The admin API never answers CORS.
+  await app.register(cors, {
+    delegator: (request, callback) => {
+      const admin = (request.url ?? '').startsWith('/_admin');
+      callback(null, admin ? { origin: false } : {
+        origin: '*',
+        methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+        allowedHeaders: ['Authorization', 'Content-Type', 'MCP-Protocol-Version', 'Mcp-Session-Id', 'Idempotency-Key', 'Last-Event-ID'],
+        exposedHeaders: ['WWW-Authenticate', 'Mcp-Session-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'],
+        maxAge: 600,
+      });
+    },
+  });
+
+  app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => core.authorizationServerMetadata());
+  // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to.
+  app.get(PROTECTED_RESOURCE_METADATA_PATH, { schema: metadataSchema }, async () => core.protectedResourceMetadata());
+  app.get('/.well-known/oauth-protected-resource', { schema: metadataSchema }, async () => core.protectedResourceMetadata());
+  app.get('/.well-known/jwks.json', { schema: metadataSchema }, async (_request, reply) => {
+    reply.type('application/jwk-set+json');
+    return core.jwks();
+  });
+
+  app.post('/oauth/register', { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') }, async (request, reply) => {
+    const client = await core.registerClient(request.body as Record<string, unknown>);
+    return reply.code(201).headers(NO_STORE).send(client);
+  });
+
+  app.post('/oauth/token', { schema: tokenSchema, config: { errorStyle: 'oauth' }, preValidation: formOnly }, async (request, reply) => {
+    const tokens = await core.exchangeToken(request.body as TokenParams);
+    return reply.headers(NO_STORE).send(tokens);
+  });
+
+  app.post('/oauth/revoke', { schema: revokeSchema, config: { errorStyle: 'oauth' }, preValidation: formOnly }, async (request, reply) => {
+    await core.revokeToken(request.body as TokenParams);
+    return reply.headers(NO_STORE).code(200).send();
+  });
+
+  if (options.adminToken) registerAdminRoutes(app, core, options.adminToken);
+  await extend?.(app);
+  return app;
+}

@@ -1,0 +1,83 @@
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { QueryValue } from '../core/authorize.js';
+import type { Core } from '../core/core.js';
+import { ProblemError } from '../core/errors.js';
+import { installCommonHooks, newFastify, type AppOptions } from './api-app.js';
+import { BrowserSessions } from './browser-session.js';
+import { authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
+import { consentPage, errorPage, settingsPage } from './views.js';
+
+const SETTINGS_PURPOSE = 'settings';
+
+/** Pages must not be framed, cached or leak the URL; they run no script at all. */
+function pageHeaders(reply: FastifyReply, formAction: string[] = []) {
+  return reply
+    .type('text/html; charset=utf-8')
+    .header('cache-control', 'no-store')
+    .header('x-frame-options', 'DENY')
+    .header('referrer-policy', 'no-referrer')
+    .header('x-content-type-options', 'nosniff')
+    .header('content-security-policy', `default-src 'none'; style-src 'unsafe-inline'; form-action 'self' ${formAction.join(' ')}; frame-ancestors 'none'; base-uri 'none'`);
+}
+
+/** `{auth_url}`: the browser-facing host with the authorization endpoint, consent and settings pages. */
+export async function buildAuthApp(core: Core, options: AppOptions): Promise<FastifyInstance> {
+  const app = newFastify(options);
+  installCommonHooks(app, core, 'auth', options);
+  await app.register(cookie);
+  await app.register(formbody);
+  const sessions = new BrowserSessions(() => core.defaultPerson.id, false);
+
+  // Spec 4.2, OAuth 2.1 §4.1.1. No CORS here: it is a top-level browser navigation.
+  app.get('/oauth/authorize', { schema: authorizeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
+    const query = request.query as Record<string, QueryValue>;
+    const hint = typeof query.login_hint === 'string' ? core.persons.find((p) => p.id === query.login_hint || p.email === query.login_hint) : undefined;
+    const outcome = core.validateAuthorizationRequest(query);
+    if (outcome.kind === 'error_page') {
+      const accept = request.headers.accept ?? '';
+      if (accept.includes('application/json') && !accept.includes('text/html')) return reply.code(400).header('cache-control', 'no-store').send(outcome.error.toJSON());
+      return pageHeaders(reply.code(400)).send(errorPage('Anfrage kann nicht bearbeitet werden', outcome.error.error, outcome.error.message));
+    }
+    if (outcome.kind === 'redirect') return reply.code(302).header('cache-control', 'no-store').redirect(outcome.location, 302);
+    const session = sessions.ensure(request, reply, hint?.id);
+    const person = core.person(session.person_id) ?? core.defaultPerson;
+    const interaction = core.beginConsent(outcome.request, person.id, session.id);
+    const html = consentPage({ request: outcome.request, person, interactionId: interaction.id, csrf: sessions.csrfToken(session, interaction.id), resource: core.resource });
+    return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);
+  });
+
+  // The consent form posts here (spec 5.6); the answer sends the browser back to the client.
+  app.post('/consent', { schema: consentSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
+    const body = request.body as { interaction: string; csrf: string; decision: 'approve' | 'deny' };
+    const session = sessions.current(request);
+    if (!session || !sessions.checkCsrf(session, body.interaction, body.csrf)) {
+      throw new ProblemError(403, 'consent.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
+    }
+    const location = await core.decideConsent(body.interaction, session.id, body.decision);
+    return reply.header('cache-control', 'no-store').redirect(location, 302);
+  });
+
+  app.get('/', async (_request, reply) => reply.redirect('/settings', 302));
+
+  app.get('/settings', { config: { errorStyle: 'html' } }, async (request, reply) => {
+    const session = sessions.ensure(request, reply);
+    const person = core.person(session.person_id) ?? core.defaultPerson;
+    const notice = (request.query as { revoked?: string }).revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
+    return pageHeaders(reply).send(settingsPage({ person, grants: core.listGrants({ person_id: person.id }), csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
+  });
+
+  // Spec 3.3, 5.7: the person revokes; it applies from the next request.
+  app.post('/settings/grants/:id/revoke', { schema: settingsRevokeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
+    const session = sessions.current(request);
+    const { csrf } = request.body as { csrf: string };
+    if (!session || !sessions.checkCsrf(session, SETTINGS_PURPOSE, csrf)) {
+      throw new ProblemError(403, 'settings.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Einstellungen neu.');
+    }
+    await core.revokeGrant((request.params as { id: string }).id, 'person', session.person_id);
+    return reply.redirect('/settings?revoked=1', 303);
+  });
+
+  return app;
+}

@@ -1,0 +1,130 @@
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { systemClock, type Clock } from '../core/clock.js';
+import { Core, type Lifetimes } from '../core/core.js';
+import { randomToken } from '../core/crypto.js';
+import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
+import { FilePersistence } from '../store/file-persistence.js';
+import { loadFixtures } from '../store/fixtures.js';
+import { lockStateFile } from '../store/lock.js';
+import { adminFileFor, removeAdminFile, writeAdminFile } from './admin-file.js';
+import { ADMIN_PREFIX } from './admin-routes.js';
+import { buildApiApp } from './api-app.js';
+import { buildAuthApp } from './auth-app.js';
+import { isLoopbackBind } from './host-guard.js';
+
+export const DEFAULT_STATE_FILE = '.agent-access/state.json';
+export const DEFAULT_PORT = 4100;
+export const DEFAULT_AUTH_PORT = 4101;
+
+export interface EmulatorOptions {
+  /** `{base_url}` port; 0 picks a free one. Default 4100. */
+  port?: number;
+  /** `{auth_url}` port; 0 picks a free one. Default 4101. */
+  authPort?: number;
+  /** Interface to bind. Default 127.0.0.1. */
+  host?: string;
+  /** State file; default `.agent-access/state.json` in the working directory. Ignored with `inMemory`. */
+  state?: string;
+  inMemory?: boolean;
+  /** Directory with persons.json (and optionally grants.json). Default: the package's fixtures. */
+  fixtures?: string;
+  clock?: Clock;
+  lifetimes?: Partial<Lifetimes>;
+  /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
+  extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
+}
+
+/** The host part of the service URLs: a wildcard bind is announced as 127.0.0.1, IPv6 literals get brackets. */
+function urlHostFor(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/** The emulated service: two loopback origins over one core. `agent-access serve` wraps it. */
+export class Emulator {
+  readonly core: Core;
+  readonly statePath: string | null;
+  readonly adminToken: string;
+  readonly adminFile: string | null;
+  readonly #api: FastifyInstance;
+  readonly #auth: FastifyInstance;
+  readonly #release: (() => Promise<void>) | null;
+  #pruneTimer: NodeJS.Timeout | undefined;
+  #stopping: Promise<void> | undefined;
+
+  private constructor(core: Core, api: FastifyInstance, auth: FastifyInstance, statePath: string | null, adminToken: string, release: (() => Promise<void>) | null) {
+    this.core = core;
+    this.#api = api;
+    this.#auth = auth;
+    this.statePath = statePath;
+    this.adminToken = adminToken;
+    this.adminFile = statePath ? adminFileFor(statePath) : null;
+    this.#release = release;
+  }
+
+  get baseUrl(): string {
+    return this.core.urls.baseUrl;
+  }
+  get authUrl(): string {
+    return this.core.urls.authUrl;
+  }
+  get issuer(): string {
+    return this.core.issuer;
+  }
+  get adminUrl(): string {
+    return `${this.baseUrl}${ADMIN_PREFIX}`;
+  }
+
+  static async start(options: EmulatorOptions = {}): Promise<Emulator> {
+    const host = options.host ?? '127.0.0.1';
+    const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
+    const fixtures = await loadFixtures(options.fixtures);
+    // One writer per state file: taken before reading, held until stop.
+    const release = statePath ? await lockStateFile(statePath) : null;
+    try {
+      const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
+      const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
+      const adminToken = randomToken(32);
+      const ports: { api?: number; auth?: number } = {};
+      const checkHost = isLoopbackBind(host);
+      const api = await buildApiApp(core, { checkHost, port: () => ports.api, adminToken }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined);
+      const auth = await buildAuthApp(core, { checkHost, port: () => ports.auth });
+      const emulator = new Emulator(core, api, auth, statePath, adminToken, release);
+      try {
+        await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
+      } catch (e) {
+        await Promise.allSettled([api.close(), auth.close()]);
+        throw e;
+      }
+      ports.api = (api.server.address() as AddressInfo).port;
+      ports.auth = (auth.server.address() as AddressInfo).port;
+      const urlHost = urlHostFor(host);
+      core.setUrls({ baseUrl: `http://${urlHost}:${ports.api}`, authUrl: `http://${urlHost}:${ports.auth}` });
+      if (emulator.adminFile) {
+        await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid });
+      }
+      emulator.#pruneTimer = setInterval(() => {
+        if (core.prune()) void core.commit().catch(() => undefined);
+      }, 60_000).unref();
+      // Import the signing keys now, off the ready path, so the first token request is not slower.
+      setImmediate(() => void core.warmUp().catch(() => undefined));
+      return emulator;
+    } catch (e) {
+      await release?.().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Stops accepting, lets in-flight requests finish, flushes the state, releases the file. */
+  stop(): Promise<void> {
+    return (this.#stopping ??= (async () => {
+      clearInterval(this.#pruneTimer);
+      await Promise.all([this.#api.close(), this.#auth.close()]);
+      await this.core.persistence.flush();
+      if (this.adminFile) await removeAdminFile(this.adminFile);
+      await this.#release?.();
+    })());
+  }
+}

@@ -1,0 +1,87 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { BearerError, OAuthError, ProblemError } from '../core/errors.js';
+
+/** How a route reports errors: OAuth endpoints in RFC 6749 JSON, everything else as RFC 9457 problems. */
+export type ErrorStyle = 'oauth' | 'registration' | 'problem' | 'html';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    errorStyle?: ErrorStyle;
+  }
+}
+
+/** The one documented error shape for non-OAuth routes (RFC 9457 application/problem+json). */
+export function sendProblem(reply: FastifyReply, status: number, code: string, detail: string, extra: Record<string, unknown> = {}) {
+  return reply
+    .code(status)
+    .type('application/problem+json; charset=utf-8')
+    .header('cache-control', 'no-store')
+    .send({ type: `urn:agent-access:error:${code}`, title: code, status, detail, ...extra });
+}
+
+export function sendOAuthError(reply: FastifyReply, error: OAuthError) {
+  return reply.code(error.status).header('cache-control', 'no-store').header('pragma', 'no-cache').send(error.toJSON());
+}
+
+const quoted = (value: string) => `"${value.replace(/["\\]/g, "'")}"`;
+
+/** RFC 6750 §3 challenge with the RFC 9728 resource_metadata parameter. */
+export function bearerChallenge(error: BearerError, resourceMetadataUrl: string): string {
+  const params: string[] = [];
+  if (error.error) params.push(`error=${quoted(error.error)}`, `error_description=${quoted(error.message)}`);
+  params.push(`resource_metadata=${quoted(resourceMetadataUrl)}`, `scope=${quoted(error.scope)}`);
+  return `Bearer ${params.join(', ')}`;
+}
+
+/** Turns an ajv validation error into a sentence that names the parameter. */
+export function describeValidation(error: FastifyError): { field: string; description: string } {
+  const first = error.validation?.[0];
+  if (!first) return { field: '', description: error.message };
+  const path = first.instancePath.replace(/^\//, '').split('/');
+  if (first.keyword === 'required') {
+    const missing = String((first.params as { missingProperty?: string }).missingProperty ?? '');
+    return { field: missing, description: `${missing} is required` };
+  }
+  const field = path[0] ?? '';
+  const where = path.join('.') || error.validationContext || 'request';
+  if (first.keyword === 'type' && (first.params as { type?: string }).type === 'string' && error.validationContext !== 'body') {
+    return { field, description: `${where} must be given once, as a string` };
+  }
+  if (first.keyword === 'type' && (first.params as { type?: string }).type === 'string') return { field, description: `${where} must be a string, given once` };
+  return { field, description: `${where} ${first.message ?? 'is invalid'}` };
+}
+
+/**
+ * The error handler of both servers. Known errors keep their status and code; anything else is a 500
+ * whose details stay in the log.
+ */
+export function errorReplier(options: { resourceMetadataUrl: () => string; htmlError: (status: number, error: string, description: string) => string }) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? 'problem';
+    if (error instanceof BearerError) {
+      reply.header('www-authenticate', bearerChallenge(error, options.resourceMetadataUrl()));
+      return sendProblem(reply, error.status, error.error ?? 'unauthorized', error.message, { scope: error.scope });
+    }
+    if (error instanceof OAuthError) {
+      if (style === 'html') return reply.code(error.status).type('text/html; charset=utf-8').send(options.htmlError(error.status, error.error, error.message));
+      return sendOAuthError(reply, error);
+    }
+    if (error instanceof ProblemError) {
+      if (style === 'html') return reply.code(error.status).type('text/html; charset=utf-8').send(options.htmlError(error.status, error.code, error.message));
+      return sendProblem(reply, error.status, error.code, error.message);
+    }
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    if (status === 500) request.log.error({ err: error }, 'request failed');
+    const described = error.validation ? describeValidation(error) : { field: '', description: status === 500 ? 'internal error' : error.message };
+    if (style === 'oauth' || style === 'registration') {
+      if (status === 500) return sendOAuthError(reply, new OAuthError('server_error', 'internal error', { status: 500 }));
+      const code = style === 'registration' ? (described.field === 'redirect_uris' ? 'invalid_redirect_uri' : 'invalid_client_metadata') : 'invalid_request';
+      const description = error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+        ? `Content-Type must be ${style === 'registration' ? 'application/json' : 'application/x-www-form-urlencoded'}`
+        : described.description;
+      return sendOAuthError(reply, new OAuthError(code, description, { status: status === 413 ? 413 : 400 }));
+    }
+    if (style === 'html') return reply.code(status).type('text/html; charset=utf-8').send(options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description));
+    return sendProblem(reply, status, status === 500 ? 'internal_error' : error.validation ? 'invalid_request' : (error.code ?? 'error').toLowerCase(), described.description);
+  };
+}

@@ -1,0 +1,43 @@
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
+
+/** Escapes text for HTML element content and quoted attribute values. Everything a client supplied goes through it. */
+export const escapeHtml = (value: unknown): string => String(value).replace(/[&<>"'`]/g, (c) => ESCAPES[c] as string);
+
+/** A tagged template that escapes every interpolation unless it is already `SafeHtml`. */
+export class SafeHtml {
+  constructor(readonly value: string) {}
+  toString(): string {
+    return this.value;
+  }
+}
+
+export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+  let out = strings[0] ?? '';
+  values.forEach((v, i) => {
+    const part = Array.isArray(v) ? v.map((x) => (x instanceof SafeHtml ? x.value : escapeHtml(x))).join('') : v instanceof SafeHtml ? v.value : v === undefined || v === null || v === false ? '' : escapeHtml(v);
+    out += part + (strings[i + 1] ?? '');
+  });
+  return new SafeHtml(out);
+}
+
+const STYLE = `
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;line-height:1.5}
+h1{font-size:1.4rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem .45rem;border-radius:.6rem;background:#fff3cd;color:#664d03;border:1px solid #e6c96a;vertical-align:middle}
+.write{background:#f8d7da;color:#58151c;border-color:#e4a0a7}ul.scopes{padding-left:1.2rem}ul.scopes li{margin:.35rem 0}
+.note{color:#555;font-size:.9rem}.buttons{display:flex;gap:.75rem;margin-top:1.5rem}
+button{font-size:1rem;padding:.55rem 1.2rem;border-radius:.4rem;border:1px solid #888;background:#f4f4f4;cursor:pointer}
+button.primary{background:#0b5ed7;border-color:#0b5ed7;color:#fff}code{background:#f1f1f1;padding:.05rem .3rem;border-radius:.2rem}
+table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
+.error{border-left:4px solid #b02a37;padding-left:1rem}`;
+
+export function page(title: string, body: SafeHtml): string {
+  return html`<!doctype html>
+<html lang="de">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title}</title>
+<style>${new SafeHtml(STYLE)}</style></head>
+<body>
+${body}
+</body>
+</html>
+`.value;
+}

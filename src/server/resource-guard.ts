@@ -1,0 +1,19 @@
+import type { FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { AccessContext, Core } from '../core/core.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    access?: AccessContext;
+  }
+}
+
+/**
+ * The guard every protected route uses (spec 4.4, 5.5): a preHandler that admits a request only with a valid
+ * agent token holding `scope`, checked against the live grant and family on every request. Only the
+ * Authorization header counts; a token in the query string is ignored (RFC 6750 §2.3 is not offered).
+ */
+export function requireScope(core: Core, scope: string): preHandlerAsyncHookHandler {
+  return async function resourceGuard(request: FastifyRequest) {
+    request.access = await core.authenticate(request.headers.authorization, scope);
+  };
+}

@@ -1,0 +1,152 @@
+/** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
+const str = (maxLength = 4096) => ({ type: 'string', maxLength }) as const;
+
+export const oauthErrorSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: { error: { type: 'string' }, error_description: { type: 'string' } },
+} as const;
+
+export const problemSchema = {
+  type: 'object',
+  required: ['type', 'title', 'status'],
+  properties: { type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' }, detail: { type: 'string' } },
+  additionalProperties: true,
+} as const;
+
+const openObject = { type: 'object', additionalProperties: true } as const;
+
+/** Spec 2.1 / RFC 7591 §2. Unknown fields pass through and are ignored by the core. */
+export const registerSchema = {
+  body: {
+    type: 'object',
+    required: ['client_name', 'redirect_uris', 'grant_types', 'response_types', 'token_endpoint_auth_method'],
+    properties: {
+      client_name: str(200),
+      redirect_uris: { type: 'array', minItems: 1, maxItems: 20, items: str(2000) },
+      grant_types: { type: 'array', minItems: 1, maxItems: 10, items: str(100) },
+      response_types: { type: 'array', minItems: 1, maxItems: 10, items: str(100) },
+      token_endpoint_auth_method: str(100),
+    },
+    additionalProperties: true,
+  },
+  response: {
+    201: {
+      type: 'object',
+      properties: {
+        client_id: { type: 'string' },
+        client_id_issued_at: { type: 'integer' },
+        client_name: { type: 'string' },
+        redirect_uris: { type: 'array', items: { type: 'string' } },
+        grant_types: { type: 'array', items: { type: 'string' } },
+        response_types: { type: 'array', items: { type: 'string' } },
+        token_endpoint_auth_method: { type: 'string' },
+      },
+    },
+    '4xx': oauthErrorSchema,
+  },
+} as const;
+
+const formField = str();
+
+/** OAuth 2.1 §4.1.3 / §4.3.1: the token request, form-encoded. A repeated parameter arrives as an array and is refused. */
+export const tokenSchema = {
+  body: {
+    type: 'object',
+    required: ['grant_type'],
+    properties: {
+      grant_type: str(100),
+      client_id: formField,
+      code: formField,
+      redirect_uri: formField,
+      code_verifier: formField,
+      refresh_token: formField,
+      scope: formField,
+      resource: formField,
+    },
+    additionalProperties: true,
+  },
+  response: {
+    200: {
+      type: 'object',
+      required: ['access_token', 'token_type', 'expires_in', 'refresh_token', 'scope'],
+      properties: {
+        access_token: { type: 'string' },
+        token_type: { type: 'string' },
+        expires_in: { type: 'integer' },
+        refresh_token: { type: 'string' },
+        scope: { type: 'string' },
+      },
+    },
+    '4xx': oauthErrorSchema,
+    '5xx': oauthErrorSchema,
+  },
+} as const;
+
+/** RFC 7009 §2.1. */
+export const revokeSchema = {
+  body: {
+    type: 'object',
+    required: ['token'],
+    properties: { token: formField, token_type_hint: str(100), client_id: formField },
+    additionalProperties: true,
+  },
+  response: { '4xx': oauthErrorSchema },
+} as const;
+
+export const metadataSchema = { response: { 200: openObject } } as const;
+
+const queryValue = { anyOf: [str(), { type: 'array', maxItems: 10, items: str() }] } as const;
+
+/** Spec 4.2. Values may repeat here so the core can answer a repeated parameter as OAuth 2.1 asks. */
+export const authorizeSchema = {
+  querystring: {
+    type: 'object',
+    properties: Object.fromEntries(
+      ['client_id', 'redirect_uri', 'response_type', 'code_challenge', 'code_challenge_method', 'state', 'scope', 'resource', 'login_hint'].map((k) => [k, queryValue]),
+    ),
+    additionalProperties: true,
+  },
+} as const;
+
+export const consentSchema = {
+  body: {
+    type: 'object',
+    required: ['interaction', 'csrf', 'decision'],
+    properties: { interaction: str(200), csrf: str(200), decision: { type: 'string', enum: ['approve', 'deny'] } },
+    additionalProperties: false,
+  },
+} as const;
+
+export const settingsRevokeSchema = {
+  params: { type: 'object', required: ['id'], properties: { id: str(200) } },
+  body: { type: 'object', required: ['csrf'], properties: { csrf: str(200) }, additionalProperties: false },
+} as const;
+
+const grantView = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    client_id: { type: 'string' },
+    client_name: { type: 'string' },
+    person_id: { type: 'string' },
+    scopes: { type: 'array', items: { type: 'string' } },
+    resource: { type: ['string', 'null'] },
+    created_at: { type: 'integer' },
+    last_used_at: { type: ['integer', 'null'] },
+    status: { type: 'string' },
+    revoked_at: { type: 'integer' },
+    revoked_by: { type: 'string' },
+    families: { type: 'array', items: openObject },
+  },
+} as const;
+
+export const adminGrantsSchema = {
+  querystring: { type: 'object', properties: { person_id: str(200), client_id: str(200) }, additionalProperties: false },
+  response: { 200: { type: 'object', properties: { grants: { type: 'array', items: grantView } } }, '4xx': problemSchema },
+} as const;
+
+export const adminRevokeSchema = {
+  params: { type: 'object', required: ['id'], properties: { id: str(200) } },
+  response: { 200: { type: 'object', properties: { grant: grantView } }, '4xx': problemSchema },
+} as const;

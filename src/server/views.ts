@@ -1,0 +1,75 @@
+import type { AuthorizationRequest } from '../core/authorize.js';
+import type { GrantView } from '../core/core.js';
+import type { Person } from '../core/persons.js';
+import { SCOPES, isSupportedScope } from '../core/scopes.js';
+import { html, page } from './html.js';
+
+const when = (ms: number | null | undefined) => (ms ? new Date(ms).toLocaleString('de-DE', { dateStyle: 'medium', timeStyle: 'short' }) : '–');
+
+function scopeItem(scope: string) {
+  const info = isSupportedScope(scope) ? SCOPES[scope] : undefined;
+  const label = info?.label ?? `${scope} (eingestellte Berechtigung)`;
+  return html`<li data-scope="${scope}">${label} <code>${scope}</code>${info?.writes ? html` <span class="badge write">schreibt</span>` : ''}</li>`;
+}
+
+/** Spec 4.2, 5.6: every requested scope in plain German, writes marked, client_name labelled unverified. */
+export function consentPage(input: { request: AuthorizationRequest; person: Person; interactionId: string; csrf: string; resource: string }): string {
+  const { request, person } = input;
+  const target = new URL(request.redirect_uri);
+  return page(
+    'Zugriff erlauben?',
+    html`<h1>Zugriff erlauben?</h1>
+<p><strong id="client-name">${request.client.client_name}</strong> <span class="badge">nicht verifiziert</span>
+möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den Agent Access Service zugreifen.</p>
+<p class="note">Der Name dieser Anwendung wurde nicht überprüft. Erlauben Sie den Zugriff nur, wenn Sie die Anmeldung selbst gestartet haben.</p>
+<h2>Die Anwendung erhält diese Berechtigungen</h2>
+<ul class="scopes">${request.scopes.map(scopeItem)}</ul>
+<p class="note">${request.resource !== null
+      ? html`Zugriff für Agenten auf <code>${input.resource}</code>.`
+      : html`Ohne Ressource angefragt: Das Token weist nur Ihre Identität aus, die Werkzeuge des Arbeitsbereichs lehnen es ab.`}</p>
+<p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${target.host}</strong> weitergeleitet.</p>
+<form method="post" action="/consent">
+<input type="hidden" name="interaction" value="${input.interactionId}">
+<input type="hidden" name="csrf" value="${input.csrf}">
+<div class="buttons">
+<button type="submit" name="decision" value="approve" class="primary">Zulassen</button>
+<button type="submit" name="decision" value="deny">Ablehnen</button>
+</div>
+</form>
+<p class="note">Diese Zustimmung wird jedes Mal erfragt. Sie können den Zugriff jederzeit in den <a href="/settings">Einstellungen</a> widerrufen.</p>`,
+  );
+}
+
+export function errorPage(title: string, error: string, description: string): string {
+  return page(
+    title,
+    html`<div class="error"><h1>${title}</h1>
+<p>${description}</p>
+<p class="note">Fehlercode: <code>${error}</code></p></div>
+<p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>`,
+  );
+}
+
+/** Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. */
+export function settingsPage(input: { person: Person; grants: GrantView[]; csrf: string; notice?: string }): string {
+  const rows = input.grants.map(
+    (g) => html`<tr data-grant="${g.id}">
+<td><strong>${g.client_name}</strong> <span class="badge">nicht verifiziert</span><br><code>${g.client_id}</code></td>
+<td><ul class="scopes">${g.scopes.map(scopeItem)}</ul></td>
+<td>${when(g.created_at)}</td><td>${when(g.last_used_at)}</td>
+<td>${g.status === 'active' ? 'aktiv' : html`widerrufen ${when(g.revoked_at)}`}</td>
+<td>${g.status === 'active'
+      ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${input.csrf}"><button type="submit">Widerrufen</button></form>`
+      : ''}</td></tr>`,
+  );
+  return page(
+    'Verbundene Anwendungen',
+    html`<h1>Verbundene Anwendungen</h1>
+<p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
+${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
+${input.grants.length === 0
+      ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
+      : html`<table><thead><tr><th>Anwendung</th><th>Berechtigungen</th><th>Erteilt</th><th>Zuletzt genutzt</th><th>Status</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
+<p class="note">Ein Widerruf gilt ab der nächsten Anfrage der Anwendung, nicht erst, wenn ihr Token abläuft.</p>`,
+  );
+}

@@ -1,0 +1,62 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { GrantSeed } from '../core/core.js';
+import { AgentAccessError } from '../core/errors.js';
+import type { Person } from '../core/persons.js';
+
+/** The fixtures shipped with the package. */
+export const DEFAULT_FIXTURES_DIR = fileURLToPath(new URL('../../fixtures/', import.meta.url));
+
+export interface Fixtures {
+  dir: string;
+  persons: Person[];
+  grants: GrantSeed[];
+}
+
+const fail = (file: string, what: string) => new AgentAccessError('fixtures.invalid', `fixture ${file}: ${what}`);
+
+async function readJson(file: string, optional: boolean): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    if (optional && (e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw fail(file, `cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw fail(file, `is not valid JSON (${(e as Error).message})`);
+  }
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
+
+/**
+ * Reads a fixtures directory: `persons.json` (required: `[{id, name, email, default?}]`) and
+ * `grants.json` (optional: grants to create in a new state, e.g. a legacy grant with retired scopes).
+ */
+export async function loadFixtures(dir: string = DEFAULT_FIXTURES_DIR): Promise<Fixtures> {
+  const personsFile = join(dir, 'persons.json');
+  const persons = await readJson(personsFile, false);
+  if (!Array.isArray(persons) || persons.length === 0) throw fail(personsFile, 'must be a non-empty array of persons');
+  persons.forEach((p, i) => {
+    if (typeof p !== 'object' || p === null || !isString(p.id) || !isString(p.name) || !isString(p.email)) {
+      throw fail(personsFile, `entry ${i} needs string fields id, name and email`);
+    }
+  });
+  const grantsFile = join(dir, 'grants.json');
+  const grants = (await readJson(grantsFile, true)) ?? [];
+  if (!Array.isArray(grants)) throw fail(grantsFile, 'must be an array of grants');
+  grants.forEach((g, i) => {
+    const ok =
+      typeof g === 'object' && g !== null &&
+      typeof g.client === 'object' && g.client !== null && isString(g.client.client_id) && isString(g.client.client_name) &&
+      Array.isArray(g.client.redirect_uris) && g.client.redirect_uris.every(isString) &&
+      isString(g.person_id) && Array.isArray(g.scopes) && g.scopes.every(isString) &&
+      (g.resource === 'mcp' || g.resource === null) && isString(g.refresh_token);
+    if (!ok) throw fail(grantsFile, `entry ${i} needs client {client_id, client_name, redirect_uris}, person_id, scopes, resource ("mcp" or null) and refresh_token`);
+  });
+  return { dir, persons: persons as Person[], grants: grants as GrantSeed[] };
+}

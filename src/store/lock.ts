@@ -1,0 +1,30 @@
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import lockfile from 'proper-lockfile';
+import { AgentAccessError } from '../core/errors.js';
+
+export class StateLockedError extends AgentAccessError {
+  constructor(file: string) {
+    super('state.locked', `state file ${file} is in use by another agent-access process`);
+  }
+}
+
+/**
+ * Takes the single-writer lock on a state file (a `FILE.lock` directory refreshed while held; a holder that
+ * died is taken over after `staleMs`). Returns the release function.
+ */
+export async function lockStateFile(file: string, options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void } = {}): Promise<() => Promise<void>> {
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    return await lockfile.lock(file, {
+      realpath: false,
+      stale: options.staleMs ?? 10_000,
+      update: Math.min(5_000, Math.floor((options.staleMs ?? 10_000) / 2)),
+      retries: options.retries ? { retries: options.retries, minTimeout: 50, maxTimeout: 250 } : 0,
+      onCompromised: options.onCompromised ?? ((e) => process.emitWarning(`agent-access: lost the lock on ${file}: ${e.message}`)),
+    });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ELOCKED') throw new StateLockedError(file);
+    throw e;
+  }
+}
