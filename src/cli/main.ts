@@ -8,16 +8,21 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 
 /** The `agent-access` program. Commands load their heavy modules only when they run. */
 export function buildProgram(): Command {
-  return new Command('agent-access')
+  const program = new Command('agent-access')
     .description('Dev kit and local emulator for the Agent Access Service')
     .version(version)
-    .showHelpAfterError()
-    .configureOutput({ outputError: (text, write) => write(text) })
-    .exitOverride((err) => {
-      process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
-    })
     .addCommand(serveCommand())
     .addCommand(grantsCommand());
+  applyConventions(program);
+  return program;
+}
+
+/** Every command, nested ones included: usage errors exit 2 and show help (commander's addCommand does not inherit this). */
+function applyConventions(command: Command): void {
+  command.showHelpAfterError().exitOverride((err) => {
+    process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
+  });
+  command.commands.forEach(applyConventions);
 }
 
 buildProgram().parseAsync(process.argv).catch(failWith);

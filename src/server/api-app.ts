@@ -18,6 +18,8 @@ export interface AppOptions {
   port: () => number | undefined;
   adminToken?: string;
   bodyLimit?: number;
+  /** True once stop() began: responses then close their connection so shutdown does not wait for keep-alive. */
+  stopping?: () => boolean;
 }
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
@@ -39,6 +41,9 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     if (options.checkHost && !isAllowedHost(request.headers.host, port)) {
       return sendProblem(reply, 421, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
     }
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (options.stopping?.()) reply.header('connection', 'close');
   });
   app.addHook('onResponse', async (request, reply) => {
     core.events.emit('request.served', {

@@ -17,6 +17,7 @@ import { isLoopbackBind } from './host-guard.js';
 export const DEFAULT_STATE_FILE = '.agent-access/state.json';
 export const DEFAULT_PORT = 4100;
 export const DEFAULT_AUTH_PORT = 4101;
+const STOP_GRACE_MS = 10_000;
 
 export interface EmulatorOptions {
   /** `{base_url}` port; 0 picks a free one. Default 4100. */
@@ -51,10 +52,12 @@ export class Emulator {
   readonly #api: FastifyInstance;
   readonly #auth: FastifyInstance;
   readonly #release: (() => Promise<void>) | null;
+  readonly #lifecycle: { stopping: boolean };
   #pruneTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
 
-  private constructor(core: Core, api: FastifyInstance, auth: FastifyInstance, statePath: string | null, adminToken: string, release: (() => Promise<void>) | null) {
+  private constructor(core: Core, api: FastifyInstance, auth: FastifyInstance, statePath: string | null, adminToken: string, release: (() => Promise<void>) | null, lifecycle: { stopping: boolean }) {
+    this.#lifecycle = lifecycle;
     this.core = core;
     this.#api = api;
     this.#auth = auth;
@@ -89,9 +92,11 @@ export class Emulator {
       const adminToken = randomToken(32);
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);
-      const api = await buildApiApp(core, { checkHost, port: () => ports.api, adminToken }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined);
-      const auth = await buildAuthApp(core, { checkHost, port: () => ports.auth });
-      const emulator = new Emulator(core, api, auth, statePath, adminToken, release);
+      const lifecycle = { stopping: false };
+      const stopping = () => lifecycle.stopping;
+      const api = await buildApiApp(core, { checkHost, port: () => ports.api, adminToken, stopping }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined);
+      const auth = await buildAuthApp(core, { checkHost, port: () => ports.auth, stopping });
+      const emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
       try {
         await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       } catch (e) {
@@ -121,7 +126,14 @@ export class Emulator {
   stop(): Promise<void> {
     return (this.#stopping ??= (async () => {
       clearInterval(this.#pruneTimer);
+      this.#lifecycle.stopping = true;
+      // In-flight requests finish (their responses close the connection); a client that holds one open longer is cut off.
+      const cutOff = setTimeout(() => {
+        this.#api.server.closeAllConnections();
+        this.#auth.server.closeAllConnections();
+      }, STOP_GRACE_MS).unref();
       await Promise.all([this.#api.close(), this.#auth.close()]);
+      clearTimeout(cutOff);
       await this.core.persistence.flush();
       if (this.adminFile) await removeAdminFile(this.adminFile);
       await this.#release?.();

@@ -1,0 +1,145 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { scratchDir } from './helpers/emulator.js';
+import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { authorizeAndApprove, http, refresh, register } from './helpers/oauth.js';
+
+const servers: ServeProcess[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    if (s.child.exitCode === null) {
+      s.child.kill('SIGKILL');
+      await s.exit;
+    }
+  }
+});
+const serve = async (args: string[], cwd?: string) => {
+  const s = await startServe(args, { cwd });
+  servers.push(s);
+  return s;
+};
+const urls = (s: ServeProcess) => ({ baseUrl: s.ready.base_url, authUrl: s.ready.auth_url });
+
+describe('agent-access serve', () => {
+  it('--json prints exactly one JSON line when ready; logs go to stderr; the default state is .agent-access/state.json', async () => {
+    const dir = await scratchDir();
+    const s = await serve([], dir);
+    expect(Object.keys(s.ready)).toEqual(expect.arrayContaining(['base_url', 'auth_url', 'issuer', 'state', 'admin_url', 'admin_token']));
+    expect(s.ready.issuer).toBe(s.ready.base_url);
+    expect(s.ready.base_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(s.ready.auth_url).not.toBe(s.ready.base_url);
+    expect(s.ready.state).toBe(join(dir, '.agent-access', 'state.json'));
+    await http(`${s.ready.base_url}/.well-known/oauth-authorization-server`);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(s.stderr()).toContain('GET /.well-known/oauth-authorization-server 200');
+    expect(s.stdoutRest()).toBe('');
+  });
+
+  it('SIGTERM: finishes the request in flight, flushes state, removes the admin file and lock, exits 0', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await serve(['--state', state]);
+    const pending = register(s.ready.base_url);
+    await new Promise((r) => setTimeout(r, 5));
+    s.child.kill('SIGTERM');
+    const { client_id } = await pending;
+    expect(await s.exit).toBe(0);
+    expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toBeTruthy();
+    expect(existsSync(join(dir, 'state.admin.json'))).toBe(false);
+    expect(existsSync(`${state}.lock`)).toBe(false);
+  });
+
+  it('a corrupt state file: exit 3, the message names the file and the fix, the file is untouched', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    await writeFile(state, '{"version":1,', { mode: 0o600 });
+    const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
+    expect(res.code).toBe(3);
+    expect(res.stderr).toContain(state);
+    expect(res.stderr).toContain('mv');
+    expect(res.stderr).not.toContain('    at ');
+    expect(await readFile(state, 'utf8')).toBe('{"version":1,');
+  });
+
+  it('a usage error exits 2 with help; --in-memory and --state conflict', async () => {
+    expect((await runCli(['serve', '--port', 'abc'])).code).toBe(2);
+    const conflict = await runCli(['serve', '--in-memory', '--state', 'x.json']);
+    expect(conflict.code).toBe(2);
+    expect(conflict.stderr).toContain('cannot be used with');
+  });
+
+  it('a port in use is reported plainly', async () => {
+    const s = await serve(['--in-memory']);
+    const port = new URL(s.ready.base_url).port;
+    const res = await runCli(['serve', '--in-memory', '--port', port, '--auth-port', '0']);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('address in use');
+    expect(res.stderr).not.toContain('    at ');
+  });
+});
+
+describe('agent-access grants: one writer per state file', () => {
+  it('with serve running, list and revoke go through the emulator, which refuses the grant on the next request and keeps the change', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await serve(['--state', state]);
+    const flow = await authorizeAndApprove(urls(s));
+    const list = await runCli(['grants', 'list', '--state', state, '--json']);
+    expect(list.code).toBe(0);
+    const [grant] = JSON.parse(list.stdout).grants;
+    expect(grant).toMatchObject({ client_name: 'Test Agent', status: 'active', scopes: ['ask'] });
+    const human = await runCli(['grants', 'list', '--state', state]);
+    expect(human.stdout).toContain(grant.id);
+    const revoke = await runCli(['grants', 'revoke', grant.id, '--state', state]);
+    expect(revoke.code).toBe(0);
+    expect(revoke.stdout).toContain(`revoked ${grant.id}`);
+    expect((await refresh(s.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    // A later write by the server must not lose the revocation.
+    await register(s.ready.base_url);
+    s.child.kill('SIGTERM');
+    expect(await s.exit).toBe(0);
+    expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
+  });
+
+  it('with no emulator running, the CLI works on the file under its lock; the next serve sees the change', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await serve(['--state', state]);
+    const flow = await authorizeAndApprove(urls(s));
+    s.child.kill('SIGINT');
+    expect(await s.exit).toBe(0);
+    const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', state, '--json'])).stdout).grants;
+    const revoke = await runCli(['grants', 'revoke', grant.id, '--state', state, '--json']);
+    expect(revoke.code).toBe(0);
+    expect(JSON.parse(revoke.stdout).grant).toMatchObject({ id: grant.id, status: 'revoked', revoked_by: 'admin' });
+    expect(existsSync(`${state}.lock`)).toBe(false);
+    const again = await serve(['--state', state]);
+    expect((await refresh(again.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+  });
+
+  it('an unknown grant id exits 7; a missing state file exits 3 without creating one', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    expect((await runCli(['grants', 'list', '--state', state])).code).toBe(3);
+    expect(existsSync(state)).toBe(false);
+    const s = await serve(['--state', state]);
+    const viaServer = await runCli(['grants', 'revoke', 'grant_nope', '--state', state]);
+    expect(viaServer.code).toBe(7);
+    s.child.kill('SIGTERM');
+    await s.exit;
+    const direct = await runCli(['grants', 'revoke', 'grant_nope', '--state', state]);
+    expect(direct.code).toBe(7);
+    expect(direct.stderr).toContain('grant_nope');
+  });
+
+  it('the admin API refuses a wrong admin token', async () => {
+    const dir = await scratchDir();
+    const s = await serve(['--state', join(dir, 'state.json')]);
+    const res = await http(`${s.ready.admin_url}/grants`, { headers: { authorization: 'Bearer wrong' } });
+    expect(res.status).toBe(401);
+    const ok = await http(`${s.ready.admin_url}/grants`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
+    expect(ok.status).toBe(200);
+  });
+});

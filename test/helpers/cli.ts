@@ -1,0 +1,54 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+
+export const BIN = fileURLToPath(new URL('../../bin/agent-access.js', import.meta.url));
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built CLI to completion. */
+export async function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<RunResult> {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: { ...process.env, NO_COLOR: '1', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 20_000);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+export interface ServeProcess {
+  child: ChildProcess;
+  ready: { base_url: string; auth_url: string; issuer: string; state: string | null; admin_url: string; admin_token: string };
+  readyLine: string;
+  stderr: () => string;
+  stdoutRest: () => string;
+  exit: Promise<number | null>;
+}
+
+/** Starts `agent-access serve --json` and resolves with its ready line. */
+export async function startServe(args: string[], options: { cwd?: string } = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  let rest = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const exit = once(child, 'exit').then(([code]) => code as number | null);
+  const lines = createInterface({ input: child.stdout! });
+  const readyLine = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not become ready: ${stderr}`)), 15_000);
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      resolve(line);
+    });
+    void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+  lines.on('line', (line) => (rest += line + '\n'));
+  return { child, ready: JSON.parse(readyLine), readyLine, stderr: () => stderr, stdoutRest: () => rest, exit };
+}

@@ -1,0 +1,26 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
+import { Emulator, type EmulatorOptions } from '../../src/server/emulator.js';
+
+export const tempDir = async (prefix = 'agent-access-'): Promise<string> => mkdtemp(join(tmpdir(), prefix));
+
+const running: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (running.length) await running.pop()!();
+});
+
+/** Starts an emulator on free ports (in memory unless a state file is given) and stops it after the test. */
+export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
+  const emulator = await Emulator.start({ port: 0, authPort: 0, inMemory: options.state === undefined, ...options });
+  running.push(() => emulator.stop());
+  return emulator;
+}
+
+/** A temp dir removed after the test. */
+export async function scratchDir(): Promise<string> {
+  const dir = await tempDir();
+  running.push(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}

@@ -1,0 +1,190 @@
+import { writeFile, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { AppEvent } from '../src/core/events.js';
+import { requireScope } from '../src/server/resource-guard.js';
+import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { Browser, authorizeAndApprove, decodeJwt, http, postForm, refresh } from './helpers/oauth.js';
+
+/** An emulator with two probe routes behind the guard, standing in for the REST routes and /mcp of later parts. */
+const guarded = (options: Parameters<typeof startEmulator>[0] = {}) =>
+  startEmulator({
+    ...options,
+    extendApi: (app, core) => {
+      app.get('/probe/ask', { preHandler: requireScope(core, 'ask') }, async (request) => ({ ok: true, client_id: request.access!.client_id, sub: request.access!.person_id }));
+      app.get('/probe/research', { preHandler: requireScope(core, 'research') }, async () => ({ ok: true }));
+    },
+  });
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
+  it('no token → 401 with WWW-Authenticate naming resource_metadata and the scope, no error code', async () => {
+    const emu = await guarded();
+    const res = await http(`${emu.baseUrl}/probe/ask`);
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
+    expect(res.headers['content-type']).toContain('application/problem+json');
+  });
+
+  it('a token in the query string is ignored', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu);
+    const res = await http(`${emu.baseUrl}/probe/ask?access_token=${flow.tokens!.access_token}`);
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).not.toContain('error=');
+  });
+
+  it('a valid agent token passes, with the scheme in any case', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu);
+    for (const scheme of ['Bearer', 'bearer', 'BEARER']) {
+      const res = await http(`${emu.baseUrl}/probe/ask`, { headers: { authorization: `${scheme} ${flow.tokens!.access_token}` } });
+      expect(res.status).toBe(200);
+      expect(res.json()).toEqual({ ok: true, client_id: flow.client_id, sub: 'person_erika' });
+    }
+  });
+
+  it('spec 5.8: an identity token (no resource) → 401 invalid_token', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu, { resource: null });
+    const res = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token", error_description="identity token refused[^"]*", resource_metadata="[^"]+", scope="ask"$/);
+  });
+
+  it('a forged, malformed or foreign-signed token → 401 invalid_token', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu);
+    const [h, p] = flow.tokens!.access_token.split('.');
+    const forgedPayload = Buffer.from(JSON.stringify({ ...decodeJwt(flow.tokens!.access_token).payload, scope: 'ask research' })).toString('base64url');
+    const other = await guarded();
+    const foreign = await authorizeAndApprove(other);
+    for (const token of [`${h}.${forgedPayload}.${flow.tokens!.access_token.split('.')[2]}`, `${h}.${p}`, 'x', foreign.tokens!.access_token]) {
+      const res = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(token) });
+      expect(res.status).toBe(401);
+      expect(res.headers['www-authenticate']).toContain('error="invalid_token"');
+    }
+  });
+
+  it('a missing scope → 403 insufficient_scope with the scope needed', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu, { scope: 'ask' });
+    const res = await http(`${emu.baseUrl}/probe/research`, { headers: bearer(flow.tokens!.access_token) });
+    expect(res.status).toBe(403);
+    expect(res.headers['www-authenticate']).toContain('error="insufficient_scope"');
+    expect(res.headers['www-authenticate']).toContain('scope="research"');
+  });
+
+  it('spec 5.7 / 3.3: a grant the person revokes on the settings page is refused on the next request, before expiry', async () => {
+    const emu = await guarded();
+    const browser = new Browser();
+    const flow = await authorizeAndApprove(emu, { browser });
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(200);
+    const settings = await browser.get(`${emu.authUrl}/settings`);
+    expect(settings.text).toContain('Test Agent');
+    const { action, fields } = Browser.form(settings.text);
+    const revoked = await browser.post(new URL(action, emu.authUrl).toString(), fields);
+    expect(revoked.status).toBe(303);
+    const next = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
+    expect(next.status).toBe(401);
+    expect(next.headers['www-authenticate']).toContain('revoked');
+    expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('widerrufen');
+  });
+
+  it('the settings form is refused without its CSRF token; a person cannot revoke another person\'s grant', async () => {
+    const emu = await guarded();
+    const browser = new Browser();
+    await authorizeAndApprove(emu, { browser });
+    const grant = emu.core.listGrants()[0]!;
+    const forged = await browser.post(`${emu.authUrl}/settings/grants/${grant.id}/revoke`, { csrf: 'forged' });
+    expect(forged.status).toBe(403);
+    await expect(emu.core.revokeGrant(grant.id, 'person', 'person_max')).rejects.toMatchObject({ status: 404 });
+    expect(emu.core.state.grants[grant.id]!.status).toBe('active');
+  });
+});
+
+describe('RFC 7009: token revocation', () => {
+  it('revoking a refresh token ends its grant: refresh and access tokens are refused', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu);
+    const res = await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.refresh_token, token_type_hint: 'refresh_token', client_id: flow.client_id });
+    expect(res.status).toBe(200);
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(401);
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    expect(emu.core.listGrants()[0]).toMatchObject({ status: 'revoked', revoked_by: 'client' });
+  });
+
+  it('revoking an access token refuses that token only', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu);
+    const next = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
+    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.access_token, client_id: flow.client_id })).status).toBe(200);
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(401);
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(next.access_token) })).status).toBe(200);
+  });
+
+  it('an unknown token or another client\'s token → 200 and nothing changes', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu);
+    const other = await authorizeAndApprove(emu);
+    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: 'whatever', client_id: flow.client_id })).status).toBe(200);
+    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: other.tokens!.refresh_token, client_id: flow.client_id })).status).toBe(200);
+    expect(emu.core.listGrants().every((g) => g.status === 'active')).toBe(true);
+  });
+
+  it('a missing token → 400 invalid_request; an unknown client → 401 invalid_client', async () => {
+    const emu = await guarded();
+    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { client_id: 'x' })).json().error).toBe('invalid_request');
+    const res = await postForm(`${emu.baseUrl}/oauth/revoke`, { token: 't', client_id: 'client_nope' });
+    expect(res.status).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+});
+
+describe('spec 9: grants carrying retired scopes keep working and lose them at their next refresh', () => {
+  it('a legacy grant from fixtures refreshes without its retired scopes, and the grant forgets them', async () => {
+    const dir = await scratchDir();
+    const fixtures = join(dir, 'fixtures');
+    await mkdir(fixtures);
+    await writeFile(join(fixtures, 'persons.json'), JSON.stringify([{ id: 'person_erika', name: 'Erika Mustermann', email: 'erika@example.de' }]));
+    const legacyToken = `aa1.${'L'.repeat(22)}.${'s'.repeat(43)}`;
+    await writeFile(
+      join(fixtures, 'grants.json'),
+      JSON.stringify([{ client: { client_id: 'client_legacy', client_name: 'Alter Agent', redirect_uris: ['http://127.0.0.1/cb'] }, person_id: 'person_erika', scopes: ['ask', 'documents.read', 'contacts.read'], resource: 'mcp', refresh_token: legacyToken }]),
+    );
+    const emu = await guarded({ fixtures });
+    const before = emu.core.listGrants()[0]!;
+    expect(before.scopes).toEqual(['ask', 'documents.read', 'contacts.read']);
+    const res = await refresh(emu.baseUrl, { client_id: 'client_legacy', refresh_token: legacyToken });
+    expect(res.status).toBe(200);
+    expect(res.json().scope).toBe('ask');
+    expect(decodeJwt(res.json().access_token).payload.aud).toBe(`${emu.baseUrl}/mcp`);
+    expect(emu.core.listGrants()[0]!.scopes).toEqual(['ask']);
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(res.json().access_token) })).status).toBe(200);
+    const retiredAsk = await refresh(emu.baseUrl, { client_id: 'client_legacy', refresh_token: res.json().refresh_token, scope: 'documents.read' });
+    expect(retiredAsk.json().error).toBe('invalid_scope');
+  });
+});
+
+describe('typed events: every change is published as entity.verb', () => {
+  it('a flow with a replay publishes its events in order', async () => {
+    const emu = await guarded();
+    const events: AppEvent[] = [];
+    emu.core.events.subscribe((e) => events.push(e));
+    const flow = await authorizeAndApprove(emu);
+    const next = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
+    await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token });
+    await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(next.access_token) });
+    await emu.core.revokeGrant(emu.core.listGrants()[0]!.id, 'admin');
+    const names = events.filter((e) => e.name !== 'request.served').map((e) => e.name);
+    expect(names).toEqual([
+      'client.registered', 'consent.shown', 'consent.approved', 'grant.created', 'code.issued', 'tokens.issued',
+      'refresh.rotated', 'tokens.issued', 'family.invalidated', 'grant.revoked',
+    ]);
+    const served = events.filter((e) => e.name === 'request.served').map((e) => e.data);
+    expect(served).toContainEqual(expect.objectContaining({ server: 'api', method: 'GET', path: '/probe/ask', status: 401 }));
+    expect(served).toContainEqual(expect.objectContaining({ server: 'auth', method: 'POST', path: '/consent', status: 302 }));
+    expect(events.map((e) => e.seq)).toEqual([...events.map((e) => e.seq)].sort((a, b) => a - b));
+  });
+});

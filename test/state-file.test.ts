@@ -1,0 +1,93 @@
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { StateFileError } from '../src/core/errors.js';
+import { Emulator } from '../src/server/emulator.js';
+import { StateLockedError } from '../src/store/lock.js';
+import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { authorizeAndApprove, refresh, register } from './helpers/oauth.js';
+
+describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () => {
+  it('is created 0600 in a 0700 directory', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'nested', 'state.json');
+    await startEmulator({ state });
+    expect((await stat(state)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(dir, 'nested'))).mode & 0o777).toBe(0o700);
+    expect((await stat(join(dir, 'nested', 'state.admin.json'))).mode & 0o777).toBe(0o600);
+  });
+
+  it('a change is on disk before the request is answered', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const emu = await startEmulator({ state });
+    const { client_id } = await register(emu.baseUrl);
+    expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toMatchObject({ client_name: 'Test Agent' });
+  });
+
+  it('codes and refresh tokens are stored only as hashes', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const emu = await startEmulator({ state });
+    const pending = await authorizeAndApprove(emu, { exchange: false });
+    const flow = await authorizeAndApprove(emu);
+    const raw = await readFile(state, 'utf8');
+    const [, handle, secret] = flow.tokens!.refresh_token.split('.');
+    for (const secretValue of [pending.code, flow.code, flow.tokens!.refresh_token, handle!, secret!]) expect(raw).not.toContain(secretValue);
+  });
+
+  it('survives a restart: same signing key, grants and families; the refresh token still works', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const first = await Emulator.start({ port: 0, authPort: 0, state });
+    const flow = await authorizeAndApprove(first);
+    const kid = first.core.jwks().keys[0]!.kid;
+    await first.stop();
+    const second = await startEmulator({ state });
+    expect(second.core.jwks().keys[0]!.kid).toBe(kid);
+    expect(second.core.listGrants()).toHaveLength(1);
+    const res = await refresh(second.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token });
+    expect(res.status).toBe(200);
+  });
+
+  it.each([
+    ['not JSON', '{"version": 1, "keys": ['],
+    ['another version', JSON.stringify({ version: 2, keys: [] })],
+    ['a malformed grant', JSON.stringify({ version: 1, keys: [], clients: {}, grants: { g: { scopes: 'ask' } }, codes: {}, families: {}, revoked_access_tokens: {} })],
+    ['an array', '[]'],
+  ])('a state file that is %s stops the server with the file named and the way out; the file is untouched', async (_why, content) => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    await writeFile(state, content, { mode: 0o600 });
+    const error = await Emulator.start({ port: 0, authPort: 0, state }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateFileError);
+    expect((error as Error).message).toContain(state);
+    expect((error as Error).message).toContain('--in-memory');
+    expect(await readFile(state, 'utf8')).toBe(content);
+    expect(existsSync(`${state}.lock`)).toBe(false);
+  });
+
+  it('an unreadable state file (a directory) stops the server with a clear message', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    await mkdir(state);
+    const error = await Emulator.start({ port: 0, authPort: 0, state }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateFileError);
+    expect((error as Error).message).toMatch(/cannot read state file .*EISDIR/);
+  });
+
+  it('one writer: a second emulator on the same file is refused', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    await startEmulator({ state });
+    await expect(Emulator.start({ port: 0, authPort: 0, state })).rejects.toBeInstanceOf(StateLockedError);
+  });
+
+  it('--in-memory writes nothing', async () => {
+    const dir = await scratchDir();
+    const emu = await startEmulator({ inMemory: true, state: join(dir, 'state.json') });
+    await register(emu.baseUrl);
+    expect(existsSync(join(dir, 'state.json'))).toBe(false);
+  });
+});

@@ -1,0 +1,239 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/core/clock.js';
+import { startEmulator } from './helpers/emulator.js';
+import { authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
+
+describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
+  it('spec 2.2: 200 with Bearer, expires_in 900, scope, access and refresh token, no-store', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false, scope: 'ask research' });
+    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
+    expect(res.status).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    const body = res.json();
+    expect(body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 900, refresh_token: expect.stringMatching(/^aa1\./), scope: 'ask research' });
+  });
+
+  it('spec 2.3 / RFC 9068: the access token is an ES256 at+jwt with iss, sub, aud={base_url}/mcp, client_id, scope, iat, exp, jti and the grant', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const { header, payload } = decodeJwt(flow.tokens!.access_token);
+    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.jwks().keys[0]!.kid });
+    expect(payload).toMatchObject({ iss: emu.issuer, sub: 'person_erika', aud: `${emu.baseUrl}/mcp`, client_id: flow.client_id, scope: 'ask', grant_id: expect.stringMatching(/^grant_/), jti: expect.any(String) });
+    expect(payload.exp - payload.iat).toBe(900);
+  });
+
+  it('spec 2.3: a token issued without resource is an identity token whose aud is never {base_url}/mcp', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { resource: null });
+    const { payload } = decodeJwt(flow.tokens!.access_token);
+    expect(payload.aud).toBe(flow.client_id);
+    expect(payload.aud).not.toBe(`${emu.baseUrl}/mcp`);
+  });
+
+  it('accepts application/x-www-form-urlencoded;charset=UTF-8', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'authorization_code', code: flow.code, redirect_uri: 'http://127.0.0.1:9/callback', client_id: flow.client_id, code_verifier: flow.pkce.verifier }, { 'content-type': 'application/x-www-form-urlencoded;charset=UTF-8' });
+    expect(res.status).toBe(200);
+  });
+
+  it('RFC 7636 §4.6: a wrong code_verifier → invalid_grant, and the code still works with the right one', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const wrong = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: 'x'.repeat(43) });
+    expect(wrong.status).toBe(400);
+    expect(wrong.json().error).toBe('invalid_grant');
+    expect((await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status).toBe(200);
+  });
+
+  it('RFC 7636: a missing code_verifier → invalid_request', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code });
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining('code_verifier') });
+  });
+
+  it('OAuth 2.1 §4.1.3: redirect_uri must equal the one of the authorization request → invalid_grant', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier, redirect_uri: 'http://127.0.0.1:10/callback' });
+    expect(res.json().error).toBe('invalid_grant');
+  });
+
+  it('a code issued to another client → invalid_grant', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const other = await register(emu.baseUrl);
+    const res = await exchangeCode(emu.baseUrl, { client_id: other.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
+    expect(res.json().error).toBe('invalid_grant');
+  });
+
+  it('an unknown client → 401 invalid_client (real clients re-register on it)', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const res = await exchangeCode(emu.baseUrl, { client_id: 'client_gone', code: flow.code, code_verifier: flow.pkce.verifier });
+    expect(res.status).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+
+  it('codes are short-lived: 60 s on the emulator clock', async () => {
+    const clock = new ManualClock();
+    const emu = await startEmulator({ clock });
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    clock.advance(60_000);
+    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
+    expect(res.json()).toMatchObject({ error: 'invalid_grant', error_description: expect.stringContaining('expired') });
+  });
+
+  it('RFC 8707: a resource at the token endpoint must be the one authorized → invalid_target', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier, resource: 'https://other.example/mcp' });
+    expect(res.json().error).toBe('invalid_target');
+    const ok = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier, resource: `${emu.baseUrl}/mcp` });
+    expect(ok.status).toBe(200);
+  });
+
+  it('OAuth 2.1 §4.1.3: a replayed code → invalid_grant, and the tokens issued from it are revoked', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const args = { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier };
+    const first = (await exchangeCode(emu.baseUrl, args)).json();
+    await expect(emu.core.authenticate(`Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
+    const replay = await exchangeCode(emu.baseUrl, args);
+    expect(replay.status).toBe(400);
+    expect(replay.json().error).toBe('invalid_grant');
+    await expect(emu.core.authenticate(`Bearer ${first.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token' });
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: first.refresh_token })).json().error).toBe('invalid_grant');
+  });
+
+  it('a replayed code without the right verifier does not revoke anything', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    const first = (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).json();
+    await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: 'y'.repeat(43) });
+    await expect(emu.core.authenticate(`Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
+  });
+
+  it.each([
+    ['grant_type missing', {}, 400, 'invalid_request'],
+    ['unsupported grant_type', { grant_type: 'client_credentials' }, 400, 'unsupported_grant_type'],
+    ['code missing', { grant_type: 'authorization_code', client_id: 'c', redirect_uri: 'x', code_verifier: 'v' }, 400, 'invalid_request'],
+  ])('RFC 6749 §5.2: %s → %i %s', async (_why, fields, status, error) => {
+    const emu = await startEmulator();
+    const res = await postForm(`${emu.baseUrl}/oauth/token`, fields as Record<string, string>);
+    expect(res.status).toBe(status);
+    expect(res.json().error).toBe(error);
+    expect(res.json().error_description).toEqual(expect.any(String));
+  });
+
+  it('a JSON body is refused with invalid_request naming the media type', async () => {
+    const emu = await startEmulator();
+    const res = await http(`${emu.baseUrl}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"grant_type":"refresh_token"}' });
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining('x-www-form-urlencoded') });
+  });
+});
+
+describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the whole family', () => {
+  it('every use rotates: the response carries a new refresh token and the old one stops working', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const r1 = flow.tokens!.refresh_token;
+    const second = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: r1 });
+    expect(second.status).toBe(200);
+    expect(second.headers['cache-control']).toBe('no-store');
+    const body = second.json();
+    expect(body.refresh_token).not.toBe(r1);
+    expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'ask' });
+  });
+
+  it('replay of a rotated token → invalid_grant, and every refresh and access token of the family is refused', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const { client_id } = flow;
+    const r1 = flow.tokens!.refresh_token;
+    const a1 = flow.tokens!.access_token;
+    const g2 = (await refresh(emu.baseUrl, { client_id, refresh_token: r1 })).json();
+    const g3 = (await refresh(emu.baseUrl, { client_id, refresh_token: g2.refresh_token })).json();
+    await expect(emu.core.authenticate(`Bearer ${g3.access_token}`, 'ask')).resolves.toBeTruthy();
+
+    const replay = await refresh(emu.baseUrl, { client_id, refresh_token: r1 });
+    expect(replay.status).toBe(400);
+    expect(replay.json().error).toBe('invalid_grant');
+
+    expect((await refresh(emu.baseUrl, { client_id, refresh_token: g3.refresh_token })).json().error).toBe('invalid_grant');
+    for (const token of [a1, g2.access_token, g3.access_token]) {
+      await expect(emu.core.authenticate(`Bearer ${token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    }
+    const family = Object.values(emu.core.state.families)[0]!;
+    expect(family).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay', replayed_generation: 1 });
+  });
+
+  it('a refresh token of another client → invalid_grant, and the family lives on', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const other = await register(emu.baseUrl);
+    expect((await refresh(emu.baseUrl, { client_id: other.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).status).toBe(200);
+  });
+
+  it('a garbage or unknown refresh token → invalid_grant', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    for (const refresh_token of ['nope', 'aa1.x.y', `aa1.${'a'.repeat(22)}.${'b'.repeat(43)}`]) {
+      expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token })).json().error).toBe('invalid_grant');
+    }
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).status).toBe(200);
+  });
+
+  it('scope may narrow, never widen', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { scope: 'ask research' });
+    const narrowed = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token, scope: 'research' })).json();
+    expect(narrowed.scope).toBe('research');
+    expect(decodeJwt(narrowed.access_token).payload.scope).toBe('research');
+    const wider = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: narrowed.refresh_token, scope: 'research training.write' });
+    expect(wider.json().error).toBe('invalid_scope');
+    // The grant keeps its scopes: the next refresh without scope gets them all back.
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: narrowed.refresh_token })).json().scope).toBe('ask research');
+  });
+
+  it('clients send resource on refresh too: accepted when it is {base_url}/mcp, invalid_target otherwise', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const ok = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token, resource: `${emu.baseUrl}/mcp` });
+    expect(ok.status).toBe(200);
+    const bad = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: ok.json().refresh_token, resource: 'https://x.example/mcp' });
+    expect(bad.json().error).toBe('invalid_target');
+  });
+
+  it('spec 3.3: after the person revokes the grant, refresh → invalid_grant', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const grant = emu.core.listGrants()[0]!;
+    await emu.core.revokeGrant(grant.id, 'person');
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+  });
+
+  it('spec 5.3: access tokens live 900 s on the emulator clock; refresh still works after expiry', async () => {
+    const clock = new ManualClock();
+    const emu = await startEmulator({ clock });
+    const flow = await authorizeAndApprove(emu);
+    clock.advance(899_000);
+    await expect(emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
+    clock.advance(2_000);
+    await expect(emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token', message: expect.stringContaining('expired') });
+    const fresh = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
+    await expect(emu.core.authenticate(`Bearer ${fresh.access_token}`, 'ask')).resolves.toBeTruthy();
+  });
+
+  it('two concurrent refreshes with the same token: exactly one rotates, the other is a replay', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const results = await Promise.all([1, 2].map(() => refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })));
+    expect(results.map((r) => r.status).sort()).toEqual([200, 400]);
+  });
+});
