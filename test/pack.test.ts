@@ -1,0 +1,47 @@
+import { execFile } from 'node:child_process';
+import { readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { scratchDir } from './helpers/emulator.js';
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+describe('the published package', () => {
+  it('npm pack produces a package that installs and runs `agent-access --help` and `serve`', { timeout: 180_000 }, async () => {
+    const dir = await scratchDir();
+    await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: ROOT });
+    const tarball = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
+    expect(tarball).toBeDefined();
+    const { stdout: listing } = await run('tar', ['-tzf', join(dir, tarball!)]);
+    expect(listing).toContain('package/dist/cli/main.js');
+    expect(listing).toContain('package/fixtures/persons.json');
+    expect(listing).not.toContain('package/src/');
+    expect(listing).not.toContain('package/test/');
+
+    const app = join(dir, 'app');
+    await run('mkdir', ['-p', app]);
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+    await run('npm', ['install', '--silent', '--no-audit', '--no-fund', join(dir, tarball!)], { cwd: app, timeout: 150_000 });
+    const bin = join(app, 'node_modules', '.bin', 'agent-access');
+    const { stdout: help } = await run(bin, ['--help'], { cwd: app });
+    expect(help).toContain('serve');
+    expect(help).toContain('grants');
+
+    // The installed package serves with its own fixtures and answers metadata.
+    const child = execFile(bin, ['serve', '--port', '0', '--auth-port', '0', '--in-memory', '--json'], { cwd: app });
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        child.stdout!.once('data', (d) => resolve(String(d)));
+        child.once('exit', (code) => reject(new Error(`serve exited ${code}`)));
+      });
+      const { base_url } = JSON.parse(line);
+      const res = await fetch(`${base_url}/.well-known/oauth-authorization-server`);
+      expect((await res.json()).issuer).toBe(base_url);
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
+});
