@@ -143,3 +143,22 @@ describe('agent-access grants: one writer per state file', () => {
     expect(ok.status).toBe(200);
   });
 });
+
+describe('agent-access serve after a crash', () => {
+  it('a holder killed with SIGKILL does not block the next start: its lock is taken over at once', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const first = await serve(['--state', state]);
+    first.child.kill('SIGKILL');
+    await first.exit;
+    expect(existsSync(`${state}.lock`)).toBe(true);
+    const started = Date.now();
+    const second = await serve(['--state', state]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
+    // While the second one lives, a third is still refused.
+    const third = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
+    expect(third.code).toBe(3);
+    expect(third.stderr).toContain('in use');
+  });
+});

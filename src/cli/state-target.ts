@@ -69,7 +69,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
   for (let attempt = 0; attempt < 30; attempt++) {
     let release: () => Promise<void>;
     try {
-      release = await lockStateFile(file);
+      release = await lockStateFile(file, { holderPid: async () => (await readAdminFile(adminFileFor(file)))?.pid ?? null });
     } catch (e) {
       if (!(e instanceof StateLockedError)) throw e;
       const admin = await readAdminFile(adminFileFor(file));

@@ -388,7 +388,10 @@ export class Core {
       throw new BearerError(401, 'invalid_token', `identity token refused: issued without resource=${this.resource}`, scope);
     }
     const grant = this.state.grants[claims.grant_id];
-    if (!grant || grant.status !== 'active') throw new BearerError(401, 'invalid_token', 'access was revoked by the person', scope);
+    if (!grant || grant.status !== 'active') {
+      const by = grant?.revoked_by === 'client' ? 'the client' : grant?.revoked_by === 'admin' ? 'an administrator' : 'the person';
+      throw new BearerError(401, 'invalid_token', `access was revoked by ${by}`, scope);
+    }
     const family = this.state.families[claims.family_id];
     if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
     if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);

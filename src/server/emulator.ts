@@ -8,7 +8,7 @@ import { MemoryPersistence, type StatePersistence } from '../core/persistence.js
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { lockStateFile } from '../store/lock.js';
-import { adminFileFor, removeAdminFile, writeAdminFile } from './admin-file.js';
+import { adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
@@ -85,7 +85,7 @@ export class Emulator {
     const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
     const fixtures = await loadFixtures(options.fixtures);
     // One writer per state file: taken before reading, held until stop.
-    const release = statePath ? await lockStateFile(statePath) : null;
+    const release = statePath ? await lockStateFile(statePath, { holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null }) : null;
     try {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
       const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });

@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { AgentAccessError } from '../core/errors.js';
@@ -13,8 +13,33 @@ export class StateLockedError extends AgentAccessError {
  * Takes the single-writer lock on a state file (a `FILE.lock` directory refreshed while held; a holder that
  * died is taken over after `staleMs`). Returns the release function.
  */
-export async function lockStateFile(file: string, options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void } = {}): Promise<() => Promise<void>> {
+export async function lockStateFile(
+  file: string,
+  options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void; holderPid?: () => Promise<number | null> } = {},
+): Promise<() => Promise<void>> {
   await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    return await takeLock(file, options);
+  } catch (e) {
+    // A holder killed with SIGKILL leaves its lock for `staleMs`; when it announced its pid and that process is gone, take over now.
+    if (!(e instanceof StateLockedError) || !options.holderPid) throw e;
+    const pid = await options.holderPid();
+    if (pid === null || pid === process.pid || isAlive(pid)) throw e;
+    await rm(`${file}.lock`, { recursive: true, force: true });
+    return takeLock(file, options);
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function takeLock(file: string, options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void }): Promise<() => Promise<void>> {
   try {
     return await lockfile.lock(file, {
       realpath: false,
