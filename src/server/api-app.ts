@@ -8,6 +8,7 @@ import type { TokenParams } from '../core/grants/index.js';
 import { registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendProblem } from './error-replies.js';
 import { isAllowedHost } from './host-guard.js';
+import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { errorPage } from './views.js';
 
@@ -20,6 +21,8 @@ export interface AppOptions {
   bodyLimit?: number;
   /** True once stop() began: responses then close their connection so shutdown does not wait for keep-alive. */
   stopping?: () => boolean;
+  /** Schema compilers shared by the emulator's servers, compiled after start-up. */
+  compilers?: LazySchemaCompilers;
 }
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
@@ -67,6 +70,7 @@ export function newFastify(options: AppOptions): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    ...(options.compilers ? { schemaController: options.compilers.schemaController } : {}),
   });
 }
 

@@ -7,12 +7,13 @@ import { randomToken } from '../core/crypto.js';
 import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
-import { lockStateFile } from '../store/lock.js';
+import { StateLockedError, lockStateFile, unlockQuietly } from '../store/lock.js';
 import { adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
 import { isLoopbackBind } from './host-guard.js';
+import { LazySchemaCompilers } from './lazy-schema-compilers.js';
 
 export const DEFAULT_STATE_FILE = '.agent-access/state.json';
 export const DEFAULT_PORT = 4100;
@@ -83,9 +84,14 @@ export class Emulator {
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
     const host = options.host ?? '127.0.0.1';
     const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
-    const fixtures = await loadFixtures(options.fixtures);
-    // One writer per state file: taken before reading, held until stop.
-    const release = statePath ? await lockStateFile(statePath, { holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null }) : null;
+    // One writer per state file: taken before reading, held until stop. Fixtures load meanwhile.
+    const [fixtures, release] = await Promise.all([
+      loadFixtures(options.fixtures),
+      statePath ? lockStateFile(statePath, { holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null }) : null,
+    ]).catch(async (e: unknown) => {
+      if (statePath && !(e instanceof StateLockedError)) await unlockQuietly(statePath);
+      throw e;
+    });
     try {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
       const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
@@ -94,8 +100,11 @@ export class Emulator {
       const checkHost = isLoopbackBind(host);
       const lifecycle = { stopping: false };
       const stopping = () => lifecycle.stopping;
-      const api = await buildApiApp(core, { checkHost, port: () => ports.api, adminToken, stopping }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined);
-      const auth = await buildAuthApp(core, { checkHost, port: () => ports.auth, stopping });
+      const compilers = new LazySchemaCompilers();
+      const [api, auth] = await Promise.all([
+        buildApiApp(core, { checkHost, port: () => ports.api, adminToken, stopping, compilers }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildAuthApp(core, { checkHost, port: () => ports.auth, stopping, compilers }),
+      ]);
       const emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
       try {
         await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
@@ -113,8 +122,8 @@ export class Emulator {
       emulator.#pruneTimer = setInterval(() => {
         if (core.prune()) void core.commit().catch(() => undefined);
       }, 60_000).unref();
-      // Import the signing keys now, off the ready path, so the first token request is not slower.
-      setImmediate(() => void core.warmUp().catch(() => undefined));
+      // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
+      setImmediate(() => void Promise.all([core.warmUp(), compilers.warmUp()]).catch(() => undefined));
       return emulator;
     } catch (e) {
       await release?.().catch(() => undefined);

@@ -53,3 +53,8 @@ async function takeLock(file: string, options: { retries?: number; staleMs?: num
     throw e;
   }
 }
+
+/** Releases a lock this process holds, if it holds one (used when start-up fails half-way). */
+export async function unlockQuietly(file: string): Promise<void> {
+  await lockfile.unlock(file, { realpath: false }).catch(() => undefined);
+}
