@@ -61,6 +61,16 @@ describe('agent-access serve', () => {
     expect(await readFile(state, 'utf8')).toBe('{"version":1,');
   });
 
+  it('a state file in a place that cannot be written: exit 3 with the file named, no stack trace', async () => {
+    const dir = await scratchDir();
+    await writeFile(join(dir, 'not-a-dir'), 'x');
+    const state = join(dir, 'not-a-dir', 'state.json');
+    const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
+    expect(res.code).toBe(3);
+    expect(res.stderr).toContain(state);
+    expect(res.stderr).not.toContain('    at ');
+  });
+
   it('a usage error exits 2 with help; --in-memory and --state conflict', async () => {
     expect((await runCli(['serve', '--port', 'abc'])).code).toBe(2);
     const conflict = await runCli(['serve', '--in-memory', '--state', 'x.json']);

@@ -1,7 +1,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { AgentAccessError } from '../core/errors.js';
+import { AgentAccessError, StateFileError } from '../core/errors.js';
 
 export class StateLockedError extends AgentAccessError {
   constructor(file: string) {
@@ -17,7 +17,12 @@ export async function lockStateFile(
   file: string,
   options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void; holderPid?: () => Promise<number | null> } = {},
 ): Promise<() => Promise<void>> {
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    throw new StateFileError(file, `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`, { cause: e });
+  }
   try {
     return await takeLock(file, options);
   } catch (e) {
@@ -49,8 +54,9 @@ async function takeLock(file: string, options: { retries?: number; staleMs?: num
       onCompromised: options.onCompromised ?? ((e) => process.emitWarning(`agent-access: lost the lock on ${file}: ${e.message}`)),
     });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ELOCKED') throw new StateLockedError(file);
-    throw e;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ELOCKED') throw new StateLockedError(file);
+    throw new StateFileError(file, `cannot lock state file ${file} (${code ?? (e as Error).message}). Check that its directory is writable, or use --state OTHER_FILE or --in-memory.`, { cause: e });
   }
 }
 
