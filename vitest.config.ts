@@ -7,5 +7,8 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Tests start real servers and child processes; two cores do not profit from more workers.
     maxWorkers: 2,
+    // The JSON report lets CI print a plain "N passed, N failed" line.
+    reporters: ['default', 'json'],
+    outputFile: { json: 'build/test-results.json' },
   },
 });
