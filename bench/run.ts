@@ -11,9 +11,11 @@ import type { LoadConfig, LoadOutput, RunSummary } from './load.js';
 import {
   BenchError,
   cleanupSync,
+  cpuBusyCores,
   freePorts,
   installCleanupHandlers,
   makeTempDir,
+  NoiseMeter,
   median,
   pollUntil200,
   removeTempDir,
@@ -23,6 +25,7 @@ import {
   stopProc,
   trackChild,
   waitForJsonLine,
+  waitForJsonLineTimed,
   type Proc,
 } from './util.js';
 
@@ -44,10 +47,14 @@ interface Opts {
   durationSec: number;
   warmupSec: number;
   connections: number;
+  quietWaitSec: number;
 }
 
+/** Other processes using more than this many cores counts as a noisy machine. */
+const QUIET_CORES = 0.3;
+
 function parseArgs(argv: string[]): Opts {
-  const o: Opts = { only: 'all', skip: new Set(), runs: 15, durationSec: 8, warmupSec: 2, connections: 10 };
+  const o: Opts = { only: 'all', skip: new Set(), runs: 15, durationSec: 8, warmupSec: 2, connections: 10, quietWaitSec: 60 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const v = (): string => {
@@ -67,9 +74,10 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--duration') o.durationSec = Math.max(1, Math.min(30, Number(v())));
     else if (a === '--warmup') o.warmupSec = Math.max(1, Math.min(10, Number(v())));
     else if (a === '--connections') o.connections = Math.max(1, Math.min(64, Number(v())));
+    else if (a === '--quiet-wait') o.quietWaitSec = Math.max(0, Math.min(120, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
-        'usage: node build/bench/run.js [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10]',
+        'usage: node build/bench/run.js [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -97,6 +105,8 @@ interface Spec {
   nPorts: number;
   args: (ports: number[]) => string[];
   metaUrl: (ports: number[]) => string;
+  /** prints a JSON ready line with this key on stdout */
+  readyLineKey?: string;
 }
 
 const bareSpec: Spec = {
@@ -122,6 +132,7 @@ function oursSpec(key: string, label: string, storage: () => string[]): Spec {
     nPorts: 2,
     args: ([p, q]) => [OURS_BIN, 'serve', '--port', String(p), '--auth-port', String(q), ...storage(), '--json'],
     metaUrl: ([p]) => `http://127.0.0.1:${p}/.well-known/oauth-authorization-server`,
+    readyLineKey: 'base_url',
   };
 }
 
@@ -139,7 +150,9 @@ async function readyOnce(spec: Spec): Promise<ReadyOnce> {
   const p = startProc(spec.label, spec.args(ports), ROOT);
   try {
     const ms = await pollUntil200(p, spec.metaUrl(ports), START_DEADLINE_MS, 2);
-    return { ms, ...(p.firstLineAt !== undefined ? { readyLineMs: p.firstLineAt } : {}) };
+    if (spec.readyLineKey === undefined) return { ms };
+    const line = await waitForJsonLineTimed(p, spec.readyLineKey, 3000);
+    return { ms, readyLineMs: line.atMs };
   } finally {
     await stopProc(p);
   }
@@ -169,12 +182,17 @@ interface ReadyResults {
   servers: Record<string, ReadyStats>;
   ours_first_start_ms?: number;
   notes: string[];
+  /** CPU cores used by processes outside the bench during this phase */
+  foreign_cpu_cores?: number;
 }
 
-async function measureReady(o: Opts): Promise<ReadyResults> {
-  const specs: Spec[] = [];
+const isBenchFailure = (e: unknown): e is Error => e instanceof BenchError || e instanceof FlowError;
+
+async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> {
+  let specs: Spec[] = [];
   const notes: string[] = [];
   const res: ReadyResults = { servers: {}, notes };
+  const meter = new NoiseMeter();
   let stateDir: string | undefined;
   if (o.only !== 'ours') specs.push(bareSpec, mockSpec);
   if (o.only !== 'baselines') {
@@ -183,26 +201,41 @@ async function measureReady(o: Opts): Promise<ReadyResults> {
     const stateFile = path.join(stateDir, 'state.json');
     const warmSpec = oursSpec('ours', 'ours (--state, existing file)', () => ['--state', stateFile]);
     log('ours: first start on a fresh state file');
-    const first = await readyOnce(warmSpec);
-    res.ours_first_start_ms = round(first.ms);
-    if (!existsSync(stateFile)) notes.push(`ours: no state file at ${stateFile} after the first start`);
-    else log(`ours: first start ${round(first.ms)} ms, state file ${statSync(stateFile).size} bytes`);
-    specs.push(warmSpec);
-    specs.push(oursSpec('ours_in_memory', 'ours (--in-memory)', () => ['--in-memory']));
+    try {
+      const first = await readyOnce(warmSpec);
+      res.ours_first_start_ms = round(first.ms);
+      if (!existsSync(stateFile)) notes.push(`ours: no state file at ${stateFile} after the first start`);
+      else log(`ours: first start ${round(first.ms)} ms, state file ${statSync(stateFile).size} bytes`);
+      specs.push(warmSpec);
+      specs.push(oursSpec('ours_in_memory', 'ours (--in-memory)', () => ['--in-memory']));
+    } catch (e) {
+      if (!isBenchFailure(e)) throw e;
+      failures.push(`ours failed to start (first start, fresh state file): ${e.message}`);
+    }
   }
   const samples: Record<string, ReadyOnce[]> = {};
   for (const s of specs) samples[s.key] = [];
-  for (let round_ = 0; round_ < o.runs; round_++) {
+  for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
     // Rotate the order each round so drift in machine load is spread across servers.
     const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
+    const done: string[] = [];
     for (const s of order) {
-      samples[s.key]!.push(await readyOnce(s));
+      try {
+        samples[s.key]!.push(await readyOnce(s));
+        done.push(`${s.key}=${round(samples[s.key]!.at(-1)!.ms)}ms`);
+      } catch (e) {
+        if (!isBenchFailure(e)) throw e;
+        failures.push(`${s.label} failed to start (ready run ${round_ + 1}): ${e.message}`);
+        specs = specs.filter((x) => x !== s);
+      }
       await sleep(20);
     }
-    log(`ready round ${round_ + 1}/${o.runs}: ${order.map((s) => `${s.key}=${round(samples[s.key]!.at(-1)!.ms)}ms`).join(' ')}`);
+    log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
   }
-  for (const s of specs) res.servers[s.key] = stats(samples[s.key]!);
+  for (const [key, xs] of Object.entries(samples)) if (xs.length > 0) res.servers[key] = stats(xs);
   if (stateDir) removeTempDir(stateDir);
+  const noise = meter.stop();
+  if (noise !== undefined) res.foreign_cpu_cores = round(noise, 2);
   return res;
 }
 
@@ -235,7 +268,12 @@ async function runLoad(cfg: LoadConfig): Promise<LoadOutput> {
 async function startServer(spec: Spec, extraArgs?: (ports: number[]) => string[]): Promise<{ p: Proc; ports: number[] }> {
   const ports = await freePorts(spec.nPorts);
   const p = startProc(spec.label, extraArgs ? extraArgs(ports) : spec.args(ports), ROOT);
-  await pollUntil200(p, spec.metaUrl(ports), START_DEADLINE_MS, 5);
+  try {
+    await pollUntil200(p, spec.metaUrl(ports), START_DEADLINE_MS, 5);
+  } catch (e) {
+    await stopProc(p);
+    throw e;
+  }
   return { p, ports };
 }
 
@@ -259,6 +297,8 @@ interface LoadResults {
   ours_warmup?: RunSummary;
   ours_state_file_bytes?: number;
   flow_warnings: string[];
+  /** CPU cores used by processes outside the bench during each load phase */
+  foreign_cpu_cores: Record<string, number>;
 }
 
 function briefRun(name: string, r: RunSummary): string {
@@ -266,12 +306,26 @@ function briefRun(name: string, r: RunSummary): string {
 }
 
 async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
-  const res: LoadResults = { flow_warnings: [] };
+  const res: LoadResults = { flow_warnings: [], foreign_cpu_cores: {} };
+  const noteNoise = (key: string, m: NoiseMeter): void => {
+    const n = m.stop();
+    if (n !== undefined) res.foreign_cpu_cores[key] = round(n, 2);
+  };
   const base = { connections: o.connections, warmupSec: o.warmupSec, durationSec: o.durationSec };
+  // A server that fails is reported and the others are still measured.
+  const guarded = async (what: string, fn: () => Promise<void>): Promise<void> => {
+    try {
+      await fn();
+    } catch (e) {
+      if (!isBenchFailure(e)) throw e;
+      failures.push(`${what}: ${e.message}`);
+    }
+  };
 
   if (o.only !== 'ours') {
-    {
+    await guarded('load on bare fastify', async () => {
       log('load: bare fastify POST /oauth/token');
+      const meter = new NoiseMeter();
       const { p, ports } = await startServer(bareSpec);
       try {
         const origin = `http://127.0.0.1:${ports[0]}`;
@@ -282,9 +336,11 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
         log(briefRun('bare fastify POST', r.main));
       } finally {
         await stopProc(p);
+        noteNoise('bare_fastify', meter);
       }
-    }
-    {
+    });
+    await guarded('load on oauth2-mock-server', async () => {
+      const meter = new NoiseMeter();
       const { p, ports } = await startServer(mockSpec);
       try {
         const origin = `http://127.0.0.1:${ports[0]}`;
@@ -304,15 +360,23 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
         log(briefRun('mock client_credentials', r2.main));
       } finally {
         await stopProc(p);
+        noteNoise('oauth2_mock_server', meter);
       }
-    }
+    });
   }
 
-  if (o.only !== 'baselines') {
+  if (o.only !== 'baselines') await guarded('ours (load)', async () => {
+    const meter = new NoiseMeter();
     const dir = makeTempDir('aa-bench-load-');
     const stateFile = path.join(dir, 'state.json');
     const spec = oursSpec('ours', 'ours (--state)', () => ['--state', stateFile]);
-    const { p } = await startServer(spec);
+    let p: Proc;
+    try {
+      p = (await startServer(spec)).p;
+    } catch (e) {
+      removeTempDir(dir);
+      throw e;
+    }
     try {
       const ready = await waitForJsonLine(p, 'base_url', 5000);
       const baseUrl = String(ready['base_url']);
@@ -356,8 +420,9 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
       if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours exited with code ${p.child.exitCode} after SIGTERM`);
       if (existsSync(stateFile)) res.ours_state_file_bytes = statSync(stateFile).size;
       removeTempDir(dir);
+      noteNoise('ours', meter);
     }
-  }
+  });
   return res;
 }
 
@@ -381,24 +446,31 @@ function pad(s: string, n: number): string {
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
   installCleanupHandlers(330_000);
-  const started = performance.now();
+  const loadAtStart = os.loadavg().map((x) => round(x, 2));
+  // The machine may be shared (tests, browsers): wait a bounded time for it to go quiet, else say so.
+  let busyBefore = await cpuBusyCores(1000);
+  for (let i = 0; i < o.quietWaitSec / 5 && busyBefore !== undefined && busyBefore > QUIET_CORES; i++) {
+    if (i === 0) log(`machine busy (${round(busyBefore, 2)} cores in use by other processes); waiting up to ${o.quietWaitSec} s for it to go quiet`);
+    await sleep(4000);
+    busyBefore = await cpuBusyCores(1000);
+  }
+  const noisy = busyBefore !== undefined && busyBefore > QUIET_CORES;
+  if (noisy) log(`WARNING: ${round(busyBefore!, 2)} cores busy before starting; figures will be noisy`);
+  const startedAt = performance.now();
   if (o.only !== 'baselines' && !existsSync(OURS_BIN)) throw new BenchError(`${OURS_BIN} not found (is the server built?)`);
   const failures: string[] = [];
 
-  const ready = o.skip.has('ready') ? undefined : await measureReady(o);
-  let load: LoadResults | undefined;
-  try {
-    load = o.skip.has('load') ? undefined : await measureLoad(o, failures);
-  } catch (e) {
-    if (e instanceof FlowError) failures.push(`ours: token-family flow failed\n${e.message}`);
-    else throw e;
-  }
+  const ready = o.skip.has('ready') ? undefined : await measureReady(o, failures);
+  const load = o.skip.has('load') ? undefined : await measureLoad(o, failures);
 
   const r = ready?.servers ?? {};
   const oursReady = r['ours']?.median_ms;
   const bareReady = r['bare_fastify']?.median_ms;
   const mockReady = r['oauth2_mock_server']?.median_ms;
-  const oursRps = load?.ours_refresh?.reqPerSecMean;
+  const oursRun = load?.ours_refresh;
+  // Failed requests are cheap and would inflate req/s: no ratio from a run with any.
+  const oursValid = oursRun !== undefined && oursRun.non2xx === 0 && oursRun.errors === 0;
+  const oursRps = oursValid ? oursRun.reqPerSecMean : undefined;
   const mockRtRps = load?.mock_refresh_token?.reqPerSecMean;
   const mockCcRps = load?.mock_client_credentials?.reqPerSecMean;
 
@@ -418,7 +490,12 @@ async function main(): Promise<void> {
     ['bare fastify (ceiling)', fmt(bareReady), fmt(load?.bare_fastify_post?.reqPerSecMean, 0), 'POST /oauth/token (trivial JSON)'],
     ['oauth2-mock-server', fmt(mockReady), fmt(mockRtRps, 0), 'POST /token grant_type=refresh_token'],
     ['', '', fmt(mockCcRps, 0), 'POST /token grant_type=client_credentials'],
-    ['ours (--state file)', fmt(oursReady), fmt(oursRps, 0), 'POST /oauth/token refresh_token, rotating'],
+    [
+      'ours (--state file)',
+      fmt(oursReady),
+      oursRun && !oursValid ? `${fmt(oursRun.reqPerSecMean, 0)}!` : fmt(oursRps, 0),
+      `POST /oauth/token refresh_token, rotating${oursRun && !oursValid ? ' (INVALID: non-2xx/errors)' : ''}`,
+    ],
   ];
   const lines: string[] = [];
   lines.push('');
@@ -429,7 +506,8 @@ async function main(): Promise<void> {
   for (const [a, b, c, d] of rows) lines.push(`${pad(a, 26)}${pad(b, 11)}${pad(c, 10)}${d}`);
   if (ready?.ours_first_start_ms !== undefined) lines.push(`${pad('  ours first start', 26)}${pad(fmt(ready.ours_first_start_ms), 11)}(fresh state file, informational)`);
   if (r['ours_in_memory']) lines.push(`${pad('  ours --in-memory', 26)}${pad(fmt(r['ours_in_memory'].median_ms), 11)}(informational)`);
-  if (r['ours']?.ready_line_median_ms !== undefined) lines.push(`${pad('  ours ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(first stdout line, informational)`);
+  if (r['ours']?.ready_line_median_ms !== undefined)
+    lines.push(`${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`);
   if (load?.ours_refresh) {
     const s = load.ours_refresh;
     lines.push(`${pad('  ours non-2xx', 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, p50 ${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`);
@@ -442,8 +520,20 @@ async function main(): Promise<void> {
     lines.push(`${pad(t.name, 50)}${pad(fmt(t.value, 2), 8)}${pad(t.target, 8)}${mark}`);
   }
   for (const n of ready?.notes ?? []) lines.push(`note: ${n}`);
+  const foreign = [
+    ...(ready?.foreign_cpu_cores !== undefined ? [['ready phase', ready.foreign_cpu_cores] as const] : []),
+    ...Object.entries(load?.foreign_cpu_cores ?? {}).map(([k, v]) => [`load ${k}`, v] as const),
+  ];
+  const worstForeign = foreign.length > 0 ? Math.max(...foreign.map(([, v]) => v)) : 0;
+  if (foreign.length > 0) {
+    const worst = worstForeign;
+    lines.push(
+      `${worst > QUIET_CORES ? 'WARNING: noisy machine, ' : ''}cores used by other processes during the bench: ${foreign.map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    );
+  }
+  if (noisy) lines.push(`WARNING: ${round(busyBefore!, 2)} of ${os.cpus().length} cores were busy with other processes at the start; figures are noisy`);
   for (const w of load?.flow_warnings ?? []) lines.push(`flow warning: ${w}`);
-  lines.push(`total bench time ${round((performance.now() - started) / 1000, 0)} s`);
+  lines.push(`total bench time ${round((performance.now() - startedAt) / 1000, 0)} s`);
   console.log(lines.join('\n'));
 
   mkdirSync(HERE, { recursive: true });
@@ -451,6 +541,10 @@ async function main(): Promise<void> {
     date: new Date().toISOString(),
     node: process.version,
     cpus: os.cpus().length,
+    loadavg_at_start: loadAtStart,
+    cpu_busy_cores_before: busyBefore === undefined ? null : round(busyBefore, 2),
+    noisy: noisy || worstForeign > QUIET_CORES,
+    loadavg_at_end: os.loadavg().map((x) => round(x, 2)),
     config: { runs: o.runs, connections: o.connections, warmup_s: o.warmupSec, duration_s: o.durationSec, only: o.only, skip: [...o.skip] },
     ready,
     throughput: load,

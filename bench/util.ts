@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -120,9 +120,9 @@ export interface Proc {
   name: string;
   child: ChildProcess;
   spawnedAt: number;
-  /** ms since spawn when the first stdout line arrived (undefined until then) */
-  firstLineAt?: number;
   stdoutLines: string[];
+  /** ms since spawn at which each stdout line arrived */
+  lineTimes: number[];
   stderrTail: string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   hasExited: boolean;
@@ -143,6 +143,7 @@ export function startProc(name: string, args: string[], cwd: string, env?: NodeJ
     child,
     spawnedAt,
     stdoutLines: [],
+    lineTimes: [],
     stderrTail: '',
     hasExited: false,
     exited: new Promise((resolve) => {
@@ -161,8 +162,10 @@ export function startProc(name: string, args: string[], cwd: string, env?: NodeJ
   };
   if (child.stdout) {
     createInterface({ input: child.stdout }).on('line', (line) => {
-      if (proc.firstLineAt === undefined) proc.firstLineAt = performance.now() - spawnedAt;
-      if (proc.stdoutLines.length < 200) proc.stdoutLines.push(line);
+      if (proc.stdoutLines.length < 200) {
+        proc.stdoutLines.push(line);
+        proc.lineTimes.push(performance.now() - spawnedAt);
+      }
     });
   }
   child.stderr?.on('data', (d: Buffer) => {
@@ -234,6 +237,15 @@ export async function pollUntil200(p: Proc, url: string, deadlineMs: number, int
 
 /** Waits for the first stdout line that parses as a JSON object having `key`. */
 export async function waitForJsonLine(p: Proc, key: string, deadlineMs: number): Promise<Record<string, unknown>> {
+  return (await waitForJsonLineTimed(p, key, deadlineMs)).obj;
+}
+
+/** Same, also returning when (ms since spawn) the line arrived. */
+export async function waitForJsonLineTimed(
+  p: Proc,
+  key: string,
+  deadlineMs: number,
+): Promise<{ obj: Record<string, unknown>; atMs: number }> {
   const start = performance.now();
   let seen = 0;
   while (performance.now() - start < deadlineMs) {
@@ -242,7 +254,8 @@ export async function waitForJsonLine(p: Proc, key: string, deadlineMs: number):
       if (!line.startsWith('{')) continue;
       try {
         const obj = JSON.parse(line) as unknown;
-        if (obj !== null && typeof obj === 'object' && key in obj) return obj as Record<string, unknown>;
+        if (obj !== null && typeof obj === 'object' && key in obj)
+          return { obj: obj as Record<string, unknown>, atMs: p.lineTimes[seen]! };
       } catch {
         /* not JSON */
       }
@@ -251,6 +264,56 @@ export async function waitForJsonLine(p: Proc, key: string, deadlineMs: number):
     await sleep(5);
   }
   throw new BenchError(`${p.name} printed no JSON ready line with "${key}" within ${deadlineMs} ms\n${describeProc(p)}`);
+}
+
+// ---------- machine noise ----------
+
+function readCpuTimes(): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.reduce((a, b) => a + b, 0);
+    const idle = (f[3] ?? 0) + (f[4] ?? 0);
+    return { busy: total - idle, total };
+  } catch {
+    return undefined; // not Linux
+  }
+}
+
+function readOwnTicks(): number | undefined {
+  try {
+    // Fields after the ")" of comm: utime stime cutime cstime are the 12th..15th (ours + reaped children).
+    const st = readFileSync('/proc/self/stat', 'utf8');
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ').map(Number);
+    return (f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Measures CPU used by processes outside this bench (e.g. a test run in another session) over an interval,
+ * in cores. Exact only when all our children have been reaped at stop() time, which is how it is used.
+ */
+export class NoiseMeter {
+  #m = readCpuTimes();
+  #own = readOwnTicks();
+  stop(): number | undefined {
+    const m = readCpuTimes();
+    const own = readOwnTicks();
+    if (!this.#m || !m || this.#own === undefined || own === undefined || m.total === this.#m.total) return undefined;
+    const wallTicks = (m.total - this.#m.total) / cpus().length;
+    return Math.max(0, (m.busy - this.#m.busy - (own - this.#own)) / wallTicks);
+  }
+}
+
+/** Cores kept busy machine-wide over sampleMs (all processes, including ones in other sessions). */
+export async function cpuBusyCores(sampleMs: number): Promise<number | undefined> {
+  const a = readCpuTimes();
+  await sleep(sampleMs);
+  const b = readCpuTimes();
+  if (!a || !b || b.total === a.total) return undefined;
+  return ((b.busy - a.busy) / (b.total - a.total)) * cpus().length;
 }
 
 // ---------- stats ----------
