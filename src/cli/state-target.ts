@@ -29,7 +29,7 @@ class FileTarget implements StateTarget {
     return this.core.listGrants().find((g) => g.id === id) as GrantView;
   }
   async close() {
-    await this.core.persistence.flush();
+    await this.core.persistence.close();
     await this.release();
   }
 }

@@ -10,6 +10,8 @@ export interface StatePersistence {
   save(state: State): Promise<void>;
   /** Waits for pending writes. */
   flush(): Promise<void>;
+  /** Waits for pending writes and releases what the adapter holds. */
+  close(): Promise<void>;
 }
 
 /** The in-memory twin: nothing leaves the process. */
@@ -26,4 +28,5 @@ export class MemoryPersistence implements StatePersistence {
     this.#state = state;
   }
   async flush(): Promise<void> {}
+  async close(): Promise<void> {}
 }

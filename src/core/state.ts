@@ -71,7 +71,7 @@ export interface AuthorizationCode {
 
 export interface RefreshGeneration {
   generation: number;
-  /** Hash of the refresh token of this generation. */
+  /** Hash of the refresh token of this generation (for rotated generations, its first 16 characters). */
   hash: string;
   issued_at: number;
   rotated_at: number | null;

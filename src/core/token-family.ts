@@ -2,10 +2,13 @@ import { newId, randomToken, sha256 } from './crypto.js';
 import type { Grant, TokenFamily } from './state.js';
 
 const PREFIX = 'aa1';
-/** How many rotated generations a family remembers for display and for naming a replayed token. */
-export const FAMILY_HISTORY = 20;
-/** How many issued access tokens a family lists. */
-export const FAMILY_ACCESS_TOKENS = 10;
+/**
+ * How many rotated generations a family keeps to name a replayed token; an older replay is still recognised
+ * (by its handle) but reported without its generation. The full chain is on the event stream.
+ */
+export const FAMILY_HISTORY = 8;
+/** How many issued access tokens a family lists (the event stream has every one). */
+export const FAMILY_ACCESS_TOKENS = 3;
 
 /**
  * Refresh tokens are `aa1.<handle>.<secret>`. The handle names the family and appears only inside that
@@ -55,16 +58,22 @@ export function rotateFamily(family: TokenFamily, refreshToken: string, now: num
   const handle = refreshToken.split('.')[1] as string;
   const next = mintToken(handle);
   const { expires_at: _expired, ...previous } = family.current;
-  family.history.push({ ...previous, rotated_at: now });
+  family.history.push({ ...previous, hash: fingerprint(previous.hash), rotated_at: now });
   if (family.history.length > FAMILY_HISTORY) family.history.splice(0, family.history.length - FAMILY_HISTORY);
   family.current = { generation: family.current.generation + 1, hash: sha256(next), issued_at: now, rotated_at: null, expires_at: now + refreshLifetime };
   family.rotations += 1;
   return next;
 }
 
+/**
+ * Rotated generations keep only a prefix of their hash (96 bits): it names a replayed token, it never
+ * authenticates one (the family handle does), and every stored byte is rewritten on each durable save.
+ */
+const fingerprint = (hash: string) => hash.slice(0, 16);
+
 /** Which rotated generation a replayed token was, when the family still remembers it. */
 export function replayedGeneration(family: TokenFamily, tokenHash: string): number | null {
-  return family.history.find((g) => g.hash === tokenHash)?.generation ?? null;
+  return family.history.find((g) => g.hash === fingerprint(tokenHash))?.generation ?? null;
 }
 
 export function recordAccessToken(family: TokenFamily, entry: TokenFamily['access_tokens'][number]): void {

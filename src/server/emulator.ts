@@ -143,7 +143,7 @@ export class Emulator {
       }, STOP_GRACE_MS).unref();
       await Promise.all([this.#api.close(), this.#auth.close()]);
       clearTimeout(cutOff);
-      await this.core.persistence.flush();
+      await this.core.persistence.close();
       if (this.adminFile) await removeAdminFile(this.adminFile);
       await this.#release?.();
     })());

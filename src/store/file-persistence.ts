@@ -28,4 +28,8 @@ export class FilePersistence implements StatePersistence {
   flush(): Promise<void> {
     return this.#adapter.flush();
   }
+
+  close(): Promise<void> {
+    return this.#adapter.close();
+  }
 }

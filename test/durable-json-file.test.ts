@@ -1,0 +1,80 @@
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DurableJsonFile } from '../src/store/durable-json-file.js';
+import { scratchDir } from './helpers/emulator.js';
+
+const adapter = (file: string) => new DurableJsonFile<{ n: number; items: number[] }>(file, (text) => JSON.parse(text));
+
+describe('DurableJsonFile: atomic, durable, coalesced writes', () => {
+  it('every save resolves once its data is on disk; saves made in one turn share one snapshot', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const store = adapter(file);
+    const state = { n: 0, items: [] as number[] };
+    const saves: Array<Promise<void>> = [];
+    for (let i = 1; i <= 200; i++) {
+      state.n = i;
+      state.items.push(i);
+      saves.push(store.write(state).then(async () => {
+        // When a save resolves, the file holds at least that save's change.
+        const onDisk = JSON.parse(await readFile(file, 'utf8'));
+        expect(onDisk.n).toBeGreaterThanOrEqual(i);
+      }));
+    }
+    await Promise.all(saves);
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ n: 200, items: Array.from({ length: 200 }, (_, k) => k + 1) });
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    await store.close();
+  });
+
+  it('a reader never sees half a file while writes run', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const store = adapter(file);
+    const state = { n: 0, items: Array.from({ length: 20_000 }, (_, k) => k) };
+    await store.write(state);
+    let reads = 0;
+    const writer = (async () => {
+      for (let i = 0; i < 30; i++) {
+        state.n = i;
+        await store.write(state);
+      }
+    })();
+    while (reads < 200) {
+      JSON.parse(await readFile(file, 'utf8'));
+      reads++;
+    }
+    await writer;
+    await store.close();
+  });
+
+  it('a failed write rejects the saves that waited for it, and later saves still work', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'sub', 'state.json');
+    const store = adapter(file);
+    await store.write({ n: 1, items: [] });
+    // The directory becomes a plain file: the next write fails (ENOTDIR), for root as well.
+    await rm(join(dir, 'sub'), { recursive: true });
+    await writeFile(join(dir, 'sub'), 'not a directory');
+    await expect(store.write({ n: 2, items: [] })).rejects.toThrow(/cannot write state file .*ENOTDIR|not a directory/i);
+    await rm(join(dir, 'sub'));
+    await mkdir(join(dir, 'sub'));
+    await store.write({ n: 3, items: [] });
+    expect(JSON.parse(await readFile(file, 'utf8')).n).toBe(3);
+    await store.close();
+  });
+
+  it('flush waits for what is pending; close ends the writer thread', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const store = adapter(file);
+    void store.write({ n: 7, items: [] });
+    await store.flush();
+    expect(JSON.parse(await readFile(file, 'utf8')).n).toBe(7);
+    await store.close();
+    await store.write({ n: 8, items: [] });
+    expect(JSON.parse(await readFile(file, 'utf8')).n).toBe(8);
+    await store.close();
+  });
+});
