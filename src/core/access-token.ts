@@ -17,6 +17,8 @@ export interface AccessTokenClaims extends JWTPayload {
   family_id: string;
 }
 
+const encoder = new TextEncoder();
+
 /** Signs and verifies RFC 9068 JWT access tokens (ES256, `typ: at+jwt`) with the state's signing key. */
 export class AccessTokenSigner {
   readonly #key: SigningKey;
@@ -44,9 +46,10 @@ export class AccessTokenSigner {
     return (this.#publicKey ??= loadJose().then((j) => j.importJWK({ ...this.#key.public_jwk }, 'ES256') as Promise<CryptoKey>));
   }
 
+  /** RFC 9068 §2: a JWS over the claims with header `typ: at+jwt`. The claims are complete, so jose's JWS layer signs them directly. */
   async sign(claims: AccessTokenClaims): Promise<string> {
-    const [{ SignJWT }, key] = await Promise.all([loadJose(), this.#private()]);
-    return new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: this.#key.kid }).sign(key);
+    const [{ CompactSign }, key] = await Promise.all([loadJose(), this.#private()]);
+    return new CompactSign(encoder.encode(JSON.stringify(claims))).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: this.#key.kid }).sign(key);
   }
 
   /**

@@ -50,6 +50,11 @@ export class EventBus {
     }
   }
 
+  /** Whether anyone listens: callers skip building payloads that nobody would read. */
+  get active(): boolean {
+    return this.#listeners.size > 0;
+  }
+
   /** Subscribes to every event; returns the unsubscribe function. */
   subscribe(listener: Listener): () => void {
     this.#listeners.add(listener);

@@ -13,7 +13,10 @@ export const ADMIN_PREFIX = '/_admin';
  */
 export function registerAdminRoutes(app: FastifyInstance, core: Core, adminToken: string): void {
   app.register(async (admin) => {
+    // More specific than the CORS plugin's `OPTIONS *`: a browser's preflight gets no CORS answer here.
+    admin.options('/*', (_request, reply) => reply.callNotFound());
     admin.addHook('onRequest', async (request, reply) => {
+      if (request.method === 'OPTIONS') return;
       if (!isLoopbackAddress(request.socket.remoteAddress)) return sendProblem(reply, 403, 'admin_loopback_only', 'the admin API answers loopback peers only');
       const match = /^bearer[ \t]+(\S+)$/i.exec(request.headers.authorization ?? '');
       if (!match || !safeEqual(match[1] as string, adminToken)) {

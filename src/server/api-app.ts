@@ -38,25 +38,31 @@ const formOnly = requireMediaType('application/x-www-form-urlencoded', 'oauth');
 
 /** Hooks shared by both servers: readiness, Host check, the request log event, the error handler. */
 export function installCommonHooks(app: FastifyInstance, core: Core, server: 'api' | 'auth', options: AppOptions): void {
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: they run on every request, and async ones cost a promise each.
+  app.addHook('onRequest', (request, reply, done) => {
     const port = options.port();
-    if (port === undefined) return sendProblem(reply, 503, 'starting', 'the emulator is still starting');
+    if (port === undefined) return void sendProblem(reply, 503, 'starting', 'the emulator is still starting');
     if (options.checkHost && !isAllowedHost(request.headers.host, port)) {
-      return sendProblem(reply, 421, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
+      return void sendProblem(reply, 421, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
     }
+    done();
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (options.stopping?.()) reply.header('connection', 'close');
+    done(null, payload);
   });
-  app.addHook('onResponse', async (request, reply) => {
-    core.events.emit('request.served', {
-      server,
-      method: request.method,
-      path: request.url.split('?')[0] ?? request.url,
-      status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 10) / 10,
-      ...(request.access ? { client_id: request.access.client_id } : {}),
-    });
+  app.addHook('onResponse', (request, reply, done) => {
+    if (core.events.active) {
+      core.events.emit('request.served', {
+        server,
+        method: request.method,
+        path: request.url.split('?')[0] ?? request.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        ...(request.access ? { client_id: request.access.client_id } : {}),
+      });
+    }
+    done();
   });
   app.setErrorHandler(errorReplier({ resourceMetadataUrl: () => core.resourceMetadataUrl, htmlError: (status, error, description) => errorPage('Anfrage kann nicht bearbeitet werden', error, description) }));
   app.setNotFoundHandler((request, reply) => sendProblem(reply, 404, 'not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`));
@@ -79,20 +85,25 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
   const app = newFastify(options);
   installCommonHooks(app, core, 'api', options);
   await app.register(formbody);
-  // Browser-based MCP clients call metadata, registration, token and revocation cross-origin. The admin API never answers CORS.
-  await app.register(cors, {
-    delegator: (request, callback) => {
-      const admin = (request.url ?? '').startsWith('/_admin');
-      callback(null, admin ? { origin: false } : {
-        origin: '*',
-        methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-        allowedHeaders: ['Authorization', 'Content-Type', 'MCP-Protocol-Version', 'Mcp-Session-Id', 'Idempotency-Key', 'Last-Event-ID'],
-        exposedHeaders: ['WWW-Authenticate', 'Mcp-Session-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'],
-        maxAge: 600,
-      });
-    },
+  // Browser-based MCP clients call metadata, registration, token, revocation (and later /mcp and REST) cross-origin.
+  // CORS is registered once in this context; the admin API lives beside it and never answers CORS.
+  await app.register(async (open) => {
+    await open.register(cors, {
+      origin: '*',
+      methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'MCP-Protocol-Version', 'Mcp-Session-Id', 'Idempotency-Key', 'Last-Event-ID'],
+      exposedHeaders: ['WWW-Authenticate', 'Mcp-Session-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'],
+      maxAge: 600,
+    });
+    registerOAuthRoutes(open, core);
+    await extend?.(open);
   });
+  if (options.adminToken) registerAdminRoutes(app, core, options.adminToken);
+  return app;
+}
 
+/** Metadata, JWKS, registration, token and revocation (spec 4.1, 4.3; RFC 8414, 9728, 7591, 7009). */
+function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => core.authorizationServerMetadata());
   // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to.
   app.get(PROTECTED_RESOURCE_METADATA_PATH, { schema: metadataSchema }, async () => core.protectedResourceMetadata());
@@ -116,8 +127,4 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     await core.revokeToken(request.body as TokenParams);
     return reply.headers(NO_STORE).code(200).send();
   });
-
-  if (options.adminToken) registerAdminRoutes(app, core, options.adminToken);
-  await extend?.(app);
-  return app;
 }
