@@ -25,7 +25,7 @@ interface CallbackServer {
   close(): Promise<void>;
 }
 
-async function startCallbackServer(): Promise<CallbackServer> {
+async function startCallbackServer(host: '127.0.0.1' | '::1' = '127.0.0.1'): Promise<CallbackServer> {
   const received: URL[] = [];
   let handedOut = 0;
   let wake: (() => void) | undefined;
@@ -41,11 +41,11 @@ async function startCallbackServer(): Promise<CallbackServer> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
+    server.listen(0, host, resolve);
   });
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}/callback`,
+    url: `http://${host === '::1' ? '[::1]' : host}:${port}/callback`,
     received,
     async next(timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
@@ -238,5 +238,24 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const refreshed = await refresh(emulator.baseUrl, { client_id, refresh_token: tokens.refresh_token });
     expect(refreshed.status).toBe(400);
     expect(refreshed.json().error).toBe('invalid_grant');
+  });
+  it('RFC 8252 §7.3: an IPv6 loopback redirect URI ([::1]) completes consent in the browser', async () => {
+    const emulator = await startEmulator();
+    const v6 = await startCallbackServer('::1');
+    try {
+      const { client_id } = await register(emulator.baseUrl, { client_name: 'IPv6-Agent', redirect_uris: [v6.url] });
+      const p = pkce();
+      const state = newState();
+      const response = await page.goto(authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, redirect_uri: v6.url, state }, p.challenge));
+      expect(response?.status()).toBe(200);
+      await page.getByRole('button', { name: 'Zulassen', exact: true }).click();
+      const landed = await v6.next();
+      expect(landed.searchParams.get('state')).toBe(state);
+      expect(landed.searchParams.get('iss')).toBe(emulator.issuer);
+      const res = await exchangeCode(emulator.baseUrl, { client_id, code: landed.searchParams.get('code')!, code_verifier: p.verifier, redirect_uri: v6.url });
+      expect(res.status, res.text).toBe(200);
+    } finally {
+      await v6.close();
+    }
   });
 });

@@ -18,6 +18,28 @@ const guarded = (options: Parameters<typeof startEmulator>[0] = {}) =>
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
+const legacyTokenOf = (handle: string) => `aa1.${handle.repeat(22)}.${'s'.repeat(43)}`;
+
+/** A fixtures dir with the default person and the given legacy grants. */
+async function legacyFixtures(grants: Array<{ scopes: string[]; handle: string }>): Promise<string> {
+  const dir = join(await scratchDir(), 'fixtures');
+  await mkdir(dir);
+  await writeFile(join(dir, 'persons.json'), JSON.stringify([{ id: 'person_erika', name: 'Erika Mustermann', email: 'erika@example.de' }]));
+  await writeFile(
+    join(dir, 'grants.json'),
+    JSON.stringify(
+      grants.map((g, i) => ({
+        client: { client_id: `client_legacy_${i}`, client_name: 'Alter Agent', redirect_uris: ['http://127.0.0.1/cb'] },
+        person_id: 'person_erika',
+        scopes: g.scopes,
+        resource: 'mcp',
+        refresh_token: legacyTokenOf(g.handle),
+      })),
+    ),
+  );
+  return dir;
+}
+
 describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
   it('no token → 401 with WWW-Authenticate naming resource_metadata and the scope, no error code', async () => {
     const emu = await guarded();
@@ -104,6 +126,45 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
   });
 });
 
+describe('RFC 9728 §5 / MCP authorization: {base_url}/mcp starts discovery', () => {
+  it.each(['GET', 'POST', 'DELETE'])('%s /mcp without a token → 401 with resource_metadata and scope', async (method) => {
+    const emu = await guarded();
+    const res = await http(`${emu.baseUrl}/mcp`, { method, ...(method === 'POST' ? { headers: { 'content-type': 'application/json' }, body: '{}' } : {}) });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
+  });
+
+  it('an identity token is refused at /mcp; an agent token is told the agent plane is not available yet (501)', async () => {
+    const emu = await guarded();
+    const identity = await authorizeAndApprove(emu, { resource: null });
+    expect((await http(`${emu.baseUrl}/mcp`, { headers: bearer(identity.tokens!.access_token) })).headers['www-authenticate']).toContain('invalid_token');
+    const agent = await authorizeAndApprove(emu);
+    const res = await http(`${emu.baseUrl}/mcp`, { method: 'POST', headers: { ...bearer(agent.tokens!.access_token), 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(501);
+    expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:not_implemented', status: 501 });
+  });
+});
+
+describe('server errors', () => {
+  it('a 500 hides its details from the client and reaches onError', async () => {
+    const errors: Array<[Error, string]> = [];
+    const emu = await startEmulator({
+      onError: (e, context) => errors.push([e, context]),
+      extendApi: (app) => {
+        app.get('/boom', async () => {
+          throw new Error('secret detail');
+        });
+      },
+    });
+    const res = await http(`${emu.baseUrl}/boom`);
+    expect(res.status).toBe(500);
+    expect(res.text).not.toContain('secret detail');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]![1]).toBe('request');
+    expect(errors[0]![0].message).toContain('GET /boom failed: secret detail');
+  });
+});
+
 describe('RFC 7009: token revocation', () => {
   it('revoking a refresh token ends its grant: refresh and access tokens are refused', async () => {
     const emu = await guarded();
@@ -164,6 +225,19 @@ describe('spec 9: grants carrying retired scopes keep working and lose them at t
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(res.json().access_token) })).status).toBe(200);
     const retiredAsk = await refresh(emu.baseUrl, { client_id: 'client_legacy', refresh_token: res.json().refresh_token, scope: 'documents.read' });
     expect(retiredAsk.json().error).toBe('invalid_scope');
+  });
+
+  it('RFC 6749 §3.3: a grant holding only retired scopes has nothing to issue → invalid_grant, never an empty scope', async () => {
+    const fixtures = await legacyFixtures([{ scopes: ['documents.read'], handle: 'R' }]);
+    const emu = await guarded({ fixtures });
+    const res = await refresh(emu.baseUrl, { client_id: 'client_legacy_0', refresh_token: legacyTokenOf('R') });
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'invalid_grant', error_description: expect.stringContaining('only retired scopes') });
+  });
+
+  it('two seed grants with one refresh-token handle are refused when the fixtures load', async () => {
+    const fixtures = await legacyFixtures([{ scopes: ['ask'], handle: 'D' }, { scopes: ['ask'], handle: 'D' }]);
+    await expect(startEmulator({ fixtures })).rejects.toThrow(/handle .* is used by another grant/);
   });
 });
 

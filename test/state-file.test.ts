@@ -56,6 +56,7 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     ['another version', JSON.stringify({ version: 2, keys: [] })],
     ['a malformed grant', JSON.stringify({ version: 1, keys: [], clients: {}, grants: { g: { scopes: 'ask' } }, codes: {}, families: {}, revoked_access_tokens: {} })],
     ['an array', '[]'],
+    ['a signing key without its private part', JSON.stringify({ version: 1, keys: [{ kid: 'k', alg: 'ES256', created_at: 0, private_jwk: {}, public_jwk: {} }], clients: {}, grants: {}, codes: {}, families: {}, revoked_access_tokens: {} })],
   ])('a state file that is %s stops the server with the file named and the way out; the file is untouched', async (_why, content) => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
@@ -82,6 +83,20 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     const state = join(dir, 'state.json');
     await startEmulator({ state });
     await expect(Emulator.start({ port: 0, authPort: 0, state })).rejects.toBeInstanceOf(StateLockedError);
+  });
+
+  it('a start that fails after listening closes both servers and releases the file', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    await mkdir(join(dir, 'state.admin.json')); // the admin file cannot be written
+    const probe = await Emulator.start({ port: 0, authPort: 0, inMemory: true });
+    const [port, authPort] = [Number(new URL(probe.baseUrl).port), Number(new URL(probe.authUrl).port)];
+    await probe.stop();
+    await expect(Emulator.start({ port, authPort, state })).rejects.toThrow();
+    const again = await startEmulator({ port, authPort, state: join(dir, 'other.json') });
+    expect(again.baseUrl).toBe(`http://127.0.0.1:${port}`);
+    await expect(startEmulator({ port: 0, authPort: 0, state: join(dir, 'third.json') })).resolves.toBeTruthy();
+    expect(existsSync(`${state}.lock`)).toBe(false);
   });
 
   it('--in-memory writes nothing', async () => {

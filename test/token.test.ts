@@ -70,6 +70,13 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     expect(res.json().error).toBe('invalid_grant');
   });
 
+  it('RFC 6749 §5.2: error_description never carries a double quote or non-ASCII, whatever the client sent', async () => {
+    const emu = await startEmulator();
+    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'refresh_token', client_id: 'x"ä\\', refresh_token: 'r' });
+    expect(res.json().error).toBe('invalid_client');
+    expect(res.json().error_description).toMatch(/^[\x20\x21\x23-\x5b\x5d-\x7e]+$/);
+  });
+
   it('an unknown client → 401 invalid_client (real clients re-register on it)', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { exchange: false });

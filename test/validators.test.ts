@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { oauthText } from '../src/core/errors.js';
 import { isValidPkceValue, verifyS256 } from '../src/core/pkce.js';
 import { redirectUriMatches, validateRedirectUri } from '../src/core/redirect-uri.js';
 import { requireSupportedScopes, splitScope } from '../src/core/scopes.js';
@@ -64,9 +65,19 @@ describe('host guard (DNS rebinding)', () => {
     expect(isAllowedHost('evil.example:4100', 4100)).toBe(false);
     expect(isAllowedHost(undefined, 4100)).toBe(false);
   });
+  it('also allows the loopback address the server is bound to', () => {
+    expect(isAllowedHost('127.0.0.2:4100', 4100, '127.0.0.2')).toBe(true);
+    expect(isAllowedHost('127.0.0.2:4100', 4100)).toBe(false);
+  });
   it('recognises loopback peers, IPv4-mapped included', () => {
     expect(isLoopbackAddress('::ffff:127.0.0.1')).toBe(true);
     expect(isLoopbackAddress('10.0.0.1')).toBe(false);
+  });
+});
+
+describe('RFC 6749 §5.2: error_description characters', () => {
+  it('keeps %x20-21 / %x23-5B / %x5D-7E only', () => {
+    expect(oauthText('client_id "a\\b" ä\n')).toBe("client_id 'a/b' ??");
   });
 });
 

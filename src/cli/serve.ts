@@ -1,12 +1,23 @@
 import { Emulator } from '../server/emulator.js';
 import type { ServeFlags } from './commands/serve.js';
-import { failWith } from './errors.js';
+import { EXIT, failWith } from './errors.js';
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
-  let emulator: Emulator;
+  let emulator: Emulator | undefined;
   try {
-    emulator = await Emulator.start({ port: flags.port, authPort: flags.authPort, host: flags.host, state: flags.state, inMemory: flags.inMemory, fixtures: flags.fixtures });
+    emulator = await Emulator.start({
+      port: flags.port,
+      authPort: flags.authPort,
+      host: flags.host,
+      state: flags.state,
+      inMemory: flags.inMemory,
+      fixtures: flags.fixtures,
+      onError: (error, context) => {
+        process.stderr.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
+        if (context === 'lock') void emulator?.stop().finally(() => process.exit(EXIT.state));
+      },
+    });
   } catch (e) {
     failWith(e);
   }
@@ -52,7 +63,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     }
     if (!flags.quiet) process.stderr.write(`agent-access: ${signal}, finishing in-flight requests and flushing state\n`);
     emulator.stop().then(
-      () => process.exit(0),
+      () => process.exit(process.exitCode ?? 0),
       (e) => failWith(e),
     );
   };

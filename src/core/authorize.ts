@@ -54,7 +54,7 @@ export function validateAuthorizationRequest(state: State, query: Record<string,
   const fail = (error: OAuthError): AuthorizationOutcome => ({
     kind: 'redirect',
     error,
-    location: redirectWith(redirectUri, { error: error.error, error_description: error.message, state: stateParam, iss: issuer }),
+    location: redirectWith(redirectUri, { error: error.error, error_description: error.description, state: stateParam, iss: issuer }),
   });
 
   for (const name of KNOWN) {

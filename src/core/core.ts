@@ -295,6 +295,7 @@ export class Core {
 
   startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
     const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
+    if (this.#familyByHandle.has(created.family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
     this.state.families[created.family.id] = created.family;
     this.#familyByHandle.set(created.family.handle_hash, created.family.id);
     return created;

@@ -26,6 +26,9 @@ export type OAuthErrorCode =
   | 'invalid_client_metadata'
   | 'unsupported_token_type';
 
+/** Maps text onto the error_description character set: quotes become apostrophes, anything else outside it '?'. */
+export const oauthText = (text: string): string => text.replace(/"/g, "'").replace(/\\/g, '/').replace(/[^\x20-\x7e]/g, '?');
+
 export class OAuthError extends AgentAccessError {
   readonly error: OAuthErrorCode;
   readonly status: number;
@@ -39,7 +42,12 @@ export class OAuthError extends AgentAccessError {
   }
   /** RFC 6749 §5.2 error body. */
   toJSON(): { error: OAuthErrorCode; error_description: string } {
-    return { error: this.error, error_description: this.message };
+    return { error: this.error, error_description: this.description };
+  }
+
+  /** The message within the characters RFC 6749 allows in error_description (%x20-21 / %x23-5B / %x5D-7E). */
+  get description(): string {
+    return oauthText(this.message);
   }
 }
 

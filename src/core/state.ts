@@ -111,6 +111,11 @@ const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_t
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** A P-256 coordinate or private scalar: 32 bytes, base64url without padding. */
+const COORDINATE = /^[A-Za-z0-9_-]{43}$/;
+const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
+  isRecord(v) && v.kty === 'EC' && v.crv === 'P-256' && COORDINATE.test(String(v.x)) && COORDINATE.test(String(v.y)) && (!withPrivate || COORDINATE.test(String(v.d)));
+
 /**
  * Parses what was read from a state file. Anything but the shape written by this version is refused
  * with a message that names the file; the file itself is never touched here.
@@ -128,8 +133,8 @@ export function parseState(text: string, file: string): State {
   if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
   for (const [i, key] of json.keys.entries()) {
-    if (!isRecord(key) || typeof key.kid !== 'string' || key.alg !== 'ES256' || !isRecord(key.private_jwk) || !isRecord(key.public_jwk)) {
-      throw problem(`keys[${i}] is not an ES256 signing key`);
+    if (!isRecord(key) || typeof key.kid !== 'string' || key.alg !== 'ES256' || !isP256Jwk(key.private_jwk, true) || !isP256Jwk(key.public_jwk, false)) {
+      throw problem(`keys[${i}] is not an ES256 (P-256) signing key`);
     }
   }
   for (const name of COLLECTIONS) {

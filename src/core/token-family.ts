@@ -6,9 +6,9 @@ const PREFIX = 'aa1';
  * How many rotated generations a family keeps to name a replayed token; an older replay is still recognised
  * (by its handle) but reported without its generation. The full chain is on the event stream.
  */
-export const FAMILY_HISTORY = 8;
+export const FAMILY_HISTORY = 4;
 /** How many issued access tokens a family lists (the event stream has every one). */
-export const FAMILY_ACCESS_TOKENS = 3;
+export const FAMILY_ACCESS_TOKENS = 1;
 
 /**
  * Refresh tokens are `aa1.<handle>.<secret>`. The handle names the family and appears only inside that

@@ -9,12 +9,17 @@ import { registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendProblem } from './error-replies.js';
 import { isAllowedHost } from './host-guard.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
+import { requireScope } from './resource-guard.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { errorPage } from './views.js';
 
 export interface AppOptions {
   /** Host-header check against loopback names (on when bound to loopback). */
   checkHost: boolean;
+  /** The interface the server is bound to: its name is an allowed Host too. */
+  bindHost?: string;
+  /** Receives the errors behind 500 answers, whose details the client never sees. */
+  onServerError?: (error: Error) => void;
   /** Known once listening; until then requests get 503. */
   port: () => number | undefined;
   adminToken?: string;
@@ -42,7 +47,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   app.addHook('onRequest', (request, reply, done) => {
     const port = options.port();
     if (port === undefined) return void sendProblem(reply, 503, 'starting', 'the emulator is still starting');
-    if (options.checkHost && !isAllowedHost(request.headers.host, port)) {
+    if (options.checkHost && !isAllowedHost(request.headers.host, port, options.bindHost)) {
       return void sendProblem(reply, 421, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
     }
     done();
@@ -64,7 +69,13 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     }
     done();
   });
-  app.setErrorHandler(errorReplier({ resourceMetadataUrl: () => core.resourceMetadataUrl, htmlError: (status, error, description) => errorPage('Anfrage kann nicht bearbeitet werden', error, description) }));
+  app.setErrorHandler(
+    errorReplier({
+      resourceMetadataUrl: () => core.resourceMetadataUrl,
+      htmlError: (status, error, description) => errorPage('Anfrage kann nicht bearbeitet werden', error, description),
+      onServerError: options.onServerError,
+    }),
+  );
   app.setNotFoundHandler((request, reply) => sendProblem(reply, 404, 'not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`));
 }
 
@@ -96,6 +107,11 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
       maxAge: 600,
     });
     registerOAuthRoutes(open, core);
+    // The agent plane's address: MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP
+    // authorization). Until the agent plane is built, a request that passes the guard is told so plainly.
+    open.all('/mcp', { preHandler: requireScope(core, 'ask') }, async (_request, reply) =>
+      sendProblem(reply, 501, 'not_implemented', 'the agent plane (MCP tools) is not available in this version of the emulator'),
+    );
     await extend?.(open);
   });
   if (options.adminToken) registerAdminRoutes(app, core, options.adminToken);

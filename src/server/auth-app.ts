@@ -1,26 +1,16 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { QueryValue } from '../core/authorize.js';
 import type { Core } from '../core/core.js';
 import { ProblemError } from '../core/errors.js';
 import { installCommonHooks, newFastify, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
+import { pageHeaders } from './page-headers.js';
 import { authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
 import { consentPage, errorPage, settingsPage } from './views.js';
 
 const SETTINGS_PURPOSE = 'settings';
-
-/** Pages must not be framed, cached or leak the URL; they run no script at all. */
-function pageHeaders(reply: FastifyReply, formAction: string[] = []) {
-  return reply
-    .type('text/html; charset=utf-8')
-    .header('cache-control', 'no-store')
-    .header('x-frame-options', 'DENY')
-    .header('referrer-policy', 'no-referrer')
-    .header('x-content-type-options', 'nosniff')
-    .header('content-security-policy', `default-src 'none'; style-src 'unsafe-inline'; form-action 'self' ${formAction.join(' ')}; frame-ancestors 'none'; base-uri 'none'`);
-}
 
 /** `{auth_url}`: the browser-facing host with the authorization endpoint, consent and settings pages. */
 export async function buildAuthApp(core: Core, options: AppOptions): Promise<FastifyInstance> {
@@ -28,7 +18,8 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   installCommonHooks(app, core, 'auth', options);
   await app.register(cookie);
   await app.register(formbody);
-  const sessions = new BrowserSessions(() => core.defaultPerson.id, false);
+  // Cookies ignore ports: the port in the name keeps two emulators in one browser apart.
+  const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${options.port() ?? 0}`);
 
   // Spec 4.2, OAuth 2.1 §4.1.1. No CORS here: it is a top-level browser navigation.
   app.get('/oauth/authorize', { schema: authorizeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {

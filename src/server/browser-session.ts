@@ -9,7 +9,6 @@ export interface BrowserSession {
   secret: string;
 }
 
-const COOKIE = 'aa_session';
 const LIMIT = 10_000;
 
 /**
@@ -20,7 +19,10 @@ const LIMIT = 10_000;
 export class BrowserSessions {
   readonly #sessions = new Map<string, BrowserSession>();
 
-  constructor(private readonly defaultPersonId: () => string, private readonly secure: boolean) {}
+  constructor(
+    private readonly defaultPersonId: () => string,
+    private readonly cookieName: () => string,
+  ) {}
 
   /** The request's session, creating one (and its cookie) when there is none. */
   ensure(request: FastifyRequest, reply: FastifyReply, personId?: string): BrowserSession {
@@ -29,12 +31,12 @@ export class BrowserSessions {
     const session: BrowserSession = { id: randomToken(24), person_id: personId ?? this.defaultPersonId(), secret: randomToken(32) };
     if (this.#sessions.size >= LIMIT) this.#sessions.delete(this.#sessions.keys().next().value as string);
     this.#sessions.set(session.id, session);
-    reply.setCookie(COOKIE, session.id, { path: '/', httpOnly: true, sameSite: 'lax', secure: this.secure });
+    reply.setCookie(this.cookieName(), session.id, { path: '/', httpOnly: true, sameSite: 'lax' });
     return session;
   }
 
   current(request: FastifyRequest): BrowserSession | undefined {
-    const id = request.cookies[COOKIE];
+    const id = request.cookies[this.cookieName()];
     return id ? this.#sessions.get(id) : undefined;
   }
 

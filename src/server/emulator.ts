@@ -34,6 +34,8 @@ export interface EmulatorOptions {
   fixtures?: string;
   clock?: Clock;
   lifetimes?: Partial<Lifetimes>;
+  /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
+  onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
 }
@@ -84,14 +86,26 @@ export class Emulator {
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
     const host = options.host ?? '127.0.0.1';
     const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
+    const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
+    let emulator: Emulator | undefined;
     // One writer per state file: taken before reading, held until stop. Fixtures load meanwhile.
     const [fixtures, release] = await Promise.all([
       loadFixtures(options.fixtures),
-      statePath ? lockStateFile(statePath, { holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null }) : null,
+      statePath
+        ? lockStateFile(statePath, {
+            holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null,
+            // Another process took the file over: stop at once rather than be a second writer.
+            onCompromised: (error) => {
+              onError(new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`), 'lock');
+              void emulator?.stop();
+            },
+          })
+        : null,
     ]).catch(async (e: unknown) => {
       if (statePath && !(e instanceof StateLockedError)) await unlockQuietly(statePath);
       throw e;
     });
+    let apps: FastifyInstance[] = [];
     try {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
       const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
@@ -99,19 +113,14 @@ export class Emulator {
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);
       const lifecycle = { stopping: false };
-      const stopping = () => lifecycle.stopping;
-      const compilers = new LazySchemaCompilers();
+      const common = { checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { checkHost, port: () => ports.api, adminToken, stopping, compilers }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
-        buildAuthApp(core, { checkHost, port: () => ports.auth, stopping, compilers }),
+        buildApiApp(core, { ...common, port: () => ports.api, adminToken }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildAuthApp(core, { ...common, port: () => ports.auth }),
       ]);
-      const emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
-      try {
-        await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
-      } catch (e) {
-        await Promise.allSettled([api.close(), auth.close()]);
-        throw e;
-      }
+      apps = [api, auth];
+      emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
+      await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;
       const urlHost = urlHostFor(host);
@@ -120,12 +129,13 @@ export class Emulator {
         await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid });
       }
       emulator.#pruneTimer = setInterval(() => {
-        if (core.prune()) void core.commit().catch(() => undefined);
+        if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
       }, 60_000).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(() => void Promise.all([core.warmUp(), compilers.warmUp()]).catch(() => undefined));
+      setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
       return emulator;
     } catch (e) {
+      await Promise.allSettled(apps.map((app) => app.close()));
       await release?.().catch(() => undefined);
       throw e;
     }
@@ -145,7 +155,8 @@ export class Emulator {
       clearTimeout(cutOff);
       await this.core.persistence.close();
       if (this.adminFile) await removeAdminFile(this.adminFile);
-      await this.#release?.();
+      // A lock that was taken over is no longer ours to release.
+      await this.#release?.().catch(() => undefined);
     })());
   }
 }

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { BearerError, OAuthError, ProblemError } from '../core/errors.js';
+import { pageHeaders } from './page-headers.js';
 
 /** How a route reports errors: OAuth endpoints in RFC 6749 JSON, everything else as RFC 9457 problems. */
 export type ErrorStyle = 'oauth' | 'registration' | 'problem' | 'html';
@@ -55,7 +56,7 @@ export function describeValidation(error: FastifyError): { field: string; descri
  * The error handler of both servers. Known errors keep their status and code; anything else is a 500
  * whose details stay in the log.
  */
-export function errorReplier(options: { resourceMetadataUrl: () => string; htmlError: (status: number, error: string, description: string) => string }) {
+export function errorReplier(options: { resourceMetadataUrl: () => string; htmlError: (status: number, error: string, description: string) => string; onServerError?: (error: Error) => void }) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? 'problem';
     if (error instanceof BearerError) {
@@ -63,15 +64,15 @@ export function errorReplier(options: { resourceMetadataUrl: () => string; htmlE
       return sendProblem(reply, error.status, error.error ?? 'unauthorized', error.message, { scope: error.scope });
     }
     if (error instanceof OAuthError) {
-      if (style === 'html') return reply.code(error.status).type('text/html; charset=utf-8').send(options.htmlError(error.status, error.error, error.message));
+      if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message));
       return sendOAuthError(reply, error);
     }
     if (error instanceof ProblemError) {
-      if (style === 'html') return reply.code(error.status).type('text/html; charset=utf-8').send(options.htmlError(error.status, error.code, error.message));
+      if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message));
       return sendProblem(reply, error.status, error.code, error.message);
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
-    if (status === 500) request.log.error({ err: error }, 'request failed');
+    if (status === 500) options.onServerError?.(Object.assign(new Error(`${request.method} ${request.url.split('?')[0]} failed: ${error.message}`), { cause: error, stack: error.stack }));
     const described = error.validation ? describeValidation(error) : { field: '', description: status === 500 ? 'internal error' : error.message };
     if (style === 'oauth' || style === 'registration') {
       if (status === 500) return sendOAuthError(reply, new OAuthError('server_error', 'internal error', { status: 500 }));
@@ -81,7 +82,7 @@ export function errorReplier(options: { resourceMetadataUrl: () => string; htmlE
         : described.description;
       return sendOAuthError(reply, new OAuthError(code, description, { status: status === 413 ? 413 : 400 }));
     }
-    if (style === 'html') return reply.code(status).type('text/html; charset=utf-8').send(options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description));
+    if (style === 'html') return pageHeaders(reply.code(status)).send(options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description));
     return sendProblem(reply, status, status === 500 ? 'internal_error' : error.validation ? 'invalid_request' : (error.code ?? 'error').toLowerCase(), described.description);
   };
 }

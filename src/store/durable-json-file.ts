@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { basename, dirname, join } from 'node:path';
@@ -16,6 +17,11 @@ const deferred = (): Deferred => {
 };
 
 const encoder = new TextEncoder();
+/**
+ * Snapshots queued at the writer at once: while it syncs one, the next is already serialised and waiting, so
+ * the writer never idles for a round trip through the busy main thread. It handles them in order.
+ */
+const QUEUE_DEPTH = 2;
 
 /**
  * The blocking part of a durable write, run in one worker thread: create the temp file 0600, write, fdatasync,
@@ -26,9 +32,12 @@ const encoder = new TextEncoder();
 const WRITER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const fs = require('node:fs');
+const path = require('node:path');
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 parentPort.on('message', ({ id, file, temp, bytes }) => {
   try {
-    const fd = fs.openSync(temp, 'w', 0o600);
+    // A new name each time, created exclusively: never an existing file or a planted symlink.
+    const fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     try {
       fs.writeSync(fd, bytes);
       fs.fdatasyncSync(fd);
@@ -36,6 +45,13 @@ parentPort.on('message', ({ id, file, temp, bytes }) => {
       fs.closeSync(fd);
     }
     fs.renameSync(temp, file);
+    // The rename itself must reach the disk too, or a power loss could bring back the previous file.
+    const dir = fs.openSync(path.dirname(file), 'r');
+    try {
+      fs.fsyncSync(dir);
+    } finally {
+      fs.closeSync(dir);
+    }
     parentPort.postMessage({ id });
   } catch (e) {
     try { fs.unlinkSync(temp); } catch {}
@@ -47,17 +63,16 @@ parentPort.on('message', ({ id, file, temp, bytes }) => {
 /**
  * A lowdb adapter for one JSON file, written the way a state file must be: each snapshot goes to a temp file
  * created 0600, is fsynced, then renamed over the target, so a reader never sees half a file and a crash loses
- * no answered change. Saves are coalesced (group commit): the snapshot is taken after the current turn of the
- * event loop, so every request handled in it shares one write, and while a write runs the next saves wait for
- * the next snapshot. lowdb's own JSONFile (steno) neither sets the mode nor fsyncs, and serialises per call.
+ * no answered change (the directory is fsynced after the rename). Saves are coalesced (group commit): the
+ * snapshot is taken after the current turn of the event loop, so every request handled in it shares one write. lowdb's own JSONFile (steno) neither sets the mode nor fsyncs, and serialises per call.
  */
 export class DurableJsonFile<T> implements Adapter<T> {
   readonly file: string;
   readonly #parse: (text: string) => T;
-  readonly #temp: string;
   #data: T | undefined;
   #waiting: Deferred[] = [];
-  #writing: Deferred[] | null = null;
+  /** Snapshots handed to the writer and not yet on disk. */
+  #inWriter = 0;
   #scheduled = false;
   #idle: Deferred | null = null;
   #worker: Worker | null = null;
@@ -67,7 +82,6 @@ export class DurableJsonFile<T> implements Adapter<T> {
   constructor(file: string, parse: (text: string) => T) {
     this.file = file;
     this.#parse = parse;
-    this.#temp = join(dirname(file), `.${basename(file)}.${process.pid}.tmp`);
   }
 
   async read(): Promise<T | null> {
@@ -90,7 +104,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
     this.#data = data;
     const done = deferred();
     this.#waiting.push(done);
-    if (!this.#scheduled && !this.#writing) {
+    if (!this.#scheduled && this.#inWriter < QUEUE_DEPTH) {
       this.#scheduled = true;
       setImmediate(() => {
         this.#scheduled = false;
@@ -102,7 +116,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
 
   /** Resolves once every write asked for so far is on disk (or has failed). */
   async flush(): Promise<void> {
-    if (!this.#writing && this.#waiting.length === 0 && !this.#scheduled) return;
+    if (this.#inWriter === 0 && this.#waiting.length === 0 && !this.#scheduled) return;
     await (this.#idle ??= deferred()).promise;
   }
 
@@ -114,18 +128,21 @@ export class DurableJsonFile<T> implements Adapter<T> {
   }
 
   #next(): void {
-    if (this.#writing) return;
+    if (this.#inWriter >= QUEUE_DEPTH) return;
     if (this.#waiting.length === 0) {
-      this.#idle?.resolve();
-      this.#idle = null;
+      if (this.#inWriter === 0) {
+        this.#idle?.resolve();
+        this.#idle = null;
+      }
       return;
     }
-    const batch = (this.#writing = this.#waiting);
+    const batch = this.#waiting;
     this.#waiting = [];
     // Compact: serialising and syncing fewer bytes is what bounds durable-write throughput (`jq .` reads it).
     const text = JSON.stringify(this.#data) + '\n';
+    this.#inWriter++;
     const finish = (error?: unknown) => {
-      this.#writing = null;
+      this.#inWriter--;
       for (const d of batch) error ? d.reject(error) : d.resolve();
       this.#next();
     };
@@ -150,7 +167,8 @@ export class DurableJsonFile<T> implements Adapter<T> {
         worker.once('error', reject);
         // The encoded snapshot's buffer is transferred, not copied.
         const bytes = encoder.encode(text);
-        worker.postMessage({ id, file: this.file, temp: this.#temp, bytes }, [bytes.buffer]);
+        const temp = join(dirname(this.file), `.${basename(this.file)}.${randomBytes(9).toString('base64url')}.tmp`);
+        worker.postMessage({ id, file: this.file, temp, bytes }, [bytes.buffer]);
       });
     } finally {
       // An idle writer must not keep the process alive.

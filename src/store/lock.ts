@@ -1,22 +1,34 @@
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { AgentAccessError, StateFileError } from '../core/errors.js';
 
+/** A held lock is refreshed this often; one not refreshed for STALE_MS is a dead holder's and may be taken. */
+const UPDATE_MS = 1_000;
+const STALE_MS = 5_000;
+
 export class StateLockedError extends AgentAccessError {
-  constructor(file: string) {
-    super('state.locked', `state file ${file} is in use by another agent-access process`);
+  readonly pid: number | null;
+  constructor(file: string, pid: number | null) {
+    super('state.locked', `state file ${file} is in use by another agent-access process${pid ? ` (pid ${pid})` : ''}`);
+    this.pid = pid;
   }
 }
 
+export interface LockOptions {
+  /** The holder's pid as it announced itself (serve's admin file), if known. */
+  holderPid?: () => Promise<number | null>;
+  /** The lock was lost (another process took it over): the holder must stop writing. */
+  onCompromised?: (error: Error) => void;
+}
+
 /**
- * Takes the single-writer lock on a state file (a `FILE.lock` directory refreshed while held; a holder that
- * died is taken over after `staleMs`). Returns the release function.
+ * Takes the single-writer lock on a state file: a `FILE.lock` directory that the holder refreshes every second.
+ * If a live process holds it, this fails at once. If the holder is gone (killed without releasing), this waits
+ * until proper-lockfile sees the lock go stale and takes it; the takeover is always decided by staleness,
+ * never by a pid, so a live holder can never lose its lock to this call. Returns the release function.
  */
-export async function lockStateFile(
-  file: string,
-  options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void; holderPid?: () => Promise<number | null> } = {},
-): Promise<() => Promise<void>> {
+export async function lockStateFile(file: string, options: LockOptions = {}): Promise<() => Promise<void>> {
   try {
     await mkdir(dirname(file), { recursive: true, mode: 0o700 });
   } catch (e) {
@@ -24,14 +36,13 @@ export async function lockStateFile(
     throw new StateFileError(file, `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`, { cause: e });
   }
   try {
-    return await takeLock(file, options);
+    return await takeLock(file, 0, options);
   } catch (e) {
-    // A holder killed with SIGKILL leaves its lock for `staleMs`; when it announced its pid and that process is gone, take over now.
-    if (!(e instanceof StateLockedError) || !options.holderPid) throw e;
-    const pid = await options.holderPid();
-    if (pid === null || pid === process.pid || isAlive(pid)) throw e;
-    await rm(`${file}.lock`, { recursive: true, force: true });
-    return takeLock(file, options);
+    if (!(e instanceof StateLockedError)) throw e;
+    const pid = (await options.holderPid?.()) ?? null;
+    if (pid !== null && isAlive(pid)) throw new StateLockedError(file, pid);
+    // A holder that died, or one that announced nothing (a short CLI call, or a start in progress): wait for release or staleness.
+    return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
   }
 }
 
@@ -44,18 +55,18 @@ function isAlive(pid: number): boolean {
   }
 }
 
-async function takeLock(file: string, options: { retries?: number; staleMs?: number; onCompromised?: (e: Error) => void }): Promise<() => Promise<void>> {
+async function takeLock(file: string, retries: number, options: LockOptions): Promise<() => Promise<void>> {
   try {
     return await lockfile.lock(file, {
       realpath: false,
-      stale: options.staleMs ?? 10_000,
-      update: Math.min(5_000, Math.floor((options.staleMs ?? 10_000) / 2)),
-      retries: options.retries ? { retries: options.retries, minTimeout: 50, maxTimeout: 250 } : 0,
+      stale: STALE_MS,
+      update: UPDATE_MS,
+      retries: retries > 0 ? { retries, minTimeout: 250, maxTimeout: 250, factor: 1 } : 0,
       onCompromised: options.onCompromised ?? ((e) => process.emitWarning(`agent-access: lost the lock on ${file}: ${e.message}`)),
     });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ELOCKED') throw new StateLockedError(file);
+    if (code === 'ELOCKED') throw new StateLockedError(file, null);
     throw new StateFileError(file, `cannot lock state file ${file} (${code ?? (e as Error).message}). Check that its directory is writable, or use --state OTHER_FILE or --in-memory.`, { cause: e });
   }
 }

@@ -27,6 +27,8 @@ export const refreshTokenGrant: GrantType = {
     if (now >= family.current.expires_at) throw invalidGrant('refresh token has expired; authorize again');
     core.checkTokenResource(grant, params.resource);
     const kept = grant.scopes.filter((s) => !isRetiredScope(s));
+    // RFC 6749 §3.3: a token needs at least one scope; a grant left with retired scopes only has nothing to give.
+    if (kept.length === 0) throw invalidGrant(`the grant holds only retired scopes (${grant.scopes.join(' ')}); authorize again with a supported scope`);
     let scopes = kept;
     if (params.scope !== undefined) {
       const requested = splitScope(params.scope);
