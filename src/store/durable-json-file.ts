@@ -18,10 +18,11 @@ const deferred = (): Deferred => {
 
 const encoder = new TextEncoder();
 /**
- * Snapshots queued at the writer at once: while it syncs one, the next is already serialised and waiting, so
- * the writer never idles for a round trip through the busy main thread. It handles them in order.
+ * Snapshots handed to the writer at once. One: saves that arrive while it writes wait for the next snapshot,
+ * which then holds all of them. A second queued snapshot hides the hop back to the main thread but was
+ * measured slower, because more, smaller snapshots cost more serialisation on the main thread.
  */
-const QUEUE_DEPTH = 2;
+const QUEUE_DEPTH = 1;
 
 /**
  * The blocking part of a durable write, run in one worker thread: create the temp file 0600, write, fdatasync,
