@@ -153,6 +153,32 @@ describe('agent-access grants: one writer per state file', () => {
   });
 });
 
+describe('agent-access charges', () => {
+  it('prints totals per client from a running emulator, and from the file once it stopped', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await serve(['--state', state, '--price-ask', '0.5']);
+    const flow = await authorizeAndApprove(urls(s));
+    for (let i = 0; i < 2; i++) await http(`${s.ready.base_url}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${flow.tokens!.access_token}`, 'content-type': 'application/json' }, body: '{"question":"Kaution"}' });
+    const live = JSON.parse((await runCli(['charges', '--state', state, '--json'])).stdout);
+    expect(live).toMatchObject({ unit: 'AKh', total: 1, clients: [{ client_id: flow.client_id, client_name: 'Test Agent', total: 1, charges: 2 }] });
+    expect(live.entries).toHaveLength(2);
+    s.child.kill('SIGTERM');
+    await s.exit;
+    const fromFile = await runCli(['charges', '--state', state, '--entries']);
+    expect(fromFile.code).toBe(0);
+    expect(fromFile.stdout).toContain('Test Agent');
+    expect(fromFile.stdout).toContain('1.000');
+    expect(fromFile.stdout).toContain('POST /chat/ask');
+  });
+
+  it('a malformed --rate-limit is a usage error', async () => {
+    const res = await runCli(['serve', '--in-memory', '--rate-limit', 'lots']);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain('N/min');
+  });
+});
+
 describe('agent-access serve after a crash', () => {
   it('a holder killed with SIGKILL does not block for long: its lock is taken once it is stale (about 5 s)', { timeout: 30_000 }, async () => {
     const dir = await scratchDir();

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { Command } from 'commander';
+import { chargesCommand } from './commands/charges.js';
 import { grantsCommand } from './commands/grants.js';
 import { serveCommand } from './commands/serve.js';
 import { EXIT, failWith } from './errors.js';
@@ -12,7 +13,8 @@ export function buildProgram(): Command {
     .description('Dev kit and local emulator for the Agent Access Service')
     .version(version)
     .addCommand(serveCommand())
-    .addCommand(grantsCommand());
+    .addCommand(grantsCommand())
+    .addCommand(chargesCommand());
   applyConventions(program);
   return program;
 }

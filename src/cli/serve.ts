@@ -13,6 +13,10 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       state: flags.state,
       inMemory: flags.inMemory,
       fixtures: flags.fixtures,
+      rateLimit: flags.rateLimit,
+      askTimeoutMs: flags.askTimeout,
+      askLatencyMs: flags.askLatency,
+      prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
       onError: (error, context) => {
         process.stderr.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
         if (context === 'lock') void emulator?.stop().finally(() => process.exit(EXIT.state));

@@ -2,6 +2,7 @@ import { access } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
+import { chargesReport, type ChargesReport } from '../core/charges-report.js';
 import { Core, type GrantView } from '../core/core.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
@@ -15,6 +16,7 @@ export interface StateTarget {
   readonly via: 'emulator' | 'file';
   listGrants(filter: { person_id?: string; client_id?: string }): Promise<GrantView[]>;
   revokeGrant(id: string): Promise<GrantView>;
+  charges(): Promise<ChargesReport>;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,9 @@ class FileTarget implements StateTarget {
   async revokeGrant(id: string) {
     await this.core.revokeGrant(id, 'admin');
     return this.core.listGrants().find((g) => g.id === id) as GrantView;
+  }
+  async charges() {
+    return chargesReport(this.core, await this.core.persistence.readLedger());
   }
   async close() {
     await this.core.persistence.close();
@@ -56,6 +61,9 @@ class EmulatorTarget implements StateTarget {
   }
   async revokeGrant(id: string) {
     return (await this.#call<{ grant: GrantView }>('POST', `/grants/${encodeURIComponent(id)}/revoke`)).grant;
+  }
+  async charges() {
+    return this.#call<ChargesReport>('GET', '/charges');
   }
   async close() {}
 }

@@ -1,4 +1,5 @@
 import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
+import { addAmount, type ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
 import { DAY, HOUR, MINUTE, epochSeconds, type Clock } from './clock.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
@@ -86,6 +87,8 @@ export class Core {
   #signer: AccessTokenSigner;
   #urls: ServiceUrls | undefined;
   #familyByHandle = new Map<string, string>();
+  /** Ledger lines recorded since the last commit; the next commit appends them before the state. */
+  #pendingLedger: string[] = [];
   #interactions = new Map<string, Interaction>();
 
   private constructor(options: CoreOptions, state: State) {
@@ -118,7 +121,18 @@ export class Core {
 
   /** Makes every change made so far durable. Concurrent calls share one write. */
   commit(): Promise<void> {
-    return this.persistence.save(this.state);
+    return this.persistence.save(this.state, this.#pendingLedger.length > 0 ? this.#pendingLedger.splice(0) : undefined);
+  }
+
+  /** Spec 1: one line of the charge ledger, and the totals; durable with the next commit. */
+  recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry {
+    const totals = this.state.charges;
+    const line: ChargeEntry = { seq: ++totals.count, ...entry };
+    totals.by_client[entry.client_id] = addAmount(totals.by_client[entry.client_id] ?? 0, entry.amount);
+    totals.by_grant[entry.grant_id] = addAmount(totals.by_grant[entry.grant_id] ?? 0, entry.amount);
+    this.#pendingLedger.push(JSON.stringify(line));
+    this.events.emit('charge.recorded', line);
+    return line;
   }
 
   /** Replaces the whole state (snapshot restore, or the CLI re-reading the file). */
@@ -500,13 +514,19 @@ export class Core {
 
   // ---- housekeeping ---------------------------------------------------------------------------
 
-  /** Drops expired codes (kept a day past expiry to recognise replays), revoked-token entries and old dead families. */
+  /** Drops expired codes (kept a day past expiry to recognise replays), idempotency records past their 24 hours, revoked-token entries and old dead families. */
   prune(): boolean {
     const now = this.clock.now();
     let changed = false;
     for (const [hash, code] of Object.entries(this.state.codes)) {
       if (code.expires_at + DAY <= now) {
         delete this.state.codes[hash];
+        changed = true;
+      }
+    }
+    for (const [id, record] of Object.entries(this.state.idempotency)) {
+      if (record.expires_at <= now) {
+        delete this.state.idempotency[id];
         changed = true;
       }
     }

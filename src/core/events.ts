@@ -16,6 +16,9 @@ export interface EventMap {
   'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
   'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
   'access_token.revoked': { jti: string; client_id: string };
+  'charge.recorded': { seq: number; at: number; client_id: string; grant_id: string; route: string; amount: number; unit: 'AKh'; idempotency_key: string | null };
+  'idempotency.replayed': { client_id: string; route: string; key: string };
+  'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
   'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string };
 }
 

@@ -7,7 +7,10 @@ import type { State } from './state.js';
 export interface StatePersistence {
   readonly location: string | null;
   load(): Promise<State | null>;
-  save(state: State): Promise<void>;
+  /** Makes the state durable, with `ledger` lines appended to the charge ledger before it (same write). */
+  save(state: State, ledger?: string[]): Promise<void>;
+  /** The committed lines of the charge ledger, oldest first. */
+  readLedger(): Promise<string[]>;
   /** Waits for pending writes. */
   flush(): Promise<void>;
   /** Waits for pending writes and releases what the adapter holds. */
@@ -24,8 +27,13 @@ export class MemoryPersistence implements StatePersistence {
   async load(): Promise<State | null> {
     return this.#state;
   }
-  async save(state: State): Promise<void> {
+  #ledger: string[] = [];
+  async save(state: State, ledger: string[] = []): Promise<void> {
     this.#state = state;
+    this.#ledger.push(...ledger);
+  }
+  async readLedger(): Promise<string[]> {
+    return [...this.#ledger];
   }
   async flush(): Promise<void> {}
   async close(): Promise<void> {}

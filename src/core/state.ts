@@ -1,4 +1,6 @@
+import { emptyTotals, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
+import type { IdempotencyRecord } from './idempotency.js';
 
 /**
  * Everything the emulator keeps. Times are epoch milliseconds on the emulator's clock.
@@ -14,6 +16,10 @@ export interface State {
   families: Record<string, TokenFamily>;
   /** jti → access-token expiry, for RFC 7009 revocation of single access tokens; pruned after expiry. */
   revoked_access_tokens: Record<string, number>;
+  /** Stored responses by (client, route, key) for 24 hours (spec 4.4 rule 5, 8). */
+  idempotency: Record<string, IdempotencyRecord>;
+  /** Totals of the charge ledger; the entries themselves are the ledger file's lines. */
+  charges: ChargeTotals;
 }
 
 export interface SigningKey {
@@ -105,9 +111,11 @@ export const emptyState = (): State => ({
   codes: {},
   families: {},
   revoked_access_tokens: {},
+  idempotency: {},
+  charges: emptyTotals(),
 });
 
-const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens'] as const;
+const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency'] as const;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -131,6 +139,10 @@ export function parseState(text: string, file: string): State {
   const problem = (what: string) => new StateFileError(file, `state file ${file} is not an agent-access state file: ${what}. ${reset}`);
   if (!isRecord(json)) throw problem('the top level is not an object');
   if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
+  // Collections added after the first release: a file written before them gets them empty.
+  json.idempotency ??= {};
+  json.charges ??= emptyTotals();
+  if (!isRecord(json.charges) || typeof json.charges.count !== 'number' || !isRecord(json.charges.by_client) || !isRecord(json.charges.by_grant)) throw problem('"charges" is malformed');
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
   for (const [i, key] of json.keys.entries()) {
     if (!isRecord(key) || typeof key.kid !== 'string' || key.alg !== 'ES256' || !isP256Jwk(key.private_jwk, true) || !isP256Jwk(key.public_jwk, false)) {

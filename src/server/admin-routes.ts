@@ -4,6 +4,7 @@ import { safeEqual } from '../core/crypto.js';
 import { sendProblem } from './error-replies.js';
 import { isLoopbackAddress } from './host-guard.js';
 import { adminGrantsSchema, adminRevokeSchema } from './schemas.js';
+import { chargesReport } from '../core/charges-report.js';
 
 export const ADMIN_PREFIX = '/_admin';
 
@@ -26,6 +27,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, adminToken
     });
     admin.get('/health', async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
     admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: core.listGrants(request.query as { person_id?: string; client_id?: string }) }));
+    admin.get('/charges', async () => chargesReport(core, await core.persistence.readLedger()));
     admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
       const grant = await core.revokeGrant(id, 'admin');

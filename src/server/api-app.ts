@@ -10,6 +10,8 @@ import { errorReplier, sendProblem } from './error-replies.js';
 import { isAllowedHost } from './host-guard.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
+import { registerRestRoutes } from './rest-routes.js';
+import type { Allowlist } from '../core/allowlist.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { errorPage } from './views.js';
 
@@ -26,6 +28,8 @@ export interface AppOptions {
   bodyLimit?: number;
   /** True once stop() began: responses then close their connection so shutdown does not wait for keep-alive. */
   stopping?: () => boolean;
+  /** The REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
+  allowlist?: Allowlist;
   /** Schema compilers shared by the emulator's servers, compiled after start-up. */
   compilers?: LazySchemaCompilers;
 }
@@ -107,6 +111,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
       maxAge: 600,
     });
     registerOAuthRoutes(open, core);
+    if (options.allowlist) registerRestRoutes(open, core, options.allowlist);
     // The agent plane's address: MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP
     // authorization). Until the agent plane is built, a request that passes the guard is told so plainly.
     open.all('/mcp', { preHandler: requireScope(core, 'ask') }, async (_request, reply) =>

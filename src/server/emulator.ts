@@ -2,7 +2,10 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
+import { Allowlist } from '../core/allowlist.js';
+import type { Prices } from '../core/charges.js';
 import { Core, type Lifetimes } from '../core/core.js';
+import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
 import { randomToken } from '../core/crypto.js';
 import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
@@ -34,6 +37,14 @@ export interface EmulatorOptions {
   fixtures?: string;
   clock?: Clock;
   lifetimes?: Partial<Lifetimes>;
+  /** Price of each charged operation in AKh (spec 1). */
+  prices?: Partial<Prices>;
+  /** Per grant on the allowlist routes, e.g. `60/min` (spec 7, 8). Default 60/min. */
+  rateLimit?: string | RateLimitConfig;
+  /** POST /chat/ask is abandoned after this many ms (default 30 000). */
+  askTimeoutMs?: number;
+  /** Simulated thinking time of an ask in ms (default 0). */
+  askLatencyMs?: number;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
@@ -49,6 +60,8 @@ function urlHostFor(host: string): string {
 /** The emulated service: two loopback origins over one core. `agent-access serve` wraps it. */
 export class Emulator {
   readonly core: Core;
+  /** The REST allowlist's logic (rate limits, idempotency, charges, search). */
+  allowlist!: Allowlist;
   readonly statePath: string | null;
   readonly adminToken: string;
   readonly adminFile: string | null;
@@ -113,13 +126,22 @@ export class Emulator {
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);
       const lifecycle = { stopping: false };
+      const allowlist = new Allowlist(core, {
+        workspace: fixtures.workspace,
+        knowledge: fixtures.knowledge,
+        prices: options.prices,
+        rateLimit: typeof options.rateLimit === 'string' ? parseRateLimit(options.rateLimit) : options.rateLimit,
+        askTimeoutMs: options.askTimeoutMs,
+        askLatencyMs: options.askLatencyMs,
+      });
       const common = { checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { ...common, port: () => ports.api, adminToken }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
         buildAuthApp(core, { ...common, port: () => ports.auth }),
       ]);
       apps = [api, auth];
       emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
+      emulator.allowlist = allowlist;
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;
@@ -132,7 +154,7 @@ export class Emulator {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
       }, 60_000).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
+      setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), allowlist.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
       return emulator;
     } catch (e) {
       await Promise.allSettled(apps.map((app) => app.close()));

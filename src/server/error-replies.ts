@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { BearerError, OAuthError, ProblemError } from '../core/errors.js';
+import { RateLimitedError } from '../core/rate-limit.js';
 import { pageHeaders } from './page-headers.js';
 
 /** How a route reports errors: OAuth endpoints in RFC 6749 JSON, everything else as RFC 9457 problems. */
@@ -59,6 +60,11 @@ export function describeValidation(error: FastifyError): { field: string; descri
 export function errorReplier(options: { resourceMetadataUrl: () => string; htmlError: (status: number, error: string, description: string) => string; onServerError?: (error: Error) => void }) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? 'problem';
+    if (error instanceof RateLimitedError) {
+      const { limit, reset } = error.state;
+      reply.header('retry-after', reset).header('ratelimit-limit', limit).header('ratelimit-remaining', 0).header('ratelimit-reset', reset);
+      return sendProblem(reply, 429, 'rate_limited', error.message);
+    }
     if (error instanceof BearerError) {
       reply.header('www-authenticate', bearerChallenge(error, options.resourceMetadataUrl()));
       return sendProblem(reply, error.status, error.error ?? 'unauthorized', error.message, { scope: error.scope });

@@ -150,3 +150,14 @@ export const adminRevokeSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
   response: { 200: { type: 'object', properties: { grant: grantView } }, '4xx': problemSchema },
 } as const;
+
+/** Spec 4.4: POST /chat/ask. The 200 body is the stored answer, sent as the exact bytes of its first answer. */
+export const askSchema = {
+  body: {
+    type: 'object',
+    required: ['question'],
+    properties: { question: { type: 'string', minLength: 1, maxLength: 4000 } },
+    additionalProperties: true,
+  },
+  response: { '4xx': problemSchema, '5xx': problemSchema },
+} as const;

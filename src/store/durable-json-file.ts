@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { basename, dirname, join } from 'node:path';
 import type { Adapter } from 'lowdb';
@@ -35,8 +35,17 @@ const { parentPort } = require('node:worker_threads');
 const fs = require('node:fs');
 const path = require('node:path');
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
-parentPort.on('message', ({ id, file, temp, bytes }) => {
+parentPort.on('message', ({ id, file, temp, bytes, ledger, append }) => {
   try {
+    if (append) {
+      const lf = fs.openSync(ledger, fs.constants.O_WRONLY | O_CREAT | fs.constants.O_APPEND | O_NOFOLLOW, 0o600);
+      try {
+        fs.writeSync(lf, append);
+        fs.fdatasyncSync(lf);
+      } finally {
+        fs.closeSync(lf);
+      }
+    }
     // A new name each time, created exclusively: never an existing file or a planted symlink.
     const fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     try {
@@ -80,9 +89,13 @@ export class DurableJsonFile<T> implements Adapter<T> {
   #seq = 0;
   #dirReady: Promise<void> | null = null;
 
-  constructor(file: string, parse: (text: string) => T) {
+  readonly #ledger: string | null;
+  #append = '';
+
+  constructor(file: string, parse: (text: string) => T, ledgerFile: string | null = null) {
     this.file = file;
     this.#parse = parse;
+    this.#ledger = ledgerFile;
   }
 
   async read(): Promise<T | null> {
@@ -115,6 +128,29 @@ export class DurableJsonFile<T> implements Adapter<T> {
     return done.promise;
   }
 
+  /** Text for the append-only ledger, written (and synced) just before the next state snapshot. */
+  appendWithNextWrite(text: string): void {
+    if (!this.#ledger) throw new Error('this file has no ledger');
+    this.#append += text;
+  }
+
+  async readLedger(): Promise<string[]> {
+    if (!this.#ledger) return [];
+    try {
+      return (await readFile(this.#ledger, 'utf8')).split('\n').filter((line) => line.length > 0);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw e;
+    }
+  }
+
+  /** Keeps the first `lines` lines of the ledger (the ones the state counts as committed). */
+  async trimLedger(lines: number): Promise<void> {
+    const all = await this.readLedger();
+    if (all.length <= lines || !this.#ledger) return;
+    await writeFile(this.#ledger, all.slice(0, lines).map((l) => `${l}\n`).join(''), { mode: 0o600 });
+  }
+
   /** Resolves once every write asked for so far is on disk (or has failed). */
   async flush(): Promise<void> {
     if (this.#inWriter === 0 && this.#waiting.length === 0 && !this.#scheduled) return;
@@ -141,16 +177,18 @@ export class DurableJsonFile<T> implements Adapter<T> {
     this.#waiting = [];
     // Compact: serialising and syncing fewer bytes is what bounds durable-write throughput (`jq .` reads it).
     const text = JSON.stringify(this.#data) + '\n';
+    const append = this.#append;
+    this.#append = '';
     this.#inWriter++;
     const finish = (error?: unknown) => {
       this.#inWriter--;
       for (const d of batch) error ? d.reject(error) : d.resolve();
       this.#next();
     };
-    this.#send(text).then(() => finish(), finish);
+    this.#send(text, append).then(() => finish(), finish);
   }
 
-  async #send(text: string): Promise<void> {
+  async #send(text: string, append: string): Promise<void> {
     await (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => undefined));
     const worker = (this.#worker ??= this.#startWorker());
     const id = ++this.#seq;
@@ -169,7 +207,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
         // The encoded snapshot's buffer is transferred, not copied.
         const bytes = encoder.encode(text);
         const temp = join(dirname(this.file), `.${basename(this.file)}.${randomBytes(9).toString('base64url')}.tmp`);
-        worker.postMessage({ id, file: this.file, temp, bytes }, [bytes.buffer]);
+        worker.postMessage({ id, file: this.file, temp, bytes, ledger: this.#ledger, append }, [bytes.buffer]);
       });
     } finally {
       // An idle writer must not keep the process alive.

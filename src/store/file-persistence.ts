@@ -3,6 +3,9 @@ import { parseState, type State } from '../core/state.js';
 import type { StatePersistence } from '../core/persistence.js';
 import { DurableJsonFile } from './durable-json-file.js';
 
+/** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
+export const ledgerFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.charges.jsonl`;
+
 /** The state in one lowdb JSON file. Only one process may hold it at a time (see lock.ts). */
 export class FilePersistence implements StatePersistence {
   readonly location: string;
@@ -11,18 +14,26 @@ export class FilePersistence implements StatePersistence {
 
   constructor(file: string) {
     this.location = file;
-    this.#adapter = new DurableJsonFile<State | null>(file, (text) => parseState(text, file));
+    this.#adapter = new DurableJsonFile<State | null>(file, (text) => parseState(text, file), ledgerFileFor(file));
     this.#db = new Low<State | null>(this.#adapter, null);
   }
 
   async load(): Promise<State | null> {
     await this.#db.read();
-    return this.#db.data;
+    const state = this.#db.data;
+    // Ledger lines beyond the committed count were appended by a write that never completed: drop them.
+    if (state) await this.#adapter.trimLedger(state.charges.count);
+    return state;
   }
 
-  save(state: State): Promise<void> {
+  save(state: State, ledger: string[] = []): Promise<void> {
+    if (ledger.length > 0) this.#adapter.appendWithNextWrite(ledger.map((line) => `${line}\n`).join(''));
     this.#db.data = state;
     return this.#db.write();
+  }
+
+  readLedger(): Promise<string[]> {
+    return this.#adapter.readLedger();
   }
 
   flush(): Promise<void> {

@@ -1,9 +1,10 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GrantSeed } from '../core/core.js';
 import { AgentAccessError } from '../core/errors.js';
 import type { Person } from '../core/persons.js';
+import { WORKSPACE_KINDS, emptyWorkspace, markdownTitle, type KnowledgeDocument, type Workspace, type WorkspaceRecord } from '../core/workspace.js';
 
 /** The fixtures shipped with the package. */
 export const DEFAULT_FIXTURES_DIR = fileURLToPath(new URL('../../fixtures/', import.meta.url));
@@ -12,6 +13,8 @@ export interface Fixtures {
   dir: string;
   persons: Person[];
   grants: GrantSeed[];
+  workspace: Workspace;
+  knowledge: KnowledgeDocument[];
 }
 
 const fail = (file: string, what: string) => new AgentAccessError('fixtures.invalid', `fixture ${file}: ${what}`);
@@ -65,5 +68,41 @@ export async function loadFixtures(dir: string = DEFAULT_FIXTURES_DIR): Promise<
     if (handles.has(handle)) throw fail(grantsFile, `entry ${i}: refresh_token handle "${handle}" is used by another grant; every grant needs its own`);
     handles.add(handle);
   });
-  return { dir, persons: persons as Person[], grants: grants as GrantSeed[] };
+  return { dir, persons: persons as Person[], grants: grants as GrantSeed[], workspace: await loadWorkspace(dir), knowledge: await loadKnowledge(dir) };
+}
+
+/** `workspace/<kind>.json` (each optional): arrays of records with string `id` and `title`, ids unique. */
+async function loadWorkspace(dir: string): Promise<Workspace> {
+  const workspace = emptyWorkspace();
+  const ids = new Set<string>();
+  for (const kind of WORKSPACE_KINDS) {
+    const file = join(dir, 'workspace', `${kind}.json`);
+    const records = await readJson(file, true);
+    if (records === undefined) continue;
+    if (!Array.isArray(records)) throw fail(file, 'must be an array of records');
+    records.forEach((r, i) => {
+      if (typeof r !== 'object' || r === null || !isString(r.id) || !isString(r.title)) throw fail(file, `entry ${i} needs string fields id and title`);
+      if (ids.has(r.id)) throw fail(file, `id "${r.id}" is used twice`);
+      ids.add(r.id);
+    });
+    workspace[kind] = records as WorkspaceRecord[];
+  }
+  return workspace;
+}
+
+/** `knowledge/*.md`: the knowledge base, one document per file, titled by its first `# ` heading. */
+async function loadKnowledge(dir: string): Promise<KnowledgeDocument[]> {
+  let names: string[];
+  try {
+    names = (await readdir(join(dir, 'knowledge'))).filter((n) => n.endsWith('.md')).sort();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return Promise.all(
+    names.map(async (file_name) => {
+      const content = await readFile(join(dir, 'knowledge', file_name), 'utf8');
+      return { id: `kb-${file_name.replace(/\.md$/, '')}`, title: markdownTitle(content, file_name), file_name, content };
+    }),
+  );
 }

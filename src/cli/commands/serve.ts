@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseRateLimit } from '../../core/rate-limit.js';
 
 export interface ServeFlags {
   port: number;
@@ -9,7 +10,23 @@ export interface ServeFlags {
   fixtures?: string;
   json?: boolean;
   quiet?: boolean;
+  rateLimit: string;
+  askTimeout: number;
+  askLatency: number;
+  priceAsk?: number;
+  priceResearch?: number;
 }
+
+const parseMs = (value: string): number => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('a duration is a whole number of milliseconds');
+  return n;
+};
+const parsePrice = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('a price is a number of AKh, 0 or more');
+  return n;
+};
 
 export const parsePort = (value: string): number => {
   const n = Number(value);
@@ -28,6 +45,22 @@ export function serveCommand(): Command {
     .option('--fixtures <dir>', 'directory with persons.json (and grants.json); default: the packaged fixtures')
     .option('--json', 'print one JSON line on stdout when ready; logs go to stderr')
     .option('--quiet', 'do not log requests')
+    .addOption(
+      new Option('--rate-limit <limit>', 'requests per grant on the REST allowlist, e.g. 60/min, 10/s, 1000/h')
+        .argParser((value: string) => {
+          try {
+            parseRateLimit(value);
+          } catch (e) {
+            throw new InvalidArgumentError((e as Error).message);
+          }
+          return value;
+        })
+        .default('60/min'),
+    )
+    .addOption(new Option('--ask-timeout <ms>', 'abandon POST /chat/ask after this many ms').argParser(parseMs).default(30_000))
+    .addOption(new Option('--ask-latency <ms>', 'simulated thinking time of an ask, in ms').argParser(parseMs).default(0))
+    .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
+    .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('../serve.js');
       await runServe(flags);

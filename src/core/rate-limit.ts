@@ -1,0 +1,53 @@
+import type { Clock } from './clock.js';
+import { AgentAccessError } from './errors.js';
+
+export interface RateLimitConfig {
+  limit: number;
+  windowMs: number;
+}
+
+export interface RateLimitState {
+  limit: number;
+  remaining: number;
+  /** Whole seconds until the window resets (RateLimit-Reset, Retry-After). */
+  reset: number;
+}
+
+/** Spec 7, 8: over the limit → 429 with Retry-After. */
+export class RateLimitedError extends AgentAccessError {
+  constructor(readonly state: RateLimitState) {
+    super('rate_limited', `rate limit of ${state.limit} requests exceeded; retry in ${state.reset} s`);
+  }
+}
+
+const UNITS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, m: 60_000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 };
+
+/** Parses `60/min`, `10/s`, `1000/h`. */
+export function parseRateLimit(text: string): RateLimitConfig {
+  const match = /^\s*(\d+)\s*\/\s*(\d*)\s*([a-z]+)\s*$/i.exec(text);
+  const unit = match ? UNITS[match[3]!.toLowerCase()] : undefined;
+  if (!match || !unit || Number(match[1]) < 1) throw new Error(`rate limit "${text}" is not of the form N/s, N/min or N/h`);
+  return { limit: Number(match[1]), windowMs: unit * (match[2] ? Number(match[2]) : 1) };
+}
+
+/**
+ * A fixed window per grant on the emulator's clock (not persisted: a restart starts fresh windows).
+ * Every allowlist response reports the grant's window; a request over the limit is refused before any work.
+ */
+export class RateLimiter {
+  readonly #windows = new Map<string, { start: number; used: number }>();
+  constructor(private readonly clock: Clock, readonly config: RateLimitConfig) {}
+
+  take(grantId: string): RateLimitState {
+    const now = this.clock.now();
+    let window = this.#windows.get(grantId);
+    if (!window || now >= window.start + this.config.windowMs) {
+      window = { start: now - ((now - (window?.start ?? now)) % this.config.windowMs), used: 0 };
+      this.#windows.set(grantId, window);
+    }
+    const reset = Math.max(1, Math.ceil((window.start + this.config.windowMs - now) / 1000));
+    if (window.used >= this.config.limit) throw new RateLimitedError({ limit: this.config.limit, remaining: 0, reset });
+    window.used++;
+    return { limit: this.config.limit, remaining: this.config.limit - window.used, reset };
+  }
+}

@@ -1,0 +1,119 @@
+import type { KnowledgeDocument, Workspace, WorkspaceKind } from './workspace.js';
+import { KIND_LABELS, WORKSPACE_KINDS, markdownSections, recordText } from './workspace.js';
+
+/** Where a hit comes from: a workspace kind, or the knowledge base. */
+export type SourceKind = WorkspaceKind | 'knowledge';
+
+/** Spec 2.4 `sources` element (shape not shown in the spec; documented in the README). */
+export interface Source {
+  kind: SourceKind;
+  id: string;
+  title: string;
+  snippet: string;
+}
+
+interface Entry {
+  id: string;
+  kind: string;
+  ref: string;
+  title: string;
+  text: string;
+}
+
+type Orama = typeof import('@orama/orama');
+type Db = ReturnType<Orama['create']>;
+
+const SNIPPET = 220;
+
+/**
+ * Full-text search over the workspace and the knowledge base with Orama: German tokenizer, stemmer and stop
+ * words, BM25 scoring. Orama is loaded and the index built on first use (or by warmUp), off the start-up path.
+ * Knowledge documents are indexed per `##` section so a hit points at the passage that answers.
+ */
+export class SearchIndex {
+  #ready: Promise<{ orama: Orama; db: Db }> | undefined;
+  readonly #workspace: Workspace;
+  readonly #knowledge: KnowledgeDocument[];
+  readonly #added: KnowledgeDocument[] = [];
+
+  constructor(workspace: Workspace, knowledge: KnowledgeDocument[]) {
+    this.#workspace = workspace;
+    this.#knowledge = knowledge;
+  }
+
+  warmUp(): Promise<unknown> {
+    return this.#index();
+  }
+
+  #index(): Promise<{ orama: Orama; db: Db }> {
+    return (this.#ready ??= (async () => {
+      const [orama, { stemmer, language }, { stopwords }] = await Promise.all([import('@orama/orama'), import('@orama/stemmers/german'), import('@orama/stopwords/german')]);
+      const db = orama.create({
+        schema: { kind: 'string', ref: 'string', title: 'string', text: 'string' } as const,
+        components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
+      });
+      const entries: Entry[] = [];
+      for (const kind of WORKSPACE_KINDS) {
+        for (const record of this.#workspace[kind]) entries.push({ id: `${kind}:${record.id}`, kind, ref: record.id, title: record.title, text: recordText(record) });
+      }
+      for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
+      orama.insertMultiple(db, entries);
+      return { orama, db };
+    })());
+  }
+
+  /** Makes a knowledge document findable (a training document once indexed). */
+  async addKnowledge(doc: KnowledgeDocument): Promise<void> {
+    if (!this.#ready) {
+      this.#added.push(doc);
+      return;
+    }
+    const { orama, db } = await this.#index();
+    orama.insertMultiple(db, knowledgeEntries(doc));
+  }
+
+  /** Best hits first; `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7). */
+  async search(question: string, options: { limit?: number; knowledgeOnly?: boolean } = {}): Promise<Array<Source & { score: number }>> {
+    const { orama, db } = await this.#index();
+    // Orama's generic result types are too deep for tsc here; the shape is its documented search result.
+    const search = orama.search as unknown as (db: Db, params: Record<string, unknown>) => { hits: Array<{ score: number; document: Entry }> };
+    const result = search(db, {
+      term: question,
+      properties: ['title', 'text'],
+      boost: { title: 2 },
+      limit: options.limit ?? 5,
+      ...(options.knowledgeOnly ? { where: { kind: 'knowledge' } } : {}),
+    });
+    return result.hits.map(({ score, document }) => ({
+      kind: document.kind as SourceKind,
+      id: document.ref,
+      title: document.title,
+      snippet: snippet(document.text, question),
+      score,
+    }));
+  }
+}
+
+function knowledgeEntries(doc: KnowledgeDocument): Entry[] {
+  return markdownSections(doc).map((section, i) => ({
+    id: `knowledge:${doc.id}:${i}`,
+    kind: 'knowledge',
+    ref: doc.id,
+    title: section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`,
+    text: section.text,
+  }));
+}
+
+/** A short excerpt around the first word of the question that occurs in the text. */
+function snippet(text: string, question: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  if (flat.length <= SNIPPET) return flat;
+  const lower = flat.toLowerCase();
+  const words = question.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length >= 4);
+  const at = words.map((w) => lower.indexOf(w.slice(0, Math.max(4, w.length - 2)))).filter((i) => i >= 0).sort((a, b) => a - b)[0] ?? 0;
+  const start = Math.max(0, at - 60);
+  const cut = flat.slice(start, start + SNIPPET);
+  return `${start > 0 ? '…' : ''}${cut}${start + SNIPPET < flat.length ? '…' : ''}`;
+}
+
+export const sourceLabel = (kind: SourceKind): string => (kind === 'knowledge' ? 'Wissensdatenbank' : KIND_LABELS[kind]);
