@@ -1,3 +1,4 @@
+import { REALISTIC_TIMINGS } from '../core/jobs.js';
 import { Emulator } from '../server/emulator.js';
 import type { ServeFlags } from './commands/serve.js';
 import { EXIT, failWith } from './errors.js';
@@ -16,6 +17,11 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       rateLimit: flags.rateLimit,
       askTimeoutMs: flags.askTimeout,
       askLatencyMs: flags.askLatency,
+      timings: {
+        ...(flags.realistic ? REALISTIC_TIMINGS : {}),
+        ...(flags.researchDuration !== undefined ? { researchRunMs: flags.researchDuration } : {}),
+        ...(flags.trainingStep !== undefined ? { trainingStepMs: flags.trainingStep } : {}),
+      },
       prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
       onError: (error, context) => {
         process.stderr.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);

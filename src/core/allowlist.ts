@@ -1,12 +1,13 @@
 import { composeAnswer, type AskAnswer } from './ask.js';
-import { addAmount, DEFAULT_PRICES, type ChargeEntry, type Prices } from './charges.js';
+import { DEFAULT_PRICES, type ChargeEntry, type Prices } from './charges.js';
 import type { AccessContext, Core } from './core.js';
-import { randomToken, sha256 } from './crypto.js';
+import { newId, randomToken, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import { IDEMPOTENCY_WINDOW, idempotencyId, type StoredResponse } from './idempotency.js';
 import { RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
 import { SearchIndex } from './search.js';
-import type { KnowledgeDocument, Workspace } from './workspace.js';
+import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
+import { QUICK_TIMINGS, TRAINING_STEPS, researchReport, trainingStepAt, unreadable, type JobTimings, type ResearchJob, type TrainingDocument } from './jobs.js';
 
 export interface AllowlistOptions {
   workspace: Workspace;
@@ -18,7 +19,12 @@ export interface AllowlistOptions {
   askTimeoutMs?: number;
   /** Simulated thinking time of an ask, real time. Default 0. */
   askLatencyMs?: number;
+  /** How long research jobs and training steps take on the emulator clock. */
+  timings?: Partial<JobTimings>;
 }
+
+/** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
+export const TRAINING_MAX_BYTES = 256 * 1024;
 
 /** What an operation hands back: its answer, and what it costs (spec 1). */
 export interface OperationResult {
@@ -33,14 +39,23 @@ export interface OperationResult {
  */
 export class Allowlist {
   readonly search: SearchIndex;
+  readonly knowledge: KnowledgeDocument[];
   readonly prices: Prices;
   readonly limiter: RateLimiter;
   readonly askTimeoutMs: number;
   readonly askLatencyMs: number;
+  readonly timings: JobTimings;
   readonly #inFlight = new Set<string>();
+  readonly #fileNames = new Map<string, string>();
+  #settling: Promise<boolean> | null = null;
 
   constructor(private readonly core: Core, options: AllowlistOptions) {
-    this.search = new SearchIndex(options.workspace, options.knowledge);
+    // Training documents indexed before a restart are findable again at once.
+    const trained = Object.values(core.state.training_documents).filter((d) => d.processing_step === 'indexed').map(asKnowledge);
+    this.search = new SearchIndex(options.workspace, [...options.knowledge, ...trained]);
+    for (const doc of [...options.knowledge, ...trained]) this.#fileNames.set(doc.id, doc.file_name);
+    this.knowledge = options.knowledge;
+    this.timings = { ...QUICK_TIMINGS, ...options.timings };
     this.prices = { ...DEFAULT_PRICES, ...options.prices };
     this.limiter = new RateLimiter(core.clock, options.rateLimit ?? { limit: 60, windowMs: 60_000 });
     this.askTimeoutMs = options.askTimeoutMs ?? 30_000;
@@ -120,6 +135,172 @@ export class Allowlist {
       clearTimeout(timer);
     }
   }
+
+  // ---- research (spec 2.5, 3.1, 4.4 rule 3) ---------------------------------------------------
+
+  /** Queues a research job; answers at once with 202 and is charged once (spec 1). */
+  async startResearch(access: AccessContext, question: string): Promise<OperationResult> {
+    const now = this.core.clock.now();
+    const job: ResearchJob = {
+      id: newId('job'),
+      client_id: access.client_id,
+      grant_id: access.grant.id,
+      question,
+      status: 'queued',
+      created_at: now,
+      queued_until: now + this.timings.researchQueueMs,
+      running_until: now + this.timings.researchQueueMs + this.timings.researchRunMs,
+    };
+    this.core.state.research_jobs[job.id] = job;
+    this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, question });
+    return { status: 202, body: { job_id: job.id, status: 'queued', poll: `/research/${job.id}` }, charge: this.prices.research };
+  }
+
+  /** The job as its owner sees it (spec 2.5); another client's job does not exist for the caller. */
+  async researchView(access: AccessContext, jobId: string): Promise<Record<string, unknown>> {
+    await this.settle();
+    const job = Object.hasOwn(this.core.state.research_jobs, jobId) ? this.core.state.research_jobs[jobId] : undefined;
+    if (!job || job.client_id !== access.client_id) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
+    return {
+      job_id: job.id,
+      status: job.status,
+      poll: `/research/${job.id}`,
+      question: job.question,
+      created_at: new Date(job.created_at).toISOString(),
+      ...(job.finished_at ? { finished_at: new Date(job.finished_at).toISOString() } : {}),
+      ...(job.status === 'succeeded' ? { report: job.report, citations: job.citations } : {}),
+      ...(job.status === 'failed' ? { error: job.error } : {}),
+    };
+  }
+
+  // ---- training (spec 2.6, 4.4 rule 4) ---------------------------------------------------------
+
+  /** Accepts a document for ingest (202): it becomes findable only once indexed. */
+  async startTraining(access: AccessContext, fileName: string, content: string): Promise<OperationResult> {
+    validateFileName(fileName);
+    if (content.trim() === '') throw new ProblemError(400, 'empty_content', 'content is empty');
+    const size = Buffer.byteLength(content, 'utf8');
+    if (size > TRAINING_MAX_BYTES) throw new ProblemError(413, 'content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
+    const now = this.core.clock.now();
+    const doc: TrainingDocument = {
+      id: newId('doc'),
+      client_id: access.client_id,
+      grant_id: access.grant.id,
+      person_id: access.person_id,
+      file_name: fileName,
+      title: markdownTitle(content, fileName),
+      content,
+      size,
+      created_at: now,
+      step_ms: this.timings.trainingStepMs,
+      processing_step: 'received',
+    };
+    this.core.state.training_documents[doc.id] = doc;
+    this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, file_name: fileName, size });
+    return { status: 202, body: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
+  }
+
+  async trainingView(access: AccessContext, documentId: string): Promise<Record<string, unknown>> {
+    const doc = await this.#ownDocument(access, documentId);
+    return {
+      document_id: doc.id,
+      file_name: doc.file_name,
+      title: doc.title,
+      size: doc.size,
+      processing_step: doc.processing_step,
+      created_at: new Date(doc.created_at).toISOString(),
+      ...(doc.indexed_at ? { indexed_at: new Date(doc.indexed_at).toISOString() } : {}),
+      ...(doc.error ? { error: doc.error } : {}),
+      url: `/training/${doc.id}/url`,
+    };
+  }
+
+  /** A link on `{auth_url}` where the person opens the document in the browser. */
+  async trainingUrl(access: AccessContext, documentId: string): Promise<Record<string, unknown>> {
+    const doc = await this.#ownDocument(access, documentId);
+    return { document_id: doc.id, url: `${this.core.urls.authUrl}/documents/${encodeURIComponent(doc.id)}` };
+  }
+
+  async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
+    await this.settle();
+    const doc = Object.hasOwn(this.core.state.training_documents, documentId) ? this.core.state.training_documents[documentId] : undefined;
+    if (!doc || doc.client_id !== access.client_id) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
+    return doc;
+  }
+
+  /** A knowledge document as a person may open it: a fixture, or a training document of that person. */
+  documentFor(personId: string, id: string): KnowledgeDocument | undefined {
+    const fixture = this.knowledge.find((d) => d.id === id);
+    if (fixture) return fixture;
+    const doc = Object.hasOwn(this.core.state.training_documents, id) ? this.core.state.training_documents[id] : undefined;
+    return doc && doc.person_id === personId ? asKnowledge(doc) : undefined;
+  }
+
+  // ---- moving jobs on the clock ----------------------------------------------------------------
+
+  /**
+   * Moves every research job and training document to where the clock says it is, publishing each step.
+   * Called on every read and by the emulator's ticker; calls never overlap. Returns whether anything changed
+   * (the caller commits).
+   */
+  settle(): Promise<boolean> {
+    return (this.#settling ??= this.#settle().finally(() => {
+      this.#settling = null;
+    }));
+  }
+
+  async #settle(): Promise<boolean> {
+    const now = this.core.clock.now();
+    let changed = false;
+    for (const job of Object.values(this.core.state.research_jobs)) {
+      if (job.status === 'succeeded' || job.status === 'failed') continue;
+      if (now >= job.running_until) {
+        const hits = await this.search.search(job.question, { limit: 6, knowledgeOnly: true });
+        job.finished_at = job.running_until;
+        if (hits.length === 0) {
+          job.status = 'failed';
+          job.error = { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
+          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code });
+        } else {
+          Object.assign(job, { status: 'succeeded' }, researchReport(job.question, hits, this.#fileNames));
+          this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: job.citations!.length });
+        }
+        changed = true;
+      } else if (now >= job.queued_until && job.status === 'queued') {
+        job.status = 'running';
+        this.core.events.emit('research.running', { job_id: job.id, client_id: job.client_id });
+        changed = true;
+      }
+    }
+    for (const doc of Object.values(this.core.state.training_documents)) {
+      if (doc.processing_step === 'indexed' || doc.processing_step === 'failed') continue;
+      let step = trainingStepAt(doc, now);
+      if (step === doc.processing_step) continue;
+      if (unreadable(doc.content) && TRAINING_STEPS.indexOf(step as never) >= TRAINING_STEPS.indexOf('parsing')) {
+        step = 'failed';
+        doc.error = { code: 'unreadable_content', message: 'Das Dokument enthält Steuerzeichen und ist kein lesbarer Text.' };
+      }
+      doc.processing_step = step;
+      if (step === 'indexed') {
+        doc.indexed_at = doc.created_at + doc.step_ms * (TRAINING_STEPS.length - 1);
+        this.#fileNames.set(doc.id, doc.file_name);
+        await this.search.addKnowledge(asKnowledge(doc));
+      }
+      this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step });
+      changed = true;
+    }
+    if (changed) await this.core.commit();
+    return changed;
+  }
 }
 
-export const totalOf = addAmount;
+const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id, title: doc.title, file_name: doc.file_name, content: doc.content });
+
+/** A plain file name: 1–255 characters, no path, no control characters, a text extension. */
+function validateFileName(name: string): void {
+  const bad = (why: string) => new ProblemError(400, 'invalid_file_name', `file_name ${why}`);
+  if (name.length === 0 || name.length > 255) throw bad('must be 1 to 255 characters');
+  if (/[\/\\]/.test(name) || name === '.' || name === '..') throw bad('must be a plain file name, not a path');
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw bad('must not contain control characters');
+  if (!/\.(md|markdown|txt)$/i.test(name)) throw bad('must end in .md, .markdown or .txt');
+}

@@ -19,6 +19,12 @@ export interface EventMap {
   'charge.recorded': { seq: number; at: number; client_id: string; grant_id: string; route: string; amount: number; unit: 'AKh'; idempotency_key: string | null };
   'idempotency.replayed': { client_id: string; route: string; key: string };
   'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
+  'research.created': { job_id: string; client_id: string; question: string };
+  'research.running': { job_id: string; client_id: string };
+  'research.succeeded': { job_id: string; client_id: string; citations: number };
+  'research.failed': { job_id: string; client_id: string; error: string };
+  'training.received': { document_id: string; client_id: string; file_name: string; size: number };
+  'training.step': { document_id: string; client_id: string; processing_step: string };
   'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string };
 }
 

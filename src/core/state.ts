@@ -1,6 +1,7 @@
 import { emptyTotals, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
 import type { IdempotencyRecord } from './idempotency.js';
+import type { ResearchJob, TrainingDocument } from './jobs.js';
 
 /**
  * Everything the emulator keeps. Times are epoch milliseconds on the emulator's clock.
@@ -20,6 +21,8 @@ export interface State {
   idempotency: Record<string, IdempotencyRecord>;
   /** Totals of the charge ledger; the entries themselves are the ledger file's lines. */
   charges: ChargeTotals;
+  research_jobs: Record<string, ResearchJob>;
+  training_documents: Record<string, TrainingDocument>;
 }
 
 export interface SigningKey {
@@ -113,9 +116,11 @@ export const emptyState = (): State => ({
   revoked_access_tokens: {},
   idempotency: {},
   charges: emptyTotals(),
+  research_jobs: {},
+  training_documents: {},
 });
 
-const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency'] as const;
+const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents'] as const;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -142,6 +147,8 @@ export function parseState(text: string, file: string): State {
   // Collections added after the first release: a file written before them gets them empty.
   json.idempotency ??= {};
   json.charges ??= emptyTotals();
+  json.research_jobs ??= {};
+  json.training_documents ??= {};
   if (!isRecord(json.charges) || typeof json.charges.count !== 'number' || !isRecord(json.charges.by_client) || !isRecord(json.charges.by_grant)) throw problem('"charges" is malformed');
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
   for (const [i, key] of json.keys.entries()) {

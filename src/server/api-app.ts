@@ -28,6 +28,8 @@ export interface AppOptions {
   bodyLimit?: number;
   /** True once stop() began: responses then close their connection so shutdown does not wait for keep-alive. */
   stopping?: () => boolean;
+  /** Documents a person may open on `{auth_url}` (knowledge base and own training documents). */
+  documents?: (personId: string, id: string) => { title: string; file_name: string; content: string } | undefined;
   /** The REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
   allowlist?: Allowlist;
   /** Schema compilers shared by the emulator's servers, compiled after start-up. */

@@ -8,7 +8,7 @@ import { installCommonHooks, newFastify, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
 import { authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
-import { consentPage, errorPage, settingsPage } from './views.js';
+import { consentPage, documentPage, errorPage, settingsPage } from './views.js';
 
 const SETTINGS_PURPOSE = 'settings';
 
@@ -51,6 +51,14 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   });
 
   app.get('/', async (_request, reply) => reply.redirect('/settings', 302));
+
+  // Where GET /training/{id}/url leads: the person's own documents and the shared knowledge base, escaped.
+  app.get('/documents/:id', { schema: { params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 200 } } } }, config: { errorStyle: 'html' } }, async (request, reply) => {
+    const session = sessions.ensure(request, reply);
+    const doc = options.documents?.(session.person_id, (request.params as { id: string }).id);
+    if (!doc) throw new ProblemError(404, 'not_found', 'Dieses Dokument gibt es nicht, oder es gehört nicht zu Ihrem Konto.');
+    return pageHeaders(reply).send(documentPage(doc));
+  });
 
   app.get('/settings', { config: { errorStyle: 'html' } }, async (request, reply) => {
     const session = sessions.ensure(request, reply);

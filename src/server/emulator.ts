@@ -5,6 +5,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { Allowlist } from '../core/allowlist.js';
 import type { Prices } from '../core/charges.js';
 import { Core, type Lifetimes } from '../core/core.js';
+import type { JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
 import { randomToken } from '../core/crypto.js';
 import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
@@ -22,6 +23,7 @@ export const DEFAULT_STATE_FILE = '.agent-access/state.json';
 export const DEFAULT_PORT = 4100;
 export const DEFAULT_AUTH_PORT = 4101;
 const STOP_GRACE_MS = 10_000;
+const SETTLE_EVERY_MS = 250;
 
 export interface EmulatorOptions {
   /** `{base_url}` port; 0 picks a free one. Default 4100. */
@@ -45,8 +47,10 @@ export interface EmulatorOptions {
   askTimeoutMs?: number;
   /** Simulated thinking time of an ask in ms (default 0). */
   askLatencyMs?: number;
+  /** Research and training durations on the emulator clock (default: quick; see REALISTIC_TIMINGS). */
+  timings?: Partial<JobTimings>;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
-  onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'warm-up') => void;
+  onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
 }
@@ -70,6 +74,7 @@ export class Emulator {
   readonly #release: (() => Promise<void>) | null;
   readonly #lifecycle: { stopping: boolean };
   #pruneTimer: NodeJS.Timeout | undefined;
+  #settleTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
 
   private constructor(core: Core, api: FastifyInstance, auth: FastifyInstance, statePath: string | null, adminToken: string, release: (() => Promise<void>) | null, lifecycle: { stopping: boolean }) {
@@ -133,11 +138,12 @@ export class Emulator {
         rateLimit: typeof options.rateLimit === 'string' ? parseRateLimit(options.rateLimit) : options.rateLimit,
         askTimeoutMs: options.askTimeoutMs,
         askLatencyMs: options.askLatencyMs,
+        timings: options.timings,
       });
       const common = { checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
         buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
-        buildAuthApp(core, { ...common, port: () => ports.auth }),
+        buildAuthApp(core, { ...common, port: () => ports.auth, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
       emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
@@ -153,6 +159,8 @@ export class Emulator {
       emulator.#pruneTimer = setInterval(() => {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
       }, 60_000).unref();
+      // Research jobs and training steps move on the clock; the ticker publishes each step as it happens.
+      emulator.#settleTimer = setInterval(() => void allowlist.settle().catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
       setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), allowlist.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
       return emulator;
@@ -167,6 +175,7 @@ export class Emulator {
   stop(): Promise<void> {
     return (this.#stopping ??= (async () => {
       clearInterval(this.#pruneTimer);
+      clearInterval(this.#settleTimer);
       this.#lifecycle.stopping = true;
       // In-flight requests finish (their responses close the connection); a client that holds one open longer is cut off.
       const cutOff = setTimeout(() => {

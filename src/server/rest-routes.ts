@@ -5,7 +5,7 @@ import { ProblemError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/idempotency.js';
 import { RateLimitedError, type RateLimitState } from '../core/rate-limit.js';
 import { requireScope } from './resource-guard.js';
-import { askSchema } from './schemas.js';
+import { askSchema, idParams, researchSchema, trainingSchema } from './schemas.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -22,7 +22,7 @@ export function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState):
 export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: Allowlist): void {
   app.register(async (rest) => {
     rest.removeContentTypeParser('application/json');
-    rest.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    rest.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 2 * 1024 * 1024 }, (request, body, done) => {
       request.rawBody = body as string;
       try {
         done(null, JSON.parse(body as string));
@@ -42,6 +42,32 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
         }
       },
     ];
+
+    // Spec 2.5, 3.1, 4.4 rules 3, 5: answers at once with 202; polling is free.
+    rest.post('/research', { schema: researchSchema, preHandler: guarded('research', 'POST /research') }, async (request, reply) => {
+      const key = parseIdempotencyKey(request.headers['idempotency-key']);
+      const { question } = request.body as { question: string };
+      if (question.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
+      const { response } = await allowlist.idempotent(request.access!, 'POST /research', key, request.rawBody ?? '', () => allowlist.startResearch(request.access!, question));
+      return reply.code(response.status).type(response.content_type).send(response.body);
+    });
+    rest.get('/research/:job_id', { schema: idParams('job_id'), preHandler: guarded('research', 'GET /research/{job_id}') }, async (request) =>
+      allowlist.researchView(request.access!, (request.params as { job_id: string }).job_id),
+    );
+
+    // Spec 2.6, 4.4 rules 4, 5: accepted, not yet indexed.
+    rest.post('/training', { schema: trainingSchema, preHandler: guarded('training.write', 'POST /training') }, async (request, reply) => {
+      const key = parseIdempotencyKey(request.headers['idempotency-key']);
+      const { file_name, content } = request.body as { file_name: string; content: string };
+      const { response } = await allowlist.idempotent(request.access!, 'POST /training', key, request.rawBody ?? '', () => allowlist.startTraining(request.access!, file_name, content));
+      return reply.code(response.status).type(response.content_type).send(response.body);
+    });
+    rest.get('/training/:document_id', { schema: idParams('document_id'), preHandler: guarded('training.write', 'GET /training/{document_id}') }, async (request) =>
+      allowlist.trainingView(request.access!, (request.params as { document_id: string }).document_id),
+    );
+    rest.get('/training/:document_id/url', { schema: idParams('document_id'), preHandler: guarded('training.write', 'GET /training/{document_id}/url') }, async (request) =>
+      allowlist.trainingUrl(request.access!, (request.params as { document_id: string }).document_id),
+    );
 
     // Spec 2.4, 4.4 rules 1, 2, 5.
     rest.post('/chat/ask', { schema: askSchema, preHandler: guarded('ask', 'POST /chat/ask') }, async (request, reply) => {

@@ -161,3 +161,22 @@ export const askSchema = {
   },
   response: { '4xx': problemSchema, '5xx': problemSchema },
 } as const;
+
+export const researchSchema = askSchema;
+
+/** Spec 2.6: file_name and content (Markdown or plain text); size and name rules are checked by the core. */
+export const trainingSchema = {
+  body: {
+    type: 'object',
+    required: ['file_name', 'content'],
+    properties: { file_name: { type: 'string', maxLength: 1000 }, content: { type: 'string' } },
+    additionalProperties: true,
+  },
+  response: { '4xx': problemSchema, '5xx': problemSchema },
+} as const;
+
+export const idParams = (name: string) =>
+  ({
+    params: { type: 'object', required: [name], properties: { [name]: { type: 'string', minLength: 1, maxLength: 200 } } },
+    response: { '4xx': problemSchema },
+  }) as const;

@@ -73,3 +73,10 @@ ${input.grants.length === 0
 <p class="note">Ein Widerruf gilt ab der nächsten Anfrage der Anwendung, nicht erst, wenn ihr Token abläuft.</p>`,
   );
 }
+
+/** A knowledge or training document as the person opens it from its link (spec 4.4 GET /training/{id}/url). */
+export function documentPage(doc: { title: string; file_name: string; content: string }): string {
+  return page(doc.title, html`<h1>${doc.title}</h1>
+<p class="note">Datei <code>${doc.file_name}</code> in Ihrer Wissensdatenbank.</p>
+<pre style="white-space:pre-wrap;font-family:inherit">${doc.content}</pre>`);
+}

@@ -15,6 +15,9 @@ export interface ServeFlags {
   askLatency: number;
   priceAsk?: number;
   priceResearch?: number;
+  researchDuration?: number;
+  trainingStep?: number;
+  realistic?: boolean;
 }
 
 const parseMs = (value: string): number => {
@@ -59,6 +62,9 @@ export function serveCommand(): Command {
     )
     .addOption(new Option('--ask-timeout <ms>', 'abandon POST /chat/ask after this many ms').argParser(parseMs).default(30_000))
     .addOption(new Option('--ask-latency <ms>', 'simulated thinking time of an ask, in ms').argParser(parseMs).default(0))
+    .addOption(new Option('--research-duration <ms>', 'how long a research job runs on the emulator clock (default 4000; --realistic: 120000)').argParser(parseMs))
+    .addOption(new Option('--training-step <ms>', 'how long each training step takes (default 500; --realistic: 5000)').argParser(parseMs))
+    .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
     .action(async (flags: ServeFlags) => {

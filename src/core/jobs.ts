@@ -1,0 +1,93 @@
+import type { Source } from './search.js';
+
+/** Spec 2.5, 3.1: `queued` and `succeeded` are given; `running` and `failed` are the emulator's (README). */
+export type ResearchStatus = 'queued' | 'running' | 'succeeded' | 'failed';
+
+export interface Citation {
+  id: string;
+  title: string;
+  file_name: string;
+  snippet: string;
+}
+
+export interface ResearchJob {
+  id: string;
+  client_id: string;
+  grant_id: string;
+  question: string;
+  status: ResearchStatus;
+  created_at: number;
+  /** Planned on creation: queued until, running until (emulator clock). */
+  queued_until: number;
+  running_until: number;
+  finished_at?: number;
+  report?: string;
+  citations?: Citation[];
+  error?: { code: string; message: string };
+}
+
+/** Spec 2.6: `processing_step` values (not shown in the spec; documented in the README). */
+export const TRAINING_STEPS = ['received', 'parsing', 'chunking', 'indexing', 'indexed'] as const;
+export type TrainingStep = (typeof TRAINING_STEPS)[number] | 'failed';
+
+export interface TrainingDocument {
+  id: string;
+  client_id: string;
+  grant_id: string;
+  person_id: string;
+  file_name: string;
+  title: string;
+  content: string;
+  size: number;
+  created_at: number;
+  /** Time each step takes on the emulator clock. */
+  step_ms: number;
+  processing_step: TrainingStep;
+  indexed_at?: number;
+  error?: { code: string; message: string };
+}
+
+export interface JobTimings {
+  /** Research: time queued, then time running (real service: one to several minutes). */
+  researchQueueMs: number;
+  researchRunMs: number;
+  /** Training: time per processing step. */
+  trainingStepMs: number;
+}
+
+export const QUICK_TIMINGS: JobTimings = { researchQueueMs: 1_000, researchRunMs: 4_000, trainingStepMs: 500 };
+export const REALISTIC_TIMINGS: JobTimings = { researchQueueMs: 5_000, researchRunMs: 120_000, trainingStepMs: 5_000 };
+
+/** Where a training document stands at `now`, from its creation time and step length. */
+export function trainingStepAt(doc: TrainingDocument, now: number): TrainingStep {
+  if (doc.processing_step === 'failed' || doc.processing_step === 'indexed') return doc.processing_step;
+  const index = Math.min(TRAINING_STEPS.length - 1, Math.floor((now - doc.created_at) / doc.step_ms));
+  return TRAINING_STEPS[Math.max(0, index)]!;
+}
+
+/** Content that is not text fails at parsing (the service cannot read it). */
+export const unreadable = (content: string): boolean => /[\u0000-\u0008\u000b\u000c\u000e-\u001f]/.test(content);
+
+/** The German Markdown report of a research job, citing the knowledge base. */
+export function researchReport(question: string, hits: Source[], files: Map<string, string>): { report: string; citations: Citation[] } {
+  const seen = new Set<string>();
+  const citations: Citation[] = [];
+  for (const hit of hits) {
+    const key = `${hit.id}|${hit.title}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    citations.push({ id: hit.id, title: hit.title, file_name: files.get(hit.id) ?? hit.id, snippet: hit.snippet });
+  }
+  const findings = citations.map((c, i) => `### ${c.title} [${i + 1}]\n\n${c.snippet}`).join('\n\n');
+  const sources = citations.map((c, i) => `${i + 1}. ${c.title} (${c.file_name})`).join('\n');
+  const report = [
+    `# Recherche: ${question}`,
+    '## Zusammenfassung',
+    `Die Wissensdatenbank enthält ${citations.length === 1 ? 'eine Quelle' : `${citations.length} Quellen`} zu dieser Frage. Die wichtigsten Stellen sind unten zusammengestellt und mit ihrer Quelle belegt.`,
+    '## Ergebnisse',
+    findings,
+    '## Quellen',
+    sources,
+  ].join('\n\n');
+  return { report, citations };
+}
