@@ -96,19 +96,20 @@ describe('agent-access grants: one writer per state file', () => {
     const s = await serve(['--state', state]);
     const flow = await authorizeAndApprove(urls(s));
     const list = await runCli(['grants', 'list', '--state', state, '--json']);
-    expect(list.code).toBe(0);
+    expect(list.code, `${list.stderr}\nserve: ${s.stderr()}`).toBe(0);
     const [grant] = JSON.parse(list.stdout).grants;
     expect(grant).toMatchObject({ client_name: 'Test Agent', status: 'active', scopes: ['ask'] });
     const human = await runCli(['grants', 'list', '--state', state]);
     expect(human.stdout).toContain(grant.id);
     const revoke = await runCli(['grants', 'revoke', grant.id, '--state', state]);
-    expect(revoke.code).toBe(0);
+    expect(revoke.code, `${revoke.stderr}\nserve: ${s.stderr()}`).toBe(0);
     expect(revoke.stdout).toContain(`revoked ${grant.id}`);
-    expect((await refresh(s.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    const afterRevoke = await refresh(s.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token });
+    expect(afterRevoke.json().error, afterRevoke.text).toBe('invalid_grant');
     // A later write by the server must not lose the revocation.
     await register(s.ready.base_url);
     s.child.kill('SIGTERM');
-    expect(await s.exit).toBe(0);
+    expect(await s.exit, s.stderr()).toBe(0);
     expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
   });
 
