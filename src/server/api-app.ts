@@ -1,3 +1,4 @@
+import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -11,6 +12,9 @@ import { isAllowedHost } from './host-guard.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
 import { registerRestRoutes } from './rest-routes.js';
+import { registerRetiredRoutes } from './retired-routes.js';
+import type { BrowserSessions } from './browser-session.js';
+import type { Workspace } from '../core/workspace.js';
 import type { Allowlist } from '../core/allowlist.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { errorPage } from './views.js';
@@ -30,6 +34,10 @@ export interface AppOptions {
   stopping?: () => boolean;
   /** Documents a person may open on `{auth_url}` (knowledge base and own training documents). */
   documents?: (personId: string, id: string) => { title: string; file_name: string; content: string } | undefined;
+  /** Browser sessions shared by both origins (cookies ignore ports). */
+  sessions?: BrowserSessions;
+  /** The person's workspace, for the retired per-kind routes. */
+  workspace?: Workspace;
   /** The REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
   allowlist?: Allowlist;
   /** Schema compilers shared by the emulator's servers, compiled after start-up. */
@@ -102,6 +110,8 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
   const app = newFastify(options);
   installCommonHooks(app, core, 'api', options);
   await app.register(formbody);
+  // The retired per-kind routes read the browser session cookie set on {auth_url}.
+  if (options.sessions) await app.register(cookie);
   // Browser-based MCP clients call metadata, registration, token, revocation (and later /mcp and REST) cross-origin.
   // CORS is registered once in this context; the admin API lives beside it and never answers CORS.
   await app.register(async (open) => {
@@ -121,6 +131,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     );
     await extend?.(open);
   });
+  if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);
   if (options.adminToken) registerAdminRoutes(app, core, options.adminToken);
   return app;
 }

@@ -18,8 +18,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   installCommonHooks(app, core, 'auth', options);
   await app.register(cookie);
   await app.register(formbody);
-  // Cookies ignore ports: the port in the name keeps two emulators in one browser apart.
-  const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${options.port() ?? 0}`);
+  const sessions = options.sessions ?? new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${options.port() ?? 0}`);
 
   // Spec 4.2, OAuth 2.1 §4.1.1. No CORS here: it is a top-level browser navigation.
   app.get('/oauth/authorize', { schema: authorizeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {

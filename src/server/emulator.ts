@@ -16,6 +16,7 @@ import { adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
+import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { LazySchemaCompilers } from './lazy-schema-compilers.js';
 
@@ -140,9 +141,12 @@ export class Emulator {
         askLatencyMs: options.askLatencyMs,
         timings: options.timings,
       });
-      const common = { checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
+      // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore
+      // ports); the auth port in its name keeps two emulators in one browser apart.
+      const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${ports.auth ?? 0}`);
+      const common = { sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
         buildAuthApp(core, { ...common, port: () => ports.auth, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
