@@ -10,6 +10,8 @@ const TIMEOUT = { headersTimeout: 10_000, bodyTimeout: 10_000 };
 export interface Family {
   clientId: string;
   refreshToken: string;
+  /** access token from the same (last) refresh response; scope ask, audience {base_url}/mcp */
+  accessToken: string;
   /** shape problems noticed along the way (reported, not fatal) */
   warnings: string[];
 }
@@ -224,7 +226,7 @@ export async function refresh(ep: Endpoints, clientId: string, refreshToken: str
   return tokenRequest(ep, 'refresh', { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: clientId });
 }
 
-/** Register, authorize with PKCE, exchange the code, refresh once (rotation check); returns the newest token. */
+/** Register, authorize with PKCE, exchange the code, refresh once (rotation check); returns the newest tokens. */
 export async function obtainFamily(ep: Endpoints, clientId?: string): Promise<Family> {
   const warnings: string[] = [];
   const cid = clientId ?? (await registerClient(ep));
@@ -241,5 +243,6 @@ export async function obtainFamily(ep: Endpoints, clientId?: string): Promise<Fa
   const t2 = await refresh(ep, cid, t1['refresh_token'] as string);
   checkTokenShape(t2, 'refresh', warnings);
   if (t2['refresh_token'] === t1['refresh_token']) warnings.push('refresh did not rotate the refresh_token');
-  return { clientId: cid, refreshToken: t2['refresh_token'] as string, warnings };
+  const at = typeof t2['access_token'] === 'string' ? t2['access_token'] : '';
+  return { clientId: cid, refreshToken: t2['refresh_token'] as string, accessToken: at, warnings };
 }

@@ -12,6 +12,10 @@ export interface LoadConfig {
   mode: 'static' | 'refresh';
   body?: string;
   contentType?: string;
+  /** extra request headers (e.g. authorization, idempotency-key), sent on every request */
+  headers?: Record<string, string>;
+  /** static mode: every 2xx body must equal this string byte for byte (counted in bodyMismatches) */
+  expectBody?: string;
   /** refresh mode: one chain per connection for the warm-up, then one per connection for the measured run */
   warmupChains?: Chain[];
   chains?: Chain[];
@@ -34,6 +38,8 @@ export interface RunSummary {
   latencyMsP50: number;
   latencyMsP99: number;
   durationSec: number;
+  /** 2xx responses whose body differed from expectBody (static mode with expectBody only) */
+  bodyMismatches: number;
   badSamples: string[];
 }
 
@@ -53,7 +59,8 @@ async function runOnce(cfg: LoadConfig, durationSec: number, chains: Chain[] | u
   const noteBad = (s: string): void => {
     if (badSamples.length < 5) badSamples.push(s.slice(0, 600));
   };
-  const headers = { 'content-type': cfg.contentType ?? 'application/x-www-form-urlencoded' };
+  const headers = { 'content-type': cfg.contentType ?? 'application/x-www-form-urlencoded', ...(cfg.headers ?? {}) };
+  let bodyMismatches = 0;
 
   let setupClient: ((c: Client) => void) | undefined;
   let requests: Request[] | undefined;
@@ -105,6 +112,10 @@ async function runOnce(cfg: LoadConfig, durationSec: number, chains: Chain[] | u
         body: cfg.body ?? '',
         onResponse: (status, body) => {
           if (status < 200 || status >= 300) noteBad(`POST ${cfg.path} -> ${status} ${body}`);
+          else if (cfg.expectBody !== undefined && body !== cfg.expectBody) {
+            bodyMismatches++;
+            noteBad(`POST ${cfg.path} -> ${status}, body differs from the expected one: ${body}`);
+          }
         },
       },
     ];
@@ -133,6 +144,7 @@ async function runOnce(cfg: LoadConfig, durationSec: number, chains: Chain[] | u
     latencyMsP50: r.latency.p50,
     latencyMsP99: r.latency.p99,
     durationSec: r.duration,
+    bodyMismatches,
     badSamples,
   };
 }

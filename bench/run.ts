@@ -1,6 +1,7 @@
-// Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and token-endpoint throughput
-// for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours.
-import { spawn } from 'node:child_process';
+// Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and two load scenarios:
+//   refresh: token-endpoint throughput for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours;
+//   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify.
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,14 +35,18 @@ const ROOT = path.resolve(HERE, '..', '..');
 // Override only for exercising the harness against a stand-in server.
 const OURS_BIN = process.env['AGENT_ACCESS_BENCH_BIN'] ?? path.join(ROOT, 'bin', 'agent-access.js');
 const BARE_JS = path.join(HERE, 'bare-fastify.js');
+const BARE_VERIFY_JS = path.join(HERE, 'bare-verify.js');
 const LOAD_JS = path.join(HERE, 'load.js');
 const RESULTS = path.join(HERE, 'results.json');
 const MOCK_DIR = path.join(ROOT, 'node_modules', 'oauth2-mock-server');
 
 // ---------- options ----------
 
+type Scenario = 'all' | 'refresh' | 'ask';
+
 interface Opts {
   only: 'all' | 'baselines' | 'ours';
+  scenario: Scenario;
   skip: Set<'ready' | 'load'>;
   runs: number;
   durationSec: number;
@@ -54,7 +59,7 @@ interface Opts {
 const QUIET_CORES = 0.3;
 
 function parseArgs(argv: string[]): Opts {
-  const o: Opts = { only: 'all', skip: new Set(), runs: 15, durationSec: 8, warmupSec: 2, connections: 10, quietWaitSec: 60 };
+  const o: Opts = { only: 'all', scenario: 'all', skip: new Set(), runs: 15, durationSec: 8, warmupSec: 2, connections: 10, quietWaitSec: 60 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const v = (): string => {
@@ -66,6 +71,10 @@ function parseArgs(argv: string[]): Opts {
       const x = v();
       if (x !== 'baselines' && x !== 'ours' && x !== 'all') throw new Error('--only baselines|ours|all');
       o.only = x;
+    } else if (a === '--scenario') {
+      const x = v();
+      if (x !== 'refresh' && x !== 'ask' && x !== 'all') throw new Error('--scenario refresh|ask|all');
+      o.scenario = x;
     } else if (a === '--skip') {
       const x = v();
       if (x !== 'ready' && x !== 'load') throw new Error('--skip ready|load');
@@ -77,7 +86,8 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--quiet-wait') o.quietWaitSec = Math.max(0, Math.min(120, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
-        'usage: node build/bench/run.js [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]',
+        'usage: node build/bench/run.js [--scenario refresh|ask|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
+          '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -117,6 +127,14 @@ const bareSpec: Spec = {
   metaUrl: ([p]) => `http://127.0.0.1:${p}/.well-known/oauth-authorization-server`,
 };
 
+const bareVerifySpec: Spec = {
+  key: 'bare_verify',
+  label: 'bare fastify + jwtVerify',
+  nPorts: 1,
+  args: ([p]) => [BARE_VERIFY_JS, String(p)],
+  metaUrl: ([p]) => `http://127.0.0.1:${p}/.well-known/oauth-authorization-server`,
+};
+
 const mockSpec: Spec = {
   key: 'oauth2_mock_server',
   label: 'oauth2-mock-server',
@@ -130,7 +148,8 @@ function oursSpec(key: string, label: string, storage: () => string[]): Spec {
     key,
     label,
     nPorts: 2,
-    args: ([p, q]) => [OURS_BIN, 'serve', '--port', String(p), '--auth-port', String(q), ...storage(), '--json'],
+    // --quiet: no request log on stderr, like the baselines, which log nothing either.
+    args: ([p, q]) => [OURS_BIN, 'serve', '--port', String(p), '--auth-port', String(q), ...storage(), '--json', '--quiet'],
     metaUrl: ([p]) => `http://127.0.0.1:${p}/.well-known/oauth-authorization-server`,
     readyLineKey: 'base_url',
   };
@@ -289,8 +308,27 @@ async function sanityPost(url: string, body: string): Promise<void> {
   if (r.statusCode !== 200) throw new BenchError(`sanity POST ${url} body=${body} -> ${r.statusCode} ${text.slice(0, 500)}`);
 }
 
+interface AskInfo {
+  /** extra server arguments used for the ask scenario ([] when the server has no --rate-limit option) */
+  server_args: string[];
+  fresh_sample?: string;
+  replay_sample?: string;
+  /** RateLimit-* headers seen on the sanity requests, for information */
+  rate_limit_headers?: Record<string, string>;
+  warnings: string[];
+}
+
 interface LoadResults {
   bare_fastify_post?: RunSummary;
+  bare_verify_ask?: RunSummary;
+  bare_verify_warmup?: RunSummary;
+  ours_ask_replay?: RunSummary;
+  ours_ask_replay_warmup?: RunSummary;
+  ours_ask_fresh?: RunSummary;
+  ours_ask_fresh_warmup?: RunSummary;
+  ours_ask?: AskInfo;
+  /** body size of one sanity response per server/variant (the load compares servers answering different sizes) */
+  ask_response_bytes?: Record<string, number>;
   mock_refresh_token?: RunSummary;
   mock_client_credentials?: RunSummary;
   ours_refresh?: RunSummary;
@@ -322,7 +360,10 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
     }
   };
 
-  if (o.only !== 'ours') {
+  const runsRefresh = o.scenario !== 'ask';
+  const runsAsk = o.scenario !== 'refresh';
+
+  if (o.only !== 'ours' && runsRefresh) {
     await guarded('load on bare fastify', async () => {
       log('load: bare fastify POST /oauth/token');
       const meter = new NoiseMeter();
@@ -365,7 +406,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
     });
   }
 
-  if (o.only !== 'baselines') await guarded('ours (load)', async () => {
+  if (o.only !== 'baselines' && runsRefresh) await guarded('ours (load)', async () => {
     const meter = new NoiseMeter();
     const dir = makeTempDir('aa-bench-load-');
     const stateFile = path.join(dir, 'state.json');
@@ -423,7 +464,217 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
       noteNoise('ours', meter);
     }
   });
+
+  if (runsAsk) await measureAsk(o, res, guarded, noteNoise, failures);
   return res;
+}
+
+// ---------- scenario "ask": POST /chat/ask ----------
+
+const ASK_BODY = JSON.stringify({ question: 'Wann kommt der Hufschmied?' });
+const REPLAY_KEY = 'bench-replay-1';
+const ASK_RATE_LIMIT = ['--rate-limit', '1000000/min'];
+
+interface AskReply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
+
+async function postAsk(url: string, token: string | undefined, idemKey?: string): Promise<AskReply> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token !== undefined) headers['authorization'] = `Bearer ${token}`;
+  if (idemKey !== undefined) headers['idempotency-key'] = idemKey;
+  const r = await request(url, { method: 'POST', headers, body: ASK_BODY, headersTimeout: 30_000, bodyTimeout: 30_000 });
+  return { status: r.statusCode, headers: r.headers, text: await r.body.text() };
+}
+
+function describeAsk(url: string, token: string | undefined, idemKey: string | undefined, r: AskReply): string {
+  const req = [
+    `POST ${url}`,
+    ...(token !== undefined ? [`authorization: Bearer ${token}`] : []),
+    'content-type: application/json',
+    ...(idemKey !== undefined ? [`idempotency-key: ${idemKey}`] : []),
+    `body: ${ASK_BODY}`,
+  ];
+  return `\n    request:\n      ${req.join('\n      ')}\n    response: ${r.status}\n      headers: ${JSON.stringify(r.headers)}\n      body: ${r.text.slice(0, 2000)}`;
+}
+
+/** Problems with the 2.4 answer shape {answer, sources, message_id}; [] when fine. */
+function answerProblems(text: string): { problems: string[]; messageId?: string } {
+  let j: unknown;
+  try {
+    j = JSON.parse(text);
+  } catch {
+    return { problems: ['body is not JSON'] };
+  }
+  if (j === null || typeof j !== 'object' || Array.isArray(j)) return { problems: ['body is not a JSON object'] };
+  const o = j as Record<string, unknown>;
+  const problems: string[] = [];
+  if (typeof o['answer'] !== 'string') problems.push('answer is not a string');
+  if (!Array.isArray(o['sources'])) problems.push('sources is not an array');
+  if (typeof o['message_id'] !== 'string') problems.push('message_id is not a string');
+  return { problems, ...(typeof o['message_id'] === 'string' ? { messageId: o['message_id'] } : {}) };
+}
+
+/** Whether ours already has a --rate-limit option on serve (checked once, from its --help). */
+function oursHasRateLimitFlag(): boolean {
+  const r = spawnSync(process.execPath, [OURS_BIN, 'serve', '--help'], { cwd: ROOT, encoding: 'utf8', timeout: 15_000 });
+  return `${r.stdout ?? ''}${r.stderr ?? ''}`.includes('--rate-limit');
+}
+
+function checkRun(failures: string[], who: string, phase: string, s: RunSummary): void {
+  if (s.non2xx > 0 || s.errors > 0 || s.bodyMismatches > 0) {
+    failures.push(
+      `${who} RETURNED ${s.non2xx} NON-2XX (${JSON.stringify(s.statusCodes)}), ${s.errors} errors, ${s.timeouts} timeouts, ` +
+        `${s.bodyMismatches} replay bodies differing from the stored one in the ${phase}\n` +
+        s.badSamples.map((b) => `    ${b}`).join('\n'),
+    );
+  }
+}
+
+async function measureAsk(
+  o: Opts,
+  res: LoadResults,
+  guarded: (what: string, fn: () => Promise<void>) => Promise<void>,
+  noteNoise: (key: string, m: NoiseMeter) => void,
+  failures: string[],
+): Promise<void> {
+  const base = { connections: o.connections, warmupSec: o.warmupSec, durationSec: o.durationSec };
+
+  if (o.only !== 'ours')
+    await guarded('load on bare fastify + jwtVerify (ask)', async () => {
+      const meter = new NoiseMeter();
+      const { p, ports } = await startServer(bareVerifySpec);
+      try {
+        const ready = await waitForJsonLine(p, 'token', 5000);
+        const token = String(ready['token']);
+        const origin = `http://127.0.0.1:${ports[0]}`;
+        const url = `${origin}/chat/ask`;
+        const anon = await postAsk(url, undefined);
+        if (anon.status !== 401) throw new BenchError(`bare verify: expected 401 without a token${describeAsk(url, undefined, undefined, anon)}`);
+        const ok = await postAsk(url, token);
+        if (ok.status !== 200 || answerProblems(ok.text).problems.length > 0)
+          throw new BenchError(`bare verify: sanity ask failed${describeAsk(url, token, undefined, ok)}`);
+        (res.ask_response_bytes ??= {})['bare_verify'] = Buffer.byteLength(ok.text);
+        log('load: bare fastify + jwtVerify POST /chat/ask');
+        const r = await runLoad({
+          ...base,
+          origin,
+          path: '/chat/ask',
+          mode: 'static',
+          body: ASK_BODY,
+          contentType: 'application/json',
+          headers: { authorization: `Bearer ${token}` },
+        });
+        res.bare_verify_warmup = r.warmup;
+        res.bare_verify_ask = r.main;
+        log(briefRun('bare verify ask', r.main));
+        checkRun(failures, 'BARE VERIFY', 'measured run', r.main);
+      } finally {
+        await stopProc(p);
+        noteNoise('bare_verify', meter);
+      }
+    });
+
+  if (o.only !== 'baselines')
+    await guarded('ours ask (load)', async () => {
+      const meter = new NoiseMeter();
+      const info: AskInfo = { server_args: oursHasRateLimitFlag() ? ASK_RATE_LIMIT : [], warnings: [] };
+      res.ours_ask = info;
+      if (info.server_args.length === 0) info.warnings.push('ours has no --rate-limit option yet; started without it');
+      const dir = makeTempDir('aa-bench-ask-');
+      const stateFile = path.join(dir, 'state.json');
+      const spec = oursSpec('ours', 'ours (--state, ask)', () => ['--state', stateFile, ...info.server_args]);
+      let p: Proc;
+      try {
+        p = (await startServer(spec)).p;
+      } catch (e) {
+        removeTempDir(dir);
+        throw e;
+      }
+      try {
+        const ready = await waitForJsonLine(p, 'base_url', 5000);
+        const baseUrl = String(ready['base_url']).replace(/\/+$/, '');
+        const authUrl = String(ready['auth_url'] ?? ready['base_url']);
+        const fam = await obtainFamily({ baseUrl, authUrl });
+        for (const w of fam.warnings) info.warnings.push(`flow: ${w}`);
+        if (fam.accessToken === '') throw new BenchError('ours: the refresh response carried no access_token');
+        const token = fam.accessToken;
+        const url = `${baseUrl}/chat/ask`;
+        const askUrl = new URL(url);
+
+        // Sanity: route present, answer shape, fresh calls are distinct, replays byte for byte.
+        const anon = await postAsk(url, undefined);
+        if (anon.status === 404) throw new BenchError(`ours does not serve POST /chat/ask yet (404)${describeAsk(url, undefined, undefined, anon)}`);
+        if (anon.status !== 401) info.warnings.push(`no token: expected 401, got ${anon.status}: ${anon.text.slice(0, 300)}`);
+        else if (!/ask/.test(String(anon.headers['www-authenticate'] ?? '')))
+          info.warnings.push(`no token: 401 without a WWW-Authenticate naming the scope (got ${JSON.stringify(anon.headers['www-authenticate'])})`);
+        const fresh: AskReply[] = [];
+        for (let i = 0; i < 2; i++) {
+          const r = await postAsk(url, token);
+          const { problems } = answerProblems(r.text);
+          if (r.status !== 200 || problems.length > 0)
+            throw new BenchError(`ours: fresh ask ${i + 1} failed${problems.length ? ` (${problems.join(', ')})` : ''}${describeAsk(url, token, undefined, r)}`);
+          fresh.push(r);
+        }
+        info.fresh_sample = fresh[0]!.text.slice(0, 2000);
+        const rl: Record<string, string> = {};
+        for (const h of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit', 'ratelimit-policy']) {
+          const v = fresh[1]!.headers[h];
+          if (v !== undefined) rl[h] = String(v);
+        }
+        if (Object.keys(rl).length > 0) info.rate_limit_headers = rl;
+        const [m1, m2] = fresh.map((r) => answerProblems(r.text).messageId);
+        if (m1 === m2) info.warnings.push(`two fresh asks (no Idempotency-Key) returned the same message_id ${m1}`);
+        const rec = await postAsk(url, token, REPLAY_KEY);
+        if (rec.status !== 200 || answerProblems(rec.text).problems.length > 0)
+          throw new BenchError(`ours: first ask with Idempotency-Key failed${describeAsk(url, token, REPLAY_KEY, rec)}`);
+        const rep = await postAsk(url, token, REPLAY_KEY);
+        if (rep.status !== 200) throw new BenchError(`ours: replay failed${describeAsk(url, token, REPLAY_KEY, rep)}`);
+        if (rep.text !== rec.text)
+          failures.push(
+            `ours: replay body differs from the stored response\n  first call:${describeAsk(url, token, REPLAY_KEY, rec)}\n  replay:${describeAsk(url, token, REPLAY_KEY, rep)}`,
+          );
+        info.replay_sample = rec.text.slice(0, 2000);
+        res.ask_response_bytes = { ...res.ask_response_bytes, ours_fresh: Buffer.byteLength(fresh[0]!.text), ours_replay: Buffer.byteLength(rec.text) };
+
+        const common = {
+          ...base,
+          origin: askUrl.origin,
+          path: askUrl.pathname,
+          mode: 'static' as const,
+          body: ASK_BODY,
+          contentType: 'application/json',
+        };
+        // Replays first: they should write nothing, so they are measured before the fresh run grows the state.
+        log(`load: ours POST /chat/ask replay (Idempotency-Key: ${REPLAY_KEY})${info.server_args.length ? ` [${info.server_args.join(' ')}]` : ''}`);
+        const rr = await runLoad({ ...common, headers: { authorization: `Bearer ${token}`, 'idempotency-key': REPLAY_KEY }, expectBody: rec.text });
+        res.ours_ask_replay_warmup = rr.warmup;
+        res.ours_ask_replay = rr.main;
+        log(briefRun('ours ask replay', rr.main));
+        checkRun(failures, 'OURS ASK REPLAY', 'warm-up', rr.warmup);
+        checkRun(failures, 'OURS ASK REPLAY', 'measured run', rr.main);
+
+        log('load: ours POST /chat/ask fresh (no Idempotency-Key)');
+        const rf = await runLoad({ ...common, headers: { authorization: `Bearer ${token}` } });
+        res.ours_ask_fresh_warmup = rf.warmup;
+        res.ours_ask_fresh = rf.main;
+        log(briefRun('ours ask fresh', rf.main));
+        checkRun(failures, 'OURS ASK FRESH', 'warm-up', rf.warmup);
+        checkRun(failures, 'OURS ASK FRESH', 'measured run', rf.main);
+
+        // The stored record must survive the fresh run.
+        const after = await postAsk(url, token, REPLAY_KEY);
+        if (after.status !== 200 || after.text !== rec.text)
+          failures.push(`ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ${rec.text.slice(0, 2000)}`);
+      } finally {
+        await stopProc(p);
+        if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours (ask) exited with code ${p.child.exitCode} after SIGTERM`);
+        removeTempDir(dir);
+        noteNoise('ours_ask', meter);
+      }
+    });
 }
 
 // ---------- report ----------
@@ -445,7 +696,8 @@ function pad(s: string, n: number): string {
 
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
-  installCleanupHandlers(330_000);
+  // Hard bound on the whole run: quiet wait + ready rounds + up to 7 load phases (each warm-up + run + slack).
+  installCleanupHandlers(Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) * 1000);
   const loadAtStart = os.loadavg().map((x) => round(x, 2));
   // The machine may be shared (tests, browsers): wait a bounded time for it to go quiet, else say so.
   let busyBefore = await cpuBusyCores(1000);
@@ -479,11 +731,29 @@ async function main(): Promise<void> {
   const t2 = ratio(oursReady, mockReady);
   const t3 = ratio(oursRps, mockRtRps);
   const t4 = ratio(oursRps, mockCcRps);
+  // Scenario "ask": same rule, and a replay run must also have returned the stored body every time.
+  const validRun = (s?: RunSummary): boolean => s !== undefined && s.non2xx === 0 && s.errors === 0 && s.bodyMismatches === 0;
+  const askRps = (s?: RunSummary): number | undefined => (s !== undefined && validRun(s) ? s.reqPerSecMean : undefined);
+  const verifyRps = askRps(load?.bare_verify_ask);
+  const freshRps = askRps(load?.ours_ask_fresh);
+  const replayRps = askRps(load?.ours_ask_replay);
+  const t5 = ratio(freshRps, verifyRps);
+  const t6 = ratio(replayRps, verifyRps);
   const targets: Target[] = [
     { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.5', ok: t1 === null ? null : t1 <= 1.5 },
     { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '< 1', ok: t2 === null ? null : t2 < 1 },
-    { name: 'ours refresh req/s / mock refresh_token req/s', value: t3, target: '>= 4', ok: t3 === null ? null : t3 >= 4 },
-    { name: '  (same vs mock client_credentials, stricter)', value: t4, target: '>= 4', ok: t4 === null ? null : t4 >= 4 },
+    ...(o.scenario !== 'ask'
+      ? [
+          { name: 'ours refresh req/s / mock refresh_token req/s', value: t3, target: '>= 4', ok: t3 === null ? null : t3 >= 4 },
+          { name: '  (same vs mock client_credentials, stricter)', value: t4, target: '>= 4', ok: t4 === null ? null : t4 >= 4 },
+        ]
+      : []),
+    ...(o.scenario !== 'refresh'
+      ? [
+          { name: 'ours ask fresh req/s / bare verify req/s', value: t5, target: '>= 0.5', ok: t5 === null ? null : t5 >= 0.5 },
+          { name: 'ours ask replay req/s / bare verify req/s', value: t6, target: '>= 0.9', ok: t6 === null ? null : t6 >= 0.9 },
+        ]
+      : []),
   ];
 
   const rows: [string, string, string, string][] = [
@@ -497,6 +767,15 @@ async function main(): Promise<void> {
       `POST /oauth/token refresh_token, rotating${oursRun && !oursValid ? ' (INVALID: non-2xx/errors)' : ''}`,
     ],
   ];
+  const askCell = (s?: RunSummary): string => (s && !validRun(s) ? `${fmt(s.reqPerSecMean, 0)}!` : fmt(askRps(s), 0));
+  const invalid = (s?: RunSummary): string => (s && !validRun(s) ? ' (INVALID: non-2xx/errors/body mismatch)' : '');
+  if (o.scenario !== 'refresh') {
+    rows.push(
+      ['bare fastify + jwtVerify', '', askCell(load?.bare_verify_ask), `POST /chat/ask, ES256 jwtVerify + small JSON${invalid(load?.bare_verify_ask)}`],
+      ['ours ask (--state file)', '', askCell(load?.ours_ask_fresh), `POST /chat/ask fresh, no Idempotency-Key (charged)${invalid(load?.ours_ask_fresh)}`],
+      ['', '', askCell(load?.ours_ask_replay), `POST /chat/ask replay, Idempotency-Key: ${REPLAY_KEY}${invalid(load?.ours_ask_replay)}`],
+    );
+  }
   const lines: string[] = [];
   lines.push('');
   lines.push(`agent-access bench  node ${process.version}  ${os.cpus().length} cpus  ready: median of ${o.runs}  load: ${o.connections} conns, ${o.warmupSec}s warm-up + ${o.durationSec}s`);
@@ -512,6 +791,22 @@ async function main(): Promise<void> {
     const s = load.ours_refresh;
     lines.push(`${pad('  ours non-2xx', 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, p50 ${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`);
   }
+  for (const [label, s] of [
+    ['  bare verify non-2xx', load?.bare_verify_ask],
+    ['  ours fresh non-2xx', load?.ours_ask_fresh],
+    ['  ours replay non-2xx', load?.ours_ask_replay],
+  ] as const) {
+    if (s)
+      lines.push(
+        `${pad(label, 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, body mismatches ${s.bodyMismatches}, p50 ${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`,
+      );
+  }
+  if (load?.ours_ask) {
+    const a = load.ours_ask;
+    lines.push(`  ours ask server args: ${a.server_args.length ? a.server_args.join(' ') : '(none)'}${a.rate_limit_headers ? `, rate-limit headers ${JSON.stringify(a.rate_limit_headers)}` : ''}`);
+  }
+  if (load?.ask_response_bytes)
+    lines.push(`  ask response body bytes: ${Object.entries(load.ask_response_bytes).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   lines.push('');
   lines.push('targets');
   lines.push('-'.repeat(90));
@@ -533,6 +828,7 @@ async function main(): Promise<void> {
   }
   if (noisy) lines.push(`WARNING: ${round(busyBefore!, 2)} of ${os.cpus().length} cores were busy with other processes at the start; figures are noisy`);
   for (const w of load?.flow_warnings ?? []) lines.push(`flow warning: ${w}`);
+  for (const w of load?.ours_ask?.warnings ?? []) lines.push(`ask warning: ${w}`);
   lines.push(`total bench time ${round((performance.now() - startedAt) / 1000, 0)} s`);
   console.log(lines.join('\n'));
 
@@ -545,7 +841,15 @@ async function main(): Promise<void> {
     cpu_busy_cores_before: busyBefore === undefined ? null : round(busyBefore, 2),
     noisy: noisy || worstForeign > QUIET_CORES,
     loadavg_at_end: os.loadavg().map((x) => round(x, 2)),
-    config: { runs: o.runs, connections: o.connections, warmup_s: o.warmupSec, duration_s: o.durationSec, only: o.only, skip: [...o.skip] },
+    config: {
+      runs: o.runs,
+      connections: o.connections,
+      warmup_s: o.warmupSec,
+      duration_s: o.durationSec,
+      only: o.only,
+      scenario: o.scenario,
+      skip: [...o.skip],
+    },
     ready,
     throughput: load,
     targets: targets.map((t) => ({ ...t, value: t.value === null ? null : round(t.value, 3) })),
