@@ -43,9 +43,9 @@ export function serveCommand(): Command {
     .addOption(new Option('--port <port>', '{base_url} port (API, issuer); 0 picks a free port').argParser(parsePort).default(4100))
     .addOption(new Option('--auth-port <port>', '{auth_url} port (browser pages); 0 picks a free port').argParser(parsePort).default(4101))
     .option('--host <host>', 'interface to bind', '127.0.0.1')
-    .addOption(new Option('--state <file>', 'JSON state file').default(undefined, '.agent-access/state.json').conflicts('inMemory'))
+    .addOption(new Option('--state <file>', 'JSON state file (default .agent-access/state.json)').conflicts('inMemory'))
     .option('--in-memory', 'keep state in memory only; nothing is written')
-    .option('--fixtures <dir>', 'directory with persons.json (and grants.json); default: the packaged fixtures')
+    .option('--fixtures <dir>', 'directory with persons.json, and optionally grants.json, workspace/<kind>.json and knowledge/*.md; default: the packaged fixtures')
     .option('--json', 'print one JSON line on stdout when ready; logs go to stderr')
     .option('--quiet', 'do not log requests')
     .addOption(
