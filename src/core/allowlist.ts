@@ -79,8 +79,10 @@ export class Allowlist {
       return { response, replayed: false };
     }
     const now = this.core.clock.now();
-    const id = idempotencyId(access.client_id, route, key);
+    const id = idempotencyId(access.client_id, access.person_id, route, key);
     const fingerprint = sha256(rawBody);
+    // In flight first: until the first response is durable, a duplicate is told to wait, never replayed.
+    if (this.#inFlight.has(id)) throw new ProblemError(409, 'idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
     const existing = this.core.state.idempotency[id];
     if (existing && existing.expires_at > now) {
       if (existing.fingerprint !== fingerprint) {
@@ -89,7 +91,6 @@ export class Allowlist {
       this.core.events.emit('idempotency.replayed', { client_id: access.client_id, route, key });
       return { response: existing.response, replayed: true };
     }
-    if (this.#inFlight.has(id)) throw new ProblemError(409, 'idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
     this.#inFlight.add(id);
     try {
       const response = await this.#run(access, route, key, operation, (stored) => {
@@ -118,10 +119,10 @@ export class Allowlist {
   }
 
   /** Spec 2.4, 4.4 rules 1–2: a German answer grounded in what search found; read-only; abandoned past the timeout. */
-  async ask(question: string): Promise<OperationResult> {
+  async ask(access: AccessContext, question: string): Promise<OperationResult> {
     const answer = (async (): Promise<AskAnswer> => {
       if (this.askLatencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.askLatencyMs));
-      const hits = await this.search.search(question, { limit: 8 });
+      const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
       return { ...composeAnswer(question, hits, this.core.resource), message_id: `msg_${randomToken(16)}` };
     })();
     let timer: NodeJS.Timeout | undefined;
@@ -145,6 +146,7 @@ export class Allowlist {
       id: newId('job'),
       client_id: access.client_id,
       grant_id: access.grant.id,
+      person_id: access.person_id,
       question,
       status: 'queued',
       created_at: now,
@@ -160,7 +162,7 @@ export class Allowlist {
   async researchView(access: AccessContext, jobId: string): Promise<Record<string, unknown>> {
     await this.settle();
     const job = Object.hasOwn(this.core.state.research_jobs, jobId) ? this.core.state.research_jobs[jobId] : undefined;
-    if (!job || job.client_id !== access.client_id) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
+    if (!job || job.client_id !== access.client_id || job.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
     return {
       job_id: job.id,
       status: job.status,
@@ -224,7 +226,7 @@ export class Allowlist {
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
     const doc = Object.hasOwn(this.core.state.training_documents, documentId) ? this.core.state.training_documents[documentId] : undefined;
-    if (!doc || doc.client_id !== access.client_id) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
+    if (!doc || doc.client_id !== access.client_id || doc.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
     return doc;
   }
 
@@ -252,26 +254,7 @@ export class Allowlist {
   async #settle(): Promise<boolean> {
     const now = this.core.clock.now();
     let changed = false;
-    for (const job of Object.values(this.core.state.research_jobs)) {
-      if (job.status === 'succeeded' || job.status === 'failed') continue;
-      if (now >= job.running_until) {
-        const hits = await this.search.search(job.question, { limit: 6, knowledgeOnly: true });
-        job.finished_at = job.running_until;
-        if (hits.length === 0) {
-          job.status = 'failed';
-          job.error = { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
-          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code });
-        } else {
-          Object.assign(job, { status: 'succeeded' }, researchReport(job.question, hits, this.#fileNames));
-          this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: job.citations!.length });
-        }
-        changed = true;
-      } else if (now >= job.queued_until && job.status === 'queued') {
-        job.status = 'running';
-        this.core.events.emit('research.running', { job_id: job.id, client_id: job.client_id });
-        changed = true;
-      }
-    }
+    // Training first: a research job finishing later on the clock reads what was indexed before it.
     for (const doc of Object.values(this.core.state.training_documents)) {
       if (doc.processing_step === 'indexed' || doc.processing_step === 'failed') continue;
       let step = trainingStepAt(doc, now);
@@ -289,12 +272,35 @@ export class Allowlist {
       this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step });
       changed = true;
     }
+    for (const job of Object.values(this.core.state.research_jobs)) {
+      if (job.status === 'succeeded' || job.status === 'failed') continue;
+      if (now >= job.running_until) {
+        // A document indexed after the job finished (on the clock) was not there for it to read.
+        const hits = (await this.search.search(job.question, { person: job.person_id, limit: 8, knowledgeOnly: true }))
+          .filter((hit) => (this.core.state.training_documents[hit.id]?.indexed_at ?? -Infinity) <= job.running_until)
+          .slice(0, 6);
+        job.finished_at = job.running_until;
+        if (hits.length === 0) {
+          job.status = 'failed';
+          job.error = { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
+          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code });
+        } else {
+          Object.assign(job, { status: 'succeeded' }, researchReport(job.question, hits, this.#fileNames));
+          this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: job.citations!.length });
+        }
+        changed = true;
+      } else if (now >= job.queued_until && job.status === 'queued') {
+        job.status = 'running';
+        this.core.events.emit('research.running', { job_id: job.id, client_id: job.client_id });
+        changed = true;
+      }
+    }
     if (changed) await this.core.commit();
     return changed;
   }
 }
 
-const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id, title: doc.title, file_name: doc.file_name, content: doc.content });
+const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id, title: doc.title, file_name: doc.file_name, content: doc.content, owner: doc.person_id });
 
 /** A plain file name: 1–255 characters, no path, no control characters, a text extension. */
 function validateFileName(name: string): void {

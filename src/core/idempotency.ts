@@ -37,5 +37,8 @@ export function parseIdempotencyKey(header: string | string[] | undefined): stri
   return key;
 }
 
-/** The state key of a record: keys are scoped to the client and the route. */
-export const idempotencyId = (clientId: string, route: string, key: string): string => JSON.stringify([clientId, route, key]);
+/**
+ * The state key of a record: keys are scoped to the client, the person it acts for, and the route; one
+ * person's stored answer is never replayed to another person using the same client.
+ */
+export const idempotencyId = (clientId: string, personId: string, route: string, key: string): string => JSON.stringify([clientId, personId, route, key]);

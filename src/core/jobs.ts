@@ -14,6 +14,8 @@ export interface ResearchJob {
   id: string;
   client_id: string;
   grant_id: string;
+  /** The person the job runs for: it searches what that person may see, and only they see it. */
+  person_id: string;
   question: string;
   status: ResearchStatus;
   created_at: number;

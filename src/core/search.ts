@@ -15,6 +15,8 @@ export interface Source {
 interface Entry {
   id: string;
   kind: string;
+  /** `shared`, or the person a training document belongs to: nobody else finds it. */
+  owner: string;
   ref: string;
   title: string;
   text: string;
@@ -24,6 +26,7 @@ type Orama = typeof import('@orama/orama');
 type Db = ReturnType<Orama['create']>;
 
 const SNIPPET = 220;
+const SHARED = 'shared';
 
 /**
  * Full-text search over the workspace and the knowledge base with Orama: German tokenizer, stemmer and stop
@@ -49,12 +52,12 @@ export class SearchIndex {
     return (this.#ready ??= (async () => {
       const [orama, { stemmer, language }, { stopwords }] = await Promise.all([import('@orama/orama'), import('@orama/stemmers/german'), import('@orama/stopwords/german')]);
       const db = orama.create({
-        schema: { kind: 'string', ref: 'string', title: 'string', text: 'string' } as const,
+        schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string' } as const,
         components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
       });
       const entries: Entry[] = [];
       for (const kind of WORKSPACE_KINDS) {
-        for (const record of this.#workspace[kind]) entries.push({ id: `${kind}:${record.id}`, kind, ref: record.id, title: record.title, text: recordText(record) });
+        for (const record of this.#workspace[kind]) entries.push({ id: `${kind}:${record.id}`, kind, owner: SHARED, ref: record.id, title: record.title, text: recordText(record) });
       }
       for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
       orama.insertMultiple(db, entries);
@@ -72,8 +75,11 @@ export class SearchIndex {
     orama.insertMultiple(db, knowledgeEntries(doc));
   }
 
-  /** Best hits first; `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7). */
-  async search(question: string, options: { limit?: number; knowledgeOnly?: boolean } = {}): Promise<Array<Source & { score: number }>> {
+  /**
+   * Best hits first, among what `person` may see: the shared workspace and knowledge base and the person's own
+   * training documents. `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7).
+   */
+  async search(question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Promise<Array<Source & { score: number }>> {
     const { orama, db } = await this.#index();
     // Orama's generic result types are too deep for tsc here; the shape is its documented search result.
     const search = orama.search as unknown as (db: Db, params: Record<string, unknown>) => { hits: Array<{ score: number; document: Entry }> };
@@ -82,7 +88,7 @@ export class SearchIndex {
       properties: ['title', 'text'],
       boost: { title: 2 },
       limit: options.limit ?? 5,
-      ...(options.knowledgeOnly ? { where: { kind: 'knowledge' } } : {}),
+      where: { owner: { in: [SHARED, options.person] }, ...(options.knowledgeOnly ? { kind: { eq: 'knowledge' } } : {}) },
     });
     return result.hits.map(({ score, document }) => ({
       kind: document.kind as SourceKind,
@@ -98,6 +104,7 @@ function knowledgeEntries(doc: KnowledgeDocument): Entry[] {
   return markdownSections(doc).map((section, i) => ({
     id: `knowledge:${doc.id}:${i}`,
     kind: 'knowledge',
+    owner: doc.owner ?? SHARED,
     ref: doc.id,
     title: section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`,
     text: section.text,

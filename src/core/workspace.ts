@@ -29,6 +29,8 @@ export interface KnowledgeDocument {
   /** The name shown to people, e.g. `hausordnung.md`. */
   file_name: string;
   content: string;
+  /** The person whose training document this is; absent for the shared knowledge base. */
+  owner?: string;
 }
 
 export const emptyWorkspace = (): Workspace => Object.fromEntries(WORKSPACE_KINDS.map((k) => [k, []])) as unknown as Workspace;

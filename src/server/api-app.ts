@@ -102,6 +102,11 @@ export function newFastify(options: AppOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     ...(options.compilers ? { schemaController: options.compilers.schemaController } : {}),
+    // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.
+    frameworkErrors: (error, _request, reply) => {
+      const status = (error as { statusCode?: number }).statusCode ?? 400;
+      void sendProblem(reply, status >= 400 && status < 500 ? status : 400, 'invalid_request', error.message);
+    },
   });
 }
 

@@ -1,4 +1,4 @@
-import type { FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { AccessContext, Core } from '../core/core.js';
 
 declare module 'fastify' {
@@ -8,11 +8,11 @@ declare module 'fastify' {
 }
 
 /**
- * The guard every protected route uses (spec 4.4, 5.5): a preHandler that admits a request only with a valid
+ * The guard every protected route uses (spec 4.4, 5.5): a hook (onRequest, so before any body is read) that admits a request only with a valid
  * agent token holding `scope`, checked against the live grant and family on every request. Only the
  * Authorization header counts; a token in the query string is ignored (RFC 6750 §2.3 is not offered).
  */
-export function requireScope(core: Core, scope: string): preHandlerAsyncHookHandler {
+export function requireScope(core: Core, scope: string): (request: FastifyRequest) => Promise<void> {
   return async function resourceGuard(request: FastifyRequest) {
     request.access = await core.authenticate(request.headers.authorization, scope);
   };

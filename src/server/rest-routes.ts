@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Allowlist } from '../core/allowlist.js';
 import type { Core } from '../core/core.js';
 import { ProblemError } from '../core/errors.js';
@@ -31,7 +31,9 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
       }
     });
 
-    const guarded = (scope: string, route: string): preHandlerAsyncHookHandler[] => [
+    // onRequest: refused before the body is read or validated, so a request without a token always gets the
+    // 401 challenge (spec 5.5, 7), and only JSON bodies are taken, so idempotency fingerprints the exact bytes.
+    const guarded = (scope: string, route: string): onRequestAsyncHookHandler[] => [
       requireScope(core, scope),
       async function rateLimit(request: FastifyRequest, reply: FastifyReply) {
         try {
@@ -41,40 +43,45 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
           throw e;
         }
       },
+      async function jsonOnly(request: FastifyRequest) {
+        if (request.method !== 'POST') return;
+        const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+        if (type !== 'application/json') throw new ProblemError(415, 'unsupported_media_type', 'send the body as application/json');
+      },
     ];
 
     // Spec 2.5, 3.1, 4.4 rules 3, 5: answers at once with 202; polling is free.
-    rest.post('/research', { schema: researchSchema, preHandler: guarded('research', 'POST /research') }, async (request, reply) => {
+    rest.post('/research', { schema: researchSchema, onRequest: guarded('research', 'POST /research') }, async (request, reply) => {
       const key = parseIdempotencyKey(request.headers['idempotency-key']);
       const { question } = request.body as { question: string };
       if (question.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
       const { response } = await allowlist.idempotent(request.access!, 'POST /research', key, request.rawBody ?? '', () => allowlist.startResearch(request.access!, question));
       return reply.code(response.status).type(response.content_type).send(response.body);
     });
-    rest.get('/research/:job_id', { schema: idParams('job_id'), preHandler: guarded('research', 'GET /research/{job_id}') }, async (request) =>
+    rest.get('/research/:job_id', { schema: idParams('job_id'), onRequest: guarded('research', 'GET /research/{job_id}') }, async (request) =>
       allowlist.researchView(request.access!, (request.params as { job_id: string }).job_id),
     );
 
     // Spec 2.6, 4.4 rules 4, 5: accepted, not yet indexed.
-    rest.post('/training', { schema: trainingSchema, preHandler: guarded('training.write', 'POST /training') }, async (request, reply) => {
+    rest.post('/training', { schema: trainingSchema, onRequest: guarded('training.write', 'POST /training') }, async (request, reply) => {
       const key = parseIdempotencyKey(request.headers['idempotency-key']);
       const { file_name, content } = request.body as { file_name: string; content: string };
       const { response } = await allowlist.idempotent(request.access!, 'POST /training', key, request.rawBody ?? '', () => allowlist.startTraining(request.access!, file_name, content));
       return reply.code(response.status).type(response.content_type).send(response.body);
     });
-    rest.get('/training/:document_id', { schema: idParams('document_id'), preHandler: guarded('training.write', 'GET /training/{document_id}') }, async (request) =>
+    rest.get('/training/:document_id', { schema: idParams('document_id'), onRequest: guarded('training.write', 'GET /training/{document_id}') }, async (request) =>
       allowlist.trainingView(request.access!, (request.params as { document_id: string }).document_id),
     );
-    rest.get('/training/:document_id/url', { schema: idParams('document_id'), preHandler: guarded('training.write', 'GET /training/{document_id}/url') }, async (request) =>
+    rest.get('/training/:document_id/url', { schema: idParams('document_id'), onRequest: guarded('training.write', 'GET /training/{document_id}/url') }, async (request) =>
       allowlist.trainingUrl(request.access!, (request.params as { document_id: string }).document_id),
     );
 
     // Spec 2.4, 4.4 rules 1, 2, 5.
-    rest.post('/chat/ask', { schema: askSchema, preHandler: guarded('ask', 'POST /chat/ask') }, async (request, reply) => {
+    rest.post('/chat/ask', { schema: askSchema, onRequest: guarded('ask', 'POST /chat/ask') }, async (request, reply) => {
       const key = parseIdempotencyKey(request.headers['idempotency-key']);
       const { question } = request.body as { question: string };
       if (question.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
-      const { response } = await allowlist.idempotent(request.access!, 'POST /chat/ask', key, request.rawBody ?? '', () => allowlist.ask(question));
+      const { response } = await allowlist.idempotent(request.access!, 'POST /chat/ask', key, request.rawBody ?? '', () => allowlist.ask(request.access!, question));
       return reply.code(response.status).type(response.content_type).send(response.body);
     });
   });

@@ -18,6 +18,9 @@ export function registerRetiredRoutes(app: FastifyInstance, sessions: BrowserSes
     }
   };
   for (const kind of WORKSPACE_KINDS) {
+    // More specific than the CORS plugin's `OPTIONS *`: no preflight answer for the browser application's routes.
+    app.options(`/${kind}`, (_request, reply) => reply.callNotFound());
+    app.options(`/${kind}/:id`, (_request, reply) => reply.callNotFound());
     app.get(`/${kind}`, async (request) => {
       admit(request.headers.authorization, request);
       return { kind, items: workspace[kind] };
