@@ -1,7 +1,7 @@
 // Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and two load scenarios:
 //   refresh: token-endpoint throughput for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours;
 //   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -309,7 +309,7 @@ async function sanityPost(url: string, body: string): Promise<void> {
 }
 
 interface AskInfo {
-  /** extra server arguments used for the ask scenario ([] when the server has no --rate-limit option) */
+  /** extra server arguments used for the ask scenario */
   server_args: string[];
   fresh_sample?: string;
   replay_sample?: string;
@@ -408,20 +408,8 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
 
   if (o.only !== 'baselines' && runsRefresh) await guarded('ours (load)', async () => {
     const meter = new NoiseMeter();
-    const dir = makeTempDir('aa-bench-load-');
-    const stateFile = path.join(dir, 'state.json');
-    const spec = oursSpec('ours', 'ours (--state)', () => ['--state', stateFile]);
-    let p: Proc;
+    const { p, dir, stateFile, baseUrl, authUrl } = await startOursOnTempState('ours (--state)', 'aa-bench-load-', []);
     try {
-      p = (await startServer(spec)).p;
-    } catch (e) {
-      removeTempDir(dir);
-      throw e;
-    }
-    try {
-      const ready = await waitForJsonLine(p, 'base_url', 5000);
-      const baseUrl = String(ready['base_url']);
-      const authUrl = String(ready['auth_url'] ?? ready['base_url']);
       const ep: Endpoints = { baseUrl, authUrl };
       const n = o.connections * 2; // fresh chains for warm-up and for the measured run
       log(`ours: minting ${n} refresh-token families via register/authorize/consent/token/refresh (base ${baseUrl}, auth ${authUrl})`);
@@ -517,10 +505,26 @@ function answerProblems(text: string): { problems: string[]; messageId?: string 
   return { problems, ...(typeof o['message_id'] === 'string' ? { messageId: o['message_id'] } : {}) };
 }
 
-/** Whether ours already has a --rate-limit option on serve (checked once, from its --help). */
-function oursHasRateLimitFlag(): boolean {
-  const r = spawnSync(process.execPath, [OURS_BIN, 'serve', '--help'], { cwd: ROOT, encoding: 'utf8', timeout: 15_000 });
-  return `${r.stdout ?? ''}${r.stderr ?? ''}`.includes('--rate-limit');
+/** Starts ours on a fresh temp state file and waits for its ready line; the caller stops it and removes `dir`. */
+async function startOursOnTempState(label: string, tmpPrefix: string, extraArgs: string[]): Promise<{ p: Proc; dir: string; stateFile: string; baseUrl: string; authUrl: string }> {
+  const dir = makeTempDir(tmpPrefix);
+  const stateFile = path.join(dir, 'state.json');
+  let p: Proc;
+  try {
+    p = (await startServer(oursSpec('ours', label, () => ['--state', stateFile, ...extraArgs]))).p;
+  } catch (e) {
+    removeTempDir(dir);
+    throw e;
+  }
+  try {
+    const ready = await waitForJsonLine(p, 'base_url', 5000);
+    const baseUrl = String(ready['base_url']).replace(/\/+$/, '');
+    return { p, dir, stateFile, baseUrl, authUrl: String(ready['auth_url'] ?? baseUrl) };
+  } catch (e) {
+    await stopProc(p);
+    removeTempDir(dir);
+    throw e;
+  }
 }
 
 function checkRun(failures: string[], who: string, phase: string, s: RunSummary): void {
@@ -580,23 +584,10 @@ async function measureAsk(
   if (o.only !== 'baselines')
     await guarded('ours ask (load)', async () => {
       const meter = new NoiseMeter();
-      const info: AskInfo = { server_args: oursHasRateLimitFlag() ? ASK_RATE_LIMIT : [], warnings: [] };
+      const info: AskInfo = { server_args: ASK_RATE_LIMIT, warnings: [] };
       res.ours_ask = info;
-      if (info.server_args.length === 0) info.warnings.push('ours has no --rate-limit option yet; started without it');
-      const dir = makeTempDir('aa-bench-ask-');
-      const stateFile = path.join(dir, 'state.json');
-      const spec = oursSpec('ours', 'ours (--state, ask)', () => ['--state', stateFile, ...info.server_args]);
-      let p: Proc;
+      const { p, dir, baseUrl, authUrl } = await startOursOnTempState('ours (--state, ask)', 'aa-bench-ask-', info.server_args);
       try {
-        p = (await startServer(spec)).p;
-      } catch (e) {
-        removeTempDir(dir);
-        throw e;
-      }
-      try {
-        const ready = await waitForJsonLine(p, 'base_url', 5000);
-        const baseUrl = String(ready['base_url']).replace(/\/+$/, '');
-        const authUrl = String(ready['auth_url'] ?? ready['base_url']);
         const fam = await obtainFamily({ baseUrl, authUrl });
         for (const w of fam.warnings) info.warnings.push(`flow: ${w}`);
         if (fam.accessToken === '') throw new BenchError('ours: the refresh response carried no access_token');

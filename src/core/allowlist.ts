@@ -162,7 +162,7 @@ export class Allowlist {
   async researchView(access: AccessContext, jobId: string): Promise<Record<string, unknown>> {
     await this.settle();
     const job = Object.hasOwn(this.core.state.research_jobs, jobId) ? this.core.state.research_jobs[jobId] : undefined;
-    if (!job || job.client_id !== access.client_id || job.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
+    if (!job || !belongsTo(job, access)) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
     return {
       job_id: job.id,
       status: job.status,
@@ -226,7 +226,7 @@ export class Allowlist {
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
     const doc = Object.hasOwn(this.core.state.training_documents, documentId) ? this.core.state.training_documents[documentId] : undefined;
-    if (!doc || doc.client_id !== access.client_id || doc.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
+    if (!doc || !belongsTo(doc, access)) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
     return doc;
   }
 
@@ -299,6 +299,10 @@ export class Allowlist {
     return changed;
   }
 }
+
+/** Jobs and documents are their client's and their person's; anyone else gets 404. */
+const belongsTo = (record: { client_id: string; person_id: string }, access: AccessContext): boolean =>
+  record.client_id === access.client_id && record.person_id === access.person_id;
 
 const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id, title: doc.title, file_name: doc.file_name, content: doc.content, owner: doc.person_id });
 

@@ -11,7 +11,7 @@ import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resou
 import type { StatePersistence } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
-import { SCOPES, isRetiredScope, isSupportedScope, splitScope } from './scopes.js';
+import { isRetiredScope, isSupportedScope, splitScope } from './scopes.js';
 import { emptyState, type Client, type Grant, type State, type TokenFamily } from './state.js';
 import { createFamily, parseRefreshToken, recordAccessToken, rotateFamily } from './token-family.js';
 
@@ -549,4 +549,3 @@ export class Core {
   }
 }
 
-export const scopeLabel = (scope: string) => (isSupportedScope(scope) ? SCOPES[scope] : undefined);

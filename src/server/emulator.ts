@@ -66,7 +66,7 @@ function urlHostFor(host: string): string {
 export class Emulator {
   readonly core: Core;
   /** The REST allowlist's logic (rate limits, idempotency, charges, search). */
-  allowlist!: Allowlist;
+  readonly allowlist: Allowlist;
   readonly statePath: string | null;
   readonly adminToken: string;
   readonly adminFile: string | null;
@@ -78,7 +78,17 @@ export class Emulator {
   #settleTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
 
-  private constructor(core: Core, api: FastifyInstance, auth: FastifyInstance, statePath: string | null, adminToken: string, release: (() => Promise<void>) | null, lifecycle: { stopping: boolean }) {
+  private constructor(
+    core: Core,
+    allowlist: Allowlist,
+    api: FastifyInstance,
+    auth: FastifyInstance,
+    statePath: string | null,
+    adminToken: string,
+    release: (() => Promise<void>) | null,
+    lifecycle: { stopping: boolean },
+  ) {
+    this.allowlist = allowlist;
     this.#lifecycle = lifecycle;
     this.core = core;
     this.#api = api;
@@ -150,8 +160,7 @@ export class Emulator {
         buildAuthApp(core, { ...common, port: () => ports.auth, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, api, auth, statePath, adminToken, release, lifecycle);
-      emulator.allowlist = allowlist;
+      emulator = new Emulator(core, allowlist, api, auth, statePath, adminToken, release, lifecycle);
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import type { Allowlist } from '../core/allowlist.js';
-import type { Core } from '../core/core.js';
+import type { Allowlist, OperationResult } from '../core/allowlist.js';
+import type { AccessContext, Core } from '../core/core.js';
 import { ProblemError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/idempotency.js';
 import { RateLimitedError, type RateLimitState } from '../core/rate-limit.js';
@@ -50,39 +50,37 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
       },
     ];
 
-    // Spec 2.5, 3.1, 4.4 rules 3, 5: answers at once with 202; polling is free.
-    rest.post('/research', { schema: researchSchema, onRequest: guarded('research', 'POST /research') }, async (request, reply) => {
-      const key = parseIdempotencyKey(request.headers['idempotency-key']);
-      const { question } = request.body as { question: string };
-      if (question.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
-      const { response } = await allowlist.idempotent(request.access!, 'POST /research', key, request.rawBody ?? '', () => allowlist.startResearch(request.access!, question));
-      return reply.code(response.status).type(response.content_type).send(response.body);
-    });
+    /** A POST of the allowlist: guarded, idempotent (spec 4.4 rule 5), answered with the exact stored bytes. */
+    const idempotentPost = (path: string, scope: string, schema: object, operation: (access: AccessContext, body: Record<string, string>) => Promise<OperationResult>) => {
+      const route = `POST ${path}`;
+      rest.post(path, { schema, onRequest: guarded(scope, route) }, async (request, reply) => {
+        const key = parseIdempotencyKey(request.headers['idempotency-key']);
+        const body = request.body as Record<string, string>;
+        const { response } = await allowlist.idempotent(request.access!, route, key, request.rawBody ?? '', () => operation(request.access!, body));
+        return reply.code(response.status).type(response.content_type).send(response.body);
+      });
+    };
+    const question = (body: Record<string, string>): string => {
+      if (body.question!.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
+      return body.question!;
+    };
+
+    // Spec 2.4, 4.4 rules 1, 2.
+    idempotentPost('/chat/ask', 'ask', askSchema, (access, body) => allowlist.ask(access, question(body)));
+
+    // Spec 2.5, 3.1, 4.4 rule 3: answers at once with 202; polling is free.
+    idempotentPost('/research', 'research', researchSchema, (access, body) => allowlist.startResearch(access, question(body)));
     rest.get('/research/:job_id', { schema: idParams('job_id'), onRequest: guarded('research', 'GET /research/{job_id}') }, async (request) =>
       allowlist.researchView(request.access!, (request.params as { job_id: string }).job_id),
     );
 
-    // Spec 2.6, 4.4 rules 4, 5: accepted, not yet indexed.
-    rest.post('/training', { schema: trainingSchema, onRequest: guarded('training.write', 'POST /training') }, async (request, reply) => {
-      const key = parseIdempotencyKey(request.headers['idempotency-key']);
-      const { file_name, content } = request.body as { file_name: string; content: string };
-      const { response } = await allowlist.idempotent(request.access!, 'POST /training', key, request.rawBody ?? '', () => allowlist.startTraining(request.access!, file_name, content));
-      return reply.code(response.status).type(response.content_type).send(response.body);
-    });
+    // Spec 2.6, 4.4 rule 4: accepted, not yet indexed.
+    idempotentPost('/training', 'training.write', trainingSchema, (access, body) => allowlist.startTraining(access, body.file_name!, body.content!));
     rest.get('/training/:document_id', { schema: idParams('document_id'), onRequest: guarded('training.write', 'GET /training/{document_id}') }, async (request) =>
       allowlist.trainingView(request.access!, (request.params as { document_id: string }).document_id),
     );
     rest.get('/training/:document_id/url', { schema: idParams('document_id'), onRequest: guarded('training.write', 'GET /training/{document_id}/url') }, async (request) =>
       allowlist.trainingUrl(request.access!, (request.params as { document_id: string }).document_id),
     );
-
-    // Spec 2.4, 4.4 rules 1, 2, 5.
-    rest.post('/chat/ask', { schema: askSchema, onRequest: guarded('ask', 'POST /chat/ask') }, async (request, reply) => {
-      const key = parseIdempotencyKey(request.headers['idempotency-key']);
-      const { question } = request.body as { question: string };
-      if (question.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
-      const { response } = await allowlist.idempotent(request.access!, 'POST /chat/ask', key, request.rawBody ?? '', () => allowlist.ask(request.access!, question));
-      return reply.code(response.status).type(response.content_type).send(response.body);
-    });
   });
 }
