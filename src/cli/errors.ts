@@ -11,6 +11,10 @@ export const EXIT = {
   denied: 5,
   server: 6,
   notFound: 7,
+  conflict: 8,
+  rateLimited: 9,
+  /** 128 + SIGINT, as shells report it. */
+  interrupted: 130,
 } as const;
 
 /** An expected failure: printed as one line on stderr, no stack trace. */

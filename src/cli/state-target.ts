@@ -7,8 +7,7 @@ import { Core, type GrantView } from '../core/core.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile } from '../store/lock.js';
-import { adminFileFor, readAdminFile, type AdminInfo } from '../server/admin-file.js';
-import { DEFAULT_STATE_FILE } from '../server/emulator.js';
+import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../server/admin-file.js';
 import { CliError, EXIT } from './errors.js';
 
 /** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */

@@ -1,5 +1,8 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
 
+/** Where `serve` keeps state unless told otherwise, relative to its working directory. */
+export const DEFAULT_STATE_FILE = '.agent-access/state.json';
+
 /** What `serve` writes (0600) next to the state file so the CLI can reach it: `FILE.json` → `FILE.admin.json`. */
 export interface AdminInfo {
   admin_url: string;

@@ -12,7 +12,7 @@ import { MemoryPersistence, type StatePersistence } from '../core/persistence.js
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, unlockQuietly } from '../store/lock.js';
-import { adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
+import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
@@ -20,7 +20,7 @@ import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { LazySchemaCompilers } from './lazy-schema-compilers.js';
 
-export const DEFAULT_STATE_FILE = '.agent-access/state.json';
+export { DEFAULT_STATE_FILE };
 export const DEFAULT_PORT = 4100;
 export const DEFAULT_AUTH_PORT = 4101;
 const STOP_GRACE_MS = 10_000;

@@ -1,0 +1,53 @@
+import { resolve } from 'node:path';
+import { CliError, EXIT } from '../cli/errors.js';
+import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
+import { ENV, type ClientContext } from './context.js';
+import type { TokenStore } from './token-store.js';
+
+export type BaseUrlSource = 'flag' | 'env' | 'emulator' | 'last-login';
+
+/** `{base_url}` without a trailing slash: the form the issuer and the resource are built from. */
+export function normalizeBaseUrl(value: string, from: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new CliError(`${from}: "${value}" is not an absolute URL`, EXIT.usage);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new CliError(`${from}: "${value}" must be an http(s) URL`, EXIT.usage);
+  if (url.search || url.hash) throw new CliError(`${from}: "${value}" must not carry a query or fragment`, EXIT.usage);
+  return url.toString().replace(/\/+$/, '');
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+/** An emulator started with `agent-access serve` in this directory (its default state file) that is still running. */
+export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> {
+  const admin = await readAdminFile(adminFileFor(resolve(cwd, DEFAULT_STATE_FILE)));
+  return admin && alive(admin.pid) ? admin.base_url : null;
+}
+
+/**
+ * Which server a command talks to: `--base-url`, else `$AGENT_ACCESS_BASE_URL`, else an emulator running from
+ * this directory, else the server of the newest login. Explicit settings win over discovery.
+ */
+export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefined, store: TokenStore): Promise<{ baseUrl: string; source: BaseUrlSource }> {
+  if (flag) return { baseUrl: normalizeBaseUrl(flag, '--base-url'), source: 'flag' };
+  const fromEnv = ctx.env[ENV.baseUrl]?.trim();
+  if (fromEnv) return { baseUrl: normalizeBaseUrl(fromEnv, ENV.baseUrl), source: 'env' };
+  const local = await localEmulatorBaseUrl(ctx.cwd);
+  if (local) return { baseUrl: local, source: 'emulator' };
+  const newest = (await store.list()).filter((r) => r.login).sort((a, b) => b.login!.logged_in_at - a.login!.logged_in_at)[0];
+  if (newest) return { baseUrl: newest.base_url, source: 'last-login' };
+  throw new CliError(
+    `no server given: pass --base-url URL, set ${ENV.baseUrl}, or start the emulator here with \`agent-access serve\``,
+    EXIT.usage,
+  );
+}

@@ -1,0 +1,88 @@
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { systemClock, type Clock } from '../core/clock.js';
+
+/** Where a command writes: a stream with an optional TTY flag (progress lines animate only on a TTY). */
+export interface Output {
+  write(text: string): unknown;
+  isTTY?: boolean;
+}
+
+/**
+ * Everything the client side takes from its surroundings, injected so the same commands run from the
+ * binary and in-process from tests (one virtual clock shared with an emulator, a scripted browser).
+ */
+export interface ClientContext {
+  clock: Clock;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  stdout: Output;
+  stderr: Output;
+  /** Shows the person a URL in their browser. */
+  openUrl(url: string): Promise<void>;
+  /** Subscribes to Ctrl-C while a long wait (login, --wait) runs, so it can stop cleanly; returns the unsubscribe. */
+  onInterrupt?(handler: () => void): () => void;
+}
+
+/** Environment variables the client reads (documented in the README). */
+export const ENV = {
+  baseUrl: 'AGENT_ACCESS_BASE_URL',
+  configDir: 'AGENT_ACCESS_CONFIG_DIR',
+  browser: 'BROWSER',
+  noColor: 'NO_COLOR',
+} as const;
+
+/** The context of a real run: system clock, process streams, the person's browser. */
+export function processContext(): ClientContext {
+  return {
+    clock: systemClock,
+    env: process.env,
+    cwd: process.cwd(),
+    stdout: process.stdout,
+    stderr: process.stderr,
+    openUrl: (url) => openInBrowser(url, process.env),
+    onInterrupt(handler) {
+      process.once('SIGINT', handler);
+      return () => process.off('SIGINT', handler);
+    },
+  };
+}
+
+/**
+ * `$BROWSER` wins when set (a command that gets the URL as its last argument, as with git and gh),
+ * otherwise the platform's opener through `open`. Resolves once the browser was started.
+ */
+export async function openInBrowser(url: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const browser = env[ENV.browser]?.trim();
+  if (browser) {
+    const { spawn } = await import('node:child_process');
+    const [command, ...args] = browser.split(/\s+/);
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(command!, [...args, url], { stdio: 'ignore', detached: true });
+      child.once('error', reject);
+      child.once('spawn', () => {
+        child.unref();
+        resolve();
+      });
+    });
+    return;
+  }
+  const { default: open } = await import('open');
+  const child = await open(url);
+  await new Promise<void>((resolve, reject) => {
+    child.once('error', reject);
+    if (child.pid !== undefined) resolve();
+    else child.once('spawn', () => resolve());
+  });
+}
+
+/** `$AGENT_ACCESS_CONFIG_DIR`, else `$XDG_CONFIG_HOME/agent-access`, else `~/.config/agent-access`. */
+export function configDir(env: NodeJS.ProcessEnv): string {
+  const own = env[ENV.configDir]?.trim();
+  if (own) return own;
+  const xdg = env.XDG_CONFIG_HOME?.trim();
+  return join(xdg && isAbsolute(xdg) ? xdg : join(homedir(), '.config'), 'agent-access');
+}
+
+/** True when output may carry ANSI escapes: a TTY, and `NO_COLOR` unset or empty (no-color.org). */
+export const useAnsi = (ctx: ClientContext, out: Output = ctx.stderr): boolean => out.isTTY === true && !ctx.env[ENV.noColor];

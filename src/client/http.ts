@@ -1,0 +1,181 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, fetch as undiciFetch, request } from 'undici';
+import { CliError, EXIT } from '../cli/errors.js';
+import type { ClientContext } from './context.js';
+
+export interface ApiRequest {
+  method: 'GET' | 'POST' | 'DELETE';
+  url: string;
+  token?: string;
+  body?: unknown;
+  idempotencyKey?: string;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** Parsed JSON, or the text when the body is not JSON. */
+  body: unknown;
+  text: string;
+}
+
+export interface RetryPolicy {
+  /** Attempts in all, the first included. */
+  attempts: number;
+  /** A Retry-After longer than this is not waited for: the command fails and says when to come back. */
+  maxWaitMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 4, maxWaitMs: 30_000 };
+
+/** Network failures after which the request may be sent again (the server may not have seen it). */
+const TRANSIENT_NETWORK = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/**
+ * The client's HTTP: one undici agent per command run (closed at its end so the process exits at once),
+ * retries bounded by {@link RetryPolicy}. GETs are retried; a POST only when it carries an Idempotency-Key,
+ * because without one a second send may run (and charge) the operation twice.
+ */
+export class HttpClient {
+  readonly #agent = new Agent({ keepAliveTimeout: 2_000, connect: { timeout: 10_000 }, headersTimeout: 120_000, bodyTimeout: 120_000 });
+  readonly #ctx: ClientContext;
+  readonly #retry: RetryPolicy;
+
+  constructor(ctx: ClientContext, retry: RetryPolicy = DEFAULT_RETRY) {
+    this.#ctx = ctx;
+    this.#retry = retry;
+  }
+
+  /** A WHATWG fetch on this client's agent, for oauth4webapi. */
+  readonly fetch = (url: string, init: RequestInit): Promise<Response> =>
+    undiciFetch(url, { ...(init as object), dispatcher: this.#agent }) as unknown as Promise<Response>;
+
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+
+  /** Sends a request, retrying what may be retried; answers every status (the caller decides what is an error). */
+  async send(req: ApiRequest): Promise<ApiResponse> {
+    const retryable = req.method === 'GET' || req.idempotencyKey !== undefined;
+    for (let attempt = 1; ; attempt++) {
+      let response: ApiResponse;
+      try {
+        response = await this.#once(req);
+      } catch (e) {
+        const code = networkCode(e);
+        if (retryable && attempt < this.#retry.attempts && code && TRANSIENT_NETWORK.has(code)) {
+          await this.#wait(backoff(attempt), `connection failed (${code})`, attempt);
+          continue;
+        }
+        throw new CliError(`cannot reach ${new URL(req.url).origin}: ${code ?? (e as Error).message}`, EXIT.server);
+      }
+      const again = response.status === 429 || response.status === 502 || response.status === 503 || response.status === 504;
+      if (!again || !retryable || attempt >= this.#retry.attempts) return response;
+      const waitMs = retryAfterMs(response.headers['retry-after'], Date.now()) ?? backoff(attempt);
+      if (waitMs > this.#retry.maxWaitMs) return response;
+      await this.#wait(waitMs, response.status === 429 ? 'rate limited' : `server answered ${response.status}`, attempt);
+    }
+  }
+
+  async #once(req: ApiRequest): Promise<ApiResponse> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (req.token) headers.authorization = `Bearer ${req.token}`;
+    if (req.idempotencyKey !== undefined) headers['idempotency-key'] = req.idempotencyKey;
+    if (req.body !== undefined) headers['content-type'] = 'application/json';
+    const res = await request(req.url, {
+      method: req.method,
+      headers,
+      body: req.body === undefined ? null : JSON.stringify(req.body),
+      dispatcher: this.#agent,
+    });
+    const text = await res.body.text();
+    let body: unknown = text;
+    if (/json/i.test(String(res.headers['content-type'] ?? ''))) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // not JSON after all: keep the text
+      }
+    }
+    return { status: res.statusCode, headers: res.headers, body, text };
+  }
+
+  async #wait(ms: number, why: string, attempt: number): Promise<void> {
+    this.#ctx.stderr.write(`agent-access: ${why}; retrying in ${formatWait(ms)} (attempt ${attempt + 1} of ${this.#retry.attempts})\n`);
+    await sleep(ms);
+  }
+}
+
+const backoff = (attempt: number): number => 500 * 2 ** (attempt - 1);
+const formatWait = (ms: number): string => (ms < 1_000 ? `${ms} ms` : `${Math.ceil(ms / 1_000)} s`);
+
+function networkCode(e: unknown): string | undefined {
+  const err = e as { code?: string; cause?: { code?: string } };
+  return err?.code ?? err?.cause?.code;
+}
+
+/** RFC 9110 §10.2.3: delay-seconds or an HTTP-date. */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | null {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (!text) return null;
+  if (/^\d+$/.test(text.trim())) return Number(text.trim()) * 1_000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** The auth-params of a `Bearer` challenge (RFC 6750 §3): error, error_description, scope, resource_metadata. */
+export function bearerChallenge(header: string | string[] | undefined): Record<string, string> {
+  const text = Array.isArray(header) ? header.join(', ') : (header ?? '');
+  const params: Record<string, string> = {};
+  for (const m of text.matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)) params[m[1]!.toLowerCase()] = m[2]!.replace(/\\(.)/g, '$1');
+  return params;
+}
+
+/** The human part of an error body: RFC 9457 detail/title, RFC 6749 error_description/error, or the text. */
+export function errorDetail(res: ApiResponse): string {
+  const b = res.body as Record<string, unknown> | string;
+  if (b && typeof b === 'object') {
+    for (const key of ['detail', 'error_description', 'title', 'error', 'message']) if (typeof b[key] === 'string' && b[key]) return b[key] as string;
+  }
+  return typeof b === 'string' && b.trim() ? b.trim().slice(0, 300) : `HTTP ${res.status}`;
+}
+
+/**
+ * Turns an error response into a plain message and the exit code scripts can branch on.
+ * 401 → log in again; 403 → the scope or kind of token is wrong; 409 → the key was used for another request;
+ * 429 → when to try again.
+ */
+export function apiError(res: ApiResponse, req: ApiRequest): CliError {
+  const route = `${req.method} ${new URL(req.url).pathname}`;
+  const challenge = bearerChallenge(res.headers['www-authenticate']);
+  const detail = challenge.error_description ?? errorDetail(res);
+  switch (res.status) {
+    case 401:
+      return new CliError(`${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`, EXIT.authRequired, 'client.auth_required');
+    case 403:
+      if (challenge.error === 'insufficient_scope' || challenge.scope) {
+        const scope = challenge.scope ?? String((res.body as Record<string, unknown>)?.scope ?? '');
+        return new CliError(`${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${scope}"\``, EXIT.denied, 'client.insufficient_scope');
+      }
+      return new CliError(`${route}: refused (${detail})`, EXIT.denied, 'client.forbidden');
+    case 404:
+      return new CliError(`${route}: not found (${detail})`, EXIT.notFound, 'client.not_found');
+    case 409:
+      return new CliError(
+        `${route}: conflict: ${detail}. ${req.idempotencyKey !== undefined ? `The Idempotency-Key "${req.idempotencyKey}" belongs to another request, or that request is still running; use a new key for a new request.` : ''}`.trim(),
+        EXIT.conflict,
+        'client.conflict',
+      );
+    case 429: {
+      const wait = retryAfterMs(res.headers['retry-after'], Date.now());
+      const limit = res.headers['ratelimit-limit'];
+      return new CliError(
+        `${route}: rate limited${limit ? ` (limit ${limit})` : ''}; try again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
+        EXIT.rateLimited,
+        'client.rate_limited',
+      );
+    }
+    default:
+      return new CliError(`${route}: ${res.status >= 500 ? 'server error' : 'refused'} ${res.status}: ${detail}`, res.status >= 500 ? EXIT.server : EXIT.failure, 'client.http_error');
+  }
+}

@@ -1,0 +1,165 @@
+import { decodeJwt } from 'jose';
+import * as oauth from 'oauth4webapi';
+import { CliError, EXIT } from '../cli/errors.js';
+import { isRetiredScope, splitScope } from '../core/scopes.js';
+import { CALLBACK_PATH, LoopbackReceiver, type CallbackOutcome } from './loopback.js';
+import { authorizationRequest, exchangeCode, oauthFailure, registerClient, validateRedirect, type Discovered } from './oauth.js';
+import { Progress } from './progress.js';
+import { loginFrom, type Session } from './session.js';
+import type { StoredLogin } from './token-store.js';
+
+export interface LoginOptions {
+  scope: string;
+  /** No `resource`: an identity token, refused by workspace tools (spec 4.2, 5.8). */
+  identity: boolean;
+  /** False: print the URL instead of opening a browser (SSH sessions). */
+  openBrowser: boolean;
+  timeoutMs: number;
+  /** Port of the loopback listener; 0 picks a free one. */
+  callbackPort: number;
+}
+
+export interface LoginResult {
+  base_url: string;
+  issuer: string;
+  client_id: string;
+  client_registered: boolean;
+  subject: string | null;
+  scope: string;
+  audience: string | string[] | null;
+  resource: string | null;
+  expires_at: string;
+  refresh_token: boolean;
+}
+
+/** The redirect URI registered once per server: loopback without a port, since any port must match (RFC 8252 §7.3, OAuth 2.1 §8.4.2). */
+export const REGISTERED_REDIRECT_URI = `http://127.0.0.1${CALLBACK_PATH}`;
+
+/** Spec 2.7, 5.9: retired scopes are refused here, before any request; so are scopes the server does not announce. */
+export function checkScopes(scope: string, supported?: string[]): string {
+  const scopes = splitScope(scope.replace(/[,\s]+/g, ' '));
+  if (scopes.length === 0) throw new CliError('--scope is empty: name at least one scope, e.g. --scope ask', EXIT.usage);
+  const retired = scopes.filter(isRetiredScope);
+  if (retired.length) throw new CliError(`${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`, EXIT.usage);
+  const unknown = supported ? scopes.filter((s) => !supported.includes(s)) : [];
+  if (unknown.length) throw new CliError(`the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`, EXIT.usage);
+  return scopes.join(' ');
+}
+
+/**
+ * `agent-access login`: discovery, registration (cached), PKCE S256 with a single-use state, a loopback
+ * listener for the redirect, the browser, `state` and `iss` checked, the code exchanged, tokens stored.
+ */
+export async function login(session: Session, options: LoginOptions): Promise<LoginResult> {
+  const { ctx } = session;
+  let scope = checkScopes(options.scope);
+  const discovered = await session.discover();
+  scope = checkScopes(scope, discovered.as.scopes_supported);
+  const resource = options.identity ? null : discovered.resource;
+
+  type Done = { tokens: oauth.TokenEndpointResponse; clientId: string; redirectUri: string };
+  let pending: { clientId: string; state: string; verifier: string; redirectUri: string } | undefined;
+  const receiver = await LoopbackReceiver.listen<Done>(options.callbackPort, async (url): Promise<CallbackOutcome<Done>> => {
+    if (!pending || url.searchParams.get('state') !== pending.state) {
+      // A stale tab or a forged request: not ours, keep waiting for the real redirect.
+      return { status: 400, title: 'Unbekannte Anmeldung', message: 'Diese Antwort gehört zu keiner laufenden Anmeldung von agent-access. Sie können diesen Tab schließen.' };
+    }
+    const p = pending;
+    let params: URLSearchParams;
+    try {
+      params = validateRedirect(discovered.as, p.clientId, url, p.state);
+    } catch (e) {
+      if (e instanceof oauth.AuthorizationResponseError && e.error === 'access_denied') {
+        return { status: 200, title: 'Zugriff abgelehnt', message: 'Sie haben den Zugriff abgelehnt; agent-access erhält keine Tokens. Sie können diesen Tab schließen.', done: { error: new CliError('access denied: the person clicked "Ablehnen" on the consent screen; no tokens were issued', EXIT.denied, 'client.access_denied') } };
+      }
+      const failure = oauthFailure('authorization', e);
+      return { status: 400, title: 'Anmeldung fehlgeschlagen', message: `${failure.message}. Sie können diesen Tab schließen.`, done: { error: failure } };
+    }
+    try {
+      const tokens = await exchangeCode(session.http, discovered.as, { clientId: p.clientId, redirectUri: p.redirectUri, params, verifier: p.verifier, resource });
+      return { status: 200, title: 'Anmeldung abgeschlossen', message: 'agent-access ist angemeldet. Sie können diesen Tab jetzt schließen.', done: { value: { tokens, clientId: p.clientId, redirectUri: p.redirectUri } } };
+    } catch (e) {
+      const failure = oauthFailure('code exchange', e);
+      return { status: 502, title: 'Anmeldung fehlgeschlagen', message: `${failure.message}. Sie können diesen Tab schließen.`, done: { error: failure } };
+    }
+  });
+
+  let progress: Progress | undefined;
+  const offInterrupt = ctx.onInterrupt?.(() => receiver.abort(new CliError('login cancelled', EXIT.interrupted, 'client.cancelled')));
+  const timer = setTimeout(() => receiver.abort(new CliError(`no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`, EXIT.failure, 'client.login_timeout')), options.timeoutMs);
+  try {
+    const redirectUri = `http://127.0.0.1:${receiver.port}${CALLBACK_PATH}`;
+    const { clientId, fresh } = await clientFor(session, discovered, { scope, resource, redirectUri });
+    const request = await authorizationRequest(discovered.as, { clientId, redirectUri, scope, resource });
+    pending = { clientId, state: request.state, verifier: request.verifier, redirectUri };
+
+    if (options.openBrowser) {
+      ctx.stderr.write(`Opening the consent page in your browser. If it does not open, visit:\n  ${request.url}\n`);
+      await ctx.openUrl(request.url).catch((e: Error) => ctx.stderr.write(`agent-access: could not open a browser (${e.message}); open the URL above yourself\n`));
+    } else {
+      ctx.stderr.write(`Open this URL in a browser to log in:\n  ${request.url}\n`);
+    }
+    progress = new Progress(ctx, `Waiting for the consent page on ${new URL(request.url).origin} (Ctrl-C cancels)…`);
+    const done = await receiver.result;
+    progress.stop();
+    progress = undefined;
+
+    const now = ctx.clock.now();
+    const stored = loginFrom(done.tokens, now, { client_id: done.clientId, redirect_uri: REGISTERED_REDIRECT_URI, resource });
+    await session.store.update(session.baseUrl, async (record) => ({ record: { ...record, issuer: discovered.as.issuer, login: stored }, result: undefined }));
+    return describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh);
+  } finally {
+    progress?.stop();
+    clearTimeout(timer);
+    offInterrupt?.();
+    await receiver.close();
+  }
+}
+
+/**
+ * The cached registration for this server and redirect URI, or a new one. A cached client is first tried
+ * against the authorization endpoint: a server that forgot it (an emulator started afresh) answers directly
+ * with an error instead of a page, and the client is registered again instead of sending the person there.
+ */
+async function clientFor(session: Session, discovered: Discovered, p: { scope: string; resource: string | null; redirectUri: string }): Promise<{ clientId: string; fresh: boolean }> {
+  const { as } = discovered;
+  const cached = await session.store.read(session.baseUrl);
+  const known = cached.issuer === as.issuer ? cached.clients[REGISTERED_REDIRECT_URI] : undefined;
+  if (known) {
+    const probe = await authorizationRequest(as, { clientId: known.client_id, redirectUri: p.redirectUri, scope: p.scope, resource: p.resource });
+    const answer = await session.http.send({ method: 'GET', url: probe.url });
+    if (answer.status < 400) return { clientId: known.client_id, fresh: false };
+  }
+  const clientId = await registerClient(session.http, as, REGISTERED_REDIRECT_URI);
+  const registeredAt = session.ctx.clock.now();
+  await session.store.update(session.baseUrl, async (record) => {
+    const clients = record.issuer === as.issuer ? record.clients : {};
+    return { record: { ...record, issuer: as.issuer, clients: { ...clients, [REGISTERED_REDIRECT_URI]: { client_id: clientId, redirect_uri: REGISTERED_REDIRECT_URI, registered_at: registeredAt } } }, result: undefined };
+  });
+  return { clientId, fresh: true };
+}
+
+/** Subject and audience as the access token states them (spec 2.3: it can be decoded); null when it is opaque. */
+export function tokenClaims(token: string): Record<string, unknown> | null {
+  try {
+    return decodeJwt(token) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+}
+
+export function describeLogin(baseUrl: string, issuer: string, login: StoredLogin, registered: boolean): LoginResult {
+  const claims = tokenClaims(login.access_token);
+  return {
+    base_url: baseUrl,
+    issuer,
+    client_id: login.client_id,
+    client_registered: registered,
+    subject: typeof claims?.sub === 'string' ? claims.sub : null,
+    scope: login.scope,
+    audience: (claims?.aud as string | string[] | undefined) ?? null,
+    resource: login.resource,
+    expires_at: new Date(login.expires_at).toISOString(),
+    refresh_token: login.refresh_token !== null,
+  };
+}

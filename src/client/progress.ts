@@ -1,0 +1,55 @@
+import { useAnsi, type ClientContext } from './context.js';
+
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/**
+ * A progress line on stderr with elapsed time. On a terminal it redraws in place with a spinner; elsewhere
+ * (CI logs, pipes, NO_COLOR) it prints a line only when the text changes, so logs stay readable.
+ */
+export class Progress {
+  readonly #ctx: ClientContext;
+  readonly #animate: boolean;
+  readonly #started = Date.now();
+  #text = '';
+  #printed = '';
+  #frame = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(ctx: ClientContext, text: string) {
+    this.#ctx = ctx;
+    this.#animate = useAnsi(ctx);
+    this.update(text);
+    if (this.#animate) {
+      this.#timer = setInterval(() => this.#draw(), 100);
+      this.#timer.unref();
+    }
+  }
+
+  /** Seconds since the start, as shown. */
+  get elapsed(): string {
+    const s = Math.floor((Date.now() - this.#started) / 1_000);
+    return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  }
+
+  update(text: string): void {
+    this.#text = text;
+    this.#draw();
+  }
+
+  #draw(): void {
+    if (this.#animate) {
+      this.#frame = (this.#frame + 1) % FRAMES.length;
+      this.#ctx.stderr.write(`\r\x1b[2K${FRAMES[this.#frame]} ${this.#text} ${this.elapsed}`);
+    } else if (this.#text !== this.#printed) {
+      this.#printed = this.#text;
+      this.#ctx.stderr.write(`${this.#text}\n`);
+    }
+  }
+
+  /** Clears the line (terminal) and prints a final line if given. */
+  stop(final?: string): void {
+    if (this.#timer) clearInterval(this.#timer);
+    if (this.#animate) this.#ctx.stderr.write('\r\x1b[2K');
+    if (final) this.#ctx.stderr.write(`${final}\n`);
+  }
+}

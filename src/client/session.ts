@@ -1,0 +1,124 @@
+import * as oauth from 'oauth4webapi';
+import { CliError, EXIT } from '../cli/errors.js';
+import { configDir, type ClientContext } from './context.js';
+import { resolveBaseUrl, type BaseUrlSource } from './base-url.js';
+import { apiError, bearerChallenge, HttpClient, type ApiRequest, type ApiResponse } from './http.js';
+import { discover, oauthFailure, refreshTokens, type Discovered } from './oauth.js';
+import { TokenStore, type StoredLogin } from './token-store.js';
+
+/** By default `token` hands out an access token only while it stays valid this long; otherwise it refreshes. */
+export const DEFAULT_MIN_TTL_MS = 60_000;
+
+/** The login is gone for good: the person must authorize again (grant revoked, family invalidated, logged out). */
+export class LoginRequiredError extends CliError {
+  constructor(baseUrl: string, why: string) {
+    super(`${why}. Run \`agent-access login --base-url ${baseUrl}\` again.`, EXIT.authRequired, 'client.login_required');
+  }
+}
+
+/** Stored tokens from a token endpoint answer, timed on the client's clock. */
+export function loginFrom(tokens: oauth.TokenEndpointResponse, now: number, base: Pick<StoredLogin, 'client_id' | 'redirect_uri' | 'resource'> & Partial<StoredLogin>, previous?: StoredLogin): StoredLogin {
+  const rotated = typeof tokens.refresh_token === 'string';
+  return {
+    client_id: base.client_id,
+    redirect_uri: base.redirect_uri,
+    resource: base.resource,
+    scope: tokens.scope ?? previous?.scope ?? '',
+    access_token: tokens.access_token,
+    refresh_token: rotated ? tokens.refresh_token! : (previous?.refresh_token ?? null),
+    expires_at: now + (typeof tokens.expires_in === 'number' ? tokens.expires_in : 900) * 1_000,
+    token_obtained_at: now,
+    refresh_obtained_at: rotated ? now : (previous?.refresh_obtained_at ?? null),
+    logged_in_at: previous?.logged_in_at ?? now,
+    refresh_count: previous ? previous.refresh_count + 1 : 0,
+  };
+}
+
+/** A command's connection to one server: where it is, its stored login, and an HTTP client closed at the end. */
+export class Session {
+  readonly http: HttpClient;
+  #discovered: Promise<Discovered> | undefined;
+
+  private constructor(
+    readonly ctx: ClientContext,
+    readonly store: TokenStore,
+    readonly baseUrl: string,
+    readonly source: BaseUrlSource,
+  ) {
+    this.http = new HttpClient(ctx);
+  }
+
+  static async open(ctx: ClientContext, baseUrlFlag: string | undefined): Promise<Session> {
+    const store = new TokenStore(configDir(ctx.env));
+    const { baseUrl, source } = await resolveBaseUrl(ctx, baseUrlFlag, store);
+    return new Session(ctx, store, baseUrl, source);
+  }
+
+  /** Discovery runs at most once per command, and only when a command needs the authorization server. */
+  discover(): Promise<Discovered> {
+    this.#discovered ??= discover(this.http, this.baseUrl);
+    return this.#discovered;
+  }
+
+  async close(): Promise<void> {
+    await this.http.close();
+  }
+
+  async login(): Promise<StoredLogin> {
+    const record = await this.store.read(this.baseUrl);
+    if (!record.login) throw new LoginRequiredError(this.baseUrl, `not logged in to ${this.baseUrl}`);
+    return record.login;
+  }
+
+  /**
+   * An access token valid for at least `minTtlMs` more on the client's clock, refreshing (with rotation) when
+   * it is not. The refresh runs under the store's lock on a fresh read: when another process rotated the
+   * token meanwhile, its result is used instead of spending the old refresh token a second time.
+   */
+  async accessToken(options: { minTtlMs?: number; force?: boolean } = {}): Promise<StoredLogin> {
+    const minTtl = options.minTtlMs ?? DEFAULT_MIN_TTL_MS;
+    const seen = await this.login();
+    if (!options.force && seen.expires_at - this.ctx.clock.now() >= minTtl) return seen;
+    const outcome = await this.store.update<{ login: StoredLogin } | { error: string }>(this.baseUrl, async (record) => {
+      const current = record.login;
+      if (!current) return { result: { error: `not logged in to ${this.baseUrl} (logged out meanwhile)` } };
+      if (current.refresh_token !== seen.refresh_token || current.access_token !== seen.access_token) return { result: { login: current } };
+      if (!current.refresh_token) return { result: { error: 'the access token expired and the server gave no refresh token' } };
+      const { as } = await this.discover();
+      let tokens: oauth.TokenEndpointResponse;
+      try {
+        tokens = await refreshTokens(this.http, as, { clientId: current.client_id, refreshToken: current.refresh_token, resource: current.resource });
+      } catch (e) {
+        if (e instanceof oauth.ResponseBodyError && (e.error === 'invalid_grant' || e.error === 'invalid_client')) {
+          // Spent for good: keep the client registration, forget the tokens.
+          const why =
+            e.error === 'invalid_grant'
+              ? `the login to ${this.baseUrl} is no longer valid: the grant was revoked or its token family was invalidated (${e.error_description ?? 'invalid_grant'})`
+              : `the server no longer knows client ${current.client_id}`;
+          return { record: { ...record, login: null, clients: e.error === 'invalid_client' ? {} : record.clients }, result: { error: why } };
+        }
+        throw oauthFailure('refresh', e);
+      }
+      const login = loginFrom(tokens, this.ctx.clock.now(), current, current);
+      return { record: { ...record, login }, result: { login } };
+    });
+    if ('error' in outcome) throw new LoginRequiredError(this.baseUrl, outcome.error);
+    return outcome.login;
+  }
+
+  /**
+   * A resource request with the stored token. A 401 `invalid_token` gets one refresh and one retry (the
+   * server refused before doing anything, so resending is safe); other errors become plain messages.
+   */
+  async call(req: Omit<ApiRequest, 'token' | 'url'> & { path: string }): Promise<ApiResponse> {
+    const full: ApiRequest = { ...req, url: `${this.baseUrl}${req.path}` };
+    let login = await this.accessToken();
+    let res = await this.http.send({ ...full, token: login.access_token });
+    if (res.status === 401 && bearerChallenge(res.headers['www-authenticate']).error === 'invalid_token') {
+      login = await this.accessToken({ force: true });
+      res = await this.http.send({ ...full, token: login.access_token });
+    }
+    if (res.status >= 400) throw apiError(res, full);
+    return res;
+  }
+}

@@ -1,0 +1,145 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { chmod, mkdir, open, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import lockfile from 'proper-lockfile';
+import { CliError, EXIT } from '../cli/errors.js';
+
+/** A client registration, cached per server and redirect URI (registration is open, but needs doing once). */
+export interface CachedClient {
+  client_id: string;
+  redirect_uri: string;
+  registered_at: number;
+}
+
+/** What one login holds. Times are milliseconds on the client's clock. */
+export interface StoredLogin {
+  client_id: string;
+  redirect_uri: string;
+  /** Granted scopes, space-separated, as the token endpoint last said. */
+  scope: string;
+  /** The `resource` asked for at login, or null for an identity token (`--identity`). */
+  resource: string | null;
+  access_token: string;
+  refresh_token: string | null;
+  expires_at: number;
+  token_obtained_at: number;
+  refresh_obtained_at: number | null;
+  logged_in_at: number;
+  refresh_count: number;
+}
+
+/** One file per server (base URL): its discovered issuer, its client registrations and the current login. */
+export interface ServerRecord {
+  base_url: string;
+  issuer: string | null;
+  clients: Record<string, CachedClient>;
+  login: StoredLogin | null;
+}
+
+const emptyRecord = (baseUrl: string): ServerRecord => ({ base_url: baseUrl, issuer: null, clients: {}, login: null });
+
+/** The lock is refreshed while held; a holder silent this long is dead and its lock is taken over. */
+const LOCK_STALE_MS = 10_000;
+
+/**
+ * Tokens per base URL under the config directory, in files only the user may read (0600, directory 0700).
+ * Every change runs under a file lock and starts from a fresh read, so two processes never both spend one
+ * refresh token (which would be a replay and end the whole token family).
+ */
+export class TokenStore {
+  readonly dir: string;
+  constructor(configDir: string) {
+    this.dir = join(configDir, 'servers');
+  }
+
+  /** `servers/<host>_<port>-<hash>.json`: readable for people, unique per exact base URL. */
+  fileFor(baseUrl: string): string {
+    const url = new URL(baseUrl);
+    const readable = `${url.hostname.replace(/[^a-zA-Z0-9.-]/g, '_')}_${url.port || (url.protocol === 'https:' ? '443' : '80')}`;
+    const hash = createHash('sha256').update(baseUrl).digest('hex').slice(0, 12);
+    return join(this.dir, `${readable}-${hash}.json`);
+  }
+
+  async read(baseUrl: string): Promise<ServerRecord> {
+    return (await this.#load(this.fileFor(baseUrl), baseUrl)) ?? emptyRecord(baseUrl);
+  }
+
+  /** Every server with a stored record (for `status --all` and the last-login fallback). */
+  async list(): Promise<ServerRecord[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch {
+      return [];
+    }
+    const records: ServerRecord[] = [];
+    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+      const record = await this.#load(join(this.dir, name), null);
+      if (record) records.push(record);
+    }
+    return records;
+  }
+
+  /**
+   * Runs `change` on a fresh read of the record under the file lock and writes back what it returns
+   * (`undefined`: nothing to write). The lock is held across `change`, network calls included.
+   */
+  async update<T>(baseUrl: string, change: (record: ServerRecord) => Promise<{ record?: ServerRecord; result: T }>): Promise<T> {
+    const file = this.fileFor(baseUrl);
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    let release: () => Promise<void>;
+    try {
+      release = await lockfile.lock(file, {
+        realpath: false,
+        stale: LOCK_STALE_MS,
+        update: LOCK_STALE_MS / 5,
+        retries: { retries: 600, factor: 1.2, minTimeout: 20, maxTimeout: 250 },
+      });
+    } catch (e) {
+      throw new CliError(`cannot lock the token store ${file}: ${(e as Error).message}`, EXIT.failure);
+    }
+    try {
+      const { record, result } = await change((await this.#load(file, baseUrl)) ?? emptyRecord(baseUrl));
+      if (record) await this.#write(file, record);
+      return result;
+    } finally {
+      await release().catch(() => undefined);
+    }
+  }
+
+  async #load(file: string, baseUrl: string | null): Promise<ServerRecord | null> {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw new CliError(`cannot read the token store ${file}: ${(e as Error).message}`, EXIT.failure);
+    }
+    try {
+      const record = JSON.parse(text) as ServerRecord;
+      if (typeof record.base_url !== 'string' || (baseUrl !== null && record.base_url !== baseUrl)) throw new Error('it belongs to another server');
+      return { ...emptyRecord(record.base_url), ...record, clients: record.clients ?? {} };
+    } catch (e) {
+      throw new CliError(`the token store ${file} is damaged (${(e as Error).message}); delete it and run \`agent-access login\` again`, EXIT.failure);
+    }
+  }
+
+  /** Temp file (0600, exclusive) then rename: a reader sees the old record or the new one, never half. */
+  async #write(file: string, record: ServerRecord): Promise<void> {
+    const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+    const handle = await open(temp, 'wx', 0o600);
+    try {
+      await handle.writeFile(JSON.stringify(record, null, 2) + '\n');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await rename(temp, file);
+      await chmod(file, 0o600);
+    } catch (e) {
+      await rm(temp, { force: true });
+      throw e;
+    }
+  }
+}

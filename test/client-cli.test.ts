@@ -1,0 +1,398 @@
+/**
+ * The client commands (`login`, `token`, `status`, `logout`, `decode`, `ask`, `research`, `train`) against a
+ * real emulator over real sockets. The built binary runs as a child process; where time must move on both
+ * sides (a token 900 s old), the same commands run in-process on the emulator's manual clock.
+ * The consent page is answered over HTTP here; test/login-browser.test.ts does it in Chromium.
+ */
+import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { ManualClock, SECOND } from '../src/core/clock.js';
+import type { Emulator } from '../src/server/emulator.js';
+import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
+import { runCli } from './helpers/cli.js';
+import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { decodeJwt, postForm } from './helpers/oauth.js';
+
+const FAST_JOBS = { researchQueueMs: 300, researchRunMs: 700, trainingStepMs: 150 };
+
+/** `agent-access login --no-browser` as a child; the test plays the person. */
+async function loginAs(emulator: Emulator, env: NodeJS.ProcessEnv, decision: 'approve' | 'deny' = 'approve', extra: string[] = []) {
+  const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--json', ...extra], { env });
+  const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+  const landed = await decideInBrowser(url!, decision);
+  const code = await cli.exit;
+  return { code, stdout: cli.stdout(), stderr: cli.stderr(), landed, url: new URL(url!) };
+}
+
+async function storedLogin(configDir: string) {
+  const dir = join(configDir, 'servers');
+  const [name] = (await readdir(dir)).filter((n) => n.endsWith('.json'));
+  return { file: join(dir, name!), record: JSON.parse(await readFile(join(dir, name!), 'utf8')) };
+}
+
+describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414)', () => {
+  it('discovers, registers once, runs PKCE S256 with resource={base_url}/mcp, and stores the tokens 0600', async () => {
+    const emulator = await startEmulator();
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    const first = await loginAs(emulator, env);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.landed.status).toBe(200);
+    expect(first.landed.text).toContain('Sie können diesen Tab jetzt schließen');
+
+    const params = first.url.searchParams;
+    expect(first.url.origin).toBe(emulator.authUrl);
+    expect(params.get('code_challenge_method')).toBe('S256');
+    expect(params.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(params.get('state')!.length).toBeGreaterThanOrEqual(32);
+    expect(params.get('resource')).toBe(`${emulator.baseUrl}/mcp`);
+    expect(params.get('scope')).toBe('ask');
+    expect(params.get('redirect_uri')).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
+
+    const result = JSON.parse(first.stdout);
+    expect(result).toMatchObject({ base_url: emulator.baseUrl, issuer: emulator.baseUrl, subject: 'person_erika', scope: 'ask', audience: `${emulator.baseUrl}/mcp`, client_registered: true, refresh_token: true });
+
+    const { file, record } = await storedLogin(config);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(config, 'servers'))).mode & 0o777).toBe(0o700);
+    expect(record.login.access_token).toMatch(/^ey/);
+    expect(record.login.refresh_token).toBeTruthy();
+    expect(Object.keys(record.clients)).toEqual(['http://127.0.0.1/callback']);
+
+    // Once per server and redirect: the second login reuses the registration, with a new state and verifier.
+    const second = await loginAs(emulator, env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({ client_id: result.client_id, client_registered: false });
+    expect(second.url.searchParams.get('state')).not.toBe(params.get('state'));
+    expect(second.url.searchParams.get('code_challenge')).not.toBe(params.get('code_challenge'));
+    expect(Object.keys(emulator.core.state.clients)).toHaveLength(1);
+  });
+
+  it('spec 2.7, 5.9: a retired scope is refused before any request (exit 2)', async () => {
+    const emulator = await startEmulator();
+    let requests = 0;
+    emulator.core.events.subscribe((e) => e.name === 'request.served' && requests++);
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask contacts.read', '--no-browser'], { env: clientEnv(await scratchDir()) });
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(/"contacts\.read" is retired/);
+    expect(res.stderr).not.toMatch(/\n\s+at /);
+    expect(requests).toBe(0);
+  });
+
+  it('RFC 6749 §4.1.2.1: "Ablehnen" ends the command with a clear message and exit 5; nothing is stored', async () => {
+    const emulator = await startEmulator();
+    const config = await scratchDir();
+    const denied = await loginAs(emulator, clientEnv(config), 'deny');
+    expect(denied.code).toBe(5);
+    expect(denied.stderr).toMatch(/access denied: the person clicked "Ablehnen"/);
+    expect(denied.landed.text).toContain('Zugriff abgelehnt');
+    const { record } = await storedLogin(config);
+    expect(record.login).toBeNull();
+  });
+
+  it('RFC 6749 §10.12: a redirect with a foreign state is turned away and the real one still completes', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env });
+    const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+    const callback = new URL(new URL(url!).searchParams.get('redirect_uri')!);
+    const forged = await fetch(`${callback}?code=stolen&state=not-ours&iss=${encodeURIComponent(emulator.baseUrl)}`);
+    expect(forged.status).toBe(400);
+    expect(await forged.text()).toContain('Unbekannte Anmeldung');
+    await decideInBrowser(url!, 'approve');
+    expect(await cli.exit, cli.stderr()).toBe(0);
+  });
+
+  it('a cached client the server no longer knows (emulator restarted in memory) is registered anew', async () => {
+    const first = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(first, env)).code).toBe(0);
+    const port = Number(new URL(first.baseUrl).port);
+    const authPort = Number(new URL(first.authUrl).port);
+    await first.stop();
+    const second = await startEmulator({ port, authPort });
+    const again = await loginAs(second, env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).client_registered).toBe(true);
+  });
+
+  it('--timeout: no answer from the browser ends the wait with a message, and the listener is closed', async () => {
+    const emulator = await startEmulator();
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '1'], { env: clientEnv(await scratchDir()) });
+    const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+    expect(await cli.exit).toBe(1);
+    expect(cli.stderr()).toMatch(/no answer from the browser within 1 s/);
+    await expect(fetch(new URL(url!).searchParams.get('redirect_uri')!)).rejects.toThrow();
+  });
+
+  it('--identity leaves out resource: the token has no {base_url}/mcp audience and the REST routes refuse it', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    const login = await loginAs(emulator, env, 'approve', ['--identity']);
+    expect(login.code, login.stderr).toBe(0);
+    expect(login.url.searchParams.has('resource')).toBe(false);
+    expect(JSON.parse(login.stdout).resource).toBeNull();
+    const ask = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
+    expect(ask.code).toBe(4);
+    expect(ask.stderr).toMatch(/refused the access token/);
+  });
+});
+
+describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)', () => {
+  it('spec 5.3: one second past 900 s of virtual time the old token is refused; `token` refreshes with rotation', async () => {
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock });
+    const ctx = memoryContext({ clock, env: clientEnv(await scratchDir()), openUrl: async (url) => void (await decideInBrowser(url, 'approve')) });
+    expect((await runInProcess(['login', '--base-url', emulator.baseUrl], ctx)).code).toBe(0);
+    const first = (await runInProcess(['token', '--base-url', emulator.baseUrl, '--min-ttl', '0'], ctx)).stdout.trim();
+
+    clock.advance(899 * SECOND);
+    expect((await runInProcess(['token', '--base-url', emulator.baseUrl, '--min-ttl', '0'], ctx)).stdout.trim()).toBe(first);
+    const askAt = (token: string) => fetch(`${emulator.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ question: 'Wer ist Josef Huber?' }) });
+    expect((await askAt(first)).status).toBe(200);
+
+    clock.advance(2 * SECOND);
+    expect((await askAt(first)).status).toBe(401);
+    const refreshed = await runInProcess(['token', '--base-url', emulator.baseUrl, '--json'], ctx);
+    expect(refreshed.code, refreshed.stderr).toBe(0);
+    const json = JSON.parse(refreshed.stdout);
+    expect(json.access_token).not.toBe(first);
+    expect(json.expires_in).toBe(900);
+    expect((await askAt(json.access_token)).status).toBe(200);
+    const status = JSON.parse((await runInProcess(['status', '--base-url', emulator.baseUrl, '--json'], ctx)).stdout);
+    expect(status).toMatchObject({ logged_in: true, refreshes: 1, expired: false, subject: 'person_erika' });
+  });
+
+  it('parallel `token` calls in separate processes refresh once, all print the new token, and the family stays alive', async () => {
+    // The token endpoint answers slowly, so all four processes find the expired token before the first refresh ends.
+    const emulator = await startEmulator({
+      extendApi: (app) => app.addHook('onRequest', async (request) => void (request.url === '/oauth/token' ? await sleep(700) : undefined)),
+    });
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    let rotations = 0;
+    emulator.core.events.subscribe((e) => e.name === 'refresh.rotated' && rotations++);
+    let invalidated = 0;
+    emulator.core.events.subscribe((e) => e.name === 'family.invalidated' && invalidated++);
+    // Fifteen minutes later on the client's clock: the stored access token has expired.
+    const { file, record } = await storedLogin(config);
+    await writeFile(file, JSON.stringify({ ...record, login: { ...record.login, expires_at: Date.now() - 1_000 } }));
+
+    const runs = await Promise.all(Array.from({ length: 4 }, () => runCli(['token', '--base-url', emulator.baseUrl], { env })));
+    for (const r of runs) expect(r.code, r.stderr).toBe(0);
+    expect(new Set(runs.map((r) => r.stdout.trim())).size).toBe(1);
+    expect(runs[0]!.stdout.trim()).not.toBe(record.login.access_token);
+    expect(rotations).toBe(1);
+    expect(invalidated).toBe(0);
+
+    // The family is alive: the rotated refresh token works.
+    const later = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
+    expect(later.code, later.stderr).toBe(0);
+    expect(rotations).toBe(2);
+  });
+
+  it('spec 3.2: after a replay invalidated the family, `token` says so plainly, exits 4 and forgets the tokens', async () => {
+    const emulator = await startEmulator();
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const { record } = await storedLogin(config);
+    const stolen = record.login.refresh_token as string;
+    expect((await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env })).code).toBe(0);
+    // Someone replays the rotated token: the whole family dies (spec 3.2).
+    const replay = await postForm(`${emulator.baseUrl}/oauth/token`, { grant_type: 'refresh_token', refresh_token: stolen, client_id: record.login.client_id });
+    expect(replay.status).toBe(400);
+
+    const res = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
+    expect(res.code).toBe(4);
+    expect(res.stdout).toBe('');
+    expect(res.stderr).toMatch(/no longer valid: the grant was revoked or its token family was invalidated/);
+    expect(res.stderr).toMatch(/Run `agent-access login --base-url http:\/\/127\.0\.0\.1:\d+` again/);
+    expect((await storedLogin(config)).record.login).toBeNull();
+    expect((await runCli(['status', '--base-url', emulator.baseUrl], { env })).code).toBe(4);
+  });
+
+  it('spec 3.3: a grant revoked by the person is refused on the next call; ask reports it and exits 4', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const [grant] = emulator.core.listGrants();
+    await emulator.core.revokeGrant(grant!.id, 'person');
+    const res = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
+    expect(res.code).toBe(4);
+    expect(res.stderr).toMatch(/grant was revoked/);
+  });
+
+  it('status shows server, subject, scopes, audience, expiry and refresh age; decode shows header and claims', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env, 'approve', ['--scope', 'ask research'])).code).toBe(0);
+    const status = await runCli(['status', '--base-url', emulator.baseUrl], { env });
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(new RegExp(`server\\s+${emulator.baseUrl} \\(--base-url\\)`));
+    expect(status.stdout).toMatch(/subject\s+person_erika/);
+    expect(status.stdout).toMatch(/scopes\s+ask research/);
+    expect(status.stdout).toMatch(new RegExp(`audience\\s+${emulator.baseUrl}/mcp`));
+    expect(status.stdout).toMatch(/access token\s+valid until \S+ \(in 1[45]m \d+s\)/);
+    expect(status.stdout).toMatch(/refresh token\s+\d+s old, 0 refreshes since login/);
+
+    const decoded = await runCli(['decode', '--base-url', emulator.baseUrl, '--json'], { env });
+    const { header, claims } = JSON.parse(decoded.stdout);
+    expect(header).toMatchObject({ typ: 'at+jwt', alg: 'ES256' });
+    expect(claims).toMatchObject({ iss: emulator.baseUrl, aud: `${emulator.baseUrl}/mcp`, sub: 'person_erika', scope: 'ask research' });
+    const human = await runCli(['decode', (await runCli(['token', '--base-url', emulator.baseUrl], { env })).stdout.trim()], { env });
+    expect(human.stdout).toMatch(/typ: "at\+jwt"/);
+    expect(human.stdout).toMatch(/exp: \d+ {2}# \S+Z, in 1[45]m/);
+    const notJwt = await runCli(['decode', 'abc'], { env });
+    expect(notJwt.code).toBe(1);
+    expect(notJwt.stderr).toMatch(/not a JWT/);
+  });
+
+  it('RFC 7009: logout revokes at the server (the grant ends) and forgets the tokens locally', async () => {
+    const emulator = await startEmulator();
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const token = (await runCli(['token', '--base-url', emulator.baseUrl], { env })).stdout.trim();
+    const res = await runCli(['logout', '--base-url', emulator.baseUrl], { env });
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/revoked at the server/);
+    const ask = await fetch(`${emulator.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"question":"Hallo"}' });
+    expect(ask.status).toBe(401);
+    expect((await storedLogin(config)).record.login).toBeNull();
+    expect((await runCli(['logout', '--base-url', emulator.baseUrl], { env })).stdout).toMatch(/Not logged in/);
+  });
+
+  it('without --base-url the commands find the emulator running from this directory (its default state file)', async () => {
+    const { startServe } = await import('./helpers/cli.js');
+    const cwd = await scratchDir();
+    const serve = await startServe([], { cwd });
+    try {
+      const env = clientEnv(await scratchDir());
+      const cli = startCli(['login', '--no-browser'], { env, cwd });
+      const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+      expect(new URL(url!).origin).toBe(serve.ready.auth_url);
+      await decideInBrowser(url!, 'approve');
+      expect(await cli.exit, cli.stderr()).toBe(0);
+      const status = await runCli(['status'], { env, cwd });
+      expect(status.stdout).toMatch(/\(the emulator running here\)/);
+      // Elsewhere, with nothing running, the newest login is used.
+      expect((await runCli(['status'], { env, cwd: await scratchDir() })).stdout).toMatch(/\(the last login\)/);
+      // The environment variable wins over discovery.
+      const viaEnv = await runCli(['status'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
+      expect(viaEnv.code).toBe(4);
+      expect(viaEnv.stderr).toMatch(/not logged in to http:\/\/127\.0\.0\.1:9/);
+    } finally {
+      serve.child.kill('SIGTERM');
+      await serve.exit;
+    }
+  });
+});
+
+describe('agent-access ask, research, train (spec 4.4)', () => {
+  it('4.4 rule 5: ask with a key is answered once and charged once; without a key each call is charged; a reused key with another question exits 8', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const ask = (question: string, ...extra: string[]) => runCli(['ask', question, '--base-url', emulator.baseUrl, '--json', ...extra], { env });
+    const charges = () => emulator.core.state.charges.count;
+
+    const keyed = await ask('Wer ist Josef Huber?', '--idempotency-key', 'k-1');
+    expect(keyed.code, keyed.stderr).toBe(0);
+    const body = JSON.parse(keyed.stdout);
+    expect(body.answer).toMatch(/Huber/);
+    const again = JSON.parse((await ask('Wer ist Josef Huber?', '--idempotency-key', 'k-1')).stdout);
+    expect(again.message_id).toBe(body.message_id);
+    const afterKeyed = charges();
+
+    const conflict = await ask('Etwas ganz anderes?', '--idempotency-key', 'k-1');
+    expect(conflict.code).toBe(8);
+    expect(conflict.stderr).toMatch(/Idempotency-Key "k-1" belongs to another request/);
+
+    const plain1 = JSON.parse((await ask('Wer ist Josef Huber?')).stdout);
+    const plain2 = JSON.parse((await ask('Wer ist Josef Huber?')).stdout);
+    expect(plain1.message_id).not.toBe(plain2.message_id);
+    expect(charges()).toBe(afterKeyed + 2);
+
+    const human = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
+    expect(human.stdout).toMatch(/\nSources:\n {2}- \[contacts\] Josef Huber \(con-002\)/);
+    expect(human.stderr).toMatch(/^message_id: \S+$/m);
+  });
+
+  it('spec 5.5: a command whose scope the login lacks exits 5 and names the scope to log in with', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const res = await runCli(['research', 'Wie funktioniert die Abrechnung?', '--base-url', emulator.baseUrl], { env });
+    expect(res.code).toBe(5);
+    expect(res.stderr).toMatch(/needs the scope "research"/);
+    expect(res.stderr).toMatch(/agent-access login --scope "research"/);
+  });
+
+  it('4.4 rule 3: research --wait polls with progress until succeeded, then prints the report and citations', async () => {
+    const emulator = await startEmulator({ timings: FAST_JOBS });
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env, 'approve', ['--scope', 'research'])).code).toBe(0);
+    const res = await runCli(['research', 'Wie läuft das Onboarding neuer Kunden?', '--base-url', emulator.baseUrl, '--wait', '--interval', '0.1'], { env });
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toMatch(/research \S+: queued/);
+    expect(res.stderr).toMatch(/research \S+: succeeded after \d+s/);
+    expect(res.stderr).not.toMatch(/\x1b/); // NO_COLOR and no TTY: plain lines
+    expect(res.stdout).toMatch(/\nCitations:\n {2}\[1\] /);
+    expect(Object.values(emulator.core.state.research_jobs)[0]!.status).toBe('succeeded');
+
+    // Without --wait: the job id on stdout, the way to follow it on stderr; --job follows it.
+    const started = await runCli(['research', 'Wie läuft das Onboarding neuer Kunden?', '--base-url', emulator.baseUrl], { env });
+    const jobId = started.stdout.trim();
+    expect(started.stderr).toContain(`agent-access research --job ${jobId} --wait`);
+    const followed = await runCli(['research', '--job', jobId, '--wait', '--interval', '0.1', '--json', '--base-url', emulator.baseUrl], { env });
+    expect(JSON.parse(followed.stdout)).toMatchObject({ job_id: jobId, status: 'succeeded' });
+  });
+
+  it('spec 2.6, 4.4 rule 4: train --wait follows processing_step until indexed; the document is then findable', async () => {
+    const emulator = await startEmulator({ timings: FAST_JOBS });
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env, 'approve', ['--scope', 'ask training.write'])).code).toBe(0);
+    const dir = await scratchDir();
+    const file = join(dir, 'wartung-aufzug.md');
+    await writeFile(file, '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird jeden zweiten Dienstag von der Firma Hebetech gewartet.\n');
+    const res = await runCli(['train', file, '--wait', '--interval', '0.1', '--base-url', emulator.baseUrl], { env });
+    expect(res.code, res.stderr).toBe(0);
+    for (const step of ['parsing', 'chunking', 'indexing']) expect(res.stderr).toContain(`: ${step}`);
+    expect(res.stderr).toMatch(/training \S+: indexed after/);
+    expect(res.stderr).toMatch(/open it at http:\/\/127\.0\.0\.1:\d+\/documents\//);
+    const ask = await runCli(['ask', 'Wer wartet den Aufzug im Nordflügel?', '--base-url', emulator.baseUrl, '--json'], { env });
+    expect(JSON.parse(ask.stdout).sources.map((s: { title: string }) => s.title)).toContain('Wartung Aufzug Nordflügel');
+
+    const missing = await runCli(['train', join(dir, 'fehlt.md'), '--base-url', emulator.baseUrl], { env });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/cannot read .*fehlt\.md: ENOENT/);
+  });
+
+  it('spec 7, 8: a 429 is retried after Retry-After for keyed POSTs; a POST without a key is not retried (exit 9)', async () => {
+    // The rate-limit window runs on the manual clock: it moves only when the client announces its retry.
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, rateLimit: '1/s' });
+    const ctx = memoryContext({
+      clock,
+      env: clientEnv(await scratchDir()),
+      openUrl: async (url) => void (await decideInBrowser(url, 'approve')),
+      onStderr: (text) => (text.includes('retrying') ? clock.advance(SECOND) : undefined),
+    });
+    const cli = (...args: string[]) => runInProcess([...args, '--base-url', emulator.baseUrl], ctx);
+    expect((await cli('login')).code).toBe(0);
+    expect((await cli('ask', 'Hallo')).code).toBe(0); // the window's one request
+
+    const unkeyed = await cli('ask', 'Hallo');
+    expect(unkeyed.code).toBe(9);
+    expect(unkeyed.stderr).toMatch(/rate limited \(limit 1\); try again in 1 s \(a POST without --idempotency-key is never retried automatically\)/);
+
+    const keyed = await cli('ask', 'Hallo', '--idempotency-key', 'retry-me');
+    expect(keyed.code, keyed.stderr).toBe(0);
+    expect(keyed.stderr).toMatch(/rate limited; retrying in 1 s \(attempt 2 of 4\)/);
+    expect(keyed.stdout).toMatch(/\S/);
+  });
+});
