@@ -105,6 +105,20 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(await cli.exit, cli.stderr()).toBe(0);
   });
 
+  it('RFC 9207: a redirect with the right state but another issuer (mix-up) ends the login without exchanging the code', async () => {
+    const emulator = await startEmulator();
+    let exchanges = 0;
+    emulator.core.events.subscribe((e) => e.name === 'tokens.issued' && exchanges++);
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
+    const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+    const sent = new URL(url!).searchParams;
+    const landed = await fetch(`${sent.get('redirect_uri')}?code=abc&state=${sent.get('state')}&iss=${encodeURIComponent('https://attacker.example')}`);
+    expect(landed.status).toBe(400);
+    expect(await cli.exit).toBe(1);
+    expect(cli.stderr()).toMatch(/authorization: .*"iss"/);
+    expect(exchanges).toBe(0);
+  });
+
   it('a cached client the server no longer knows (emulator restarted in memory) is registered anew', async () => {
     const first = await startEmulator();
     const env = clientEnv(await scratchDir());
@@ -394,5 +408,24 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     expect(keyed.code, keyed.stderr).toBe(0);
     expect(keyed.stderr).toMatch(/rate limited; retrying in 1 s \(attempt 2 of 4\)/);
     expect(keyed.stdout).toMatch(/\S/);
+  });
+});
+
+describe('terminal conventions', () => {
+  it('progress lines animate only on a terminal without NO_COLOR; elsewhere they are plain lines', async () => {
+    const { Progress } = await import('../src/client/progress.js');
+    const shown = (isTTY: boolean, env: NodeJS.ProcessEnv) => {
+      let text = '';
+      const ctx = memoryContext({ clock: new ManualClock(), env });
+      ctx.stderr = { write: (s: string) => (text += s), isTTY };
+      const progress = new Progress(ctx, 'research job_1: queued');
+      progress.update('research job_1: queued');
+      progress.update('research job_1: running');
+      progress.stop('done');
+      return text;
+    };
+    expect(shown(true, {})).toMatch(/\r\x1b\[2K. research job_1: running 0s/);
+    expect(shown(true, { NO_COLOR: '1' })).toBe('research job_1: queued\nresearch job_1: running\ndone\n');
+    expect(shown(false, {})).toBe('research job_1: queued\nresearch job_1: running\ndone\n');
   });
 });

@@ -10,7 +10,7 @@ const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 describe('the published package', () => {
-  it('npm pack produces a package that installs and runs `agent-access --help` and `serve`', { timeout: 180_000 }, async () => {
+  it('npm pack produces a package that installs and runs `agent-access --help`, `serve` and `login`', { timeout: 180_000 }, async () => {
     const dir = await scratchDir();
     await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: ROOT });
     const tarball = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
@@ -40,6 +40,16 @@ describe('the published package', () => {
       const { base_url } = JSON.parse(line);
       const res = await fetch(`${base_url}/.well-known/oauth-authorization-server`);
       expect((await res.json()).issuer).toBe(base_url);
+
+      // The client side runs from the installed package too: discovery and registration, then the wait times out.
+      const env = { ...process.env, AGENT_ACCESS_CONFIG_DIR: join(dir, 'config'), AGENT_ACCESS_BASE_URL: '' };
+      const login = await run(bin, ['login', '--base-url', base_url, '--no-browser', '--timeout', '1'], { cwd: app, env }).then(
+        () => ({ code: 0, stderr: '' }),
+        (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+      );
+      expect(login.code).toBe(1);
+      expect(login.stderr).toMatch(/Open this URL in a browser to log in:\n {2}http:\/\/127\.0\.0\.1:\d+\/oauth\/authorize\?/);
+      expect(login.stderr).toMatch(/no answer from the browser within 1 s/);
     } finally {
       child.kill('SIGTERM');
     }
