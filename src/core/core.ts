@@ -383,9 +383,11 @@ export class Core {
   /**
    * Checks a bearer credential for a protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`,
    * then on every request that the grant is active, the family alive and the token not revoked,
-   * and finally the route's scope. Throws `BearerError` (401 or 403).
+   * and finally the route's scope (`null`: any agent token; the caller checks scopes itself, and a 401
+   * challenge names `challengeScope`). Throws `BearerError` (401 or 403).
    */
-  async authenticate(authorization: string | undefined, scope: string): Promise<AccessContext> {
+  async authenticate(authorization: string | undefined, required: string | null, challengeScope: string = required ?? 'ask'): Promise<AccessContext> {
+    const scope = challengeScope;
     const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
     if (!match) {
       if (authorization && /^bearer\b/i.test(authorization)) throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
@@ -411,7 +413,7 @@ export class Core {
     if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
     if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
     const scopes = splitScope(claims.scope);
-    if (!scopes.includes(scope)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${scope}"`, scope);
+    if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
     grant.last_used_at = this.clock.now();
     return { claims, scopes, grant, client_id: claims.client_id, person_id: claims.sub };
   }

@@ -25,6 +25,10 @@ export interface EventMap {
   'research.failed': { job_id: string; client_id: string; error: string };
   'training.received': { document_id: string; client_id: string; file_name: string; size: number };
   'training.step': { document_id: string; client_id: string; processing_step: string };
+  'action.pending': { action_id: string; client_id: string; person_id: string; kind: string; operation: 'create' | 'update'; description: string };
+  'action.approved': { action_id: string; client_id: string; person_id: string };
+  'action.rejected': { action_id: string; client_id: string; person_id: string };
+  'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
   'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string };
 }
 

@@ -75,6 +75,17 @@ export class SearchIndex {
     orama.insertMultiple(db, knowledgeEntries(doc));
   }
 
+  /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
+  async putRecord(kind: WorkspaceKind, record: { id: string; title: string; [field: string]: unknown }): Promise<void> {
+    if (!this.#ready) return; // indexed from the changed workspace when first used
+    const { orama, db } = await this.#index();
+    const id = `${kind}:${record.id}`;
+    const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
+    const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
+    remove(db, id);
+    insert(db, { id, kind, owner: SHARED, ref: record.id, title: record.title, text: recordText(record as never) });
+  }
+
   /**
    * Best hits first, among what `person` may see: the shared workspace and knowledge base and the person's own
    * training documents. `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7).

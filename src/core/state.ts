@@ -1,5 +1,6 @@
 import { emptyTotals, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
+import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
 
@@ -23,6 +24,10 @@ export interface State {
   charges: ChargeTotals;
   research_jobs: Record<string, ResearchJob>;
   training_documents: Record<string, TrainingDocument>;
+  /** Write actions of the agent plane, waiting for the person or decided (spec 2.7, 4.4 rule 1). */
+  pending_actions: Record<string, PendingAction>;
+  /** Applied workspace changes, in order; replayed over the fixtures' workspace on start. */
+  workspace_changes: WorkspaceChange[];
 }
 
 export interface SigningKey {
@@ -118,9 +123,11 @@ export const emptyState = (): State => ({
   charges: emptyTotals(),
   research_jobs: {},
   training_documents: {},
+  pending_actions: {},
+  workspace_changes: [],
 });
 
-const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents'] as const;
+const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents', 'pending_actions'] as const;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -149,6 +156,9 @@ export function parseState(text: string, file: string): State {
   json.charges ??= emptyTotals();
   json.research_jobs ??= {};
   json.training_documents ??= {};
+  json.pending_actions ??= {};
+  json.workspace_changes ??= [];
+  if (!Array.isArray(json.workspace_changes)) throw problem('"workspace_changes" is not a list');
   if (!isRecord(json.charges) || typeof json.charges.count !== 'number' || !isRecord(json.charges.by_client) || !isRecord(json.charges.by_grant)) throw problem('"charges" is malformed');
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
   for (const [i, key] of json.keys.entries()) {

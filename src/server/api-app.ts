@@ -15,6 +15,8 @@ import { registerRestRoutes } from './rest-routes.js';
 import { registerRetiredRoutes } from './retired-routes.js';
 import type { BrowserSessions } from './browser-session.js';
 import type { Workspace } from '../core/workspace.js';
+import type { AgentPlane } from '../core/agent-plane.js';
+import { registerMcpRoute } from './mcp.js';
 import type { Allowlist } from '../core/allowlist.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { errorPage } from './views.js';
@@ -40,6 +42,8 @@ export interface AppOptions {
   workspace?: Workspace;
   /** The REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
   allowlist?: Allowlist;
+  /** The agent plane's write actions: with it, `/mcp` serves the MCP tools (spec 4.5). */
+  plane?: AgentPlane;
   /** Schema compilers shared by the emulator's servers, compiled after start-up. */
   compilers?: LazySchemaCompilers;
 }
@@ -129,11 +133,9 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     });
     registerOAuthRoutes(open, core);
     if (options.allowlist) registerRestRoutes(open, core, options.allowlist);
-    // The agent plane's address: MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP
-    // authorization). Until the agent plane is built, a request that passes the guard is told so plainly.
-    open.all('/mcp', { preHandler: requireScope(core, 'ask') }, async (_request, reply) =>
-      sendProblem(reply, 501, 'not_implemented', 'the agent plane (MCP tools) is not available in this version of the emulator'),
-    );
+    // The agent plane (spec 4.5): MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP authorization).
+    if (options.allowlist && options.plane) registerMcpRoute(open, core, options.allowlist, options.plane);
+    else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 501, 'not_implemented', 'this server runs without the agent plane'));
     await extend?.(open);
   });
   if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);

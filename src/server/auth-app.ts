@@ -7,8 +7,8 @@ import { ProblemError } from '../core/errors.js';
 import { installCommonHooks, newFastify, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
-import { authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
-import { consentPage, documentPage, errorPage, settingsPage } from './views.js';
+import { actionDecisionSchema, authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
+import { actionPage, actionsPage, consentPage, documentPage, errorPage, settingsPage } from './views.js';
 
 const SETTINGS_PURPOSE = 'settings';
 
@@ -76,6 +76,35 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     await core.revokeGrant((request.params as { id: string }).id, 'person', session.person_id);
     return reply.redirect('/settings?revoked=1', 303);
   });
+
+  // Spec 2.7 workspace.write, 4.4 rule 1: the person approves or rejects each write action of an agent.
+  const plane = options.plane;
+  if (plane) {
+    const actionPurpose = (id: string) => `action:${id}`;
+    const clientName = (clientId: string) => core.state.clients[clientId]?.client_name ?? clientId;
+    app.get('/actions', { config: { errorStyle: 'html' } }, async (request, reply) => {
+      const session = sessions.ensure(request, reply);
+      const actions = plane.actionsOf(session.person_id).map((a) => ({ ...a, client_name: clientName(a.client_id) }));
+      return pageHeaders(reply).send(actionsPage({ actions }));
+    });
+    app.get('/actions/:id', { schema: { params: actionDecisionSchema.params }, config: { errorStyle: 'html' } }, async (request, reply) => {
+      const session = sessions.ensure(request, reply);
+      const action = plane.actionOf(session.person_id, (request.params as { id: string }).id);
+      if (!action) throw new ProblemError(404, 'not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
+      const notice = { approved: 'Freigegeben.', rejected: 'Abgelehnt.' }[(request.query as { decided?: string }).decided ?? ''];
+      return pageHeaders(reply).send(actionPage({ action, clientName: clientName(action.client_id), csrf: sessions.csrfToken(session, actionPurpose(action.id)), notice }));
+    });
+    app.post('/actions/:id', { schema: actionDecisionSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
+      const session = sessions.current(request);
+      const { id } = request.params as { id: string };
+      const { csrf, decision } = request.body as { csrf: string; decision: 'approve' | 'reject' };
+      if (!session || !sessions.checkCsrf(session, actionPurpose(id), csrf)) {
+        throw new ProblemError(403, 'action.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Seite neu.');
+      }
+      const action = await plane.decide(session.person_id, id, decision);
+      return reply.redirect(`/actions/${encodeURIComponent(id)}?decided=${action.status}`, 303);
+    });
+  }
 
   return app;
 }

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
+import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
 import { Allowlist } from '../core/allowlist.js';
 import type { Prices } from '../core/charges.js';
 import { Core, type Lifetimes } from '../core/core.js';
@@ -67,6 +68,8 @@ export class Emulator {
   readonly core: Core;
   /** The REST allowlist's logic (rate limits, idempotency, charges, search). */
   readonly allowlist: Allowlist;
+  /** The agent plane's write actions (spec 2.7 workspace.write, 4.5). */
+  readonly plane: AgentPlane;
   readonly statePath: string | null;
   readonly adminToken: string;
   readonly adminFile: string | null;
@@ -81,6 +84,7 @@ export class Emulator {
   private constructor(
     core: Core,
     allowlist: Allowlist,
+    plane: AgentPlane,
     api: FastifyInstance,
     auth: FastifyInstance,
     statePath: string | null,
@@ -89,6 +93,7 @@ export class Emulator {
     lifecycle: { stopping: boolean },
   ) {
     this.allowlist = allowlist;
+    this.plane = plane;
     this.#lifecycle = lifecycle;
     this.core = core;
     this.#api = api;
@@ -142,6 +147,8 @@ export class Emulator {
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);
       const lifecycle = { stopping: false };
+      // Changes the person approved on the agent plane, replayed over the fixtures' workspace.
+      replayWorkspaceChanges(fixtures.workspace, core);
       const allowlist = new Allowlist(core, {
         workspace: fixtures.workspace,
         knowledge: fixtures.knowledge,
@@ -151,16 +158,17 @@ export class Emulator {
         askLatencyMs: options.askLatencyMs,
         timings: options.timings,
       });
+      const plane = new AgentPlane(core, allowlist, fixtures.workspace);
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore
       // ports); the auth port in its name keeps two emulators in one browser apart.
       const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${ports.auth ?? 0}`);
       const common = { sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
-        buildAuthApp(core, { ...common, port: () => ports.auth, documents: (person, id) => allowlist.documentFor(person, id) }),
+        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, plane, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, allowlist, api, auth, statePath, adminToken, release, lifecycle);
+      emulator = new Emulator(core, allowlist, plane, api, auth, statePath, adminToken, release, lifecycle);
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;

@@ -12,8 +12,8 @@ declare module 'fastify' {
  * agent token holding `scope`, checked against the live grant and family on every request. Only the
  * Authorization header counts; a token in the query string is ignored (RFC 6750 §2.3 is not offered).
  */
-export function requireScope(core: Core, scope: string): (request: FastifyRequest) => Promise<void> {
+export function requireScope(core: Core, scope: string | null, challengeScope?: string): (request: FastifyRequest) => Promise<void> {
   return async function resourceGuard(request: FastifyRequest) {
-    request.access = await core.authenticate(request.headers.authorization, scope);
+    request.access = await core.authenticate(request.headers.authorization, scope, challengeScope);
   };
 }

@@ -123,6 +123,11 @@ export const settingsRevokeSchema = {
   body: { type: 'object', required: ['csrf'], properties: { csrf: str(200) }, additionalProperties: false },
 } as const;
 
+export const actionDecisionSchema = {
+  params: { type: 'object', required: ['id'], properties: { id: str(200) } },
+  body: { type: 'object', required: ['csrf', 'decision'], properties: { csrf: str(200), decision: { type: 'string', enum: ['approve', 'reject'] } }, additionalProperties: false },
+} as const;
+
 const grantView = {
   type: 'object',
   properties: {

@@ -1,3 +1,4 @@
+import type { PendingAction } from '../core/actions.js';
 import type { AuthorizationRequest } from '../core/authorize.js';
 import type { GrantView } from '../core/core.js';
 import type { Person } from '../core/persons.js';
@@ -79,4 +80,50 @@ export function documentPage(doc: { title: string; file_name: string; content: s
   return page(doc.title, html`<h1>${doc.title}</h1>
 <p class="note">Datei <code>${doc.file_name}</code> in Ihrer Wissensdatenbank.</p>
 <pre style="white-space:pre-wrap;font-family:inherit">${doc.content}</pre>`);
+}
+
+const ACTION_STATUS: Record<PendingAction['status'], string> = {
+  pending: 'wartet auf Ihre Freigabe',
+  approved: 'freigegeben; wird ausgeführt, sobald der Agent fortsetzt',
+  rejected: 'abgelehnt; es wurde nichts geändert',
+  applied: 'ausgeführt',
+};
+
+/** Spec 2.7 workspace.write: one action, exactly what it changes, and the person's two buttons. */
+export function actionPage(input: { action: PendingAction; clientName: string; csrf: string; notice?: string }): string {
+  const { action } = input;
+  return page(
+    'Änderung freigeben?',
+    html`<h1>Änderung freigeben?</h1>
+<p><strong id="client-name">${input.clientName}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren Arbeitsbereich ändern:</p>
+<p id="description"><strong>${action.description}</strong></p>
+<p class="note">Anlass war die Anfrage: „${action.question}“</p>
+${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
+<p>Status: <span id="status">${ACTION_STATUS[action.status]}</span></p>
+${action.status === 'pending'
+      ? html`<form method="post" action="/actions/${encodeURIComponent(action.id)}">
+<input type="hidden" name="csrf" value="${input.csrf}">
+<div class="buttons">
+<button type="submit" name="decision" value="approve" class="primary">Freigeben</button>
+<button type="submit" name="decision" value="reject">Ablehnen</button>
+</div>
+</form>`
+      : ''}
+<p class="note">Jede Änderung wird einzeln freigegeben. <a href="/actions">Alle Aktionen</a> · <a href="/settings">Verbundene Anwendungen</a></p>`,
+  );
+}
+
+/** The person's actions, pending first. */
+export function actionsPage(input: { actions: Array<PendingAction & { client_name: string }> }): string {
+  const rows = input.actions.map(
+    (a) => html`<tr data-action="${a.id}"><td><a href="/actions/${encodeURIComponent(a.id)}">${a.description}</a></td>
+<td>${a.client_name} <span class="badge">nicht verifiziert</span></td><td>${when(a.created_at)}</td><td>${ACTION_STATUS[a.status]}</td></tr>`,
+  );
+  return page(
+    'Aktionen von Agenten',
+    html`<h1>Aktionen von Agenten</h1>
+${input.actions.length === 0
+      ? html`<p>Es gibt keine Aktionen.</p>`
+      : html`<table><thead><tr><th>Änderung</th><th>Anwendung</th><th>Vorbereitet</th><th>Status</th></tr></thead><tbody>${rows}</tbody></table>`}`,
+  );
 }

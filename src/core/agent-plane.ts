@@ -1,0 +1,166 @@
+import { applyChange, planChange, type PendingAction } from './actions.js';
+import type { Allowlist, OperationResult } from './allowlist.js';
+import { asksForChange } from './ask.js';
+import type { AccessContext, Core } from './core.js';
+import { newId, randomToken } from './crypto.js';
+import { ProblemError } from './errors.js';
+import type { Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
+
+/** What the agent plane's ask and continue_ask answer (spec 4.5: shapes not shown; README). */
+export type AgentOutcome = 'answered' | 'refused' | 'unclear' | 'pending_approval' | 'rejected' | 'applied';
+
+const RECORD_PREFIX: Record<WorkspaceKind, string> = { documents: 'doc', contacts: 'con', places: 'pla', work_items: 'wi', listings: 'lis', animals: 'ani', letters: 'let' };
+
+/**
+ * The agent plane's own logic (spec 2.7 workspace.write, 4.4 rule 1, 4.5): `ask` that may prepare a write
+ * action, the person's decision, and `continue_ask` that applies it. Reading, research and training are
+ * the Allowlist's, shared with the REST routes.
+ */
+export class AgentPlane {
+  constructor(
+    private readonly core: Core,
+    private readonly allowlist: Allowlist,
+    private readonly workspace: Workspace,
+  ) {}
+
+  /** Where the person decides on an action. */
+  approvalUrl(actionId: string): string {
+    return `${this.core.urls.authUrl}/actions/${encodeURIComponent(actionId)}`;
+  }
+
+  /**
+   * Spec 4.4 rule 1 on the agent plane: a question that asks for a change prepares exactly one action
+   * (with workspace.write) and changes nothing yet; everything else is the REST ask. Charged like an ask.
+   */
+  async ask(access: AccessContext, question: string): Promise<OperationResult> {
+    if (!asksForChange(question)) {
+      const result = await this.allowlist.ask(access, question);
+      return { ...result, body: { outcome: 'answered', ...(result.body as object) } };
+    }
+    const message_id = `msg_${randomToken(16)}`;
+    const answer = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({
+      status: 200,
+      body: { outcome, answer: text, sources: [], message_id, ...extra },
+      charge: this.allowlist.prices.ask,
+    });
+    if (!access.scopes.includes('workspace.write')) {
+      return answer(
+        'refused',
+        'Diese Anfrage würde Ihren Arbeitsbereich ändern. Dafür fehlt diesem Zugang die Berechtigung „workspace.write“; es wurde nichts geändert. ' +
+          'Der Agent kann die Person bitten, den Zugriff mit dieser Berechtigung neu zu erteilen.',
+        { needed_scope: 'workspace.write' },
+      );
+    }
+    const waiting = Object.values(this.core.state.pending_actions).find((a) => a.grant_id === access.grant.id && (a.status === 'pending' || a.status === 'approved'));
+    if (waiting) {
+      return answer(
+        'refused',
+        `Es ist noch eine Aktion offen: ${waiting.description} Änderungen laufen eine nach der anderen; schließen Sie diese zuerst mit continue_ask ab (Aktion ${waiting.id}).`,
+        { action_id: waiting.id, status: waiting.status },
+      );
+    }
+    const plan = planChange(question, this.workspace, (kind) => `${RECORD_PREFIX[kind]}-${randomToken(6).toLowerCase()}`);
+    if (plan.kind === 'unclear') return answer('unclear', `Es wurde nichts vorbereitet und nichts geändert. ${plan.reason}`);
+    const action: PendingAction = {
+      id: newId('act'),
+      client_id: access.client_id,
+      grant_id: access.grant.id,
+      person_id: access.person_id,
+      question,
+      ...plan.action,
+      status: 'pending',
+      created_at: this.core.clock.now(),
+    };
+    this.core.state.pending_actions[action.id] = action;
+    this.core.events.emit('action.pending', { action_id: action.id, client_id: action.client_id, person_id: action.person_id, kind: action.kind, operation: action.operation, description: action.description });
+    return answer(
+      'pending_approval',
+      `Ich habe diese Änderung vorbereitet, aber noch nichts geändert: ${action.description} Sie wird erst ausgeführt, wenn die Person sie freigibt (${this.approvalUrl(action.id)}). ` +
+        `Rufen Sie danach continue_ask mit der Aktion ${action.id} auf.`,
+      this.#actionFields(action),
+    );
+  }
+
+  /** Spec 4.5 `continue_ask`: reports a waiting or rejected action, or applies an approved one (once). */
+  async continueAsk(access: AccessContext, actionId: string): Promise<OperationResult> {
+    const action = Object.hasOwn(this.core.state.pending_actions, actionId) ? this.core.state.pending_actions[actionId] : undefined;
+    if (!action || action.client_id !== access.client_id || action.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no action "${actionId}"`);
+    const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({ status: 200, body: { outcome, answer: text, ...this.#actionFields(action), ...extra } });
+    switch (action.status) {
+      case 'pending':
+        return reply('pending_approval', `Die Aktion wartet noch auf die Freigabe durch die Person; es wurde nichts geändert. ${action.description} Freigabe: ${this.approvalUrl(action.id)}`);
+      case 'rejected':
+        return reply('rejected', `Die Person hat die Aktion abgelehnt; es wurde nichts geändert. (${action.description})`);
+      case 'approved': {
+        if (!access.scopes.includes('workspace.write')) throw new ProblemError(403, 'insufficient_scope', 'applying a change needs scope "workspace.write"');
+        const record = this.#apply(action);
+        await this.core.commit();
+        return reply('applied', `Erledigt: ${action.description.replace(/\.$/, '')} – die Änderung ist gespeichert.`, { record });
+      }
+      case 'applied':
+        return reply('applied', `Diese Aktion wurde bereits ausgeführt: ${action.description}`, { record: this.#current(action) });
+    }
+  }
+
+  #apply(action: PendingAction): WorkspaceRecord {
+    const now = this.core.clock.now();
+    // A create carries every field; an update only the changed ones, merged over the record.
+    const record = { id: action.record_id, ...action.fields } as WorkspaceRecord;
+    const result = applyChange(this.workspace, { kind: action.kind, operation: action.operation, record });
+    this.core.state.workspace_changes.push({ action_id: action.id, at: now, kind: action.kind, operation: action.operation, record });
+    action.status = 'applied';
+    action.applied_at = now;
+    void this.allowlist.search.putRecord(action.kind, result);
+    this.core.events.emit('action.applied', { action_id: action.id, client_id: action.client_id, kind: action.kind, record_id: action.record_id });
+    return result;
+  }
+
+  #current(action: PendingAction): WorkspaceRecord | null {
+    return this.workspace[action.kind].find((r) => r.id === action.record_id) ?? null;
+  }
+
+  #actionFields(action: PendingAction): Record<string, unknown> {
+    return {
+      action_id: action.id,
+      status: action.status,
+      description: action.description,
+      kind: action.kind,
+      operation: action.operation,
+      record_id: action.record_id,
+      fields: action.fields,
+      approve_url: this.approvalUrl(action.id),
+    };
+  }
+
+  // ---- the person's side ({auth_url}/actions) ---------------------------------------------------
+
+  /** The person's actions, pending first, newest first. */
+  actionsOf(personId: string): PendingAction[] {
+    const order = { pending: 0, approved: 1, rejected: 2, applied: 3 } as const;
+    return Object.values(this.core.state.pending_actions)
+      .filter((a) => a.person_id === personId)
+      .sort((a, b) => order[a.status] - order[b.status] || b.created_at - a.created_at);
+  }
+
+  actionOf(personId: string, actionId: string): PendingAction | undefined {
+    const action = Object.hasOwn(this.core.state.pending_actions, actionId) ? this.core.state.pending_actions[actionId] : undefined;
+    return action && action.person_id === personId ? action : undefined;
+  }
+
+  /** The person approves or rejects a pending action; a decided action stays as decided. */
+  async decide(personId: string, actionId: string, decision: 'approve' | 'reject'): Promise<PendingAction> {
+    const action = this.actionOf(personId, actionId);
+    if (!action) throw new ProblemError(404, 'not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
+    if (action.status !== 'pending') throw new ProblemError(409, 'already_decided', 'Über diese Aktion wurde bereits entschieden.');
+    action.status = decision === 'approve' ? 'approved' : 'rejected';
+    action.decided_at = this.core.clock.now();
+    this.core.events.emit(decision === 'approve' ? 'action.approved' : 'action.rejected', { action_id: action.id, client_id: action.client_id, person_id: personId });
+    await this.core.commit();
+    return action;
+  }
+}
+
+/** Replays applied changes over a freshly loaded workspace (on start). */
+export function replayWorkspaceChanges(workspace: Workspace, core: Core): void {
+  for (const change of core.state.workspace_changes) applyChange(workspace, change);
+}

@@ -1,0 +1,338 @@
+/**
+ * The agent plane at `{base_url}/mcp` (spec 1, 2.7, 4.4 rule 1, 4.5, 5.8) with the MCP TypeScript SDK's own
+ * Client and StreamableHTTPClientTransport over real HTTP, including the SDK's OAuth flow: from the first 401,
+ * through discovery, registration and the consent form, to tool calls.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ManualClock, SECOND } from '../src/core/clock.js';
+import type { Emulator } from '../src/server/emulator.js';
+import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { Browser, authorizeAndApprove, authorizeUrl, http, pkce, register } from './helpers/oauth.js';
+
+const FAST_JOBS = { researchQueueMs: 200, researchRunMs: 500, trainingStepMs: 100 };
+const REDIRECT = 'http://127.0.0.1:9/callback';
+
+/** An OAuthClientProvider whose "browser" submits the consent form ("Zulassen") and keeps the code it was sent back with. */
+class ConsentingProvider implements OAuthClientProvider {
+  #client: OAuthClientInformationMixed | undefined;
+  #tokens: OAuthTokens | undefined;
+  #verifier = '';
+  code: string | undefined;
+  authorizationUrl: URL | undefined;
+  constructor(readonly scope: string) {}
+  get redirectUrl() {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'MCP SDK test agent', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none', scope: this.scope };
+  }
+  /** Spec 4.2: state is required (the SDK sends one only when the provider makes it). */
+  state() {
+    return randomBytes(16).toString('base64url');
+  }
+  clientInformation() {
+    return this.#client;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.#client = info;
+  }
+  tokens() {
+    return this.#tokens;
+  }
+  saveTokens(tokens: OAuthTokens) {
+    this.#tokens = tokens;
+  }
+  saveCodeVerifier(verifier: string) {
+    this.#verifier = verifier;
+  }
+  codeVerifier() {
+    return this.#verifier;
+  }
+  async redirectToAuthorization(url: URL) {
+    this.authorizationUrl = new URL(url);
+    // The SDK asks for the scope the 401 challenge names ("ask"); an agent configured for more asks for it.
+    url.searchParams.set('scope', this.scope);
+    const browser = new Browser();
+    const consent = await browser.get(url.toString());
+    if (consent.status !== 200) throw new Error(`authorize answered ${consent.status}: ${consent.headers.location ?? consent.text}`);
+    const { action, fields } = Browser.form(consent.text);
+    const answer = await browser.post(new URL(action, url).toString(), { ...fields, decision: 'approve' });
+    this.code = new URL(answer.headers.location as string).searchParams.get('code') ?? undefined;
+  }
+}
+
+/** The SDK's whole flow: connect → 401 → auth (discovery, registration, consent) → finishAuth → connect again. */
+async function connectWithOAuth(emulator: Emulator, scope: string) {
+  const provider = new ConsentingProvider(scope);
+  const url = new URL(`${emulator.baseUrl}/mcp`);
+  const first = new StreamableHTTPClientTransport(url, { authProvider: provider });
+  await expect(new Client({ name: 'test-agent', version: '1' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
+  expect(provider.code).toBeTruthy();
+  await first.finishAuth(provider.code!);
+  const client = new Client({ name: 'test-agent', version: '1' });
+  await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
+  return { client, provider };
+}
+
+/** A client holding a fixed bearer token (no OAuth provider): for tokens the SDK flow would not produce. */
+async function connectWithToken(emulator: Emulator, token: string) {
+  const client = new Client({ name: 'fixed-token-agent', version: '1' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${emulator.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  return client;
+}
+
+type Structured = Record<string, any>;
+const call = async (client: Client, name: string, args: Record<string, unknown>) => {
+  const result = await client.callTool({ name, arguments: args });
+  return { result, data: result.structuredContent as Structured, text: (result.content as Array<{ text: string }>)[0]?.text ?? '' };
+};
+
+/** The person opens the approval page and clicks "Freigeben" or "Ablehnen". */
+async function decide(approveUrl: string, button: 'approve' | 'reject') {
+  const browser = new Browser();
+  const page = await browser.get(approveUrl);
+  expect(page.status).toBe(200);
+  const { action, fields } = Browser.form(page.text);
+  const answer = await browser.post(new URL(action, approveUrl).toString(), { ...fields, decision: button });
+  expect(answer.status).toBe(303);
+  return (await browser.get(new URL(answer.headers.location as string, approveUrl).toString())).text;
+}
+
+describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authorization)', () => {
+  it('every unauthenticated request to /mcp, GET included, gets 401 with resource_metadata and scope', async () => {
+    const emulator = await startEmulator();
+    for (const method of ['GET', 'POST', 'DELETE']) {
+      const res = await http(`${emulator.baseUrl}/mcp`, { method, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, ...(method === 'POST' ? { body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' } : {}) });
+      expect(res.status, method).toBe(401);
+      expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emulator.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
+    }
+  });
+
+  it('the SDK OAuth client goes from the first 401 to a tool list: resource={base_url}/mcp, PKCE S256, consent', async () => {
+    const emulator = await startEmulator();
+    const { client, provider } = await connectWithOAuth(emulator, 'ask');
+    expect(provider.authorizationUrl!.searchParams.get('resource')).toBe(`${emulator.baseUrl}/mcp`);
+    expect(provider.authorizationUrl!.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(provider.authorizationUrl!.searchParams.get('scope')).toBe('ask'); // from the 401 challenge
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(['add_training_document', 'ask', 'continue_ask', 'get_research', 'get_training_document', 'get_training_document_url', 'start_research']);
+    for (const tool of tools) {
+      expect(tool.description, tool.name).toMatch(/[äöüß]|\b(der|die|das|und)\b/); // German
+      expect(tool.inputSchema.type).toBe('object');
+    }
+    expect(tools.find((t) => t.name === 'ask')!.inputSchema.required).toEqual(['question']);
+    await client.close();
+  });
+
+  it('spec 4.4 rule 6, 9: the retired per-kind read tools are not listed, and calling one is refused', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask');
+    const { tools } = await client.listTools();
+    expect(tools.some((t) => /_(list|get)$/.test(t.name))).toBe(false);
+    await expect(client.callTool({ name: 'contacts_list', arguments: {} })).rejects.toThrow(/retired for agent tokens/);
+    await client.close();
+  });
+
+  it('spec 5.8: an identity token (no resource) is refused with 401 invalid_token', async () => {
+    const emulator = await startEmulator();
+    const { tokens } = await authorizeAndApprove(emulator, { resource: null });
+    const res = await http(`${emulator.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${tokens!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toMatch(/error="invalid_token", error_description="identity token refused/);
+  });
+
+  it('MCP authorization: a tool called without its scope answers 403 insufficient_scope naming the scope', async () => {
+    const emulator = await startEmulator();
+    const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'start_research', arguments: { question: 'Onboarding?' } } }),
+    });
+    expect(res.status).toBe(403);
+    const challenge = res.headers['www-authenticate'] as string;
+    expect(challenge).toMatch(/^Bearer error="insufficient_scope", /);
+    expect(challenge).toContain(' scope="research"');
+    expect(challenge).toContain(`resource_metadata="${emulator.baseUrl}/.well-known/oauth-protected-resource/mcp"`);
+    expect(Object.keys(emulator.core.state.research_jobs)).toHaveLength(0);
+  });
+
+  it('spec 3.3, 5.7: a grant revoked by the person is refused on the next call', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask');
+    expect((await call(client, 'ask', { question: 'Wann kommt der Hufschmied?' })).data.outcome).toBe('answered');
+    const [grant] = emulator.core.listGrants();
+    await emulator.core.revokeGrant(grant!.id, 'person');
+    await expect(client.callTool({ name: 'ask', arguments: { question: 'Und danach?' } })).rejects.toThrow();
+    await client.close();
+  });
+
+  it('GET /mcp with a valid token: 405, this server is stateless and answers POST only', async () => {
+    const emulator = await startEmulator();
+    const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
+    const res = await http(`${emulator.baseUrl}/mcp`, { headers: { authorization: `Bearer ${tokens!.access_token}`, accept: 'text/event-stream' } });
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('POST');
+  });
+});
+
+describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', () => {
+  it('ask answers in German with sources, charged like POST /chat/ask; an idempotency_key replays the same message_id uncharged', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask');
+    const first = await call(client, 'ask', { question: 'Wann kommt der Hufschmied?', idempotency_key: 'k1' });
+    expect(first.data).toMatchObject({ outcome: 'answered' });
+    expect(first.text).toMatch(/Hufschmied/);
+    expect(first.data.sources.length).toBeGreaterThan(0);
+    const charges = emulator.core.state.charges.count;
+    const again = await call(client, 'ask', { question: 'Wann kommt der Hufschmied?', idempotency_key: 'k1' });
+    expect(again.data.message_id).toBe(first.data.message_id);
+    expect(emulator.core.state.charges.count).toBe(charges);
+    const conflict = await call(client, 'ask', { question: 'Etwas anderes?', idempotency_key: 'k1' });
+    expect(conflict.result.isError).toBe(true);
+    expect(conflict.data).toMatchObject({ error: 'idempotency_key_reused', status: 409 });
+    await call(client, 'ask', { question: 'Wann kommt der Hufschmied?' });
+    expect(emulator.core.state.charges.count).toBe(charges + 1);
+    await client.close();
+  });
+
+  it('4.4 rule 3: a research job started and polled through tools reaches succeeded with report and citations', async () => {
+    const emulator = await startEmulator({ timings: FAST_JOBS });
+    const { client } = await connectWithOAuth(emulator, 'research');
+    const started = await call(client, 'start_research', { question: 'Wie läuft das Onboarding neuer Kunden?' });
+    expect(started.data).toMatchObject({ status: 'queued', poll: `/research/${started.data.job_id}` });
+    let job: Structured = started.data;
+    for (let i = 0; i < 100 && job.status !== 'succeeded'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      job = (await call(client, 'get_research', { job_id: started.data.job_id })).data;
+    }
+    expect(job.status).toBe('succeeded');
+    expect(typeof job.report).toBe('string');
+    expect(job.citations.length).toBeGreaterThan(0);
+    const missing = await call(client, 'get_research', { job_id: 'job_nope' });
+    expect(missing.result.isError).toBe(true);
+    await client.close();
+  });
+
+  it('4.4 rule 4: a training document added through tools becomes findable once indexed, with its link', async () => {
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, timings: FAST_JOBS });
+    const { client } = await connectWithOAuth(emulator, 'ask training.write');
+    const added = await call(client, 'add_training_document', { file_name: 'aufzug.md', content: '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird von der Firma Hebetech gewartet.\n' });
+    const id = added.data.document_id as string;
+    expect((await call(client, 'ask', { question: 'Wer wartet den Aufzug im Nordflügel?' })).data.sources.map((s: Structured) => s.title)).not.toContain('Wartung Aufzug Nordflügel');
+    clock.advance(10 * SECOND);
+    expect((await call(client, 'get_training_document', { document_id: id })).data.processing_step).toBe('indexed');
+    expect((await call(client, 'ask', { question: 'Wer wartet den Aufzug im Nordflügel?' })).data.sources.map((s: Structured) => s.title)).toContain('Wartung Aufzug Nordflügel');
+    expect((await call(client, 'get_training_document_url', { document_id: id })).data.url).toBe(`${emulator.authUrl}/documents/${id}`);
+    await client.close();
+  });
+});
+
+describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 1)', () => {
+  it('approved: ask prepares one action and changes nothing; continue_ask waits, then applies it; later asks see it; the state file keeps it', async () => {
+    const state = join(await scratchDir(), 'state.json');
+    const emulator = await startEmulator({ state });
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const asked = await call(client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678, Firma: Schmidt Gartenbau, Ort: Lenggries.' });
+    expect(asked.data).toMatchObject({ outcome: 'pending_approval', status: 'pending', kind: 'contacts', operation: 'create' });
+    expect(asked.data.description).toBe('Neuen Eintrag der Art Kontakt „Anna Schmidt“ anlegen mit Telefon „0171 2345678“, Firma „Schmidt Gartenbau“, Ort „Lenggries“.');
+    expect(asked.text).toMatch(/noch nichts geändert/);
+    expect((await call(client, 'ask', { question: 'Welche Telefonnummer hat Anna Schmidt?' })).data.sources.some((s: Structured) => s.title === 'Anna Schmidt')).toBe(false);
+
+    const waiting = await call(client, 'continue_ask', { action_id: asked.data.action_id });
+    expect(waiting.data).toMatchObject({ outcome: 'pending_approval' });
+    expect(waiting.text).toMatch(/wartet noch auf die Freigabe/);
+    // One action at a time: a second change is refused while this one is open.
+    const second = await call(client, 'ask', { question: 'Lege einen Kontakt „Bernd Maier“ an.' });
+    expect(second.data).toMatchObject({ outcome: 'refused', action_id: asked.data.action_id });
+
+    const page = await decide(asked.data.approve_url, 'approve');
+    expect(page).toContain('Freigegeben.');
+    const applied = await call(client, 'continue_ask', { action_id: asked.data.action_id });
+    expect(applied.data).toMatchObject({ outcome: 'applied', status: 'applied', record: { title: 'Anna Schmidt', phone: '0171 2345678', company: 'Schmidt Gartenbau', city: 'Lenggries' } });
+    expect(applied.text).toMatch(/^Erledigt: /);
+    const found = await call(client, 'ask', { question: 'Welche Telefonnummer hat Anna Schmidt?' });
+    expect(found.data.sources.map((s: Structured) => s.title)).toContain('Anna Schmidt');
+    expect(found.text).toContain('0171 2345678');
+    // Applied once: continuing again reports it without a second change.
+    expect((await call(client, 'continue_ask', { action_id: asked.data.action_id })).data.outcome).toBe('applied');
+    await client.close();
+    await emulator.stop();
+
+    const saved = JSON.parse(await readFile(state, 'utf8'));
+    expect(saved.workspace_changes).toHaveLength(1);
+    const restarted = await startEmulator({ state });
+    const hits = await restarted.allowlist.search.search('Anna Schmidt Telefon', { person: 'person_erika' });
+    expect(hits.map((h) => h.title)).toContain('Anna Schmidt');
+  });
+
+  it('an update names the record and the field: the change shows old and new value, and applies to that record', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const asked = await call(client, 'ask', { question: 'Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf „+49 170 1234567“.' });
+    expect(asked.data).toMatchObject({ outcome: 'pending_approval', operation: 'update', record_id: 'con-002', fields: { phone: '+49 170 1234567' } });
+    expect(asked.data.description).toBe('Eintrag Kontakt „Josef Huber“ (con-002) ändern: Telefon von „+49 8041 771230“ auf „+49 170 1234567“.');
+    await decide(asked.data.approve_url, 'approve');
+    const applied = await call(client, 'continue_ask', { action_id: asked.data.action_id });
+    expect(applied.data.record).toMatchObject({ id: 'con-002', title: 'Josef Huber', phone: '+49 170 1234567', company: 'Hufbeschlag Huber' });
+    await client.close();
+  });
+
+  it('rejected: continue_ask reports the rejection and nothing changes', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const asked = await call(client, 'ask', { question: 'Lege eine Aufgabe „Dachrinne reinigen“ an, Fälligkeit: 2026-12-01, Zuständig: Georg Mustermann.' });
+    expect(asked.data).toMatchObject({ outcome: 'pending_approval', kind: 'work_items' });
+    expect(await decide(asked.data.approve_url, 'reject')).toContain('Abgelehnt.');
+    const rejected = await call(client, 'continue_ask', { action_id: asked.data.action_id });
+    expect(rejected.data).toMatchObject({ outcome: 'rejected', status: 'rejected' });
+    expect(rejected.text).toMatch(/abgelehnt; es wurde nichts geändert/);
+    expect(emulator.core.state.workspace_changes).toHaveLength(0);
+    expect((await call(client, 'ask', { question: 'Dachrinne reinigen' })).data.sources.some((s: Structured) => s.title === 'Dachrinne reinigen')).toBe(false);
+    await client.close();
+  });
+
+  it('without workspace.write a request for a change is refused with a German explanation, and nothing is prepared', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask');
+    const refused = await call(client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678.' });
+    expect(refused.data).toMatchObject({ outcome: 'refused', needed_scope: 'workspace.write' });
+    expect(refused.text).toMatch(/fehlt diesem Zugang die Berechtigung „workspace.write“; es wurde nichts geändert/);
+    expect(Object.keys(emulator.core.state.pending_actions)).toHaveLength(0);
+    await client.close();
+  });
+
+  it('an unclear request prepares nothing and says what is needed, in German', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const unclear = await call(client, 'ask', { question: 'Erstelle bitte etwas Schönes.' });
+    expect(unclear.data.outcome).toBe('unclear');
+    expect(unclear.text).toMatch(/Es wurde nichts vorbereitet/);
+    expect(Object.keys(emulator.core.state.pending_actions)).toHaveLength(0);
+    await client.close();
+  });
+
+  it('the approval page belongs to the person: another person cannot see or decide it; the form needs its CSRF token', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const asked = await call(client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an.' });
+    const other = new Browser();
+    const { client_id } = await register(emulator.baseUrl);
+    await other.get(authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, login_hint: 'person_max' }, pkce().challenge)); // signs the browser in as Max
+    expect((await other.get(asked.data.approve_url)).status).toBe(404);
+    const person = new Browser();
+    await person.get(asked.data.approve_url);
+    const forged = await person.post(asked.data.approve_url, { csrf: 'x'.repeat(43), decision: 'approve' });
+    expect(forged.status).toBe(403);
+    expect(emulator.core.state.pending_actions[asked.data.action_id]!.status).toBe('pending');
+    await client.close();
+  });
+});
