@@ -13,7 +13,7 @@ import type { Emulator } from '../src/server/emulator.js';
 import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
 import { runCli } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { decodeJwt, postForm } from './helpers/oauth.js';
+import { Browser, postForm } from './helpers/oauth.js';
 
 const FAST_JOBS = { researchQueueMs: 300, researchRunMs: 700, trainingStepMs: 150 };
 
@@ -117,6 +117,47 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(await cli.exit).toBe(1);
     expect(cli.stderr()).toMatch(/authorization: .*"iss"/);
     expect(exchanges).toBe(0);
+  });
+
+  it('RFC 6749 §10.12: the state is single use: a reload of the redirect is turned away and the login still succeeds', async () => {
+    const emulator = await startEmulator();
+    let replays = 0;
+    emulator.core.events.subscribe((e) => e.name === 'code.replayed' && replays++);
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
+    const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+    const browser = new Browser();
+    const page = await browser.get(url!);
+    const { action, fields } = Browser.form(page.text);
+    const answer = await browser.post(new URL(action, url!).toString(), { ...fields, decision: 'approve' });
+    const location = answer.headers.location as string;
+    const [first, second] = await Promise.all([fetch(location), fetch(location)]);
+    expect([first.status, second.status].sort()).toEqual([200, 400]);
+    expect(await cli.exit, cli.stderr()).toBe(0);
+    expect(replays).toBe(0);
+  });
+
+  it('a request with a malformed Host header does not crash the listener', async () => {
+    const emulator = await startEmulator();
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '2'], { env: clientEnv(await scratchDir()) });
+    const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
+    const callback = new URL(new URL(url!).searchParams.get('redirect_uri')!);
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) => {
+      request({ host: '127.0.0.1', port: callback.port, path: '/callback?state=x', headers: { host: 'a b' } }, (res) => resolve(res.statusCode ?? 0)).on('error', reject).end();
+    });
+    expect(status).toBe(400);
+    expect(await cli.exit).toBe(1); // the timeout, not a crash
+    expect(cli.stderr()).toMatch(/no answer from the browser within 2 s/);
+    expect(cli.stderr()).not.toMatch(/\n\s+at /);
+  });
+
+  it('bad option values are usage errors (exit 2) without a stack trace', async () => {
+    const env = clientEnv(await scratchDir());
+    for (const args of [['--callback-port', '70000'], ['--timeout', '0'], ['--timeout', '3000000']]) {
+      const res = await runCli(['login', '--base-url', 'http://127.0.0.1:9', ...args], { env });
+      expect(res.code, args.join(' ')).toBe(2);
+      expect(res.stderr).not.toMatch(/\n\s+at /);
+    }
   });
 
   it('a cached client the server no longer knows (emulator restarted in memory) is registered anew', async () => {
@@ -240,6 +281,18 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect(res.stderr).toMatch(/grant was revoked/);
   });
 
+  it('token --refresh proves the grant at the server: after the person revoked it, exit 4 with a plain message', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    await emulator.core.revokeGrant(emulator.core.listGrants()[0]!.id, 'person');
+    // The stored token is not expired, so plain `token` cannot know; --refresh asks the server.
+    expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).code).toBe(0);
+    const res = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
+    expect(res.code).toBe(4);
+    expect(res.stderr).toMatch(/grant was revoked or its token family was invalidated.*Run `agent-access login/s);
+  });
+
   it('status shows server, subject, scopes, audience, expiry and refresh age; decode shows header and claims', async () => {
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
@@ -343,45 +396,67 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const res = await runCli(['research', 'Wie funktioniert die Abrechnung?', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(5);
     expect(res.stderr).toMatch(/needs the scope "research"/);
-    expect(res.stderr).toMatch(/agent-access login --scope "research"/);
+    expect(res.stderr).toMatch(/agent-access login --scope "ask research"/); // what the login holds, plus what is missing
   });
 
   it('4.4 rule 3: research --wait polls with progress until succeeded, then prints the report and citations', async () => {
+    // In-process on the manual clock: the job moves one step each time the progress line changes, so every state is seen.
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, timings: { researchQueueMs: 1_000, researchRunMs: 1_000 } });
+    const ctx = memoryContext({
+      clock,
+      env: clientEnv(await scratchDir()),
+      openUrl: async (url) => void (await decideInBrowser(url, 'approve')),
+      onStderr: (text) => (/^research \S+: (queued|running)$/m.test(text) ? clock.advance(SECOND) : undefined),
+    });
+    const cli = (...args: string[]) => runInProcess([...args, '--base-url', emulator.baseUrl], ctx);
+    expect((await cli('login', '--scope', 'research')).code).toBe(0);
+    const res = await cli('research', 'Wie läuft das Onboarding neuer Kunden?', '--wait', '--interval', '0.01');
+    expect(res.code, res.stderr).toBe(0);
+    const lines = res.stderr.split('\n').filter((l) => l.startsWith('research '));
+    expect(lines.map((l) => l.replace(/job_[^:\s]+/, 'JOB'))).toEqual(['research JOB: waiting', 'research JOB: queued', 'research JOB: running', expect.stringMatching(/^research JOB: succeeded after \d+s$/)]);
+    expect(res.stderr).not.toMatch(/\x1b/); // no terminal: plain lines
+    expect(res.stdout).toMatch(/\nCitations:\n {2}\[1\] /);
+    expect(res.stdout.split('\nCitations:')[0]).toBe(`${Object.values(emulator.core.state.research_jobs)[0]!.report}\n`);
+  });
+
+  it('research without --wait prints the job id and how to follow it; --job --wait follows it (separate processes)', async () => {
     const emulator = await startEmulator({ timings: FAST_JOBS });
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env, 'approve', ['--scope', 'research'])).code).toBe(0);
-    const res = await runCli(['research', 'Wie läuft das Onboarding neuer Kunden?', '--base-url', emulator.baseUrl, '--wait', '--interval', '0.1'], { env });
-    expect(res.code, res.stderr).toBe(0);
-    expect(res.stderr).toMatch(/research \S+: queued/);
-    expect(res.stderr).toMatch(/research \S+: succeeded after \d+s/);
-    expect(res.stderr).not.toMatch(/\x1b/); // NO_COLOR and no TTY: plain lines
-    expect(res.stdout).toMatch(/\nCitations:\n {2}\[1\] /);
-    expect(Object.values(emulator.core.state.research_jobs)[0]!.status).toBe('succeeded');
-
-    // Without --wait: the job id on stdout, the way to follow it on stderr; --job follows it.
     const started = await runCli(['research', 'Wie läuft das Onboarding neuer Kunden?', '--base-url', emulator.baseUrl], { env });
     const jobId = started.stdout.trim();
+    expect(jobId).toMatch(/^job_/);
     expect(started.stderr).toContain(`agent-access research --job ${jobId} --wait`);
     const followed = await runCli(['research', '--job', jobId, '--wait', '--interval', '0.1', '--json', '--base-url', emulator.baseUrl], { env });
+    expect(followed.code, followed.stderr).toBe(0);
     expect(JSON.parse(followed.stdout)).toMatchObject({ job_id: jobId, status: 'succeeded' });
+    expect(followed.stderr).toMatch(/succeeded after \d+s/);
   });
 
-  it('spec 2.6, 4.4 rule 4: train --wait follows processing_step until indexed; the document is then findable', async () => {
-    const emulator = await startEmulator({ timings: FAST_JOBS });
-    const env = clientEnv(await scratchDir());
-    expect((await loginAs(emulator, env, 'approve', ['--scope', 'ask training.write'])).code).toBe(0);
+  it('spec 2.6, 4.4 rule 4: train --wait shows each processing_step until indexed; the document is then findable', async () => {
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, timings: { trainingStepMs: 1_000 } });
+    const ctx = memoryContext({
+      clock,
+      env: clientEnv(await scratchDir()),
+      openUrl: async (url) => void (await decideInBrowser(url, 'approve')),
+      onStderr: (text) => (/^training \S+: (received|parsing|chunking|indexing)$/m.test(text) ? clock.advance(SECOND) : undefined),
+    });
+    const cli = (...args: string[]) => runInProcess([...args, '--base-url', emulator.baseUrl], ctx);
+    expect((await cli('login', '--scope', 'ask training.write')).code).toBe(0);
     const dir = await scratchDir();
     const file = join(dir, 'wartung-aufzug.md');
     await writeFile(file, '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird jeden zweiten Dienstag von der Firma Hebetech gewartet.\n');
-    const res = await runCli(['train', file, '--wait', '--interval', '0.1', '--base-url', emulator.baseUrl], { env });
+    const res = await cli('train', file, '--wait', '--interval', '0.01');
     expect(res.code, res.stderr).toBe(0);
-    for (const step of ['parsing', 'chunking', 'indexing']) expect(res.stderr).toContain(`: ${step}`);
-    expect(res.stderr).toMatch(/training \S+: indexed after/);
+    const steps = res.stderr.split('\n').filter((l) => l.startsWith('training ')).map((l) => l.replace(/^training \S+: /, ''));
+    expect(steps).toEqual(['waiting', 'received', 'parsing', 'chunking', 'indexing', expect.stringMatching(/^indexed after \d+s$/)]);
     expect(res.stderr).toMatch(/open it at http:\/\/127\.0\.0\.1:\d+\/documents\//);
-    const ask = await runCli(['ask', 'Wer wartet den Aufzug im Nordflügel?', '--base-url', emulator.baseUrl, '--json'], { env });
+    const ask = await cli('ask', 'Wer wartet den Aufzug im Nordflügel?', '--json');
     expect(JSON.parse(ask.stdout).sources.map((s: { title: string }) => s.title)).toContain('Wartung Aufzug Nordflügel');
 
-    const missing = await runCli(['train', join(dir, 'fehlt.md'), '--base-url', emulator.baseUrl], { env });
+    const missing = await cli('train', join(dir, 'fehlt.md'));
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/cannot read .*fehlt\.md: ENOENT/);
   });

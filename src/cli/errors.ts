@@ -34,7 +34,7 @@ export function describeCliError(error: unknown): { message: string; exitCode: n
   if (error instanceof OAuthError) return { message: `${error.error}: ${error.message}`, exitCode: EXIT.failure };
   if (error instanceof AgentAccessError) return { message: error.message, exitCode: error.code.endsWith('not_found') ? EXIT.notFound : EXIT.failure };
   const err = error as NodeJS.ErrnoException;
-  if (err?.code === 'EADDRINUSE') return { message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another with --port/--auth-port, or 0 for a free port.`, exitCode: EXIT.failure };
+  if (err?.code === 'EADDRINUSE') return { message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.`, exitCode: EXIT.failure };
   if (err?.code === 'EACCES' && err.syscall === 'listen') return { message: `not allowed to listen: ${err.message}`, exitCode: EXIT.failure };
   return { message: err?.stack ?? String(error), exitCode: EXIT.failure };
 }

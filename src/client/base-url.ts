@@ -31,7 +31,15 @@ const alive = (pid: number): boolean => {
 /** An emulator started with `agent-access serve` in this directory (its default state file) that is still running. */
 export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> {
   const admin = await readAdminFile(adminFileFor(resolve(cwd, DEFAULT_STATE_FILE)));
-  return admin && alive(admin.pid) ? admin.base_url : null;
+  if (!admin || typeof admin.base_url !== 'string' || !Number.isInteger(admin.pid) || admin.pid <= 1 || !alive(admin.pid)) return null;
+  // A file in a directory someone else may have written: only a loopback emulator is believed.
+  try {
+    const url = new URL(admin.base_url);
+    if (url.protocol !== 'http:' || !['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname)) return null;
+    return normalizeBaseUrl(admin.base_url, 'the emulator\'s admin file');
+  } catch {
+    return null;
+  }
 }
 
 /**

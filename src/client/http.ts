@@ -145,7 +145,7 @@ export function errorDetail(res: ApiResponse): string {
  * 401 → log in again; 403 → the scope or kind of token is wrong; 409 → the key was used for another request;
  * 429 → when to try again.
  */
-export function apiError(res: ApiResponse, req: ApiRequest): CliError {
+export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): CliError {
   const route = `${req.method} ${new URL(req.url).pathname}`;
   const challenge = bearerChallenge(res.headers['www-authenticate']);
   const detail = challenge.error_description ?? errorDetail(res);
@@ -155,7 +155,8 @@ export function apiError(res: ApiResponse, req: ApiRequest): CliError {
     case 403:
       if (challenge.error === 'insufficient_scope' || challenge.scope) {
         const scope = challenge.scope ?? String((res.body as Record<string, unknown>)?.scope ?? '');
-        return new CliError(`${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${scope}"\``, EXIT.denied, 'client.insufficient_scope');
+        const wanted = [...new Set([...heldScope.split(' '), ...scope.split(' ')].filter(Boolean))].join(' ');
+        return new CliError(`${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${wanted}"\``, EXIT.denied, 'client.insufficient_scope');
       }
       return new CliError(`${route}: refused (${detail})`, EXIT.denied, 'client.forbidden');
     case 404:

@@ -61,10 +61,12 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
   let pending: { clientId: string; state: string; verifier: string; redirectUri: string } | undefined;
   const receiver = await LoopbackReceiver.listen<Done>(options.callbackPort, async (url): Promise<CallbackOutcome<Done>> => {
     if (!pending || url.searchParams.get('state') !== pending.state) {
-      // A stale tab or a forged request: not ours, keep waiting for the real redirect.
+      // A stale tab, a reload after the first answer, or a forged request: not ours, keep waiting for the real redirect.
       return { status: 400, title: 'Unbekannte Anmeldung', message: 'Diese Antwort gehört zu keiner laufenden Anmeldung von agent-access. Sie können diesen Tab schließen.' };
     }
+    // Single use (RFC 6749 §10.12): taken before anything is awaited, so a reload cannot exchange the code twice.
     const p = pending;
+    pending = undefined;
     let params: URLSearchParams;
     try {
       params = validateRedirect(discovered.as, p.clientId, url, p.state);
@@ -85,12 +87,19 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
   });
 
   let progress: Progress | undefined;
-  const offInterrupt = ctx.onInterrupt?.(() => receiver.abort(new CliError('login cancelled', EXIT.interrupted, 'client.cancelled')));
-  const timer = setTimeout(() => receiver.abort(new CliError(`no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`, EXIT.failure, 'client.login_timeout')), options.timeoutMs);
+  let ended: CliError | undefined;
+  const end = (error: CliError) => {
+    ended ??= error;
+    pending = undefined; // a redirect arriving after this is not accepted
+    receiver.abort(error);
+  };
+  const offInterrupt = ctx.onInterrupt?.(() => end(new CliError('login cancelled', EXIT.interrupted, 'client.cancelled')));
+  const timer = setTimeout(() => end(new CliError(`no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`, EXIT.failure, 'client.login_timeout')), options.timeoutMs);
   try {
     const redirectUri = `http://127.0.0.1:${receiver.port}${CALLBACK_PATH}`;
     const { clientId, fresh } = await clientFor(session, discovered, { scope, resource, redirectUri });
     const request = await authorizationRequest(discovered.as, { clientId, redirectUri, scope, resource });
+    if (ended) throw ended; // cancelled or timed out during discovery or registration: no browser
     pending = { clientId, state: request.state, verifier: request.verifier, redirectUri };
 
     if (options.openBrowser) {

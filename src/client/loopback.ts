@@ -27,7 +27,13 @@ export class LoopbackReceiver<T> {
     this.result.catch(() => undefined); // observed by the caller; never an unhandled rejection
     let finished = false;
     this.#server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+      let url: URL;
+      try {
+        url = new URL(req.url ?? '/', 'http://127.0.0.1');
+      } catch {
+        res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' }).end('bad request\n');
+        return;
+      }
       if (req.method !== 'GET' || url.pathname !== CALLBACK_PATH) {
         res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found\n');
         return;
@@ -36,7 +42,8 @@ export class LoopbackReceiver<T> {
         send(res, { status: 410, title: 'Bereits abgeschlossen', message: 'Diese Anmeldung ist schon abgeschlossen. Sie können diesen Tab schließen.' });
         return;
       }
-      handle(new URL(req.url ?? '/', `http://${req.headers.host ?? '127.0.0.1'}`)).then(
+      // The base is fixed: the Host header is the sender's to choose and must not decide anything (or throw).
+      handle(url).then(
         (outcome) => {
           if (outcome.done && !finished) {
             finished = true;

@@ -79,6 +79,9 @@ export class Session {
     const minTtl = options.minTtlMs ?? DEFAULT_MIN_TTL_MS;
     const seen = await this.login();
     if (!options.force && seen.expires_at - this.ctx.clock.now() >= minTtl) return seen;
+    // Ctrl-C between the server's rotation and the write would leave a spent refresh token on disk, and the
+    // next refresh would be a replay that ends the family: the refresh-and-write step is not interrupted.
+    const offInterrupt = this.ctx.onInterrupt?.(() => this.ctx.stderr.write('agent-access: finishing the token refresh first\n'));
     const outcome = await this.store.update<{ login: StoredLogin } | { error: string }>(this.baseUrl, async (record) => {
       const current = record.login;
       if (!current) return { result: { error: `not logged in to ${this.baseUrl} (logged out meanwhile)` } };
@@ -101,7 +104,7 @@ export class Session {
       }
       const login = loginFrom(tokens, this.ctx.clock.now(), current, current);
       return { record: { ...record, login }, result: { login } };
-    });
+    }).finally(() => offInterrupt?.());
     if ('error' in outcome) throw new LoginRequiredError(this.baseUrl, outcome.error);
     return outcome.login;
   }
@@ -118,7 +121,7 @@ export class Session {
       login = await this.accessToken({ force: true });
       res = await this.http.send({ ...full, token: login.access_token });
     }
-    if (res.status >= 400) throw apiError(res, full);
+    if (res.status >= 400) throw apiError(res, full, login.scope);
     return res;
   }
 }

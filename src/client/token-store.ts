@@ -88,18 +88,22 @@ export class TokenStore {
     const file = this.fileFor(baseUrl);
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     let release: () => Promise<void>;
+    let compromised: Error | undefined;
     try {
       release = await lockfile.lock(file, {
         realpath: false,
         stale: LOCK_STALE_MS,
         update: LOCK_STALE_MS / 5,
         retries: { retries: 600, factor: 1.2, minTimeout: 20, maxTimeout: 250 },
+        // The default throws from a timer (an uncaught crash); here the change is refused instead.
+        onCompromised: (e) => (compromised = e),
       });
     } catch (e) {
       throw new CliError(`cannot lock the token store ${file}: ${(e as Error).message}`, EXIT.failure);
     }
     try {
       const { record, result } = await change((await this.#load(file, baseUrl)) ?? emptyRecord(baseUrl));
+      if (compromised) throw new CliError(`lost the lock on the token store ${file} (${compromised.message}); try again`, EXIT.failure);
       if (record) await this.#write(file, record);
       return result;
     } finally {

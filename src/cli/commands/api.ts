@@ -96,9 +96,9 @@ export function apiCommands(ctx: ClientContext): Command[] {
         }
         const jobId = String(job.job_id ?? flags.job);
         const poll = typeof job.poll === 'string' && job.poll.startsWith('/') ? job.poll : `/research/${encodeURIComponent(jobId)}`;
-        if (flags.wait) job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) => (j.status === 'succeeded' ? 'done' : j.error !== undefined ? 'failed' : String(j.status ?? 'unknown')));
+        if (flags.wait) job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) => (j.status === 'succeeded' ? 'done' : j.error != null ? 'failed' : String(j.status ?? 'unknown')));
         if (flags.json) out(jsonText(job));
-        if (job.error !== undefined) throw new CliError(`research job ${jobId} failed: ${describeError(job.error)}`, EXIT.failure, 'client.job_failed');
+        if (job.error != null) throw new CliError(`research job ${jobId} failed: ${describeError(job.error)}`, EXIT.failure, 'client.job_failed');
         if (flags.json) return;
         if (job.status !== 'succeeded') {
           out(`${jobId}\n`);
@@ -135,9 +135,9 @@ export function apiCommands(ctx: ClientContext): Command[] {
         const path = `/training/${encodeURIComponent(id)}`;
         const doc = await pollUntil(session, flags, path, `training ${id}`, (d) => {
           const step = String(d.processing_step ?? 'unknown');
-          return FINISHED_STEPS.has(step) ? 'done' : d.error !== undefined || step === 'failed' ? 'failed' : step;
+          return FINISHED_STEPS.has(step) ? 'done' : d.error != null || step === 'failed' ? 'failed' : step;
         });
-        if (doc.error !== undefined || doc.processing_step === 'failed') {
+        if (doc.error != null || doc.processing_step === 'failed') {
           if (flags.json) out(jsonText(doc));
           throw new CliError(`training document ${id} failed at processing: ${describeError(doc.error ?? doc.processing_step)}`, EXIT.failure, 'client.job_failed');
         }

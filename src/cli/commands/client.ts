@@ -11,8 +11,14 @@ interface CommonFlags {
 
 const baseUrlOption = () => new Option('--base-url <url>', 'the service ({base_url}); default $AGENT_ACCESS_BASE_URL, else an emulator running here, else the last login');
 
-const seconds = (name: string) => (value: string): number => {
-  if (!/^\d+$/.test(value)) throw new CliError(`${name} takes whole seconds, not "${value}"`, EXIT.usage);
+/** Whole seconds within [min, max]; timers cannot wait longer than 2^31-1 ms. */
+const seconds = (name: string, min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) => (value: string): number => {
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw new CliError(`${name} takes whole seconds from ${min} to ${max}, not "${value}"`, EXIT.usage);
+  return Number(value);
+};
+
+const port = (name: string) => (value: string): number => {
+  if (!/^\d+$/.test(value) || Number(value) > 65_535) throw new CliError(`${name} takes a port from 0 to 65535 (0: a free one), not "${value}"`, EXIT.usage);
   return Number(value);
 };
 
@@ -37,8 +43,8 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .option('--scope <scopes>', 'space-separated scopes to ask for (ask, workspace.write, research, training.write)', 'ask')
     .option('--identity', 'leave out `resource`: an identity token, which workspace tools refuse (spec 4.2)')
     .option('--no-browser', 'print the URL instead of opening a browser (SSH sessions)')
-    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds('--timeout'), 300)
-    .option('--callback-port <port>', 'port of the loopback redirect listener on 127.0.0.1 (0: a free one)', seconds('--callback-port'), 0)
+    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds('--timeout', 1), 300)
+    .option('--callback-port <port>', 'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)', port('--callback-port'), 0)
     .option('--json', 'print the result as JSON')
     .action(async (flags: CommonFlags & { scope: string; identity?: boolean; browser: boolean; timeout: number; callbackPort: number }) => {
       const { login: runLogin } = await import('../../client/login.js');
@@ -56,9 +62,10 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .description('print a valid access token for scripts, refreshing it (with rotation) when it is close to expiry')
     .addOption(baseUrlOption())
     .option('--min-ttl <seconds>', 'refresh unless the token stays valid at least this long', seconds('--min-ttl'), 60)
+    .option('--refresh', 'refresh now, whatever the expiry: also proves at the server that the grant and its token family are alive')
     .option('--json', 'print the token with its expiry and scope as JSON')
-    .action(async (flags: CommonFlags & { minTtl: number }) => {
-      const login = await withSession(ctx, flags, (session) => session.accessToken({ minTtlMs: flags.minTtl * 1_000 }));
+    .action(async (flags: CommonFlags & { minTtl: number; refresh?: boolean }) => {
+      const login = await withSession(ctx, flags, (session) => session.accessToken({ minTtlMs: flags.minTtl * 1_000, force: flags.refresh === true }));
       if (!flags.json) return out(`${login.access_token}\n`);
       out(
         jsonText({
