@@ -236,6 +236,30 @@ describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', (
   });
 });
 
+describe('the same charges and rate limits as the REST twins (spec 1, 7, 8)', () => {
+  it('start_research is charged once like POST /research; tools/call counts against the grant\'s window and a call over it gets 429 with Retry-After', async () => {
+    const emulator = await startEmulator({ rateLimit: '3/min' });
+    const { client, provider } = await connectWithOAuth(emulator, 'ask research');
+    const byRoute = () => emulator.core.state.charges.count;
+    const countBefore = byRoute();
+    await call(client, 'start_research', { question: 'Wie läuft das Onboarding neuer Kunden?' });
+    expect(byRoute()).toBe(countBefore + 1);
+    await call(client, 'get_research', { job_id: Object.keys(emulator.core.state.research_jobs)[0]! }); // polling is free
+    expect(byRoute()).toBe(countBefore + 1);
+    await call(client, 'ask', { question: 'Wann kommt der Hufschmied?', idempotency_key: 'rl' }); // third call of the window
+    const token = provider.tokens()!.access_token;
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'ask', arguments: { question: 'Noch eine Frage?' } } }),
+    });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(res.headers['ratelimit-remaining']).toBe('0');
+    await client.close();
+  });
+});
+
 describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 1)', () => {
   it('approved: ask prepares one action and changes nothing; continue_ask waits, then applies it; later asks see it; the state file keeps it', async () => {
     const state = join(await scratchDir(), 'state.json');

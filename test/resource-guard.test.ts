@@ -134,14 +134,15 @@ describe('RFC 9728 §5 / MCP authorization: {base_url}/mcp starts discovery', ()
     expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
   });
 
-  it('an identity token is refused at /mcp; an agent token is told the agent plane is not available yet (501)', async () => {
+  it('spec 5.8: an identity token is refused at /mcp; an agent token passes the guard to the MCP server', async () => {
     const emu = await guarded();
     const identity = await authorizeAndApprove(emu, { resource: null });
     expect((await http(`${emu.baseUrl}/mcp`, { headers: bearer(identity.tokens!.access_token) })).headers['www-authenticate']).toContain('invalid_token');
     const agent = await authorizeAndApprove(emu);
-    const res = await http(`${emu.baseUrl}/mcp`, { method: 'POST', headers: { ...bearer(agent.tokens!.access_token), 'content-type': 'application/json' }, body: '{}' });
-    expect(res.status).toBe(501);
-    expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:not_implemented', status: 501 });
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '1' } } };
+    const res = await http(`${emu.baseUrl}/mcp`, { method: 'POST', headers: { ...bearer(agent.tokens!.access_token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(init) });
+    expect(res.status).toBe(200);
+    expect(res.json()).toMatchObject({ jsonrpc: '2.0', id: 1, result: { serverInfo: { name: 'agent-access' }, capabilities: { tools: {} } } });
   });
 });
 
