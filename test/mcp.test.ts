@@ -108,7 +108,7 @@ async function decide(approveUrl: string, button: 'approve' | 'reject') {
 describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authorization)', () => {
   it('every unauthenticated request to /mcp, GET included, gets 401 with resource_metadata and scope', async () => {
     const emulator = await startEmulator();
-    for (const method of ['GET', 'POST', 'DELETE']) {
+    for (const method of ['GET', 'POST', 'DELETE', 'PUT', 'PATCH']) {
       const res = await http(`${emulator.baseUrl}/mcp`, { method, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, ...(method === 'POST' ? { body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' } : {}) });
       expect(res.status, method).toBe(401);
       expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emulator.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
@@ -166,12 +166,29 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
 
   it('spec 3.3, 5.7: a grant revoked by the person is refused on the next call', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask');
+    const { client, provider } = await connectWithOAuth(emulator, 'ask');
     expect((await call(client, 'ask', { question: 'Wann kommt der Hufschmied?' })).data.outcome).toBe('answered');
+    const token = provider.tokens()!.access_token;
     const [grant] = emulator.core.listGrants();
     await emulator.core.revokeGrant(grant!.id, 'person');
-    await expect(client.callTool({ name: 'ask', arguments: { question: 'Und danach?' } })).rejects.toThrow();
+    // The SDK client gets 401, tries its refresh token, and is refused there too (invalid_grant).
+    provider.redirectToAuthorization = async () => undefined;
+    await expect(client.callTool({ name: 'ask', arguments: { question: 'Und danach?' } })).rejects.toMatchObject({ name: 'InvalidGrantError', message: expect.stringMatching(/invalidated|revoked/) });
+    // On the wire: the same (unexpired) token is now 401 invalid_token.
+    const res = await http(`${emulator.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toMatch(/error="invalid_token", error_description="access was revoked by the person"/);
     await client.close();
+  });
+
+  it('JSON-RPC batches are refused whole (MCP 2025-06-18 removed them), before any call counts', async () => {
+    const emulator = await startEmulator();
+    const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
+    const calls = [1, 2].map((id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'ask', arguments: { question: 'Hallo?' } } }));
+    const res = await http(`${emulator.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${tokens!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(calls) });
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: { code: -32600 } });
+    expect(emulator.core.state.charges.count).toBe(0);
   });
 
   it('GET /mcp with a valid token: 405, this server is stateless and answers POST only', async () => {
@@ -342,6 +359,27 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     expect(unclear.text).toMatch(/Es wurde nichts vorbereitet/);
     expect(Object.keys(emulator.core.state.pending_actions)).toHaveLength(0);
     await client.close();
+  });
+
+  it('spec 3.3: after the grant is revoked its open action can no longer be approved, nor applied under a new grant', async () => {
+    const emulator = await startEmulator();
+    const first = await connectWithOAuth(emulator, 'ask workspace.write');
+    const asked = await call(first.client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an.' });
+    const page = await new Browser().get(asked.data.approve_url);
+    expect(page.text).toMatch(/<table id="changes">.*<td>Name<\/td><td><\/td><td>Anna Schmidt<\/td>/s);
+    await emulator.core.revokeGrant(emulator.core.listGrants()[0]!.id, 'person');
+    const browser = new Browser();
+    const again = await browser.get(asked.data.approve_url);
+    const { action, fields } = Browser.form(again.text);
+    expect((await browser.post(new URL(action, asked.data.approve_url).toString(), { ...fields, decision: 'approve' })).status).toBe(409);
+    expect(emulator.core.state.pending_actions[asked.data.action_id]!.status).toBe('pending');
+    // The same client, authorized anew: the old grant's action is not its to continue.
+    const second = await connectWithOAuth(emulator, 'ask workspace.write');
+    const other = await call(second.client, 'continue_ask', { action_id: asked.data.action_id });
+    expect(other.result.isError).toBe(true);
+    expect(other.data).toMatchObject({ error: 'not_found', status: 404 });
+    await first.client.close();
+    await second.client.close();
   });
 
   it('the approval page belongs to the person: another person cannot see or decide it; the form needs its CSRF token', async () => {

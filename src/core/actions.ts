@@ -48,16 +48,16 @@ const KIND_WORDS: Array<[RegExp, WorkspaceKind]> = [
 
 /** Field names people use, per kind; the first word of each list is how the description names the field. */
 export const FIELD_WORDS: Record<WorkspaceKind, Record<string, string[]>> = {
-  contacts: { title: ['Name'], company: ['Firma', 'Unternehmen'], role: ['Rolle', 'Funktion'], email: ['E-Mail', 'Email', 'Mail', 'E-Mail-Adresse'], phone: ['Telefon', 'Telefonnummer', 'Tel', 'Handy', 'Handynummer', 'Mobil', 'Mobilnummer'], city: ['Ort', 'Stadt', 'Wohnort'], notes: ['Notiz', 'Notizen', 'Bemerkung'] },
+  contacts: { title: ['Name', 'Namen'], company: ['Firma', 'Unternehmen'], role: ['Rolle', 'Funktion'], email: ['E-Mail', 'Email', 'Mail', 'E-Mail-Adresse'], phone: ['Telefon', 'Telefonnummer', 'Tel', 'Handy', 'Handynummer', 'Mobil', 'Mobilnummer'], city: ['Ort', 'Stadt', 'Wohnort'], notes: ['Notiz', 'Notizen', 'Bemerkung'] },
   work_items: { title: ['Titel'], description: ['Beschreibung'], status: ['Status'], due: ['Fälligkeit', 'fällig', 'Frist', 'Termin', 'Fälligkeitsdatum'], assignee: ['Zuständig', 'Zuständige', 'Zuständiger', 'Bearbeiter', 'verantwortlich'] },
   letters: { title: ['Betreff', 'Titel'], sender: ['Absender'], recipient: ['Empfänger', 'Empfängerin'], date: ['Datum'], body: ['Text', 'Inhalt'] },
   documents: { title: ['Titel'], summary: ['Zusammenfassung'], content: ['Inhalt', 'Text'], tags: ['Schlagworte', 'Tags'] },
-  places: { title: ['Name'], address: ['Adresse', 'Anschrift'], city: ['Ort', 'Stadt'], category: ['Kategorie'], notes: ['Notiz', 'Notizen'] },
+  places: { title: ['Name', 'Namen'], address: ['Adresse', 'Anschrift'], city: ['Ort', 'Stadt'], category: ['Kategorie'], notes: ['Notiz', 'Notizen'] },
   listings: { title: ['Titel'], description: ['Beschreibung'], price_eur: ['Preis', 'Miete'], location: ['Lage'], status: ['Status'] },
-  animals: { title: ['Name'], species: ['Tierart', 'Art'], breed: ['Rasse'], born: ['Geburtsdatum', 'geboren'], owner: ['Besitzer', 'Besitzerin', 'Halter', 'Eigentümer'], notes: ['Notiz', 'Notizen'] },
+  animals: { title: ['Name', 'Namen'], species: ['Tierart', 'Art'], breed: ['Rasse'], born: ['Geburtsdatum', 'geboren'], owner: ['Besitzer', 'Besitzerin', 'Halter', 'Eigentümer'], notes: ['Notiz', 'Notizen'] },
 };
 
-const fieldLabel = (kind: WorkspaceKind, field: string): string => FIELD_WORDS[kind][field]?.[0] ?? field;
+export const fieldLabel = (kind: WorkspaceKind, field: string): string => FIELD_WORDS[kind][field]?.[0] ?? field;
 const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const QUOTED = /[„“"»«‚‘'’]([^„“”"»«‚‘’']{1,200})[“”"«»‘’']/;
@@ -80,11 +80,17 @@ function kindIn(text: string): WorkspaceKind | undefined {
   return best?.kind;
 }
 
-/** `Feld: Wert` pairs (or `Feld „Wert“`), each value running to the next field or the end. */
+/** Field words of a kind, longest first (so "Telefonnummer" wins over "Telefon"). */
+function fieldWords(kind: WorkspaceKind): Array<{ field: string; name: string }> {
+  return Object.entries(FIELD_WORDS[kind])
+    .flatMap(([field, names]) => names.map((name) => ({ field, name })))
+    .sort((a, b) => b.name.length - a.name.length);
+}
+
+/** `Feld: Wert`, `Feld „Wert“` or `Feld 0171 …` (a value that starts with a digit or +), each value running to the next field or the end. */
 function fieldsIn(text: string, kind: WorkspaceKind): Record<string, string> {
-  const words = Object.entries(FIELD_WORDS[kind]).flatMap(([field, names]) => names.map((name) => ({ field, name })));
-  words.sort((a, b) => b.name.length - a.name.length);
-  const pattern = new RegExp(`(?:^|[\\s,;(])(${words.map((w) => escapeRe(w.name)).join('|')})(?:\\s*[:=]\\s*|\\s+(?=[„“"»]))`, 'gi');
+  const words = fieldWords(kind);
+  const pattern = new RegExp(`(?:^|[\\s,;(])(${words.map((w) => escapeRe(w.name)).join('|')})(?:\\s*[:=]\\s*|\\s+(?=[„“"»+\\d]))`, 'gi');
   const hits = [...text.matchAll(pattern)].map((m) => ({ name: m[1]!, start: m.index!, valueStart: m.index! + m[0].length }));
   const fields: Record<string, string> = {};
   hits.forEach((hit, i) => {
@@ -96,24 +102,62 @@ function fieldsIn(text: string, kind: WorkspaceKind): Record<string, string> {
   return fields;
 }
 
+/** Words that end a request but are not part of a value ("… auf X ändern", "… X und die …"). */
+const TRAILING_WORDS = new Set(['und', 'ein', 'an', 'hinzu', 'um', 'der', 'die', 'das', 'den', 'dem', 'bitte', 'ändern', 'setzen', 'aktualisieren', 'verschieben', 'markieren', 'umtragen', 'umbenennen', 'eintragen']);
+const TRAILING_CHARS = new Set([' ', '\t', '\n', '\r', ',', ';', '.', '!', '?', ':']);
+
+/** Strips trailing punctuation and filler words, in linear time (no regex: the input is up to 4 000 characters). */
+function trimTail(raw: string): string {
+  let value = raw;
+  for (;;) {
+    let end = value.length;
+    while (end > 0 && TRAILING_CHARS.has(value[end - 1]!)) end--;
+    value = value.slice(0, end);
+    const space = value.lastIndexOf(' ');
+    const last = value.slice(space + 1).toLowerCase();
+    if (space >= 0 && TRAILING_WORDS.has(last)) value = value.slice(0, space);
+    else return value;
+  }
+}
+
 function cleanValue(raw: string): string {
-  let value = raw.trim().replace(/(\s+und)?[\s,;.!?]*$/i, '').trim();
+  let value = trimTail(raw.trim());
   const quoted = QUOTED.exec(value);
   if (quoted && quoted.index === 0) value = quoted[1]!;
   return value.replace(/^[„“"»'‚]|[“”"«'’]$/g, '').trim();
 }
 
-/** The record a question names: the longest title (of the kind, if named) that the question contains. */
+/** The question without its quoted parts (values and new titles), so those are never read as a target or a verb. */
+const unquoted = (question: string): string => question.replace(new RegExp(QUOTED.source, 'g'), ' ');
+
+/** Where a value begins ("… auf X", "… als erledigt", "… in X"): a target is never looked for after it. */
+const VALUE_START = /(?<!\p{L})(?:auf|als|zu|in)\s/iu;
+
+const containsWord = (text: string, phrase: string): boolean => new RegExp(`(?<![\\p{L}\\d])${escapeRe(phrase)}(?![\\p{L}\\d])`, 'iu').test(text);
+
+/**
+ * The record a request names: a quoted string that is exactly a title, else the longest title found (as whole
+ * words) before the first value, in the named kind first, then in every kind.
+ */
 function findRecord(question: string, workspace: Workspace, kind?: WorkspaceKind): { kind: WorkspaceKind; record: WorkspaceRecord } | undefined {
-  const text = question.toLowerCase();
-  let best: { kind: WorkspaceKind; record: WorkspaceRecord } | undefined;
-  for (const k of kind ? [kind] : WORKSPACE_KINDS) {
-    for (const record of workspace[k]) {
-      const title = record.title.toLowerCase();
-      if (title.length >= 3 && text.includes(title) && (!best || title.length > best.record.title.length)) best = { kind: k, record };
-    }
+  const kinds = (first?: WorkspaceKind) => (first ? [first, ...WORKSPACE_KINDS.filter((k) => k !== first)] : [...WORKSPACE_KINDS]);
+  const quotes = [...question.matchAll(new RegExp(QUOTED.source, 'g'))].map((m) => m[1]!.trim().toLowerCase());
+  for (const k of kinds(kind)) {
+    const record = workspace[k].find((r) => typeof r.title === 'string' && quotes.includes(r.title.toLowerCase()));
+    if (record) return { kind: k, record };
   }
-  return best;
+  const plain = unquoted(question);
+  const cut = plain.search(VALUE_START);
+  const head = cut >= 0 ? plain.slice(0, cut) : plain;
+  for (const k of kinds(kind)) {
+    let best: WorkspaceRecord | undefined;
+    for (const record of workspace[k]) {
+      if (typeof record.title !== 'string' || record.title.length < 3) continue;
+      if ((!best || record.title.length > best.title.length) && containsWord(head, record.title)) best = record;
+    }
+    if (best) return { kind: k, record: best };
+  }
+  return undefined;
 }
 
 const HOW =
@@ -125,17 +169,22 @@ const HOW =
  * the same question and workspace always give the same plan (README: write actions, with examples).
  */
 export function planChange(question: string, workspace: Workspace, newRecordId: (kind: WorkspaceKind) => string): Plan {
-  if (UNSUPPORTED_VERB.test(question) && !CREATE_VERB.test(question) && !UPDATE_VERB.test(question)) {
+  const verbs = unquoted(question);
+  const creates = CREATE_VERB.test(verbs);
+  const updates = UPDATE_VERB.test(verbs) || /(?<!\p{L})benenn/iu.test(verbs);
+  if (UNSUPPORTED_VERB.test(verbs) && !creates && !updates) {
     return { kind: 'unclear', reason: 'Löschen, Versenden, Kündigen oder Buchen bietet die Agentenebene nicht an; möglich sind das Anlegen und das Ändern einzelner Einträge.' };
   }
   const named = kindIn(question);
-  const target = findRecord(question, workspace, named);
-  if (UPDATE_VERB.test(question) && target) return planUpdate(question, target.kind, target.record);
-  if (CREATE_VERB.test(question)) {
+  const target = updates || creates ? findRecord(question, workspace, named) : undefined;
+  const newTitle = QUOTED.test(question) || /(?<!\p{L})(?:namens|mit dem (?:namen|titel))\s/iu.test(question);
+  if (target && (updates || !named || !newTitle)) return planUpdate(question, target.kind, target.record); // "Trage bei Josef Huber … ein"
+  if (creates) {
     if (!named) return { kind: 'unclear', reason: `Ich konnte nicht erkennen, welche Art von Eintrag angelegt werden soll. ${HOW}` };
     const fields = fieldsIn(question, named);
     const quoted = QUOTED.exec(question)?.[1]?.trim();
-    const title = fields.title ?? quoted ?? /\b(?:namens|mit dem (?:namen|titel))\s+([^,;.]+)/i.exec(question)?.[1]?.trim();
+    const called = /(?<!\p{L})(?:namens|mit dem (?:namen|titel))\s+([^,;.]{1,200})/iu.exec(question)?.[1];
+    const title = fields.title ?? quoted ?? (called ? trimTail(called.split(/\s+mit\s/i)[0]!) : undefined);
     if (!title) return { kind: 'unclear', reason: `Mir fehlt der Name oder Titel des neuen Eintrags. ${HOW}` };
     const record_id = newRecordId(named);
     const all = { ...fields, title };
@@ -145,34 +194,61 @@ export function planChange(question: string, workspace: Workspace, newRecordId: 
       (details.length ? ` mit ${details.map(([f, v]) => `${fieldLabel(named, f)} „${v}“`).join(', ')}.` : ' (ohne weitere Angaben).');
     return { kind: 'action', action: { kind: named, operation: 'create', record_id, fields: all, description } };
   }
-  if (UPDATE_VERB.test(question)) return { kind: 'unclear', reason: `Ich habe keinen Eintrag gefunden, dessen Name oder Titel in der Anfrage vorkommt. ${HOW}` };
+  if (updates) return { kind: 'unclear', reason: `Ich habe keinen Eintrag gefunden, dessen Name oder Titel in der Anfrage vorkommt. ${HOW}` };
   return { kind: 'unclear', reason: `Ich konnte nicht eindeutig erkennen, was geändert werden soll. ${HOW}` };
 }
 
-function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceRecord): Plan {
-  // What surrounds the record's title holds the fields; the title (and its quotes) must not be read as a value.
-  const titled = new RegExp(`[„“"»]?${escapeRe(record.title)}[“”"«]?`, 'i');
-  const rest = question.replace(titled, ' ');
-  let fields = fieldsIn(rest, kind);
-  if (Object.keys(fields).length === 0) {
-    // "… die Telefonnummer … auf „X“", "… als erledigt": a field word, then the value after auf/zu/als/in.
-    const words = Object.entries(FIELD_WORDS[kind]).flatMap(([field, names]) => names.map((name) => ({ field, name })));
-    words.sort((a, b) => b.name.length - a.name.length);
-    let field: string | undefined;
-    let from = 0;
-    for (const w of words) {
-      const at = rest.search(new RegExp(`(?<!\\p{L})${escapeRe(w.name)}(?!\\p{L})`, 'iu'));
-      if (at >= 0) {
-        field = w.field;
-        from = at + w.name.length;
-        break;
-      }
+const DATE_LIKE = /^\d{4}-\d{2}-\d{2}$|^\d{1,2}\.\s?\d{1,2}\.(\s?\d{2,4})?$/;
+
+/** "… Feld auf X", several joined by "und"; without a field word: a date to the kind's date field, "als X"/"auf X" to its status. */
+function fieldsByMarker(rest: string, kind: WorkspaceKind): Record<string, string> {
+  const words = fieldWords(kind);
+  const hits: Array<{ field: string; at: number; end: number }> = [];
+  const taken: Array<[number, number]> = [];
+  for (const w of words) {
+    const re = new RegExp(`(?<![\\p{L}\\d])${escapeRe(w.name)}(?![\\p{L}\\d])`, 'giu');
+    for (const m of rest.matchAll(re)) {
+      const at = m.index!;
+      if (taken.some(([a, b]) => at < b && at + w.name.length > a)) continue; // inside a longer field word
+      taken.push([at, at + w.name.length]);
+      hits.push({ field: w.field, at, end: at + w.name.length });
     }
-    if (!field && /(?<!\p{L})als\s/iu.test(rest) && FIELD_WORDS[kind].status) field = 'status';
-    const tail = rest.slice(from).replace(/\s+(?:ändern|setzen|aktualisieren|verschieben|markieren|umtragen)?[\s.!?]*$/iu, '');
-    const value = /(?<!\p{L})(?:auf|zu|als|in)\s+(.+)$/iu.exec(tail);
-    if (field && value) fields = { [field]: cleanValue(value[1]!.replace(/^(?:den|die|das|dem)\s+(?=\d)/i, '')) };
   }
+  hits.sort((a, b) => a.at - b.at);
+  const fields: Record<string, string> = {};
+  hits.forEach((hit, i) => {
+    const segment = rest.slice(hit.end, i + 1 < hits.length ? hits[i + 1]!.at : rest.length);
+    const value = VALUE_START.exec(segment);
+    if (value) {
+      const text = cleanValue(segment.slice(value.index + value[0].length).replace(/^(?:den|die|das|dem)\s+(?=\d)/i, ''));
+      if (text) fields[hit.field] = text;
+    }
+  });
+  if (Object.keys(fields).length > 0 || hits.length > 0) return fields;
+  const value = VALUE_START.exec(rest);
+  if (!value) return {};
+  const text = cleanValue(rest.slice(value.index + value[0].length).replace(/^(?:den|die|das|dem)\s+(?=\d)/i, ''));
+  if (!text) return {};
+  if (/(?<!\p{L})benenn/iu.test(rest)) return { title: text };
+  const dateField = (['due', 'date', 'born'] as const).find((f) => FIELD_WORDS[kind][f]);
+  if (DATE_LIKE.test(text) && dateField) return { [dateField]: text };
+  if (FIELD_WORDS[kind].status) return { status: text };
+  return {};
+}
+
+function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceRecord): Plan {
+  // The record's title (quoted or not) is removed once, so it is never read as a field or a value.
+  const at = question.toLowerCase().indexOf(record.title.toLowerCase());
+  let rest = question;
+  if (at >= 0) {
+    let from = at;
+    let to = at + record.title.length;
+    if (from > 0 && '„“"»'.includes(question[from - 1]!)) from--;
+    if (to < question.length && '“”"«'.includes(question[to]!)) to++;
+    rest = `${question.slice(0, from)} ${question.slice(to)}`;
+  }
+  let fields = fieldsIn(rest, kind);
+  if (Object.keys(fields).length === 0) fields = fieldsByMarker(rest, kind);
   const changed = Object.fromEntries(Object.entries(fields).filter(([f, v]) => v !== '' && String(record[f] ?? '') !== v));
   if (Object.keys(fields).length === 0) {
     return { kind: 'unclear', reason: `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen Wert bekommen soll. ${HOW}` };
@@ -186,10 +262,13 @@ function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceReco
 }
 
 /** Applies one change to the in-memory workspace; returns the record as it now is. */
-export function applyChange(workspace: Workspace, change: Pick<WorkspaceChange, 'kind' | 'operation' | 'record'>): WorkspaceRecord {
+export function applyChange(workspace: Workspace, change: Pick<WorkspaceChange, 'kind' | 'operation' | 'record'>): WorkspaceRecord | null {
+  if (!(WORKSPACE_KINDS as readonly string[]).includes(change.kind) || typeof change.record?.id !== 'string') return null;
   const list = workspace[change.kind];
   const index = list.findIndex((r) => r.id === change.record.id);
-  if (change.operation === 'create' || index < 0) {
+  if (change.operation === 'update' && index < 0) return null; // the record is gone (other fixtures): nothing to update
+  if (change.operation === 'create') {
+    if (typeof change.record.title !== 'string') return null;
     if (index >= 0) list[index] = change.record;
     else list.push(change.record);
     return change.record;

@@ -11,9 +11,12 @@ export interface AskAnswer {
  * A question that asks for a change (create, change, delete, send…). POST /chat/ask never changes anything
  * (spec 4.4 rule 1); such a question is answered with where changes happen instead.
  */
-const WRITE_INTENT = /(^|[\s,.;:!?„"'(])(erstell|anleg|leg\w*\s(?:\S+\s){0,6}an\b|änder|aktualisier|lösch|entfern|schreib\w*\s+(?:einen|eine|ein|den|die|das)\s|verfass|hinzufüg|füg\w*\s(?:\S+\s){0,6}hinzu|trag\w*\s(?:\S+\s){0,6}ein\b|verschieb|markier|setz\w*\s(?:\S+\s){0,6}auf\b|send\w*\s|schick\w*\s|storn|kündig|bestell|buch\w*\s|benenn\w*\s(?:\S+\s){0,6}um\b)/i;
+const WRITE_INTENT = /(^|[\s,.;:!?„"'(])(erstell|anleg|leg\w*\s(?:\S+\s){0,12}an\b|änder|aktualisier|lösch|entfern|schreib\w*\s+(?:einen|eine|ein|den|die|das)\s|verfass|hinzufüg|füg\w*\s(?:\S+\s){0,12}hinzu|trag\w*\s(?:\S+\s){0,12}ein\b|verschieb|markier|setz\w*\s(?:\S+\s){0,12}auf\b|send\w*\s|schick\w*\s|storn|kündig|bestell|buch\w*\s|benenn\w*\s(?:\S+\s){0,12}um\b)/i;
 
-export const asksForChange = (question: string): boolean => WRITE_INTENT.test(question.toLowerCase());
+/** A question in the grammatical sense ("Wer erstellt …?", "Was steht in der Kündigung …?") asks to read, whatever its verbs. */
+const READ_QUESTION = /^\s*(?:was|wer|wen|wem|wessen|wann|wo|wohin|woher|wie|welche[rsmn]?|warum|weshalb|wieso|gibt es|ist|sind|hat|haben|steht|stehen|kann|können)(?!\p{L})[^?]*\?\s*$/iu;
+
+export const asksForChange = (question: string): boolean => !READ_QUESTION.test(question) && WRITE_INTENT.test(question.toLowerCase());
 
 const RELEVANT = 0.35;
 

@@ -134,7 +134,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     registerOAuthRoutes(open, core);
     if (options.allowlist) registerRestRoutes(open, core, options.allowlist);
     // The agent plane (spec 4.5): MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP authorization).
-    if (options.allowlist && options.plane) registerMcpRoute(open, core, options.allowlist, options.plane);
+    if (options.allowlist && options.plane) registerMcpRoute(open, core, options.allowlist, options.plane, options.onServerError);
     else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 501, 'not_implemented', 'this server runs without the agent plane'));
     await extend?.(open);
   });

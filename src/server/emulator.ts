@@ -148,7 +148,7 @@ export class Emulator {
       const checkHost = isLoopbackBind(host);
       const lifecycle = { stopping: false };
       // Changes the person approved on the agent plane, replayed over the fixtures' workspace.
-      replayWorkspaceChanges(fixtures.workspace, core);
+      replayWorkspaceChanges(fixtures.workspace, core, (message) => onError(new Error(message), 'warm-up'));
       const allowlist = new Allowlist(core, {
         workspace: fixtures.workspace,
         knowledge: fixtures.knowledge,

@@ -53,14 +53,15 @@ type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: 
  * request, JSON responses), behind the same resource guard as the REST routes. Tools call the same core
  * operations as the REST routes: one implementation, two adapters.
  */
-export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Allowlist, plane: AgentPlane): void {
+export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Allowlist, plane: AgentPlane, onServerError: (error: Error) => void = () => undefined): void {
   // Any valid agent token opens the plane; each tool then needs its own scope. The 401 challenge names `ask`, the minimal scope.
   const guard = async (request: FastifyRequest) => {
     request.access = await core.authenticate(request.headers.authorization, null, 'ask');
   };
 
   app.route({
-    method: ['GET', 'POST', 'DELETE'],
+    // Every method reaches the guard, so any request without a token gets the 401 challenge (STANDARDS: /mcp, every method).
+    method: ['GET', 'POST', 'DELETE', 'PUT', 'PATCH'],
     url: '/mcp',
     onRequest: guard,
     handler: async (request, reply) => {
@@ -69,11 +70,15 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Al
         return reply.code(405).header('allow', 'POST').type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Method not allowed: this MCP server is stateless and answers POST only' } });
       }
       const access = request.access!;
+      if (Array.isArray(request.body)) {
+        // JSON-RPC batches left MCP with protocol version 2025-06-18; refused whole, before any call counts.
+        return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: JSON-RPC batches are not supported; send one message per POST' } });
+      }
       const refusal = checkToolCalls(request.body, access, allowlist, core, reply);
       if (refusal) return reply.type('application/json').send(refusal);
 
       reply.hijack();
-      const server = buildServer(access, allowlist, plane);
+      const server = buildServer(access, allowlist, plane, onServerError);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       reply.raw.once('close', () => {
         void transport.close();
@@ -91,22 +96,20 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Al
  * authorization spec asks), the grant's rate limit (429), and retired tools (refused by name).
  */
 function checkToolCalls(body: unknown, access: AccessContext, allowlist: Allowlist, core: Core, reply: FastifyReply): object | undefined {
-  const messages = (Array.isArray(body) ? body : [body]) as JsonRpcMessage[];
-  for (const message of messages) {
-    if (message?.method !== 'tools/call') continue;
-    const name = typeof message.params?.name === 'string' ? message.params.name : '';
-    if (RETIRED_TOOLS.includes(name)) {
-      return { jsonrpc: '2.0', id: message.id ?? null, error: { code: -32602, message: `tool "${name}" was retired for agent tokens (spec 4.4 rule 6, 9); read through the "ask" tool` } };
-    }
-    const scope = (TOOL_SCOPES as Record<string, string>)[name];
-    if (!scope) continue; // unknown: the MCP server answers "not found"
-    if (!access.scopes.includes(scope)) throw new BearerError(403, 'insufficient_scope', `the tool "${name}" needs scope "${scope}"`, scope);
-    try {
-      setRateLimitHeaders(reply, allowlist.rateLimit(access));
-    } catch (e) {
-      if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: ROUTES[name as ToolName] });
-      throw e;
-    }
+  const message = body as JsonRpcMessage;
+  if (message?.method !== 'tools/call') return undefined;
+  const name = typeof message.params?.name === 'string' ? message.params.name : '';
+  if (RETIRED_TOOLS.includes(name)) {
+    return { jsonrpc: '2.0', id: message.id ?? null, error: { code: -32602, message: `tool "${name}" was retired for agent tokens (spec 4.4 rule 6, 9); read through the "ask" tool` } };
+  }
+  const scope = (TOOL_SCOPES as Record<string, string>)[name];
+  if (!scope) return undefined; // unknown: the MCP server answers "not found"
+  if (!access.scopes.includes(scope)) throw new BearerError(403, 'insufficient_scope', `the tool "${name}" needs scope "${scope}"`, scope);
+  try {
+    setRateLimitHeaders(reply, allowlist.rateLimit(access));
+  } catch (e) {
+    if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: ROUTES[name as ToolName] });
+    throw e;
   }
   return undefined;
 }
@@ -118,17 +121,21 @@ function toolResult(body: unknown, isError = false): CallToolResult {
   return { content: [{ type: 'text', text }], structuredContent: structured, ...(isError ? { isError: true } : {}) };
 }
 
-/** Expected refusals (not found, conflicts, bad input) become tool errors the agent can read, not protocol errors. */
-async function run(operation: () => Promise<unknown>): Promise<CallToolResult> {
+/**
+ * Expected refusals (not found, conflicts, bad input) become tool errors the agent can read. Anything else is a
+ * bug: its details go to the server's error log, the agent gets a generic tool error (as a REST 500 would).
+ */
+async function run(operation: () => Promise<unknown>, onServerError: (error: Error) => void): Promise<CallToolResult> {
   try {
     return toolResult(await operation());
   } catch (e) {
     if (e instanceof ProblemError) return toolResult({ error: e.code, detail: e.message, status: e.status }, true);
-    throw e;
+    onServerError(e instanceof Error ? e : new Error(String(e)));
+    return toolResult({ error: 'internal_error', detail: 'the tool failed inside the emulator; see its log', status: 500 }, true);
   }
 }
 
-function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPlane): McpServer {
+function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPlane, onServerError: (error: Error) => void): McpServer {
   const server = new McpServer({ name: 'agent-access', version: '1' }, { capabilities: { tools: {} }, instructions: 'Agent Access Service (Emulator). Antworten auf Deutsch. Änderungen am Arbeitsbereich nur mit workspace.write und nach Freigabe durch die Person.' });
 
   /** The same idempotency, charges and commit as the REST routes; the arguments (without the key) are the body. */
@@ -136,12 +143,12 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
     run(async () => {
       const { response } = await allowlist.idempotent(access, ROUTES[tool], key, JSON.stringify(args), operation);
       return JSON.parse(response.body) as unknown;
-    });
+    }, onServerError);
   const once = (operation: () => Promise<OperationResult>) =>
     run(async () => {
       const result = await operation();
       return result.body;
-    });
+    }, onServerError);
   const question = (q: string): string => {
     if (q.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
     return q;
@@ -192,7 +199,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { job_id: id('Die job_id von start_research') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ job_id }) => run(() => allowlist.researchView(access, job_id)),
+    async ({ job_id }) => run(() => allowlist.researchView(access, job_id), onServerError),
   );
 
   server.registerTool(
@@ -218,7 +225,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ document_id }) => run(() => allowlist.trainingView(access, document_id)),
+    async ({ document_id }) => run(() => allowlist.trainingView(access, document_id), onServerError),
   );
 
   server.registerTool(
@@ -229,7 +236,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ document_id }) => run(() => allowlist.trainingUrl(access, document_id)),
+    async ({ document_id }) => run(() => allowlist.trainingUrl(access, document_id), onServerError),
   );
 
   return server;

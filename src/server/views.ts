@@ -1,4 +1,4 @@
-import type { PendingAction } from '../core/actions.js';
+import { fieldLabel, type PendingAction } from '../core/actions.js';
 import type { AuthorizationRequest } from '../core/authorize.js';
 import type { GrantView } from '../core/core.js';
 import type { Person } from '../core/persons.js';
@@ -97,6 +97,9 @@ export function actionPage(input: { action: PendingAction; clientName: string; c
     html`<h1>Änderung freigeben?</h1>
 <p><strong id="client-name">${input.clientName}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren Arbeitsbereich ändern:</p>
 <p id="description"><strong>${action.description}</strong></p>
+<table id="changes"><thead><tr><th>Feld</th><th>${action.operation === 'update' ? 'Bisher' : ''}</th><th>Neu</th></tr></thead><tbody>${Object.entries(action.fields).map(
+      ([field, value]) => html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${action.before?.[field] ?? ''}</td><td>${value}</td></tr>`,
+    )}</tbody></table>
 <p class="note">Anlass war die Anfrage: „${action.question}“</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
 <p>Status: <span id="status">${ACTION_STATUS[action.status]}</span></p>
