@@ -1,5 +1,7 @@
 import { resolve } from 'node:path';
 import { CliError, EXIT } from '../cli/errors.js';
+import { isLoopbackHost } from '../core/redirect-uri.js';
+import { isAlive } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
 import { ENV, type ClientContext } from './context.js';
 import type { TokenStore } from './token-store.js';
@@ -19,23 +21,15 @@ export function normalizeBaseUrl(value: string, from: string): string {
   return url.toString().replace(/\/+$/, '');
 }
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
 
 /** An emulator started with `agent-access serve` in this directory (its default state file) that is still running. */
 export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> {
   const admin = await readAdminFile(adminFileFor(resolve(cwd, DEFAULT_STATE_FILE)));
-  if (!admin || typeof admin.base_url !== 'string' || !Number.isInteger(admin.pid) || admin.pid <= 1 || !alive(admin.pid)) return null;
+  if (!admin || typeof admin.base_url !== 'string' || !Number.isInteger(admin.pid) || admin.pid <= 1 || !isAlive(admin.pid)) return null;
   // A file in a directory someone else may have written: only a loopback emulator is believed.
   try {
     const url = new URL(admin.base_url);
-    if (url.protocol !== 'http:' || !['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname)) return null;
+    if (url.protocol !== 'http:' || !isLoopbackHost(url.hostname)) return null;
     return normalizeBaseUrl(admin.base_url, 'the emulator\'s admin file');
   } catch {
     return null;

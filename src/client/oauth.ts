@@ -1,5 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { CliError, EXIT } from '../cli/errors.js';
+import { isLoopbackHost } from '../core/redirect-uri.js';
 import type { HttpClient } from './http.js';
 
 /** What discovery found: the authorization server (RFC 8414) and the protected resource (RFC 9728). */
@@ -11,12 +12,10 @@ export interface Discovered {
 
 export const CLIENT_NAME = 'agent-access CLI';
 
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
 /** Plain http is allowed for loopback servers only (the local emulator); everything else must be https. */
 function requestOptions(http: HttpClient, url: string) {
   const { protocol, hostname } = new URL(url);
-  if (protocol === 'http:' && !LOOPBACK.has(hostname)) throw new CliError(`refusing plain http to ${new URL(url).origin}: only loopback servers may use http`, EXIT.usage);
+  if (protocol === 'http:' && !isLoopbackHost(hostname)) throw new CliError(`refusing plain http to ${new URL(url).origin}: only loopback servers may use http`, EXIT.usage);
   return { [oauth.customFetch]: http.fetch as unknown as typeof fetch, ...(protocol === 'http:' ? { [oauth.allowInsecureRequests]: true } : {}) };
 }
 

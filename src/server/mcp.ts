@@ -26,16 +26,8 @@ export type ToolName = keyof typeof TOOL_SCOPES;
 /** Spec 4.4 rule 6, 9: the per-kind read tools, removed together with their routes. Not listed; refused. */
 export const RETIRED_TOOLS: readonly string[] = WORKSPACE_KINDS.flatMap((kind) => [`${kind}_list`, `${kind}_get`]);
 
-/** What a tools/call costs against the grant's window, and under which route name charges and keys are kept. */
-const ROUTES: Record<ToolName, string> = {
-  ask: 'tool ask',
-  continue_ask: 'tool continue_ask',
-  start_research: 'tool start_research',
-  get_research: 'tool get_research',
-  add_training_document: 'tool add_training_document',
-  get_training_document: 'tool get_training_document',
-  get_training_document_url: 'tool get_training_document_url',
-};
+/** Charges, idempotency keys and rate-limit events of a tool are kept under this route name. */
+const routeOf = (tool: ToolName): string => `tool ${tool}`;
 
 const idempotencyKey = z
   .string()
@@ -108,7 +100,7 @@ function checkToolCalls(body: unknown, access: AccessContext, allowlist: Allowli
   try {
     setRateLimitHeaders(reply, allowlist.rateLimit(access));
   } catch (e) {
-    if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: ROUTES[name as ToolName] });
+    if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: routeOf(name as ToolName) });
     throw e;
   }
   return undefined;
@@ -141,7 +133,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
   /** The same idempotency, charges and commit as the REST routes; the arguments (without the key) are the body. */
   const idempotent = (tool: ToolName, key: string | undefined, args: Record<string, unknown>, operation: () => Promise<OperationResult>) =>
     run(async () => {
-      const { response } = await allowlist.idempotent(access, ROUTES[tool], key, JSON.stringify(args), operation);
+      const { response } = await allowlist.idempotent(access, routeOf(tool), key, JSON.stringify(args), operation);
       return JSON.parse(response.body) as unknown;
     }, onServerError);
   const once = (operation: () => Promise<OperationResult>) =>

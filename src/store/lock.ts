@@ -46,7 +46,8 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
   }
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it does, under another user). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
