@@ -141,7 +141,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
 
   it('a request with a malformed Host header does not crash the listener', async () => {
     const emulator = await startEmulator();
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '2'], { env: clientEnv(await scratchDir()) });
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '5'], { env: clientEnv(await scratchDir()) });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     const callback = new URL(new URL(url!).searchParams.get('redirect_uri')!);
     const { request } = await import('node:http');
@@ -150,7 +150,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     });
     expect(status).toBe(400);
     expect(await cli.exit).toBe(1); // the timeout, not a crash
-    expect(cli.stderr()).toMatch(/no answer from the browser within 2 s/);
+    expect(cli.stderr()).toMatch(/no answer from the browser within 5 s/);
     expect(cli.stderr()).not.toMatch(/\n\s+at /);
   });
 
