@@ -125,10 +125,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     emulator.core.events.subscribe((e) => e.name === 'code.replayed' && replays++);
     const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
-    const browser = new Browser();
-    const page = await browser.get(url!);
-    const { action, fields } = Browser.form(page.text);
-    const answer = await browser.post(new URL(action, url!).toString(), { ...fields, decision: 'approve' });
+    const { answer } = await new Browser().submitForm(url!, { decision: 'approve' });
     const location = answer.headers.location as string;
     const [first, second] = await Promise.all([fetch(location), fetch(location)]);
     // One completes; the other is turned away: 400 while the first is still exchanging, 410 once it is done.

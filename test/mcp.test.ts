@@ -59,11 +59,7 @@ class ConsentingProvider implements OAuthClientProvider {
     this.authorizationUrl = new URL(url);
     // The SDK asks for the scope the 401 challenge names ("ask"); an agent configured for more asks for it.
     url.searchParams.set('scope', this.scope);
-    const browser = new Browser();
-    const consent = await browser.get(url.toString());
-    if (consent.status !== 200) throw new Error(`authorize answered ${consent.status}: ${consent.headers.location ?? consent.text}`);
-    const { action, fields } = Browser.form(consent.text);
-    const answer = await browser.post(new URL(action, url).toString(), { ...fields, decision: 'approve' });
+    const { answer } = await new Browser().submitForm(url.toString(), { decision: 'approve' });
     this.code = new URL(answer.headers.location as string).searchParams.get('code') ?? undefined;
   }
 }
@@ -97,10 +93,7 @@ const call = async (client: Client, name: string, args: Record<string, unknown>)
 /** The person opens the approval page and clicks "Freigeben" or "Ablehnen". */
 async function decide(approveUrl: string, button: 'approve' | 'reject') {
   const browser = new Browser();
-  const page = await browser.get(approveUrl);
-  expect(page.status).toBe(200);
-  const { action, fields } = Browser.form(page.text);
-  const answer = await browser.post(new URL(action, approveUrl).toString(), { ...fields, decision: button });
+  const { answer } = await browser.submitForm(approveUrl, { decision: button });
   expect(answer.status).toBe(303);
   return (await browser.get(new URL(answer.headers.location as string, approveUrl).toString())).text;
 }
@@ -368,10 +361,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const page = await new Browser().get(asked.data.approve_url);
     expect(page.text).toMatch(/<table id="changes">.*<td>Name<\/td><td><\/td><td>Anna Schmidt<\/td>/s);
     await emulator.core.revokeGrant(emulator.core.listGrants()[0]!.id, 'person');
-    const browser = new Browser();
-    const again = await browser.get(asked.data.approve_url);
-    const { action, fields } = Browser.form(again.text);
-    expect((await browser.post(new URL(action, asked.data.approve_url).toString(), { ...fields, decision: 'approve' })).status).toBe(409);
+    expect((await new Browser().submitForm(asked.data.approve_url, { decision: 'approve' })).answer.status).toBe(409);
     expect(emulator.core.state.pending_actions[asked.data.action_id]!.status).toBe('pending');
     // The same client, authorized anew: the old grant's action is not its to continue.
     const second = await connectWithOAuth(emulator, 'ask workspace.write');

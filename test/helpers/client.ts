@@ -23,10 +23,7 @@ export const clientEnv = (configDir: string, extra: Record<string, string> = {})
  */
 export async function decideInBrowser(authorizeUrl: string, decision: 'approve' | 'deny'): Promise<{ status: number; text: string }> {
   const browser = new Browser();
-  const page = await browser.get(authorizeUrl);
-  if (page.status !== 200) throw new Error(`authorize answered ${page.status}: ${page.text}`);
-  const { action, fields } = Browser.form(page.text);
-  const answer = await browser.post(new URL(action, authorizeUrl).toString(), { ...fields, decision });
+  const { answer } = await browser.submitForm(authorizeUrl, { decision });
   if (answer.status !== 302) throw new Error(`consent answered ${answer.status}: ${answer.text}`);
   const landed = await browser.get(answer.headers.location as string);
   return { status: landed.status, text: landed.text };

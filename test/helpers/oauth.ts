@@ -82,6 +82,18 @@ export class Browser {
     return res;
   }
 
+  /**
+   * What a person does on a page with a form: opens `pageUrl` (it must answer 200), then submits the first form
+   * with its hidden fields plus `extra` (e.g. the button's `decision`). Returns the page and the form's answer.
+   */
+  async submitForm(pageUrl: string, extra: Record<string, string>): Promise<{ page: HttpResult; answer: HttpResult }> {
+    const page = await this.get(pageUrl);
+    if (page.status !== 200) throw new Error(`${pageUrl} answered ${page.status}: ${page.headers.location ?? page.text}`);
+    const { action, fields } = Browser.form(page.text);
+    const answer = await this.post(new URL(action, pageUrl).toString(), { ...fields, ...extra });
+    return { page, answer };
+  }
+
   /** Hidden inputs and action of the first form on a page. */
   static form(pageHtml: string, index = 0): { action: string; fields: Record<string, string> } {
     const forms = [...pageHtml.matchAll(/<form[^>]*action="([^"]*)"[^>]*>([\s\S]*?)<\/form>/g)];
@@ -143,10 +155,8 @@ export async function authorizeAndApprove(
   const p = pkce();
   const browser = options.browser ?? new Browser();
   const state = randomBytes(12).toString('base64url');
-  const page = await browser.get(authorizeUrl(urls.authUrl, urls.baseUrl, { client_id, scope: options.scope, state, resource: options.resource }, p.challenge));
-  if (page.status !== 200) throw new Error(`authorize answered ${page.status}: ${page.text}`);
-  const { action, fields } = Browser.form(page.text);
-  const answer = await browser.post(new URL(action, urls.authUrl).toString(), { ...fields, decision: options.decision ?? 'approve' });
+  const url = authorizeUrl(urls.authUrl, urls.baseUrl, { client_id, scope: options.scope, state, resource: options.resource }, p.challenge);
+  const { answer } = await browser.submitForm(url, { decision: options.decision ?? 'approve' });
   if (answer.status !== 302) throw new Error(`consent answered ${answer.status}: ${answer.text}`);
   const location = new URL(answer.headers.location as string);
   const code = location.searchParams.get('code') ?? '';
