@@ -154,7 +154,7 @@ export class Allowlist {
       running_until: now + this.timings.researchQueueMs + this.timings.researchRunMs,
     };
     this.core.state.research_jobs[job.id] = job;
-    this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, question });
+    this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, grant_id: job.grant_id, question });
     return { status: 202, body: { job_id: job.id, status: 'queued', poll: `/research/${job.id}` }, charge: this.prices.research };
   }
 
@@ -198,7 +198,7 @@ export class Allowlist {
       processing_step: 'received',
     };
     this.core.state.training_documents[doc.id] = doc;
-    this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, file_name: fileName, size });
+    this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, grant_id: doc.grant_id, file_name: fileName, size });
     return { status: 202, body: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
   }
 
@@ -269,7 +269,7 @@ export class Allowlist {
         this.#fileNames.set(doc.id, doc.file_name);
         await this.search.addKnowledge(asKnowledge(doc));
       }
-      this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step });
+      this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step, ...(doc.error ? { error: `${doc.error.code}: ${doc.error.message}` } : {}) });
       changed = true;
     }
     for (const job of Object.values(this.core.state.research_jobs)) {
@@ -283,7 +283,7 @@ export class Allowlist {
         if (hits.length === 0) {
           job.status = 'failed';
           job.error = { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
-          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code });
+          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code, message: job.error.message });
         } else {
           Object.assign(job, { status: 'succeeded' }, researchReport(job.question, hits, this.#fileNames));
           this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: job.citations!.length });

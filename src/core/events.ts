@@ -19,23 +19,57 @@ export interface EventMap {
   'charge.recorded': { seq: number; at: number; client_id: string; grant_id: string; route: string; amount: number; unit: 'AKh'; idempotency_key: string | null };
   'idempotency.replayed': { client_id: string; route: string; key: string };
   'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
-  'research.created': { job_id: string; client_id: string; question: string };
+  'research.created': { job_id: string; client_id: string; grant_id: string; question: string };
   'research.running': { job_id: string; client_id: string };
   'research.succeeded': { job_id: string; client_id: string; citations: number };
-  'research.failed': { job_id: string; client_id: string; error: string };
-  'training.received': { document_id: string; client_id: string; file_name: string; size: number };
-  'training.step': { document_id: string; client_id: string; processing_step: string };
+  'research.failed': { job_id: string; client_id: string; error: string; message: string };
+  'training.received': { document_id: string; client_id: string; grant_id: string; file_name: string; size: number };
+  'training.step': { document_id: string; client_id: string; processing_step: string; error?: string };
   'action.pending': { action_id: string; client_id: string; person_id: string; kind: string; operation: 'create' | 'update'; description: string };
   'action.approved': { action_id: string; client_id: string; person_id: string };
   'action.rejected': { action_id: string; client_id: string; person_id: string };
   'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
-  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string };
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string };
 }
 
 export type GrantRevoker = 'person' | 'admin' | 'client';
 export type FamilyEndReason = 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
 
 export type EventName = keyof EventMap;
+
+/** Every event name, for consumers that must handle each (the dashboard's reducer tests check they do). */
+export const EVENT_NAMES = [
+  'client.registered',
+  'consent.shown',
+  'consent.approved',
+  'consent.denied',
+  'grant.created',
+  'grant.scopes_reduced',
+  'grant.revoked',
+  'code.issued',
+  'code.replayed',
+  'tokens.issued',
+  'refresh.rotated',
+  'family.invalidated',
+  'access_token.revoked',
+  'charge.recorded',
+  'idempotency.replayed',
+  'rate_limit.exceeded',
+  'research.created',
+  'research.running',
+  'research.succeeded',
+  'research.failed',
+  'training.received',
+  'training.step',
+  'action.pending',
+  'action.approved',
+  'action.rejected',
+  'action.applied',
+  'request.served',
+] as const satisfies readonly EventName[];
+// Compile-time check that the list is complete: this fails to type-check when an event is missing from it.
+const everyEventListed: Exclude<EventName, (typeof EVENT_NAMES)[number]> extends never ? true : never = true;
+void everyEventListed;
 export type AppEvent = { [N in EventName]: { seq: number; at: number; name: N; data: EventMap[N] } }[EventName];
 export type Listener = (event: AppEvent) => void;
 
@@ -61,6 +95,11 @@ export class EventBus {
         // A failing subscriber must never break the request that caused the event.
       }
     }
+  }
+
+  /** The sequence number of the newest event: a snapshot taken now is followed by the events after it. */
+  get seq(): number {
+    return this.#seq;
   }
 
   /** Whether anyone listens: callers skip building payloads that nobody would read. */

@@ -2,23 +2,44 @@ import type { FastifyInstance } from 'fastify';
 import type { Core } from '../core/core.js';
 import { safeEqual } from '../core/crypto.js';
 import { sendProblem } from './error-replies.js';
-import { isLoopbackAddress } from './host-guard.js';
-import { adminGrantsSchema, adminRevokeSchema } from './schemas.js';
+import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
+import { adminDecideSchema, adminGrantsSchema, adminRevokeSchema } from './schemas.js';
 import { chargesReport } from '../core/charges-report.js';
+import type { AgentPlane } from '../core/agent-plane.js';
+import { ProblemError } from '../core/errors.js';
+import { AdminFeed } from './admin-feed.js';
 
 export const ADMIN_PREFIX = '/_admin';
+/** The server-sent event stream of the dashboard. */
+export const ADMIN_EVENTS_PATH = `${ADMIN_PREFIX}/events`;
+
+export interface AdminOptions {
+  adminToken: string;
+  /** The port `{base_url}` listens on (the Host header must name it). */
+  port: () => number | undefined;
+  plane?: AgentPlane;
+}
 
 /**
- * The admin API through which the CLI (and later the dashboard) acts on a running emulator, so the state file
- * keeps a single writer. Loopback peers only, Host checked by the common hook, admin token required.
+ * The admin API through which the CLI and the dashboard act on a running emulator, so the state file keeps a
+ * single writer. Loopback peers only, a loopback Host only (whatever the bind address: no DNS rebinding), admin
+ * token required; no CORS, so a page in the person's browser cannot call it.
  */
-export function registerAdminRoutes(app: FastifyInstance, core: Core, adminToken: string): void {
+export function registerAdminRoutes(app: FastifyInstance, core: Core, options: AdminOptions): void {
+  const { adminToken, plane } = options;
+  const feed = new AdminFeed(core);
+  // Open streams would hold the server open until the stop grace period ends.
+  app.addHook('preClose', (done) => {
+    feed.close();
+    done();
+  });
   app.register(async (admin) => {
     // More specific than the CORS plugin's `OPTIONS *`: a browser's preflight gets no CORS answer here.
     admin.options('/*', (_request, reply) => reply.callNotFound());
     admin.addHook('onRequest', async (request, reply) => {
       if (request.method === 'OPTIONS') return;
       if (!isLoopbackAddress(request.socket.remoteAddress)) return sendProblem(reply, 403, 'admin_loopback_only', 'the admin API answers loopback peers only');
+      if (!isAllowedHost(request.headers.host, options.port() ?? -1)) return sendProblem(reply, 421, 'host_not_allowed', 'the admin API answers only requests addressed to a loopback host name');
       const match = /^bearer[ \t]+(\S+)$/i.exec(request.headers.authorization ?? '');
       if (!match || !safeEqual(match[1] as string, adminToken)) {
         reply.header('www-authenticate', 'Bearer realm="agent-access-admin"');
@@ -32,6 +53,20 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, adminToken
       const { id } = request.params as { id: string };
       const grant = await core.revokeGrant(id, 'admin');
       return { grant: core.listGrants().find((g) => g.id === grant.id) };
+    });
+    admin.get('/snapshot', async () => feed.snapshot());
+    admin.get('/events', async (_request, reply) => {
+      reply.hijack();
+      await feed.stream(reply.raw);
+    });
+    admin.post('/actions/:id/decide', { schema: adminDecideSchema }, async (request) => {
+      if (!plane) throw new ProblemError(501, 'not_implemented', 'this server runs without the agent plane');
+      const { id } = request.params as { id: string };
+      const { decision } = request.body as { decision: 'approve' | 'reject' };
+      const action = Object.hasOwn(core.state.pending_actions, id) ? core.state.pending_actions[id] : undefined;
+      if (!action) throw new ProblemError(404, 'not_found', `no write action ${id}`);
+      // Decided as the person it belongs to, through the same operation as the approval page.
+      return { action: await plane.decide(action.person_id, id, decision) };
     });
   }, { prefix: ADMIN_PREFIX });
 }

@@ -6,7 +6,7 @@ import { OAuthError } from '../core/errors.js';
 import type { Core } from '../core/core.js';
 import { PROTECTED_RESOURCE_METADATA_PATH } from '../core/metadata.js';
 import type { TokenParams } from '../core/grants/index.js';
-import { registerAdminRoutes } from './admin-routes.js';
+import { ADMIN_EVENTS_PATH, registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendProblem } from './error-replies.js';
 import { isAllowedHost } from './host-guard.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
@@ -75,14 +75,15 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
-    if (core.events.active) {
+    // The dashboard's own stream is not a request to the service.
+    if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH)) {
       core.events.emit('request.served', {
         server,
         method: request.method,
         path: request.url.split('?')[0] ?? request.url,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
-        ...(request.access ? { client_id: request.access.client_id } : {}),
+        ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : {}),
       });
     }
     done();
@@ -139,7 +140,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     await extend?.(open);
   });
   if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);
-  if (options.adminToken) registerAdminRoutes(app, core, options.adminToken);
+  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane });
   return app;
 }
 

@@ -156,6 +156,11 @@ export const adminRevokeSchema = {
   response: { 200: { type: 'object', properties: { grant: grantView } }, '4xx': problemSchema },
 } as const;
 
+export const adminDecideSchema = {
+  params: { type: 'object', required: ['id'], properties: { id: str(200) } },
+  body: { type: 'object', required: ['decision'], properties: { decision: { type: 'string', enum: ['approve', 'reject'] } }, additionalProperties: false },
+} as const;
+
 /** Spec 4.4: POST /chat/ask. The 200 body is the stored answer, sent as the exact bytes of its first answer. */
 export const askSchema = {
   body: {

@@ -1,0 +1,261 @@
+import { Box, Text, useApp, useInput, useStdout } from 'ink';
+import { useEffect, useMemo, useState } from 'react';
+import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
+import { VIEWS, VIEW_TITLES, clockTime, detail, fitColumns, rowText, table, widthsFor, type Line, type Row, type Tone, type ViewName } from './views.js';
+
+export interface DashboardActions {
+  revokeGrant(grantId: string): Promise<void>;
+  decideAction(actionId: string, decision: 'approve' | 'reject'): Promise<void>;
+}
+
+export interface DashboardProps {
+  /** Starts the source of stream messages; returns the function that stops it. */
+  subscribe: (push: (message: StreamMessage) => void) => () => void;
+  actions: DashboardActions;
+  /** False under NO_COLOR: tones then show as text marks and attributes only. */
+  colors: boolean;
+  /** How long messages gather before one render (the stream can bring hundreds per second). */
+  batchMs?: number;
+}
+
+type Mode = { kind: 'normal' } | { kind: 'help' } | { kind: 'filter'; text: string } | { kind: 'confirm'; question: string; run: () => Promise<void> };
+
+const TONE_COLORS: Record<Tone, string | undefined> = { normal: undefined, alarm: 'red', ok: 'green', warn: 'yellow', dim: undefined };
+const WIDE = 120;
+
+/** The terminal's size, following resizes; the frame stays one line short of the screen so Ink never clears it. */
+function useTerminalSize(): { columns: number; rows: number } {
+  const { stdout } = useStdout();
+  const read = () => ({ columns: stdout.columns || 80, rows: stdout.rows || 24 });
+  const [size, setSize] = useState(read);
+  useEffect(() => {
+    const onResize = () => setSize(read());
+    stdout.on('resize', onResize);
+    return () => void stdout.off('resize', onResize);
+  }, [stdout]);
+  return size;
+}
+
+function useStream(subscribe: DashboardProps['subscribe'], batchMs: number): DashboardState {
+  const [state, setState] = useState(initialState);
+  useEffect(() => {
+    const queue: StreamMessage[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const stop = subscribe((message) => {
+      queue.push(message);
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        const batch = queue.splice(0);
+        setState((s) => batch.reduce(reduce, s));
+      }, batchMs);
+    });
+    return () => {
+      clearTimeout(timer);
+      stop();
+    };
+  }, [subscribe, batchMs]);
+  return state;
+}
+
+export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: DashboardProps) {
+  const { exit } = useApp();
+  const { columns, rows: screenRows } = useTerminalSize();
+  const state = useStream(subscribe, batchMs);
+  const [view, setView] = useState<ViewName>('grants');
+  const [selected, setSelected] = useState<Partial<Record<ViewName, string>>>({});
+  const [filters, setFilters] = useState<Partial<Record<ViewName, string>>>({});
+  const [mode, setMode] = useState<Mode>({ kind: 'normal' });
+  const [message, setMessage] = useState<Line | null>(null);
+
+  const t = useMemo(() => table(state, view), [state, view]);
+  const filter = filters[view] ?? '';
+  const rows = useMemo(() => (filter ? t.rows.filter((r) => rowText(r).includes(filter.toLowerCase())) : t.rows), [t, filter]);
+  const index = Math.max(0, rows.findIndex((r) => r.key === selected[view]));
+  const current = rows[index];
+
+  const height = Math.max(8, screenRows - 1);
+  const wide = columns >= WIDE;
+  const bodyHeight = height - 4;
+  const listHeight = wide ? bodyHeight - 1 : Math.max(3, Math.floor((bodyHeight - 1) / 2));
+
+  const select = (i: number) => {
+    const row = rows[Math.min(Math.max(0, i), rows.length - 1)];
+    if (row) setSelected((s) => ({ ...s, [view]: row.key }));
+  };
+  const confirm = (question: string, run: () => Promise<void>, done: string) =>
+    setMode({
+      kind: 'confirm',
+      question,
+      run: () => run().then(() => setMessage({ text: done, tone: 'ok' }), (e: Error) => setMessage({ text: `failed: ${e.message}`, tone: 'alarm' })),
+    });
+
+  useInput((input, key) => {
+    if (mode.kind === 'filter') {
+      if (key.return) {
+        setFilters((f) => ({ ...f, [view]: mode.text }));
+        setMode({ kind: 'normal' });
+      } else if (key.escape) setMode({ kind: 'normal' });
+      else if (key.backspace || key.delete) setMode({ kind: 'filter', text: mode.text.slice(0, -1) });
+      else if (input && !key.ctrl && !key.meta) setMode({ kind: 'filter', text: mode.text + input });
+      return;
+    }
+    if (mode.kind === 'confirm') {
+      if (input === 'y' || input === 'Y') {
+        setMessage({ text: 'working…', tone: 'dim' });
+        void mode.run();
+      } else setMessage({ text: 'cancelled', tone: 'dim' });
+      setMode({ kind: 'normal' });
+      return;
+    }
+    if (input === 'q') return exit();
+    if (input === '?') return setMode(mode.kind === 'help' ? { kind: 'normal' } : { kind: 'help' });
+    if (key.escape) {
+      if (mode.kind === 'help') setMode({ kind: 'normal' });
+      else setFilters((f) => ({ ...f, [view]: '' }));
+      return;
+    }
+    const at = VIEWS.indexOf(view);
+    if (key.tab) return setView(VIEWS[(at + (key.shift ? VIEWS.length - 1 : 1)) % VIEWS.length] as ViewName);
+    if (/^[1-6]$/.test(input)) return setView(VIEWS[Number(input) - 1] as ViewName);
+    if (input === 'j' || key.downArrow) return select(index + 1);
+    if (input === 'k' || key.upArrow) return select(index - 1);
+    if (key.pageDown) return select(index + listHeight);
+    if (key.pageUp) return select(index - listHeight);
+    if (input === 'g') return select(0);
+    if (input === 'G') return select(rows.length - 1);
+    if (input === '/') return setMode({ kind: 'filter', text: filter });
+    if (input === 'r' && view === 'grants' && current) {
+      const grant = state.grants[current.key];
+      if (grant?.status !== 'active') return setMessage({ text: 'this grant is already revoked', tone: 'dim' });
+      return confirm(`Revoke the grant of “${clientName(state, grant.client_id)}” (${grant.id})? y/n`, () => actions.revokeGrant(grant.id), `revoked ${grant.id}`);
+    }
+    if ((input === 'a' || input === 'x') && view === 'approvals' && current) {
+      const action = state.actions[current.key];
+      if (action?.status !== 'pending') return setMessage({ text: 'this action is already decided', tone: 'dim' });
+      const decision = input === 'a' ? 'approve' : 'reject';
+      return confirm(`${decision === 'approve' ? 'Approve' : 'Reject'} “${action.description}”? y/n`, () => actions.decideAction(action.id, decision), `${decision === 'approve' ? 'approved' : 'rejected'} ${action.id}`);
+    }
+  });
+
+  const paint = (tone: Tone, inverse = false) => ({
+    ...(colors && TONE_COLORS[tone] ? { color: TONE_COLORS[tone] } : {}),
+    ...(tone === 'dim' ? { dimColor: true } : {}),
+    ...(inverse ? { inverse: true } : {}),
+  });
+  const text = (key: string, content: string, tone: Tone = 'normal', inverse = false, width = columns) => (
+    <Text key={key} wrap="truncate-end" {...paint(tone, inverse)}>
+      {content.length > width ? content.slice(0, width) : content.padEnd(width)}
+    </Text>
+  );
+
+  // Header: what is watched, whether the stream is live, and the server's clock.
+  const c = state.connection;
+  const live = c.status === 'connected';
+  const header = live
+    ? `agent-access ● live  ${state.service?.base_url ?? ''}  clock ${clockTime(state.now)}Z`
+    : `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED'}${c.detail ? `: ${c.detail}` : ''}${c.status === 'disconnected' ? ' (retrying)' : ''}`;
+  const pending = Object.values(state.actions).filter((a) => a.status === 'pending').length;
+  const counts: Record<ViewName, string> = {
+    grants: String(Object.values(state.grants).filter((g) => g.status === 'active').length),
+    families: String(Object.values(state.families).filter((f) => f.status === 'active').length),
+    jobs: String(Object.keys(state.research).length + Object.keys(state.training).length),
+    charges: '',
+    requests: String(state.requests.length),
+    approvals: pending ? `${pending}!` : '',
+  };
+
+  // Body: the list (with a header row) and the detail pane, stacked, or side by side on wide terminals.
+  const listWidth = wide ? Math.floor(columns * 0.6) : columns;
+  const detailWidth = wide ? columns - listWidth - 1 : columns;
+  const widths = widthsFor(t, listWidth);
+  const visible = listHeight - 1;
+  const offset = index < visible ? 0 : index - visible + 1;
+  const listLines: Array<[string, string, Tone, boolean]> = [[`h`, fitColumns(t.headers, widths, listWidth), 'dim', false]];
+  rows.slice(offset, offset + visible).forEach((row: Row, i) => {
+    listLines.push([row.key, fitColumns(row.cells, widths, listWidth), row.tone, offset + i === index]);
+  });
+  if (rows.length === 0) listLines.push(['empty', filter ? `nothing matches “${filter}”` : emptyText(view), 'dim', false]);
+  while (listLines.length < listHeight) listLines.push([`pad${listLines.length}`, '', 'normal', false]);
+  const detailHeight = wide ? bodyHeight : bodyHeight - listHeight - 1;
+  const detailLines = detail(state, view, current?.key).slice(0, detailHeight);
+  while (detailLines.length < detailHeight) detailLines.push({ text: '', tone: 'normal' });
+
+  const footer: [string, Tone] =
+    mode.kind === 'filter'
+      ? [`filter ${VIEW_TITLES[view]}: ${mode.text}▏ (Enter applies, Esc cancels)`, 'warn']
+      : mode.kind === 'confirm'
+        ? [mode.question, 'warn']
+        : message
+          ? [message.text, message.tone]
+          : lastActivity(state);
+  const hints = `Tab/1-6 view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${view === 'grants' ? '  r revoke' : ''}${view === 'approvals' ? '  a approve  x reject' : ''}  ? help  q quit`;
+
+  return (
+    <Box flexDirection="column" width={columns} height={height}>
+      {text('header', header, live ? 'normal' : 'alarm')}
+      <Box height={1} overflow="hidden">
+        {VIEWS.map((v, i) => (
+          <Text key={v} {...paint(v === 'approvals' && pending ? 'warn' : 'normal', v === view)}>
+            {` ${i + 1} ${v === 'families' ? 'Families' : VIEW_TITLES[v]}${counts[v] ? ` ${counts[v]}` : ''} `}
+          </Text>
+        ))}
+      </Box>
+      {mode.kind === 'help' ? (
+        <Box flexDirection="column" height={bodyHeight}>
+          {HELP.slice(0, bodyHeight).map((h, i) => text(`help${i}`, h))}
+        </Box>
+      ) : (
+        <Box flexDirection={wide ? 'row' : 'column'} height={bodyHeight}>
+          <Box flexDirection="column" width={listWidth}>
+            {listLines.map(([key, content, tone, isSelected]) => text(key, `${isSelected ? '›' : ' '}${content}`.slice(0, listWidth), tone, isSelected, listWidth))}
+          </Box>
+          {wide ? <Box width={1} /> : text('rule', `─ ${VIEW_TITLES[view]} `.padEnd(columns, '─'), 'dim')}
+          <Box flexDirection="column" width={detailWidth}>
+            {detailLines.map((l, i) => text(`d${i}`, l.text, l.tone, false, detailWidth))}
+          </Box>
+        </Box>
+      )}
+      {text('footer', footer[0], footer[1])}
+      {text('hints', hints, 'dim')}
+    </Box>
+  );
+}
+
+function lastActivity(state: DashboardState): [string, Tone] {
+  const last = state.activity.at(-1);
+  return last ? [`${clockTime(last.at)} ${last.text}`, last.alarm ? 'alarm' : 'normal'] : ['', 'normal'];
+}
+
+function emptyText(view: ViewName): string {
+  switch (view) {
+    case 'grants':
+      return 'no grants yet: run `agent-access login` or any OAuth client';
+    case 'families':
+      return 'no token families yet: a code exchange starts one';
+    case 'jobs':
+      return 'no research or training jobs yet';
+    case 'charges':
+      return 'nothing charged yet';
+    case 'requests':
+      return 'no requests yet';
+    case 'approvals':
+      return 'no write actions: they appear when an agent asks for a change on /mcp';
+  }
+}
+
+const HELP = [
+  'Keys',
+  '  Tab Shift+Tab  next, previous view     1-6  jump to a view',
+  '  j k  ↓ ↑       move the selection      g G  first, last    PgDn PgUp  a page',
+  '  /              filter the list (Enter applies; Esc clears it)',
+  '  r              Grants: revoke the selected grant (asks y/n first)',
+  '  a x            Approvals: approve or reject the selected action (asks y/n)',
+  '  ?              this help (? or Esc closes it)          q  quit',
+  '',
+  'Views: 1 Grants  2 Token families  3 Jobs  4 Charges  5 Requests  6 Approvals',
+  '',
+  'Marks',
+  '  ✎ after a scope: it writes.  REPLAYED: a refresh token was used twice, so',
+  '  its whole family died.  Client names are as registered: unverified.',
+  '  Times are the emulator clock in UTC (virtual under a manual clock).',
+];

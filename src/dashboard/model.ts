@@ -1,0 +1,264 @@
+import { addAmount, type ChargeEntry } from '../core/charges.js';
+import type { AppEvent, EventMap } from '../core/events.js';
+import type { ActionView, FamilyView, RequestEntry, ResearchView, Snapshot, TrainingView } from '../core/snapshot.js';
+
+/**
+ * The dashboard's state and the pure reducer that folds the admin stream into it. The UI never reads the
+ * store: everything it shows comes from a snapshot and the events after it.
+ */
+
+/** What the stream client hands the reducer. */
+export type StreamMessage =
+  | { type: 'snapshot'; snapshot: Snapshot }
+  | { type: 'event'; event: AppEvent }
+  | { type: 'tick'; now: number }
+  | { type: 'connection'; status: ConnectionStatus; detail?: string; url?: string; at: number };
+
+export type ConnectionStatus = 'connecting' | 'connected' | 'disconnected';
+
+export type GrantRow = Snapshot['grants'][number];
+export type ChargeRow = ChargeEntry & { free: boolean };
+export interface ActivityItem {
+  seq: number;
+  at: number;
+  text: string;
+  /** Something went wrong or was cut off: a replay, a revocation, a refused request. */
+  alarm: boolean;
+}
+
+export interface DashboardState {
+  connection: { status: ConnectionStatus; detail: string | null; url: string | null; since: number | null };
+  /** The newest event folded in; older or repeated events are ignored. */
+  seq: number;
+  /** The server's clock (virtual under a manual clock), from the snapshot, events and ticks. */
+  now: number;
+  service: Snapshot['service'] | null;
+  persons: Record<string, string>;
+  clients: Snapshot['clients'];
+  grants: Record<string, GrantRow>;
+  families: Record<string, FamilyView>;
+  research: Record<string, ResearchView>;
+  training: Record<string, TrainingView>;
+  charges: { by_client: Record<string, number>; by_grant: Record<string, number>; entries: ChargeRow[] };
+  actions: Record<string, ActionView>;
+  requests: RequestEntry[];
+  activity: ActivityItem[];
+}
+
+export const LIMITS = { requests: 500, charges: 500, activity: 100, accessTokens: 20 } as const;
+
+export const initialState = (): DashboardState => ({
+  connection: { status: 'connecting', detail: null, url: null, since: null },
+  seq: 0,
+  now: 0,
+  service: null,
+  persons: {},
+  clients: {},
+  grants: {},
+  families: {},
+  research: {},
+  training: {},
+  charges: { by_client: {}, by_grant: {}, entries: [] },
+  actions: {},
+  requests: [],
+  activity: [],
+});
+
+const byId = <T extends { id: string }>(items: T[]): Record<string, T> => Object.fromEntries(items.map((item) => [item.id, item]));
+const capped = <T>(items: T[], limit: number): T[] => (items.length > limit ? items.slice(items.length - limit) : items);
+const shortId = (id: string): string => (id.length > 14 ? `${id.slice(0, 14)}…` : id);
+
+export function clientName(state: DashboardState, clientId: string): string {
+  return state.clients[clientId]?.client_name ?? shortId(clientId);
+}
+
+export function reduce(state: DashboardState, message: StreamMessage): DashboardState {
+  switch (message.type) {
+    case 'connection':
+      if (state.connection.status === message.status && state.connection.detail === (message.detail ?? null)) return state;
+      return { ...state, connection: { status: message.status, detail: message.detail ?? null, url: message.url ?? state.connection.url, since: message.at } };
+    case 'tick':
+      return message.now === state.now ? state : { ...state, now: message.now };
+    case 'snapshot':
+      return fromSnapshot(state, message.snapshot);
+    case 'event':
+      if (message.event.seq <= state.seq) return state;
+      return applyEvent({ ...state, seq: message.event.seq, now: Math.max(state.now, message.event.at) }, message.event);
+  }
+}
+
+/** A snapshot replaces what was known (after a reconnect, the server may have restarted with other state). */
+function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
+  return {
+    ...state,
+    seq: s.seq,
+    now: s.now,
+    service: s.service,
+    persons: s.persons,
+    clients: s.clients,
+    grants: byId(s.grants),
+    families: byId(s.families),
+    research: byId(s.research),
+    training: byId(s.training),
+    charges: { by_client: s.charges.by_client, by_grant: s.charges.by_grant, entries: s.charges.entries.map((e) => ({ ...e, free: false })) },
+    actions: byId(s.actions),
+    requests: capped(s.requests, LIMITS.requests),
+    activity: [],
+  };
+}
+
+type EventOf<N extends keyof EventMap> = Extract<AppEvent, { name: N }>;
+
+function note(state: DashboardState, event: AppEvent, text: string, alarm = false): DashboardState {
+  return { ...state, activity: capped([...state.activity, { seq: event.seq, at: event.at, text, alarm }], LIMITS.activity) };
+}
+
+function patch<K extends 'grants' | 'families' | 'research' | 'training' | 'actions'>(
+  state: DashboardState,
+  key: K,
+  id: string,
+  change: (row: DashboardState[K][string]) => DashboardState[K][string],
+): DashboardState {
+  const row = state[key][id];
+  if (!row) return state;
+  return { ...state, [key]: { ...state[key], [id]: change(row as DashboardState[K][string]) } };
+}
+
+function onTokensIssued(state: DashboardState, event: EventOf<'tokens.issued'>): DashboardState {
+  const d = event.data;
+  const token = { jti: d.jti, issued_at: event.at, expires_at: d.expires_at, revoked: false };
+  const existing = state.families[d.family_id];
+  let family: FamilyView;
+  if (!existing) {
+    family = {
+      id: d.family_id,
+      grant_id: d.grant_id,
+      client_id: d.client_id,
+      status: 'active',
+      created_at: event.at,
+      invalidated_at: null,
+      invalidated_reason: null,
+      replayed_generation: null,
+      chain: [{ generation: d.generation, issued_at: event.at, rotated_at: null }],
+      access_tokens: [token],
+    };
+  } else {
+    family = { ...existing, chain: withGeneration(existing.chain, d.generation, event.at), access_tokens: capped([...existing.access_tokens, token], LIMITS.accessTokens) };
+  }
+  const next = { ...state, families: { ...state.families, [family.id]: family } };
+  return patch(next, 'grants', d.grant_id, (g) => ({ ...g, last_used_at: event.at }));
+}
+
+/** Adds a generation to the chain once; the one before it is rotated from then on. */
+function withGeneration(chain: FamilyView['chain'], generation: number, at: number): FamilyView['chain'] {
+  if (chain.some((g) => g.generation === generation)) return chain;
+  return [...chain.map((g) => (g.generation < generation && g.rotated_at === null ? { ...g, rotated_at: at } : g)), { generation, issued_at: at, rotated_at: null }];
+}
+
+function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
+  switch (event.name) {
+    case 'client.registered': {
+      const d = event.data;
+      return note({ ...state, clients: { ...state.clients, [d.client_id]: { client_id: d.client_id, client_name: d.client_name, registered_at: event.at } } }, event, `client registered: ${d.client_name}`);
+    }
+    case 'consent.shown':
+      return note(state, event, `consent page shown: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`);
+    case 'consent.approved':
+      return note(state, event, `consent approved by ${event.data.person_id}: ${clientName(state, event.data.client_id)} (${event.data.scopes.join(' ')})`);
+    case 'consent.denied':
+      return note(state, event, `consent denied by ${event.data.person_id}: ${clientName(state, event.data.client_id)}`, true);
+    case 'grant.created': {
+      const d = event.data;
+      const grant: GrantRow = { id: d.grant_id, client_id: d.client_id, person_id: d.person_id, scopes: d.scopes, resource: d.resource, created_at: event.at, last_used_at: null, status: 'active', revoked_at: null, revoked_by: null };
+      return { ...state, grants: { ...state.grants, [grant.id]: grant } };
+    }
+    case 'grant.scopes_reduced':
+      return note(patch(state, 'grants', event.data.grant_id, (g) => ({ ...g, scopes: event.data.scopes })), event, `grant ${event.data.grant_id} lost retired scopes ${event.data.removed.join(' ')}`);
+    case 'grant.revoked': {
+      const next = patch(state, 'grants', event.data.grant_id, (g) => ({ ...g, status: 'revoked', revoked_at: event.at, revoked_by: event.data.by }));
+      return note(next, event, `grant of ${clientName(state, event.data.client_id)} revoked by ${event.data.by}`, true);
+    }
+    case 'code.issued':
+      return note(state, event, `authorization code issued to ${clientName(state, event.data.client_id)}`);
+    case 'code.replayed':
+      return note(state, event, `authorization code replayed by ${clientName(state, event.data.client_id)}`, true);
+    case 'tokens.issued':
+      return onTokensIssued(state, event);
+    case 'refresh.rotated': {
+      const d = event.data;
+      return patch(state, 'families', d.family_id, (f) => ({ ...f, chain: withGeneration(f.chain, d.to_generation, event.at) }));
+    }
+    case 'family.invalidated': {
+      const d = event.data;
+      const next = patch(state, 'families', d.family_id, (f) => ({ ...f, status: 'invalidated', invalidated_at: event.at, invalidated_reason: d.reason, replayed_generation: d.replayed_generation ?? null }));
+      const why = d.reason === 'refresh_replay' ? `refresh token generation ${d.replayed_generation ?? '?'} replayed` : d.reason.replace('_', ' ');
+      return note(next, event, `token family ${d.family_id} invalidated: ${why}`, true);
+    }
+    case 'access_token.revoked': {
+      const family = Object.values(state.families).find((f) => f.access_tokens.some((t) => t.jti === event.data.jti));
+      const next = family ? patch(state, 'families', family.id, (f) => ({ ...f, access_tokens: f.access_tokens.map((t) => (t.jti === event.data.jti ? { ...t, revoked: true } : t)) })) : state;
+      return note(next, event, `access token revoked by ${clientName(state, event.data.client_id)}`);
+    }
+    case 'charge.recorded': {
+      const d = event.data;
+      if (state.charges.entries.some((e) => e.seq === d.seq && !e.free)) return state;
+      return {
+        ...state,
+        charges: {
+          by_client: { ...state.charges.by_client, [d.client_id]: addAmount(state.charges.by_client[d.client_id] ?? 0, d.amount) },
+          by_grant: { ...state.charges.by_grant, [d.grant_id]: addAmount(state.charges.by_grant[d.grant_id] ?? 0, d.amount) },
+          entries: capped([...state.charges.entries, { ...d, free: false }], LIMITS.charges),
+        },
+      };
+    }
+    case 'idempotency.replayed': {
+      const d = event.data;
+      const row: ChargeRow = { seq: -event.seq, at: event.at, client_id: d.client_id, grant_id: '', route: d.route, amount: 0, unit: 'AKh', idempotency_key: d.key, free: true };
+      return { ...state, charges: { ...state.charges, entries: capped([...state.charges.entries, row], LIMITS.charges) } };
+    }
+    case 'rate_limit.exceeded':
+      return note(state, event, `rate limit hit by ${clientName(state, event.data.client_id)} on ${event.data.route}`, true);
+    case 'research.created': {
+      const d = event.data;
+      const job: ResearchView = { id: d.job_id, client_id: d.client_id, grant_id: d.grant_id, question: d.question, status: 'queued', created_at: event.at, finished_at: null, error: null };
+      return { ...state, research: { ...state.research, [job.id]: job } };
+    }
+    case 'research.running':
+      return patch(state, 'research', event.data.job_id, (j) => ({ ...j, status: 'running' }));
+    case 'research.succeeded':
+      return patch(state, 'research', event.data.job_id, (j) => ({ ...j, status: 'succeeded', finished_at: event.at }));
+    case 'research.failed':
+      return note(
+        patch(state, 'research', event.data.job_id, (j) => ({ ...j, status: 'failed', finished_at: event.at, error: `${event.data.error}: ${event.data.message}` })),
+        event,
+        `research job ${event.data.job_id} failed: ${event.data.error}`,
+        true,
+      );
+    case 'training.received': {
+      const d = event.data;
+      const doc: TrainingView = { id: d.document_id, client_id: d.client_id, grant_id: d.grant_id, file_name: d.file_name, size: d.size, processing_step: 'received', created_at: event.at, finished_at: null, error: null };
+      return { ...state, training: { ...state.training, [doc.id]: doc } };
+    }
+    case 'training.step': {
+      const d = event.data;
+      const done = d.processing_step === 'indexed' || d.processing_step === 'failed';
+      return patch(state, 'training', d.document_id, (doc) => ({ ...doc, processing_step: d.processing_step, finished_at: done ? event.at : null, error: d.error ?? null }));
+    }
+    case 'action.pending': {
+      const d = event.data;
+      const action: ActionView = { id: d.action_id, client_id: d.client_id, person_id: d.person_id, kind: d.kind, operation: d.operation, description: d.description, status: 'pending', created_at: event.at, decided_at: null };
+      return note({ ...state, actions: { ...state.actions, [action.id]: action } }, event, `write action waits for approval: ${d.description}`);
+    }
+    case 'action.approved':
+      return patch(state, 'actions', event.data.action_id, (a) => ({ ...a, status: 'approved', decided_at: event.at }));
+    case 'action.rejected':
+      return patch(state, 'actions', event.data.action_id, (a) => ({ ...a, status: 'rejected', decided_at: event.at }));
+    case 'action.applied':
+      return patch(state, 'actions', event.data.action_id, (a) => ({ ...a, status: 'applied' }));
+    case 'request.served': {
+      const next = { ...state, requests: capped([...state.requests, { ...event.data, seq: event.seq, at: event.at }], LIMITS.requests) };
+      // An accepted bearer token is a use of its grant (the core records it the same way).
+      return event.data.grant_id ? patch(next, 'grants', event.data.grant_id, (g) => ({ ...g, last_used_at: event.at })) : next;
+    }
+  }
+}

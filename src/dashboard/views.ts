@@ -1,0 +1,283 @@
+import { age, relativeTime } from '../cli/output.js';
+import { TRAINING_STEPS } from '../core/jobs.js';
+import { SCOPES, isSupportedScope } from '../core/scopes.js';
+import { clientName, type DashboardState } from './model.js';
+
+/**
+ * What each view shows, as plain rows and lines: pure functions of the dashboard state, so the filter,
+ * the tests and the Ink components all see the same text.
+ */
+
+export const VIEWS = ['grants', 'families', 'jobs', 'charges', 'requests', 'approvals'] as const;
+export type ViewName = (typeof VIEWS)[number];
+
+export const VIEW_TITLES: Record<ViewName, string> = {
+  grants: 'Grants',
+  families: 'Token families',
+  jobs: 'Jobs',
+  charges: 'Charges',
+  requests: 'Requests',
+  approvals: 'Approvals',
+};
+
+export type Tone = 'normal' | 'alarm' | 'ok' | 'dim' | 'warn';
+
+export interface Row {
+  key: string;
+  cells: string[];
+  tone: Tone;
+}
+
+export interface Line {
+  text: string;
+  tone: Tone;
+}
+
+export interface Table {
+  headers: string[];
+  /** Column widths; the last column takes what is left. */
+  widths: number[];
+  rows: Row[];
+}
+
+/** `12:03:04` in UTC, as the CLI prints times (ISO, Z): the same on every machine. */
+export const clockTime = (ms: number | null): string => (ms ? new Date(ms).toISOString().slice(11, 19) : '-');
+const line = (text: string, tone: Tone = 'normal'): Line => ({ text, tone });
+const isWriteScope = (scope: string): boolean => isSupportedScope(scope) && SCOPES[scope].writes;
+/** Write scopes carry a mark wherever scopes are listed. */
+export const markScopes = (scopes: string[]): string => scopes.map((s) => (isWriteScope(s) ? `${s}✎` : s)).join(' ');
+const amount = (n: number): string => `${Number(n.toFixed(3))} AKh`;
+const newestFirst = <T extends { created_at: number }>(items: T[]): T[] => [...items].sort((a, b) => b.created_at - a.created_at);
+
+export function table(state: DashboardState, view: ViewName): Table {
+  switch (view) {
+    case 'grants':
+      return {
+        headers: ['STATUS', 'CLIENT (unverified)', 'PERSON', 'SCOPES', 'CREATED', 'LAST USED'],
+        widths: [8, 20, 10, 24, 9, 9],
+        rows: newestFirst(Object.values(state.grants)).map((g) => ({
+          key: g.id,
+          cells: [g.status, clientName(state, g.client_id), state.persons[g.person_id] ?? g.person_id, markScopes(g.scopes) || '(identity)', clockTime(g.created_at), clockTime(g.last_used_at)],
+          tone: g.status === 'revoked' ? 'dim' : 'normal',
+        })),
+      };
+    case 'families':
+      return {
+        headers: ['STATUS', 'CLIENT', 'FAMILY', 'GEN', 'TOKENS', 'ACCESS TOKEN'],
+        widths: [12, 20, 16, 4, 7, 18],
+        rows: newestFirst(Object.values(state.families)).map((f) => {
+          const last = f.access_tokens.at(-1);
+          const current = f.chain.at(-1)?.generation ?? 0;
+          const status = f.status === 'active' ? 'active' : f.invalidated_reason === 'refresh_replay' ? 'REPLAYED' : 'invalidated';
+          return {
+            key: f.id,
+            cells: [status, clientName(state, f.client_id), f.id, String(current), String(f.access_tokens.length), last ? expiry(state, last.expires_at) : '-'],
+            tone: f.status === 'active' ? 'normal' : f.invalidated_reason === 'refresh_replay' || f.invalidated_reason === 'code_replay' ? 'alarm' : 'dim',
+          };
+        }),
+      };
+    case 'jobs': {
+      const research = Object.values(state.research).map((j) => ({
+        key: j.id,
+        created_at: j.created_at,
+        cells: ['research', j.status, progress(['queued', 'running', 'succeeded'], j.status), age((j.finished_at ?? state.now) - j.created_at), clientName(state, j.client_id), j.question],
+        tone: (j.status === 'failed' ? 'alarm' : j.status === 'succeeded' ? 'ok' : 'normal') as Tone,
+      }));
+      const training = Object.values(state.training).map((d) => ({
+        key: d.id,
+        created_at: d.created_at,
+        cells: ['training', d.processing_step, progress(TRAINING_STEPS, d.processing_step), age((d.finished_at ?? state.now) - d.created_at), clientName(state, d.client_id), d.file_name],
+        tone: (d.processing_step === 'failed' ? 'alarm' : d.processing_step === 'indexed' ? 'ok' : 'normal') as Tone,
+      }));
+      return {
+        headers: ['KIND', 'STATUS', 'PROGRESS', 'ELAPSED', 'CLIENT', 'WHAT'],
+        widths: [9, 10, 6, 8, 18, 20],
+        rows: newestFirst([...research, ...training]).map(({ key, cells, tone }) => ({ key, cells, tone })),
+      };
+    }
+    case 'charges':
+      return {
+        headers: ['TIME', 'CLIENT', 'ROUTE', 'AMOUNT', 'IDEMPOTENCY KEY'],
+        widths: [9, 20, 16, 14, 20],
+        rows: [...state.charges.entries].reverse().map((e) => ({
+          key: String(e.seq),
+          cells: [clockTime(e.at), clientName(state, e.client_id), e.route, e.free ? 'free (replay)' : amount(e.amount), e.idempotency_key ?? '-'],
+          tone: e.free ? 'dim' : 'normal',
+        })),
+      };
+    case 'requests':
+      return {
+        headers: ['TIME', 'METHOD', 'PATH', 'STATUS', 'MS', 'CLIENT'],
+        widths: [9, 7, 28, 7, 7, 20],
+        rows: [...state.requests].reverse().map((r) => ({
+          key: String(r.seq),
+          cells: [clockTime(r.at), r.method, r.path, String(r.status), String(r.ms), r.client_id ? clientName(state, r.client_id) : '-'],
+          tone: r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
+        })),
+      };
+    case 'approvals': {
+      const order = { pending: 0, approved: 1, rejected: 2, applied: 3 } as const;
+      return {
+        headers: ['STATUS', 'CLIENT', 'KIND', 'OP', 'DESCRIPTION'],
+        widths: [9, 18, 10, 7, 30],
+        rows: Object.values(state.actions)
+          .sort((a, b) => order[a.status] - order[b.status] || b.created_at - a.created_at)
+          .map((a) => ({
+            key: a.id,
+            cells: [a.status, clientName(state, a.client_id), a.kind, a.operation, a.description],
+            tone: a.status === 'pending' ? 'warn' : a.status === 'rejected' ? 'dim' : 'normal',
+          })),
+      };
+    }
+  }
+}
+
+function expiry(state: DashboardState, expiresAt: number): string {
+  return expiresAt > state.now ? `expires ${relativeTime(expiresAt - state.now)}` : 'expired';
+}
+
+/** `■■■□□` for the steps done of a fixed sequence; a failed job shows where it stopped. */
+function progress(steps: readonly string[], current: string): string {
+  const at = steps.indexOf(current);
+  const done = at < 0 ? 0 : at + 1;
+  return current === 'failed' ? '✖' : '■'.repeat(done) + '□'.repeat(steps.length - done);
+}
+
+/** The detail pane of the selected row. */
+export function detail(state: DashboardState, view: ViewName, key: string | undefined): Line[] {
+  if (view === 'charges') return chargeTotals(state);
+  if (key === undefined) return [line('nothing selected', 'dim')];
+  switch (view) {
+    case 'grants': {
+      const g = state.grants[key];
+      if (!g) return [];
+      const families = Object.values(state.families).filter((f) => f.grant_id === g.id);
+      return [
+        line(`grant ${g.id}`),
+        line(`client   “${clientName(state, g.client_id)}” (unverified name) ${g.client_id}`),
+        line(`person   ${state.persons[g.person_id] ?? '?'} (${g.person_id})`),
+        line(`kind     ${g.resource ? `agent token for ${g.resource}` : 'identity only (no resource)'}`),
+        line(`scopes   ${g.scopes.map((s) => (isWriteScope(s) ? `${s} (writes)` : s)).join(', ') || '-'}`, g.scopes.some(isWriteScope) ? 'warn' : 'normal'),
+        line(`status   ${g.status}${g.revoked_at ? ` by ${g.revoked_by ?? '?'} at ${clockTime(g.revoked_at)}` : ''}`, g.status === 'revoked' ? 'alarm' : 'ok'),
+        line(`created  ${clockTime(g.created_at)}   last used ${clockTime(g.last_used_at)}`),
+        line(`families ${families.length} (${families.filter((f) => f.status === 'active').length} active)   charged ${amount(state.charges.by_grant[g.id] ?? 0)}`),
+        line(g.status === 'active' ? 'r revokes this grant (asks first)' : '', 'dim'),
+      ];
+    }
+    case 'families': {
+      const f = state.families[key];
+      if (!f) return [];
+      const lines = [line(`family ${f.id} of grant ${f.grant_id}, ${clientName(state, f.client_id)}`)];
+      if (f.status === 'invalidated') {
+        const replay = f.invalidated_reason === 'refresh_replay';
+        lines.push(
+          line(
+            replay
+              ? `✖ REPLAY: refresh token gen ${f.replayed_generation ?? '(older than kept)'} was presented again at ${clockTime(f.invalidated_at)}; the whole family died`
+              : `✖ invalidated at ${clockTime(f.invalidated_at)}: ${f.invalidated_reason ?? '?'}`,
+            replay || f.invalidated_reason === 'code_replay' ? 'alarm' : 'dim',
+          ),
+        );
+      }
+      lines.push(line('refresh tokens:', 'dim'));
+      const current = f.chain.at(-1)?.generation;
+      for (const g of f.chain) {
+        const replayed = g.generation === f.replayed_generation;
+        const state_ = g.generation === current && f.status === 'active' ? 'current' : g.generation === current ? 'invalidated' : 'rotated';
+        lines.push(
+          line(
+            `  gen ${g.generation}  ${state_.padEnd(11)} issued ${clockTime(g.issued_at)}${g.rotated_at ? `  rotated ${clockTime(g.rotated_at)}` : ''}${replayed ? '  ← replayed' : ''}`,
+            replayed ? 'alarm' : g.generation === current && f.status === 'active' ? 'ok' : 'normal',
+          ),
+        );
+      }
+      lines.push(line('access tokens (newest last):', 'dim'));
+      for (const t of f.access_tokens) {
+        lines.push(line(`  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}  ${t.revoked ? 'revoked' : expiry(state, t.expires_at)}`, t.revoked || t.expires_at <= state.now ? 'dim' : 'normal'));
+      }
+      return lines;
+    }
+    case 'jobs': {
+      const j = state.research[key];
+      if (j) {
+        return [
+          line(`research job ${j.id}`),
+          line(`client   ${clientName(state, j.client_id)}   grant ${j.grant_id}`),
+          line(`question ${j.question}`),
+          line(`status   ${j.status}  ${progress(['queued', 'running', 'succeeded'], j.status)}`, j.status === 'failed' ? 'alarm' : j.status === 'succeeded' ? 'ok' : 'normal'),
+          line(`created  ${clockTime(j.created_at)}   ${j.finished_at ? `finished ${clockTime(j.finished_at)} after` : 'running for'} ${age((j.finished_at ?? state.now) - j.created_at)}`),
+          ...(j.error ? [line(`error    ${j.error}`, 'alarm')] : []),
+        ];
+      }
+      const d = state.training[key];
+      if (!d) return [];
+      return [
+        line(`training document ${d.id}`),
+        line(`client   ${clientName(state, d.client_id)}   grant ${d.grant_id}`),
+        line(`file     ${d.file_name} (${d.size} bytes)`),
+        line(`step     ${TRAINING_STEPS.map((s) => (s === d.processing_step ? `[${s}]` : s)).join(' › ')}${d.processing_step === 'failed' ? ' › [failed]' : ''}`, d.processing_step === 'failed' ? 'alarm' : d.processing_step === 'indexed' ? 'ok' : 'normal'),
+        line(`created  ${clockTime(d.created_at)}   ${d.finished_at ? `done ${clockTime(d.finished_at)} after` : 'running for'} ${age((d.finished_at ?? state.now) - d.created_at)}`),
+        ...(d.error ? [line(`error    ${d.error}`, 'alarm')] : []),
+      ];
+    }
+    case 'requests': {
+      const r = state.requests.find((x) => String(x.seq) === key);
+      if (!r) return [];
+      return [
+        line(`${r.method} ${r.path}`),
+        line(`status   ${r.status}   ${r.ms} ms   on ${r.server === 'api' ? '{base_url}' : '{auth_url}'}   at ${clockTime(r.at)}`, r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal'),
+        line(`client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : '- (no bearer token)'}`),
+        ...(r.grant_id ? [line(`grant    ${r.grant_id}`)] : []),
+      ];
+    }
+    case 'approvals': {
+      const a = state.actions[key];
+      if (!a) return [];
+      return [
+        line(`write action ${a.id}`),
+        line(`client   ${clientName(state, a.client_id)}   person ${a.person_id}`),
+        line(`change   ${a.operation} ${a.kind}`),
+        line(a.description),
+        line(`status   ${a.status}${a.decided_at ? ` (decided ${clockTime(a.decided_at)})` : ''}`, a.status === 'pending' ? 'warn' : 'normal'),
+        line(a.status === 'pending' ? 'a approves, x rejects (asks first)' : '', 'dim'),
+      ];
+    }
+  }
+}
+
+function chargeTotals(state: DashboardState): Line[] {
+  const clients = Object.entries(state.charges.by_client).sort((a, b) => b[1] - a[1]);
+  const total = clients.reduce((sum, [, n]) => sum + n * 1000, 0) / 1000;
+  const lines = [line(`total ${amount(total)}   (replays and polling are free)`), line('per client:', 'dim')];
+  for (const [id, n] of clients) lines.push(line(`  ${amount(n).padStart(10)}  ${clientName(state, id)}`));
+  lines.push(line('per grant:', 'dim'));
+  for (const [id, n] of Object.entries(state.charges.by_grant).sort((a, b) => b[1] - a[1])) {
+    const grant = state.grants[id];
+    lines.push(line(`  ${amount(n).padStart(10)}  ${id}${grant ? `  ${clientName(state, grant.client_id)}` : ''}`));
+  }
+  return lines;
+}
+
+/** Fits cells into columns: each padded or cut to its width, the last one to what is left. */
+export function fitColumns(cells: string[], widths: number[], total: number): string {
+  let out = '';
+  cells.forEach((cell, i) => {
+    const last = i === cells.length - 1;
+    const width = last ? Math.max(0, total - out.length) : (widths[i] ?? 10);
+    const text = cell.length > width ? `${cell.slice(0, Math.max(0, width - 1))}…` : cell;
+    out += last ? text : `${text.padEnd(width)} `;
+  });
+  return out.length > total ? out.slice(0, total) : out;
+}
+
+/** Columns for a given width: the fixed ones shrink proportionally on narrow terminals. */
+export function widthsFor(t: Table, total: number): number[] {
+  const fixed = t.widths.slice(0, -1);
+  const needed = fixed.reduce((a, b) => a + b + 1, 0) + 12;
+  if (needed <= total) return t.widths;
+  const scale = (total - 12) / (needed - 12);
+  return fixed.map((w) => Math.max(3, Math.floor(w * scale) - 1)).concat(t.widths.at(-1) ?? 10);
+}
+
+/** The text a filter matches: every cell of the row. */
+export const rowText = (row: Row): string => row.cells.join(' ').toLowerCase();

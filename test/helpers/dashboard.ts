@@ -1,0 +1,100 @@
+import { stripVTControlCharacters } from 'node:util';
+import { createElement } from 'react';
+import { render } from 'ink-testing-library';
+import type { AppEvent, EventMap, EventName } from '../../src/core/events.js';
+import type { Snapshot } from '../../src/core/snapshot.js';
+import { Dashboard, type DashboardActions } from '../../src/dashboard/app.js';
+import type { StreamMessage } from '../../src/dashboard/model.js';
+
+export const T0 = Date.UTC(2026, 10, 21, 12, 0, 0);
+
+export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
+  return {
+    seq: 0,
+    now: T0,
+    service: { base_url: 'http://127.0.0.1:4100', auth_url: 'http://127.0.0.1:4101', issuer: 'http://127.0.0.1:4100' },
+    persons: { 'person-anna': 'Anna Schmidt' },
+    clients: { 'client-1': { client_id: 'client-1', client_name: 'Wetter-Agent', registered_at: T0 } },
+    grants: [],
+    families: [],
+    research: [],
+    training: [],
+    charges: { by_client: {}, by_grant: {}, entries: [] },
+    actions: [],
+    requests: [],
+    ...overrides,
+  };
+}
+
+/** A scripted event stream: sequence numbers and times advance like the server's. */
+export class Script {
+  seq: number;
+  at: number;
+  constructor(start: { seq?: number; at?: number } = {}) {
+    this.seq = start.seq ?? 0;
+    this.at = start.at ?? T0;
+  }
+  /** The next event, `ms` after the previous one. */
+  event<N extends EventName>(name: N, data: EventMap[N], ms = 1000): StreamMessage {
+    this.at += ms;
+    return { type: 'event', event: { seq: ++this.seq, at: this.at, name, data } as AppEvent };
+  }
+}
+
+export const frameText = (frame: string | undefined): string => stripVTControlCharacters(frame ?? '');
+
+/** Renders the dashboard with ink-testing-library over a scripted source; `columns`/`rows` set the terminal's size. */
+export function renderDashboard(options: { columns?: number; rows?: number; colors?: boolean } = {}) {
+  let push: (message: StreamMessage) => void = () => undefined;
+  const calls: string[] = [];
+  const actions: DashboardActions = {
+    revokeGrant: async (id) => void calls.push(`revoke ${id}`),
+    decideAction: async (id, decision) => void calls.push(`${decision} ${id}`),
+  };
+  const app = render(
+    createElement(Dashboard, {
+      subscribe: (p) => {
+        push = p;
+        return () => undefined;
+      },
+      actions,
+      colors: options.colors ?? true,
+      batchMs: 1,
+    }),
+  );
+  const stdout = app.stdout as unknown as NodeJS.EventEmitter;
+  const resize = (columns: number, rows: number) => {
+    Object.defineProperty(stdout, 'columns', { value: columns, configurable: true });
+    Object.defineProperty(stdout, 'rows', { value: rows, configurable: true });
+    stdout.emit('resize');
+  };
+  resize(options.columns ?? 80, options.rows ?? 24);
+  const frame = () => frameText(app.lastFrame());
+  /** Waits until the newest frame satisfies `test` (renders are batched and asynchronous). */
+  const waitFor = async (test: (frame: string) => boolean, what = 'the expected frame'): Promise<string> => {
+    const until = Date.now() + 3000;
+    for (;;) {
+      const f = frame();
+      if (test(f)) return f;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}; last frame:\n${f}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  return {
+    ...app,
+    calls,
+    resize,
+    frame,
+    waitFor,
+    send: (...messages: StreamMessage[]) => messages.forEach((m) => push(m)),
+    /** Sends keys and waits for the next frame to settle. */
+    press: async (...keys: string[]) => {
+      for (const key of keys) {
+        app.stdin.write(key);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
+  };
+}
+
+export const KEYS = { tab: '\t', shiftTab: '\u001B[Z', down: '\u001B[B', up: '\u001B[A', escape: '\u001B', enter: '\r', backspace: '\u007F' } as const;
