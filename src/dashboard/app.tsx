@@ -1,5 +1,5 @@
 import { Box, Text, useApp, useInput, useStdout } from 'ink';
-import { useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
 import { VIEWS, VIEW_TITLES, clockTime, detail, fitColumns, rowText, table, widthsFor, type Line, type Row, type Tone, type ViewName } from './views.js';
 
@@ -89,7 +89,10 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
       run: () => run().then(() => setMessage({ text: done, tone: 'ok' }), (e: Error) => setMessage({ text: `failed: ${e.message}`, tone: 'alarm' })),
     });
 
-  useInput((input, key) => {
+  // Keys act on what is on screen now: the handler is rebuilt each render and read through a ref, because Ink
+  // re-subscribes a new handler only after the render's effects run, and a key can arrive before that.
+  const onKey = useRef<Parameters<typeof useInput>[0]>(() => undefined);
+  onKey.current = (input, key) => {
     if (mode.kind === 'filter') {
       if (key.return) {
         setFilters((f) => ({ ...f, [view]: mode.text }));
@@ -135,7 +138,8 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
       const decision = input === 'a' ? 'approve' : 'reject';
       return confirm(`${decision === 'approve' ? 'Approve' : 'Reject'} “${action.description}”? y/n`, () => actions.decideAction(action.id, decision), `${decision === 'approve' ? 'approved' : 'rejected'} ${action.id}`);
     }
-  });
+  };
+  useInput(useCallback((input, key) => onKey.current(input, key), []));
 
   const paint = (tone: Tone, inverse = false) => ({
     ...(colors && TONE_COLORS[tone] ? { color: TONE_COLORS[tone] } : {}),
@@ -153,7 +157,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   const live = c.status === 'connected';
   const header = live
     ? `agent-access ● live  ${state.service?.base_url ?? ''}  clock ${clockTime(state.now)}Z`
-    : `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED'}${c.detail ? `: ${c.detail}` : ''}${c.status === 'disconnected' ? ' (retrying)' : ''}`;
+    : `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED, retrying'}${c.detail ? `: ${c.detail}` : ''}`;
   const pending = Object.values(state.actions).filter((a) => a.status === 'pending').length;
   const counts: Record<ViewName, string> = {
     grants: String(Object.values(state.grants).filter((g) => g.status === 'active').length),
@@ -167,12 +171,13 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   // Body: the list (with a header row) and the detail pane, stacked, or side by side on wide terminals.
   const listWidth = wide ? Math.floor(columns * 0.6) : columns;
   const detailWidth = wide ? columns - listWidth - 1 : columns;
-  const widths = widthsFor(t, listWidth);
+  // One column of every list line is the selection mark.
+  const widths = widthsFor(t, listWidth - 1);
   const visible = listHeight - 1;
   const offset = index < visible ? 0 : index - visible + 1;
-  const listLines: Array<[string, string, Tone, boolean]> = [[`h`, fitColumns(t.headers, widths, listWidth), 'dim', false]];
+  const listLines: Array<[string, string, Tone, boolean]> = [[`h`, fitColumns(t.headers, widths, listWidth - 1), 'dim', false]];
   rows.slice(offset, offset + visible).forEach((row: Row, i) => {
-    listLines.push([row.key, fitColumns(row.cells, widths, listWidth), row.tone, offset + i === index]);
+    listLines.push([row.key, fitColumns(row.cells, widths, listWidth - 1), row.tone, offset + i === index]);
   });
   if (rows.length === 0) listLines.push(['empty', filter ? `nothing matches “${filter}”` : emptyText(view), 'dim', false]);
   while (listLines.length < listHeight) listLines.push([`pad${listLines.length}`, '', 'normal', false]);

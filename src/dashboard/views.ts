@@ -53,8 +53,8 @@ export function table(state: DashboardState, view: ViewName): Table {
   switch (view) {
     case 'grants':
       return {
-        headers: ['STATUS', 'CLIENT (unverified)', 'PERSON', 'SCOPES', 'CREATED', 'LAST USED'],
-        widths: [8, 20, 10, 24, 9, 9],
+        headers: ['STATUS', 'CLIENT (unverified)', 'PERSON', 'SCOPES', 'CREATED', 'USED'],
+        widths: [7, 19, 12, 20, 8, 8],
         rows: newestFirst(Object.values(state.grants)).map((g) => ({
           key: g.id,
           cells: [g.status, clientName(state, g.client_id), state.persons[g.person_id] ?? g.person_id, markScopes(g.scopes) || '(identity)', clockTime(g.created_at), clockTime(g.last_used_at)],
@@ -64,7 +64,7 @@ export function table(state: DashboardState, view: ViewName): Table {
     case 'families':
       return {
         headers: ['STATUS', 'CLIENT', 'FAMILY', 'GEN', 'TOKENS', 'ACCESS TOKEN'],
-        widths: [12, 20, 16, 4, 7, 18],
+        widths: [11, 17, 16, 3, 6, 21],
         rows: newestFirst(Object.values(state.families)).map((f) => {
           const last = f.access_tokens.at(-1);
           const current = f.chain.at(-1)?.generation ?? 0;
@@ -91,14 +91,14 @@ export function table(state: DashboardState, view: ViewName): Table {
       }));
       return {
         headers: ['KIND', 'STATUS', 'PROGRESS', 'ELAPSED', 'CLIENT', 'WHAT'],
-        widths: [9, 10, 6, 8, 18, 20],
+        widths: [8, 9, 8, 8, 14, 27],
         rows: newestFirst([...research, ...training]).map(({ key, cells, tone }) => ({ key, cells, tone })),
       };
     }
     case 'charges':
       return {
         headers: ['TIME', 'CLIENT', 'ROUTE', 'AMOUNT', 'IDEMPOTENCY KEY'],
-        widths: [9, 20, 16, 14, 20],
+        widths: [8, 17, 15, 13, 22],
         rows: [...state.charges.entries].reverse().map((e) => ({
           key: String(e.seq),
           cells: [clockTime(e.at), clientName(state, e.client_id), e.route, e.free ? 'free (replay)' : amount(e.amount), e.idempotency_key ?? '-'],
@@ -108,7 +108,7 @@ export function table(state: DashboardState, view: ViewName): Table {
     case 'requests':
       return {
         headers: ['TIME', 'METHOD', 'PATH', 'STATUS', 'MS', 'CLIENT'],
-        widths: [9, 7, 28, 7, 7, 20],
+        widths: [8, 6, 28, 6, 6, 20],
         rows: [...state.requests].reverse().map((r) => ({
           key: String(r.seq),
           cells: [clockTime(r.at), r.method, r.path, String(r.status), String(r.ms), r.client_id ? clientName(state, r.client_id) : '-'],
@@ -119,7 +119,7 @@ export function table(state: DashboardState, view: ViewName): Table {
       const order = { pending: 0, approved: 1, rejected: 2, applied: 3 } as const;
       return {
         headers: ['STATUS', 'CLIENT', 'KIND', 'OP', 'DESCRIPTION'],
-        widths: [9, 18, 10, 7, 30],
+        widths: [8, 14, 9, 6, 38],
         rows: Object.values(state.actions)
           .sort((a, b) => order[a.status] - order[b.status] || b.created_at - a.created_at)
           .map((a) => ({
@@ -173,7 +173,7 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         lines.push(
           line(
             replay
-              ? `✖ REPLAY: refresh token gen ${f.replayed_generation ?? '(older than kept)'} was presented again at ${clockTime(f.invalidated_at)}; the whole family died`
+              ? `✖ REPLAY of refresh token gen ${f.replayed_generation ?? '(older than kept)'} at ${clockTime(f.invalidated_at)}: the whole family died`
               : `✖ invalidated at ${clockTime(f.invalidated_at)}: ${f.invalidated_reason ?? '?'}`,
             replay || f.invalidated_reason === 'code_replay' ? 'alarm' : 'dim',
           ),
@@ -270,13 +270,12 @@ export function fitColumns(cells: string[], widths: number[], total: number): st
   return out.length > total ? out.slice(0, total) : out;
 }
 
-/** Columns for a given width: the fixed ones shrink proportionally on narrow terminals. */
+/** Columns for a given width: the widths fit 79 columns (80 less the selection mark); narrower, they shrink. */
 export function widthsFor(t: Table, total: number): number[] {
-  const fixed = t.widths.slice(0, -1);
-  const needed = fixed.reduce((a, b) => a + b + 1, 0) + 12;
+  const needed = t.widths.reduce((a, b) => a + b + 1, -1);
   if (needed <= total) return t.widths;
-  const scale = (total - 12) / (needed - 12);
-  return fixed.map((w) => Math.max(3, Math.floor(w * scale) - 1)).concat(t.widths.at(-1) ?? 10);
+  const scale = total / needed;
+  return t.widths.map((w) => Math.max(2, Math.floor(w * scale)));
 }
 
 /** The text a filter matches: every cell of the row. */

@@ -1,0 +1,196 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { cleanup } from 'ink-testing-library';
+import { KEYS, Script, T0, renderDashboard, snapshot } from './helpers/dashboard.js';
+
+afterEach(() => cleanup());
+
+const MCP = 'http://127.0.0.1:4100/mcp';
+
+/** A session as a client would cause it: consent, code exchange, a refresh, a replay, a job, charges, a write action. */
+export function session(s = new Script()) {
+  return [
+    { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 } as const,
+    { type: 'snapshot', snapshot: snapshot() } as const,
+    s.event('grant.created', { grant_id: 'grant-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask', 'workspace.write'], resource: MCP }),
+    s.event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-aaaaaaaa1', scopes: ['ask'], audience: MCP, expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
+    s.event('refresh.rotated', { grant_id: 'grant-1', family_id: 'fam-1', from_generation: 1, to_generation: 2 }),
+    s.event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-bbbbbbbb2', scopes: ['ask'], audience: MCP, expires_at: T0 + 903_000, generation: 2, grant_type: 'refresh_token' }),
+    s.event('family.invalidated', { grant_id: 'grant-1', family_id: 'fam-1', reason: 'refresh_replay', replayed_generation: 1 }),
+    s.event('research.created', { job_id: 'job-1', client_id: 'client-1', grant_id: 'grant-1', question: 'Welche Regeln gelten für Hunde im Büro?' }),
+    s.event('research.running', { job_id: 'job-1', client_id: 'client-1' }),
+    s.event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'hausordnung.md', size: 2048 }),
+    s.event('training.step', { document_id: 'doc-1', client_id: 'client-1', processing_step: 'chunking' }),
+    s.event('charge.recorded', { seq: 1, at: s.at, client_id: 'client-1', grant_id: 'grant-1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'key-1' }),
+    s.event('idempotency.replayed', { client_id: 'client-1', route: 'POST /research', key: 'key-1' }),
+    s.event('request.served', { server: 'api', method: 'POST', path: '/research', status: 202, ms: 4.5, client_id: 'client-1', grant_id: 'grant-1' }),
+    s.event('request.served', { server: 'api', method: 'GET', path: '/research/job-1', status: 200, ms: 1.1, client_id: 'client-1', grant_id: 'grant-1' }),
+    s.event('request.served', { server: 'auth', method: 'GET', path: '/oauth/authorize', status: 200, ms: 2 }),
+    s.event('action.pending', { action_id: 'act-1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'update', description: 'Telefonnummer von Jonas Weber ändern' }),
+  ];
+}
+
+describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
+  it('Grants: client name marked unverified, person, write scopes marked, status, times; detail of the selection', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    const f = await ui.waitFor((x) => x.includes('Wetter-Agent'));
+    expect(f).toContain('CLIENT (unverified)');
+    expect(f).toMatch(/active\s+Wetter-Agent\s+Anna Schmidt\s+ask workspace\.write✎/);
+    expect(f).toContain('“Wetter-Agent” (unverified name)');
+    expect(f).toContain('scopes   ask, workspace.write (writes)');
+    expect(f).toContain('created  12:00:01');
+    expect(f).toMatch(/last used 12:00:13/);
+  });
+
+  it('Token families: the chain of refresh tokens, the access tokens, and the replay that killed the family', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    await ui.waitFor((x) => x.includes('Wetter-Agent'));
+    await ui.press('2');
+    const f = await ui.waitFor((x) => x.includes('REPLAY of'));
+    expect(f).toMatch(/REPLAYED\s+Wetter-Agent\s+fam-1/);
+    expect(f).toContain('✖ REPLAY of refresh token gen 1 at 12:00:05: the whole family died');
+    expect(f).toMatch(/gen 1\s+rotated\s+issued 12:00:02\s+rotated 12:00:03\s+← replayed/);
+    expect(f).toMatch(/gen 2\s+invalidated\s+issued 12:00:03/);
+    expect(f).toMatch(/jti-aaaaaa\s+issued 12:00:02\s+expires in 14m/);
+  });
+
+  it('Jobs: research and training with status, step progress, elapsed time and the error of a failed job', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    ui.send(...session(s));
+    await ui.press('3');
+    let f = await ui.waitFor((x) => x.includes('hausordnung.md'));
+    expect(f).toMatch(/training\s+chunking\s+■■■□□\s+\d+s\s+Wetter-Agent\s+hausordnung\.md/);
+    expect(f).toMatch(/research\s+running\s+■■□/);
+    ui.send({ type: 'tick', now: s.at + 60_000 });
+    f = await ui.waitFor((x) => /step\s+received › parsing › \[chunking\] › indexing › indexed/.test(x) && x.includes('running for 1m'));
+    await ui.press('j');
+    ui.send(s.event('research.failed', { job_id: 'job-1', client_id: 'client-1', error: 'no_sources', message: 'keine Quellen gefunden' }));
+    f = await ui.waitFor((x) => x.includes('error    no_sources: keine Quellen gefunden'));
+    expect(f).toMatch(/research\s+failed\s+✖/);
+  });
+
+  it('Charges: the ledger with replays shown as free, totals per client and per grant', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    await ui.press('4');
+    const f = await ui.waitFor((x) => x.includes('free (replay)'));
+    expect(f).toMatch(/POST \/research\s+2 AKh\s+key-1/);
+    expect(f).toContain('total 2 AKh');
+    expect(f).toMatch(/per client:\s*\n\s+2 AKh\s+Wetter-Agent/);
+    expect(f).toMatch(/per grant:\s*\n\s+2 AKh\s+grant-1/);
+  });
+
+  it('Requests: the live log, filtered with /, the filter cleared with Esc', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    await ui.press('5');
+    let f = await ui.waitFor((x) => x.includes('/oauth/authorize'));
+    expect(f).toMatch(/12:00:12\s+POST\s+\/research\s+202\s+4\.5\s+Wetter-Agent/);
+    await ui.press('/', 'a', 'u', 't', 'h');
+    f = await ui.waitFor((x) => x.includes('filter Requests: auth'));
+    await ui.press(KEYS.enter);
+    f = await ui.waitFor((x) => !x.includes('POST   /research'), 'the filter to apply');
+    expect(f).toContain('/oauth/authorize');
+    expect(f).toContain('[auth] Esc clears');
+    await ui.press(KEYS.escape);
+    f = await ui.waitFor((x) => x.includes('/research/job-1'));
+  });
+
+  it('Approvals: a pending write action, approved with a then y; rejected with x then y; n cancels', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    await ui.press('6');
+    let f = await ui.waitFor((x) => x.includes('Telefonnummer von Jonas Weber ändern'));
+    expect(f).toMatch(/ 6 Approvals 1!/);
+    await ui.press('a');
+    f = await ui.waitFor((x) => x.includes('Approve “Telefonnummer von Jonas Weber ändern”? y/n'));
+    await ui.press('n');
+    await ui.waitFor((x) => x.includes('cancelled'));
+    expect(ui.calls).toEqual([]);
+    await ui.press('a', 'y');
+    await ui.waitFor((x) => x.includes('approved act-1'));
+    await ui.press('x', 'y');
+    await ui.waitFor((x) => x.includes('rejected act-1'));
+    expect(ui.calls).toEqual(['approve act-1', 'reject act-1']);
+  });
+
+  it('r on a grant asks first, then revokes through the admin action; the revoked event greys it out', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    ui.send(...session(s));
+    await ui.waitFor((x) => x.includes('Wetter-Agent'));
+    await ui.press('r');
+    await ui.waitFor((x) => x.includes('Revoke the grant of “Wetter-Agent” (grant-1)? y/n'));
+    await ui.press('y');
+    await ui.waitFor((x) => x.includes('revoked grant-1'));
+    expect(ui.calls).toEqual(['revoke grant-1']);
+    ui.send(s.event('grant.revoked', { grant_id: 'grant-1', client_id: 'client-1', by: 'admin' }));
+    const f = await ui.waitFor((x) => x.includes('status   revoked by admin'));
+    expect(f).toMatch(/revoked\s+Wetter-Agent/);
+    await ui.press('r');
+    await ui.waitFor((x) => x.includes('this grant is already revoked'));
+    expect(ui.calls).toEqual(['revoke grant-1']);
+  });
+
+  it('Tab, Shift+Tab and number keys switch views; j/k and arrows move; ? shows help; q quits', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    ui.send(...session(s), s.event('grant.created', { grant_id: 'grant-2', client_id: 'client-1', person_id: 'person-anna', scopes: ['research'], resource: null }));
+    let f = await ui.waitFor((x) => x.includes('grant grant-2'));
+    await ui.press('j');
+    await ui.waitFor((x) => x.includes('grant grant-1'));
+    await ui.press(KEYS.up);
+    await ui.waitFor((x) => x.includes('grant grant-2'));
+    await ui.press(KEYS.down);
+    await ui.waitFor((x) => x.includes('grant grant-1'));
+    await ui.press(KEYS.tab);
+    await ui.waitFor((x) => x.includes('─ Token families'));
+    await ui.press(KEYS.shiftTab, KEYS.shiftTab);
+    await ui.waitFor((x) => x.includes('─ Approvals'));
+    await ui.press('?');
+    f = await ui.waitFor((x) => x.includes('Keys'));
+    expect(f).toContain('r              Grants: revoke the selected grant');
+    await ui.press('?');
+    await ui.waitFor((x) => x.includes('─ Approvals'));
+    await ui.press('q');
+    await ui.waitUntilExit?.();
+  });
+
+  it('fits 80×24 exactly (no line wider, no more than 23 lines), and uses the full width when there is more', async () => {
+    const ui = renderDashboard({ columns: 80, rows: 24 });
+    ui.send(...session());
+    for (const key of ['1', '2', '3', '4', '5', '6', '?']) {
+      await ui.press(key);
+      const lines = ui.frame().split('\n');
+      expect(lines.length, `view ${key}`).toBeLessThanOrEqual(23);
+      for (const l of lines) expect(l.length, `view ${key}: ${l}`).toBeLessThanOrEqual(80);
+    }
+    await ui.press('?', '1');
+    ui.resize(160, 40);
+    const wide = await ui.waitFor((x) => x.split('\n').length === 39);
+    // Side by side: the list and the detail pane share a line.
+    expect(wide).toMatch(/›active\s+Wetter-Agent.*12:00:13\s{2,}client\s+“Wetter-Agent”/);
+    // The list takes 60 % of the 160 columns, the detail pane the rest after one column of space.
+    expect(wide.split('\n')[3]?.indexOf('client   “Wetter-Agent”')).toBe(97);
+  });
+
+  it('shows when it is disconnected, and that it retries', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    await ui.waitFor((x) => x.includes('● live'));
+    ui.send({ type: 'connection', status: 'disconnected', detail: 'the emulator is not running (connection refused)', at: T0 });
+    const f = await ui.waitFor((x) => x.includes('DISCONNECTED'));
+    expect(f.split('\n')[0]).toContain('agent-access ○ DISCONNECTED, retrying: the emulator is not running (connection');
+    // What was known stays on screen while it reconnects.
+    expect(f).toContain('Wetter-Agent');
+  });
+
+  it('the footer shows the newest activity; alarms such as a replay are among them', async () => {
+    const ui = renderDashboard();
+    ui.send(...session());
+    const f = await ui.waitFor((x) => x.includes('write action waits for approval'));
+    expect(f).toContain('12:00:15 write action waits for approval: Telefonnummer von Jonas Weber ändern');
+  });
+});
