@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { processContext, type ClientContext } from '../client/context.js';
 import { chargesCommand } from './commands/charges.js';
+import { dashboardCommand } from './commands/dashboard.js';
 import { clientCommands } from './commands/client.js';
 import { grantsCommand } from './commands/grants.js';
 import { serveCommand } from './commands/serve.js';
@@ -17,7 +18,8 @@ export function buildProgram(ctx: ClientContext = processContext()): Command {
     .version(version)
     .addCommand(serveCommand())
     .addCommand(grantsCommand())
-    .addCommand(chargesCommand());
+    .addCommand(chargesCommand())
+    .addCommand(dashboardCommand(ctx));
   for (const command of [...clientCommands(ctx), ...apiCommands(ctx)]) program.addCommand(command);
   applyConventions(program, ctx);
   return program;

@@ -1,12 +1,29 @@
+import { createWriteStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
+import { DEFAULT_STATE_FILE } from '../server/admin-file.js';
 import { Emulator } from '../server/emulator.js';
+import { requireTerminal } from './commands/dashboard.js';
 import type { ServeFlags } from './commands/serve.js';
 import { EXIT, failWith } from './errors.js';
+
+/** With --ui the terminal belongs to the dashboard: the log goes to a file beside the state (0600). */
+async function openLog(flags: ServeFlags): Promise<{ write: (text: string) => void; file: string | null }> {
+  if (!flags.ui) return { write: (text) => void process.stderr.write(text), file: null };
+  const file = resolve(flags.logFile ?? (flags.inMemory ? '.agent-access/serve.log' : `${resolve(flags.state ?? DEFAULT_STATE_FILE).replace(/\.json$/i, '')}.log`));
+  await mkdir(dirname(file), { recursive: true });
+  const stream = createWriteStream(file, { flags: 'a', mode: 0o600 });
+  return { write: (text) => void stream.write(text), file };
+}
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
   let emulator: Emulator | undefined;
+  let log: Awaited<ReturnType<typeof openLog>>;
   try {
+    if (flags.ui) requireTerminal('serve --ui');
+    log = await openLog(flags);
     emulator = await Emulator.start({
       port: flags.port,
       authPort: flags.authPort,
@@ -24,7 +41,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       },
       prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
       onError: (error, context) => {
-        process.stderr.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
+        log.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
         if (context === 'lock') void emulator?.stop().finally(() => process.exit(EXIT.state));
       },
     });
@@ -42,7 +59,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   };
   if (flags.json) {
     process.stdout.write(JSON.stringify(ready) + '\n');
-  } else {
+  } else if (!flags.ui) {
     process.stdout.write(
       [
         'agent-access emulator ready',
@@ -59,12 +76,13 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     emulator.core.events.subscribe((event) => {
       if (event.name === 'request.served') {
         const d = event.data;
-        process.stderr.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}\n`);
+        log.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}\n`);
       } else if (event.name === 'family.invalidated' || event.name === 'grant.revoked' || event.name === 'code.replayed') {
-        process.stderr.write(`${new Date(event.at).toISOString()} ${event.name} ${JSON.stringify(event.data)}\n`);
+        log.write(`${new Date(event.at).toISOString()} ${event.name} ${JSON.stringify(event.data)}\n`);
       }
     });
   }
+  if (flags.ui) return runWithDashboard(emulator, log);
   let signals = 0;
   const shutdown = (signal: string) => {
     if (++signals > 1) {
@@ -79,4 +97,20 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+/** `serve --ui`: the dashboard in this terminal until q or Ctrl+C (or SIGTERM), then a clean stop. */
+async function runWithDashboard(emulator: Emulator, log: { write: (text: string) => void; file: string | null }): Promise<void> {
+  const { runDashboard } = await import('../dashboard/run.js');
+  const stop = new AbortController();
+  process.once('SIGTERM', () => stop.abort());
+  process.once('SIGHUP', () => stop.abort());
+  log.write(`${new Date().toISOString()} serving ${emulator.baseUrl} and ${emulator.authUrl} with the dashboard\n`);
+  try {
+    await runDashboard(async () => ({ adminUrl: emulator.adminUrl, token: emulator.adminToken }), process, process.env, stop.signal);
+  } finally {
+    await emulator.stop().catch((e: Error) => log.write(`agent-access: stop: ${e.message}\n`));
+  }
+  process.stdout.write(`agent-access: stopped ${emulator.baseUrl}; the log is in ${log.file}\n`);
+  process.exit(process.exitCode ?? 0);
 }

@@ -82,8 +82,8 @@ async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: 
         }
       },
     });
-    response.body.setEncoding('utf8');
-    for await (const chunk of response.body) parser.feed(chunk as string);
+    const decoder = new TextDecoder();
+    for await (const chunk of response.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
     if (!signal.aborted) onMessage({ type: 'connection', status: 'disconnected', detail: 'the emulator closed the stream', url, at: now() });
   } catch (e) {
     if (!signal.aborted) onMessage({ type: 'connection', status: 'disconnected', detail: describe(e as Error), url, at: now() });

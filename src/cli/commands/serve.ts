@@ -18,6 +18,8 @@ export interface ServeFlags {
   researchDuration?: number;
   trainingStep?: number;
   realistic?: boolean;
+  ui?: boolean;
+  logFile?: string;
 }
 
 const parseMs = (value: string): number => {
@@ -46,7 +48,9 @@ export function serveCommand(): Command {
     .addOption(new Option('--state <file>', 'JSON state file (default .agent-access/state.json)').conflicts('inMemory'))
     .option('--in-memory', 'keep state in memory only; nothing is written')
     .option('--fixtures <dir>', 'directory with persons.json, and optionally grants.json, workspace/<kind>.json and knowledge/*.md; default: the packaged fixtures')
-    .option('--json', 'print one JSON line on stdout when ready; logs go to stderr')
+    .addOption(new Option('--json', 'print one JSON line on stdout when ready; logs go to stderr').conflicts('ui'))
+    .option('--ui', 'show the live dashboard in this terminal; logs go to --log-file')
+    .option('--log-file <file>', 'with --ui: where the request log goes (default: next to the state file, FILE.log; in memory: .agent-access/serve.log)')
     .option('--quiet', 'do not log requests')
     .addOption(
       new Option('--rate-limit <limit>', 'requests per grant on the REST allowlist, e.g. 60/min, 10/s, 1000/h')

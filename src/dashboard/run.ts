@@ -1,0 +1,108 @@
+import { relative, resolve as resolvePath } from 'node:path';
+import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
+import { ADMIN_PREFIX } from '../server/admin-routes.js';
+import type { DashboardActions, DashboardProps } from './app.js';
+import { adminCall, followAdminStream, type AdminEndpoint, type ResolveAdmin } from './stream.js';
+
+/** Environment variable with the admin token, for `--url` against an emulator whose admin file is elsewhere. */
+export const ADMIN_TOKEN_ENV = 'AGENT_ACCESS_ADMIN_TOKEN';
+
+export interface LocateOptions {
+  url?: string;
+  state?: string;
+  adminToken?: string;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}
+
+const adminUrlOf = (url: string): string => {
+  const trimmed = url.replace(/\/+$/, '');
+  return trimmed.endsWith(ADMIN_PREFIX) ? trimmed : `${trimmed}${ADMIN_PREFIX}`;
+};
+
+/**
+ * Finds the emulator each time it is asked (a restarted emulator has a new admin token): the admin file that
+ * `serve` writes next to its state file, or `--url` with `--admin-token`, `$AGENT_ACCESS_ADMIN_TOKEN` or the
+ * admin file of the same server.
+ */
+export function locateAdmin(options: LocateOptions): ResolveAdmin {
+  const stateFile = resolvePath(options.cwd, options.state ?? DEFAULT_STATE_FILE);
+  const file = adminFileFor(stateFile);
+  return async () => {
+    const info = await readAdminFile(file);
+    if (options.url) {
+      const adminUrl = adminUrlOf(options.url);
+      const token = options.adminToken ?? options.env[ADMIN_TOKEN_ENV] ?? (info && info.admin_url === adminUrl ? info.admin_token : undefined);
+      if (!token) return { unavailable: `no admin token for ${adminUrl}: pass --admin-token or set ${ADMIN_TOKEN_ENV} (serve --json prints it)` };
+      return { adminUrl, token };
+    }
+    if (!info) return { unavailable: `no emulator serves ${relative(options.cwd, stateFile) || stateFile}: start \`agent-access serve\`, or pass --url` };
+    return { adminUrl: info.admin_url, token: options.adminToken ?? info.admin_token };
+  };
+}
+
+/** The dashboard's two ends on a running emulator: the stream it follows, and the admin calls its keys make. */
+export function connectDashboard(resolve: ResolveAdmin): { subscribe: DashboardProps['subscribe']; actions: DashboardActions } {
+  let current: AdminEndpoint | null = null;
+  const tracked: ResolveAdmin = async () => {
+    const found = await resolve();
+    current = 'unavailable' in found ? null : found;
+    return found;
+  };
+  const act = async (path: string, body?: unknown) => {
+    if (!current) throw new Error('not connected to an emulator');
+    await adminCall(current, 'POST', path, body);
+  };
+  return {
+    subscribe: (push) => {
+      const controller = new AbortController();
+      void followAdminStream({ resolve: tracked, onMessage: push, signal: controller.signal });
+      return () => controller.abort();
+    },
+    actions: {
+      revokeGrant: (id) => act(`/grants/${encodeURIComponent(id)}/revoke`),
+      decideAction: (id, decision) => act(`/actions/${encodeURIComponent(id)}/decide`, { decision }),
+    },
+  };
+}
+
+/** NO_COLOR (https://no-color.org): present and not empty turns colours off. */
+export const colorsAllowed = (env: NodeJS.ProcessEnv): boolean => !env.NO_COLOR;
+
+export interface TerminalStreams {
+  stdin: NodeJS.ReadStream;
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+}
+
+/**
+ * Runs the dashboard full-screen in this terminal until the person quits (q or Ctrl+C) or `stop` is called.
+ * It follows the admin stream of whatever `resolve` finds, reconnecting as needed.
+ */
+export async function runDashboard(resolve: ResolveAdmin, io: TerminalStreams, env: NodeJS.ProcessEnv, stop?: AbortSignal): Promise<void> {
+  // Ink renders only the last frame when it believes it runs in CI; this is an interactive terminal, whatever
+  // the environment says. Decided before Ink is loaded, which reads it once.
+  for (const key of ['CI', 'CONTINUOUS_INTEGRATION']) if (key in process.env) process.env[key] = 'false';
+  const [{ render }, { createElement }, { Dashboard }] = await Promise.all([import('ink'), import('react'), import('./app.js')]);
+  const { subscribe, actions } = connectDashboard(resolve);
+  // The alternate screen: the dashboard takes the whole terminal and gives it back as it was. Each frame is one
+  // write of the whole (23-line) frame, wrapped in synchronized-update marks by Ink, at most 30 per second: no
+  // flicker. (Ink's incremental mode drew frames one line off here; the plain mode does not.)
+  io.stdout.write('\u001B[?1049h');
+  const instance = render(
+    createElement(Dashboard, {
+      subscribe,
+      actions,
+      colors: colorsAllowed(env),
+    }),
+    { stdin: io.stdin, stdout: io.stdout, stderr: io.stderr, exitOnCtrlC: true, patchConsole: false },
+  );
+  const onStop = () => instance.unmount();
+  stop?.addEventListener('abort', onStop, { once: true });
+  try {
+    await instance.waitUntilExit();
+  } finally {
+    stop?.removeEventListener('abort', onStop);
+    io.stdout.write('\u001B[?1049l');
+  }
+}
