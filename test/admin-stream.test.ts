@@ -1,0 +1,193 @@
+/**
+ * The admin stream the dashboard reads: a snapshot, then every core event after it, then ticks; loopback only,
+ * Host checked, admin token required, no CORS, no secrets in what it sends.
+ */
+import { describe, expect, it } from 'vitest';
+import { createParser } from 'eventsource-parser';
+import { EventEmitter } from 'node:events';
+import { request } from 'undici';
+import { Core } from '../src/core/core.js';
+import { MemoryPersistence } from '../src/core/persistence.js';
+import { AdminFeed } from '../src/server/admin-feed.js';
+import { loadFixtures } from '../src/store/fixtures.js';
+import { ManualClock, MINUTE } from '../src/core/clock.js';
+import type { Snapshot } from '../src/core/snapshot.js';
+import type { Emulator } from '../src/server/emulator.js';
+import { startEmulator } from './helpers/emulator.js';
+import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
+
+interface Message {
+  event: string;
+  id: string | undefined;
+  data: any;
+}
+
+/** Reads the stream with a plain SSE parser, as any client would. */
+async function openStream(emu: Emulator, headers: Record<string, string> = {}) {
+  const controller = new AbortController();
+  const res = await request(`${emu.adminUrl}/events`, { headers: { authorization: `Bearer ${emu.adminToken}`, ...headers }, signal: controller.signal });
+  const messages: Message[] = [];
+  const parser = createParser({ onEvent: (e) => messages.push({ event: e.event ?? 'message', id: e.id, data: JSON.parse(e.data) }) });
+  const done = (async () => {
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
+    } catch {
+      // aborted by close()
+    }
+  })();
+  const until = async (test: (all: Message[]) => boolean, what: string) => {
+    const end = Date.now() + 5000;
+    while (!test(messages)) {
+      if (Date.now() > end) throw new Error(`no ${what} in ${JSON.stringify(messages.map((m) => m.event))}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  return { res, messages, until, done, close: () => controller.abort() };
+}
+
+describe('admin stream: GET /_admin/events', () => {
+  it('sends the snapshot first, then each event after it with its sequence number as id, then ticks with the server clock', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 21, 9, 0, 0));
+    const emu = await startEmulator({ clock });
+    const stream = await openStream(emu);
+    expect(stream.res.statusCode).toBe(200);
+    expect(stream.res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(stream.res.headers['cache-control']).toBe('no-store');
+    await stream.until((m) => m.some((x) => x.event === 'snapshot'), 'snapshot');
+    const snapshot = stream.messages[0]!;
+    expect(snapshot.event).toBe('snapshot');
+    expect(snapshot.data.now).toBe(clock.now());
+
+    const flow = await authorizeAndApprove(emu, { scope: 'ask' });
+    await stream.until((m) => m.some((x) => x.event === 'tokens.issued'), 'tokens.issued');
+    const events = stream.messages.filter((m) => m.event !== 'snapshot' && m.event !== 'tick');
+    expect(events.map((e) => e.event)).toEqual(expect.arrayContaining(['client.registered', 'consent.shown', 'consent.approved', 'grant.created', 'code.issued', 'tokens.issued', 'request.served']));
+    // Consecutive sequence numbers from the snapshot's on: nothing lost, nothing twice.
+    expect(events.map((e) => Number(e.id))).toEqual(events.map((_, i) => snapshot.data.seq + 1 + i));
+    expect(events.every((e) => e.data.seq === Number(e.id) && e.data.name === e.event)).toBe(true);
+    expect(events.find((e) => e.event === 'grant.created')?.data.data).toMatchObject({ client_id: flow.client_id, scopes: ['ask'] });
+
+    clock.advance(16 * MINUTE);
+    await stream.until((m) => m.some((x) => x.event === 'tick' && x.data.now === clock.now()), 'a tick with the advanced clock');
+    stream.close();
+  });
+
+  it('events raised while the snapshot is built are sent after it if newer, never twice, never lost', async () => {
+    // The ledger read is held open so that events certainly arrive while the snapshot is being built.
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    class GatedPersistence extends MemoryPersistence {
+      override async readLedger() {
+        await gate;
+        return super.readLedger();
+      }
+    }
+    const core = await Core.open({ clock: new ManualClock(), persistence: new GatedPersistence(), persons: (await loadFixtures()).persons });
+    core.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
+    const feed = new AdminFeed(core);
+    const written: string[] = [];
+    const raw = Object.assign(new EventEmitter(), {
+      writableEnded: false,
+      destroyed: false,
+      writableLength: 0,
+      writeHead: () => undefined,
+      write: (text: string) => written.push(text),
+      end: () => undefined,
+    });
+    const registered = (n: number) => core.events.emit('client.registered', { client_id: `client-${n}`, client_name: `C${n}`, redirect_uris: [] });
+    const streaming = feed.stream(raw as never);
+    registered(1); // during the snapshot: in the backlog, and (seq 1 <= snapshot seq) already in what the snapshot shows
+    open();
+    await streaming;
+    registered(2); // live
+    const frames = written.join('').split('\n\n').filter((f) => f.startsWith('event:'));
+    const names = frames.map((f) => /^event: (\S+)/.exec(f)![1]);
+    const ids = frames.map((f) => /\nid: (\d+)/.exec(f)?.[1]).map(Number);
+    expect(names).toEqual(['snapshot', 'client.registered']);
+    expect(ids).toEqual([1, 2]);
+    feed.close();
+  });
+
+  it('a stopping emulator ends the stream at once instead of waiting out the grace period', async () => {
+    const emu = await startEmulator();
+    const stream = await openStream(emu);
+    await stream.until((m) => m.length > 0, 'snapshot');
+    const started = Date.now();
+    await emu.stop();
+    await stream.done;
+    expect(Date.now() - started).toBeLessThan(3000);
+  });
+});
+
+describe('admin snapshot: GET /_admin/snapshot', () => {
+  it('shows grants, families, jobs, charges, actions and requests, and no secret: no hashes, keys or tokens', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { scope: 'ask research' });
+    const bearer = { authorization: `Bearer ${flow.tokens!.access_token}` };
+    expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hunde im Büro?' }, bearer)).status).toBe(202);
+    const res = await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } });
+    expect(res.status).toBe(200);
+    const snap = res.json() as Snapshot;
+    expect(snap.grants).toHaveLength(1);
+    expect(snap.families[0]).toMatchObject({ status: 'active', chain: [{ generation: 1, rotated_at: null }] });
+    expect(snap.research[0]).toMatchObject({ status: 'queued', question: 'Hunde im Büro?' });
+    expect(snap.charges.entries).toEqual([expect.objectContaining({ route: 'POST /research', amount: 2 })]);
+    expect(snap.requests.map((r) => r.path)).toContain('/research');
+    expect(res.text).not.toContain(flow.tokens!.refresh_token);
+    expect(res.text).not.toContain(flow.tokens!.access_token);
+    expect(res.text).not.toMatch(/"(hash|handle_hash|private_jwk|d)"/);
+  });
+});
+
+describe('admin API protection (stream and snapshot)', () => {
+  it('without the admin token: 401, and nothing is streamed', async () => {
+    const emu = await startEmulator();
+    for (const path of ['/events', '/snapshot']) {
+      const res = await http(`${emu.adminUrl}${path}`);
+      expect(res.status).toBe(401);
+      expect(res.headers['www-authenticate']).toBe('Bearer realm="agent-access-admin"');
+      expect((await http(`${emu.adminUrl}${path}`, { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
+    }
+  });
+
+  it('a Host that is not a loopback name is refused even when serving on all interfaces (DNS rebinding)', async () => {
+    const emu = await startEmulator({ host: '0.0.0.0' });
+    const port = new URL(emu.baseUrl).port;
+    const auth = { authorization: `Bearer ${emu.adminToken}` };
+    const evil = await http(`${emu.adminUrl}/snapshot`, { headers: { ...auth, host: `rebound.example:${port}` } });
+    expect(evil.status).toBe(421);
+    // The service itself answers any Host on 0.0.0.0; only the admin API insists.
+    expect((await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: { host: `rebound.example:${port}` } })).status).toBe(200);
+    expect((await http(`${emu.adminUrl}/snapshot`, { headers: { ...auth, host: `localhost:${port}` } })).status).toBe(200);
+  });
+
+  it('a browser preflight gets no CORS answer, so a web page cannot read the stream', async () => {
+    const emu = await startEmulator();
+    const res = await http(`${emu.adminUrl}/events`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+  });
+});
+
+describe('admin decisions: POST /_admin/actions/{id}/decide', () => {
+  it('refuses a bad decision (400) and an unknown action (404), and changes nothing', async () => {
+    const emu = await startEmulator();
+    const auth = { authorization: `Bearer ${emu.adminToken}` };
+    expect((await postJson(`${emu.adminUrl}/actions/act_x/decide`, { decision: 'maybe' }, auth)).status).toBe(400);
+    expect((await postJson(`${emu.adminUrl}/actions/act_x/decide`, { decision: 'approve' }, auth)).status).toBe(404);
+  });
+
+  it('a decided action cannot be decided again (409)', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { scope: 'ask workspace.write' });
+    const access = await emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'workspace.write');
+    await emu.plane.ask(access, 'Lege einen Kontakt „Anna Schmidt“ an.');
+    const id = Object.keys(emu.core.state.pending_actions)[0]!;
+    const auth = { authorization: `Bearer ${emu.adminToken}` };
+    const first = await postJson(`${emu.adminUrl}/actions/${id}/decide`, { decision: 'reject' }, auth);
+    expect(first.status).toBe(200);
+    expect(first.json().action).toMatchObject({ id, status: 'rejected' });
+    expect((await postJson(`${emu.adminUrl}/actions/${id}/decide`, { decision: 'approve' }, auth)).status).toBe(409);
+    expect(emu.core.state.pending_actions[id]?.status).toBe('rejected');
+  });
+});
