@@ -216,3 +216,19 @@ describe('agent-access serve after a crash', () => {
     }
   });
 });
+
+describe('agent-access dashboard and serve --ui outside a terminal', () => {
+  it('refuse with exit 2 and say why, instead of drawing into a pipe; serve starts nothing', async () => {
+    const dir = await scratchDir();
+    const dashboard = await runCli(['dashboard', '--state', join(dir, 'state.json')]);
+    expect(dashboard.code).toBe(2);
+    expect(dashboard.stderr).toContain('the dashboard needs an interactive terminal');
+    const ui = await runCli(['serve', '--ui', '--state', join(dir, 'state.json'), '--port', '0', '--auth-port', '0']);
+    expect(ui.code).toBe(2);
+    expect(ui.stderr).toContain('serve --ui needs an interactive terminal');
+    expect(existsSync(join(dir, 'state.json'))).toBe(false);
+    const both = await runCli(['serve', '--ui', '--json', '--in-memory']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/--json.*cannot be used with.*--ui/);
+  });
+});

@@ -80,9 +80,10 @@ export interface TerminalStreams {
  * It follows the admin stream of whatever `resolve` finds, reconnecting as needed.
  */
 export async function runDashboard(resolve: ResolveAdmin, io: TerminalStreams, env: NodeJS.ProcessEnv, stop?: AbortSignal): Promise<void> {
-  // Ink renders only the last frame when it believes it runs in CI; this is an interactive terminal, whatever
-  // the environment says. Decided before Ink is loaded, which reads it once.
-  for (const key of ['CI', 'CONTINUOUS_INTEGRATION']) if (key in process.env) process.env[key] = 'false';
+  // With CI set, Ink draws only its last frame and chalk drops colours; this is an interactive terminal (checked
+  // by the caller), whatever the environment says. Removed before Ink and chalk load, as they read it once.
+  delete process.env.CI;
+  delete process.env.CONTINUOUS_INTEGRATION;
   const [{ render }, { createElement }, { Dashboard }] = await Promise.all([import('ink'), import('react'), import('./app.js')]);
   const { subscribe, actions } = connectDashboard(resolve);
   // The alternate screen: the dashboard takes the whole terminal and gives it back as it was. Each frame is one

@@ -1,0 +1,119 @@
+/**
+ * Smoke test of the built CLI in a real terminal: `agent-access dashboard` runs inside tmux (80×24), the screen
+ * is read with `capture-pane`, keys are sent with `send-keys`.
+ */
+import { execFile } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { inCi } from './helpers/chromium.js';
+import { BIN, startServe, type ServeProcess } from './helpers/cli.js';
+import { scratchDir } from './helpers/emulator.js';
+import { authorizeAndApprove } from './helpers/oauth.js';
+
+const run = promisify(execFile);
+const TMUX = '/usr/bin/tmux';
+
+function tmuxAvailable(): boolean {
+  try {
+    accessSync(TMUX, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+// CI installs tmux (.ci/run): there a missing tmux fails the test instead of skipping it.
+const available = tmuxAvailable() || inCi();
+if (!available) console.warn('[dashboard-tmux] SKIPPED: /usr/bin/tmux is missing (apt-get install -y tmux; CI does this in .ci/run)');
+
+/** A tmux server of its own (its own socket), so the test never touches the developer's sessions. */
+class Terminal {
+  readonly socket = `agent-access-test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  tmux(...args: string[]) {
+    return run(TMUX, ['-L', this.socket, ...args], { encoding: 'utf8' });
+  }
+  async start(command: string, env: Record<string, string>) {
+    const vars = Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+    await this.tmux('new-session', '-d', '-x', '80', '-y', '24', ...vars, command);
+  }
+  /** The screen as text; with `escapes`, with its colour and attribute sequences. */
+  async screen(escapes = false): Promise<string> {
+    return (await this.tmux('capture-pane', '-p', ...(escapes ? ['-e'] : []))).stdout;
+  }
+  async waitFor(test: (screen: string) => boolean, what: string): Promise<string> {
+    const until = Date.now() + 15_000;
+    for (;;) {
+      const screen = await this.screen().catch(() => '');
+      if (test(screen)) return screen;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}; screen:\n${screen}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  keys(...keys: string[]) {
+    return this.tmux('send-keys', ...keys);
+  }
+  kill() {
+    return this.tmux('kill-server').catch(() => undefined);
+  }
+}
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function setup(env: Record<string, string>): Promise<{ term: Terminal; serve: ServeProcess }> {
+  if (!tmuxAvailable()) throw new Error('tmux is required in CI: /usr/bin/tmux is missing (apt-get install -y tmux)');
+  const dir = await scratchDir();
+  const state = join(dir, 'state.json');
+  const serve = await startServe(['--state', state]);
+  cleanups.push(async () => {
+    serve.child.kill('SIGTERM');
+    await serve.exit;
+  });
+  const term = new Terminal();
+  cleanups.push(() => term.kill());
+  // CI=true as in CI runs: the dashboard still draws live (Ink would otherwise print only its last frame).
+  await term.start(`${process.execPath} ${BIN} dashboard --state ${state}; echo "EXIT=$?"; sleep 60`, { TERM: 'xterm-256color', CI: 'true', ...env });
+  return { term, serve };
+}
+
+describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80×24)', () => {
+  it('attaches live, shows a login as it happens, switches views with keys, and quits with q (exit 0)', async () => {
+    const { term, serve } = await setup({});
+    let screen = await term.waitFor((s) => s.includes('● live'), 'the live header');
+    expect(screen.split('\n')[0]).toContain(`agent-access ● live  ${serve.ready.base_url}`);
+    expect(screen).toContain(' 1 Grants 0  2 Families 0  3 Jobs 0  4 Charges  5 Requests 0  6 Approvals');
+    expect(screen).toContain('no grants yet');
+
+    await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask research' });
+    screen = await term.waitFor((s) => /›active\s+Test Agent/.test(s), 'the new grant');
+    expect(screen).toMatch(/scopes\s+ask, research/);
+    // Every line fits the 80 columns; the frame leaves the last of the 24 lines free.
+    for (const line of screen.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+
+    await term.keys('2');
+    screen = await term.waitFor((s) => s.includes('─ Token families'), 'the families view');
+    expect(screen).toMatch(/gen 1\s+current/);
+    await term.keys('5');
+    screen = await term.waitFor((s) => /POST\s+\/oauth\/token\s+200/.test(s), 'the request log');
+    await term.keys('?');
+    await term.waitFor((s) => s.includes('Keys') && s.includes('this help'), 'the help');
+    await term.keys('q');
+    screen = await term.waitFor((s) => s.includes('EXIT='), 'the exit');
+    expect(screen).toContain('EXIT=0');
+  });
+
+  it('colours alarms and states, and shows none under NO_COLOR', async () => {
+    const sgrColour = /\u001B\[[0-9;]*(?:3[0-7]|9[0-7]|38;[0-9;]+)m/;
+    for (const [env, coloured] of [[{}, true], [{ NO_COLOR: '1' }, false]] as const) {
+      const { term, serve } = await setup(env);
+      await term.waitFor((s) => s.includes('● live'), 'the live header');
+      await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask' });
+      await term.waitFor((s) => s.includes('status   active'), 'the grant');
+      expect(sgrColour.test(await term.screen(true)), JSON.stringify(env)).toBe(coloured);
+      while (cleanups.length) await cleanups.pop()!();
+    }
+  });
+});
