@@ -109,6 +109,45 @@ describe('admin stream: GET /_admin/events', () => {
     feed.close();
   });
 
+  it('a reader gone, or a server stopping, while the snapshot is built: the stream ends and nothing more is written', async () => {
+    for (const ending of ['reader left', 'server stopping'] as const) {
+      let open!: () => void;
+      const gate = new Promise<void>((r) => (open = r));
+      class GatedPersistence extends MemoryPersistence {
+        override async readLedger() {
+          await gate;
+          return super.readLedger();
+        }
+      }
+      const core = await Core.open({ clock: new ManualClock(), persistence: new GatedPersistence(), persons: (await loadFixtures()).persons });
+      core.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
+      const feed = new AdminFeed(core);
+      const written: string[] = [];
+      let ended = false;
+      const raw = Object.assign(new EventEmitter(), {
+        writableEnded: false,
+        destroyed: false,
+        writableLength: 0,
+        writeHead: () => undefined,
+        write: (text: string) => written.push(text),
+        end: () => void (ended = true),
+      });
+      const streaming = feed.stream(raw as never);
+      if (ending === 'reader left') {
+        raw.destroyed = true;
+        raw.emit('close');
+      } else feed.close();
+      open();
+      await streaming;
+      const before = written.length;
+      core.events.emit('client.registered', { client_id: 'c', client_name: 'C', redirect_uris: [] });
+      expect(written.length, ending).toBe(before);
+      expect(written.join(''), ending).not.toContain('event: snapshot');
+      expect(ended, ending).toBe(true);
+      feed.close();
+    }
+  });
+
   it('a stopping emulator ends the stream at once instead of waiting out the grace period', async () => {
     const emu = await startEmulator();
     const stream = await openStream(emu);
@@ -134,6 +173,12 @@ describe('admin snapshot: GET /_admin/snapshot', () => {
     expect(snap.research[0]).toMatchObject({ status: 'queued', question: 'Hunde im Büro?' });
     expect(snap.charges.entries).toEqual([expect.objectContaining({ route: 'POST /research', amount: 2 })]);
     expect(snap.requests.map((r) => r.path)).toContain('/research');
+    // Replays are free and listed as such (kept since the emulator started).
+    const keyed = { ...bearer, 'idempotency-key': 'k-1' };
+    for (let i = 0; i < 2; i++) await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Wer ist Luna?' }, keyed);
+    const again = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json() as Snapshot;
+    expect(again.charges.replays).toEqual([expect.objectContaining({ route: 'POST /chat/ask', key: 'k-1', grant_id: snap.grants[0]!.id })]);
+    expect(again.charges.entries.filter((e) => e.route === 'POST /chat/ask')).toHaveLength(1);
     expect(res.text).not.toContain(flow.tokens!.refresh_token);
     expect(res.text).not.toContain(flow.tokens!.access_token);
     expect(res.text).not.toMatch(/"(hash|handle_hash|private_jwk|d)"/);

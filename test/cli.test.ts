@@ -227,6 +227,9 @@ describe('agent-access dashboard and serve --ui outside a terminal', () => {
     expect(ui.code).toBe(2);
     expect(ui.stderr).toContain('serve --ui needs an interactive terminal');
     expect(existsSync(join(dir, 'state.json'))).toBe(false);
+    const remote = await runCli(['dashboard', '--url', 'http://192.0.2.10:4100', '--admin-token', 'secret']);
+    expect(remote.code).toBe(2);
+    expect(remote.stderr).toContain('the admin API answers on loopback only');
     const both = await runCli(['serve', '--ui', '--json', '--in-memory']);
     expect(both.code).toBe(2);
     expect(both.stderr).toMatch(/--json.*cannot be used with.*--ui/);

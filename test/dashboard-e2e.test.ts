@@ -80,6 +80,8 @@ describe('dashboard end to end, on a running emulator', () => {
     // The request log saw the research request and the charge is on the ledger.
     await ui.press('5');
     f = await ui.waitFor((x) => /POST\s+\/research\s+202/.test(x), 'the request in the log');
+    await ui.press('/', ...'token', KEYS.enter);
+    f = await ui.waitFor((x) => x.includes('[token]'), 'the filtered log');
     expect(f).toMatch(/POST\s+\/oauth\/token\s+400/);
     await ui.press('4');
     f = await ui.waitFor((x) => /POST \/research\s+2 AKh/.test(x), 'the charge');

@@ -90,9 +90,9 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     },
   }),
   'idempotency.replayed': (s) => ({
-    message: s.event('idempotency.replayed', { client_id: 'client-1', route: 'POST /chat/ask', key: 'k-1' }),
+    message: s.event('idempotency.replayed', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', key: 'k-1' }),
     check: (n) => {
-      expect(n.charges.entries.at(-1)).toMatchObject({ free: true, amount: 0, idempotency_key: 'k-1' });
+      expect(n.charges.entries.at(-1)).toMatchObject({ free: true, amount: 0, idempotency_key: 'k-1', grant_id: 'grant-1' });
       expect(n.charges.by_client).toEqual({});
     },
   }),
@@ -194,7 +194,12 @@ describe('dashboard reducer: the stream around the events', () => {
       families: [{ id: 'f1', grant_id: 'g1', client_id: 'client-1', status: 'active', created_at: T0, invalidated_at: null, invalidated_reason: null, replayed_generation: null, chain: [{ generation: 1, issued_at: T0, rotated_at: null }], access_tokens: [] }],
       research: [{ id: 'j1', client_id: 'client-1', grant_id: 'g1', question: 'q', status: 'running', created_at: T0, finished_at: null, error: null }],
       training: [{ id: 'd1', client_id: 'client-1', grant_id: 'g1', file_name: 'a.md', size: 1, processing_step: 'parsing', created_at: T0, finished_at: null, error: null }],
-      charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [{ seq: 1, at: T0, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null }] },
+      charges: {
+        by_client: { 'client-1': 2 },
+        by_grant: { g1: 2 },
+        entries: [{ seq: 1, at: T0, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'k' }],
+        replays: [{ seq: 3, at: T0 + 1, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', key: 'k' }],
+      },
       actions: [{ id: 'a1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'create', description: 'd', status: 'pending', created_at: T0, decided_at: null }],
       requests: [{ seq: 4, at: T0, server: 'api', method: 'GET', path: '/x', status: 200, ms: 1 }],
     });
@@ -203,16 +208,46 @@ describe('dashboard reducer: the stream around the events', () => {
     expect(Object.keys(n.families)).toEqual(['f1']);
     expect(n.research.j1?.status).toBe('running');
     expect(n.training.d1?.processing_step).toBe('parsing');
-    expect(n.charges.entries).toEqual([expect.objectContaining({ seq: 1, free: false })]);
+    expect(n.charges.entries).toEqual([expect.objectContaining({ seq: 1, free: false }), expect.objectContaining({ free: true, amount: 0, idempotency_key: 'k' })]);
     expect(n.actions.a1?.status).toBe('pending');
     expect(n.requests).toHaveLength(1);
   });
 
   it('a charge already in the snapshot is not counted twice when its event follows', () => {
     const entry = { seq: 1, at: T0, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', amount: 2, unit: 'AKh' as const, idempotency_key: null };
-    const state = reduce(initialState(), { type: 'snapshot', snapshot: snapshot({ seq: 5, charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [entry] } }) });
+    const state = reduce(initialState(), { type: 'snapshot', snapshot: snapshot({ seq: 5, charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [entry], replays: [] } }) });
     const next = reduce(state, new Script({ seq: 5 }).event('charge.recorded', entry));
     expect(next.charges.by_client['client-1']).toBe(2);
+  });
+
+  // The core changes its state, awaits the commit, then emits: a snapshot taken in between already shows the change.
+  it('an event whose change the snapshot already shows is not applied twice (tokens, grants, jobs, actions)', () => {
+    const { s, state } = started();
+    const again = [
+      new Script({ seq: s.seq, at: s.at }).event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-1', scopes: ['ask'], audience: 'a', expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
+      new Script({ seq: s.seq, at: s.at }).event('grant.created', { grant_id: 'grant-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], resource: null }),
+      new Script({ seq: s.seq, at: s.at }).event('research.created', { job_id: 'job-1', client_id: 'client-1', grant_id: 'grant-1', question: 'x' }),
+      new Script({ seq: s.seq, at: s.at }).event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'x', size: 1 }),
+      new Script({ seq: s.seq, at: s.at }).event('action.pending', { action_id: 'act-1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'update', description: 'x' }),
+    ];
+    for (const message of again) {
+      const next = reduce(state, message);
+      expect(next.families['fam-1']?.access_tokens).toHaveLength(1);
+      expect(next.grants['grant-1']?.scopes).toEqual(['ask', 'workspace.write']);
+      expect(next.research['job-1']?.question).toBe('Was gilt für Hunde?');
+      expect(next.training['doc-1']?.file_name).toBe('hunde.md');
+      expect(next.actions['act-1']?.description).toBe('Telefon von Jonas ändern');
+    }
+  });
+
+  it('a family killed (code replay) before the event of its first tokens arrives stays invalidated', () => {
+    const s = new Script();
+    const n = fold([
+      { type: 'snapshot', snapshot: snapshot() },
+      s.event('family.invalidated', { grant_id: 'grant-9', family_id: 'fam-9', reason: 'code_replay' }),
+      s.event('tokens.issued', { grant_id: 'grant-9', client_id: 'client-1', family_id: 'fam-9', jti: 'jti-9', scopes: ['ask'], audience: 'a', expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
+    ]);
+    expect(n.families['fam-9']).toMatchObject({ status: 'invalidated', invalidated_reason: 'code_replay', chain: [{ generation: 1 }] });
   });
 
   it('ticks move the clock; an unchanged tick (manual clock) leaves the state as it was', () => {

@@ -3,7 +3,8 @@
  * is read with `capture-pane`, keys are sent with `send-keys`.
  */
 import { execFile } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -90,8 +91,13 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask research' });
     screen = await term.waitFor((s) => /›active\s+Test Agent/.test(s), 'the new grant');
     expect(screen).toMatch(/scopes\s+ask, research/);
-    // Every line fits the 80 columns; the frame leaves the last of the 24 lines free.
-    for (const line of screen.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+    // The frame sits in place: header on the first line, key hints on line 23, the last line free (nothing
+    // wrapped or scrolled).
+    const lines = screen.replace(/\n$/, '').split('\n');
+    expect(lines).toHaveLength(24);
+    expect(lines[0]).toMatch(/^agent-access ● live/);
+    expect(lines[22]).toMatch(/^Tab\/1-6 view/);
+    expect(lines[23]).toBe('');
 
     await term.keys('2');
     screen = await term.waitFor((s) => s.includes('─ Token families'), 'the families view');
@@ -115,5 +121,28 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
       expect(sgrColour.test(await term.screen(true)), JSON.stringify(env)).toBe(coloured);
       while (cleanups.length) await cleanups.pop()!();
     }
+  });
+
+  it('serve --ui: the emulator and its dashboard in one terminal, the log in a 0600 file, q stops both', async () => {
+    if (!tmuxAvailable()) throw new Error('tmux is required in CI: /usr/bin/tmux is missing (apt-get install -y tmux)');
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const term = new Terminal();
+    cleanups.push(() => term.kill());
+    await term.start(`${process.execPath} ${BIN} serve --ui --state ${state} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`, { TERM: 'xterm-256color', CI: 'true' });
+    const screen = await term.waitFor((s) => s.includes('● live'), 'the live header');
+    const baseUrl = /● live {2}(http:\/\/127\.0\.0\.1:\d+)/.exec(screen)![1]!;
+    const admin = JSON.parse(await readFile(join(dir, 'state.admin.json'), 'utf8')) as { auth_url: string };
+    await authorizeAndApprove({ baseUrl, authUrl: admin.auth_url }, { scope: 'ask' });
+    await term.waitFor((s) => /›active\s+Test Agent/.test(s), 'the grant');
+    await term.keys('q');
+    const end = await term.waitFor((s) => s.includes('EXIT='), 'the exit');
+    expect(end).toContain('EXIT=0');
+    expect(end).toContain(`agent-access: stopped ${baseUrl}; the log is in`);
+    const log = join(dir, 'state.log');
+    expect((await stat(log)).mode & 0o777).toBe(0o600);
+    expect(await readFile(log, 'utf8')).toMatch(/api POST \/oauth\/token 200/);
+    // Stopped cleanly: the admin file is gone with the process.
+    expect(existsSync(join(dir, 'state.admin.json'))).toBe(false);
   });
 });

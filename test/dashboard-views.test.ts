@@ -155,15 +155,21 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.press('?');
     await ui.waitFor((x) => x.includes('─ Approvals'));
     await ui.press('q');
-    await ui.waitUntilExit?.();
+    // After q the app has ended: keys change nothing any more.
+    const last = ui.frame();
+    await ui.press('1');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(ui.frame()).toBe(last);
+    expect(last).toContain('─ Approvals');
   });
 
   it('fits 80×24 exactly (no line wider, no more than 23 lines), and uses the full width when there is more', async () => {
     const ui = renderDashboard({ columns: 80, rows: 24 });
     ui.send(...session());
-    for (const key of ['1', '2', '3', '4', '5', '6', '?']) {
+    const markers: Record<string, string> = { '1': '─ Grants', '2': '─ Token families', '3': '─ Jobs', '4': '─ Charges', '5': '─ Requests', '6': '─ Approvals', '?': 'this help' };
+    for (const [key, marker] of Object.entries(markers)) {
       await ui.press(key);
-      const lines = ui.frame().split('\n');
+      const lines = (await ui.waitFor((x) => x.includes(marker) && (key === '?' || x.includes('Wetter-Agent')), marker)).split('\n');
       expect(lines.length, `view ${key}`).toBeLessThanOrEqual(23);
       for (const l of lines) expect(l.length, `view ${key}: ${l}`).toBeLessThanOrEqual(80);
     }
@@ -192,5 +198,21 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     ui.send(...session());
     const f = await ui.waitFor((x) => x.includes('write action waits for approval'));
     expect(f).toContain('12:00:15 write action waits for approval: Telefonnummer von Jonas Weber ändern');
+  });
+
+  it('control characters a client put into its name or question never reach the terminal', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    const evil = 'Evil\u001B]52;c;ZWNobyBoaQ==\u0007\u001B[2J\rAgent';
+    ui.send(
+      { type: 'snapshot', snapshot: snapshot({ clients: { 'client-x': { client_id: 'client-x', client_name: evil, registered_at: T0 } } }) },
+      s.event('grant.created', { grant_id: 'grant-x', client_id: 'client-x', person_id: 'person-anna', scopes: ['ask'], resource: null }),
+      s.event('research.created', { job_id: 'job-x', client_id: 'client-x', grant_id: 'grant-x', question: 'Frage\u001B[31m rot' }),
+    );
+    const raw = await ui.waitFor((x) => x.includes('Evil'), 'the client');
+    expect(ui.lastFrame()).not.toMatch(/\u001B\]|\u0007|\u001B\[2J|\r/);
+    expect(raw).toContain('“Evil\ufffd]52;c;ZWNobyBoaQ==\ufffd\ufffd[2J\ufffdAgent”');
+    await ui.press('3');
+    await ui.waitFor((x) => x.includes('Frage\ufffd[31m rot'), 'the question, defused');
   });
 });

@@ -1,28 +1,54 @@
-import { createWriteStream } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
 import { DEFAULT_STATE_FILE } from '../server/admin-file.js';
 import { Emulator } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
 import type { ServeFlags } from './commands/serve.js';
-import { EXIT, failWith } from './errors.js';
+import { CliError, EXIT, failWith } from './errors.js';
+import { isLoopbackBind } from '../server/host-guard.js';
+
+interface Log {
+  write(text: string): void;
+  file: string | null;
+  /** Waits until everything written is in the file. */
+  close(): Promise<void>;
+}
 
 /** With --ui the terminal belongs to the dashboard: the log goes to a file beside the state (0600). */
-async function openLog(flags: ServeFlags): Promise<{ write: (text: string) => void; file: string | null }> {
-  if (!flags.ui) return { write: (text) => void process.stderr.write(text), file: null };
+async function openLog(flags: ServeFlags): Promise<Log> {
+  if (!flags.ui) return { write: (text) => void process.stderr.write(text), file: null, close: async () => undefined };
   const file = resolve(flags.logFile ?? (flags.inMemory ? '.agent-access/serve.log' : `${resolve(flags.state ?? DEFAULT_STATE_FILE).replace(/\.json$/i, '')}.log`));
-  await mkdir(dirname(file), { recursive: true });
-  const stream = createWriteStream(file, { flags: 'a', mode: 0o600 });
-  return { write: (text) => void stream.write(text), file };
+  let handle;
+  try {
+    await mkdir(dirname(file), { recursive: true });
+    handle = await open(file, 'a', 0o600);
+    // An existing log keeps its mode on open: it holds client ids and paths, so it is made private too.
+    await handle.chmod(0o600);
+  } catch (e) {
+    throw new CliError(`cannot write the log file ${file} (${(e as Error).message}); pass --log-file`, EXIT.state);
+  }
+  const stream = handle.createWriteStream();
+  let failed = false;
+  stream.on('error', () => (failed = true));
+  return {
+    write: (text) => void (failed || stream.write(text)),
+    file,
+    close: () => new Promise<void>((done) => stream.end(() => done())),
+  };
 }
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
   let emulator: Emulator | undefined;
-  let log: Awaited<ReturnType<typeof openLog>>;
+  let log: Log;
+  const uiStop = new AbortController();
   try {
-    if (flags.ui) requireTerminal('serve --ui');
+    if (flags.ui) {
+      // The dashboard reaches the admin API over loopback; a bind to one other address would leave it outside.
+      if (!isLoopbackBind(flags.host) && flags.host !== '0.0.0.0' && flags.host !== '::') throw new CliError(`serve --ui needs a loopback or wildcard --host (the dashboard talks to the admin API over loopback), not ${flags.host}`, EXIT.usage);
+      requireTerminal('serve --ui');
+    }
     log = await openLog(flags);
     emulator = await Emulator.start({
       port: flags.port,
@@ -42,7 +68,12 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
       onError: (error, context) => {
         log.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
-        if (context === 'lock') void emulator?.stop().finally(() => process.exit(EXIT.state));
+        if (context === 'lock') {
+          process.exitCode = EXIT.state;
+          // With --ui the dashboard ends first (it gives the terminal back), then the emulator stops.
+          if (flags.ui) uiStop.abort();
+          else void emulator?.stop().finally(() => process.exit(EXIT.state));
+        }
       },
     });
   } catch (e) {
@@ -82,7 +113,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       }
     });
   }
-  if (flags.ui) return runWithDashboard(emulator, log);
+  if (flags.ui) return runWithDashboard(emulator, log, uiStop);
   let signals = 0;
   const shutdown = (signal: string) => {
     if (++signals > 1) {
@@ -99,17 +130,16 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
 }
 
-/** `serve --ui`: the dashboard in this terminal until q or Ctrl+C (or SIGTERM), then a clean stop. */
-async function runWithDashboard(emulator: Emulator, log: { write: (text: string) => void; file: string | null }): Promise<void> {
+/** `serve --ui`: the dashboard in this terminal until q or Ctrl+C (or a signal), then a clean stop. */
+async function runWithDashboard(emulator: Emulator, log: Log, stop: AbortController): Promise<void> {
   const { runDashboard } = await import('../dashboard/run.js');
-  const stop = new AbortController();
-  process.once('SIGTERM', () => stop.abort());
-  process.once('SIGHUP', () => stop.abort());
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => stop.abort());
   log.write(`${new Date().toISOString()} serving ${emulator.baseUrl} and ${emulator.authUrl} with the dashboard\n`);
   try {
     await runDashboard(async () => ({ adminUrl: emulator.adminUrl, token: emulator.adminToken }), process, process.env, stop.signal);
   } finally {
     await emulator.stop().catch((e: Error) => log.write(`agent-access: stop: ${e.message}\n`));
+    await log.close();
   }
   process.stdout.write(`agent-access: stopped ${emulator.baseUrl}; the log is in ${log.file}\n`);
   process.exit(process.exitCode ?? 0);

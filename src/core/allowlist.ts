@@ -88,7 +88,7 @@ export class Allowlist {
       if (existing.fingerprint !== fingerprint) {
         throw new ProblemError(409, 'idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
       }
-      this.core.events.emit('idempotency.replayed', { client_id: access.client_id, route, key });
+      this.core.events.emit('idempotency.replayed', { client_id: access.client_id, grant_id: access.grant.id, route, key });
       return { response: existing.response, replayed: true };
     }
     this.#inFlight.add(id);

@@ -17,7 +17,7 @@ export interface EventMap {
   'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
   'access_token.revoked': { jti: string; client_id: string };
   'charge.recorded': { seq: number; at: number; client_id: string; grant_id: string; route: string; amount: number; unit: 'AKh'; idempotency_key: string | null };
-  'idempotency.replayed': { client_id: string; route: string; key: string };
+  'idempotency.replayed': { client_id: string; grant_id: string; route: string; key: string };
   'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
   'research.created': { job_id: string; client_id: string; grant_id: string; question: string };
   'research.running': { job_id: string; client_id: string };

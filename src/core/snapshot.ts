@@ -7,6 +7,8 @@ import type { Grant } from './state.js';
 export const SNAPSHOT_LIMITS = { families: 200, jobs: 200, charges: 200, actions: 200, requests: 200 } as const;
 
 export type RequestEntry = EventMap['request.served'] & { seq: number; at: number };
+/** An idempotent replay: answered from the stored response, free (kept in memory since the emulator started). */
+export type ReplayEntry = EventMap['idempotency.replayed'] & { seq: number; at: number };
 
 export interface FamilyView {
   id: string;
@@ -72,7 +74,7 @@ export interface Snapshot {
   families: FamilyView[];
   research: ResearchView[];
   training: TrainingView[];
-  charges: { by_client: Record<string, number>; by_grant: Record<string, number>; entries: ChargeEntry[] };
+  charges: { by_client: Record<string, number>; by_grant: Record<string, number>; entries: ChargeEntry[]; replays: ReplayEntry[] };
   actions: ActionView[];
   requests: RequestEntry[];
 }
@@ -80,7 +82,7 @@ export interface Snapshot {
 const newest = <T extends { created_at: number }>(items: Iterable<T>, limit: number): T[] => [...items].sort((a, b) => a.created_at - b.created_at).slice(-limit);
 
 /** Builds the snapshot from the core's state at this moment (synchronous, so `seq` matches it exactly). */
-export function buildSnapshot(core: Core, extra: { charges: ChargeEntry[]; requests: RequestEntry[] }): Snapshot {
+export function buildSnapshot(core: Core, extra: { charges: ChargeEntry[]; replays: ReplayEntry[]; requests: RequestEntry[] }): Snapshot {
   const s = core.state;
   return {
     seq: core.events.seq,
@@ -122,7 +124,7 @@ export function buildSnapshot(core: Core, extra: { charges: ChargeEntry[]; reque
       finished_at: d.indexed_at ?? null,
       error: d.error ? `${d.error.code}: ${d.error.message}` : null,
     })),
-    charges: { by_client: { ...s.charges.by_client }, by_grant: { ...s.charges.by_grant }, entries: extra.charges.slice(-SNAPSHOT_LIMITS.charges) },
+    charges: { by_client: { ...s.charges.by_client }, by_grant: { ...s.charges.by_grant }, entries: extra.charges.slice(-SNAPSHOT_LIMITS.charges), replays: extra.replays.slice(-SNAPSHOT_LIMITS.charges) },
     actions: newest(Object.values(s.pending_actions), SNAPSHOT_LIMITS.actions).map((a) => ({
       id: a.id,
       client_id: a.client_id,

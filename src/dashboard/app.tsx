@@ -1,7 +1,7 @@
 import { Box, Text, useApp, useInput, useStdout } from 'ink';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
-import { VIEWS, VIEW_TITLES, clockTime, detail, fitColumns, rowText, table, widthsFor, type Line, type Row, type Tone, type ViewName } from './views.js';
+import { VIEWS, VIEW_TITLES, clockTime, detail, fitColumns, printable, rowText, table, widthsFor, type Line, type Row, type Tone, type ViewName } from './views.js';
 
 export interface DashboardActions {
   revokeGrant(grantId: string): Promise<void>;
@@ -148,7 +148,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   });
   const text = (key: string, content: string, tone: Tone = 'normal', inverse = false, width = columns) => (
     <Text key={key} wrap="truncate-end" {...paint(tone, inverse)}>
-      {content.length > width ? content.slice(0, width) : content.padEnd(width)}
+      {printable(content.length > width ? content.slice(0, width) : content.padEnd(width))}
     </Text>
   );
 

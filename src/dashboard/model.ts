@@ -1,6 +1,6 @@
 import { addAmount, type ChargeEntry } from '../core/charges.js';
 import type { AppEvent, EventMap } from '../core/events.js';
-import type { ActionView, FamilyView, RequestEntry, ResearchView, Snapshot, TrainingView } from '../core/snapshot.js';
+import type { ActionView, FamilyView, ReplayEntry, RequestEntry, ResearchView, Snapshot, TrainingView } from '../core/snapshot.js';
 
 /**
  * The dashboard's state and the pure reducer that folds the admin stream into it. The UI never reads the
@@ -100,12 +100,19 @@ function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
     families: byId(s.families),
     research: byId(s.research),
     training: byId(s.training),
-    charges: { by_client: s.charges.by_client, by_grant: s.charges.by_grant, entries: s.charges.entries.map((e) => ({ ...e, free: false })) },
+    charges: {
+      by_client: s.charges.by_client,
+      by_grant: s.charges.by_grant,
+      entries: capped([...s.charges.entries.map((e) => ({ ...e, free: false })), ...s.charges.replays.map(replayRow)].sort((a, b) => a.at - b.at), LIMITS.charges),
+    },
     actions: byId(s.actions),
     requests: capped(s.requests, LIMITS.requests),
     activity: [],
   };
 }
+
+/** A replay as a ledger row: free. Its key is the negative event number, apart from the ledger's own numbers. */
+const replayRow = (r: ReplayEntry): ChargeRow => ({ seq: -r.seq, at: r.at, client_id: r.client_id, grant_id: r.grant_id, route: r.route, amount: 0, unit: 'AKh', idempotency_key: r.key, free: true });
 
 type EventOf<N extends keyof EventMap> = Extract<AppEvent, { name: N }>;
 
@@ -130,24 +137,28 @@ function onTokensIssued(state: DashboardState, event: EventOf<'tokens.issued'>):
   const existing = state.families[d.family_id];
   let family: FamilyView;
   if (!existing) {
-    family = {
-      id: d.family_id,
-      grant_id: d.grant_id,
-      client_id: d.client_id,
-      status: 'active',
-      created_at: event.at,
-      invalidated_at: null,
-      invalidated_reason: null,
-      replayed_generation: null,
-      chain: [{ generation: d.generation, issued_at: event.at, rotated_at: null }],
-      access_tokens: [token],
-    };
+    family = { ...emptyFamily(d.family_id, d.grant_id, d.client_id, event.at), chain: [{ generation: d.generation, issued_at: event.at, rotated_at: null }], access_tokens: [token] };
   } else {
-    family = { ...existing, chain: withGeneration(existing.chain, d.generation, event.at), access_tokens: capped([...existing.access_tokens, token], LIMITS.accessTokens) };
+    // The snapshot may already hold this token (taken between the core's change and its event): once only.
+    const known = existing.access_tokens.some((t) => t.jti === d.jti);
+    family = { ...existing, chain: withGeneration(existing.chain, d.generation, event.at), access_tokens: known ? existing.access_tokens : capped([...existing.access_tokens, token], LIMITS.accessTokens) };
   }
   const next = { ...state, families: { ...state.families, [family.id]: family } };
   return patch(next, 'grants', d.grant_id, (g) => ({ ...g, last_used_at: event.at }));
 }
+
+const emptyFamily = (id: string, grantId: string, clientId: string, at: number): FamilyView => ({
+  id,
+  grant_id: grantId,
+  client_id: clientId,
+  status: 'active',
+  created_at: at,
+  invalidated_at: null,
+  invalidated_reason: null,
+  replayed_generation: null,
+  chain: [],
+  access_tokens: [],
+});
 
 /** Adds a generation to the chain once; the one before it is rotated from then on. */
 function withGeneration(chain: FamilyView['chain'], generation: number, at: number): FamilyView['chain'] {
@@ -169,6 +180,8 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       return note(state, event, `consent denied by ${event.data.person_id}: ${clientName(state, event.data.client_id)}`, true);
     case 'grant.created': {
       const d = event.data;
+      // Already in the snapshot (taken between the core's change and its event): keep what it shows.
+      if (state.grants[d.grant_id]) return state;
       const grant: GrantRow = { id: d.grant_id, client_id: d.client_id, person_id: d.person_id, scopes: d.scopes, resource: d.resource, created_at: event.at, last_used_at: null, status: 'active', revoked_at: null, revoked_by: null };
       return { ...state, grants: { ...state.grants, [grant.id]: grant } };
     }
@@ -190,7 +203,9 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     }
     case 'family.invalidated': {
       const d = event.data;
-      const next = patch(state, 'families', d.family_id, (f) => ({ ...f, status: 'invalidated', invalidated_at: event.at, invalidated_reason: d.reason, replayed_generation: d.replayed_generation ?? null }));
+      // A code replay can kill a family before the event of its first tokens arrives: keep it, as invalidated.
+      const known = state.families[d.family_id] ? state : { ...state, families: { ...state.families, [d.family_id]: emptyFamily(d.family_id, d.grant_id, state.grants[d.grant_id]?.client_id ?? '', event.at) } };
+      const next = patch(known, 'families', d.family_id, (f) => ({ ...f, status: 'invalidated', invalidated_at: event.at, invalidated_reason: d.reason, replayed_generation: d.replayed_generation ?? null }));
       const why = d.reason === 'refresh_replay' ? `refresh token generation ${d.replayed_generation ?? '?'} replayed` : d.reason.replace('_', ' ');
       return note(next, event, `token family ${d.family_id} invalidated: ${why}`, true);
     }
@@ -211,15 +226,13 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
         },
       };
     }
-    case 'idempotency.replayed': {
-      const d = event.data;
-      const row: ChargeRow = { seq: -event.seq, at: event.at, client_id: d.client_id, grant_id: '', route: d.route, amount: 0, unit: 'AKh', idempotency_key: d.key, free: true };
-      return { ...state, charges: { ...state.charges, entries: capped([...state.charges.entries, row], LIMITS.charges) } };
-    }
+    case 'idempotency.replayed':
+      return { ...state, charges: { ...state.charges, entries: capped([...state.charges.entries, replayRow({ ...event.data, seq: event.seq, at: event.at })], LIMITS.charges) } };
     case 'rate_limit.exceeded':
       return note(state, event, `rate limit hit by ${clientName(state, event.data.client_id)} on ${event.data.route}`, true);
     case 'research.created': {
       const d = event.data;
+      if (state.research[d.job_id]) return state;
       const job: ResearchView = { id: d.job_id, client_id: d.client_id, grant_id: d.grant_id, question: d.question, status: 'queued', created_at: event.at, finished_at: null, error: null };
       return { ...state, research: { ...state.research, [job.id]: job } };
     }
@@ -236,6 +249,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       );
     case 'training.received': {
       const d = event.data;
+      if (state.training[d.document_id]) return state;
       const doc: TrainingView = { id: d.document_id, client_id: d.client_id, grant_id: d.grant_id, file_name: d.file_name, size: d.size, processing_step: 'received', created_at: event.at, finished_at: null, error: null };
       return { ...state, training: { ...state.training, [doc.id]: doc } };
     }
@@ -246,6 +260,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     }
     case 'action.pending': {
       const d = event.data;
+      if (state.actions[d.action_id]) return state;
       const action: ActionView = { id: d.action_id, client_id: d.client_id, person_id: d.person_id, kind: d.kind, operation: d.operation, description: d.description, status: 'pending', created_at: event.at, decided_at: null };
       return note({ ...state, actions: { ...state.actions, [action.id]: action } }, event, `write action waits for approval: ${d.description}`);
     }

@@ -1,5 +1,6 @@
 import { relative, resolve as resolvePath } from 'node:path';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
+import { CliError, EXIT } from '../cli/errors.js';
 import { ADMIN_PREFIX } from '../server/admin-routes.js';
 import type { DashboardActions, DashboardProps } from './app.js';
 import { adminCall, followAdminStream, type AdminEndpoint, type ResolveAdmin } from './stream.js';
@@ -15,9 +16,34 @@ export interface LocateOptions {
   cwd: string;
 }
 
-const adminUrlOf = (url: string): string => {
-  const trimmed = url.replace(/\/+$/, '');
-  return trimmed.endsWith(ADMIN_PREFIX) ? trimmed : `${trimmed}${ADMIN_PREFIX}`;
+const LOOPBACK_NAMES = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/**
+ * The admin URL for `--url` (a base URL or the admin URL itself). Only loopback: the admin API answers nothing
+ * else, so sending the admin token anywhere else could only leak it.
+ */
+export function adminUrlOf(url: string): URL {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new CliError(`--url ${url} is not a URL; give the emulator's base URL, e.g. http://127.0.0.1:4100`, EXIT.usage);
+  }
+  if (parsed.protocol !== 'http:' || !(LOOPBACK_NAMES.has(parsed.hostname) || parsed.hostname.startsWith('127.'))) {
+    throw new CliError(`--url ${url}: the admin API answers on loopback only (http://127.0.0.1:PORT); the admin token is not sent elsewhere`, EXIT.usage);
+  }
+  const path = parsed.pathname.replace(/\/+$/, '');
+  parsed.pathname = path.endsWith(ADMIN_PREFIX) ? path : `${path}${ADMIN_PREFIX}`;
+  return parsed;
+}
+
+/** Two loopback admin URLs name the same server when their ports match (127.0.0.1, localhost and [::1] alike). */
+const sameLoopbackServer = (a: URL, b: string): boolean => {
+  try {
+    return new URL(b).port === a.port;
+  } catch {
+    return false;
+  }
 };
 
 /**
@@ -28,12 +54,14 @@ const adminUrlOf = (url: string): string => {
 export function locateAdmin(options: LocateOptions): ResolveAdmin {
   const stateFile = resolvePath(options.cwd, options.state ?? DEFAULT_STATE_FILE);
   const file = adminFileFor(stateFile);
+  const target = options.url ? adminUrlOf(options.url) : null;
   return async () => {
     const info = await readAdminFile(file);
-    if (options.url) {
-      const adminUrl = adminUrlOf(options.url);
-      const token = options.adminToken ?? options.env[ADMIN_TOKEN_ENV] ?? (info && info.admin_url === adminUrl ? info.admin_token : undefined);
-      if (!token) return { unavailable: `no admin token for ${adminUrl}: pass --admin-token or set ${ADMIN_TOKEN_ENV} (serve --json prints it)` };
+    if (target) {
+      const adminUrl = target.href.replace(/\/$/, '');
+      // The admin file is read anew each time: a restarted emulator on the same port has a new token.
+      const token = options.adminToken ?? options.env[ADMIN_TOKEN_ENV] ?? (info && sameLoopbackServer(target, info.admin_url) ? info.admin_token : undefined);
+      if (!token) return { unavailable: `no admin token for ${adminUrl}: set ${ADMIN_TOKEN_ENV} or pass --admin-token (serve --json prints it)` };
       return { adminUrl, token };
     }
     if (!info) return { unavailable: `no emulator serves ${relative(options.cwd, stateFile) || stateFile}: start \`agent-access serve\`, or pass --url` };
@@ -90,6 +118,9 @@ export async function runDashboard(resolve: ResolveAdmin, io: TerminalStreams, e
   // write of the whole (23-line) frame, wrapped in synchronized-update marks by Ink, at most 30 per second: no
   // flicker. (Ink's incremental mode drew frames one line off here; the plain mode does not.)
   io.stdout.write('\u001B[?1049h');
+  // Whatever ends the process, the person gets their screen back.
+  const leaveScreen = () => io.stdout.write('\u001B[?1049l');
+  process.once('exit', leaveScreen);
   const instance = render(
     createElement(Dashboard, {
       subscribe,
@@ -100,10 +131,12 @@ export async function runDashboard(resolve: ResolveAdmin, io: TerminalStreams, e
   );
   const onStop = () => instance.unmount();
   stop?.addEventListener('abort', onStop, { once: true });
+  if (stop?.aborted) onStop();
   try {
     await instance.waitUntilExit();
   } finally {
     stop?.removeEventListener('abort', onStop);
-    io.stdout.write('\u001B[?1049l');
+    process.off('exit', leaveScreen);
+    leaveScreen();
   }
 }

@@ -40,6 +40,12 @@ export interface Table {
   rows: Row[];
 }
 
+/**
+ * Client names, questions and descriptions come from clients: a control character in them could move the cursor,
+ * set the window title or write the clipboard (OSC 52). Each becomes one visible replacement character.
+ */
+export const printable = (text: string): string => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '\ufffd');
+
 /** `12:03:04` in UTC, as the CLI prints times (ISO, Z): the same on every machine. */
 export const clockTime = (ms: number | null): string => (ms ? new Date(ms).toISOString().slice(11, 19) : '-');
 const line = (text: string, tone: Tone = 'normal'): Line => ({ text, tone });

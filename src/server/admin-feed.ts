@@ -2,52 +2,69 @@ import type { ServerResponse } from 'node:http';
 import type { ChargeEntry } from '../core/charges.js';
 import type { Core } from '../core/core.js';
 import type { AppEvent } from '../core/events.js';
-import { SNAPSHOT_LIMITS, buildSnapshot, type RequestEntry, type Snapshot } from '../core/snapshot.js';
+import { SNAPSHOT_LIMITS, buildSnapshot, type ReplayEntry, type RequestEntry, type Snapshot } from '../core/snapshot.js';
 
 /** How often an open stream gets the server's clock (also its keep-alive). */
 export const TICK_MS = 1000;
-/** A dashboard that reads slower than this much is cut off; it reconnects and starts from a fresh snapshot. */
+/** A dashboard that falls this far behind (beyond its snapshot) is cut off; it reconnects from a fresh snapshot. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 
 const frame = (event: string, data: unknown, id?: number): string => `event: ${event}\n${id !== undefined ? `id: ${id}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 
+/** Keeps the newest `limit` items of a list that only grows at its end. */
+function pushCapped<T>(list: T[], item: T, limit: number): void {
+  list.push(item);
+  if (list.length > limit * 2) list.splice(0, list.length - limit);
+}
+
 /**
- * The admin side of the event bus: keeps the newest requests (the core does not store them) and serves
- * the snapshot and the server-sent event stream the dashboard folds into its state.
+ * The admin side of the event bus: keeps what the core does not store or stores only in files (the newest requests,
+ * replays, charges) and serves the snapshot and the server-sent event stream the dashboard folds into its state.
  */
 export class AdminFeed {
   readonly #core: Core;
   readonly #requests: RequestEntry[] = [];
+  readonly #replays: ReplayEntry[] = [];
+  /** Charges seen on the bus since this feed started; older ones come from the ledger, read once. */
+  readonly #charges: ChargeEntry[] = [];
+  #ledger: Promise<ChargeEntry[]> | undefined;
   /** Open streams and the writer of each. */
   readonly #streams = new Map<ServerResponse, (text: string) => void>();
   readonly #unsubscribe: () => void;
   #ticker: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(core: Core) {
     this.#core = core;
     this.#unsubscribe = core.events.subscribe((event) => {
-      if (event.name !== 'request.served') return;
-      this.#requests.push({ ...event.data, seq: event.seq, at: event.at });
-      if (this.#requests.length > SNAPSHOT_LIMITS.requests * 2) this.#requests.splice(0, this.#requests.length - SNAPSHOT_LIMITS.requests);
+      if (event.name === 'request.served') pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
+      else if (event.name === 'charge.recorded') pushCapped(this.#charges, event.data, SNAPSHOT_LIMITS.charges);
+      else if (event.name === 'idempotency.replayed') pushCapped(this.#replays, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.charges);
     });
   }
 
-  /** The snapshot; events that arrive while the ledger is read are folded in, so no charge falls between the two. */
+  /** The ledger's newest entries, read on the first snapshot only (the file only grows; later charges arrive as events). */
+  #ledgerTail(): Promise<ChargeEntry[]> {
+    return (this.#ledger ??= this.#core.persistence.readLedger().then((lines) => {
+      const entries: ChargeEntry[] = [];
+      for (const line of lines.slice(-SNAPSHOT_LIMITS.charges)) {
+        try {
+          entries.push(JSON.parse(line) as ChargeEntry);
+        } catch {
+          // A torn last line after a crash: the state's totals never counted it either.
+        }
+      }
+      return entries;
+    }));
+  }
+
   async snapshot(): Promise<Snapshot> {
-    const during: ChargeEntry[] = [];
-    const stop = this.#core.events.subscribe((event) => {
-      if (event.name === 'charge.recorded') during.push(event.data);
-    });
-    let ledger: string[];
-    try {
-      ledger = await this.#core.persistence.readLedger();
-    } finally {
-      stop();
-    }
-    const entries = ledger.slice(-SNAPSHOT_LIMITS.charges).map((line) => JSON.parse(line) as ChargeEntry);
-    const known = new Set(entries.map((e) => e.seq));
-    for (const e of during) if (!known.has(e.seq)) entries.push(e);
-    return buildSnapshot(this.#core, { charges: entries, requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests) });
+    const ledger = await this.#ledgerTail();
+    // A charge may be both in the ledger and seen as an event (recorded around the read): once, by its number.
+    const bySeq = new Map<number, ChargeEntry>();
+    for (const entry of [...ledger, ...this.#charges]) bySeq.set(entry.seq, entry);
+    const charges = [...bySeq.values()].sort((a, b) => a.seq - b.seq);
+    return buildSnapshot(this.#core, { charges, replays: [...this.#replays], requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests) });
   }
 
   /** Streams `snapshot`, then every event after it, then a `tick` with the server's clock every second. */
@@ -55,10 +72,11 @@ export class AdminFeed {
     // Events raised while the snapshot is built wait here and are sent after it, if newer than it.
     const backlog: AppEvent[] = [];
     let live = false;
+    let allowance = MAX_BUFFERED_BYTES;
     const send = (text: string) => {
       if (raw.writableEnded || raw.destroyed) return;
       raw.write(text);
-      if (raw.writableLength > MAX_BUFFERED_BYTES) raw.destroy();
+      if (raw.writableLength > allowance) raw.destroy();
     };
     const unsubscribe = this.#core.events.subscribe((event) => {
       if (!live) backlog.push(event);
@@ -85,14 +103,23 @@ export class AdminFeed {
       raw.end();
       return;
     }
-    send(frame('snapshot', snapshot, snapshot.seq));
+    // The reader left, or the server began to stop, while the snapshot was built.
+    if (raw.destroyed || raw.writableEnded || this.#closed) {
+      unsubscribe();
+      raw.end();
+      return;
+    }
+    const text = frame('snapshot', snapshot, snapshot.seq);
+    // However large the snapshot, the reader is cut off only for falling behind after it.
+    allowance = Buffer.byteLength(text) + MAX_BUFFERED_BYTES;
+    send(text);
     for (const event of backlog) if (event.seq > snapshot.seq) send(frame(event.name, event, event.seq));
     backlog.length = 0;
     live = true;
     this.#streams.set(raw, send);
     this.#ticker ??= setInterval(() => {
-      const text = frame('tick', { now: this.#core.clock.now() });
-      for (const write of this.#streams.values()) write(text);
+      const tick = frame('tick', { now: this.#core.clock.now() });
+      for (const write of this.#streams.values()) write(tick);
     }, TICK_MS).unref();
   }
 
@@ -101,8 +128,9 @@ export class AdminFeed {
     this.#ticker = undefined;
   }
 
-  /** Ends every open stream: the server is stopping. */
+  /** Ends every open stream: the server is stopping. Streams still building their snapshot end when it is built. */
   close(): void {
+    this.#closed = true;
     this.#stopTicking();
     for (const stream of this.#streams.keys()) stream.end();
     this.#streams.clear();

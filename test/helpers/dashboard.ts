@@ -19,7 +19,7 @@ export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
     families: [],
     research: [],
     training: [],
-    charges: { by_client: {}, by_grant: {}, entries: [] },
+    charges: { by_client: {}, by_grant: {}, entries: [], replays: [] },
     actions: [],
     requests: [],
     ...overrides,
@@ -72,7 +72,7 @@ export function renderDashboard(options: { columns?: number; rows?: number; colo
   const frame = () => frameText(app.lastFrame());
   /** Waits until the newest frame satisfies `test` (renders are batched and asynchronous). */
   const waitFor = async (test: (frame: string) => boolean, what = 'the expected frame'): Promise<string> => {
-    const until = Date.now() + 3000;
+    const until = Date.now() + 10_000;
     for (;;) {
       const f = frame();
       if (test(f)) return f;

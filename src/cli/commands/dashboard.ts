@@ -19,10 +19,11 @@ export function dashboardCommand(ctx: ClientContext): Command {
     .description('watch grants, token families, jobs, charges, requests and approvals of a running emulator, live')
     .option('--url <url>', "the emulator's {base_url} (default: the one serving .agent-access/state.json here)")
     .option('--state <file>', 'find the emulator through the admin file next to this state file (default .agent-access/state.json)')
-    .option('--admin-token <token>', 'admin token, with --url (default: $AGENT_ACCESS_ADMIN_TOKEN or the admin file)')
+    .option('--admin-token <token>', 'admin token, with --url (better: $AGENT_ACCESS_ADMIN_TOKEN, which other users cannot see in ps; default: the admin file)')
     .action(async (flags: DashboardFlags) => {
-      requireTerminal('the dashboard');
       const { locateAdmin, runDashboard } = await import('../../dashboard/run.js');
-      await runDashboard(locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd }), process, ctx.env);
+      const resolve = locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd });
+      requireTerminal('the dashboard');
+      await runDashboard(resolve, process, ctx.env);
     });
 }
