@@ -99,8 +99,19 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     expect(lines[22]).toMatch(/^Tab\/1-6 view/);
     expect(lines[23]).toBe('');
 
+    // No flicker: what the dashboard writes while it runs (two clock ticks, a view switch) never clears the
+    // screen, and every frame is one synchronized update (DEC mode 2026), drawn by the terminal at once.
+    const raw = join(await scratchDir(), 'pane.raw');
+    await term.tmux('pipe-pane', '-o', `cat >> ${raw}`);
+    await new Promise((r) => setTimeout(r, 3200));
     await term.keys('2');
     screen = await term.waitFor((s) => s.includes('─ Token families'), 'the families view');
+    await term.tmux('pipe-pane');
+    const written = await readFile(raw, 'latin1');
+    expect(written).not.toMatch(/\u001B\[2J|\u001B\[3J|\u001Bc/);
+    const frames = written.split('\u001B[?2026h').slice(1);
+    expect(frames.length).toBeGreaterThanOrEqual(2);
+    for (const f of frames) expect(f).toContain('\u001B[?2026l');
     expect(screen).toMatch(/gen 1\s+current/);
     await term.keys('5');
     screen = await term.waitFor((s) => /POST\s+\/oauth\/token\s+200/.test(s), 'the request log');
