@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +10,7 @@ const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 describe('the published package', () => {
-  it('npm pack produces a package that installs and runs `agent-access --help`, `serve` and `login`', { timeout: 180_000 }, async () => {
+  it('npm pack produces a package that installs and runs `agent-access --help`, `serve`, `login` and the programmatic API', { timeout: 180_000 }, async () => {
     const dir = await scratchDir();
     await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: ROOT });
     const tarball = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
@@ -53,5 +53,23 @@ describe('the published package', () => {
     } finally {
       child.kill('SIGTERM');
     }
+
+    // The programmatic API imports from the installed package, with its type declarations, in-process and as a child.
+    const script = [
+      "import { startEmulator } from 'agent-access';",
+      'for (const mode of ["in-process", "child"]) {',
+      '  const emu = await startEmulator({ mode, clock: "manual" });',
+      '  const { access_token } = await emu.issueTokens({ scopes: ["ask"] });',
+      '  await emu.clock.advance("16m");',
+      '  const res = await fetch(`${emu.baseUrl}/chat/ask`, { method: "POST", headers: { authorization: `Bearer ${access_token}`, "content-type": "application/json" }, body: JSON.stringify({ question: "Hallo" }) });',
+      '  console.log(mode, res.status);',
+      '  await emu.stop();',
+      '}',
+    ].join('\n');
+    await writeFile(join(app, 'use.mjs'), script);
+    const { stdout: used } = await run(process.execPath, ['use.mjs'], { cwd: app, timeout: 30_000 });
+    expect(used).toBe('in-process 401\nchild 401\n');
+    const types = await readFile(join(app, 'node_modules', 'agent-access', 'dist', 'index.d.ts'), 'utf8');
+    expect(types).toContain('export declare function startEmulator(options?: StartEmulatorOptions): Promise<RunningEmulator>;');
   });
 });

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { processContext, type ClientContext } from '../client/context.js';
 import { chargesCommand } from './commands/charges.js';
+import { clockCommand } from './commands/clock.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { clientCommands } from './commands/client.js';
 import { grantsCommand } from './commands/grants.js';
@@ -19,7 +20,8 @@ export function buildProgram(ctx: ClientContext = processContext()): Command {
     .addCommand(serveCommand())
     .addCommand(grantsCommand())
     .addCommand(chargesCommand())
-    .addCommand(dashboardCommand(ctx));
+    .addCommand(dashboardCommand(ctx))
+    .addCommand(clockCommand(ctx));
   for (const command of [...clientCommands(ctx), ...apiCommands(ctx)]) program.addCommand(command);
   applyConventions(program, ctx);
   return program;

@@ -1,5 +1,6 @@
 import { mkdir, open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { ManualClock } from '../core/clock.js';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
 import { DEFAULT_STATE_FILE } from '../server/admin-file.js';
 import { Emulator } from '../server/emulator.js';
@@ -57,6 +58,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       state: flags.state,
       inMemory: flags.inMemory,
       fixtures: flags.fixtures,
+      ...(flags.clock === 'manual' ? { clock: new ManualClock() } : {}),
       rateLimit: flags.rateLimit,
       askTimeoutMs: flags.askTimeout,
       askLatencyMs: flags.askLatency,
@@ -86,6 +88,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     state: emulator.statePath,
     admin_url: emulator.adminUrl,
     admin_token: emulator.adminToken,
+    clock: flags.clock,
     pid: process.pid,
   };
   if (flags.json) {

@@ -1,3 +1,4 @@
+import ms, { type StringValue } from 'ms';
 /** Milliseconds since the epoch. The core reads time only through a Clock, never Date.now(). */
 export interface Clock {
   now(): number;
@@ -28,3 +29,13 @@ export const DAY = 24 * HOUR;
 
 /** Whole seconds, as JWT and OAuth fields carry them. */
 export const epochSeconds = (ms: number): number => Math.floor(ms / 1000);
+
+/**
+ * A duration as people and test code write it: milliseconds as a number, or `"16m"`, `"24h"`, `"900s"`,
+ * `"1.5h"`, `"500ms"` (the `ms` package's units). Throws a RangeError that names the value otherwise.
+ */
+export function parseDuration(value: string | number): number {
+  const n = typeof value === 'number' ? value : /^\d+$/.test(value.trim()) ? Number(value) : ms(value.trim() as StringValue);
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) throw new RangeError(`"${value}" is not a duration; write e.g. 16m, 24h, 900s, 500ms or a number of milliseconds`);
+  return n;
+}

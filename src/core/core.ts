@@ -11,7 +11,7 @@ import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resou
 import type { StatePersistence } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
-import { isRetiredScope, isSupportedScope, splitScope } from './scopes.js';
+import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
 import { emptyState, type Client, type Grant, type State, type TokenFamily } from './state.js';
 import { createFamily, parseRefreshToken, recordAccessToken, rotateFamily } from './token-family.js';
 
@@ -286,6 +286,37 @@ export class Core {
     for (const [id, i] of this.#interactions) if (i.expires_at <= now) this.#interactions.delete(id);
     // Bound memory against a client that opens consent pages in a loop.
     while (this.#interactions.size >= INTERACTION_LIMIT) this.#interactions.delete(this.#interactions.keys().next().value as string);
+  }
+
+  // ---- the test shortcut: tokens without the consent screen (README: issueTokens) -------------
+
+  /**
+   * Gives a grant and its first tokens as if the person had approved on the consent page, without the page: for
+   * tests whose subject is not the flow. Scopes are checked as at /authorize; the grant, family and tokens are the
+   * real ones (refresh, revocation and the resource guard treat them as any other). Recorded as `grant.created`.
+   */
+  async issueTokensWithoutConsent(options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string }): Promise<TokenResponse & { client_id: string; grant_id: string }> {
+    const scopes = requireSupportedScopes(options.scopes.join(' '));
+    const person = options.person_id ? this.person(options.person_id) : this.defaultPerson;
+    if (!person) throw new ProblemError(400, 'invalid_person', `no person "${options.person_id}" in the fixtures`);
+    const client = options.client_id
+      ? this.requireClient(options.client_id)
+      : await this.registerClient({ client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
+    const grant: Grant = {
+      id: newId('grant'),
+      client_id: client.client_id,
+      person_id: person.id,
+      scopes: [...scopes],
+      resource: options.identity ? null : this.resource,
+      created_at: this.clock.now(),
+      last_used_at: null,
+      status: 'active',
+    };
+    this.state.grants[grant.id] = grant;
+    this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
+    const { family, refreshToken } = this.startFamily(grant);
+    const tokens = await this.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
+    return { ...tokens, client_id: client.client_id, grant_id: grant.id };
   }
 
   // ---- token endpoint (spec 4.3, OAuth 2.1 §3.2) ----------------------------------------------

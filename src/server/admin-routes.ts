@@ -3,11 +3,13 @@ import type { Core } from '../core/core.js';
 import { safeEqual } from '../core/crypto.js';
 import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
-import { adminDecideSchema, adminGrantsSchema, adminRevokeSchema } from './schemas.js';
+import { adminAdvanceSchema, adminDecideSchema, adminGrantsSchema, adminRevokeSchema, adminTokensSchema } from './schemas.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
 import { ProblemError } from '../core/errors.js';
 import { AdminFeed } from './admin-feed.js';
+import type { Allowlist } from '../core/allowlist.js';
+import { ManualClock, parseDuration } from '../core/clock.js';
 
 export const ADMIN_PREFIX = '/_admin';
 /** The server-sent event stream of the dashboard. */
@@ -18,6 +20,8 @@ export interface AdminOptions {
   /** The port `{base_url}` listens on (the Host header must name it). */
   port: () => number | undefined;
   plane?: AgentPlane;
+  /** Moves research jobs and training steps along after the clock was advanced. */
+  allowlist?: Allowlist;
 }
 
 /**
@@ -59,6 +63,24 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       reply.hijack();
       await feed.stream(reply.raw);
     });
+    const clockView = () => ({ mode: core.clock instanceof ManualClock ? 'manual' : 'system', now: core.clock.now(), iso: new Date(core.clock.now()).toISOString() });
+    admin.get('/clock', async () => clockView());
+    admin.post('/clock/advance', { schema: adminAdvanceSchema }, async (request) => {
+      if (!(core.clock instanceof ManualClock)) throw new ProblemError(409, 'clock_is_real_time', 'the clock is real time; start the emulator with --clock manual (or clock: "manual") to move it');
+      const { by } = request.body as { by: string | number };
+      let duration: number;
+      try {
+        duration = parseDuration(by);
+      } catch (e) {
+        throw new ProblemError(400, 'invalid_duration', (e as Error).message);
+      }
+      core.clock.advance(duration);
+      // Everything that runs on the clock catches up before the answer: jobs, training steps, expired records.
+      await options.allowlist?.settle();
+      if (core.prune()) await core.commit();
+      return clockView();
+    });
+    admin.post('/tokens', { schema: adminTokensSchema }, async (request) => core.issueTokensWithoutConsent(request.body as Parameters<Core['issueTokensWithoutConsent']>[0]));
     admin.post('/actions/:id/decide', { schema: adminDecideSchema }, async (request) => {
       if (!plane) throw new ProblemError(501, 'not_implemented', 'this server runs without the agent plane');
       const { id } = request.params as { id: string };

@@ -140,7 +140,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     await extend?.(open);
   });
   if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);
-  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane });
+  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist });
   return app;
 }
 

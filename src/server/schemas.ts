@@ -156,6 +156,25 @@ export const adminRevokeSchema = {
   response: { 200: { type: 'object', properties: { grant: grantView } }, '4xx': problemSchema },
 } as const;
 
+export const adminAdvanceSchema = {
+  body: { type: 'object', required: ['by'], properties: { by: { anyOf: [{ type: 'string', minLength: 1, maxLength: 40 }, { type: 'number', minimum: 0 }] } }, additionalProperties: false },
+} as const;
+
+export const adminTokensSchema = {
+  body: {
+    type: 'object',
+    required: ['scopes'],
+    properties: {
+      scopes: { type: 'array', minItems: 1, maxItems: 20, items: { type: 'string', minLength: 1, maxLength: 100 } },
+      identity: { type: 'boolean' },
+      client_id: str(200),
+      client_name: str(200),
+      person_id: str(200),
+    },
+    additionalProperties: false,
+  },
+} as const;
+
 export const adminDecideSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
   body: { type: 'object', required: ['decision'], properties: { decision: { type: 'string', enum: ['approve', 'reject'] } }, additionalProperties: false },

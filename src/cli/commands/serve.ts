@@ -19,6 +19,7 @@ export interface ServeFlags {
   trainingStep?: number;
   realistic?: boolean;
   ui?: boolean;
+  clock: 'system' | 'manual';
   logFile?: string;
 }
 
@@ -68,6 +69,7 @@ export function serveCommand(): Command {
     .addOption(new Option('--ask-latency <ms>', 'simulated thinking time of an ask, in ms').argParser(parseMs).default(0))
     .addOption(new Option('--research-duration <ms>', 'how long a research job runs on the emulator clock (default 4000; --realistic: 120000)').argParser(parseMs))
     .addOption(new Option('--training-step <ms>', 'how long each training step takes (default 500; --realistic: 5000)').argParser(parseMs))
+    .addOption(new Option('--clock <mode>', 'system: real time; manual: time stands still until moved (agent-access clock advance 16m, or POST /_admin/clock/advance)').choices(['system', 'manual']).default('system'))
     .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))

@@ -1,0 +1,60 @@
+import { Command } from 'commander';
+import type { ClientContext } from '../../client/context.js';
+import { CliError, EXIT } from '../errors.js';
+import { printJson } from '../output.js';
+
+interface ClockFlags {
+  state?: string;
+  url?: string;
+  adminToken?: string;
+  json?: boolean;
+}
+
+interface ClockView {
+  mode: 'system' | 'manual';
+  now: number;
+  iso: string;
+}
+
+/** `agent-access clock now|advance DURATION`: read or move the clock of a running emulator (`serve --clock manual`). */
+export function clockCommand(ctx: ClientContext): Command {
+  const call = async (flags: ClockFlags, method: 'GET' | 'POST', path: string, body?: unknown): Promise<ClockView> => {
+    const [{ locateAdmin }, { request }] = await Promise.all([import('../../dashboard/run.js'), import('undici')]);
+    const found = await locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd })();
+    if ('unavailable' in found) throw new CliError(found.unavailable, EXIT.server);
+    let response;
+    try {
+      response = await request(`${found.adminUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${found.token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+        headersTimeout: 30_000,
+        bodyTimeout: 30_000,
+      });
+    } catch (e) {
+      throw new CliError(`the emulator does not answer at ${found.adminUrl} (${(e as Error).message})`, EXIT.server);
+    }
+    const answer = (await response.body.json().catch(() => ({}))) as Record<string, unknown>;
+    if (response.statusCode === 409) throw new CliError(String(answer.detail), EXIT.conflict);
+    if (response.statusCode === 400) throw new CliError(String(answer.detail), EXIT.usage);
+    if (response.statusCode >= 400) throw new CliError(`the emulator answered ${response.statusCode}: ${String(answer.detail ?? '')}`, EXIT.server);
+    return answer as unknown as ClockView;
+  };
+  const print = (view: ClockView, flags: ClockFlags) => (flags.json ? printJson(view) : void ctx.stdout.write(`${view.iso} (${view.mode} clock)\n`));
+  const withTarget = (command: Command) =>
+    command
+      .option('--state <file>', 'the emulator serving this state file (default .agent-access/state.json)')
+      .option('--url <url>', "the emulator's {base_url} (loopback)")
+      .option('--admin-token <token>', 'admin token with --url (default: $AGENT_ACCESS_ADMIN_TOKEN or the admin file)')
+      .option('--json', 'print JSON');
+  const clock = new Command('clock').description("read or move the emulator's clock (`serve --clock manual`)");
+  clock.addCommand(withTarget(new Command('now').description("show the emulator's clock and whether it is manual")).action(async (flags: ClockFlags) => print(await call(flags, 'GET', '/clock'), flags)));
+  clock.addCommand(
+    withTarget(
+      new Command('advance')
+        .description('move a manual clock forward: token expiry, codes, idempotency, rate limits, research and training move together')
+        .argument('<duration>', 'e.g. 16m, 24h, 900s, 500ms'),
+    ).action(async (duration: string, flags: ClockFlags) => print(await call(flags, 'POST', '/clock/advance', { by: duration }), flags)),
+  );
+  return clock;
+}
