@@ -110,20 +110,41 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
 
 const BIN = fileURLToPath(new URL('../bin/agent-access.js', import.meta.url));
 
+const READY_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 15_000;
+
 async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manual'): Promise<RunningEmulator> {
   if (typeof options.clock === 'number') throw new Error('a child emulator starts its manual clock at the current time; pass clock: "manual"');
   if (options.emulator) throw new Error('the `emulator` options apply in-process only; a child takes serve flags');
-  const args = ['serve', '--json', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
+  const args = ['serve', '--json', '--quiet', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
   if (options.fixtures) args.push('--fixtures', options.fixtures);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // The child never outlives this process, even when a test run ends without calling stop().
+  const killChild = () => child.kill('SIGKILL');
+  process.once('exit', killChild);
+  // The newest stderr only, for the error message of a failed start.
   let stderr = '';
-  child.stderr!.on('data', (d) => (stderr += d));
+  child.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-16_384)));
   const exited = once(child, 'exit');
-  const line = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    void exited.then(([code]) => reject(new Error(`agent-access serve exited with ${code}: ${stderr.trim()}`)));
-  });
+  let line: string;
+  try {
+    line = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`agent-access serve was not ready within ${READY_TIMEOUT_MS / 1000} s: ${stderr.trim()}`)), READY_TIMEOUT_MS);
+      createInterface({ input: child.stdout! }).once('line', (l) => {
+        clearTimeout(timer);
+        resolve(l);
+      });
+      exited.then(
+        ([code]) => reject(new Error(`agent-access serve exited with ${code}: ${stderr.trim()}`)),
+        (e: Error) => reject(new Error(`agent-access serve could not start: ${e.message}`)),
+      );
+    });
+  } catch (e) {
+    killChild();
+    process.off('exit', killChild);
+    throw e;
+  }
   const ready = JSON.parse(line) as { base_url: string; auth_url: string; issuer: string; admin_url: string; admin_token: string };
   const e = { baseUrl: ready.base_url, authUrl: ready.auth_url, issuer: ready.issuer, adminUrl: ready.admin_url, adminToken: ready.admin_token };
   let stopping: Promise<void> | undefined;
@@ -131,8 +152,12 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     (stopping ??= (async () => {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
-        await exited;
+        // A clean stop flushes the state; one that hangs is cut off.
+        const timer = setTimeout(killChild, STOP_TIMEOUT_MS);
+        await exited.catch(() => undefined);
+        clearTimeout(timer);
       }
+      process.off('exit', killChild);
     })()),
   );
 }
@@ -148,6 +173,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
  * ```
  */
 export async function startEmulator(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
+  if (typeof options.clock === 'number' && !Number.isFinite(options.clock)) throw new RangeError(`clock: ${options.clock} is not a time (epoch milliseconds)`);
   const mode = options.clock === 'manual' || typeof options.clock === 'number' ? 'manual' : 'system';
   if (options.mode === 'child') return startChild(options, mode);
   const emulator = await Emulator.start({

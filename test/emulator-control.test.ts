@@ -44,12 +44,18 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
     expect(res.headers['www-authenticate']).toContain('invalid_token');
   });
 
-  it('spec 2.7: issueTokens refuses a retired or unknown scope as /authorize does (invalid_scope), and creates nothing', async () => {
+  it('spec 2.7: issueTokens refuses a retired or unknown scope as /authorize does (invalid_scope), an unknown client or person (404), and creates nothing', async () => {
     const emu = await start();
     await expect(emu.issueTokens({ scopes: ['documents.read'] })).rejects.toMatchObject({ status: 400, body: { error: 'invalid_scope' } });
     await expect(emu.issueTokens({ scopes: ['ask', 'nope'] })).rejects.toMatchObject({ status: 400 });
-    const grants = await http(`${emu.adminUrl}/grants`, { headers: { authorization: `Bearer ${emu.adminToken}` } });
-    expect(grants.json().grants).toEqual([]);
+    await expect(emu.issueTokens({ scopes: ['ask'], clientId: 'client_unknown' })).rejects.toMatchObject({ status: 404 });
+    await expect(emu.issueTokens({ scopes: ['ask'], personId: 'person_unknown' })).rejects.toMatchObject({ status: 404 });
+    // A misspelt field is refused, not dropped (which would register a new client).
+    const misspelt = await postJson(`${emu.adminUrl}/tokens`, { scopes: ['ask'], clientId: 'x' }, { authorization: `Bearer ${emu.adminToken}` });
+    expect(misspelt.status).toBe(400);
+    expect(misspelt.json().detail).toContain('unknown field clientId');
+    const snap = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
+    expect([snap.grants, snap.clients]).toEqual([[], {}]);
   });
 
   it('runs as a child `agent-access serve` with the same controls, and stop() ends the process', async () => {
@@ -98,22 +104,30 @@ describe('one virtual clock (serve --clock manual)', () => {
     expect(charges.entries.map((e: { idempotency_key: string }) => e.idempotency_key)).toEqual(['nightly-report-1', 'nightly-report-1']);
   });
 
-  it('spec 7, 8: a rate-limit window and research and training durations move with the same clock', async () => {
+  it('spec 7, 8: the rate-limit window of a grant moves with the clock: refused at 59 s, allowed at 60 s', async () => {
     const emu = await start({ clock: 'manual', rateLimit: '2/min' });
-    const tokens = await emu.issueTokens({ scopes: ['ask', 'research', 'training.write'] });
+    const tokens = await emu.issueTokens({ scopes: ['ask'] });
+    expect((await ask(emu, tokens.access_token)).status).toBe(200);
+    expect((await ask(emu, tokens.access_token)).status).toBe(200);
+    expect((await ask(emu, tokens.access_token)).status).toBe(429);
+    await emu.clock.advance('59s');
+    expect((await ask(emu, tokens.access_token)).status).toBe(429);
+    await emu.clock.advance('1s');
+    expect((await ask(emu, tokens.access_token)).status).toBe(200);
+  });
+
+  it('spec 2.5, 2.6: research and training move with the clock, and have caught up when advance() resolves', async () => {
+    const emu = await start({ clock: 'manual' });
+    const tokens = await emu.issueTokens({ scopes: ['research', 'training.write'] });
     const bearer = { authorization: `Bearer ${tokens.access_token}` };
     const job = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Regeln gelten für Hunde?' }, bearer);
     const doc = await postJson(`${emu.baseUrl}/training`, { file_name: 'notiz.md', content: '# Notiz\n\nDer Hufschmied kommt am Dienstag.' }, bearer);
     expect([job.status, doc.status]).toEqual([202, 202]);
-    expect((await ask(emu, tokens.access_token)).status).toBe(429);
     await emu.clock.advance('10m');
-    // Caught up before advance() resolved: no waiting on real time.
-    const polled = await http(`${emu.baseUrl}/research/${job.json().job_id}`, { headers: bearer });
-    const training = await http(`${emu.baseUrl}/training/${doc.json().document_id}`, { headers: bearer });
-    const fresh = await emu.issueTokens({ scopes: ['ask'] });
-    expect((await ask(emu, fresh.access_token)).status).toBe(200);
-    expect(polled.json().status).toBe('succeeded');
-    expect(training.json().processing_step).toBe('indexed');
+    // Read through the admin snapshot, which does not move jobs itself: the advance did.
+    const snap = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
+    expect(snap.research).toEqual([expect.objectContaining({ id: job.json().job_id, status: 'succeeded' })]);
+    expect(snap.training).toEqual([expect.objectContaining({ id: doc.json().document_id, processing_step: 'indexed' })]);
   });
 
   it('a real-time clock cannot be advanced (409), and a bad duration is a 400 that moves nothing', async () => {
@@ -121,6 +135,10 @@ describe('one virtual clock (serve --clock manual)', () => {
     await expect(real.clock.advance('1m')).rejects.toMatchObject({ status: 409 });
     const manual = await start({ clock: Date.UTC(2026, 0, 1) });
     await expect(manual.clock.advance('soon')).rejects.toMatchObject({ status: 400 });
+    await expect(manual.clock.advance('300000y')).rejects.toMatchObject({ status: 400 });
+    await expect(manual.clock.advance(1e300)).rejects.toMatchObject({ status: 400 });
+    const extra = await postJson(`${manual.adminUrl}/clock/advance`, { by: '1m', extra: 1 }, { authorization: `Bearer ${manual.adminToken}` });
+    expect(extra.status).toBe(400);
     expect(await manual.clock.now()).toBe(Date.UTC(2026, 0, 1));
     expect(await manual.clock.advance('24h')).toBe(Date.UTC(2026, 0, 2));
   });
@@ -142,6 +160,15 @@ describe('one virtual clock (serve --clock manual)', () => {
     } finally {
       s.child.kill('SIGTERM');
       await s.exit;
+    }
+    const real = await startServe(['--state', state]);
+    try {
+      const refused = await runCli(['clock', 'advance', '16m', '--state', state]);
+      expect(refused.code).toBe(8);
+      expect(refused.stderr).toContain('the clock is real time; start the emulator with --clock manual');
+    } finally {
+      real.child.kill('SIGTERM');
+      await real.exit;
     }
   });
 });

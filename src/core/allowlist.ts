@@ -47,7 +47,9 @@ export class Allowlist {
   readonly timings: JobTimings;
   readonly #inFlight = new Set<string>();
   readonly #fileNames = new Map<string, string>();
-  #settling: Promise<boolean> | null = null;
+  #settling: { promise: Promise<boolean> } | null = null;
+  /** The clock time the newest scheduled settle run covers at least. */
+  #settlingTo = -Infinity;
 
   constructor(private readonly core: Core, options: AllowlistOptions) {
     // Training documents indexed before a restart are findable again at once.
@@ -246,9 +248,18 @@ export class Allowlist {
    * (the caller commits).
    */
   settle(): Promise<boolean> {
-    return (this.#settling ??= this.#settle().finally(() => {
-      this.#settling = null;
-    }));
+    // A run in progress settles to the time it started at; if the clock moved since (a manual advance), one more
+    // run follows it, so that the caller sees everything up to now.
+    const running = this.#settling;
+    if (running && this.#settlingTo >= this.core.clock.now()) return running.promise;
+    const previous = running ? running.promise.catch(() => false) : Promise.resolve(false);
+    const run = { promise: previous.then(() => this.#settle()) };
+    this.#settling = run;
+    this.#settlingTo = this.core.clock.now();
+    void run.promise.finally(() => {
+      if (this.#settling === run) this.#settling = null;
+    }).catch(() => undefined);
+    return run.promise;
   }
 
   async #settle(): Promise<boolean> {

@@ -26,6 +26,8 @@ export const SECOND = 1000;
 export const MINUTE = 60 * SECOND;
 export const HOUR = 60 * MINUTE;
 export const DAY = 24 * HOUR;
+/** The longest single move of a manual clock: far enough for any test, short of dates JavaScript cannot show. */
+export const MAX_ADVANCE = 100 * 365 * DAY;
 
 /** Whole seconds, as JWT and OAuth fields carry them. */
 export const epochSeconds = (ms: number): number => Math.floor(ms / 1000);
@@ -35,7 +37,15 @@ export const epochSeconds = (ms: number): number => Math.floor(ms / 1000);
  * `"1.5h"`, `"500ms"` (the `ms` package's units). Throws a RangeError that names the value otherwise.
  */
 export function parseDuration(value: string | number): number {
-  const n = typeof value === 'number' ? value : /^\d+$/.test(value.trim()) ? Number(value) : ms(value.trim() as StringValue);
-  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) throw new RangeError(`"${value}" is not a duration; write e.g. 16m, 24h, 900s, 500ms or a number of milliseconds`);
-  return n;
+  const text = String(value).trim();
+  let n: number | undefined;
+  try {
+    n = typeof value === 'number' ? value : /^\d+$/.test(text) ? Number(text) : ms(text as StringValue);
+  } catch {
+    n = undefined; // ms throws on an empty string
+  }
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0 || n > MAX_ADVANCE) {
+    throw new RangeError(`"${value}" is not a duration of up to 100 years; write e.g. 16m, 24h, 900s, 500ms or a number of milliseconds`);
+  }
+  return n + 0; // -0 → 0
 }

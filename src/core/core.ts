@@ -296,9 +296,11 @@ export class Core {
    * real ones (refresh, revocation and the resource guard treat them as any other). Recorded as `grant.created`.
    */
   async issueTokensWithoutConsent(options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string }): Promise<TokenResponse & { client_id: string; grant_id: string }> {
+    // Everything is checked before anything is created.
     const scopes = requireSupportedScopes(options.scopes.join(' '));
     const person = options.person_id ? this.person(options.person_id) : this.defaultPerson;
-    if (!person) throw new ProblemError(400, 'invalid_person', `no person "${options.person_id}" in the fixtures`);
+    if (!person) throw new ProblemError(404, 'person_not_found', `no person "${options.person_id}" in the fixtures`);
+    if (options.client_id && !Object.hasOwn(this.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
     const client = options.client_id
       ? this.requireClient(options.client_id)
       : await this.registerClient({ client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });

@@ -50,6 +50,14 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         return sendProblem(reply, 401, 'admin_token_required', 'send the admin token written next to the state file as a bearer token');
       }
     });
+    // Admin bodies are exact: a misspelt field (clientId for client_id) is an error, not silently dropped as
+    // the service's own endpoints drop unknown parameters.
+    admin.addHook('preValidation', async (request, reply) => {
+      const properties = (request.routeOptions.schema?.body as { properties?: Record<string, unknown> } | undefined)?.properties;
+      if (!properties || typeof request.body !== 'object' || request.body === null) return;
+      const unknown = Object.keys(request.body).filter((k) => !Object.hasOwn(properties, k));
+      if (unknown.length > 0) return sendProblem(reply, 400, 'invalid_request', `unknown field ${unknown.join(', ')}; allowed: ${Object.keys(properties).join(', ')}`);
+    });
     admin.get('/health', async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
     admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: core.listGrants(request.query as { person_id?: string; client_id?: string }) }));
     admin.get('/charges', async () => chargesReport(core, await core.persistence.readLedger()));

@@ -157,7 +157,7 @@ export const adminRevokeSchema = {
 } as const;
 
 export const adminAdvanceSchema = {
-  body: { type: 'object', required: ['by'], properties: { by: { anyOf: [{ type: 'string', minLength: 1, maxLength: 40 }, { type: 'number', minimum: 0 }] } }, additionalProperties: false },
+  body: { type: 'object', required: ['by'], properties: { by: { anyOf: [{ type: 'string', minLength: 1, maxLength: 40 }, { type: 'number', minimum: 0, maximum: 3_153_600_000_000 }] } }, additionalProperties: false },
 } as const;
 
 export const adminTokensSchema = {
