@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import { request } from 'undici';
+import { adminRequest } from './client/admin-api.js';
 import { ManualClock, systemClock } from './core/clock.js';
 import type { TokenResponse } from './core/grants/index.js';
 import { Emulator, type EmulatorOptions } from './server/emulator.js';
@@ -15,6 +15,7 @@ import { Emulator, type EmulatorOptions } from './server/emulator.js';
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
+export { AdminError } from './client/admin-api.js';
 
 export interface StartEmulatorOptions {
   /** `system` (default): real time. `manual`: time stands still until `clock.advance()`; a number starts it there (epoch ms). */
@@ -81,19 +82,7 @@ interface Endpoints {
   adminToken: string;
 }
 
-async function admin<T>(e: Endpoints, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-  const response = await request(`${e.adminUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${e.adminToken}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body !== undefined ? JSON.stringify(body) : undefined,
-  });
-  const answer = (await response.body.json().catch(() => ({}))) as Record<string, unknown>;
-  if (response.statusCode >= 400) {
-    const detail = answer.detail ?? answer.error_description ?? JSON.stringify(answer);
-    throw Object.assign(new Error(`agent-access admin ${method} ${path}: ${response.statusCode} ${String(detail)}`), { status: response.statusCode, body: answer });
-  }
-  return answer as T;
-}
+const admin = <T>(e: Endpoints, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> => adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
 
 function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<void>): RunningEmulator {
   return {

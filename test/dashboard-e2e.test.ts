@@ -8,7 +8,7 @@ import { createElement } from 'react';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
 import { Dashboard } from '../src/dashboard/app.js';
 import { connectDashboard } from '../src/dashboard/run.js';
-import { KEYS, frameText } from './helpers/dashboard.js';
+import { KEYS, frameText, waitForFrame } from './helpers/dashboard.js';
 import { startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, postJson, refresh } from './helpers/oauth.js';
 
@@ -18,15 +18,7 @@ async function attach(emu: { adminUrl: string; adminToken: string }) {
   const { subscribe, actions } = connectDashboard(async () => ({ adminUrl: emu.adminUrl, token: emu.adminToken }));
   const app = render(createElement(Dashboard, { subscribe, actions, colors: false }));
   const frame = () => frameText(app.lastFrame());
-  const waitFor = async (test: (frame: string) => boolean, what: string): Promise<string> => {
-    const until = Date.now() + 8000;
-    for (;;) {
-      const f = frame();
-      if (test(f)) return f;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}; last frame:\n${f}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
+  const waitFor = (test: (frame: string) => boolean, what: string) => waitForFrame(frame, test, what);
   const press = async (...keys: string[]) => {
     for (const key of keys) {
       app.stdin.write(key);
@@ -123,13 +115,7 @@ describe('dashboard end to end, on a running emulator', () => {
     let target: { adminUrl: string; adminToken: string } = first;
     const { subscribe, actions } = connectDashboard(async () => ({ adminUrl: target.adminUrl, token: target.adminToken }));
     const app = render(createElement(Dashboard, { subscribe, actions, colors: false }));
-    const waitFor = async (text: string) => {
-      const until = Date.now() + 8000;
-      while (!frameText(app.lastFrame()).includes(text)) {
-        if (Date.now() > until) throw new Error(`no "${text}" in:\n${frameText(app.lastFrame())}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
+    const waitFor = (text: string) => waitForFrame(() => frameText(app.lastFrame()), (f) => f.includes(text), text);
     await waitFor('● live');
     await first.stop();
     await waitFor('DISCONNECTED');

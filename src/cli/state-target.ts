@@ -42,17 +42,14 @@ class EmulatorTarget implements StateTarget {
   readonly via = 'emulator';
   constructor(private readonly admin: AdminInfo) {}
   async #call<T>(method: 'GET' | 'POST', path: string): Promise<T> {
-    const { request } = await import('undici');
-    let response;
+    const { adminRequest, AdminError } = await import('../client/admin-api.js');
     try {
-      response = await request(`${this.admin.admin_url}${path}`, { method, headers: { authorization: `Bearer ${this.admin.admin_token}` }, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      return await adminRequest<T>({ adminUrl: this.admin.admin_url, token: this.admin.admin_token }, method, path);
     } catch (e) {
-      throw new CliError(`the emulator that holds the state file does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it died, retry in a few seconds`, EXIT.server);
+      if (!(e instanceof AdminError)) throw new CliError(`the emulator that holds the state file does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it died, retry in a few seconds`, EXIT.server);
+      if (e.status === 404) throw new CliError(e.message, EXIT.notFound);
+      throw new CliError(`the emulator answered ${e.status}: ${e.message}`, EXIT.server);
     }
-    const body = (await response.body.json().catch(() => ({}))) as Record<string, unknown>;
-    if (response.statusCode === 404) throw new CliError(String(body.detail ?? 'not found'), EXIT.notFound);
-    if (response.statusCode >= 400) throw new CliError(`the emulator answered ${response.statusCode}: ${String(body.detail ?? JSON.stringify(body))}`, EXIT.server);
-    return body as T;
   }
   async listGrants(filter: { person_id?: string; client_id?: string }) {
     const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === 'string')).toString();

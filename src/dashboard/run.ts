@@ -3,7 +3,8 @@ import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin
 import { CliError, EXIT } from '../cli/errors.js';
 import { ADMIN_PREFIX } from '../server/admin-routes.js';
 import type { DashboardActions, DashboardProps } from './app.js';
-import { adminCall, followAdminStream, type AdminEndpoint, type ResolveAdmin } from './stream.js';
+import { adminRequest, type AdminEndpoint } from '../client/admin-api.js';
+import { followAdminStream, type ResolveAdmin } from './stream.js';
 
 /** Environment variable with the admin token, for `--url` against an emulator whose admin file is elsewhere. */
 export const ADMIN_TOKEN_ENV = 'AGENT_ACCESS_ADMIN_TOKEN';
@@ -79,7 +80,7 @@ export function connectDashboard(resolve: ResolveAdmin): { subscribe: DashboardP
   };
   const act = async (path: string, body?: unknown) => {
     if (!current) throw new Error('not connected to an emulator');
-    await adminCall(current, 'POST', path, body);
+    await adminRequest(current, 'POST', path, body);
   };
   return {
     subscribe: (push) => {

@@ -3,13 +3,10 @@ import { createParser } from 'eventsource-parser';
 import { request } from 'undici';
 import type { AppEvent } from '../core/events.js';
 import type { Snapshot } from '../core/snapshot.js';
+import type { AdminEndpoint } from '../client/admin-api.js';
 import type { StreamMessage } from './model.js';
 
-/** Where the admin API of a running emulator is, and the token it wants. */
-export interface AdminEndpoint {
-  adminUrl: string;
-  token: string;
-}
+export type { AdminEndpoint };
 
 /** Finds the emulator anew before every connection: after a restart it has another admin token (and maybe port). */
 export type ResolveAdmin = () => Promise<AdminEndpoint | { unavailable: string }>;
@@ -96,17 +93,4 @@ function describe(error: Error & { code?: string }): string {
   if (error.code === 'UND_ERR_BODY_TIMEOUT' || error.code === 'UND_ERR_HEADERS_TIMEOUT') return 'the emulator stopped answering';
   if (error.code === 'UND_ERR_SOCKET' || error.code === 'ECONNRESET') return 'the connection to the emulator was lost';
   return error.message;
-}
-
-/** Acts on the emulator through its admin API (revoke a grant, decide a write action). */
-export async function adminCall(endpoint: AdminEndpoint, method: 'POST', path: string, body?: unknown): Promise<void> {
-  const response = await request(`${endpoint.adminUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${endpoint.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body !== undefined ? JSON.stringify(body) : undefined,
-    headersTimeout: 10_000,
-    bodyTimeout: 10_000,
-  });
-  const answer = (await response.body.json().catch(() => ({}))) as { detail?: string };
-  if (response.statusCode >= 400) throw new Error(answer.detail ?? `the emulator answered ${response.statusCode}`);
 }

@@ -43,6 +43,17 @@ export class Script {
 
 export const frameText = (frame: string | undefined): string => stripVTControlCharacters(frame ?? '');
 
+/** Waits until the newest frame satisfies `test` (renders are batched and asynchronous); returns that frame. */
+export async function waitForFrame(frame: () => string, test: (frame: string) => boolean, what: string, timeoutMs = 10_000): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const f = frame();
+    if (test(f)) return f;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}; last frame:\n${f}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** Renders the dashboard with ink-testing-library over a scripted source; `columns`/`rows` set the terminal's size. */
 export function renderDashboard(options: { columns?: number; rows?: number; colors?: boolean } = {}) {
   let push: (message: StreamMessage) => void = () => undefined;
@@ -70,16 +81,7 @@ export function renderDashboard(options: { columns?: number; rows?: number; colo
   };
   resize(options.columns ?? 80, options.rows ?? 24);
   const frame = () => frameText(app.lastFrame());
-  /** Waits until the newest frame satisfies `test` (renders are batched and asynchronous). */
-  const waitFor = async (test: (frame: string) => boolean, what = 'the expected frame'): Promise<string> => {
-    const until = Date.now() + 10_000;
-    for (;;) {
-      const f = frame();
-      if (test(f)) return f;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}; last frame:\n${f}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  };
+  const waitFor = (test: (frame: string) => boolean, what = 'the expected frame') => waitForFrame(frame, test, what);
   return {
     ...app,
     calls,

@@ -19,26 +19,15 @@ interface ClockView {
 /** `agent-access clock now|advance DURATION`: read or move the clock of a running emulator (`serve --clock manual`). */
 export function clockCommand(ctx: ClientContext): Command {
   const call = async (flags: ClockFlags, method: 'GET' | 'POST', path: string, body?: unknown): Promise<ClockView> => {
-    const [{ locateAdmin }, { request }] = await Promise.all([import('../../dashboard/run.js'), import('undici')]);
+    const [{ locateAdmin }, { adminRequest, AdminError }] = await Promise.all([import('../../dashboard/run.js'), import('../../client/admin-api.js')]);
     const found = await locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd })();
     if ('unavailable' in found) throw new CliError(found.unavailable, EXIT.server);
-    let response;
     try {
-      response = await request(`${found.adminUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${found.token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-        headersTimeout: 30_000,
-        bodyTimeout: 30_000,
-      });
+      return await adminRequest<ClockView>(found, method, path, body);
     } catch (e) {
-      throw new CliError(`the emulator does not answer at ${found.adminUrl} (${(e as Error).message})`, EXIT.server);
+      if (!(e instanceof AdminError)) throw new CliError(`the emulator does not answer at ${found.adminUrl} (${(e as Error).message})`, EXIT.server);
+      throw new CliError(e.message, e.status === 409 ? EXIT.conflict : e.status === 400 ? EXIT.usage : EXIT.server);
     }
-    const answer = (await response.body.json().catch(() => ({}))) as Record<string, unknown>;
-    if (response.statusCode === 409) throw new CliError(String(answer.detail), EXIT.conflict);
-    if (response.statusCode === 400) throw new CliError(String(answer.detail), EXIT.usage);
-    if (response.statusCode >= 400) throw new CliError(`the emulator answered ${response.statusCode}: ${String(answer.detail ?? '')}`, EXIT.server);
-    return answer as unknown as ClockView;
   };
   const print = (view: ClockView, flags: ClockFlags) => (flags.json ? printJson(view) : void ctx.stdout.write(`${view.iso} (${view.mode} clock)\n`));
   const withTarget = (command: Command) =>

@@ -1,0 +1,35 @@
+import { request } from 'undici';
+
+/** Where the admin API of a running emulator is, and the token it wants. */
+export interface AdminEndpoint {
+  adminUrl: string;
+  token: string;
+}
+
+/** The admin API answered with an error: its status and problem body. */
+export class AdminError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: Record<string, unknown>,
+    readonly path: string,
+  ) {
+    super(String(body.detail ?? body.error_description ?? `the emulator answered ${status}`));
+  }
+}
+
+/**
+ * One call to the admin API (grants, charges, clock, tokens, decisions). Answers >= 400 throw AdminError;
+ * a connection that fails throws undici's error, for the caller to say the emulator is not there.
+ */
+export async function adminRequest<T>(endpoint: AdminEndpoint, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  const response = await request(`${endpoint.adminUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${endpoint.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+    headersTimeout: 30_000,
+    bodyTimeout: 30_000,
+  });
+  const answer = (await response.body.json().catch(() => ({}))) as Record<string, unknown>;
+  if (response.statusCode >= 400) throw new AdminError(response.statusCode, answer, path);
+  return answer as T;
+}
