@@ -30,6 +30,8 @@ export const ENV = {
   configDir: 'AGENT_ACCESS_CONFIG_DIR',
   browser: 'BROWSER',
   noColor: 'NO_COLOR',
+  /** The admin token for `dashboard --url` and `clock --url` (`serve --json` prints it). */
+  adminToken: 'AGENT_ACCESS_ADMIN_TOKEN',
 } as const;
 
 /** The context of a real run: system clock, process streams, the person's browser. */

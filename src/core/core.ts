@@ -302,7 +302,7 @@ export class Core {
     if (!person) throw new ProblemError(404, 'person_not_found', `no person "${options.person_id}" in the fixtures`);
     if (options.client_id && !Object.hasOwn(this.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
     const client = options.client_id
-      ? this.requireClient(options.client_id)
+      ? (this.state.clients[options.client_id] as Client)
       : await this.registerClient({ client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
     const grant: Grant = {
       id: newId('grant'),

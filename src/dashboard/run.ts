@@ -1,13 +1,12 @@
 import { relative, resolve as resolvePath } from 'node:path';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
+import { ENV } from '../client/context.js';
 import { CliError, EXIT } from '../cli/errors.js';
 import { ADMIN_PREFIX } from '../server/admin-routes.js';
 import type { DashboardActions, DashboardProps } from './app.js';
 import { adminRequest, type AdminEndpoint } from '../client/admin-api.js';
 import { followAdminStream, type ResolveAdmin } from './stream.js';
 
-/** Environment variable with the admin token, for `--url` against an emulator whose admin file is elsewhere. */
-export const ADMIN_TOKEN_ENV = 'AGENT_ACCESS_ADMIN_TOKEN';
 
 export interface LocateOptions {
   url?: string;
@@ -61,8 +60,8 @@ export function locateAdmin(options: LocateOptions): ResolveAdmin {
     if (target) {
       const adminUrl = target.href.replace(/\/$/, '');
       // The admin file is read anew each time: a restarted emulator on the same port has a new token.
-      const token = options.adminToken ?? options.env[ADMIN_TOKEN_ENV] ?? (info && sameLoopbackServer(target, info.admin_url) ? info.admin_token : undefined);
-      if (!token) return { unavailable: `no admin token for ${adminUrl}: set ${ADMIN_TOKEN_ENV} or pass --admin-token (serve --json prints it)` };
+      const token = options.adminToken ?? options.env[ENV.adminToken] ?? (info && sameLoopbackServer(target, info.admin_url) ? info.admin_token : undefined);
+      if (!token) return { unavailable: `no admin token for ${adminUrl}: set ${ENV.adminToken} or pass --admin-token (serve --json prints it)` };
       return { adminUrl, token };
     }
     if (!info) return { unavailable: `no emulator serves ${relative(options.cwd, stateFile) || stateFile}: start \`agent-access serve\`, or pass --url` };
@@ -96,7 +95,7 @@ export function connectDashboard(resolve: ResolveAdmin): { subscribe: DashboardP
 }
 
 /** NO_COLOR (https://no-color.org): present and not empty turns colours off. */
-export const colorsAllowed = (env: NodeJS.ProcessEnv): boolean => !env.NO_COLOR;
+export const colorsAllowed = (env: NodeJS.ProcessEnv): boolean => !env[ENV.noColor];
 
 export interface TerminalStreams {
   stdin: NodeJS.ReadStream;
