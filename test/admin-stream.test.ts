@@ -46,6 +46,34 @@ async function openStream(emu: Emulator, headers: Record<string, string> = {}) {
   return { res, messages, until, done, close: () => controller.abort() };
 }
 
+/**
+ * A feed on a core whose ledger read waits for `open()`: events raised meanwhile certainly arrive while the
+ * snapshot is being built. `raw` stands in for the HTTP response and records what is written.
+ */
+async function gatedFeed() {
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  class GatedPersistence extends MemoryPersistence {
+    override async readLedger() {
+      await gate;
+      return super.readLedger();
+    }
+  }
+  const core = await Core.open({ clock: new ManualClock(), persistence: new GatedPersistence(), persons: (await loadFixtures()).persons });
+  core.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
+  const written: string[] = [];
+  const raw = Object.assign(new EventEmitter(), {
+    writableEnded: false,
+    destroyed: false,
+    writableLength: 0,
+    ended: false,
+    writeHead: () => undefined,
+    write: (text: string) => written.push(text),
+    end: () => void (raw.ended = true),
+  });
+  return { core, feed: new AdminFeed(core), raw, written, open };
+}
+
 describe('admin stream: GET /_admin/events', () => {
   it('sends the snapshot first, then each event after it with its sequence number as id, then ticks with the server clock', async () => {
     const clock = new ManualClock(Date.UTC(2026, 10, 21, 9, 0, 0));
@@ -74,27 +102,7 @@ describe('admin stream: GET /_admin/events', () => {
   });
 
   it('events raised while the snapshot is built are sent after it if newer, never twice, never lost', async () => {
-    // The ledger read is held open so that events certainly arrive while the snapshot is being built.
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    class GatedPersistence extends MemoryPersistence {
-      override async readLedger() {
-        await gate;
-        return super.readLedger();
-      }
-    }
-    const core = await Core.open({ clock: new ManualClock(), persistence: new GatedPersistence(), persons: (await loadFixtures()).persons });
-    core.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
-    const feed = new AdminFeed(core);
-    const written: string[] = [];
-    const raw = Object.assign(new EventEmitter(), {
-      writableEnded: false,
-      destroyed: false,
-      writableLength: 0,
-      writeHead: () => undefined,
-      write: (text: string) => written.push(text),
-      end: () => undefined,
-    });
+    const { core, feed, raw, written, open } = await gatedFeed();
     const registered = (n: number) => core.events.emit('client.registered', { client_id: `client-${n}`, client_name: `C${n}`, redirect_uris: [] });
     const streaming = feed.stream(raw as never);
     registered(1); // during the snapshot: in the backlog, and (seq 1 <= snapshot seq) already in what the snapshot shows
@@ -111,27 +119,7 @@ describe('admin stream: GET /_admin/events', () => {
 
   it('a reader gone, or a server stopping, while the snapshot is built: the stream ends and nothing more is written', async () => {
     for (const ending of ['reader left', 'server stopping'] as const) {
-      let open!: () => void;
-      const gate = new Promise<void>((r) => (open = r));
-      class GatedPersistence extends MemoryPersistence {
-        override async readLedger() {
-          await gate;
-          return super.readLedger();
-        }
-      }
-      const core = await Core.open({ clock: new ManualClock(), persistence: new GatedPersistence(), persons: (await loadFixtures()).persons });
-      core.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
-      const feed = new AdminFeed(core);
-      const written: string[] = [];
-      let ended = false;
-      const raw = Object.assign(new EventEmitter(), {
-        writableEnded: false,
-        destroyed: false,
-        writableLength: 0,
-        writeHead: () => undefined,
-        write: (text: string) => written.push(text),
-        end: () => void (ended = true),
-      });
+      const { core, feed, raw, written, open } = await gatedFeed();
       const streaming = feed.stream(raw as never);
       if (ending === 'reader left') {
         raw.destroyed = true;
@@ -143,7 +131,7 @@ describe('admin stream: GET /_admin/events', () => {
       core.events.emit('client.registered', { client_id: 'c', client_name: 'C', redirect_uris: [] });
       expect(written.length, ending).toBe(before);
       expect(written.join(''), ending).not.toContain('event: snapshot');
-      expect(ended, ending).toBe(true);
+      expect(raw.ended, ending).toBe(true);
       feed.close();
     }
   });

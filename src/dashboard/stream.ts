@@ -6,7 +6,6 @@ import type { Snapshot } from '../core/snapshot.js';
 import type { AdminEndpoint } from '../client/admin-api.js';
 import type { StreamMessage } from './model.js';
 
-export type { AdminEndpoint };
 
 /** Finds the emulator anew before every connection: after a restart it has another admin token (and maybe port). */
 export type ResolveAdmin = () => Promise<AdminEndpoint | { unavailable: string }>;
