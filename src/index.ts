@@ -11,11 +11,15 @@ import { adminRequest } from './client/admin-api.js';
 import { ManualClock, systemClock } from './core/clock.js';
 import type { TokenResponse } from './core/grants/index.js';
 import { Emulator, type EmulatorOptions } from './server/emulator.js';
+import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-policy.js';
+import type { PendingAction } from './core/actions.js';
+import type { GrantView } from './core/core.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './client/admin-api.js';
+export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
 
 export interface StartEmulatorOptions {
   /** `system` (default): real time. `manual`: time stands still until `clock.advance()`; a number starts it there (epoch ms). */
@@ -30,8 +34,13 @@ export interface StartEmulatorOptions {
   fixtures?: string;
   /** Per grant on the REST allowlist, e.g. `60/min`. */
   rateLimit?: string;
+  /**
+   * Who answers the consent screen for every client: `page` (a person, the default), `approve`, `deny`, or approve
+   * a subset of what is requested (`{ decision: 'approve', scopes: ['ask'] }`). Change it later with `consent.set`.
+   */
+  consent?: ConsentInput['decision'] | ConsentInput;
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit'>;
+  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent'>;
 }
 
 export interface IssueTokensOptions {
@@ -44,6 +53,14 @@ export interface IssueTokensOptions {
   clientName?: string;
   /** A person of the fixtures; default: the default person. */
   personId?: string;
+}
+
+export interface ConsentInput {
+  decision: 'page' | 'approve' | 'deny';
+  /** With `approve`: grant only the requested scopes that are in this list. */
+  scopes?: string[];
+  /** One client only; default: every client without a policy of its own. */
+  clientId?: string;
 }
 
 export type IssuedTokens = TokenResponse & { client_id: string; grant_id: string };
@@ -70,6 +87,21 @@ export interface RunningEmulator {
    * (`agent-access login`, or your client) when the flow itself is under test.
    */
   issueTokens(options: IssueTokensOptions): Promise<IssuedTokens>;
+  /**
+   * Consent as code: the consent page is answered by the policy through the same decision its form posts, and
+   * recorded as the policy's answer (events, dashboard), so a test runs the real flow without a person.
+   */
+  readonly consent: {
+    set(policy: ConsentInput): Promise<ConsentPolicyView>;
+    get(): Promise<ConsentPolicyView>;
+  };
+  /** Scripted actions of the person, recorded as theirs: revoke in settings, approve or reject a write action. */
+  readonly person: {
+    revokeGrant(grantId: string): Promise<GrantView>;
+    /** Write actions of the agent plane; `pending` ones wait for the person. */
+    actions(status?: PendingAction['status']): Promise<PendingAction[]>;
+    decideAction(actionId: string, decision: 'approve' | 'reject'): Promise<PendingAction>;
+  };
   /** Stops the emulator (in flight requests finish, state is flushed). */
   stop(): Promise<void>;
 }
@@ -93,6 +125,15 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
       advance: async (by) => (await admin<{ now: number }>(e, 'POST', '/clock/advance', { by })).now,
     },
     issueTokens: (o) => admin<IssuedTokens>(e, 'POST', '/tokens', { scopes: o.scopes, identity: o.identity, client_id: o.clientId, client_name: o.clientName, person_id: o.personId }),
+    consent: {
+      set: (p) => admin<ConsentPolicyView>(e, 'POST', '/consent', { decision: p.decision, scopes: p.scopes, client_id: p.clientId }),
+      get: () => admin<ConsentPolicyView>(e, 'GET', '/consent'),
+    },
+    person: {
+      revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `/grants/${encodeURIComponent(id)}/revoke`, { by: 'person' })).grant,
+      actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `/actions${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
+      decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', `/actions/${encodeURIComponent(id)}/decide`, { decision })).action,
+    },
     stop,
   };
 }
@@ -108,6 +149,8 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   const args = ['serve', '--json', '--quiet', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
   if (options.fixtures) args.push('--fixtures', options.fixtures);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
+  const consent = consentOption(options);
+  if (consent) args.push('--consent', `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`);
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   // The child never outlives this process, even when a test run ends without calling stop().
   const killChild = () => child.kill('SIGKILL');
@@ -151,6 +194,13 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   );
 }
 
+/** The start-up consent policy, checked before anything starts. */
+function consentOption(options: StartEmulatorOptions) {
+  if (options.consent === undefined) return undefined;
+  const input = typeof options.consent === 'string' ? { decision: options.consent } : options.consent;
+  return { clientId: input.clientId ?? null, policy: parseConsentPolicy(input) };
+}
+
 /**
  * Starts the emulator on free loopback ports, in memory unless `state` is given.
  *
@@ -173,6 +223,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     inMemory: options.state === undefined,
     fixtures: options.fixtures,
     rateLimit: options.rateLimit,
+    consent: options.consent === undefined ? undefined : [consentOption(options)!],
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,
   });
   const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken };

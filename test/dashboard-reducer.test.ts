@@ -30,12 +30,16 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.activity.at(-1)?.text).toMatch(/consent page shown: Wetter-Agent asks person-anna for ask/),
   }),
   'consent.approved': (s) => ({
-    message: s.event('consent.approved', { interaction_id: 'i-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], grant_id: 'grant-1' }),
-    check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/consent approved/), alarm: false }),
+    message: s.event('consent.approved', { interaction_id: 'i-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], requested_scopes: ['ask', 'research'], grant_id: 'grant-1', by: 'policy' }),
+    check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/consent approved by policy \(for person-anna\): Wetter-Agent \(ask\)/), alarm: false }),
   }),
   'consent.denied': (s) => ({
-    message: s.event('consent.denied', { interaction_id: 'i-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'] }),
-    check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/consent denied/), alarm: true }),
+    message: s.event('consent.denied', { interaction_id: 'i-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], by: 'person' }),
+    check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/consent denied by person-anna/), alarm: true }),
+  }),
+  'consent_policy.set': (s) => ({
+    message: s.event('consent_policy.set', { client_id: null, decision: 'approve', scopes: ['ask'] }),
+    check: (n) => expect(n.activity.at(-1)?.text).toBe('consent policy for all clients: approve ask'),
   }),
   'grant.created': (s) => ({
     message: s.event('grant.created', { grant_id: 'grant-2', client_id: 'client-1', person_id: 'person-anna', scopes: ['research'], resource: null }),

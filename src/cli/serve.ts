@@ -60,6 +60,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       fixtures: flags.fixtures,
       ...(flags.clock === 'manual' ? { clock: new ManualClock() } : {}),
       rateLimit: flags.rateLimit,
+      consent: flags.consent,
       askTimeoutMs: flags.askTimeout,
       askLatencyMs: flags.askLatency,
       timings: {

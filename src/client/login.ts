@@ -12,8 +12,11 @@ export interface LoginOptions {
   scope: string;
   /** No `resource`: an identity token, refused by workspace tools (spec 4.2, 5.8). */
   identity: boolean;
-  /** False: print the URL instead of opening a browser (SSH sessions). */
-  openBrowser: boolean;
+  /**
+   * `open`: open the browser; `print`: print the URL (SSH sessions); `none`: no browser at all, the URL is requested
+   * over HTTP and its redirect followed, which only a consent policy of the emulator can answer (CI).
+   */
+  browser: 'open' | 'print' | 'none';
   timeoutMs: number;
   /** Port of the loopback listener; 0 picks a free one. */
   callbackPort: number;
@@ -102,13 +105,16 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
     if (ended) throw ended; // cancelled or timed out during discovery or registration: no browser
     pending = { clientId, state: request.state, verifier: request.verifier, redirectUri };
 
-    if (options.openBrowser) {
+    if (options.browser === 'none') {
+      void answerWithoutBrowser(session, request.url, new URL(redirectUri).origin).catch((e: unknown) => end(e instanceof CliError ? e : new CliError((e as Error).message, EXIT.failure)));
+    } else if (options.browser === 'open') {
       ctx.stderr.write(`Opening the consent page in your browser. If it does not open, visit:\n  ${request.url}\n`);
       await ctx.openUrl(request.url).catch((e: Error) => ctx.stderr.write(`agent-access: could not open a browser (${e.message}); open the URL above yourself\n`));
     } else {
       ctx.stderr.write(`Open this URL in a browser to log in:\n  ${request.url}\n`);
     }
-    progress = new Progress(ctx, `Waiting for the consent page on ${new URL(request.url).origin} (Ctrl-C cancels)…`);
+    const where = new URL(request.url).origin;
+    progress = new Progress(ctx, options.browser === 'none' ? `Requesting the consent page on ${where} without a browser…` : `Waiting for the consent page on ${where} (Ctrl-C cancels)…`);
     const done = await receiver.result;
     progress.stop();
     progress = undefined;
@@ -126,17 +132,40 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
 }
 
 /**
+ * `login --headless`: the authorization URL is requested like a browser would, and its redirect followed to
+ * this login's listener. A person's consent page (200) cannot be answered this way: that needs a consent policy.
+ */
+async function answerWithoutBrowser(session: Session, url: string, listener: string): Promise<void> {
+  const answer = await session.http.send({ method: 'GET', url });
+  const location = answer.headers.location;
+  if (answer.status >= 300 && answer.status < 400 && typeof location === 'string') {
+    const target = new URL(location, url);
+    // Only our own listener: an error redirect elsewhere would be a server bug, and no code goes anywhere else.
+    if (target.origin !== listener) throw new CliError(`the authorization endpoint redirected to ${target.origin}, not to this login's listener ${listener}`, EXIT.failure, 'client.login_redirect');
+    await session.http.send({ method: 'GET', url: target.href });
+    return;
+  }
+  if (answer.status === 200) {
+    throw new CliError('the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve --consent approve, or consent.set in test code)', EXIT.denied, 'client.consent_needs_person');
+  }
+  throw new CliError(`the authorization endpoint answered ${answer.status}: ${answer.text.slice(0, 300)}`, EXIT.failure, 'client.login_failed');
+}
+
+/**
  * The cached registration for this server and redirect URI, or a new one. A cached client is first tried
- * against the authorization endpoint: a server that forgot it (an emulator started afresh) answers directly
- * with an error instead of a page, and the client is registered again instead of sending the person there.
+ * against the authorization endpoint: a server that forgot it (an emulator started afresh) answers with an error
+ * page instead of a redirect, and the client is registered again instead of sending the person there.
  */
 async function clientFor(session: Session, discovered: Discovered, p: { scope: string; resource: string | null; redirectUri: string }): Promise<{ clientId: string; fresh: boolean }> {
   const { as } = discovered;
   const cached = await session.store.read(session.baseUrl);
   const known = cached.issuer === as.issuer ? cached.clients[REGISTERED_REDIRECT_URI] : undefined;
   if (known) {
-    const probe = await authorizationRequest(as, { clientId: known.client_id, redirectUri: p.redirectUri, scope: p.scope, resource: p.resource });
-    const answer = await session.http.send({ method: 'GET', url: probe.url });
+    const probe = new URL((await authorizationRequest(as, { clientId: known.client_id, redirectUri: p.redirectUri, scope: p.scope, resource: p.resource })).url);
+    // Without its PKCE challenge the request stops before consent (a known client gets an error redirect, an unknown
+    // one an error page), so probing never shows a page nor lets a consent policy answer it.
+    probe.searchParams.delete('code_challenge');
+    const answer = await session.http.send({ method: 'GET', url: probe.href });
     if (answer.status < 400) return { clientId: known.client_id, fresh: false };
   }
   const clientId = await registerClient(session.http, as, REGISTERED_REDIRECT_URI);

@@ -1,4 +1,5 @@
 import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
+import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
 import { addAmount, type ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
 import { DAY, HOUR, MINUTE, epochSeconds, type Clock } from './clock.js';
@@ -90,6 +91,8 @@ export class Core {
   /** Ledger lines recorded since the last commit; the next commit appends them before the state. */
   #pendingLedger: string[] = [];
   #interactions = new Map<string, Interaction>();
+  /** Who answers the consent screen (emulator control): the person by default. */
+  readonly consentPolicies = new ConsentPolicies();
 
   private constructor(options: CoreOptions, state: State) {
     this.clock = options.clock;
@@ -238,24 +241,27 @@ export class Core {
 
   /**
    * The person's answer. Approve stores a grant and a single-use code; deny answers `access_denied`.
-   * Returns where to send the browser (always with `state` and `iss`, RFC 9207).
+   * Returns where to send the browser (always with `state` and `iss`, RFC 9207). A consent policy answers through
+   * here too (`by: 'policy'`), and may approve only some of the requested scopes (`scopes`, RFC 6749 §3.3).
    */
-  async decideConsent(id: string, binding: string, decision: 'approve' | 'deny'): Promise<string> {
+  async decideConsent(id: string, binding: string, decision: 'approve' | 'deny', answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' }): Promise<string> {
     const interaction = this.interaction(id, binding);
     if (!interaction) throw new ProblemError(400, 'consent.expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
     this.#interactions.delete(id);
     const { request } = interaction;
-    const base = { client_id: request.client.client_id, person_id: interaction.person_id, scopes: request.scopes };
-    if (decision === 'deny') {
-      this.events.emit('consent.denied', { interaction_id: id, ...base });
-      return redirectWith(request.redirect_uri, { error: 'access_denied', error_description: 'the person denied access', state: request.state, iss: this.issuer });
+    const granted = answer.scopes ? request.scopes.filter((s) => answer.scopes!.includes(s)) : [...request.scopes];
+    const base = { client_id: request.client.client_id, person_id: interaction.person_id, by: answer.by };
+    if (decision === 'deny' || granted.length === 0) {
+      this.events.emit('consent.denied', { interaction_id: id, ...base, scopes: request.scopes });
+      const description = decision === 'deny' ? `the ${answer.by === 'policy' ? 'consent policy' : 'person'} denied access` : 'the consent policy approves none of the requested scopes';
+      return redirectWith(request.redirect_uri, { error: 'access_denied', error_description: description, state: request.state, iss: this.issuer });
     }
     const now = this.clock.now();
     const grant: Grant = {
       id: newId('grant'),
       client_id: request.client.client_id,
       person_id: interaction.person_id,
-      scopes: [...request.scopes],
+      scopes: granted,
       resource: request.resource,
       created_at: now,
       last_used_at: null,
@@ -275,10 +281,27 @@ export class Core {
       family_id: null,
     };
     await this.commit();
-    this.events.emit('consent.approved', { interaction_id: id, ...base, grant_id: grant.id });
+    this.events.emit('consent.approved', { interaction_id: id, ...base, scopes: granted, requested_scopes: request.scopes, grant_id: grant.id });
     this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
     this.events.emit('code.issued', { grant_id: grant.id, client_id: grant.client_id, expires_at: now + this.lifetimes.code });
     return redirectWith(request.redirect_uri, { code, state: request.state, iss: this.issuer });
+  }
+
+  /**
+   * Consent as code: when a policy answers for this client, the interaction the page would show is answered at
+   * once through `decideConsent`, recorded as the policy's decision; returns where to send the browser. Null: the
+   * page is shown to the person.
+   */
+  answerByPolicy(interaction: Interaction): Promise<string> | null {
+    const policy = this.consentPolicies.for(interaction.request.client.client_id);
+    if (policy.decision === 'page') return null;
+    return this.decideConsent(interaction.id, interaction.binding, policy.decision, { by: 'policy', scopes: policy.decision === 'approve' ? policy.scopes : undefined });
+  }
+
+  /** Sets who answers the consent screen, for one client or (null) all. */
+  setConsentPolicy(clientId: string | null, policy: ConsentPolicy): void {
+    this.consentPolicies.set(clientId, policy);
+    this.events.emit('consent_policy.set', { client_id: clientId, ...policy });
   }
 
   #pruneInteractions(): void {

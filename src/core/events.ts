@@ -5,8 +5,10 @@
 export interface EventMap {
   'client.registered': { client_id: string; client_name: string; redirect_uris: string[] };
   'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: string[]; resource: string | null };
-  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; grant_id: string };
-  'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: string[] };
+  /** `scopes`: what was granted; a policy may approve fewer than were requested (`requested_scopes`). */
+  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; requested_scopes: string[]; grant_id: string; by: ConsentAnswerer };
+  'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; by: ConsentAnswerer };
+  'consent_policy.set': { client_id: string | null; decision: 'page' | 'approve' | 'deny'; scopes?: string[] };
   'grant.created': { grant_id: string; client_id: string; person_id: string; scopes: string[]; resource: string | null };
   'grant.scopes_reduced': { grant_id: string; removed: string[]; scopes: string[] };
   'grant.revoked': { grant_id: string; client_id: string; by: GrantRevoker };
@@ -33,6 +35,8 @@ export interface EventMap {
 }
 
 export type GrantRevoker = 'person' | 'admin' | 'client';
+/** Who answered a consent screen: the person on the page, or a consent policy (emulator control). */
+export type ConsentAnswerer = 'person' | 'policy';
 export type FamilyEndReason = 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
 
 export type EventName = keyof EventMap;
@@ -43,6 +47,7 @@ export const EVENT_NAMES = [
   'consent.shown',
   'consent.approved',
   'consent.denied',
+  'consent_policy.set',
   'grant.created',
   'grant.scopes_reduced',
   'grant.revoked',

@@ -116,6 +116,9 @@ const replayRow = (r: ReplayEntry): ChargeRow => ({ seq: -r.seq, at: r.at, clien
 
 type EventOf<N extends keyof EventMap> = Extract<AppEvent, { name: N }>;
 
+/** "the policy" or the person's id: a policy's answer must never read as the person's own click. */
+const answerer = (data: { by: string; person_id: string }): string => (data.by === 'policy' ? `policy (for ${data.person_id})` : data.person_id);
+
 function note(state: DashboardState, event: AppEvent, text: string, alarm = false): DashboardState {
   return { ...state, activity: capped([...state.activity, { seq: event.seq, at: event.at, text, alarm }], LIMITS.activity) };
 }
@@ -175,9 +178,11 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     case 'consent.shown':
       return note(state, event, `consent page shown: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`);
     case 'consent.approved':
-      return note(state, event, `consent approved by ${event.data.person_id}: ${clientName(state, event.data.client_id)} (${event.data.scopes.join(' ')})`);
+      return note(state, event, `consent approved by ${answerer(event.data)}: ${clientName(state, event.data.client_id)} (${event.data.scopes.join(' ')})`);
     case 'consent.denied':
-      return note(state, event, `consent denied by ${event.data.person_id}: ${clientName(state, event.data.client_id)}`, true);
+      return note(state, event, `consent denied by ${answerer(event.data)}: ${clientName(state, event.data.client_id)}`, true);
+    case 'consent_policy.set':
+      return note(state, event, `consent policy for ${event.data.client_id ? clientName(state, event.data.client_id) : 'all clients'}: ${event.data.decision}${event.data.scopes ? ` ${event.data.scopes.join(' ')}` : ''}`);
     case 'grant.created': {
       const d = event.data;
       // Already in the snapshot (taken between the core's change and its event): keep what it shows.

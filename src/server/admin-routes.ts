@@ -3,7 +3,8 @@ import type { Core } from '../core/core.js';
 import { safeEqual } from '../core/crypto.js';
 import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
-import { adminAdvanceSchema, adminDecideSchema, adminGrantsSchema, adminRevokeSchema, adminTokensSchema } from './schemas.js';
+import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminDecideSchema, adminGrantsSchema, adminRevokeSchema, adminTokensSchema } from './schemas.js';
+import { parseConsentPolicy } from '../core/consent-policy.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
 import { ProblemError } from '../core/errors.js';
@@ -63,7 +64,8 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     admin.get('/charges', async () => chargesReport(core, await core.persistence.readLedger()));
     admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
-      const grant = await core.revokeGrant(id, 'admin');
+      const by = (request.body as { by?: 'person' | 'admin' } | undefined)?.by ?? 'admin';
+      const grant = await core.revokeGrant(id, by);
       return { grant: core.listGrants().find((g) => g.id === grant.id) };
     });
     admin.get('/snapshot', async () => feed.snapshot());
@@ -89,6 +91,19 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       return clockView();
     });
     admin.post('/tokens', { schema: adminTokensSchema }, async (request) => core.issueTokensWithoutConsent(request.body as Parameters<Core['issueTokensWithoutConsent']>[0]));
+    // Consent as code: who answers the consent screen, for all clients or one.
+    admin.get('/consent', async () => core.consentPolicies.view());
+    admin.post('/consent', { schema: adminConsentSchema }, async (request) => {
+      const body = request.body as { decision: string; scopes?: string[]; client_id?: string };
+      const policy = parseConsentPolicy(body);
+      if (body.client_id !== undefined && !Object.hasOwn(core.state.clients, body.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${body.client_id}"; leave client_id out to set the policy for all clients`);
+      core.setConsentPolicy(body.client_id ?? null, policy);
+      return core.consentPolicies.view();
+    });
+    admin.get('/actions', { schema: adminActionsSchema }, async (request) => {
+      const { status } = request.query as { status?: string };
+      return { actions: Object.values(core.state.pending_actions).filter((a) => !status || a.status === status).sort((a, b) => a.created_at - b.created_at) };
+    });
     admin.post('/actions/:id/decide', { schema: adminDecideSchema }, async (request) => {
       if (!plane) throw new ProblemError(501, 'not_implemented', 'this server runs without the agent plane');
       const { id } = request.params as { id: string };

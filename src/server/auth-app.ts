@@ -34,6 +34,9 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const session = sessions.ensure(request, reply, hint?.id);
     const person = core.person(session.person_id) ?? core.defaultPerson;
     const interaction = core.beginConsent(outcome.request, person.id, session.id);
+    // Consent as code: the page's interaction is answered by the policy, as the form would, and the browser sent on.
+    const answered = core.answerByPolicy(interaction);
+    if (answered) return reply.header('cache-control', 'no-store').redirect(await answered, 302);
     const html = consentPage({ request: outcome.request, person, interactionId: interaction.id, csrf: sessions.csrfToken(session, interaction.id), resource: core.resource });
     return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);
   });

@@ -5,6 +5,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
 import { Allowlist } from '../core/allowlist.js';
 import type { Prices } from '../core/charges.js';
+import type { ConsentPolicy } from '../core/consent-policy.js';
 import { Core, type Lifetimes } from '../core/core.js';
 import type { JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
@@ -51,6 +52,8 @@ export interface EmulatorOptions {
   askLatencyMs?: number;
   /** Research and training durations on the emulator clock (default: quick; see REALISTIC_TIMINGS). */
   timings?: Partial<JobTimings>;
+  /** Who answers the consent screen from the start: for all clients (`clientId` null) or one (emulator control). */
+  consent?: Array<{ clientId: string | null; policy: ConsentPolicy }>;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
@@ -143,6 +146,7 @@ export class Emulator {
     try {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
       const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
+      for (const { clientId, policy } of options.consent ?? []) core.setConsentPolicy(clientId, policy);
       const adminToken = randomToken(32);
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);

@@ -153,6 +153,8 @@ export const adminGrantsSchema = {
 
 export const adminRevokeSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
+  // `person`: a scripted person action, recorded as the person's own revocation in settings.
+  body: { type: 'object', properties: { by: { type: 'string', enum: ['person', 'admin'] } }, additionalProperties: false },
   response: { 200: { type: 'object', properties: { grant: grantView } }, '4xx': problemSchema },
 } as const;
 
@@ -173,6 +175,23 @@ export const adminTokensSchema = {
     },
     additionalProperties: false,
   },
+} as const;
+
+export const adminConsentSchema = {
+  body: {
+    type: 'object',
+    required: ['decision'],
+    properties: {
+      decision: { type: 'string', enum: ['page', 'approve', 'deny'] },
+      scopes: { type: 'array', maxItems: 20, items: { type: 'string', minLength: 1, maxLength: 100 } },
+      client_id: str(200),
+    },
+    additionalProperties: false,
+  },
+} as const;
+
+export const adminActionsSchema = {
+  querystring: { type: 'object', properties: { status: { type: 'string', enum: ['pending', 'approved', 'rejected', 'applied'] } }, additionalProperties: false },
 } as const;
 
 export const adminDecideSchema = {

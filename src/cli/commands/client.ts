@@ -43,13 +43,15 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .option('--scope <scopes>', 'space-separated scopes to ask for (ask, workspace.write, research, training.write)', 'ask')
     .option('--identity', 'leave out `resource`: an identity token, which workspace tools refuse (spec 4.2)')
     .option('--no-browser', 'print the URL instead of opening a browser (SSH sessions)')
+    .option('--headless', 'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)')
     .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds('--timeout', 1), 300)
     .option('--callback-port <port>', 'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)', port('--callback-port'), 0)
     .option('--json', 'print the result as JSON')
-    .action(async (flags: CommonFlags & { scope: string; identity?: boolean; browser: boolean; timeout: number; callbackPort: number }) => {
+    .action(async (flags: CommonFlags & { scope: string; identity?: boolean; browser: boolean; headless?: boolean; timeout: number; callbackPort: number }) => {
       const { login: runLogin } = await import('../../client/login.js');
+      const browser = flags.headless ? 'none' : flags.browser ? 'open' : 'print';
       const result = await withSession(ctx, flags, (session) =>
-        runLogin(session, { scope: flags.scope, identity: flags.identity === true, openBrowser: flags.browser, timeoutMs: flags.timeout * 1_000, callbackPort: flags.callbackPort }),
+        runLogin(session, { scope: flags.scope, identity: flags.identity === true, browser, timeoutMs: flags.timeout * 1_000, callbackPort: flags.callbackPort }),
       );
       if (flags.json) return out(jsonText(result));
       out(

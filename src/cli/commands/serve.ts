@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseRateLimit } from '../../core/rate-limit.js';
+import { parseConsentFlag, type ConsentPolicy } from '../../core/consent-policy.js';
 
 export interface ServeFlags {
   port: number;
@@ -21,6 +22,7 @@ export interface ServeFlags {
   ui?: boolean;
   clock: 'system' | 'manual';
   logFile?: string;
+  consent: Array<{ clientId: string | null; policy: ConsentPolicy }>;
 }
 
 const parseMs = (value: string): number => {
@@ -70,6 +72,17 @@ export function serveCommand(): Command {
     .addOption(new Option('--research-duration <ms>', 'how long a research job runs on the emulator clock (default 4000; --realistic: 120000)').argParser(parseMs))
     .addOption(new Option('--training-step <ms>', 'how long each training step takes (default 500; --realistic: 5000)').argParser(parseMs))
     .addOption(new Option('--clock <mode>', 'system: real time; manual: time stands still until moved (agent-access clock advance 16m, or POST /_admin/clock/advance)').choices(['system', 'manual']).default('system'))
+    .addOption(
+      new Option('--consent <policy>', 'who answers the consent screen: page (a person, the default), approve, deny, approve=SCOPE,SCOPE (a subset); prefix CLIENT_ID: for one client; repeatable')
+        .argParser((value: string, previous: ServeFlags['consent']) => {
+          try {
+            return [...previous, parseConsentFlag(value)];
+          } catch (e) {
+            throw new InvalidArgumentError((e as Error).message);
+          }
+        })
+        .default([]),
+    )
     .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
