@@ -14,12 +14,14 @@ import { Emulator, type EmulatorOptions } from './server/emulator.js';
 import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-policy.js';
 import type { PendingAction } from './core/actions.js';
 import type { GrantView } from './core/core.js';
+import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './client/admin-api.js';
 export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
+export type { Fault, FaultKind, FaultSpec } from './core/faults.js';
 
 export interface StartEmulatorOptions {
   /** `system` (default): real time. `manual`: time stands still until `clock.advance()`; a number starts it there (epoch ms). */
@@ -39,8 +41,10 @@ export interface StartEmulatorOptions {
    * a subset of what is requested (`{ decision: 'approve', scopes: ['ask'] }`). Change it later with `consent.set`.
    */
   consent?: ConsentInput['decision'] | ConsentInput;
+  /** Faults armed from the start (see `faults.add`). */
+  faults?: FaultSpec[];
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent'>;
+  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults'>;
 }
 
 export interface IssueTokensOptions {
@@ -95,6 +99,16 @@ export interface RunningEmulator {
     set(policy: ConsentInput): Promise<ConsentPolicyView>;
     get(): Promise<ConsentPolicyView>;
   };
+  /**
+   * Faults on purpose: 429s, 5xx on a route, latency, ask timeouts, failing research, a stored refresh-token replay,
+   * a revocation at a chosen moment. Each is listed in the dashboard and marked in the request log.
+   */
+  readonly faults: {
+    add(spec: FaultSpec): Promise<Fault>;
+    list(): Promise<Fault[]>;
+    /** One fault, or every armed one. */
+    clear(id?: string): Promise<Fault[]>;
+  };
   /** Scripted actions of the person, recorded as theirs: revoke in settings, approve or reject a write action. */
   readonly person: {
     revokeGrant(grantId: string): Promise<GrantView>;
@@ -114,7 +128,7 @@ interface Endpoints {
   adminToken: string;
 }
 
-const admin = <T>(e: Endpoints, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> => adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
+const admin = <T>(e: Endpoints, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> => adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
 
 function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<void>): RunningEmulator {
   return {
@@ -129,8 +143,13 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
       set: (p) => admin<ConsentPolicyView>(e, 'POST', '/consent', { decision: p.decision, scopes: p.scopes, client_id: p.clientId }),
       get: () => admin<ConsentPolicyView>(e, 'GET', '/consent'),
     },
+    faults: {
+      add: async (spec) => (await admin<{ fault: Fault }>(e, 'POST', '/faults', spec)).fault,
+      list: async () => (await admin<{ faults: Fault[] }>(e, 'GET', '/faults')).faults,
+      clear: async (id) => (await admin<{ cleared: Fault[] }>(e, 'DELETE', id === undefined ? '/faults' : `/faults/${encodeURIComponent(id)}`)).cleared,
+    },
     person: {
-      revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `/grants/${encodeURIComponent(id)}/revoke`, { by: 'person' })).grant,
+      revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `/grants/${encodeURIComponent(id)}/revoke?by=person`)).grant,
       actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `/actions${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
       decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', `/actions/${encodeURIComponent(id)}/decide`, { decision })).action,
     },
@@ -150,6 +169,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   if (options.fixtures) args.push('--fixtures', options.fixtures);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
   const consent = consentOption(options);
+  for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
   if (consent) args.push('--consent', `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`);
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   // The child never outlives this process, even when a test run ends without calling stop().
@@ -213,6 +233,8 @@ function consentOption(options: StartEmulatorOptions) {
  */
 export async function startEmulator(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
   if (typeof options.clock === 'number' && !Number.isFinite(options.clock)) throw new RangeError(`clock: ${options.clock} is not a time (epoch milliseconds)`);
+  // Checked here, so a bad fault fails the call rather than a child's start.
+  for (const spec of options.faults ?? []) parseFaultSpec(spec, Date.now());
   const mode = options.clock === 'manual' || typeof options.clock === 'number' ? 'manual' : 'system';
   if (options.mode === 'child') return startChild(options, mode);
   const emulator = await Emulator.start({
@@ -224,6 +246,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     fixtures: options.fixtures,
     rateLimit: options.rateLimit,
     consent: options.consent === undefined ? undefined : [consentOption(options)!],
+    faults: options.faults,
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,
   });
   const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EVENT_NAMES, type EventName } from '../src/core/events.js';
 import { LIMITS, initialState, reduce, type DashboardState, type StreamMessage } from '../src/dashboard/model.js';
+import { table } from '../src/dashboard/views.js';
 import { Script, T0, snapshot } from './helpers/dashboard.js';
 
 const fold = (messages: StreamMessage[], from: DashboardState = initialState()): DashboardState => messages.reduce(reduce, from);
@@ -15,6 +16,7 @@ function started() {
     s.event('research.created', { job_id: 'job-1', client_id: 'client-1', grant_id: 'grant-1', question: 'Was gilt für Hunde?' }),
     s.event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'hunde.md', size: 120 }),
     s.event('action.pending', { action_id: 'act-1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'update', description: 'Telefon von Jonas ändern' }),
+    s.event('fault.armed', { fault_id: 'fault_0', kind: 'rate_limit', description: '429 Too Many Requests on rate-limited routes (1×)', remaining: 1 }),
   ]);
   return { s, state };
 }
@@ -145,11 +147,31 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.actions['act-1']?.status).toBe('applied'),
   }),
   'request.served': (s) => ({
-    message: s.event('request.served', { server: 'api', method: 'POST', path: '/chat/ask', status: 200, ms: 3.2, client_id: 'client-1', grant_id: 'grant-1' }),
+    message: s.event('request.served', { server: 'api', method: 'POST', path: '/chat/ask', status: 429, ms: 3.2, client_id: 'client-1', grant_id: 'grant-1', faults: ['fault_0 rate_limit'] }),
     check: (n) => {
-      expect(n.requests.at(-1)).toMatchObject({ path: '/chat/ask', status: 200, at: s.at });
+      expect(n.requests.at(-1)).toMatchObject({ path: '/chat/ask', status: 429, at: s.at, faults: ['fault_0 rate_limit'] });
       expect(n.grants['grant-1']?.last_used_at).toBe(s.at);
+      // The request log marks an answer a fault shaped.
+      expect(table(n, 'requests').rows[0]).toMatchObject({ cells: expect.arrayContaining(['429 F']), tone: 'alarm' });
     },
+  }),
+  'fault.armed': (s) => ({
+    message: s.event('fault.armed', { fault_id: 'fault_1', kind: 'server_error', description: '503 server error on POST /research (2×)', remaining: 2 }),
+    check: (n) => {
+      expect(n.faults['fault_1']).toMatchObject({ state: 'armed', fired: 0, remaining: 2, created_at: s.at });
+      expect(table(n, 'faults').rows[0]?.cells).toEqual(['armed', 'fault_1', 'server_error', '0/2', '503 server error on POST /research (2×)']);
+    },
+  }),
+  'fault.fired': (s) => ({
+    message: s.event('fault.fired', { fault_id: 'fault_0', kind: 'rate_limit', description: '429 Too Many Requests on rate-limited routes (1×)', state: 'spent', remaining: 0, method: 'POST', path: '/chat/ask' }),
+    check: (n) => {
+      expect(n.faults['fault_0']).toMatchObject({ state: 'spent', fired: 1, remaining: 0, last_fired_at: s.at });
+      expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/fault fault_0 fired on POST \/chat\/ask/), alarm: true });
+    },
+  }),
+  'fault.cleared': (s) => ({
+    message: s.event('fault.cleared', { fault_id: 'fault_0', kind: 'rate_limit' }),
+    check: (n) => expect(n.faults['fault_0']?.state).toBe('cleared'),
   }),
 };
 

@@ -148,6 +148,8 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.press(KEYS.tab);
     await ui.waitFor((x) => x.includes('─ Token families'));
     await ui.press(KEYS.shiftTab, KEYS.shiftTab);
+    await ui.waitFor((x) => x.includes('─ Faults'));
+    await ui.press(KEYS.shiftTab);
     await ui.waitFor((x) => x.includes('─ Approvals'));
     await ui.press('?');
     f = await ui.waitFor((x) => x.includes('Keys'));
@@ -165,10 +167,10 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
   it('fits 80×24 exactly (no line wider, no more than 23 lines), and uses the full width when there is more', async () => {
     const ui = renderDashboard({ columns: 80, rows: 24 });
     ui.send(...session());
-    const markers: Record<string, string> = { '1': '─ Grants', '2': '─ Token families', '3': '─ Jobs', '4': '─ Charges', '5': '─ Requests', '6': '─ Approvals', '?': 'this help' };
+    const markers: Record<string, string> = { '1': '─ Grants', '2': '─ Token families', '3': '─ Jobs', '4': '─ Charges', '5': '─ Requests', '6': '─ Approvals', '7': '─ Faults', '?': 'this help' };
     for (const [key, marker] of Object.entries(markers)) {
       await ui.press(key);
-      const lines = (await ui.waitFor((x) => x.includes(marker) && (key === '?' || x.includes('Wetter-Agent')), marker)).split('\n');
+      const lines = (await ui.waitFor((x) => x.includes(marker) && (key === '?' || key === '7' || x.includes('Wetter-Agent')), marker)).split('\n');
       expect(lines.length, `view ${key}`).toBeLessThanOrEqual(23);
       for (const l of lines) expect(l.length, `view ${key}: ${l}`).toBeLessThanOrEqual(80);
     }

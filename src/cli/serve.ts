@@ -61,6 +61,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       ...(flags.clock === 'manual' ? { clock: new ManualClock() } : {}),
       rateLimit: flags.rateLimit,
       consent: flags.consent,
+      faults: flags.fault,
       askTimeoutMs: flags.askTimeout,
       askLatencyMs: flags.askLatency,
       timings: {
@@ -111,8 +112,8 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     emulator.core.events.subscribe((event) => {
       if (event.name === 'request.served') {
         const d = event.data;
-        log.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}\n`);
-      } else if (event.name === 'family.invalidated' || event.name === 'grant.revoked' || event.name === 'code.replayed') {
+        log.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}\n`);
+      } else if (event.name === 'family.invalidated' || event.name === 'grant.revoked' || event.name === 'code.replayed' || event.name.startsWith('fault.')) {
         log.write(`${new Date(event.at).toISOString()} ${event.name} ${JSON.stringify(event.data)}\n`);
       }
     });

@@ -4,8 +4,9 @@ import type { AccessContext, Core } from './core.js';
 import { newId, randomToken, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import { IDEMPOTENCY_WINDOW, idempotencyId, type StoredResponse } from './idempotency.js';
-import { RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
+import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
 import { SearchIndex } from './search.js';
+import type { FaultContext, FaultKind, Faults } from './faults.js';
 import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
 import { QUICK_TIMINGS, TRAINING_STEPS, researchReport, trainingStepAt, unreadable, type JobTimings, type ResearchJob, type TrainingDocument } from './jobs.js';
 
@@ -21,6 +22,8 @@ export interface AllowlistOptions {
   askLatencyMs?: number;
   /** How long research jobs and training steps take on the emulator clock. */
   timings?: Partial<JobTimings>;
+  /** Faults on purpose (emulator control): rate limits, ask timeouts, failing research. */
+  faults?: Faults;
 }
 
 /** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
@@ -45,6 +48,7 @@ export class Allowlist {
   readonly askTimeoutMs: number;
   readonly askLatencyMs: number;
   readonly timings: JobTimings;
+  readonly faults: Faults | undefined;
   readonly #inFlight = new Set<string>();
   readonly #fileNames = new Map<string, string>();
   #settling: { promise: Promise<boolean> } | null = null;
@@ -62,11 +66,26 @@ export class Allowlist {
     this.limiter = new RateLimiter(core.clock, options.rateLimit ?? { limit: 60, windowMs: 60_000 });
     this.askTimeoutMs = options.askTimeoutMs ?? 30_000;
     this.askLatencyMs = options.askLatencyMs ?? 0;
+    this.faults = options.faults;
   }
 
-  /** Spec 7, 8: counts the request against its grant's window; throws RateLimitedError over the limit. */
-  rateLimit(access: AccessContext): RateLimitState {
+  /**
+   * Spec 7, 8: counts the request against its grant's window; throws RateLimitedError over the limit, or when a
+   * rate_limit fault fires (`route`: `METHOD /path` as the spec writes it; `path`: as sent).
+   */
+  rateLimit(access: AccessContext, route: string, path?: string): RateLimitState {
+    const [method, template] = route.split(' ');
+    const fault = this.#fault('rate_limit', access, { method, route: template, path: path ?? template });
+    if (fault) throw new RateLimitedError({ limit: this.limiter.config.limit, remaining: 0, reset: fault.retry_after ?? 1 });
     return this.limiter.take(access.grant.id);
+  }
+
+  /** A fault of `kind` for this caller's request, if one fires; recorded on the request for the log. */
+  #fault(kind: FaultKind, access: AccessContext, ctx: FaultContext) {
+    if (!this.faults?.armed) return null;
+    const fault = this.faults.take(kind, { ...ctx, client_id: access.client_id, grant_id: access.grant.id });
+    if (fault) access.faults.push(`${fault.id} ${fault.kind}`);
+    return fault;
   }
 
   /**
@@ -122,6 +141,8 @@ export class Allowlist {
 
   /** Spec 2.4, 4.4 rules 1–2: a German answer grounded in what search found; read-only; abandoned past the timeout. */
   async ask(access: AccessContext, question: string): Promise<OperationResult> {
+    const timedOut = () => new ProblemError(504, 'ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
+    if (this.#fault('ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
     const answer = (async (): Promise<AskAnswer> => {
       if (this.askLatencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.askLatencyMs));
       const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
@@ -129,7 +150,7 @@ export class Allowlist {
     })();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ProblemError(504, 'ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`)), this.askTimeoutMs);
+      timer = setTimeout(() => reject(timedOut()), this.askTimeoutMs);
     });
     try {
       const body = await Promise.race([answer, timeout]);
@@ -144,6 +165,8 @@ export class Allowlist {
   /** Queues a research job; answers at once with 202 and is charged once (spec 1). */
   async startResearch(access: AccessContext, question: string): Promise<OperationResult> {
     const now = this.core.clock.now();
+    // A research_fail fault marks the job now; it fails when it would have finished.
+    const fault = this.#fault('research_fail', access, { method: 'POST', path: '/research', question });
     const job: ResearchJob = {
       id: newId('job'),
       client_id: access.client_id,
@@ -154,6 +177,7 @@ export class Allowlist {
       created_at: now,
       queued_until: now + this.timings.researchQueueMs,
       running_until: now + this.timings.researchQueueMs + this.timings.researchRunMs,
+      ...(fault ? { fault_id: fault.id } : {}),
     };
     this.core.state.research_jobs[job.id] = job;
     this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, grant_id: job.grant_id, question });
@@ -291,7 +315,11 @@ export class Allowlist {
           .filter((hit) => (this.core.state.training_documents[hit.id]?.indexed_at ?? -Infinity) <= job.running_until)
           .slice(0, 6);
         job.finished_at = job.running_until;
-        if (hits.length === 0) {
+        if (job.fault_id) {
+          job.status = 'failed';
+          job.error = { code: 'research_failed', message: `Die Recherche ist fehlgeschlagen; es wurde kein Bericht erstellt. (Absichtlich eingespeister Fehler ${job.fault_id}.)` };
+          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code, message: job.error.message });
+        } else if (hits.length === 0) {
           job.status = 'failed';
           job.error = { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
           this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code, message: job.error.message });

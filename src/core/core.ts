@@ -65,6 +65,8 @@ export interface AccessContext {
   grant: Grant;
   client_id: string;
   person_id: string;
+  /** Injected faults that shaped this request (emulator control), for the request log. */
+  faults: string[];
 }
 
 export interface GrantView extends Grant {
@@ -393,6 +395,19 @@ export class Core {
     this.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
   }
 
+  /**
+   * A fault on purpose: a refresh token of the grant's live family is presented again after its rotation, as a thief
+   * or a second copy of the client would. The family dies by the replay rule (spec 3.2), exactly as if the token had
+   * reached the token endpoint. A family that never rotated counts its current token as the one used twice.
+   */
+  async replayStoredRefreshToken(grantId: string): Promise<void> {
+    for (const family of Object.values(this.state.families)) {
+      if (family.grant_id !== grantId || family.status !== 'active') continue;
+      this.invalidateFamily(family, 'refresh_replay', family.history.at(-1)?.generation ?? family.current.generation);
+    }
+    await this.commit();
+  }
+
   /** Spec 9: grants that carry retired scopes lose them at their next refresh. */
   reduceGrantScopes(grant: Grant, kept: string[]): void {
     const removed = grant.scopes.filter((s) => !kept.includes(s));
@@ -471,7 +486,7 @@ export class Core {
     const scopes = splitScope(claims.scope);
     if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
     grant.last_used_at = this.clock.now();
-    return { claims, scopes, grant, client_id: claims.client_id, person_id: claims.sub };
+    return { claims, scopes, grant, client_id: claims.client_id, person_id: claims.sub, faults: [] };
   }
 
   /** RFC 9728 §5.1 value for WWW-Authenticate. */

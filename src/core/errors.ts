@@ -22,6 +22,7 @@ export type OAuthErrorCode =
   | 'invalid_target'
   | 'access_denied'
   | 'server_error'
+  | 'temporarily_unavailable'
   | 'invalid_redirect_uri'
   | 'invalid_client_metadata'
   | 'unsupported_token_type';

@@ -31,7 +31,12 @@ export interface EventMap {
   'action.approved': { action_id: string; client_id: string; person_id: string };
   'action.rejected': { action_id: string; client_id: string; person_id: string };
   'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
-  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string };
+  /** `faults`: the injected faults that shaped this answer (`fault_1 server_error`). */
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: string[] };
+  'fault.armed': { fault_id: string; kind: string; description: string; remaining: number | null };
+  /** `state` after firing: `spent` once its count is used up (a grant fault fires once). */
+  'fault.fired': { fault_id: string; kind: string; description: string; state: 'armed' | 'spent' | 'cleared'; remaining: number | null; method?: string; path?: string; client_id?: string; grant_id?: string };
+  'fault.cleared': { fault_id: string; kind: string };
 }
 
 export type GrantRevoker = 'person' | 'admin' | 'client';
@@ -71,6 +76,9 @@ export const EVENT_NAMES = [
   'action.rejected',
   'action.applied',
   'request.served',
+  'fault.armed',
+  'fault.fired',
+  'fault.cleared',
 ] as const satisfies readonly EventName[];
 // Compile-time check that the list is complete: this fails to type-check when an event is missing from it.
 const everyEventListed: Exclude<EventName, (typeof EVENT_NAMES)[number]> extends never ? true : never = true;

@@ -26,6 +26,8 @@ export interface ResearchJob {
   report?: string;
   citations?: Citation[];
   error?: { code: string; message: string };
+  /** A research_fail fault (emulator control) that makes this job fail when it would finish. */
+  fault_id?: string;
 }
 
 /** Spec 2.6: `processing_step` values (not shown in the spec; documented in the README). */

@@ -60,6 +60,18 @@ export interface ActionView {
   decided_at: number | null;
 }
 
+/** An injected fault as the dashboard lists it. */
+export interface FaultView {
+  id: string;
+  kind: string;
+  description: string;
+  state: 'armed' | 'spent' | 'cleared';
+  fired: number;
+  remaining: number | null;
+  created_at: number;
+  last_fired_at: number | null;
+}
+
 /**
  * What the admin stream sends first (and again after every reconnect): the state as the dashboard shows it.
  * The events with `seq` greater than this snapshot's `seq` follow it. It is a read model: no secrets, no hashes.
@@ -77,12 +89,13 @@ export interface Snapshot {
   charges: { by_client: Record<string, number>; by_grant: Record<string, number>; entries: ChargeEntry[]; replays: ReplayEntry[] };
   actions: ActionView[];
   requests: RequestEntry[];
+  faults: FaultView[];
 }
 
 const newest = <T extends { created_at: number }>(items: Iterable<T>, limit: number): T[] => [...items].sort((a, b) => a.created_at - b.created_at).slice(-limit);
 
 /** Builds the snapshot from the core's state at this moment (synchronous, so `seq` matches it exactly). */
-export function buildSnapshot(core: Core, extra: { charges: ChargeEntry[]; replays: ReplayEntry[]; requests: RequestEntry[] }): Snapshot {
+export function buildSnapshot(core: Core, extra: { charges: ChargeEntry[]; replays: ReplayEntry[]; requests: RequestEntry[]; faults?: FaultView[] }): Snapshot {
   const s = core.state;
   return {
     seq: core.events.seq,
@@ -137,5 +150,6 @@ export function buildSnapshot(core: Core, extra: { charges: ChargeEntry[]; repla
       decided_at: a.decided_at ?? null,
     })),
     requests: extra.requests.slice(-SNAPSHOT_LIMITS.requests),
+    faults: extra.faults ?? [],
   };
 }

@@ -119,7 +119,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     }
     const at = VIEWS.indexOf(view);
     if (key.tab) return setView(VIEWS[(at + (key.shift ? VIEWS.length - 1 : 1)) % VIEWS.length] as ViewName);
-    if (/^[1-6]$/.test(input)) return setView(VIEWS[Number(input) - 1] as ViewName);
+    if (/^[1-7]$/.test(input)) return setView(VIEWS[Number(input) - 1] as ViewName);
     if (input === 'j' || key.downArrow) return select(index + 1);
     if (input === 'k' || key.upArrow) return select(index - 1);
     if (key.pageDown) return select(index + listHeight);
@@ -159,6 +159,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     ? `agent-access ● live  ${state.service?.base_url ?? ''}  clock ${clockTime(state.now)}Z`
     : `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED, retrying'}${c.detail ? `: ${c.detail}` : ''}`;
   const pending = Object.values(state.actions).filter((a) => a.status === 'pending').length;
+  const armed = Object.values(state.faults).filter((f) => f.state === 'armed').length;
   const counts: Record<ViewName, string> = {
     grants: String(Object.values(state.grants).filter((g) => g.status === 'active').length),
     families: String(Object.values(state.families).filter((f) => f.status === 'active').length),
@@ -166,6 +167,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     charges: '',
     requests: String(state.requests.length),
     approvals: pending ? `${pending}!` : '',
+    faults: armed ? `${armed}!` : '',
   };
 
   // Body: the list (with a header row) and the detail pane, stacked, or side by side on wide terminals.
@@ -193,15 +195,16 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
         : message
           ? [message.text, message.tone]
           : lastActivity(state);
-  const hints = `Tab/1-6 view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${view === 'grants' ? '  r revoke' : ''}${view === 'approvals' ? '  a approve  x reject' : ''}  ? help  q quit`;
+  const hints = `Tab/1-7 view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${view === 'grants' ? '  r revoke' : ''}${view === 'approvals' ? '  a approve  x reject' : ''}  ? help  q quit`;
 
   return (
     <Box flexDirection="column" width={columns} height={height}>
       {text('header', header, live ? 'normal' : 'alarm')}
       <Box height={1} overflow="hidden">
         {VIEWS.map((v, i) => (
-          <Text key={v} {...paint(v === 'approvals' && pending ? 'warn' : 'normal', v === view)}>
-            {` ${i + 1} ${v === 'families' ? 'Families' : VIEW_TITLES[v]}${counts[v] ? ` ${counts[v]}` : ''} `}
+          // One space before each tab (and after the last): seven tabs with their counts fit 80 columns.
+          <Text key={v} {...paint((v === 'approvals' && pending) || (v === 'faults' && armed) ? 'warn' : 'normal', v === view)}>
+            {`${i === 0 ? ' ' : ''}${i + 1} ${v === 'families' ? 'Families' : VIEW_TITLES[v]}${counts[v] ? ` ${counts[v]}` : ''} `}
           </Text>
         ))}
       </Box>
@@ -245,12 +248,14 @@ function emptyText(view: ViewName): string {
       return 'no requests yet';
     case 'approvals':
       return 'no write actions: they appear when an agent asks for a change on /mcp';
+    case 'faults':
+      return 'no faults: arm one with serve --fault, POST /_admin/faults or faults.add()';
   }
 }
 
 const HELP = [
   'Keys',
-  '  Tab Shift+Tab  next, previous view     1-6  jump to a view',
+  '  Tab Shift+Tab  next, previous view     1-7  jump to a view',
   '  j k  ↓ ↑       move the selection      g G  first, last    PgDn PgUp  a page',
   '  /              filter the list (Enter applies; Esc clears it)',
   '  r              Grants: revoke the selected grant (asks y/n first)',
@@ -258,6 +263,7 @@ const HELP = [
   '  ?              this help (? or Esc closes it)          q  quit',
   '',
   'Views: 1 Grants  2 Token families  3 Jobs  4 Charges  5 Requests  6 Approvals',
+  '       7 Faults (injected on purpose; F after a status: a fault shaped it)',
   '',
   'Marks',
   '  ✎ after a scope: it writes.  REPLAYED: a refresh token was used twice, so',

@@ -1,6 +1,6 @@
 import { addAmount, type ChargeEntry } from '../core/charges.js';
 import type { AppEvent, EventMap } from '../core/events.js';
-import type { ActionView, FamilyView, ReplayEntry, RequestEntry, ResearchView, Snapshot, TrainingView } from '../core/snapshot.js';
+import type { ActionView, FamilyView, FaultView, ReplayEntry, RequestEntry, ResearchView, Snapshot, TrainingView } from '../core/snapshot.js';
 
 /**
  * The dashboard's state and the pure reducer that folds the admin stream into it. The UI never reads the
@@ -42,6 +42,8 @@ export interface DashboardState {
   charges: { by_client: Record<string, number>; by_grant: Record<string, number>; entries: ChargeRow[] };
   actions: Record<string, ActionView>;
   requests: RequestEntry[];
+  /** Injected faults (emulator control): armed, spent and cleared. */
+  faults: Record<string, FaultView>;
   activity: ActivityItem[];
 }
 
@@ -61,6 +63,7 @@ export const initialState = (): DashboardState => ({
   charges: { by_client: {}, by_grant: {}, entries: [] },
   actions: {},
   requests: [],
+  faults: {},
   activity: [],
 });
 
@@ -107,6 +110,7 @@ function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
     },
     actions: byId(s.actions),
     requests: capped(s.requests, LIMITS.requests),
+    faults: byId(s.faults ?? []),
     activity: [],
   };
 }
@@ -123,7 +127,7 @@ function note(state: DashboardState, event: AppEvent, text: string, alarm = fals
   return { ...state, activity: capped([...state.activity, { seq: event.seq, at: event.at, text, alarm }], LIMITS.activity) };
 }
 
-function patch<K extends 'grants' | 'families' | 'research' | 'training' | 'actions'>(
+function patch<K extends 'grants' | 'families' | 'research' | 'training' | 'actions' | 'faults'>(
   state: DashboardState,
   key: K,
   id: string,
@@ -275,6 +279,19 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       return patch(state, 'actions', event.data.action_id, (a) => ({ ...a, status: 'rejected', decided_at: event.at }));
     case 'action.applied':
       return patch(state, 'actions', event.data.action_id, (a) => ({ ...a, status: 'applied' }));
+    case 'fault.armed': {
+      const d = event.data;
+      if (state.faults[d.fault_id]) return state;
+      const fault: FaultView = { id: d.fault_id, kind: d.kind, description: d.description, state: 'armed', fired: 0, remaining: d.remaining, created_at: event.at, last_fired_at: null };
+      return note({ ...state, faults: { ...state.faults, [fault.id]: fault } }, event, `fault armed: ${d.description}`);
+    }
+    case 'fault.fired': {
+      const d = event.data;
+      const next = patch(state, 'faults', d.fault_id, (f) => ({ ...f, fired: f.fired + 1, remaining: d.remaining, state: d.state, last_fired_at: event.at }));
+      return note(next, event, `fault ${d.fault_id} fired${d.method ? ` on ${d.method} ${d.path ?? ''}` : ''}: ${d.description}`, true);
+    }
+    case 'fault.cleared':
+      return note(patch(state, 'faults', event.data.fault_id, (f) => ({ ...f, state: 'cleared' })), event, `fault ${event.data.fault_id} cleared`);
     case 'request.served': {
       const next = { ...state, requests: capped([...state.requests, { ...event.data, seq: event.seq, at: event.at }], LIMITS.requests) };
       // An accepted bearer token is a use of its grant (the core records it the same way).

@@ -8,7 +8,7 @@ import { clientName, type DashboardState } from './model.js';
  * the tests and the Ink components all see the same text.
  */
 
-export const VIEWS = ['grants', 'families', 'jobs', 'charges', 'requests', 'approvals'] as const;
+export const VIEWS = ['grants', 'families', 'jobs', 'charges', 'requests', 'approvals', 'faults'] as const;
 export type ViewName = (typeof VIEWS)[number];
 
 export const VIEW_TITLES: Record<ViewName, string> = {
@@ -18,6 +18,7 @@ export const VIEW_TITLES: Record<ViewName, string> = {
   charges: 'Charges',
   requests: 'Requests',
   approvals: 'Approvals',
+  faults: 'Faults',
 };
 
 export type Tone = 'normal' | 'alarm' | 'ok' | 'dim' | 'warn';
@@ -117,8 +118,9 @@ export function table(state: DashboardState, view: ViewName): Table {
         widths: [8, 6, 28, 6, 6, 20],
         rows: [...state.requests].reverse().map((r) => ({
           key: String(r.seq),
-          cells: [clockTime(r.at), r.method, r.path, String(r.status), String(r.ms), r.client_id ? clientName(state, r.client_id) : '-'],
-          tone: r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
+          // "F": an injected fault shaped this answer (see the Faults view).
+          cells: [clockTime(r.at), r.method, r.path, `${r.status}${r.faults?.length ? ' F' : ''}`, String(r.ms), r.client_id ? clientName(state, r.client_id) : '-'],
+          tone: r.status >= 500 || r.faults?.length ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         })),
       };
     case 'approvals': {
@@ -132,6 +134,20 @@ export function table(state: DashboardState, view: ViewName): Table {
             key: a.id,
             cells: [a.status, clientName(state, a.client_id), a.kind, a.operation, a.description],
             tone: a.status === 'pending' ? 'warn' : a.status === 'rejected' ? 'dim' : 'normal',
+          })),
+      };
+    }
+    case 'faults': {
+      const order = { armed: 0, spent: 1, cleared: 2 } as const;
+      return {
+        headers: ['STATE', 'FAULT', 'KIND', 'FIRED', 'WHAT'],
+        widths: [7, 9, 14, 5, 40],
+        rows: Object.values(state.faults)
+          .sort((a, b) => order[a.state] - order[b.state] || b.created_at - a.created_at)
+          .map((f) => ({
+            key: f.id,
+            cells: [f.state, f.id, f.kind, `${f.fired}${f.remaining !== null && f.state === 'armed' ? `/${f.fired + f.remaining}` : ''}`, f.description],
+            tone: f.state === 'armed' ? 'warn' : 'dim',
           })),
       };
     }
@@ -234,6 +250,17 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(`status   ${r.status}   ${r.ms} ms   on ${r.server === 'api' ? '{base_url}' : '{auth_url}'}   at ${clockTime(r.at)}`, r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal'),
         line(`client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : '- (no bearer token)'}`),
         ...(r.grant_id ? [line(`grant    ${r.grant_id}`)] : []),
+        ...(r.faults?.length ? [line(`faults   ${r.faults.join(', ')} (injected on purpose)`, 'alarm')] : []),
+      ];
+    }
+    case 'faults': {
+      const f = state.faults[key];
+      if (!f) return [];
+      return [
+        line(`fault ${f.id} (${f.kind}), armed at ${clockTime(f.created_at)}`),
+        line(f.description, f.state === 'armed' ? 'warn' : 'normal'),
+        line(`state    ${f.state}   fired ${f.fired}×${f.remaining !== null ? `, ${f.remaining} left` : ''}${f.last_fired_at ? `, last at ${clockTime(f.last_fired_at)}` : ''}`),
+        line('faults are armed with serve --fault, POST /_admin/faults or faults.add()', 'dim'),
       ];
     }
     case 'approvals': {

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { ChargeEntry } from '../core/charges.js';
 import type { Core } from '../core/core.js';
 import type { AppEvent } from '../core/events.js';
-import { SNAPSHOT_LIMITS, buildSnapshot, type ReplayEntry, type RequestEntry, type Snapshot } from '../core/snapshot.js';
+import { SNAPSHOT_LIMITS, buildSnapshot, type FaultView, type ReplayEntry, type RequestEntry, type Snapshot } from '../core/snapshot.js';
 
 /** How often an open stream gets the server's clock (also its keep-alive). */
 export const TICK_MS = 1000;
@@ -34,8 +34,11 @@ export class AdminFeed {
   #ticker: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(core: Core) {
+  readonly #faults: (() => FaultView[]) | undefined;
+
+  constructor(core: Core, faults?: () => FaultView[]) {
     this.#core = core;
+    this.#faults = faults;
     this.#unsubscribe = core.events.subscribe((event) => {
       if (event.name === 'request.served') pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
       else if (event.name === 'charge.recorded') pushCapped(this.#charges, event.data, SNAPSHOT_LIMITS.charges);
@@ -64,7 +67,7 @@ export class AdminFeed {
     const bySeq = new Map<number, ChargeEntry>();
     for (const entry of [...ledger, ...this.#charges]) bySeq.set(entry.seq, entry);
     const charges = [...bySeq.values()].sort((a, b) => a.seq - b.seq);
-    return buildSnapshot(this.#core, { charges, replays: [...this.#replays], requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests) });
+    return buildSnapshot(this.#core, { charges, replays: [...this.#replays], requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests), faults: this.#faults?.() });
   }
 
   /** Streams `snapshot`, then every event after it, then a `tick` with the server's clock every second. */

@@ -3,7 +3,7 @@ import type { Core } from '../core/core.js';
 import { safeEqual } from '../core/crypto.js';
 import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
-import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminDecideSchema, adminGrantsSchema, adminRevokeSchema, adminTokensSchema } from './schemas.js';
+import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultIdSchema, adminFaultSchema, adminDecideSchema, adminGrantsSchema, adminRevokeSchema, adminTokensSchema } from './schemas.js';
 import { parseConsentPolicy } from '../core/consent-policy.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
@@ -11,6 +11,7 @@ import { ProblemError } from '../core/errors.js';
 import { AdminFeed } from './admin-feed.js';
 import type { Allowlist } from '../core/allowlist.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
+import type { FaultSpec, Faults } from '../core/faults.js';
 
 export const ADMIN_PREFIX = '/_admin';
 /** The server-sent event stream of the dashboard. */
@@ -23,6 +24,8 @@ export interface AdminOptions {
   plane?: AgentPlane;
   /** Moves research jobs and training steps along after the clock was advanced. */
   allowlist?: Allowlist;
+  /** Faults on purpose: armed, listed and cleared here. */
+  faults?: Faults;
 }
 
 /**
@@ -32,7 +35,7 @@ export interface AdminOptions {
  */
 export function registerAdminRoutes(app: FastifyInstance, core: Core, options: AdminOptions): void {
   const { adminToken, plane } = options;
-  const feed = new AdminFeed(core);
+  const feed = new AdminFeed(core, options.faults ? () => options.faults!.views() : undefined);
   // Open streams would hold the server open until the stop grace period ends.
   app.addHook('preClose', (done) => {
     feed.close();
@@ -64,7 +67,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     admin.get('/charges', async () => chargesReport(core, await core.persistence.readLedger()));
     admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
-      const by = (request.body as { by?: 'person' | 'admin' } | undefined)?.by ?? 'admin';
+      const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';
       const grant = await core.revokeGrant(id, by);
       return { grant: core.listGrants().find((g) => g.id === grant.id) };
     });
@@ -87,6 +90,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       core.clock.advance(duration);
       // Everything that runs on the clock catches up before the answer: jobs, training steps, expired records.
       await options.allowlist?.settle();
+      await options.faults?.runDue();
       if (core.prune()) await core.commit();
       return clockView();
     });
@@ -100,6 +104,19 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       core.setConsentPolicy(body.client_id ?? null, policy);
       return core.consentPolicies.view();
     });
+    // Faults on purpose: armed here, listed with what they did, cleared one by one or all at once.
+    const faults = options.faults;
+    if (faults) {
+      admin.get('/faults', async () => ({ faults: faults.list() }));
+      admin.post('/faults', { schema: adminFaultSchema }, async (request, reply) => {
+        const fault = faults.arm(request.body as FaultSpec);
+        // A grant fault for "now" has happened by the time the caller reads the answer.
+        await faults.runDue();
+        return reply.code(201).send({ fault });
+      });
+      admin.delete('/faults/:id', { schema: adminFaultIdSchema }, async (request) => ({ cleared: faults.clear((request.params as { id: string }).id) }));
+      admin.delete('/faults', async () => ({ cleared: faults.clear() }));
+    }
     admin.get('/actions', { schema: adminActionsSchema }, async (request) => {
       const { status } = request.query as { status?: string };
       return { actions: Object.values(core.state.pending_actions).filter((a) => !status || a.status === status).sort((a, b) => a.created_at - b.created_at) };

@@ -1,13 +1,15 @@
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { OAuthError } from '../core/errors.js';
 import type { Core } from '../core/core.js';
 import { PROTECTED_RESOURCE_METADATA_PATH } from '../core/metadata.js';
 import type { TokenParams } from '../core/grants/index.js';
-import { ADMIN_EVENTS_PATH, registerAdminRoutes } from './admin-routes.js';
-import { errorReplier, sendProblem } from './error-replies.js';
+import { ADMIN_EVENTS_PATH, ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
+import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
+import type { Fault, Faults } from '../core/faults.js';
+import { pageHeaders } from './page-headers.js';
 import { isAllowedHost } from './host-guard.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
@@ -46,6 +48,57 @@ export interface AppOptions {
   plane?: AgentPlane;
   /** Schema compilers shared by the emulator's servers, compiled after start-up. */
   compilers?: LazySchemaCompilers;
+  /** Faults on purpose (emulator control): 5xx, latency, and grant faults due on the clock. */
+  faults?: Faults;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Injected faults that shaped this request before any route ran (5xx, latency), for the request log. */
+    faults?: string[];
+  }
+}
+
+/** An injected 5xx in the route's own error style: RFC 6749 JSON on OAuth endpoints, a page on pages, else a problem. */
+function sendInjectedError(request: FastifyRequest, reply: FastifyReply, fault: Fault) {
+  const status = fault.status ?? 500;
+  const detail = `the service failed (${fault.id}, an injected ${status})`;
+  if (status === 503) reply.header('retry-after', 1);
+  const style = request.routeOptions.config?.errorStyle ?? 'problem';
+  if (style === 'oauth' || style === 'registration') return sendOAuthError(reply, new OAuthError(status === 503 ? 'temporarily_unavailable' : 'server_error', detail, { status }));
+  if (style === 'html') return pageHeaders(reply.code(status)).send(errorPage('Der Dienst ist gestört', 'server_error', detail));
+  return sendProblem(reply, status, 'server_error', detail);
+}
+
+/**
+ * Faults on the HTTP side: grant faults whose moment has come fire before the request is looked at (a revocation
+ * "at 12:00" refuses a request at 12:00 even between ticks); 5xx and latency faults once the route, and the
+ * caller's token, are known.
+ */
+function installFaultHooks(app: FastifyInstance, core: Core, faults: Faults): void {
+  const exempt = (request: FastifyRequest) => request.url.startsWith(ADMIN_PREFIX);
+  app.addHook('onRequest', (request, _reply, done) => {
+    const due = faults.nextDue;
+    if (due === null || due > core.clock.now() || exempt(request)) return done();
+    faults.runDue().then(() => done(), done);
+  });
+  app.addHook('preHandler', (request, reply, done) => {
+    if (!faults.armed || exempt(request)) return done();
+    const body = request.body as { client_id?: unknown } | undefined;
+    const query = request.query as { client_id?: unknown } | undefined;
+    const clientId = request.access?.client_id ?? [body?.client_id, query?.client_id].find((v): v is string => typeof v === 'string');
+    const ctx = { method: request.method, route: request.routeOptions.url, path: request.url.split('?')[0], client_id: clientId, grant_id: request.access?.grant.id };
+    const note = (fault: Fault) => (request.faults ??= []).push(`${fault.id} ${fault.kind}`);
+    const failure = faults.take('server_error', ctx);
+    if (failure) {
+      note(failure);
+      return void sendInjectedError(request, reply, failure);
+    }
+    const slow = faults.take('latency', ctx);
+    if (!slow) return done();
+    note(slow);
+    setTimeout(done, slow.ms ?? 0);
+  });
 }
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
@@ -77,6 +130,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   app.addHook('onResponse', (request, reply, done) => {
     // The dashboard's own stream is not a request to the service.
     if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH)) {
+      const faults = [...(request.faults ?? []), ...(request.access?.faults ?? [])];
       core.events.emit('request.served', {
         server,
         method: request.method,
@@ -84,10 +138,14 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : {}),
+        ...(faults.length > 0 ? { faults } : {}),
       });
     }
+    // A revocation or replay "after N requests" counts answered requests of the grant.
+    if (request.access && options.faults?.armed) void options.faults.countRequest(request.access.grant.id).catch((e: Error) => options.onServerError?.(e));
     done();
   });
+  if (options.faults) installFaultHooks(app, core, options.faults);
   app.setErrorHandler(
     errorReplier({
       resourceMetadataUrl: () => core.resourceMetadataUrl,
@@ -140,7 +198,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     await extend?.(open);
   });
   if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);
-  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist });
+  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults });
   return app;
 }
 

@@ -6,6 +6,7 @@ import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
 import { Allowlist } from '../core/allowlist.js';
 import type { Prices } from '../core/charges.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
+import { Faults, type FaultSpec } from '../core/faults.js';
 import { Core, type Lifetimes } from '../core/core.js';
 import type { JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
@@ -54,6 +55,8 @@ export interface EmulatorOptions {
   timings?: Partial<JobTimings>;
   /** Who answers the consent screen from the start: for all clients (`clientId` null) or one (emulator control). */
   consent?: Array<{ clientId: string | null; policy: ConsentPolicy }>;
+  /** Faults armed from the start (emulator control); more can be armed through the admin API. */
+  faults?: FaultSpec[];
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
@@ -73,6 +76,8 @@ export class Emulator {
   readonly allowlist: Allowlist;
   /** The agent plane's write actions (spec 2.7 workspace.write, 4.5). */
   readonly plane: AgentPlane;
+  /** Faults on purpose (emulator control). */
+  readonly faults: Faults;
   readonly statePath: string | null;
   readonly adminToken: string;
   readonly adminFile: string | null;
@@ -88,6 +93,7 @@ export class Emulator {
     core: Core,
     allowlist: Allowlist,
     plane: AgentPlane,
+    faults: Faults,
     api: FastifyInstance,
     auth: FastifyInstance,
     statePath: string | null,
@@ -97,6 +103,7 @@ export class Emulator {
   ) {
     this.allowlist = allowlist;
     this.plane = plane;
+    this.faults = faults;
     this.#lifecycle = lifecycle;
     this.core = core;
     this.#api = api;
@@ -147,6 +154,8 @@ export class Emulator {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
       const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
       for (const { clientId, policy } of options.consent ?? []) core.setConsentPolicy(clientId, policy);
+      const faults = new Faults(core);
+      for (const spec of options.faults ?? []) faults.arm(spec);
       const adminToken = randomToken(32);
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);
@@ -161,18 +170,19 @@ export class Emulator {
         askTimeoutMs: options.askTimeoutMs,
         askLatencyMs: options.askLatencyMs,
         timings: options.timings,
+        faults,
       });
       const plane = new AgentPlane(core, allowlist, fixtures.workspace);
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore
       // ports); the auth port in its name keeps two emulators in one browser apart.
       const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${ports.auth ?? 0}`);
-      const common = { sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
+      const common = { faults, sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
         buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, plane, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
         buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, allowlist, plane, api, auth, statePath, adminToken, release, lifecycle);
+      emulator = new Emulator(core, allowlist, plane, faults, api, auth, statePath, adminToken, release, lifecycle);
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;
@@ -185,7 +195,7 @@ export class Emulator {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
       }, 60_000).unref();
       // Research jobs and training steps move on the clock; the ticker publishes each step as it happens.
-      emulator.#settleTimer = setInterval(() => void allowlist.settle().catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
+      emulator.#settleTimer = setInterval(() => void Promise.all([allowlist.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
       setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), allowlist.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
       return emulator;

@@ -98,7 +98,7 @@ function checkToolCalls(body: unknown, access: AccessContext, allowlist: Allowli
   if (!scope) return undefined; // unknown: the MCP server answers "not found"
   if (!access.scopes.includes(scope)) throw new BearerError(403, 'insufficient_scope', `the tool "${name}" needs scope "${scope}"`, scope);
   try {
-    setRateLimitHeaders(reply, allowlist.rateLimit(access));
+    setRateLimitHeaders(reply, allowlist.rateLimit(access, 'POST /mcp'));
   } catch (e) {
     if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: routeOf(name as ToolName) });
     throw e;

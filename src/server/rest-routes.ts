@@ -37,7 +37,7 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
       requireScope(core, scope),
       async function rateLimit(request: FastifyRequest, reply: FastifyReply) {
         try {
-          setRateLimitHeaders(reply, allowlist.rateLimit(request.access!));
+          setRateLimitHeaders(reply, allowlist.rateLimit(request.access!, route, request.url.split('?')[0]));
         } catch (e) {
           if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: request.access!.client_id, grant_id: request.access!.grant.id, route });
           throw e;

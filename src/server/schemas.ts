@@ -153,8 +153,8 @@ export const adminGrantsSchema = {
 
 export const adminRevokeSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
-  // `person`: a scripted person action, recorded as the person's own revocation in settings.
-  body: { type: 'object', properties: { by: { type: 'string', enum: ['person', 'admin'] } }, additionalProperties: false },
+  // `?by=person`: a scripted person action, recorded as the person's own revocation in settings (POST without a body).
+  querystring: { type: 'object', properties: { by: { type: 'string', enum: ['person', 'admin'] } }, additionalProperties: false },
   response: { 200: { type: 'object', properties: { grant: grantView } }, '4xx': problemSchema },
 } as const;
 
@@ -188,6 +188,33 @@ export const adminConsentSchema = {
     },
     additionalProperties: false,
   },
+} as const;
+
+export const adminFaultSchema = {
+  body: {
+    type: 'object',
+    required: ['kind'],
+    properties: {
+      kind: { type: 'string', maxLength: 40 },
+      route: str(200),
+      count: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+      rate: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+      match: str(500),
+      status: { type: 'integer', minimum: 500, maximum: 599 },
+      ms: { type: 'integer', minimum: 1, maximum: 120_000 },
+      retry_after: { type: 'integer', minimum: 0, maximum: 86_400 },
+      client_id: str(200),
+      grant_id: str(200),
+      at: { anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', minLength: 1, maxLength: 40 }] },
+      in: { anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', minLength: 1, maxLength: 40 }] },
+      after_requests: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+    },
+    additionalProperties: false,
+  },
+} as const;
+
+export const adminFaultIdSchema = {
+  params: { type: 'object', required: ['id'], properties: { id: str(100) } },
 } as const;
 
 export const adminActionsSchema = {

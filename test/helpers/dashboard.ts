@@ -22,6 +22,7 @@ export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
     charges: { by_client: {}, by_grant: {}, entries: [], replays: [] },
     actions: [],
     requests: [],
+    faults: [],
     ...overrides,
   };
 }

@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseRateLimit } from '../../core/rate-limit.js';
 import { parseConsentFlag, type ConsentPolicy } from '../../core/consent-policy.js';
+import { parseFaultFlag, parseFaultSpec, type FaultSpec } from '../../core/faults.js';
 
 export interface ServeFlags {
   port: number;
@@ -23,6 +24,7 @@ export interface ServeFlags {
   clock: 'system' | 'manual';
   logFile?: string;
   consent: Array<{ clientId: string | null; policy: ConsentPolicy }>;
+  fault: FaultSpec[];
 }
 
 const parseMs = (value: string): number => {
@@ -77,6 +79,19 @@ export function serveCommand(): Command {
         .argParser((value: string, previous: ServeFlags['consent']) => {
           try {
             return [...previous, parseConsentFlag(value)];
+          } catch (e) {
+            throw new InvalidArgumentError((e as Error).message);
+          }
+        })
+        .default([]),
+    )
+    .addOption(
+      new Option('--fault <spec>', 'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (README: Faults)')
+        .argParser((value: string, previous: FaultSpec[]) => {
+          try {
+            const spec = parseFaultFlag(value);
+            parseFaultSpec(spec, Date.now());
+            return [...previous, spec];
           } catch (e) {
             throw new InvalidArgumentError((e as Error).message);
           }

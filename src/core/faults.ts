@@ -1,0 +1,363 @@
+import { parseDuration } from './clock.js';
+import type { Core } from './core.js';
+import { ProblemError } from './errors.js';
+import type { FaultView } from './snapshot.js';
+
+/**
+ * Faults on purpose (emulator control, not part of the service): the service misbehaves the way the real one can,
+ * deterministically, so a client's handling of it can be tested. Request faults fire on matching requests; the
+ * grant faults (a stored refresh-token replay, a revocation) fire at a chosen moment.
+ */
+export const FAULT_KINDS = ['rate_limit', 'server_error', 'latency', 'ask_timeout', 'research_fail', 'refresh_replay', 'revoke'] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** What a caller asks for (flag, admin API, programmatic API). */
+export interface FaultSpec {
+  kind: FaultKind;
+  /**
+   * rate_limit, server_error, latency: which requests, as `METHOD PATH` or `PATH`, the path as the spec writes it
+   * (`/research/{job_id}`) or as sent; a trailing `*` matches a prefix. Default: every route (rate_limit: every
+   * rate-limited route, the REST allowlist and MCP tool calls).
+   */
+  route?: string;
+  /** Fires this many times, then is spent. Default: until cleared. */
+  count?: number;
+  /** Fires on this share of the matching requests (0 < rate ≤ 1), spread evenly: 0.25 is every fourth. */
+  rate?: number;
+  /** ask_timeout, research_fail: only questions that contain this text (case-insensitive). */
+  match?: string;
+  /** server_error: the status, 500–599. Default 500. */
+  status?: number;
+  /** latency: added milliseconds (real time). */
+  ms?: number;
+  /** rate_limit: the Retry-After seconds. Default 1. */
+  retry_after?: number;
+  /** Only requests of this client. */
+  client_id?: string;
+  /** Request faults: only requests of this grant. refresh_replay, revoke: the grant they act on (required). */
+  grant_id?: string;
+  /** refresh_replay, revoke: when, on the emulator's clock (epoch ms or ISO 8601). Default: at once. */
+  at?: number | string;
+  /** refresh_replay, revoke: in this long from now on the emulator's clock (`10m`), instead of `at`. */
+  in?: string | number;
+  /** refresh_replay, revoke: once the grant has served this many more requests (they succeed; the next is refused). */
+  after_requests?: number;
+}
+
+export interface Fault {
+  id: string;
+  kind: FaultKind;
+  route: string | null;
+  count: number | null;
+  rate: number | null;
+  match: string | null;
+  status: number | null;
+  ms: number | null;
+  retry_after: number | null;
+  client_id: string | null;
+  grant_id: string | null;
+  /** refresh_replay, revoke: the moment (emulator clock), if time-triggered. */
+  at: number | null;
+  after_requests: number | null;
+  created_at: number;
+  /** Matching requests seen (for `rate`), requests of the grant counted (for `after_requests`). */
+  seen: number;
+  fired: number;
+  last_fired_at: number | null;
+  state: 'armed' | 'spent' | 'cleared';
+  /** One line for logs and the dashboard: what it does and to what. */
+  description: string;
+}
+
+/** What a request fault is checked against. */
+export interface FaultContext {
+  method?: string;
+  /** The route template as registered (`/research/:job_id`) and the path as sent. */
+  route?: string;
+  path?: string;
+  client_id?: string;
+  grant_id?: string;
+  question?: string;
+}
+
+const REQUEST_KINDS: readonly FaultKind[] = ['rate_limit', 'server_error', 'latency', 'ask_timeout', 'research_fail'];
+const GRANT_KINDS: readonly FaultKind[] = ['refresh_replay', 'revoke'];
+export const FAULT_LIMIT = 100;
+
+const bad = (message: string) => new ProblemError(400, 'invalid_fault', message);
+
+/** Which fields each kind takes; anything else is an error, so a misspelt intent never arms a different fault. */
+const FIELDS: Record<FaultKind, readonly (keyof FaultSpec)[]> = {
+  rate_limit: ['route', 'count', 'rate', 'retry_after', 'client_id', 'grant_id'],
+  server_error: ['route', 'count', 'rate', 'status', 'client_id', 'grant_id'],
+  latency: ['route', 'count', 'rate', 'ms', 'client_id', 'grant_id'],
+  ask_timeout: ['count', 'rate', 'match', 'client_id', 'grant_id'],
+  research_fail: ['count', 'rate', 'match', 'client_id', 'grant_id'],
+  refresh_replay: ['grant_id', 'at', 'in', 'after_requests'],
+  revoke: ['grant_id', 'at', 'in', 'after_requests'],
+};
+
+const wholeAtLeast = (value: unknown, min: number, name: string): number => {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) throw bad(`${name} must be a whole number, at least ${min}`);
+  return value;
+};
+
+function parseAt(value: number | string, name: string): number {
+  const at = typeof value === 'number' ? value : /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+  if (!Number.isFinite(at)) throw bad(`${name} "${value}" is not a time (epoch ms or ISO 8601)`);
+  return at;
+}
+
+/** Checks an untrusted fault and resolves its times against `now`. */
+export function parseFaultSpec(spec: FaultSpec, now: number): Omit<Fault, 'id' | 'created_at' | 'seen' | 'fired' | 'last_fired_at' | 'state' | 'description'> {
+  if (!(FAULT_KINDS as readonly string[]).includes(spec.kind)) throw bad(`kind "${spec.kind}" is not one of ${FAULT_KINDS.join(', ')}`);
+  const allowed = FIELDS[spec.kind];
+  const extra = Object.keys(spec).filter((k) => k !== 'kind' && (spec as unknown as Record<string, unknown>)[k] !== undefined && !allowed.includes(k as keyof FaultSpec));
+  if (extra.length > 0) throw bad(`a ${spec.kind} fault takes ${allowed.join(', ')}; not ${extra.join(', ')}`);
+  if (spec.count !== undefined) wholeAtLeast(spec.count, 1, 'count');
+  if (spec.rate !== undefined && (typeof spec.rate !== 'number' || !(spec.rate > 0 && spec.rate <= 1))) throw bad('rate must be a share of requests, more than 0 and at most 1 (0.25: every fourth)');
+  if (spec.status !== undefined && (wholeAtLeast(spec.status, 500, 'status') > 599)) throw bad('status must be from 500 to 599');
+  if (spec.kind === 'latency') wholeAtLeast(spec.ms, 1, 'ms');
+  if (spec.ms !== undefined && spec.ms > 120_000) throw bad('ms is at most 120000 (two minutes)');
+  if (spec.retry_after !== undefined) wholeAtLeast(spec.retry_after, 0, 'retry_after');
+  if (spec.match !== undefined && (typeof spec.match !== 'string' || spec.match.trim() === '')) throw bad('match must be a non-empty text');
+  if (spec.route !== undefined && (typeof spec.route !== 'string' || !/^(?:(GET|POST|DELETE|PUT|PATCH|OPTIONS) )?(\*|\/\S*)$/.test(spec.route))) {
+    throw bad(`route "${spec.route}" must be "PATH" or "METHOD PATH" (e.g. "POST /research", "/research/{job_id}", "/oauth/*", "*")`);
+  }
+  let at: number | null = null;
+  if (GRANT_KINDS.includes(spec.kind)) {
+    if (!spec.grant_id) throw bad(`a ${spec.kind} fault needs grant_id`);
+    const triggers = [spec.at, spec.in, spec.after_requests].filter((v) => v !== undefined).length;
+    if (triggers > 1) throw bad('give at most one of at, in and after_requests');
+    if (spec.after_requests !== undefined) wholeAtLeast(spec.after_requests, 1, 'after_requests');
+    if (spec.at !== undefined) at = parseAt(spec.at, 'at');
+    if (spec.in !== undefined) {
+      try {
+        at = now + parseDuration(spec.in);
+      } catch (e) {
+        throw bad(`in: ${(e as Error).message}`);
+      }
+    }
+    if (spec.after_requests === undefined) at ??= now;
+  }
+  return {
+    kind: spec.kind,
+    route: spec.route ?? null,
+    count: spec.count ?? null,
+    rate: spec.rate ?? null,
+    match: spec.match ?? null,
+    status: spec.kind === 'server_error' ? (spec.status ?? 500) : null,
+    ms: spec.ms ?? null,
+    retry_after: spec.kind === 'rate_limit' ? (spec.retry_after ?? 1) : null,
+    client_id: spec.client_id ?? null,
+    grant_id: spec.grant_id ?? null,
+    at,
+    after_requests: spec.after_requests ?? null,
+  };
+}
+
+const NUMERIC: ReadonlySet<string> = new Set(['count', 'rate', 'status', 'ms', 'retry_after', 'after_requests']);
+
+/**
+ * The flag form: `KIND` or `KIND:key=value,key=value` (`server_error:route=POST /research,status=503,count=1`), or
+ * the JSON object the admin API takes. Values with commas need the JSON form.
+ */
+export function parseFaultFlag(text: string): FaultSpec {
+  const trimmed = text.trim();
+  if (trimmed.startsWith('{')) {
+    try {
+      return JSON.parse(trimmed) as FaultSpec;
+    } catch (e) {
+      throw bad(`--fault ${text}: not valid JSON (${(e as Error).message})`);
+    }
+  }
+  const [kind, rest] = [trimmed.split(':', 1)[0]!, trimmed.includes(':') ? trimmed.slice(trimmed.indexOf(':') + 1) : ''];
+  const spec: Record<string, unknown> = { kind };
+  for (const pair of rest ? rest.split(',') : []) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw bad(`--fault ${text}: "${pair}" is not key=value`);
+    const key = pair.slice(0, eq).trim();
+    const value = pair.slice(eq + 1).trim();
+    spec[key] = NUMERIC.has(key) && value !== '' && Number.isFinite(Number(value)) ? Number(value) : value;
+  }
+  return spec as unknown as FaultSpec;
+}
+
+/** `/research/:job_id` → `/research/{job_id}`: routes as the spec writes them. */
+const specStyle = (template: string): string => template.replace(/:([A-Za-z_]+)/g, '{$1}');
+
+function routeMatches(pattern: string | null, ctx: FaultContext): boolean {
+  if (pattern === null || pattern === '*') return true;
+  const space = pattern.indexOf(' ');
+  const method = space > 0 ? pattern.slice(0, space) : null;
+  const path = space > 0 ? pattern.slice(space + 1) : pattern;
+  if (method && method !== ctx.method) return false;
+  const candidates = [ctx.path, ctx.route, ctx.route ? specStyle(ctx.route) : undefined].filter((c): c is string => c !== undefined);
+  if (path === '*') return true;
+  if (path.endsWith('*')) return candidates.some((c) => c.startsWith(path.slice(0, -1)));
+  return candidates.includes(path);
+}
+
+function describe(f: Omit<Fault, 'description'>): string {
+  const where = f.route && f.route !== '*' ? ` on ${f.route}` : '';
+  const who = [f.client_id ? `client ${f.client_id}` : '', f.kind !== 'revoke' && f.kind !== 'refresh_replay' && f.grant_id ? `grant ${f.grant_id}` : ''].filter(Boolean).join(', ');
+  const scope = `${who ? ` for ${who}` : ''}${f.match ? ` when the question contains "${f.match}"` : ''}`;
+  const how = [f.count !== null ? `${f.count}×` : '', f.rate !== null && f.rate < 1 ? `${Math.round(f.rate * 100)}% of requests` : ''].filter(Boolean).join(', ');
+  const suffix = how ? ` (${how})` : '';
+  const when = f.after_requests !== null ? `after ${f.after_requests} more requests` : f.at !== null ? `at ${new Date(f.at).toISOString()}` : '';
+  switch (f.kind) {
+    case 'rate_limit':
+      return `429 Too Many Requests${where || ' on rate-limited routes'}${scope}${suffix}`;
+    case 'server_error':
+      return `${f.status} server error${where || ' on every route'}${scope}${suffix}`;
+    case 'latency':
+      return `+${f.ms} ms latency${where || ' on every route'}${scope}${suffix}`;
+    case 'ask_timeout':
+      return `ask abandoned as timed out${scope}${suffix}`;
+    case 'research_fail':
+      return `research job fails${scope}${suffix}`;
+    case 'refresh_replay':
+      return `a rotated refresh token of grant ${f.grant_id} is replayed ${when}: its token family dies`;
+    case 'revoke':
+      return `the person revokes grant ${f.grant_id} ${when}`;
+  }
+}
+
+/**
+ * The faults in force, kept in memory (a restart forgets them). `take` is asked by the adapters at each point a
+ * fault can apply; firing is published as `fault.fired`, with what it hit, for the request log and the dashboard.
+ */
+export class Faults {
+  readonly #faults = new Map<string, Fault>();
+  #seq = 0;
+
+  constructor(private readonly core: Core) {}
+
+  arm(spec: FaultSpec): Fault {
+    const now = this.core.clock.now();
+    const parsed = parseFaultSpec(spec, now);
+    if (parsed.grant_id !== null && GRANT_KINDS.includes(parsed.kind) && !Object.hasOwn(this.core.state.grants, parsed.grant_id)) {
+      throw new ProblemError(404, 'grant.not_found', `no grant with id "${parsed.grant_id}"`);
+    }
+    this.#dropEnded();
+    if (this.#faults.size >= FAULT_LIMIT) throw new ProblemError(409, 'too_many_faults', `at most ${FAULT_LIMIT} faults at once; clear some first`);
+    const base = { ...parsed, id: `fault_${++this.#seq}`, created_at: now, seen: 0, fired: 0, last_fired_at: null, state: 'armed' as const };
+    const fault: Fault = { ...base, description: describe(base) };
+    this.#faults.set(fault.id, fault);
+    this.core.events.emit('fault.armed', { fault_id: fault.id, kind: fault.kind, description: fault.description, remaining: fault.count });
+    return fault;
+  }
+
+  /** Every fault in the order armed, the ended ones still kept for the record. */
+  list(): Fault[] {
+    return [...this.#faults.values()];
+  }
+
+  /** The faults as the dashboard lists them. */
+  views(): FaultView[] {
+    return this.list().map((f) => ({ id: f.id, kind: f.kind, description: f.description, state: f.state, fired: f.fired, remaining: f.count === null ? null : f.count - f.fired, created_at: f.created_at, last_fired_at: f.last_fired_at }));
+  }
+
+  get(id: string): Fault | undefined {
+    return this.#faults.get(id);
+  }
+
+  /** Clears one fault (404 if unknown) or, without an id, every armed one. */
+  clear(id?: string): Fault[] {
+    const targets = id === undefined ? [...this.#faults.values()].filter((f) => f.state === 'armed') : [this.#faults.get(id)];
+    if (targets[0] === undefined && id !== undefined) throw new ProblemError(404, 'fault.not_found', `no fault with id "${id}"`);
+    const cleared: Fault[] = [];
+    for (const fault of targets as Fault[]) {
+      if (fault.state !== 'armed') continue;
+      fault.state = 'cleared';
+      this.core.events.emit('fault.cleared', { fault_id: fault.id, kind: fault.kind });
+      cleared.push(fault);
+    }
+    return cleared;
+  }
+
+  /** Whether any fault is armed: the hot paths skip everything else when none is. */
+  get armed(): boolean {
+    for (const f of this.#faults.values()) if (f.state === 'armed') return true;
+    return false;
+  }
+
+  /**
+   * The first armed fault of `kind` that applies to this request, counted as fired; null if none does. With
+   * `rate`, the fault fires on an evenly spread share of the matching requests (deterministic, no randomness).
+   */
+  take(kind: FaultKind, ctx: FaultContext): Fault | null {
+    for (const fault of this.#faults.values()) {
+      if (fault.state !== 'armed' || fault.kind !== kind || !this.#applies(fault, ctx)) continue;
+      fault.seen++;
+      if (fault.rate !== null && Math.floor(fault.seen * fault.rate) === Math.floor((fault.seen - 1) * fault.rate)) continue;
+      this.#fired(fault, ctx);
+      return fault;
+    }
+    return null;
+  }
+
+  #applies(fault: Fault, ctx: FaultContext): boolean {
+    if (fault.client_id !== null && fault.client_id !== ctx.client_id) return false;
+    if (fault.grant_id !== null && fault.grant_id !== ctx.grant_id) return false;
+    if (fault.match !== null && !(ctx.question ?? '').toLowerCase().includes(fault.match.toLowerCase())) return false;
+    return REQUEST_KINDS.includes(fault.kind) ? routeMatches(fault.route, ctx) : true;
+  }
+
+  #fired(fault: Fault, ctx: FaultContext): void {
+    fault.fired++;
+    fault.last_fired_at = this.core.clock.now();
+    if (fault.count !== null && fault.fired >= fault.count) fault.state = 'spent';
+    this.core.events.emit('fault.fired', {
+      fault_id: fault.id,
+      kind: fault.kind,
+      description: fault.description,
+      state: fault.state,
+      remaining: fault.count === null ? null : fault.count - fault.fired,
+      ...(ctx.method ? { method: ctx.method } : {}),
+      ...(ctx.path ? { path: ctx.path } : {}),
+      ...(ctx.client_id ? { client_id: ctx.client_id } : {}),
+      ...(ctx.grant_id ? { grant_id: ctx.grant_id } : {}),
+    });
+  }
+
+  /** The soonest time a grant fault is due, for callers that check before a request (null: none scheduled). */
+  get nextDue(): number | null {
+    let next: number | null = null;
+    for (const f of this.#faults.values()) if (f.state === 'armed' && f.at !== null && (next === null || f.at < next)) next = f.at;
+    return next;
+  }
+
+  /** Fires the grant faults whose moment has come on the clock. */
+  async runDue(): Promise<void> {
+    const now = this.core.clock.now();
+    for (const fault of this.#faults.values()) {
+      if (fault.state === 'armed' && fault.at !== null && fault.at <= now) await this.#act(fault);
+    }
+  }
+
+  /** Counts a request of a grant (after its answer) and fires the faults waiting for that many. */
+  async countRequest(grantId: string): Promise<void> {
+    for (const fault of this.#faults.values()) {
+      if (fault.state !== 'armed' || fault.after_requests === null || fault.grant_id !== grantId) continue;
+      fault.seen++;
+      if (fault.seen >= fault.after_requests) await this.#act(fault);
+    }
+  }
+
+  async #act(fault: Fault): Promise<void> {
+    fault.state = 'spent';
+    const grantId = fault.grant_id!;
+    this.#fired(fault, { grant_id: grantId, client_id: this.core.state.grants[grantId]?.client_id });
+    if (fault.kind === 'revoke') await this.core.revokeGrant(grantId, 'person').catch(() => undefined);
+    else await this.core.replayStoredRefreshToken(grantId);
+  }
+
+  /** Ended faults are kept for the record, the oldest dropped first when the list is full. */
+  #dropEnded(): void {
+    for (const [id, f] of this.#faults) {
+      if (this.#faults.size < FAULT_LIMIT) return;
+      if (f.state !== 'armed') this.#faults.delete(id);
+    }
+  }
+}

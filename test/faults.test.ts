@@ -1,0 +1,220 @@
+/**
+ * Faults on purpose (issue 7.4): each one armed through the programmatic API (the admin API underneath) or a serve
+ * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseFaultFlag } from '../src/core/faults.js';
+import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
+import { runCli, startServe } from './helpers/cli.js';
+import { http, postJson, refresh } from './helpers/oauth.js';
+
+const running: RunningEmulator[] = [];
+afterEach(async () => {
+  while (running.length) await running.pop()!.stop();
+});
+async function start(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
+  const emu = await startEmulator({ clock: 'manual', ...options });
+  running.push(emu);
+  return emu;
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Hufschmied?') => postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
+const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json();
+const charges = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
+
+describe('faults observed by a client (issue 7.4)', () => {
+  it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    const fault = await emu.faults.add({ kind: 'rate_limit', count: 2, retry_after: 7 });
+    for (let i = 0; i < 2; i++) {
+      const res = await ask(emu, access_token);
+      expect(res.status).toBe(429);
+      expect(res.headers).toMatchObject({ 'retry-after': '7', 'ratelimit-remaining': '0', 'ratelimit-limit': '60' });
+      expect(res.json()).toMatchObject({ title: 'rate_limited', status: 429 });
+    }
+    expect((await ask(emu, access_token)).status).toBe(200);
+    expect(await charges(emu)).toHaveLength(1);
+    const snap = await snapshot(emu);
+    expect(snap.requests.filter((r: { faults?: string[] }) => r.faults).map((r: { status: number; faults: string[] }) => [r.status, r.faults])).toEqual([
+      [429, [`${fault.id} rate_limit`]],
+      [429, [`${fault.id} rate_limit`]],
+    ]);
+    expect(snap.faults).toEqual([expect.objectContaining({ id: fault.id, kind: 'rate_limit', state: 'spent', fired: 2, remaining: 0 })]);
+  });
+
+  it('rate_limit rate=0.5: every second matching request, deterministically', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'rate_limit', rate: 0.5, route: 'POST /chat/ask' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await ask(emu, access_token)).status);
+    expect(statuses).toEqual([200, 429, 200, 429, 200, 429]);
+  });
+
+  it('server_error on POST /research (503, once): the problem shape with Retry-After, no job, no charge; then it works. On /oauth/token: RFC 6749 JSON, and the refresh token still works after', async () => {
+    const emu = await start();
+    const tokens = await emu.issueTokens({ scopes: ['research'] });
+    await emu.faults.add({ kind: 'server_error', route: 'POST /research', status: 503, count: 1 });
+    const failed = await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token));
+    expect(failed.status).toBe(503);
+    expect(failed.headers['retry-after']).toBe('1');
+    expect(failed.json()).toMatchObject({ title: 'server_error', status: 503 });
+    expect((await snapshot(emu)).research).toEqual([]);
+    expect(await charges(emu)).toEqual([]);
+    expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(202);
+
+    await emu.faults.add({ kind: 'server_error', route: '/oauth/token', count: 1 });
+    const tokenFailure = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    expect(tokenFailure.status).toBe(500);
+    expect(tokenFailure.json()).toMatchObject({ error: 'server_error' });
+    // The failure happened before the grant handler: the token was not rotated, so it is not a replay now.
+    expect((await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token })).status).toBe(200);
+  });
+
+  it('server_error limited to one client leaves the others alone; a route pattern with * matches a prefix', async () => {
+    const emu = await start();
+    const a = await emu.issueTokens({ scopes: ['ask'] });
+    const b = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'server_error', route: '/chat/*', client_id: a.client_id });
+    expect((await ask(emu, a.access_token)).status).toBe(500);
+    expect((await ask(emu, b.access_token)).status).toBe(200);
+  });
+
+  it('latency: the matching request is answered no sooner than the added milliseconds', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'latency', ms: 400, route: 'POST /chat/ask', count: 1 });
+    const started = performance.now();
+    expect((await ask(emu, access_token)).status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(400);
+  });
+
+  it('ask_timeout for matching questions: 504 ask_timeout, uncharged; other questions are answered', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'ask_timeout', match: 'hufschmied' });
+    const res = await ask(emu, access_token, 'Wann kommt der Hufschmied?');
+    expect(res.status).toBe(504);
+    expect(res.json()).toMatchObject({ title: 'ask_timeout' });
+    expect((await ask(emu, access_token, 'Was steht in der Hausordnung?')).status).toBe(200);
+    expect(await charges(emu)).toHaveLength(1);
+  });
+
+  it('research_fail count=1: the next job fails with an error when it would finish; the one after succeeds', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['research'] });
+    await emu.faults.add({ kind: 'research_fail', count: 1 });
+    const first = (await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(access_token))).json();
+    const second = (await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(access_token))).json();
+    expect(first.status).toBe('queued');
+    await emu.clock.advance('10m');
+    const failed = (await http(`${emu.baseUrl}${first.poll}`, { headers: bearer(access_token) })).json();
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'research_failed' } });
+    expect(failed.report).toBeUndefined();
+    expect((await http(`${emu.baseUrl}${second.poll}`, { headers: bearer(access_token) })).json().status).toBe('succeeded');
+  });
+
+  it('refresh_replay (now): the family dies by the replay rule; the client sees invalid_grant on refresh and 401 on its access token', async () => {
+    const emu = await start();
+    const tokens = await emu.issueTokens({ scopes: ['ask'] });
+    const fault = await emu.faults.add({ kind: 'refresh_replay', grant_id: tokens.grant_id });
+    // "Now": it has fired by the time the answer arrives.
+    expect(fault).toMatchObject({ state: 'spent', fired: 1 });
+    const renewed = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    expect(renewed.status).toBe(400);
+    expect(renewed.json()).toMatchObject({ error: 'invalid_grant' });
+    const refused = await ask(emu, tokens.access_token);
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toContain('token family was invalidated');
+    const snap = await snapshot(emu);
+    expect(snap.families[0]).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay' });
+    expect(snap.faults[0]).toMatchObject({ id: fault.id, state: 'spent', fired: 1 });
+  });
+
+  it('revoke at a chosen moment (in 10m on the clock) and after N requests: refused from the next request on, as revoked by the person', async () => {
+    const emu = await start();
+    const timed = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'revoke', grant_id: timed.grant_id, in: '10m' });
+    expect((await ask(emu, timed.access_token)).status).toBe(200);
+    await emu.clock.advance('9m');
+    expect((await ask(emu, timed.access_token)).status).toBe(200);
+    await emu.clock.advance('1m');
+    const refused = await ask(emu, timed.access_token);
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toContain('revoked by the person');
+
+    const counted = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'revoke', grant_id: counted.grant_id, after_requests: 2 });
+    expect((await ask(emu, counted.access_token)).status).toBe(200);
+    expect((await ask(emu, counted.access_token)).status).toBe(200);
+    expect((await ask(emu, counted.access_token)).status).toBe(401);
+  });
+
+  it('list and clear: a cleared fault no longer fires; bad faults are 400 (404 for an unknown grant or fault) and arm nothing', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    const fault = await emu.faults.add({ kind: 'server_error', route: 'POST /chat/ask' });
+    expect((await ask(emu, access_token)).status).toBe(500);
+    expect((await emu.faults.clear(fault.id)).map((f) => f.id)).toEqual([fault.id]);
+    expect((await ask(emu, access_token)).status).toBe(200);
+    expect((await emu.faults.list()).map((f) => [f.id, f.state, f.fired])).toEqual([[fault.id, 'cleared', 1]]);
+    for (const spec of [
+      { kind: 'meltdown' },
+      { kind: 'server_error', status: 404 },
+      { kind: 'latency' },
+      { kind: 'rate_limit', rate: 1.5 },
+      { kind: 'rate_limit', ms: 5 },
+      { kind: 'server_error', route: 'chat/ask' },
+      { kind: 'revoke' },
+      { kind: 'revoke', grant_id: 'g', in: '1m', after_requests: 1 },
+      { kind: 'ask_timeout', matches: 'x' },
+    ]) {
+      await expect(emu.faults.add(spec as never), JSON.stringify(spec)).rejects.toMatchObject({ status: 400 });
+    }
+    await expect(emu.faults.add({ kind: 'revoke', grant_id: 'grant_nope' })).rejects.toMatchObject({ status: 404 });
+    await expect(emu.faults.clear('fault_nope')).rejects.toMatchObject({ status: 404 });
+    expect(await emu.faults.list()).toHaveLength(1);
+  });
+
+  it('faults from startEmulator options reach a child emulator as --fault flags', async () => {
+    const emu = await start({ mode: 'child', faults: [{ kind: 'server_error', route: 'POST /chat/ask', status: 502, count: 1 }] });
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    expect((await ask(emu, access_token)).status).toBe(502);
+    expect((await ask(emu, access_token)).status).toBe(200);
+  });
+});
+
+describe('serve --fault (issue 7.4: from flags)', () => {
+  it('arms faults at start; the request log on stderr marks the answers they shaped', async () => {
+    const serve = await startServe(['--in-memory', '--fault', 'rate_limit:count=1', '--fault', '{"kind":"server_error","route":"GET /.well-known/jwks.json","count":1}']);
+    try {
+      const admin = bearer(serve.ready.admin_token);
+      const tokens = (await postJson(`${serve.ready.admin_url}/tokens`, { scopes: ['ask'] }, admin)).json();
+      expect((await postJson(`${serve.ready.base_url}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token))).status).toBe(429);
+      expect((await http(`${serve.ready.base_url}/.well-known/jwks.json`)).status).toBe(500);
+      const faults = (await http(`${serve.ready.admin_url}/faults`, { headers: admin })).json().faults;
+      expect(faults.map((f: { kind: string; state: string }) => [f.kind, f.state])).toEqual([['rate_limit', 'spent'], ['server_error', 'spent']]);
+      await expect.poll(() => serve.stderr()).toMatch(/POST \/chat\/ask 429 [\d.]+ms \S+ FAULT fault_1 rate_limit/);
+      expect(serve.stderr()).toMatch(/GET \/.well-known\/jwks.json 500 [\d.]+ms FAULT fault_2 server_error/);
+      expect(serve.stderr()).toMatch(/fault\.fired .*"fault_id":"fault_1"/);
+    } finally {
+      serve.child.kill('SIGTERM');
+      await serve.exit;
+    }
+  });
+
+  it('a malformed --fault is a usage error (exit 2) that names the problem', async () => {
+    const bad = await runCli(['serve', '--in-memory', '--port', '0', '--auth-port', '0', '--fault', 'latency:ms=fast']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/ms must be a whole number/);
+  });
+
+  it('the flag form: kind, key=value pairs with numbers, and JSON', () => {
+    expect(parseFaultFlag('server_error:route=POST /research,status=503,count=2')).toEqual({ kind: 'server_error', route: 'POST /research', status: 503, count: 2 });
+    expect(parseFaultFlag('ask_timeout:match=Hufschmied')).toEqual({ kind: 'ask_timeout', match: 'Hufschmied' });
+    expect(parseFaultFlag('{"kind":"latency","ms":10}')).toEqual({ kind: 'latency', ms: 10 });
+    expect(() => parseFaultFlag('latency:ms')).toThrow(/not key=value/);
+  });
+});
