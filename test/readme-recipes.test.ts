@@ -1,0 +1,51 @@
+/**
+ * The README's CI recipe (issue 7.7) run as written, with the built CLI in place of `npx --no-install agent-access`
+ * and free ports: serve --json in the background, readiness, login --headless under an approve policy, ask, the
+ * clock moved past the access token's 900 s, ask again (refreshed by the client).
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { BIN } from './helpers/cli.js';
+import { scratchDir } from './helpers/emulator.js';
+
+const README = fileURLToPath(new URL('../README.md', import.meta.url));
+
+async function recipe(heading: RegExp): Promise<string> {
+  const text = await readFile(README, 'utf8');
+  const at = text.search(heading);
+  if (at < 0) throw new Error(`README has no recipe matching ${heading}`);
+  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at));
+  if (!block) throw new Error('the recipe has no sh block');
+  return block[1]!;
+}
+
+describe('README recipes', () => {
+  it('issue 7.7: the CI job with login under an approve policy runs as written', async () => {
+    const dir = await scratchDir();
+    const script = (await recipe(/A CI job that runs the emulator in the background, waits for it to be ready, and runs a script that logs in/))
+      .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)
+      .replace('serve --json', 'serve --json --port 0 --auth-port 0');
+    await writeFile(join(dir, 'ci.sh'), `set -eu\n${script}`);
+    const child = spawn('bash', ['ci.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    const [code] = await once(child, 'exit');
+    clearTimeout(timer);
+    expect(code, `${stderr}\n${await readFile(join(dir, 'serve.log'), 'utf8').catch(() => '')}`).toBe(0);
+    // Two answers, the second after the clock moved 16 minutes: the client refreshed its token in between.
+    expect(stdout).toMatch(/^Logged in to http:\/\/127\.0\.0\.1:\d+ as \S+ .*\nScopes: ask research;/);
+    // Each --json answer is a pretty-printed object from a line "{" to a line "}".
+    const answers = [...stdout.matchAll(/^\{\n[\s\S]*?\n\}$/gm)].map((m) => JSON.parse(m[0]) as { answer: string; message_id: string });
+    expect(answers).toHaveLength(2);
+    expect(answers.every((a) => typeof a.answer === 'string' && a.message_id.startsWith('msg_'))).toBe(true);
+    const log = await readFile(join(dir, 'serve.log'), 'utf8');
+    expect(log.match(/POST \/oauth\/token 200/g)).toHaveLength(2); // the code exchange, then the refresh
+  });
+});
