@@ -85,7 +85,7 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     const { term, serve } = await setup({});
     let screen = await term.waitFor((s) => s.includes('● live'), 'the live header');
     expect(screen.split('\n')[0]).toContain(`agent-access ● live  ${serve.ready.base_url}`);
-    expect(screen).toContain(' 1 Grants 0  2 Families 0  3 Jobs 0  4 Charges  5 Requests 0  6 Approvals');
+    expect(screen).toContain(' 1 Grants 0│2 Families 0│3 Jobs 0│4 Charges│5 Requests│6 Approvals│7 Faults');
     expect(screen).toContain('no grants yet');
 
     await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask research' });
@@ -96,7 +96,7 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     const lines = screen.replace(/\n$/, '').split('\n');
     expect(lines).toHaveLength(24);
     expect(lines[0]).toMatch(/^agent-access ● live/);
-    expect(lines[22]).toMatch(/^Tab\/1-6 view/);
+    expect(lines[22]).toMatch(/^Tab\/1-7 view/);
     expect(lines[23]).toBe('');
 
     // No flicker: what the dashboard writes while it runs (two clock ticks, a view switch) never clears the

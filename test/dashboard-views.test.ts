@@ -103,7 +103,7 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     ui.send(...session());
     await ui.press('6');
     let f = await ui.waitFor((x) => x.includes('Telefonnummer von Jonas Weber ändern'));
-    expect(f).toMatch(/ 6 Approvals 1!/);
+    expect(f).toMatch(/│6 Approvals 1!│/);
     await ui.press('a');
     f = await ui.waitFor((x) => x.includes('Approve “Telefonnummer von Jonas Weber ändern”? y/n'));
     await ui.press('n');

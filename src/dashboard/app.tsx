@@ -165,7 +165,8 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     families: String(Object.values(state.families).filter((f) => f.status === 'active').length),
     jobs: String(Object.keys(state.research).length + Object.keys(state.training).length),
     charges: '',
-    requests: String(state.requests.length),
+    // The log is capped, so its length says little; it is left out to keep the tabs within 80 columns.
+    requests: '',
     approvals: pending ? `${pending}!` : '',
     faults: armed ? `${armed}!` : '',
   };
@@ -201,12 +202,15 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     <Box flexDirection="column" width={columns} height={height}>
       {text('header', header, live ? 'normal' : 'alarm')}
       <Box height={1} overflow="hidden">
-        {VIEWS.map((v, i) => (
-          // One space before each tab (and after the last): seven tabs with their counts fit 80 columns.
+        {VIEWS.map((v, i) => [
+          // Seven tabs and their counts fit 80 columns with one separator between them.
+          <Text key={`sep-${v}`} dimColor>
+            {i === 0 ? ' ' : '│'}
+          </Text>,
           <Text key={v} {...paint((v === 'approvals' && pending) || (v === 'faults' && armed) ? 'warn' : 'normal', v === view)}>
-            {`${i === 0 ? ' ' : ''}${i + 1} ${v === 'families' ? 'Families' : VIEW_TITLES[v]}${counts[v] ? ` ${counts[v]}` : ''} `}
-          </Text>
-        ))}
+            {`${i + 1} ${v === 'families' ? 'Families' : VIEW_TITLES[v]}${counts[v] ? ` ${counts[v]}` : ''}`}
+          </Text>,
+        ])}
       </Box>
       {mode.kind === 'help' ? (
         <Box flexDirection="column" height={bodyHeight}>
