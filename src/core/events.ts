@@ -29,7 +29,8 @@ export interface EventMap {
   'action.approved': { action_id: string; client_id: string; person_id: string };
   'action.rejected': { action_id: string; client_id: string; person_id: string };
   'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
-  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string };
+  /** `variant`: with --vary-unspecified, what the response varied (its Agent-Access-Variant header). */
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; variant?: string };
 }
 
 export type GrantRevoker = 'person' | 'admin' | 'client';

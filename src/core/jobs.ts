@@ -1,4 +1,5 @@
 import type { Source } from './search.js';
+import type { VariantSelection } from './variation.js';
 
 /** Spec 2.5, 3.1: `queued` and `succeeded` are given; `running` and `failed` are the emulator's (README). */
 export type ResearchStatus = 'queued' | 'running' | 'succeeded' | 'failed';
@@ -26,6 +27,8 @@ export interface ResearchJob {
   report?: string;
   citations?: Citation[];
   error?: { code: string; message: string };
+  /** With --vary-unspecified: the variants this job is shown in, fixed at creation. */
+  variation?: VariantSelection<'research'>;
 }
 
 /** Spec 2.6: `processing_step` values (not shown in the spec; documented in the README). */
@@ -47,6 +50,8 @@ export interface TrainingDocument {
   processing_step: TrainingStep;
   indexed_at?: number;
   error?: { code: string; message: string };
+  /** With --vary-unspecified: the variants this document is shown in, fixed at creation. */
+  variation?: VariantSelection<'training'>;
 }
 
 export interface JobTimings {

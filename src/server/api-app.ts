@@ -19,6 +19,7 @@ import type { AgentPlane } from '../core/agent-plane.js';
 import { registerMcpRoute } from './mcp.js';
 import type { Allowlist } from '../core/allowlist.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
+import { VARIANT_HEADER } from '../core/variation.js';
 import { errorPage } from './views.js';
 
 export interface AppOptions {
@@ -77,6 +78,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   app.addHook('onResponse', (request, reply, done) => {
     // The dashboard's own stream is not a request to the service.
     if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH)) {
+      const variant = reply.getHeader(VARIANT_HEADER);
       core.events.emit('request.served', {
         server,
         method: request.method,
@@ -84,6 +86,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : {}),
+        ...(typeof variant === 'string' ? { variant } : {}),
       });
     }
     done();
