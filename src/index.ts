@@ -4,6 +4,7 @@
  * same way in both cases.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -11,11 +12,13 @@ import { adminRequest } from './client/admin-api.js';
 import { ManualClock, systemClock } from './core/clock.js';
 import type { TokenResponse } from './core/grants/index.js';
 import { Emulator, type EmulatorOptions } from './server/emulator.js';
+import { checkSeed, type VaryUnspecified } from './core/variation.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './client/admin-api.js';
+export type { VaryUnspecified } from './core/variation.js';
 
 export interface StartEmulatorOptions {
   /** `system` (default): real time. `manual`: time stands still until `clock.advance()`; a number starts it there (epoch ms). */
@@ -30,8 +33,13 @@ export interface StartEmulatorOptions {
   fixtures?: string;
   /** Per grant on the REST allowlist, e.g. `60/min`. */
   rateLimit?: string;
+  /**
+   * Vary what the spec leaves open (`serve --vary-unspecified`): `{ seed }` repeats a run exactly, `true` picks a
+   * random seed (read it from `varyUnspecified` of the result). Default: off.
+   */
+  varyUnspecified?: boolean | VaryUnspecified;
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit'>;
+  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'varyUnspecified'>;
 }
 
 export interface IssueTokensOptions {
@@ -54,6 +62,8 @@ export interface RunningEmulator {
   readonly issuer: string;
   readonly adminUrl: string;
   readonly adminToken: string;
+  /** The variation mode it runs in, with its seed, or false. */
+  readonly varyUnspecified: VaryUnspecified | false;
   readonly clock: {
     readonly mode: 'system' | 'manual';
     /** The emulator's time, epoch ms. */
@@ -80,6 +90,7 @@ interface Endpoints {
   issuer: string;
   adminUrl: string;
   adminToken: string;
+  varyUnspecified: VaryUnspecified | false;
 }
 
 const admin = <T>(e: Endpoints, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> => adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
@@ -108,6 +119,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   const args = ['serve', '--json', '--quiet', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
   if (options.fixtures) args.push('--fixtures', options.fixtures);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
+  if (options.varyUnspecified) args.push(options.varyUnspecified === true ? '--vary-unspecified' : `--vary-unspecified=${checkSeed(options.varyUnspecified.seed)}`);
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   // The child never outlives this process, even when a test run ends without calling stop().
   const killChild = () => child.kill('SIGKILL');
@@ -134,8 +146,8 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     process.off('exit', killChild);
     throw e;
   }
-  const ready = JSON.parse(line) as { base_url: string; auth_url: string; issuer: string; admin_url: string; admin_token: string };
-  const e = { baseUrl: ready.base_url, authUrl: ready.auth_url, issuer: ready.issuer, adminUrl: ready.admin_url, adminToken: ready.admin_token };
+  const ready = JSON.parse(line) as { base_url: string; auth_url: string; issuer: string; admin_url: string; admin_token: string; vary_unspecified?: VaryUnspecified };
+  const e: Endpoints = { baseUrl: ready.base_url, authUrl: ready.auth_url, issuer: ready.issuer, adminUrl: ready.admin_url, adminToken: ready.admin_token, varyUnspecified: ready.vary_unspecified ?? false };
   let stopping: Promise<void> | undefined;
   return controls(e, mode, () =>
     (stopping ??= (async () => {
@@ -174,7 +186,8 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     fixtures: options.fixtures,
     rateLimit: options.rateLimit,
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,
+    varyUnspecified: options.varyUnspecified === true ? { seed: randomInt(1_000_000) } : options.varyUnspecified || false,
   });
-  const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken };
+  const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken, varyUnspecified: emulator.varyUnspecified };
   return controls(e, mode, () => emulator.stop());
 }
