@@ -4,12 +4,15 @@
  * a job keeps its variant across polls and restarts, the MCP tools vary as their REST twins, and the mode is off
  * by default.
  */
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock, SECOND } from '../src/core/clock.js';
 import { CATALOGUE, PROCESSING_STEPS, type VariedKind } from '../src/core/variation.js';
 import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
-import { scratchDir } from './helpers/emulator.js';
+import { clientEnv, decideInBrowser, memoryContext, runInProcess } from './helpers/client.js';
+import { scratchDir, startEmulator as startInProcess } from './helpers/emulator.js';
 import { http, postJson, type HttpResult } from './helpers/oauth.js';
 
 const running: RunningEmulator[] = [];
@@ -360,5 +363,51 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     const bad = await runCli(['serve', '--in-memory', '--port', '0', '--auth-port', '0', '--vary-unspecified=abc']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('seed');
+  });
+
+  it('issue 7.6: the emulator’s own client (ask, research --wait, train --wait) gets through every variant', async () => {
+    const clock = new ManualClock();
+    // Polls count against the rate limit; this test is about shapes, not limits.
+    const emulator = await startInProcess({ clock, rateLimit: '10000/min', varyUnspecified: { seed: 8 } });
+    // Each poll moves the clock on, whether or not the status it showed changed (the `queued` variant never changes until done).
+    emulator.core.events.subscribe((e) => {
+      if (e.name === 'request.served' && e.data.method === 'GET' && /^\/(research|training)\//.test(e.data.path)) clock.advance(SECOND);
+    });
+    const ctx = memoryContext({ clock, env: clientEnv(await scratchDir()), openUrl: async (url) => void (await decideInBrowser(url, 'approve')) });
+    const cli = (...args: string[]) => runInProcess([...args, '--base-url', emulator.baseUrl], ctx);
+    expect((await cli('login', '--scope', 'ask research training.write')).code).toBe(0);
+    for (let i = 0; i < 5; i++) {
+      const res = await cli('ask', 'Wann kommt der Hufschmied?');
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toContain('Hufschmied');
+    }
+    // Five that succeed (every in-progress status, report and citation shape), then four that fail (every failed status and error shape).
+    for (let i = 0; i < 5; i++) {
+      const res = await cli('research', 'Wie läuft der Weidegang?', '--wait', '--interval', '0.01');
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stderr).toMatch(/succeeded after/);
+      expect(res.stdout).toContain('Weidegang');
+      expect(res.stdout).toMatch(/\nCitations:\n {2}\[1\] /);
+    }
+    for (let i = 0; i < 4; i++) {
+      const res = await cli('research', 'Quantenchromodynamik Gluonen', '--wait', '--interval', '0.01');
+      expect(res.code, res.stderr).toBe(1);
+      expect(res.stderr).toMatch(/research job \S+ failed: .*Wissensdatenbank/);
+    }
+    const dir = await scratchDir();
+    for (let i = 0; i < 8; i++) {
+      const file = join(dir, `notiz-${i}.md`);
+      const readable = i < 4;
+      await writeFile(file, readable ? `# Notiz ${i}\n\nDie Quokkabrücke ${i} ist gesperrt.\n` : `# Kaputt\u0001 ${i}\n`);
+      const res = await cli('train', file, '--wait', '--interval', '0.01');
+      expect(res.code, res.stderr).toBe(readable ? 0 : 1);
+      expect(res.stderr).toMatch(readable ? /^document \S+ is (indexed|ready|done|completed)/m : /failed at processing: unreadable_content/);
+    }
+    // What the client got through: every variant of every research and training dimension (asks: seen above).
+    const selections = (records: Array<{ variation?: { kind: string; choices: object } }>) => records.map((r) => Object.fromEntries(Object.entries(r.variation!.choices).map(([d, v]) => [`${r.variation!.kind}.${d}`, v as string])));
+    const jobs = Object.values(emulator.core.state.research_jobs);
+    expectEveryVariant('research', selections(jobs.filter((j) => j.status === 'succeeded')), ['status.running', 'report', 'citations']);
+    expectEveryVariant('research', selections(jobs.filter((j) => j.status === 'failed')), ['status.failed', 'error']);
+    expectEveryVariant('training', selections(Object.values(emulator.core.state.training_documents).filter((d) => d.processing_step === 'indexed')));
   });
 });
