@@ -277,8 +277,9 @@ export function varyError(error: { code: string; message: string }, variant: Cho
 
 /** The status a client sees: queued and succeeded as the spec lists them; the unlisted and unnamed ones as selected. */
 export function researchStatus(status: ResearchStatus, choices: Choices<'research'>): string {
-  if (status === 'running') return choices['status.running'];
-  if (status === 'failed') return choices['status.failed'];
+  // `??`: a job stored before a dimension existed shows the emulator's value.
+  if (status === 'running') return choices['status.running'] ?? status;
+  if (status === 'failed') return choices['status.failed'] ?? status;
   return status;
 }
 

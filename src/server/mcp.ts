@@ -145,7 +145,8 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       const { response } = await allowlist.idempotent(access, routeOf(tool), key, JSON.stringify(args), operation);
       return { body: JSON.parse(response.body) as unknown, variant: response.variant };
     }, onServerError);
-  const once = (operation: () => Promise<OperationResult>) => run(operation, onServerError);
+  /** An operation without idempotency (a read, continue_ask): its body and variant as they come. */
+  const direct = (operation: () => Promise<OperationResult>) => run(operation, onServerError);
   const question = (q: string): string => {
     if (q.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
     return q;
@@ -174,7 +175,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { action_id: id('Die action_id aus der Antwort von ask') },
       annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async ({ action_id }) => once(() => plane.continueAsk(access, action_id)),
+    async ({ action_id }) => direct(() => plane.continueAsk(access, action_id)),
   );
 
   server.registerTool(
@@ -196,7 +197,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { job_id: id('Die job_id von start_research') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ job_id }) => once(() => allowlist.researchView(access, job_id)),
+    async ({ job_id }) => direct(() => allowlist.researchView(access, job_id)),
   );
 
   server.registerTool(
@@ -222,7 +223,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ document_id }) => once(() => allowlist.trainingView(access, document_id)),
+    async ({ document_id }) => direct(() => allowlist.trainingView(access, document_id)),
   );
 
   server.registerTool(
@@ -233,7 +234,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ document_id }) => once(() => allowlist.trainingUrl(access, document_id)),
+    async ({ document_id }) => direct(() => allowlist.trainingUrl(access, document_id)),
   );
 
   return server;
