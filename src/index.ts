@@ -4,6 +4,7 @@
  * same way in both cases.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -15,6 +16,7 @@ import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-polic
 import type { PendingAction } from './core/actions.js';
 import type { GrantView } from './core/core.js';
 import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
+import { checkSeed, type VaryUnspecified } from './core/variation.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
@@ -22,6 +24,7 @@ export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './client/admin-api.js';
 export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
 export type { Fault, FaultKind, FaultSpec } from './core/faults.js';
+export type { VaryUnspecified } from './core/variation.js';
 
 export interface StartEmulatorOptions {
   /** `system` (default): real time. `manual`: time stands still until `clock.advance()`; a number starts it there (epoch ms). */
@@ -43,8 +46,13 @@ export interface StartEmulatorOptions {
   consent?: ConsentInput['decision'] | ConsentInput;
   /** Faults armed from the start (see `faults.add`). */
   faults?: FaultSpec[];
+  /**
+   * Vary what the spec leaves open (`serve --vary-unspecified`): `{ seed }` repeats a run exactly, `true` picks a
+   * random seed (read it from `varyUnspecified` of the result). Default: off.
+   */
+  varyUnspecified?: boolean | VaryUnspecified;
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults'>;
+  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'varyUnspecified'>;
 }
 
 export interface IssueTokensOptions {
@@ -75,6 +83,8 @@ export interface RunningEmulator {
   readonly issuer: string;
   readonly adminUrl: string;
   readonly adminToken: string;
+  /** The variation mode it runs in, with its seed, or false. */
+  readonly varyUnspecified: VaryUnspecified | false;
   readonly clock: {
     readonly mode: 'system' | 'manual';
     /** The emulator's time, epoch ms. */
@@ -126,6 +136,7 @@ interface Endpoints {
   issuer: string;
   adminUrl: string;
   adminToken: string;
+  varyUnspecified: VaryUnspecified | false;
 }
 
 const admin = <T>(e: Endpoints, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> => adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
@@ -171,6 +182,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   const consent = consentOption(options);
   for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
   if (consent) args.push('--consent', `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`);
+  if (options.varyUnspecified) args.push(options.varyUnspecified === true ? '--vary-unspecified' : `--vary-unspecified=${checkSeed(options.varyUnspecified.seed)}`);
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   // The child never outlives this process, even when a test run ends without calling stop().
   const killChild = () => child.kill('SIGKILL');
@@ -197,8 +209,8 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     process.off('exit', killChild);
     throw e;
   }
-  const ready = JSON.parse(line) as { base_url: string; auth_url: string; issuer: string; admin_url: string; admin_token: string };
-  const e = { baseUrl: ready.base_url, authUrl: ready.auth_url, issuer: ready.issuer, adminUrl: ready.admin_url, adminToken: ready.admin_token };
+  const ready = JSON.parse(line) as { base_url: string; auth_url: string; issuer: string; admin_url: string; admin_token: string; vary_unspecified?: VaryUnspecified };
+  const e: Endpoints = { baseUrl: ready.base_url, authUrl: ready.auth_url, issuer: ready.issuer, adminUrl: ready.admin_url, adminToken: ready.admin_token, varyUnspecified: ready.vary_unspecified ?? false };
   let stopping: Promise<void> | undefined;
   return controls(e, mode, () =>
     (stopping ??= (async () => {
@@ -248,7 +260,8 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     consent: options.consent === undefined ? undefined : [consentOption(options)!],
     faults: options.faults,
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,
+    varyUnspecified: options.varyUnspecified === true ? { seed: randomInt(1_000_000) } : options.varyUnspecified || false,
   });
-  const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken };
+  const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken, varyUnspecified: emulator.varyUnspecified };
   return controls(e, mode, () => emulator.stop());
 }

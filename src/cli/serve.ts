@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { mkdir, open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { ManualClock } from '../core/clock.js';
@@ -70,6 +71,8 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         ...(flags.trainingStep !== undefined ? { trainingStepMs: flags.trainingStep } : {}),
       },
       prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
+      // Without a seed, a short random one: announced, so a run can be repeated with it.
+      ...(flags.varyUnspecified !== undefined ? { varyUnspecified: { seed: flags.varyUnspecified === true ? randomInt(1_000_000) : flags.varyUnspecified } } : {}),
       onError: (error, context) => {
         log.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
         if (context === 'lock') {
@@ -92,6 +95,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     admin_token: emulator.adminToken,
     clock: flags.clock,
     pid: process.pid,
+    ...(emulator.varyUnspecified ? { vary_unspecified: emulator.varyUnspecified } : {}),
   };
   if (flags.json) {
     process.stdout.write(JSON.stringify(ready) + '\n');
@@ -103,6 +107,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         `  auth_url  ${ready.auth_url}   (authorize, consent, ${ready.auth_url}/settings)`,
         `  metadata  ${ready.base_url}/.well-known/oauth-authorization-server`,
         `  state     ${ready.state ?? 'in memory'}`,
+        ...(emulator.varyUnspecified ? [`  varying   what the spec leaves open, seed ${emulator.varyUnspecified.seed} (--vary-unspecified=${emulator.varyUnspecified.seed} repeats it; see the Agent-Access-Variant header)`] : []),
         '  Ctrl+C stops it.',
         '',
       ].join('\n'),
@@ -112,7 +117,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     emulator.core.events.subscribe((event) => {
       if (event.name === 'request.served') {
         const d = event.data;
-        log.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}\n`);
+        log.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}${d.variant ? ` variant: ${d.variant}` : ''}\n`);
       } else if (event.name === 'family.invalidated' || event.name === 'grant.revoked' || event.name === 'code.replayed' || event.name.startsWith('fault.')) {
         log.write(`${new Date(event.at).toISOString()} ${event.name} ${JSON.stringify(event.data)}\n`);
       }

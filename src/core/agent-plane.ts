@@ -38,11 +38,13 @@ export class AgentPlane {
       return { ...result, body: { outcome: 'answered', ...(result.body as object) } };
     }
     // What the REST ask finds for the same question comes along, so the plane never reaches less than the route (spec 1).
-    const read = (await this.allowlist.ask(access, question)).body as { sources: unknown[]; message_id: string };
+    const read = await this.allowlist.ask(access, question);
+    // The read answer's fields (varied ones too, with --vary-unspecified) with the plane's own answer text.
     const answer = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({
       status: 200,
-      body: { outcome, answer: text, sources: read.sources, message_id: read.message_id, ...extra },
+      body: { outcome, ...(read.body as Record<string, unknown>), answer: text, ...extra },
       charge: this.allowlist.prices.ask,
+      ...(read.variant ? { variant: read.variant } : {}),
     });
     if (!access.scopes.includes('workspace.write')) {
       return answer(

@@ -1,7 +1,7 @@
 import { composeAnswer, type AskAnswer } from './ask.js';
 import { DEFAULT_PRICES, type ChargeEntry, type Prices } from './charges.js';
 import type { AccessContext, Core } from './core.js';
-import { newId, randomToken, sha256 } from './crypto.js';
+import { newId, randomBytesFor, randomToken, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import { IDEMPOTENCY_WINDOW, idempotencyId, type StoredResponse } from './idempotency.js';
 import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
@@ -9,6 +9,20 @@ import { SearchIndex } from './search.js';
 import type { FaultContext, FaultKind, Faults } from './faults.js';
 import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
 import { QUICK_TIMINGS, TRAINING_STEPS, researchReport, trainingStepAt, unreadable, type JobTimings, type ResearchJob, type TrainingDocument } from './jobs.js';
+import {
+  Variation,
+  describeVariant,
+  formatId,
+  varyAskAnswer,
+  varyResearchCreated,
+  varyResearchJob,
+  varyTrainingAccepted,
+  varyTrainingDocument,
+  varyTrainingUrl,
+  type ResearchJobView,
+  type TrainingDocumentView,
+  type VaryUnspecified,
+} from './variation.js';
 
 export interface AllowlistOptions {
   workspace: Workspace;
@@ -24,6 +38,8 @@ export interface AllowlistOptions {
   timings?: Partial<JobTimings>;
   /** Faults on purpose (emulator control): rate limits, ask timeouts, failing research. */
   faults?: Faults;
+  /** Vary what the spec leaves open (README "Varying what the spec leaves open"); off by default. */
+  varyUnspecified?: VaryUnspecified | false;
 }
 
 /** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
@@ -34,6 +50,8 @@ export interface OperationResult {
   status: number;
   body: unknown;
   charge?: number;
+  /** With --vary-unspecified: what the body varied, for the Agent-Access-Variant header (emulator diagnostics). */
+  variant?: string;
 }
 
 /**
@@ -49,6 +67,8 @@ export class Allowlist {
   readonly askLatencyMs: number;
   readonly timings: JobTimings;
   readonly faults: Faults | undefined;
+  /** Hands out the variants of new answers, jobs and documents; null unless --vary-unspecified. */
+  readonly variation: Variation | null;
   readonly #inFlight = new Set<string>();
   readonly #fileNames = new Map<string, string>();
   #settling: { promise: Promise<boolean> } | null = null;
@@ -67,6 +87,7 @@ export class Allowlist {
     this.askTimeoutMs = options.askTimeoutMs ?? 30_000;
     this.askLatencyMs = options.askLatencyMs ?? 0;
     this.faults = options.faults;
+    this.variation = options.varyUnspecified ? new Variation(options.varyUnspecified.seed) : null;
   }
 
   /**
@@ -126,7 +147,7 @@ export class Allowlist {
 
   async #run(access: AccessContext, route: string, key: string | null, operation: () => Promise<OperationResult>, store?: (response: StoredResponse) => void): Promise<StoredResponse> {
     const result = await operation();
-    const response: StoredResponse = { status: result.status, content_type: 'application/json; charset=utf-8', body: JSON.stringify(result.body) };
+    const response: StoredResponse = { status: result.status, content_type: 'application/json; charset=utf-8', body: JSON.stringify(result.body), ...(result.variant ? { variant: result.variant } : {}) };
     if (result.status < 300) {
       store?.(response);
       if (result.charge) this.core.recordCharge(this.#chargeEntry(access, route, result.charge, key));
@@ -143,18 +164,23 @@ export class Allowlist {
   async ask(access: AccessContext, question: string): Promise<OperationResult> {
     const timedOut = () => new ProblemError(504, 'ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
     if (this.#fault('ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
-    const answer = (async (): Promise<AskAnswer> => {
+    const answer = (async () => {
       if (this.askLatencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.askLatencyMs));
       const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
-      return { ...composeAnswer(question, hits, this.core.resource), message_id: `msg_${randomToken(16)}` };
+      return composeAnswer(question, hits, this.core.resource);
     })();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(timedOut()), this.askTimeoutMs);
     });
     try {
-      const body = await Promise.race([answer, timeout]);
-      return { status: 200, body, charge: this.prices.ask };
+      const composed = await Promise.race([answer, timeout]);
+      // Varied here, before idempotency stores it, so a replay sends the varied bytes again. An abandoned ask takes no variant.
+      const variant = this.variation?.next('ask');
+      const message_id = variant ? formatId(variant.choices.ids, 'msg', randomBytesFor(16)) : `msg_${randomToken(16)}`;
+      const body: AskAnswer = { ...composed, message_id };
+      if (!variant) return { status: 200, body, charge: this.prices.ask };
+      return { status: 200, body: varyAskAnswer(body, variant), charge: this.prices.ask, variant: describeVariant(variant) };
     } finally {
       clearTimeout(timer);
     }
@@ -167,8 +193,9 @@ export class Allowlist {
     const now = this.core.clock.now();
     // A research_fail fault marks the job now; it fails when it would have finished.
     const fault = this.#fault('research_fail', access, { method: 'POST', path: '/research', question });
+    const variant = this.variation?.next('research');
     const job: ResearchJob = {
-      id: newId('job'),
+      id: variant ? formatId(variant.choices.ids, 'job', randomBytesFor(16)) : newId('job'),
       client_id: access.client_id,
       grant_id: access.grant.id,
       person_id: access.person_id,
@@ -178,18 +205,21 @@ export class Allowlist {
       queued_until: now + this.timings.researchQueueMs,
       running_until: now + this.timings.researchQueueMs + this.timings.researchRunMs,
       ...(fault ? { fault_id: fault.id } : {}),
+      ...(variant ? { variation: variant } : {}),
     };
     this.core.state.research_jobs[job.id] = job;
     this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, grant_id: job.grant_id, question });
-    return { status: 202, body: { job_id: job.id, status: 'queued', poll: `/research/${job.id}` }, charge: this.prices.research };
+    const body = { job_id: job.id, status: 'queued' as const, poll: `/research/${job.id}` };
+    if (!variant) return { status: 202, body, charge: this.prices.research };
+    return { status: 202, body: varyResearchCreated(body, variant), charge: this.prices.research, variant: describeVariant(variant) };
   }
 
-  /** The job as its owner sees it (spec 2.5); another client's job does not exist for the caller. */
-  async researchView(access: AccessContext, jobId: string): Promise<Record<string, unknown>> {
+  /** The job as its owner sees it (spec 2.5), in the variants it was created with; another client's job does not exist for the caller. */
+  async researchView(access: AccessContext, jobId: string): Promise<OperationResult> {
     await this.settle();
     const job = Object.hasOwn(this.core.state.research_jobs, jobId) ? this.core.state.research_jobs[jobId] : undefined;
     if (!job || !belongsTo(job, access)) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
-    return {
+    const view: ResearchJobView = {
       job_id: job.id,
       status: job.status,
       poll: `/research/${job.id}`,
@@ -199,6 +229,8 @@ export class Allowlist {
       ...(job.status === 'succeeded' ? { report: job.report, citations: job.citations } : {}),
       ...(job.status === 'failed' ? { error: job.error } : {}),
     };
+    if (!job.variation) return { status: 200, body: view };
+    return { status: 200, body: varyResearchJob(view, job.variation), variant: describeVariant(job.variation) };
   }
 
   // ---- training (spec 2.6, 4.4 rule 4) ---------------------------------------------------------
@@ -210,8 +242,9 @@ export class Allowlist {
     const size = Buffer.byteLength(content, 'utf8');
     if (size > TRAINING_MAX_BYTES) throw new ProblemError(413, 'content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
     const now = this.core.clock.now();
+    const variant = this.variation?.next('training');
     const doc: TrainingDocument = {
-      id: newId('doc'),
+      id: variant ? formatId(variant.choices.ids, 'doc', randomBytesFor(16)) : newId('doc'),
       client_id: access.client_id,
       grant_id: access.grant.id,
       person_id: access.person_id,
@@ -222,15 +255,17 @@ export class Allowlist {
       created_at: now,
       step_ms: this.timings.trainingStepMs,
       processing_step: 'received',
+      ...(variant ? { variation: variant } : {}),
     };
     this.core.state.training_documents[doc.id] = doc;
     this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, grant_id: doc.grant_id, file_name: fileName, size });
-    return { status: 202, body: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
+    if (!variant) return { status: 202, body: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
+    return { status: 202, body: varyTrainingAccepted(doc.id, variant), variant: describeVariant(variant) };
   }
 
-  async trainingView(access: AccessContext, documentId: string): Promise<Record<string, unknown>> {
+  async trainingView(access: AccessContext, documentId: string): Promise<OperationResult> {
     const doc = await this.#ownDocument(access, documentId);
-    return {
+    const view: TrainingDocumentView = {
       document_id: doc.id,
       file_name: doc.file_name,
       title: doc.title,
@@ -241,12 +276,16 @@ export class Allowlist {
       ...(doc.error ? { error: doc.error } : {}),
       url: `/training/${doc.id}/url`,
     };
+    if (!doc.variation) return { status: 200, body: view };
+    return { status: 200, body: varyTrainingDocument(view, doc.variation), variant: describeVariant(doc.variation) };
   }
 
   /** A link on `{auth_url}` where the person opens the document in the browser. */
-  async trainingUrl(access: AccessContext, documentId: string): Promise<Record<string, unknown>> {
+  async trainingUrl(access: AccessContext, documentId: string): Promise<OperationResult> {
     const doc = await this.#ownDocument(access, documentId);
-    return { document_id: doc.id, url: `${this.core.urls.authUrl}/documents/${encodeURIComponent(doc.id)}` };
+    const body = { document_id: doc.id, url: `${this.core.urls.authUrl}/documents/${encodeURIComponent(doc.id)}` };
+    if (!doc.variation) return { status: 200, body };
+    return { status: 200, body: varyTrainingUrl(body, doc.variation), variant: describeVariant(doc.variation) };
   }
 
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {

@@ -29,5 +29,8 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(ha, hb) && a.length === b.length;
 }
 
+/** Random bytes for identifiers of another form (see formatId). */
+export const randomBytesFor = (length: number): Uint8Array => randomBytes(length);
+
 /** Short random identifier with a readable prefix, e.g. `grant_3fZ…`. */
 export const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('base64url')}`;

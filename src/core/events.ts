@@ -32,7 +32,8 @@ export interface EventMap {
   'action.rejected': { action_id: string; client_id: string; person_id: string };
   'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
   /** `faults`: the injected faults that shaped this answer (`fault_1 server_error`). */
-  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: string[] };
+  /** `variant`: with --vary-unspecified, what the response varied (its Agent-Access-Variant header). */
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: string[]; variant?: string };
   'fault.armed': { fault_id: string; kind: string; description: string; remaining: number | null };
   /** `state` after firing: `spent` once its count is used up (a grant fault fires once). */
   'fault.fired': { fault_id: string; kind: string; description: string; state: 'armed' | 'spent' | 'cleared'; remaining: number | null; method?: string; path?: string; client_id?: string; grant_id?: string };

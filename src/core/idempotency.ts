@@ -9,6 +9,8 @@ export interface StoredResponse {
   status: number;
   content_type: string;
   body: string;
+  /** With --vary-unspecified: what the response varied (the Agent-Access-Variant header), sent again on a replay. */
+  variant?: string;
 }
 
 export interface IdempotencyRecord {

@@ -1,4 +1,5 @@
 import type { Source } from './search.js';
+import type { VariantSelection } from './variation.js';
 
 /** Spec 2.5, 3.1: `queued` and `succeeded` are given; `running` and `failed` are the emulator's (README). */
 export type ResearchStatus = 'queued' | 'running' | 'succeeded' | 'failed';
@@ -28,6 +29,8 @@ export interface ResearchJob {
   error?: { code: string; message: string };
   /** A research_fail fault (emulator control) that makes this job fail when it would finish. */
   fault_id?: string;
+  /** With --vary-unspecified: the variants this job is shown in, fixed at creation. */
+  variation?: VariantSelection<'research'>;
 }
 
 /** Spec 2.6: `processing_step` values (not shown in the spec; documented in the README). */
@@ -49,6 +52,8 @@ export interface TrainingDocument {
   processing_step: TrainingStep;
   indexed_at?: number;
   error?: { code: string; message: string };
+  /** With --vary-unspecified: the variants this document is shown in, fixed at creation. */
+  variation?: VariantSelection<'training'>;
 }
 
 export interface JobTimings {

@@ -21,6 +21,7 @@ import type { AgentPlane } from '../core/agent-plane.js';
 import { registerMcpRoute } from './mcp.js';
 import type { Allowlist } from '../core/allowlist.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
+import { VARIANT_HEADER } from '../core/variation.js';
 import { errorPage } from './views.js';
 
 export interface AppOptions {
@@ -131,6 +132,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     // The dashboard's own stream is not a request to the service.
     if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH)) {
       const faults = [...(request.faults ?? []), ...(request.access?.faults ?? [])];
+      const variant = reply.getHeader(VARIANT_HEADER);
       core.events.emit('request.served', {
         server,
         method: request.method,
@@ -139,6 +141,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
         ms: Math.round(reply.elapsedTime * 10) / 10,
         ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : {}),
         ...(faults.length > 0 ? { faults } : {}),
+        ...(typeof variant === 'string' ? { variant } : {}),
       });
     }
     // A revocation or replay "after N requests" counts answered requests of the grant.

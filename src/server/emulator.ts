@@ -11,6 +11,7 @@ import { Core, type Lifetimes } from '../core/core.js';
 import type { JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
 import { randomToken } from '../core/crypto.js';
+import { checkSeed, type VaryUnspecified } from '../core/variation.js';
 import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
@@ -57,6 +58,11 @@ export interface EmulatorOptions {
   consent?: Array<{ clientId: string | null; policy: ConsentPolicy }>;
   /** Faults armed from the start (emulator control); more can be armed through the admin API. */
   faults?: FaultSpec[];
+  /**
+   * Vary what the spec leaves open (status values, shapes of sources, citations, report and error, unknown fields, …),
+   * chosen deterministically from `seed`; see README "Varying what the spec leaves open". Default: off.
+   */
+  varyUnspecified?: VaryUnspecified | false;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
@@ -81,6 +87,8 @@ export class Emulator {
   readonly statePath: string | null;
   readonly adminToken: string;
   readonly adminFile: string | null;
+  /** The variation mode it runs in (its seed), or false. */
+  readonly varyUnspecified: VaryUnspecified | false;
   readonly #api: FastifyInstance;
   readonly #auth: FastifyInstance;
   readonly #release: (() => Promise<void>) | null;
@@ -100,7 +108,9 @@ export class Emulator {
     adminToken: string,
     release: (() => Promise<void>) | null,
     lifecycle: { stopping: boolean },
+    varyUnspecified: VaryUnspecified | false,
   ) {
+    this.varyUnspecified = varyUnspecified;
     this.allowlist = allowlist;
     this.plane = plane;
     this.faults = faults;
@@ -129,6 +139,7 @@ export class Emulator {
 
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
     const host = options.host ?? '127.0.0.1';
+    const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
     const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
     let emulator: Emulator | undefined;
@@ -171,6 +182,7 @@ export class Emulator {
         askLatencyMs: options.askLatencyMs,
         timings: options.timings,
         faults,
+        varyUnspecified,
       });
       const plane = new AgentPlane(core, allowlist, fixtures.workspace);
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore
@@ -182,7 +194,7 @@ export class Emulator {
         buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, allowlist, plane, faults, api, auth, statePath, adminToken, release, lifecycle);
+      emulator = new Emulator(core, allowlist, plane, faults, api, auth, statePath, adminToken, release, lifecycle, varyUnspecified);
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;

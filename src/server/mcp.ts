@@ -106,24 +106,33 @@ function checkToolCalls(body: unknown, access: AccessContext, allowlist: Allowli
   return undefined;
 }
 
+/** `_meta` key of a tool result that names what it varied (--vary-unspecified): the MCP twin of the Agent-Access-Variant header. */
+export const VARIANT_META = 'agent-access/variant';
+
+/** What a tool answers: the body, and with --vary-unspecified what it varied. */
+interface ToolAnswer {
+  body: unknown;
+  variant?: string;
+}
+
 /** A tool result from a core operation's answer: the JSON as structured content, the German answer (or the JSON) as text. */
-function toolResult(body: unknown, isError = false): CallToolResult {
+function toolResult({ body, variant }: ToolAnswer, isError = false): CallToolResult {
   const structured = (typeof body === 'object' && body !== null ? body : { value: body }) as Record<string, unknown>;
   const text = typeof structured.answer === 'string' ? structured.answer : JSON.stringify(structured, null, 2);
-  return { content: [{ type: 'text', text }], structuredContent: structured, ...(isError ? { isError: true } : {}) };
+  return { content: [{ type: 'text', text }], structuredContent: structured, ...(isError ? { isError: true } : {}), ...(variant ? { _meta: { [VARIANT_META]: variant } } : {}) };
 }
 
 /**
  * Expected refusals (not found, conflicts, bad input) become tool errors the agent can read. Anything else is a
  * bug: its details go to the server's error log, the agent gets a generic tool error (as a REST 500 would).
  */
-async function run(operation: () => Promise<unknown>, onServerError: (error: Error) => void): Promise<CallToolResult> {
+async function run(operation: () => Promise<ToolAnswer>, onServerError: (error: Error) => void): Promise<CallToolResult> {
   try {
     return toolResult(await operation());
   } catch (e) {
-    if (e instanceof ProblemError) return toolResult({ error: e.code, detail: e.message, status: e.status }, true);
+    if (e instanceof ProblemError) return toolResult({ body: { error: e.code, detail: e.message, status: e.status } }, true);
     onServerError(e instanceof Error ? e : new Error(String(e)));
-    return toolResult({ error: 'internal_error', detail: 'the tool failed inside the emulator; see its log', status: 500 }, true);
+    return toolResult({ body: { error: 'internal_error', detail: 'the tool failed inside the emulator; see its log', status: 500 } }, true);
   }
 }
 
@@ -134,13 +143,10 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
   const idempotent = (tool: ToolName, key: string | undefined, args: Record<string, unknown>, operation: () => Promise<OperationResult>) =>
     run(async () => {
       const { response } = await allowlist.idempotent(access, routeOf(tool), key, JSON.stringify(args), operation);
-      return JSON.parse(response.body) as unknown;
+      return { body: JSON.parse(response.body) as unknown, variant: response.variant };
     }, onServerError);
-  const once = (operation: () => Promise<OperationResult>) =>
-    run(async () => {
-      const result = await operation();
-      return result.body;
-    }, onServerError);
+  /** An operation without idempotency (a read, continue_ask): its body and variant as they come. */
+  const direct = (operation: () => Promise<OperationResult>) => run(operation, onServerError);
   const question = (q: string): string => {
     if (q.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
     return q;
@@ -169,7 +175,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { action_id: id('Die action_id aus der Antwort von ask') },
       annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async ({ action_id }) => once(() => plane.continueAsk(access, action_id)),
+    async ({ action_id }) => direct(() => plane.continueAsk(access, action_id)),
   );
 
   server.registerTool(
@@ -191,7 +197,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { job_id: id('Die job_id von start_research') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ job_id }) => run(() => allowlist.researchView(access, job_id), onServerError),
+    async ({ job_id }) => direct(() => allowlist.researchView(access, job_id)),
   );
 
   server.registerTool(
@@ -217,7 +223,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ document_id }) => run(() => allowlist.trainingView(access, document_id), onServerError),
+    async ({ document_id }) => direct(() => allowlist.trainingView(access, document_id)),
   );
 
   server.registerTool(
@@ -228,7 +234,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ document_id }) => run(() => allowlist.trainingUrl(access, document_id), onServerError),
+    async ({ document_id }) => direct(() => allowlist.trainingUrl(access, document_id)),
   );
 
   return server;

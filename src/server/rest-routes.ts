@@ -4,6 +4,7 @@ import type { AccessContext, Core } from '../core/core.js';
 import { ProblemError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/idempotency.js';
 import { RateLimitedError, type RateLimitState } from '../core/rate-limit.js';
+import { VARIANT_HEADER } from '../core/variation.js';
 import { requireScope } from './resource-guard.js';
 import { askSchema, idParams, researchSchema, trainingSchema } from './schemas.js';
 
@@ -16,6 +17,11 @@ declare module 'fastify' {
 
 export function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState): void {
   reply.header('ratelimit-limit', state.limit).header('ratelimit-remaining', state.remaining).header('ratelimit-reset', state.reset);
+}
+
+/** With --vary-unspecified, names what the body varied: emulator diagnostics, not part of the service (README). */
+function setVariantHeader(reply: FastifyReply, variant: string | undefined): void {
+  if (variant) reply.header(VARIANT_HEADER, variant);
 }
 
 /** Spec 4.4: the REST allowlist on `{base_url}`. Every route: bearer token with its scope, then the grant's rate limit. */
@@ -57,7 +63,16 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
         const key = parseIdempotencyKey(request.headers['idempotency-key']);
         const body = request.body as Record<string, string>;
         const { response } = await allowlist.idempotent(request.access!, route, key, request.rawBody ?? '', () => operation(request.access!, body));
+        setVariantHeader(reply, response.variant);
         return reply.code(response.status).type(response.content_type).send(response.body);
+      });
+    };
+    /** A GET of the allowlist: guarded, answered with the view (and its variant header). */
+    const view = (path: string, scope: string, param: string, read: (access: AccessContext, id: string) => Promise<OperationResult>) => {
+      rest.get(path, { schema: idParams(param), onRequest: guarded(scope, `GET ${path.replace(`:${param}`, `{${param}}`)}`) }, async (request, reply) => {
+        const result = await read(request.access!, (request.params as Record<string, string>)[param]!);
+        setVariantHeader(reply, result.variant);
+        return result.body;
       });
     };
     const question = (body: Record<string, string>): string => {
@@ -70,17 +85,11 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
 
     // Spec 2.5, 3.1, 4.4 rule 3: answers at once with 202; polling is free.
     idempotentPost('/research', 'research', researchSchema, (access, body) => allowlist.startResearch(access, question(body)));
-    rest.get('/research/:job_id', { schema: idParams('job_id'), onRequest: guarded('research', 'GET /research/{job_id}') }, async (request) =>
-      allowlist.researchView(request.access!, (request.params as { job_id: string }).job_id),
-    );
+    view('/research/:job_id', 'research', 'job_id', (access, id) => allowlist.researchView(access, id));
 
     // Spec 2.6, 4.4 rule 4: accepted, not yet indexed.
     idempotentPost('/training', 'training.write', trainingSchema, (access, body) => allowlist.startTraining(access, body.file_name!, body.content!));
-    rest.get('/training/:document_id', { schema: idParams('document_id'), onRequest: guarded('training.write', 'GET /training/{document_id}') }, async (request) =>
-      allowlist.trainingView(request.access!, (request.params as { document_id: string }).document_id),
-    );
-    rest.get('/training/:document_id/url', { schema: idParams('document_id'), onRequest: guarded('training.write', 'GET /training/{document_id}/url') }, async (request) =>
-      allowlist.trainingUrl(request.access!, (request.params as { document_id: string }).document_id),
-    );
+    view('/training/:document_id', 'training.write', 'document_id', (access, id) => allowlist.trainingView(access, id));
+    view('/training/:document_id/url', 'training.write', 'document_id', (access, id) => allowlist.trainingUrl(access, id));
   });
 }

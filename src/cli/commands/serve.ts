@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseRateLimit } from '../../core/rate-limit.js';
 import { parseConsentFlag, type ConsentPolicy } from '../../core/consent-policy.js';
 import { parseFaultFlag, parseFaultSpec, type FaultSpec } from '../../core/faults.js';
+import { parseSeed } from '../../core/variation.js';
 
 export interface ServeFlags {
   port: number;
@@ -25,6 +26,8 @@ export interface ServeFlags {
   logFile?: string;
   consent: Array<{ clientId: string | null; policy: ConsentPolicy }>;
   fault: FaultSpec[];
+  /** `true` without a seed (one is picked at random and announced). */
+  varyUnspecified?: number | true;
 }
 
 const parseMs = (value: string): number => {
@@ -101,6 +104,15 @@ export function serveCommand(): Command {
     .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
+    .addOption(
+      new Option('--vary-unspecified [seed]', 'vary what the spec leaves open (status values, shapes, unknown fields); the same seed gives the same variants (default: a random seed, announced)').argParser((value: string) => {
+        try {
+          return parseSeed(value);
+        } catch (e) {
+          throw new InvalidArgumentError((e as Error).message);
+        }
+      }),
+    )
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('../serve.js');
       await runServe(flags);
