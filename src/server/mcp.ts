@@ -193,7 +193,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
     'get_research',
     {
       title: 'Recherche abfragen',
-      description: 'Liest den Stand einer Recherche: status (queued, running, succeeded, failed); bei succeeded mit report (Markdown) und citations, bei einem Fehler mit error. Kostenlos.',
+      description: 'Liest den Stand einer Recherche: status (queued bei Annahme, succeeded wenn fertig, dazwischen und bei einem Fehler andere Werte); bei succeeded mit report und citations, bei einem Fehler mit error. Kostenlos.',
       inputSchema: { job_id: id('Die job_id von start_research') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
@@ -219,7 +219,7 @@ function buildServer(access: AccessContext, allowlist: Allowlist, plane: AgentPl
     'get_training_document',
     {
       title: 'Verarbeitungsstand abfragen',
-      description: 'Liest den Stand eines hinzugefügten Dokuments, vor allem processing_step (received, parsing, chunking, indexing, indexed oder failed).',
+      description: 'Liest den Stand eines hinzugefügten Dokuments, vor allem processing_step (der Verarbeitungsschritt; die Werte sind nicht festgelegt).',
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },

@@ -144,7 +144,9 @@ export function apiCommands(ctx: ClientContext): Command[] {
         const link = asObject(await session.call({ method: 'GET', path: `${path}/url` }));
         if (flags.json) return out(jsonText({ ...doc, link }));
         out(`${id}\n`);
-        ctx.stderr.write(`document ${id} is ${String(doc.processing_step)}${typeof link.url === 'string' ? `; open it at ${link.url}` : ''}\n`);
+        // The response's field names are not in the spec: any absolute http(s) URL in it is the link.
+        const href = Object.values(link).find((v): v is string => typeof v === 'string' && /^https?:\/\/\S+$/.test(v));
+        ctx.stderr.write(`document ${id} is ${String(doc.processing_step)}${href ? `; open it at ${href}` : ''}\n`);
       });
     });
 
