@@ -34,6 +34,8 @@ export interface StartEmulatorOptions {
   /** A state file; default: in memory. */
   state?: string;
   fixtures?: string;
+  /** A scenario file loaded into the new state (README: "Scenarios and snapshots"). */
+  scenario?: string;
   /** Per grant on the REST allowlist, e.g. `60/min`. */
   rateLimit?: string;
   /**
@@ -44,7 +46,7 @@ export interface StartEmulatorOptions {
   /** Faults armed from the start (see `faults.add`). */
   faults?: FaultSpec[];
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults'>;
+  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'scenario'>;
 }
 
 export interface IssueTokensOptions {
@@ -167,6 +169,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   if (options.emulator) throw new Error('the `emulator` options apply in-process only; a child takes serve flags');
   const args = ['serve', '--json', '--quiet', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
   if (options.fixtures) args.push('--fixtures', options.fixtures);
+  if (options.scenario) args.push('--scenario', options.scenario);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
   const consent = consentOption(options);
   for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
@@ -244,6 +247,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     state: options.state,
     inMemory: options.state === undefined,
     fixtures: options.fixtures,
+    scenario: options.scenario,
     rateLimit: options.rateLimit,
     consent: options.consent === undefined ? undefined : [consentOption(options)!],
     faults: options.faults,

@@ -8,7 +8,7 @@ import type { Prices } from '../core/charges.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import { Faults, type FaultSpec } from '../core/faults.js';
 import { Core, type Lifetimes } from '../core/core.js';
-import type { JobTimings } from '../core/jobs.js';
+import { QUICK_TIMINGS, type JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
 import { randomToken } from '../core/crypto.js';
 import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
@@ -41,6 +41,11 @@ export interface EmulatorOptions {
   inMemory?: boolean;
   /** Directory with persons.json (and optionally grants.json). Default: the package's fixtures. */
   fixtures?: string;
+  /**
+   * A scenario file (README: "Scenarios and snapshots") loaded into a new state. A state file that exists must
+   * have been created from the same scenario (same content), or the start fails and leaves it untouched.
+   */
+  scenario?: string;
   clock?: Clock;
   lifetimes?: Partial<Lifetimes>;
   /** Price of each charged operation in AKh (spec 1). */
@@ -152,7 +157,17 @@ export class Emulator {
     let apps: FastifyInstance[] = [];
     try {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
-      const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
+      const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
+      // The schema validator loads only when a scenario is given: it is not on every start's path.
+      const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
+      const core = await Core.open({
+        clock: options.clock ?? systemClock,
+        persistence,
+        persons: fixtures.persons,
+        lifetimes: options.lifetimes,
+        seedGrants: fixtures.grants,
+        ...(scenario ? { scenario: { ...scenario, timings } } : {}),
+      });
       for (const { clientId, policy } of options.consent ?? []) core.setConsentPolicy(clientId, policy);
       const faults = new Faults(core);
       for (const spec of options.faults ?? []) faults.arm(spec);
