@@ -1,6 +1,6 @@
 /**
  * The programmatic API: start the emulated Agent Access Service from test code or CI scripts, in this process or
- * as a child `agent-access serve`, and control it (clock, tokens without the browser) through its admin API, the
+ * as a child `agent-access serve`, and control it (clock, tokens without the browser, snapshots) through its admin API, the
  * same way in both cases.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,8 +15,10 @@ import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-polic
 import type { PendingAction } from './core/actions.js';
 import type { GrantView } from './core/core.js';
 import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
+import type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
+export type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './client/admin-api.js';
@@ -118,6 +120,17 @@ export interface RunningEmulator {
     actions(status?: PendingAction['status']): Promise<PendingAction[]>;
     decideAction(actionId: string, decision: 'approve' | 'reject'): Promise<PendingAction>;
   };
+  /**
+   * The whole state, saved and brought back exactly: the state file and the charge ledger byte for byte (kept in
+   * memory for an in-memory emulator), and a manual clock's time. `reset()` returns to the state as it was created
+   * (the scenario, else the fixtures). Names: 1–64 letters, digits, `.`, `_`, `-`, starting with a letter or digit.
+   */
+  readonly snapshots: {
+    save(name: string): Promise<SnapshotInfo>;
+    restore(name: string): Promise<SnapshotInfo>;
+    reset(): Promise<SnapshotInfo>;
+    list(): Promise<SnapshotList>;
+  };
   /** Stops the emulator (in flight requests finish, state is flushed). */
   stop(): Promise<void>;
 }
@@ -154,6 +167,12 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
       revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `/grants/${encodeURIComponent(id)}/revoke?by=person`)).grant,
       actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `/actions${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
       decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', `/actions/${encodeURIComponent(id)}/decide`, { decision })).action,
+    },
+    snapshots: {
+      save: (name) => admin<SnapshotInfo>(e, 'POST', `/snapshots/${encodeURIComponent(name)}`),
+      restore: (name) => admin<SnapshotInfo>(e, 'POST', `/snapshots/${encodeURIComponent(name)}/restore`),
+      reset: () => admin<SnapshotInfo>(e, 'POST', '/reset'),
+      list: () => admin<SnapshotList>(e, 'GET', '/snapshots'),
     },
     stop,
   };

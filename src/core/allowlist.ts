@@ -78,6 +78,15 @@ export class Allowlist {
     return docs;
   }
 
+  /** The state was replaced (a snapshot restore): search starts over from it, and rate-limit windows are forgotten. */
+  reload(): void {
+    this.limiter.clear();
+    this.search.rebuild(this.#findable());
+    // Built now rather than by the first ask after the restore; a failure shows there again.
+    void this.search.warmUp().catch(() => undefined);
+  }
+
+
   /**
    * Spec 7, 8: counts the request against its grant's window; throws RateLimitedError over the limit, or when a
    * rate_limit fault fires (`route`: `METHOD /path` as the spec writes it; `path`: as sent).

@@ -9,11 +9,11 @@ import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
 import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
 import { generateSigningKey, publicJwks } from './keys.js';
 import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resourceMetadataUrl, resourceOf, type ServiceUrls } from './metadata.js';
-import type { StatePersistence } from './persistence.js';
+import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
 import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
-import { emptyState, type Client, type Grant, type State, type TokenFamily } from './state.js';
+import { emptyState, parseState, type Client, type Grant, type State, type TokenFamily } from './state.js';
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
@@ -157,6 +157,34 @@ export class Core {
     this.#pendingLedger.push(JSON.stringify(line));
     this.events.emit('charge.recorded', line);
     return line;
+  }
+
+  /**
+   * The committed state and ledger exactly as stored, after committing every change made so far (a snapshot).
+   * The read is asked for in the same turn as the commit, so it is that commit's state and ledger, or a later pair.
+   */
+  async exportStored(): Promise<StoredState> {
+    const committed = this.commit();
+    const stored = this.persistence.readStored();
+    const [result] = await Promise.all([stored, committed]);
+    return result;
+  }
+
+  /**
+   * Makes `stored` (a snapshot) the stored state and ledger byte for byte, and the core's state. Changes not yet
+   * committed and open consent screens are dropped; `swap` runs with the new state in place, before anything
+   * else can be written (the caller brings its own in-memory views along). Throws StateFileError, before
+   * anything changed, if `stored.state` is not a state file (`label` names where it came from).
+   */
+  async restoreStored(stored: StoredState, label: string, swap: () => void = () => undefined): Promise<void> {
+    const state = parseState(stored.state, label);
+    if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
+    await this.persistence.replaceStored(stored, state, () => {
+      this.#pendingLedger.length = 0;
+      this.#interactions.clear();
+      this.replaceState(state);
+      swap();
+    });
   }
 
   /** Replaces the whole state (snapshot restore, or the CLI re-reading the file). */
