@@ -13,6 +13,7 @@ import { ManualClock } from '../src/core/clock.js';
 import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
 import { startEmulator as startProgrammatic, type RunningEmulator } from '../src/index.js';
 import type { Emulator } from '../src/server/emulator.js';
+import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { http, postJson, refresh } from './helpers/oauth.js';
 import { EXAMPLE_SCENARIO, KALENDER, LEGACY } from './helpers/scenario.js';
@@ -294,6 +295,62 @@ describe('issue 7.5: snapshots from test code and CI', () => {
     expect(again.status).toBe(200);
     expect(again.json().scope).toBe('ask');
     expect((await emu.snapshots.list()).snapshots).toEqual([saved]);
+  });
+
+  it('issue 7.5: agent-access snapshot save / list / restore / reset against a running serve', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await startServe(['--state', state, '--scenario', EXAMPLE_SCENARIO, '--clock', 'manual']);
+    try {
+      const created = await files(state);
+      const admin = adminOf({ adminUrl: s.ready.admin_url, adminToken: s.ready.admin_token });
+      const token = (await refresh(s.ready.base_url, KALENDER)).json().access_token as string;
+      await ask({ baseUrl: s.ready.base_url }, token);
+
+      const save = await runCli(['snapshot', 'save', 'ci-1', '--state', state]);
+      expect(save.code).toBe(0);
+      expect(save.stdout).toMatch(/^saved snapshot ci-1: state sha256 [0-9a-f]{12}…, 4 charges, clock \S+ \(manual\)\n  .*ci-1\.json\n$/);
+      const atSave = await files(state);
+
+      await ask({ baseUrl: s.ready.base_url }, token);
+      await admin.post('/clock/advance', { by: '5m' });
+      const list = await runCli(['snapshot', 'list', '--state', state, '--json']);
+      expect(JSON.parse(list.stdout)).toMatchObject({ snapshots: [{ name: 'ci-1', charges: 4 }], baseline: { name: '_baseline', charges: 3 }, location: join(dir, 'state.snapshots') });
+      expect((await runCli(['snapshot', 'list', '--state', state])).stdout).toMatch(/^NAME +SAVED +CLOCK +CHARGES +STATE SHA256\nci-1 .* 4 +[0-9a-f]{12}…\nbaseline \(reset\): saved /);
+
+      const restore = await runCli(['snapshot', 'restore', 'ci-1', '--url', s.ready.base_url, '--admin-token', s.ready.admin_token, '--json']);
+      expect(restore.code).toBe(0);
+      expect(JSON.parse(restore.stdout)).toMatchObject({ name: 'ci-1', charges: 4 });
+      const afterRestore = await files(state);
+      expect(afterRestore.state.equals(atSave.state)).toBe(true);
+      expect(afterRestore.ledger!.equals(atSave.ledger!)).toBe(true);
+
+      const reset = await runCli(['snapshot', 'reset', '--state', state]);
+      expect(reset.code).toBe(0);
+      expect(reset.stdout).toMatch(/^reset to the baseline: state sha256 [0-9a-f]{12}…, 3 charges/);
+      expect((await files(state)).state.equals(created.state)).toBe(true);
+
+      const missing = await runCli(['snapshot', 'restore', 'nope', '--state', state]);
+      expect(missing.code).toBe(7);
+      expect(missing.stderr).toContain('no snapshot "nope"');
+      const badName = await runCli(['snapshot', 'save', '../x', '--state', state]);
+      expect(badName.code).toBe(2);
+      expect(badName.stderr).toContain('must match pattern');
+    } finally {
+      s.child.kill('SIGTERM');
+      await s.exit;
+    }
+    // The snapshots stay beside the state file: a restarted emulator restores them.
+    const again = await startServe(['--state', state, '--scenario', EXAMPLE_SCENARIO]);
+    try {
+      expect((await runCli(['snapshot', 'restore', 'ci-1', '--state', state])).code).toBe(0);
+    } finally {
+      again.child.kill('SIGTERM');
+      await again.exit;
+    }
+    const none = await runCli(['snapshot', 'save', 'x', '--state', join(dir, 'other.json')]);
+    expect(none.code).toBe(6);
+    expect(none.stderr).toContain('no emulator serves');
   });
 });
 
