@@ -1,6 +1,6 @@
 /**
  * The programmatic API: start the emulated Agent Access Service from test code or CI scripts, in this process or
- * as a child `agent-access serve`, and control it (clock, tokens without the browser) through its admin API, the
+ * as a child `agent-access serve`, and control it (clock, tokens without the browser, snapshots) through its admin API, the
  * same way in both cases.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -17,8 +17,10 @@ import type { PendingAction } from './core/actions.js';
 import type { GrantView } from './core/core.js';
 import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
 import { checkSeed, type VaryUnspecified } from './core/variation.js';
+import type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
+export type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './client/admin-api.js';
@@ -37,6 +39,8 @@ export interface StartEmulatorOptions {
   /** A state file; default: in memory. */
   state?: string;
   fixtures?: string;
+  /** A scenario file loaded into the new state (README: "Scenarios and snapshots"). */
+  scenario?: string;
   /** Per grant on the REST allowlist, e.g. `60/min`. */
   rateLimit?: string;
   /**
@@ -52,7 +56,7 @@ export interface StartEmulatorOptions {
    */
   varyUnspecified?: boolean | VaryUnspecified;
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'varyUnspecified'>;
+  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'varyUnspecified' | 'scenario'>;
 }
 
 export interface IssueTokensOptions {
@@ -126,6 +130,17 @@ export interface RunningEmulator {
     actions(status?: PendingAction['status']): Promise<PendingAction[]>;
     decideAction(actionId: string, decision: 'approve' | 'reject'): Promise<PendingAction>;
   };
+  /**
+   * The whole state, saved and brought back exactly: the state file and the charge ledger byte for byte (kept in
+   * memory for an in-memory emulator), and a manual clock's time. `reset()` returns to the state as it was created
+   * (the scenario, else the fixtures). Names: 1–64 letters, digits, `.`, `_`, `-`, starting with a letter or digit.
+   */
+  readonly snapshots: {
+    save(name: string): Promise<SnapshotInfo>;
+    restore(name: string): Promise<SnapshotInfo>;
+    reset(): Promise<SnapshotInfo>;
+    list(): Promise<SnapshotList>;
+  };
   /** Stops the emulator (in flight requests finish, state is flushed). */
   stop(): Promise<void>;
 }
@@ -164,6 +179,12 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
       actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `/actions${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
       decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', `/actions/${encodeURIComponent(id)}/decide`, { decision })).action,
     },
+    snapshots: {
+      save: (name) => admin<SnapshotInfo>(e, 'POST', `/snapshots/${encodeURIComponent(name)}`),
+      restore: (name) => admin<SnapshotInfo>(e, 'POST', `/snapshots/${encodeURIComponent(name)}/restore`),
+      reset: () => admin<SnapshotInfo>(e, 'POST', '/reset'),
+      list: () => admin<SnapshotList>(e, 'GET', '/snapshots'),
+    },
     stop,
   };
 }
@@ -178,6 +199,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   if (options.emulator) throw new Error('the `emulator` options apply in-process only; a child takes serve flags');
   const args = ['serve', '--json', '--quiet', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
   if (options.fixtures) args.push('--fixtures', options.fixtures);
+  if (options.scenario) args.push('--scenario', options.scenario);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
   const consent = consentOption(options);
   for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
@@ -256,6 +278,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     state: options.state,
     inMemory: options.state === undefined,
     fixtures: options.fixtures,
+    scenario: options.scenario,
     rateLimit: options.rateLimit,
     consent: options.consent === undefined ? undefined : [consentOption(options)!],
     faults: options.faults,

@@ -146,6 +146,15 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     message: s.event('action.applied', { action_id: 'act-1', client_id: 'client-1', kind: 'contacts', record_id: 'c-1' }),
     check: (n) => expect(n.actions['act-1']?.status).toBe('applied'),
   }),
+  'state.restored': (s) => ({
+    message: s.event('state.restored', { snapshot: 'vorher', reset: false }),
+    check: (n) => {
+      // Nothing of the replaced state stays on screen until the fresh snapshot that follows arrives.
+      expect([n.grants, n.families, n.research, n.training, n.actions, n.clients]).toEqual([{}, {}, {}, {}, {}, {}]);
+      expect(n.charges).toEqual({ by_client: {}, by_grant: {}, entries: [] });
+      expect(n.activity.at(-1)).toMatchObject({ text: 'state restored from snapshot vorher', alarm: false });
+    },
+  }),
   'request.served': (s) => ({
     message: s.event('request.served', { server: 'api', method: 'POST', path: '/chat/ask', status: 429, ms: 3.2, client_id: 'client-1', grant_id: 'grant-1', faults: ['fault_0 rate_limit'] }),
     check: (n) => {

@@ -18,6 +18,7 @@ describe('the published package', () => {
     const { stdout: listing } = await run('tar', ['-tzf', join(dir, tarball!)]);
     expect(listing).toContain('package/dist/cli/main.js');
     expect(listing).toContain('package/fixtures/persons.json');
+    expect(listing).toContain('package/fixtures/scenarios/hausverwaltung.json');
     expect(listing).not.toContain('package/src/');
     expect(listing).not.toContain('package/test/');
 

@@ -32,6 +32,8 @@ export function describeCliError(error: unknown): { message: string; exitCode: n
   if (error instanceof StateFileError) return { message: error.message, exitCode: EXIT.state };
   if (error instanceof StateLockedError) return { message: `${error.message}. Stop the other process, or use another --state file.`, exitCode: EXIT.state };
   if (error instanceof OAuthError) return { message: `${error.error}: ${error.message}`, exitCode: EXIT.failure };
+  // A scenario file is input given on the command line: a bad one is a usage error.
+  if (error instanceof AgentAccessError && error.code === 'scenario.invalid') return { message: error.message, exitCode: EXIT.usage };
   if (error instanceof AgentAccessError) return { message: error.message, exitCode: error.code.endsWith('not_found') ? EXIT.notFound : EXIT.failure };
   const err = error as NodeJS.ErrnoException;
   if (err?.code === 'EADDRINUSE') return { message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.`, exitCode: EXIT.failure };

@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { processContext, type ClientContext } from '../client/context.js';
 import { chargesCommand } from './commands/charges.js';
 import { clockCommand } from './commands/clock.js';
+import { snapshotCommand } from './commands/snapshot.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { clientCommands } from './commands/client.js';
 import { grantsCommand } from './commands/grants.js';
@@ -21,7 +22,8 @@ export function buildProgram(ctx: ClientContext = processContext()): Command {
     .addCommand(grantsCommand())
     .addCommand(chargesCommand())
     .addCommand(dashboardCommand(ctx))
-    .addCommand(clockCommand(ctx));
+    .addCommand(clockCommand(ctx))
+    .addCommand(snapshotCommand(ctx));
   for (const command of [...clientCommands(ctx), ...apiCommands(ctx)]) program.addCommand(command);
   applyConventions(program, ctx);
   return program;

@@ -59,6 +59,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       state: flags.state,
       inMemory: flags.inMemory,
       fixtures: flags.fixtures,
+      scenario: flags.scenario,
       ...(flags.clock === 'manual' ? { clock: new ManualClock() } : {}),
       rateLimit: flags.rateLimit,
       consent: flags.consent,

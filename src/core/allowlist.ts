@@ -76,11 +76,8 @@ export class Allowlist {
   #settlingTo = -Infinity;
 
   constructor(private readonly core: Core, options: AllowlistOptions) {
-    // Training documents indexed before a restart are findable again at once.
-    const trained = Object.values(core.state.training_documents).filter((d) => d.processing_step === 'indexed').map(asKnowledge);
-    this.search = new SearchIndex(options.workspace, [...options.knowledge, ...trained]);
-    for (const doc of [...options.knowledge, ...trained]) this.#fileNames.set(doc.id, doc.file_name);
     this.knowledge = options.knowledge;
+    this.search = new SearchIndex(options.workspace, this.#findable());
     this.timings = { ...QUICK_TIMINGS, ...options.timings };
     this.prices = { ...DEFAULT_PRICES, ...options.prices };
     this.limiter = new RateLimiter(core.clock, options.rateLimit ?? { limit: 60, windowMs: 60_000 });
@@ -89,6 +86,27 @@ export class Allowlist {
     this.faults = options.faults;
     this.variation = options.varyUnspecified ? new Variation(options.varyUnspecified.seed) : null;
   }
+
+  /**
+   * The knowledge base as the state has it: the fixtures' documents, a scenario's shared ones, and training
+   * documents once indexed (so those indexed before a restart are findable again at once).
+   */
+  #findable(): KnowledgeDocument[] {
+    const trained = Object.values(this.core.state.training_documents).filter((d) => d.processing_step === 'indexed').map(asKnowledge);
+    const docs = [...this.knowledge, ...Object.values(this.core.state.shared_knowledge), ...trained];
+    this.#fileNames.clear();
+    for (const doc of docs) this.#fileNames.set(doc.id, doc.file_name);
+    return docs;
+  }
+
+  /** The state was replaced (a snapshot restore): search starts over from it, and rate-limit windows are forgotten. */
+  reload(): void {
+    this.limiter.clear();
+    this.search.rebuild(this.#findable());
+    // Built now rather than by the first ask after the restore; a failure shows there again.
+    void this.search.warmUp().catch(() => undefined);
+  }
+
 
   /**
    * Spec 7, 8: counts the request against its grant's window; throws RateLimitedError over the limit, or when a
@@ -295,9 +313,9 @@ export class Allowlist {
     return doc;
   }
 
-  /** A knowledge document as a person may open it: a fixture, or a training document of that person. */
+  /** A knowledge document as a person may open it: a fixture or a scenario's shared one, or a training document of that person. */
   documentFor(personId: string, id: string): KnowledgeDocument | undefined {
-    const fixture = this.knowledge.find((d) => d.id === id);
+    const fixture = this.knowledge.find((d) => d.id === id) ?? (Object.hasOwn(this.core.state.shared_knowledge, id) ? this.core.state.shared_knowledge[id] : undefined);
     if (fixture) return fixture;
     const doc = Object.hasOwn(this.core.state.training_documents, id) ? this.core.state.training_documents[id] : undefined;
     return doc && doc.person_id === personId ? asKnowledge(doc) : undefined;

@@ -20,6 +20,12 @@ export class ManualClock implements Clock {
     this.#now += ms;
     return this.#now;
   }
+  /** Puts the clock at `now`, back or forward: a snapshot restore brings back the time it was saved at. */
+  set(now: number): number {
+    if (!Number.isFinite(now)) throw new RangeError(`cannot set the clock to ${now}`);
+    this.#now = now;
+    return this.#now;
+  }
 }
 
 export const SECOND = 1000;

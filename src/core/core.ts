@@ -9,11 +9,14 @@ import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
 import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
 import { generateSigningKey, publicJwks } from './keys.js';
 import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resourceMetadataUrl, resourceOf, type ServiceUrls } from './metadata.js';
-import type { StatePersistence } from './persistence.js';
+import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
 import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
-import { emptyState, type Client, type Grant, type State, type TokenFamily } from './state.js';
+import { emptyState, parseState, type Client, type Grant, type State, type TokenFamily } from './state.js';
+import { StateFileError } from './errors.js';
+import { applyScenario, type LoadedScenario } from './scenario.js';
+import type { JobTimings } from './jobs.js';
 import { createFamily, parseRefreshToken, recordAccessToken, rotateFamily } from './token-family.js';
 
 export interface Lifetimes {
@@ -31,12 +34,18 @@ export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MI
 
 /** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
 export interface GrantSeed {
+  /** The grant's id (a scenario names its grants); default a new one. */
+  id?: string;
   client: { client_id: string; client_name: string; redirect_uris: string[] };
   person_id: string;
   scopes: string[];
   resource: 'mcp' | null;
-  /** The family's current refresh token, `aa1.<handle>.<secret>`; stored only as a hash. */
-  refresh_token: string;
+  /** The family's current refresh token, `aa1.<handle>.<secret>`; stored only as a hash. Without it, no family. */
+  refresh_token?: string;
+  /** Default active; a revoked seed grant's family is invalidated as a revocation would. */
+  status?: 'active' | 'revoked';
+  /** Default: when the state is created. */
+  created_at?: number;
 }
 
 export interface CoreOptions {
@@ -46,6 +55,11 @@ export interface CoreOptions {
   lifetimes?: Partial<Lifetimes>;
   /** Grants created when the state is new (their resource reads `{base_url}/mcp` in the file). */
   seedGrants?: GrantSeed[];
+  /**
+   * A scenario loaded into the state when it is new, after the seed grants. An existing state must have been
+   * created from the same scenario (same sha256), or opening fails and leaves it untouched.
+   */
+  scenario?: LoadedScenario & { timings: JobTimings };
 }
 
 /** A consent screen waiting for the person's answer. Kept in memory: a restart simply asks again. */
@@ -86,6 +100,8 @@ export class Core {
   readonly persons: readonly Person[];
   readonly lifetimes: Lifetimes;
   readonly persistence: StatePersistence;
+  /** Whether this open created the state (it did not exist): seeds and scenario were applied. */
+  readonly created: boolean;
   state: State;
   #signer: AccessTokenSigner;
   #urls: ServiceUrls | undefined;
@@ -96,8 +112,9 @@ export class Core {
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
 
-  private constructor(options: CoreOptions, state: State) {
+  private constructor(options: CoreOptions, state: State, created: boolean) {
     this.clock = options.clock;
+    this.created = created;
     this.events = new EventBus(() => this.clock.now());
     this.persons = options.persons;
     this.lifetimes = { ...DEFAULT_LIFETIMES, ...options.lifetimes };
@@ -107,16 +124,18 @@ export class Core {
     this.#reindex();
   }
 
-  /** Loads the state (or creates it with a fresh signing key and the seed grants) and makes it durable. */
+  /** Loads the state (or creates it with a fresh signing key, the seed grants and the scenario) and makes it durable. */
   static async open(options: CoreOptions): Promise<Core> {
     defaultPerson(options.persons);
     let state = await options.persistence.load();
     const fresh = state === null;
+    if (state && options.scenario && state.scenario?.sha256 !== options.scenario.sha256) throw scenarioMismatch(options.persistence.location ?? '(in memory)', state, options.scenario);
     state ??= emptyState();
     if (state.keys.length === 0) state.keys.push(await generateSigningKey(options.clock.now()));
-    const core = new Core(options, state);
+    const core = new Core(options, state, fresh);
     if (fresh) {
-      for (const seed of options.seedGrants ?? []) core.#seedGrant(seed);
+      for (const seed of options.seedGrants ?? []) core.seedGrant(seed);
+      if (options.scenario) applyScenario(core, options.scenario, options.scenario.timings);
       await core.commit();
     }
     return core;
@@ -138,6 +157,34 @@ export class Core {
     this.#pendingLedger.push(JSON.stringify(line));
     this.events.emit('charge.recorded', line);
     return line;
+  }
+
+  /**
+   * The committed state and ledger exactly as stored, after committing every change made so far (a snapshot).
+   * The read is asked for in the same turn as the commit, so it is that commit's state and ledger, or a later pair.
+   */
+  async exportStored(): Promise<StoredState> {
+    const committed = this.commit();
+    const stored = this.persistence.readStored();
+    const [result] = await Promise.all([stored, committed]);
+    return result;
+  }
+
+  /**
+   * Makes `stored` (a snapshot) the stored state and ledger byte for byte, and the core's state. Changes not yet
+   * committed and open consent screens are dropped; `swap` runs with the new state in place, before anything
+   * else can be written (the caller brings its own in-memory views along). Throws StateFileError, before
+   * anything changed, if `stored.state` is not a state file (`label` names where it came from).
+   */
+  async restoreStored(stored: StoredState, label: string, swap: () => void = () => undefined): Promise<void> {
+    const state = parseState(stored.state, label);
+    if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
+    await this.persistence.replaceStored(stored, state, () => {
+      this.#pendingLedger.length = 0;
+      this.#interactions.clear();
+      this.replaceState(state);
+      swap();
+    });
   }
 
   /** Replaces the whole state (snapshot restore, or the CLI re-reading the file). */
@@ -556,7 +603,8 @@ export class Core {
     return grant;
   }
 
-  #seedGrant(seed: GrantSeed): void {
+  /** Creates a fixtures or scenario grant, with its client and (given a refresh token) its family: a new state only. */
+  seedGrant(seed: GrantSeed): void {
     const now = this.clock.now();
     const existing = this.state.clients[seed.client.client_id];
     if (!existing) {
@@ -571,18 +619,24 @@ export class Core {
     const unknown = seed.scopes.filter((s) => !isSupportedScope(s) && !isRetiredScope(s));
     if (unknown.length > 0) throw new Error(`seed grant for ${seed.client.client_id}: unknown scope ${unknown.join(', ')}`);
     if (!this.person(seed.person_id)) throw new Error(`seed grant for ${seed.client.client_id}: unknown person "${seed.person_id}"`);
+    const id = seed.id ?? newId('grant');
+    if (Object.hasOwn(this.state.grants, id)) throw new Error(`seed grant ${id}: a grant with this id exists already`);
     const grant: Grant = {
-      id: newId('grant'),
+      id,
       client_id: seed.client.client_id,
       person_id: seed.person_id,
       scopes: [...seed.scopes],
       resource: seed.resource === 'mcp' ? '{base_url}/mcp' : null,
-      created_at: now,
+      created_at: seed.created_at ?? now,
       last_used_at: null,
       status: 'active',
     };
     this.state.grants[grant.id] = grant;
-    this.startFamily(grant, seed.refresh_token);
+    const family = seed.refresh_token ? this.startFamily(grant, seed.refresh_token).family : undefined;
+    if (seed.status === 'revoked') {
+      Object.assign(grant, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
+      if (family) this.invalidateFamily(family, 'grant_revoked');
+    }
   }
 
   // ---- housekeeping ---------------------------------------------------------------------------
@@ -622,3 +676,13 @@ export class Core {
   }
 }
 
+
+/** An existing state that was not created from this scenario: the state is kept, the server does not start. */
+function scenarioMismatch(file: string, state: State, scenario: LoadedScenario): StateFileError {
+  const made = state.scenario ? `it was created from ${state.scenario.file === scenario.file ? 'another version of that file' : state.scenario.file} (sha256 ${state.scenario.sha256.slice(0, 12)}…)` : 'it was created without a scenario';
+  return new StateFileError(
+    file,
+    `state file ${file} was not created from scenario ${scenario.file} (sha256 ${scenario.sha256.slice(0, 12)}…): ${made}. A scenario is loaded into a new state only. ` +
+      `Nothing was changed. To start from the scenario, move the state file away (mv '${file}' '${file}.bak') or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
+  );
+}

@@ -38,6 +38,8 @@ export interface EventMap {
   /** `state` after firing: `spent` once its count is used up (a grant fault fires once). */
   'fault.fired': { fault_id: string; kind: string; description: string; state: 'armed' | 'spent' | 'cleared'; remaining: number | null; method?: string; path?: string; client_id?: string; grant_id?: string };
   'fault.cleared': { fault_id: string; kind: string };
+  /** The whole state was replaced by a snapshot (`reset`: the baseline): readers start again from a fresh snapshot. */
+  'state.restored': { snapshot: string; reset: boolean };
 }
 
 export type GrantRevoker = 'person' | 'admin' | 'client';
@@ -80,6 +82,7 @@ export const EVENT_NAMES = [
   'fault.armed',
   'fault.fired',
   'fault.cleared',
+  'state.restored',
 ] as const satisfies readonly EventName[];
 // Compile-time check that the list is complete: this fails to type-check when an event is missing from it.
 const everyEventListed: Exclude<EventName, (typeof EVENT_NAMES)[number]> extends never ? true : never = true;

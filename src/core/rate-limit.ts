@@ -38,6 +38,11 @@ export class RateLimiter {
   readonly #windows = new Map<string, { start: number; used: number }>();
   constructor(private readonly clock: Clock, readonly config: RateLimitConfig) {}
 
+  /** Forgets every window (a snapshot restore: the clock may have gone back). */
+  clear(): void {
+    this.#windows.clear();
+  }
+
   take(grantId: string): RateLimitState {
     const now = this.clock.now();
     let window = this.#windows.get(grantId);

@@ -36,8 +36,8 @@ const SHARED = 'shared';
 export class SearchIndex {
   #ready: Promise<{ orama: Orama; db: Db }> | undefined;
   readonly #workspace: Workspace;
-  readonly #knowledge: KnowledgeDocument[];
-  readonly #added: KnowledgeDocument[] = [];
+  #knowledge: KnowledgeDocument[];
+  #added: KnowledgeDocument[] = [];
 
   constructor(workspace: Workspace, knowledge: KnowledgeDocument[]) {
     this.#workspace = workspace;
@@ -46,6 +46,13 @@ export class SearchIndex {
 
   warmUp(): Promise<unknown> {
     return this.#index();
+  }
+
+  /** Starts over from the workspace (as it is now) and these documents: the state was replaced (a snapshot restore). */
+  rebuild(knowledge: KnowledgeDocument[]): void {
+    this.#knowledge = knowledge;
+    this.#added = [];
+    this.#ready = undefined;
   }
 
   #index(): Promise<{ orama: Orama; db: Db }> {

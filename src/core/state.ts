@@ -3,6 +3,7 @@ import { StateFileError } from './errors.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
+import type { KnowledgeDocument } from './workspace.js';
 
 /**
  * Everything the emulator keeps. Times are epoch milliseconds on the emulator's clock.
@@ -28,6 +29,17 @@ export interface State {
   pending_actions: Record<string, PendingAction>;
   /** Applied workspace changes, in order; replayed over the fixtures' workspace on start. */
   workspace_changes: WorkspaceChange[];
+  /** Knowledge-base documents of a scenario that belong to no grant: every person finds them, like the fixtures' knowledge/. */
+  shared_knowledge: Record<string, KnowledgeDocument>;
+  /** The scenario file this state was created from (`serve --scenario`); absent when it was not. */
+  scenario?: ScenarioOrigin;
+}
+
+/** Which scenario a state was created from: a later start with a scenario must name the same content (sha256 of its bytes). */
+export interface ScenarioOrigin {
+  file: string;
+  /** Hex SHA-256 of the scenario file's bytes, as `sha256sum` prints it. */
+  sha256: string;
 }
 
 export interface SigningKey {
@@ -125,9 +137,10 @@ export const emptyState = (): State => ({
   training_documents: {},
   pending_actions: {},
   workspace_changes: [],
+  shared_knowledge: {},
 });
 
-const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents', 'pending_actions'] as const;
+const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents', 'pending_actions', 'shared_knowledge'] as const;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -158,6 +171,7 @@ export function parseState(text: string, file: string): State {
   json.training_documents ??= {};
   json.pending_actions ??= {};
   json.workspace_changes ??= [];
+  json.shared_knowledge ??= {};
   if (!Array.isArray(json.workspace_changes)) throw problem('"workspace_changes" is not a list');
   if (!isRecord(json.charges) || typeof json.charges.count !== 'number' || !isRecord(json.charges.by_client) || !isRecord(json.charges.by_grant)) throw problem('"charges" is malformed');
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
@@ -178,6 +192,9 @@ export function parseState(text: string, file: string): State {
     if (!Array.isArray(grant.scopes) || typeof grant.client_id !== 'string' || (grant.status !== 'active' && grant.status !== 'revoked')) {
       throw problem(`grants["${id}"] is malformed`);
     }
+  }
+  if (json.scenario !== undefined && (!isRecord(json.scenario) || typeof json.scenario.file !== 'string' || typeof json.scenario.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(json.scenario.sha256))) {
+    throw problem('"scenario" is malformed');
   }
   for (const [id, family] of Object.entries(json.families as Record<string, Record<string, unknown>>)) {
     if (typeof family.handle_hash !== 'string' || !isRecord(family.current) || !Array.isArray(family.history)) {

@@ -90,7 +90,10 @@ export function reduce(state: DashboardState, message: StreamMessage): Dashboard
   }
 }
 
-/** A snapshot replaces what was known (after a reconnect, the server may have restarted with other state). */
+/**
+ * A snapshot replaces what was known (after a reconnect, the server may have restarted with other state; after a
+ * restore, the server sends one at once). The activity log stays: it is what happened, not the state.
+ */
 function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
   return {
     ...state,
@@ -111,7 +114,6 @@ function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
     actions: byId(s.actions),
     requests: capped(s.requests, LIMITS.requests),
     faults: byId(s.faults ?? []),
-    activity: [],
   };
 }
 
@@ -292,6 +294,11 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     }
     case 'fault.cleared':
       return note(patch(state, 'faults', event.data.fault_id, (f) => ({ ...f, state: 'cleared' })), event, `fault ${event.data.fault_id} cleared`);
+    case 'state.restored': {
+      // Everything shown came from the replaced state: it goes at once, and the snapshot the server sends next fills it.
+      const cleared = { ...state, clients: {}, grants: {}, families: {}, research: {}, training: {}, charges: { by_client: {}, by_grant: {}, entries: [] }, actions: {} };
+      return note(cleared, event, event.data.reset ? 'state reset to the baseline' : `state restored from snapshot ${event.data.snapshot}`);
+    }
     case 'request.served': {
       const next = { ...state, requests: capped([...state.requests, { ...event.data, seq: event.seq, at: event.at }], LIMITS.requests) };
       // An accepted bearer token is a use of its grant (the core records it the same way).

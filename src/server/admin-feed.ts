@@ -40,13 +40,18 @@ export class AdminFeed {
     this.#core = core;
     this.#faults = faults;
     this.#unsubscribe = core.events.subscribe((event) => {
-      if (event.name === 'request.served') pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
+      // A restore replaced the ledger and the state: what was kept of them is read again. Requests stay: they were served.
+      if (event.name === 'state.restored') {
+        this.#ledger = undefined;
+        this.#charges.length = 0;
+        this.#replays.length = 0;
+      } else if (event.name === 'request.served') pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
       else if (event.name === 'charge.recorded') pushCapped(this.#charges, event.data, SNAPSHOT_LIMITS.charges);
       else if (event.name === 'idempotency.replayed') pushCapped(this.#replays, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.charges);
     });
   }
 
-  /** The ledger's newest entries, read on the first snapshot only (the file only grows; later charges arrive as events). */
+  /** The ledger's newest entries, read on the first snapshot only (the file only grows, until a restore; later charges arrive as events). */
   #ledgerTail(): Promise<ChargeEntry[]> {
     return (this.#ledger ??= this.#core.persistence.readLedger().then((lines) => {
       const entries: ChargeEntry[] = [];
@@ -70,20 +75,60 @@ export class AdminFeed {
     return buildSnapshot(this.#core, { charges, replays: [...this.#replays], requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests), faults: this.#faults?.() });
   }
 
-  /** Streams `snapshot`, then every event after it, then a `tick` with the server's clock every second. */
+  /**
+   * Streams `snapshot`, then every event after it, then a `tick` with the server's clock every second. After a
+   * `state.restored` event everything the reader folded is stale: a fresh snapshot follows it, and the events after.
+   */
   async stream(raw: ServerResponse): Promise<void> {
-    // Events raised while the snapshot is built wait here and are sent after it, if newer than it.
-    const backlog: AppEvent[] = [];
-    let live = false;
+    // While a snapshot is built, events wait here and are sent after it, if newer than it.
+    let backlog: AppEvent[] | null = [];
+    let restored = false;
+    let refreshing = false;
     let allowance = MAX_BUFFERED_BYTES;
     const send = (text: string) => {
       if (raw.writableEnded || raw.destroyed) return;
       raw.write(text);
       if (raw.writableLength > allowance) raw.destroy();
     };
+    /** Sends a snapshot and the events that waited for it; again while a restore happened meanwhile. False: the stream ended. */
+    const refresh = async (): Promise<boolean> => {
+      refreshing = true;
+      try {
+        do {
+          restored = false;
+          backlog ??= [];
+          let snapshot: Snapshot;
+          try {
+            snapshot = await this.snapshot();
+          } catch (e) {
+            send(frame('error', { message: (e as Error).message }));
+            raw.end();
+            return false;
+          }
+          // The reader left, or the server began to stop, while the snapshot was built.
+          if (raw.destroyed || raw.writableEnded || this.#closed) {
+            unsubscribe();
+            raw.end();
+            return false;
+          }
+          const text = frame('snapshot', snapshot, snapshot.seq);
+          // However large the snapshot, the reader is cut off only for falling behind after it.
+          allowance = Buffer.byteLength(text) + MAX_BUFFERED_BYTES;
+          send(text);
+          const waiting: AppEvent[] = backlog;
+          backlog = null;
+          for (const event of waiting) if (event.seq > snapshot.seq) send(frame(event.name, event, event.seq));
+        } while (restored);
+        return true;
+      } finally {
+        refreshing = false;
+      }
+    };
     const unsubscribe = this.#core.events.subscribe((event) => {
-      if (!live) backlog.push(event);
+      if (event.name === 'state.restored') restored = true;
+      if (backlog) backlog.push(event);
       else send(frame(event.name, event, event.seq));
+      if (restored && !refreshing) void refresh();
     });
     raw.on('close', () => {
       unsubscribe();
@@ -98,27 +143,7 @@ export class AdminFeed {
     });
     // Clients wait a second before reconnecting (the stream client has its own back-off).
     raw.write('retry: 1000\n\n');
-    let snapshot: Snapshot;
-    try {
-      snapshot = await this.snapshot();
-    } catch (e) {
-      send(frame('error', { message: (e as Error).message }));
-      raw.end();
-      return;
-    }
-    // The reader left, or the server began to stop, while the snapshot was built.
-    if (raw.destroyed || raw.writableEnded || this.#closed) {
-      unsubscribe();
-      raw.end();
-      return;
-    }
-    const text = frame('snapshot', snapshot, snapshot.seq);
-    // However large the snapshot, the reader is cut off only for falling behind after it.
-    allowance = Buffer.byteLength(text) + MAX_BUFFERED_BYTES;
-    send(text);
-    for (const event of backlog) if (event.seq > snapshot.seq) send(frame(event.name, event, event.seq));
-    backlog.length = 0;
-    live = true;
+    if (!(await refresh())) return;
     this.#streams.set(raw, send);
     this.#ticker ??= setInterval(() => {
       const tick = frame('tick', { now: this.#core.clock.now() });

@@ -3,8 +3,9 @@ import type { Core } from '../core/core.js';
 import { safeEqual } from '../core/crypto.js';
 import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
-import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultIdSchema, adminFaultSchema, adminDecideSchema, adminGrantsSchema, adminRevokeSchema, adminTokensSchema } from './schemas.js';
+import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultIdSchema, adminFaultSchema, adminDecideSchema, adminGrantsSchema, adminResetSchema, adminRevokeSchema, adminSnapshotListSchema, adminSnapshotRestoreSchema, adminSnapshotSaveSchema, adminTokensSchema } from './schemas.js';
 import { parseConsentPolicy } from '../core/consent-policy.js';
+import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
 import { ProblemError } from '../core/errors.js';
@@ -26,6 +27,8 @@ export interface AdminOptions {
   allowlist?: Allowlist;
   /** Faults on purpose: armed, listed and cleared here. */
   faults?: Faults;
+  /** Save, restore and reset the whole state. */
+  snapshots?: Snapshots;
 }
 
 /**
@@ -121,6 +124,17 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       const { status } = request.query as { status?: string };
       return { actions: Object.values(core.state.pending_actions).filter((a) => !status || a.status === status).sort((a, b) => a.created_at - b.created_at) };
     });
+    const snapshots = (): Snapshots => {
+      if (!options.snapshots) throw new ProblemError(501, 'not_implemented', 'this server runs without snapshots');
+      return options.snapshots;
+    };
+    admin.get('/snapshots', { schema: adminSnapshotListSchema }, async () => snapshots().list());
+    admin.post('/snapshots/:name', { schema: adminSnapshotSaveSchema }, async (request, reply) => {
+      const info = await snapshots().save((request.params as { name: string }).name);
+      return reply.code(201).send(info);
+    });
+    admin.post('/snapshots/:name/restore', { schema: adminSnapshotRestoreSchema }, async (request) => snapshots().restore((request.params as { name: string }).name));
+    admin.post('/reset', { schema: adminResetSchema }, async () => snapshots().reset());
     admin.post('/actions/:id/decide', { schema: adminDecideSchema }, async (request) => {
       if (!plane) throw new ProblemError(501, 'not_implemented', 'this server runs without the agent plane');
       const { id } = request.params as { id: string };

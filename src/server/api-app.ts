@@ -23,6 +23,7 @@ import type { Allowlist } from '../core/allowlist.js';
 import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { VARIANT_HEADER } from '../core/variation.js';
 import { errorPage } from './views.js';
+import type { Snapshots } from './snapshots.js';
 
 export interface AppOptions {
   /** Host-header check against loopback names (on when bound to loopback). */
@@ -47,6 +48,8 @@ export interface AppOptions {
   allowlist?: Allowlist;
   /** The agent plane's write actions: with it, `/mcp` serves the MCP tools (spec 4.5). */
   plane?: AgentPlane;
+  /** Snapshots of the whole state, for the admin API. */
+  snapshots?: Snapshots;
   /** Schema compilers shared by the emulator's servers, compiled after start-up. */
   compilers?: LazySchemaCompilers;
   /** Faults on purpose (emulator control): 5xx, latency, and grant faults due on the clock. */
@@ -201,7 +204,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     await extend?.(open);
   });
   if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);
-  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults });
+  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults, snapshots: options.snapshots });
   return app;
 }
 

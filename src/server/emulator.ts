@@ -8,13 +8,15 @@ import type { Prices } from '../core/charges.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import { Faults, type FaultSpec } from '../core/faults.js';
 import { Core, type Lifetimes } from '../core/core.js';
-import type { JobTimings } from '../core/jobs.js';
+import { QUICK_TIMINGS, type JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
 import { randomToken } from '../core/crypto.js';
 import { checkSeed, type VaryUnspecified } from '../core/variation.js';
 import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
+import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
+import { WORKSPACE_KINDS } from '../core/workspace.js';
 import { StateLockedError, lockStateFile, unlockQuietly } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
@@ -23,6 +25,7 @@ import { buildAuthApp } from './auth-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { LazySchemaCompilers } from './lazy-schema-compilers.js';
+import { Snapshots } from './snapshots.js';
 
 export { DEFAULT_STATE_FILE };
 export const DEFAULT_PORT = 4100;
@@ -42,6 +45,11 @@ export interface EmulatorOptions {
   inMemory?: boolean;
   /** Directory with persons.json (and optionally grants.json). Default: the package's fixtures. */
   fixtures?: string;
+  /**
+   * A scenario file (README: "Scenarios and snapshots") loaded into a new state. A state file that exists must
+   * have been created from the same scenario (same content), or the start fails and leaves it untouched.
+   */
+  scenario?: string;
   clock?: Clock;
   lifetimes?: Partial<Lifetimes>;
   /** Price of each charged operation in AKh (spec 1). */
@@ -84,6 +92,8 @@ export class Emulator {
   readonly plane: AgentPlane;
   /** Faults on purpose (emulator control). */
   readonly faults: Faults;
+  /** Save, restore and reset the whole state (also on the admin API). */
+  readonly snapshots: Snapshots;
   readonly statePath: string | null;
   readonly adminToken: string;
   readonly adminFile: string | null;
@@ -102,6 +112,7 @@ export class Emulator {
     allowlist: Allowlist,
     plane: AgentPlane,
     faults: Faults,
+    snapshots: Snapshots,
     api: FastifyInstance,
     auth: FastifyInstance,
     statePath: string | null,
@@ -114,6 +125,7 @@ export class Emulator {
     this.allowlist = allowlist;
     this.plane = plane;
     this.faults = faults;
+    this.snapshots = snapshots;
     this.#lifecycle = lifecycle;
     this.core = core;
     this.#api = api;
@@ -163,7 +175,17 @@ export class Emulator {
     let apps: FastifyInstance[] = [];
     try {
       const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
-      const core = await Core.open({ clock: options.clock ?? systemClock, persistence, persons: fixtures.persons, lifetimes: options.lifetimes, seedGrants: fixtures.grants });
+      const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
+      // The schema validator loads only when a scenario is given: it is not on every start's path.
+      const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
+      const core = await Core.open({
+        clock: options.clock ?? systemClock,
+        persistence,
+        persons: fixtures.persons,
+        lifetimes: options.lifetimes,
+        seedGrants: fixtures.grants,
+        ...(scenario ? { scenario: { ...scenario, timings } } : {}),
+      });
       for (const { clientId, policy } of options.consent ?? []) core.setConsentPolicy(clientId, policy);
       const faults = new Faults(core);
       for (const spec of options.faults ?? []) faults.arm(spec);
@@ -171,8 +193,11 @@ export class Emulator {
       const ports: { api?: number; auth?: number } = {};
       const checkHost = isLoopbackBind(host);
       const lifecycle = { stopping: false };
+      // The fixtures' workspace as loaded: a snapshot restore starts from it again.
+      const pristine = structuredClone(fixtures.workspace);
       // Changes the person approved on the agent plane, replayed over the fixtures' workspace.
-      replayWorkspaceChanges(fixtures.workspace, core, (message) => onError(new Error(message), 'warm-up'));
+      const replay = () => replayWorkspaceChanges(fixtures.workspace, core, (message) => onError(new Error(message), 'warm-up'));
+      replay();
       const allowlist = new Allowlist(core, {
         workspace: fixtures.workspace,
         knowledge: fixtures.knowledge,
@@ -185,16 +210,24 @@ export class Emulator {
         varyUnspecified,
       });
       const plane = new AgentPlane(core, allowlist, fixtures.workspace);
+      // After a restore, what lives in memory beside the state follows it: the workspace, search, rate limits.
+      const snapshots = new Snapshots(core, statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(), () => {
+        for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
+        replay();
+        allowlist.reload();
+      });
+      // The state as created is what `reset` returns to.
+      if (core.created) await snapshots.captureBaseline();
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore
       // ports); the auth port in its name keeps two emulators in one browser apart.
       const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${ports.auth ?? 0}`);
       const common = { faults, sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, plane, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, plane, snapshots, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
         buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => allowlist.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, allowlist, plane, faults, api, auth, statePath, adminToken, release, lifecycle, varyUnspecified);
+      emulator = new Emulator(core, allowlist, plane, faults, snapshots, api, auth, statePath, adminToken, release, lifecycle, varyUnspecified);
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;

@@ -1,4 +1,6 @@
 /** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
+import { SNAPSHOT_NAME } from '../store/snapshot-store.js';
+
 const str = (maxLength = 4096) => ({ type: 'string', maxLength }) as const;
 
 export const oauthErrorSchema = {
@@ -219,6 +221,48 @@ export const adminFaultIdSchema = {
 
 export const adminActionsSchema = {
   querystring: { type: 'object', properties: { status: { type: 'string', enum: ['pending', 'approved', 'rejected', 'applied'] } }, additionalProperties: false },
+} as const;
+
+const snapshotInfo = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    saved_at: { type: 'string' },
+    clock: { type: 'object', properties: { mode: { type: 'string' }, now: { type: 'number' }, iso: { type: 'string' } } },
+    state_sha256: { type: 'string' },
+    ledger_sha256: { type: ['string', 'null'] },
+    charges: { type: 'integer' },
+    file: { type: ['string', 'null'] },
+  },
+} as const;
+
+/** A snapshot name in the path: a safe file name, never a path. */
+const snapshotParams = {
+  type: 'object',
+  required: ['name'],
+  properties: { name: { type: 'string', pattern: SNAPSHOT_NAME.source } },
+  additionalProperties: false,
+} as const;
+
+export const adminSnapshotSaveSchema = {
+  params: snapshotParams,
+  response: { 201: snapshotInfo, '4xx': problemSchema },
+} as const;
+
+export const adminSnapshotRestoreSchema = {
+  params: snapshotParams,
+  response: { 200: snapshotInfo, '4xx': problemSchema },
+} as const;
+
+export const adminResetSchema = {
+  response: { 200: snapshotInfo, '4xx': problemSchema },
+} as const;
+
+export const adminSnapshotListSchema = {
+  response: {
+    200: { type: 'object', properties: { snapshots: { type: 'array', items: snapshotInfo }, baseline: { anyOf: [{ type: 'null' }, snapshotInfo] }, location: { type: ['string', 'null'] } } },
+    '4xx': problemSchema,
+  },
 } as const;
 
 export const adminDecideSchema = {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { basename, dirname, join } from 'node:path';
 import type { Adapter } from 'lowdb';
@@ -91,6 +92,13 @@ export class DurableJsonFile<T> implements Adapter<T> {
 
   readonly #ledger: string | null;
   #append = '';
+  /** The newest write asked for: once it is durable, so is every earlier one. */
+  #lastWrite: Promise<void> = Promise.resolve();
+  /** Set during an exclusive section: writes wait (they are coalesced as usual) and none is handed to the writer. */
+  #held = false;
+  #exclusive: Promise<void> = Promise.resolve();
+  /** Resolved when the writer has nothing in flight. */
+  #drained: Deferred | null = null;
 
   constructor(file: string, parse: (text: string) => T, ledgerFile: string | null = null) {
     this.file = file;
@@ -118,6 +126,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
     this.#data = data;
     const done = deferred();
     this.#waiting.push(done);
+    this.#lastWrite = done.promise.catch(() => undefined);
     if (!this.#scheduled && this.#inWriter < QUEUE_DEPTH) {
       this.#scheduled = true;
       setImmediate(() => {
@@ -157,6 +166,55 @@ export class DurableJsonFile<T> implements Adapter<T> {
     await (this.#idle ??= deferred()).promise;
   }
 
+  /**
+   * Runs `fn` once every write asked for before the call is durable, with no write in flight while it runs and
+   * none started until it is done (later writes wait and are coalesced as usual). Sections run one at a time.
+   */
+  async exclusive<R>(fn: () => Promise<R>): Promise<R> {
+    const before = this.#lastWrite;
+    const previous = this.#exclusive;
+    let release!: () => void;
+    this.#exclusive = new Promise<void>((resolve) => (release = resolve));
+    await previous;
+    try {
+      await before;
+      this.#held = true;
+      // A write asked for after the call may have started meanwhile: it ends before fn reads or replaces the files.
+      if (this.#inWriter > 0) await (this.#drained ??= deferred()).promise;
+      return await fn();
+    } finally {
+      this.#held = false;
+      release();
+      this.#next();
+    }
+  }
+
+  /** The file's and the ledger's text exactly as on disk (ledger null: no ledger file), read as one consistent pair. */
+  readBoth(): Promise<{ text: string; ledger: string | null }> {
+    return this.exclusive(async () => ({ text: await readFile(this.file, 'utf8'), ledger: this.#ledger ? await readOptional(this.#ledger) : null }));
+  }
+
+  /**
+   * Replaces the file and the ledger with exactly these texts, each durably (temp file 0600, fdatasync, rename,
+   * directory fsync), between two writes. `data` is what later writes write, and ledger text queued for the next
+   * write is dropped (it belonged to what was replaced); `then` runs before any later write starts.
+   */
+  replaceBoth(text: string, ledger: string | null, data: T, then: () => void): Promise<void> {
+    if (ledger !== null && !this.#ledger) return Promise.reject(new Error('this file has no ledger'));
+    return this.exclusive(async () => {
+      await (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => undefined));
+      // The ledger first, as every write does: a crash in between leaves a ledger that load() trims to the state's count.
+      if (this.#ledger) {
+        if (ledger === null) await rm(this.#ledger, { force: true });
+        else await writeFileDurably(this.#ledger, ledger);
+      }
+      await writeFileDurably(this.file, text);
+      this.#data = data;
+      this.#append = '';
+      then();
+    });
+  }
+
   /** Stops the writer thread once nothing is pending. */
   async close(): Promise<void> {
     await this.flush();
@@ -173,6 +231,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
       }
       return;
     }
+    if (this.#held) return;
     const batch = this.#waiting;
     this.#waiting = [];
     // Compact: serialising and syncing fewer bytes is what bounds durable-write throughput (`jq .` reads it).
@@ -182,6 +241,10 @@ export class DurableJsonFile<T> implements Adapter<T> {
     this.#inWriter++;
     const finish = (error?: unknown) => {
       this.#inWriter--;
+      if (this.#inWriter === 0) {
+        this.#drained?.resolve();
+        this.#drained = null;
+      }
       for (const d of batch) error ? d.reject(error) : d.resolve();
       this.#next();
     };
@@ -222,5 +285,38 @@ export class DurableJsonFile<T> implements Adapter<T> {
       if (this.#worker === worker) this.#worker = null;
     });
     return worker;
+  }
+}
+
+async function readOptional(file: string): Promise<string | null> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
+}
+
+/** Writes `text` to `file` the way the writer thread does: a fresh temp file 0600 (never a symlink), fdatasync, rename, directory fsync. */
+export async function writeFileDurably(file: string, text: string): Promise<void> {
+  const temp = join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+  } catch (e) {
+    await rm(temp, { force: true });
+    throw e;
+  }
+  const dir = await open(dirname(file), 'r');
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
   }
 }

@@ -1,6 +1,6 @@
 import { Low } from 'lowdb';
 import { parseState, type State } from '../core/state.js';
-import type { StatePersistence } from '../core/persistence.js';
+import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { DurableJsonFile } from './durable-json-file.js';
 
 /** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
@@ -30,6 +30,18 @@ export class FilePersistence implements StatePersistence {
     if (ledger.length > 0) this.#adapter.appendWithNextWrite(ledger.map((line) => `${line}\n`).join(''));
     this.#db.data = state;
     return this.#db.write();
+  }
+
+  async readStored(): Promise<StoredState> {
+    const { text, ledger } = await this.#adapter.readBoth();
+    return { state: text, ledger };
+  }
+
+  replaceStored(stored: StoredState, state: State, swap: () => void): Promise<void> {
+    return this.#adapter.replaceBoth(stored.state, stored.ledger, state, () => {
+      this.#db.data = state;
+      swap();
+    });
   }
 
   readLedger(): Promise<string[]> {

@@ -62,7 +62,7 @@ export async function loadFixtures(dir: string = DEFAULT_FIXTURES_DIR): Promise<
     if (!ok) throw fail(grantsFile, `entry ${i} needs client {client_id, client_name, redirect_uris}, person_id, scopes, resource ("mcp" or null) and refresh_token`);
   });
   const handles = new Set<string>();
-  (grants as GrantSeed[]).forEach((g, i) => {
+  (grants as Array<GrantSeed & { refresh_token: string }>).forEach((g, i) => {
     const handle = g.refresh_token.split('.')[1] ?? '';
     if (!/^aa1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(g.refresh_token)) throw fail(grantsFile, `entry ${i}: refresh_token must have the form aa1.<handle>.<secret> (base64url parts)`);
     if (handles.has(handle)) throw fail(grantsFile, `entry ${i}: refresh_token handle "${handle}" is used by another grant; every grant needs its own`);

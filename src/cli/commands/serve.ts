@@ -11,6 +11,7 @@ export interface ServeFlags {
   state?: string;
   inMemory?: boolean;
   fixtures?: string;
+  scenario?: string;
   json?: boolean;
   quiet?: boolean;
   rateLimit: string;
@@ -56,6 +57,7 @@ export function serveCommand(): Command {
     .addOption(new Option('--state <file>', 'JSON state file (default .agent-access/state.json)').conflicts('inMemory'))
     .option('--in-memory', 'keep state in memory only; nothing is written')
     .option('--fixtures <dir>', 'directory with persons.json, and optionally grants.json, workspace/<kind>.json and knowledge/*.md; default: the packaged fixtures')
+    .option('--scenario <file>', 'JSON scenario (clients, grants, knowledge, research jobs, charges) loaded into a new state; an existing state must come from the same scenario')
     .addOption(new Option('--json', 'print one JSON line on stdout when ready; logs go to stderr').conflicts('ui'))
     .option('--ui', 'show the live dashboard in this terminal; logs go to --log-file')
     .option('--log-file <file>', 'with --ui: where the request log goes (default: next to the state file, FILE.log; in memory: .agent-access/serve.log)')
