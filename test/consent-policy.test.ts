@@ -57,7 +57,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
     }
   }
 
-  it('issue 7.3: a deny policy answers the real consent page with access_denied (state and iss kept), recorded as the policy, and no grant', async () => {
+  it('issue 7.3: a deny policy answers the real consent page with access_denied (state and iss kept), and no grant', async () => {
     const emu = await start({ consent: 'deny' });
     const cb = await callbackServer();
     try {

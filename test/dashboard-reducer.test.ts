@@ -28,7 +28,7 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.clients['client-2']?.client_name).toBe('Kalender-Bot'),
   }),
   'consent.shown': (s) => ({
-    message: s.event('consent.shown', { interaction_id: 'i-1', client_id: 'client-1', client_name: 'Wetter-Agent', person_id: 'person-anna', scopes: ['ask'], resource: null }),
+    message: s.event('consent.shown', { interaction_id: 'i-1', client_id: 'client-1', client_name: 'Wetter-Agent', person_id: 'person-anna', scopes: ['ask'], resource: null, answered_by: 'person' }),
     check: (n) => expect(n.activity.at(-1)?.text).toMatch(/consent page shown: Wetter-Agent asks person-anna for ask/),
   }),
   'consent.approved': (s) => ({

@@ -3,7 +3,10 @@
  * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/core/clock.js';
+import type { AppEvent } from '../src/core/events.js';
 import { parseFaultFlag } from '../src/core/faults.js';
+import { startEmulator as startInProcess } from './helpers/emulator.js';
 import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { http, postJson, refresh } from './helpers/oauth.js';
@@ -183,6 +186,58 @@ describe('faults observed by a client (issue 7.4)', () => {
     const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
     expect((await ask(emu, access_token)).status).toBe(502);
     expect((await ask(emu, access_token)).status).toBe(200);
+  });
+});
+
+describe('faults: edges (issue 7.4)', () => {
+  it('a revocation due on the clock fires on the next request even between ticks, and that refused request is marked in the log', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 21, 12));
+    const emulator = await startInProcess({ clock });
+    const served: AppEvent[] = [];
+    emulator.core.events.subscribe((e) => e.name === 'request.served' && served.push(e));
+    const tokens = await emulator.core.issueTokensWithoutConsent({ scopes: ['ask'] });
+    const fault = emulator.faults.arm({ kind: 'revoke', grant_id: tokens.grant_id, in: '1h' });
+    // The clock moves without the admin API (which would fire it): only the request's own check can.
+    clock.advance(60 * 60 * 1000);
+    const res = await postJson(`${emulator.baseUrl}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token));
+    expect(res.status).toBe(401);
+    expect(served.at(-1)?.data).toMatchObject({ path: '/chat/ask', status: 401, faults: [`${fault.id} revoke`] });
+  });
+
+  it('a path that is no route (a browser fetching /favicon.ico) does not use up a fault', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'server_error', count: 1 });
+    expect((await http(`${emu.authUrl}/favicon.ico`)).status).toBe(404);
+    expect((await ask(emu, access_token)).status).toBe(500);
+  });
+
+  it('rate spreads exactly: 0.29 of 100 matching requests is 29', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    const fault = await emu.faults.add({ kind: 'server_error', rate: 0.29, route: 'GET /.well-known/jwks.json' });
+    for (let i = 0; i < 100; i++) await http(`${emu.baseUrl}/.well-known/jwks.json`);
+    expect((await emu.faults.list()).find((f) => f.id === fault.id)?.fired).toBe(29);
+    expect((await ask(emu, access_token)).status).toBe(200);
+  });
+
+  it('a 503 on a page is an error page with Retry-After; on the token endpoint RFC 6749 temporarily_unavailable', async () => {
+    const emu = await start();
+    const tokens = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'server_error', route: 'GET /settings', status: 503, count: 1 });
+    const page = await http(`${emu.authUrl}/settings`);
+    expect([page.status, page.headers['retry-after'], String(page.headers['content-type'])]).toEqual([503, '1', expect.stringContaining('text/html')]);
+    await emu.faults.add({ kind: 'server_error', route: 'POST /oauth/token', status: 503, count: 1 });
+    const token = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    expect([token.status, token.headers['cache-control']]).toEqual([503, 'no-store']);
+    expect(token.json()).toMatchObject({ error: 'temporarily_unavailable' });
+  });
+
+  it('a refresh_replay now on a grant without a live token family is refused (409): it would do nothing', async () => {
+    const emu = await start();
+    const tokens = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.person.revokeGrant(tokens.grant_id);
+    await expect(emu.faults.add({ kind: 'refresh_replay', grant_id: tokens.grant_id })).rejects.toMatchObject({ status: 409 });
   });
 });
 

@@ -267,6 +267,7 @@ export class Core {
 
   /** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3). */
   beginConsent(request: AuthorizationRequest, personId: string, binding: string): Interaction {
+    const answeredBy = this.consentPolicies.for(request.client.client_id).decision === 'page' ? 'person' : 'policy';
     this.#pruneInteractions();
     const interaction: Interaction = { id: randomToken(18), request, person_id: personId, binding, expires_at: this.clock.now() + this.lifetimes.interaction };
     this.#interactions.set(interaction.id, interaction);
@@ -277,6 +278,7 @@ export class Core {
       person_id: personId,
       scopes: request.scopes,
       resource: request.resource,
+      answered_by: answeredBy,
     });
     return interaction;
   }

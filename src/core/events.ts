@@ -4,7 +4,8 @@
  */
 export interface EventMap {
   'client.registered': { client_id: string; client_name: string; redirect_uris: string[] };
-  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: string[]; resource: string | null };
+  /** `answered_by`: `policy` when a consent policy answers it instead of the person seeing the page. */
+  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: string[]; resource: string | null; answered_by: ConsentAnswerer };
   /** `scopes`: what was granted; a policy may approve fewer than were requested (`requested_scopes`). */
   'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; requested_scopes: string[]; grant_id: string; by: ConsentAnswerer };
   'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; by: ConsentAnswerer };

@@ -239,6 +239,11 @@ export class Faults {
     if (parsed.grant_id !== null && GRANT_KINDS.includes(parsed.kind) && !Object.hasOwn(this.core.state.grants, parsed.grant_id)) {
       throw new ProblemError(404, 'grant.not_found', `no grant with id "${parsed.grant_id}"`);
     }
+    // A replay "now" with nothing to replay would report a fault that did nothing.
+    const liveFamily = Object.values(this.core.state.families).some((f) => f.grant_id === parsed.grant_id && f.status === 'active');
+    if (parsed.kind === 'refresh_replay' && parsed.at !== null && parsed.at <= now && !liveFamily) {
+      throw new ProblemError(409, 'no_live_family', `grant "${parsed.grant_id}" has no live token family whose refresh token could be replayed`);
+    }
     this.#dropEnded();
     if (this.#faults.size >= FAULT_LIMIT) throw new ProblemError(409, 'too_many_faults', `at most ${FAULT_LIMIT} faults at once; clear some first`);
     const base = { ...parsed, id: `fault_${++this.#seq}`, created_at: now, seen: 0, fired: 0, last_fired_at: null, state: 'armed' as const };
@@ -290,7 +295,8 @@ export class Faults {
     for (const fault of this.#faults.values()) {
       if (fault.state !== 'armed' || fault.kind !== kind || !this.#applies(fault, ctx)) continue;
       fault.seen++;
-      if (fault.rate !== null && Math.floor(fault.seen * fault.rate) === Math.floor((fault.seen - 1) * fault.rate)) continue;
+      // The epsilon keeps 0.29 × 100 at 29 despite binary fractions.
+      if (fault.rate !== null && Math.floor(fault.seen * fault.rate + 1e-9) === Math.floor((fault.seen - 1) * fault.rate + 1e-9)) continue;
       this.#fired(fault, ctx);
       return fault;
     }
@@ -328,15 +334,24 @@ export class Faults {
     return next;
   }
 
-  /** Fires the grant faults whose moment has come on the clock. */
-  async runDue(): Promise<void> {
+  /** Fires the grant faults whose moment has come on the clock; returns them. */
+  async runDue(): Promise<Fault[]> {
     const now = this.core.clock.now();
+    const fired: Fault[] = [];
     for (const fault of this.#faults.values()) {
-      if (fault.state === 'armed' && fault.at !== null && fault.at <= now) await this.#act(fault);
+      if (fault.state === 'armed' && fault.at !== null && fault.at <= now) {
+        await this.#act(fault);
+        fired.push(fault);
+      }
     }
+    return fired;
   }
 
-  /** Counts a request of a grant (after its answer) and fires the faults waiting for that many. */
+  /**
+   * Counts an answered request that carried one of the grant's access tokens (any route, any status; token
+   * refreshes are not such requests) and fires the faults waiting for that many. Requests already in flight when it
+   * fires are answered as before; the next one is refused.
+   */
   async countRequest(grantId: string): Promise<void> {
     for (const fault of this.#faults.values()) {
       if (fault.state !== 'armed' || fault.after_requests === null || fault.grant_id !== grantId) continue;

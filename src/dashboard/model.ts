@@ -182,7 +182,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       return note({ ...state, clients: { ...state.clients, [d.client_id]: { client_id: d.client_id, client_name: d.client_name, registered_at: event.at } } }, event, `client registered: ${d.client_name}`);
     }
     case 'consent.shown':
-      return note(state, event, `consent page shown: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`);
+      return note(state, event, `${event.data.answered_by === 'policy' ? 'consent asked, for the policy to answer' : 'consent page shown'}: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`);
     case 'consent.approved':
       return note(state, event, `consent approved by ${answerer(event.data)}: ${clientName(state, event.data.client_id)} (${event.data.scopes.join(' ')})`);
     case 'consent.denied':

@@ -80,11 +80,16 @@ function sendInjectedError(request: FastifyRequest, reply: FastifyReply, fault: 
  * caller's token, are known.
  */
 function installFaultHooks(app: FastifyInstance, core: Core, faults: Faults): void {
-  const exempt = (request: FastifyRequest) => request.url.startsWith(ADMIN_PREFIX);
+  // Admin calls and paths that are no route (a browser's /favicon.ico) never use up a fault.
+  const exempt = (request: FastifyRequest) => request.url.startsWith(ADMIN_PREFIX) || request.routeOptions.url === undefined;
   app.addHook('onRequest', (request, _reply, done) => {
     const due = faults.nextDue;
     if (due === null || due > core.clock.now() || exempt(request)) return done();
-    faults.runDue().then(() => done(), done);
+    faults.runDue().then((fired) => {
+      // The request the revocation (or replay) now refuses shows it in the log.
+      if (fired.length > 0) (request.faults ??= []).push(...fired.map((f) => `${f.id} ${f.kind}`));
+      done();
+    }, done);
   });
   app.addHook('preHandler', (request, reply, done) => {
     if (!faults.armed || exempt(request)) return done();
