@@ -43,8 +43,7 @@ describe('agent-access serve', () => {
     const state = join(dir, 'state.json');
     const s = await serve(['--state', state]);
     const { client_id } = await register(s.ready.base_url);
-    s.child.kill('SIGTERM');
-    expect(await s.exit).toBe(0);
+    expect(await s.stop()).toBe(0);
     expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toBeTruthy();
     expect(existsSync(join(dir, 'state.admin.json'))).toBe(false);
     expect(existsSync(`${state}.lock`)).toBe(false);
@@ -108,8 +107,7 @@ describe('agent-access grants: one writer per state file', () => {
     expect(afterRevoke.json().error, afterRevoke.text).toBe('invalid_grant');
     // A later write by the server must not lose the revocation.
     await register(s.ready.base_url);
-    s.child.kill('SIGTERM');
-    expect(await s.exit, s.stderr()).toBe(0);
+    expect(await s.stop(), s.stderr()).toBe(0);
     expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
   });
 
@@ -137,8 +135,7 @@ describe('agent-access grants: one writer per state file', () => {
     const s = await serve(['--state', state]);
     const viaServer = await runCli(['grants', 'revoke', 'grant_nope', '--state', state]);
     expect(viaServer.code).toBe(7);
-    s.child.kill('SIGTERM');
-    await s.exit;
+    await s.stop();
     const direct = await runCli(['grants', 'revoke', 'grant_nope', '--state', state]);
     expect(direct.code).toBe(7);
     expect(direct.stderr).toContain('grant_nope');
@@ -164,8 +161,7 @@ describe('agent-access charges', () => {
     const live = JSON.parse((await runCli(['charges', '--state', state, '--json'])).stdout);
     expect(live).toMatchObject({ unit: 'AKh', total: 1, clients: [{ client_id: flow.client_id, client_name: 'Test Agent', total: 1, charges: 2 }] });
     expect(live.entries).toHaveLength(2);
-    s.child.kill('SIGTERM');
-    await s.exit;
+    await s.stop();
     const fromFile = await runCli(['charges', '--state', state, '--entries']);
     expect(fromFile.code).toBe(0);
     expect(fromFile.stdout).toContain('Test Agent');

@@ -353,8 +353,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
       expect(viaEnv.code).toBe(4);
       expect(viaEnv.stderr).toMatch(/not logged in to http:\/\/127\.0\.0\.1:9/);
     } finally {
-      serve.child.kill('SIGTERM');
-      await serve.exit;
+      await serve.stop();
     }
   });
 });

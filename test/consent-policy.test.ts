@@ -163,8 +163,7 @@ describe('consent policies (issue 7.3)', () => {
       const view = await adminRequest({ adminUrl: serve.ready.admin_url, token: serve.ready.admin_token }, 'GET', '/consent');
       expect(view).toEqual({ default: { decision: 'approve', scopes: ['ask'] }, clients: { client_x: { decision: 'deny' } } });
     } finally {
-      serve.child.kill('SIGTERM');
-      await serve.exit;
+      await serve.stop();
     }
   });
 });
@@ -233,8 +232,7 @@ describe('login --headless under a consent policy (issue 7.3, 7.7: CI without a 
       const grants = await adminRequest<{ grants: Array<{ status: string }> }>(admin, 'GET', '/grants');
       expect(grants.grants).toHaveLength(1);
     } finally {
-      serve.child.kill('SIGTERM');
-      await serve.exit;
+      await serve.stop();
     }
   });
 });

@@ -70,8 +70,7 @@ async function setup(env: Record<string, string>): Promise<{ term: Terminal; ser
   const state = join(dir, 'state.json');
   const serve = await startServe(['--state', state]);
   cleanups.push(async () => {
-    serve.child.kill('SIGTERM');
-    await serve.exit;
+    await serve.stop();
   });
   const term = new Terminal();
   cleanups.push(() => term.kill());

@@ -158,8 +158,7 @@ describe('one virtual clock (serve --clock manual)', () => {
       expect(bad.code).toBe(2);
       expect(bad.stderr).toContain('"later" is not a duration');
     } finally {
-      s.child.kill('SIGTERM');
-      await s.exit;
+      await s.stop();
     }
     const real = await startServe(['--state', state]);
     try {
@@ -167,8 +166,7 @@ describe('one virtual clock (serve --clock manual)', () => {
       expect(refused.code).toBe(8);
       expect(refused.stderr).toContain('the clock is real time; start the emulator with --clock manual');
     } finally {
-      real.child.kill('SIGTERM');
-      await real.exit;
+      await real.stop();
     }
   });
 });

@@ -255,8 +255,7 @@ describe('serve --fault (issue 7.4: from flags)', () => {
       expect(serve.stderr()).toMatch(/GET \/.well-known\/jwks.json 500 [\d.]+ms FAULT fault_2 server_error/);
       expect(serve.stderr()).toMatch(/fault\.fired .*"fault_id":"fault_1"/);
     } finally {
-      serve.child.kill('SIGTERM');
-      await serve.exit;
+      await serve.stop();
     }
   });
 

@@ -337,16 +337,14 @@ describe('issue 7.5: snapshots from test code and CI', () => {
       expect(badName.code).toBe(2);
       expect(badName.stderr).toContain('must match pattern');
     } finally {
-      s.child.kill('SIGTERM');
-      await s.exit;
+      await s.stop();
     }
     // The snapshots stay beside the state file: a restarted emulator restores them.
     const again = await startServe(['--state', state, '--scenario', EXAMPLE_SCENARIO]);
     try {
       expect((await runCli(['snapshot', 'restore', 'ci-1', '--state', state])).code).toBe(0);
     } finally {
-      again.child.kill('SIGTERM');
-      await again.exit;
+      await again.stop();
     }
     const none = await runCli(['snapshot', 'save', 'x', '--state', join(dir, 'other.json')]);
     expect(none.code).toBe(6);

@@ -20,8 +20,7 @@ const servers: ServeProcess[] = [];
 afterEach(async () => {
   while (running.length) await running.pop()!.stop();
   for (const s of servers.splice(0)) {
-    s.child.kill('SIGTERM');
-    await s.exit;
+    await s.stop();
   }
 });
 

@@ -31,6 +31,8 @@ export interface ServeProcess {
   stderr: () => string;
   stdoutRest: () => string;
   exit: Promise<number | null>;
+  /** SIGTERM, then its exit code once it has stopped. */
+  stop(): Promise<number | null>;
 }
 
 /** Starts `agent-access serve --json` and resolves with its ready line. */
@@ -50,5 +52,9 @@ export async function startServe(args: string[], options: { cwd?: string } = {})
     void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
   });
   lines.on('line', (line) => (rest += line + '\n'));
-  return { child, ready: JSON.parse(readyLine), readyLine, stderr: () => stderr, stdoutRest: () => rest, exit };
+  const stop = () => {
+    child.kill('SIGTERM');
+    return exit;
+  };
+  return { child, ready: JSON.parse(readyLine), readyLine, stderr: () => stderr, stdoutRest: () => rest, exit, stop };
 }
