@@ -20,7 +20,7 @@ import type { Workspace } from '../core/workspace.js';
 import type { AgentPlane } from '../core/agent-plane.js';
 import { registerMcpRoute } from './mcp.js';
 import type { Allowlist } from '../core/allowlist.js';
-import { metadataSchema, registerSchema, revokeSchema, tokenSchema } from './schemas.js';
+import { registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { VARIANT_HEADER } from '../core/variation.js';
 import { errorPage } from './views.js';
 import type { Snapshots } from './snapshots.js';
@@ -215,11 +215,13 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
 
 /** Metadata, JWKS, registration, token and revocation (spec 4.1, 4.3; RFC 8414, 9728, 7591, 7009). */
 function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
-  app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => core.authorizationServerMetadata());
+  // The metadata routes take no input and answer the core's objects as they are: no schema, so the first
+  // discovery request (a client's first call, and what readiness probes poll) compiles nothing.
+  app.get('/.well-known/oauth-authorization-server', async () => core.authorizationServerMetadata());
   // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to.
-  app.get(PROTECTED_RESOURCE_METADATA_PATH, { schema: metadataSchema }, async () => core.protectedResourceMetadata());
-  app.get('/.well-known/oauth-protected-resource', { schema: metadataSchema }, async () => core.protectedResourceMetadata());
-  app.get('/.well-known/jwks.json', { schema: metadataSchema }, async (_request, reply) => {
+  app.get(PROTECTED_RESOURCE_METADATA_PATH, async () => core.protectedResourceMetadata());
+  app.get('/.well-known/oauth-protected-resource', async () => core.protectedResourceMetadata());
+  app.get('/.well-known/jwks.json', async (_request, reply) => {
     reply.type('application/jwk-set+json');
     return core.jwks();
   });

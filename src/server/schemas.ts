@@ -96,8 +96,6 @@ export const revokeSchema = {
   response: { '4xx': oauthErrorSchema },
 } as const;
 
-export const metadataSchema = { response: { 200: openObject } } as const;
-
 const queryValue = { anyOf: [str(), { type: 'array', maxItems: 10, items: str() }] } as const;
 
 /** Spec 4.2. Values may repeat here so the core can answer a repeated parameter as OAuth 2.1 asks. */
