@@ -1,5 +1,6 @@
 import type { CryptoKey, JWTPayload } from 'jose';
 import { epochSeconds } from './clock.js';
+import { sha256 } from './crypto.js';
 import { loadJose } from './keys.js';
 import type { SigningKey } from './state.js';
 
@@ -19,11 +20,25 @@ export interface AccessTokenClaims extends JWTPayload {
 
 const encoder = new TextEncoder();
 
+/** Tokens whose signature and fixed claims were checked, kept so a client's next request skips the ES256 verify. */
+const VERIFIED_CACHE_SIZE = 10_000;
+
+interface Verified {
+  claims: AccessTokenClaims;
+  issuer: string;
+}
+
 /** Signs and verifies RFC 9068 JWT access tokens (ES256, `typ: at+jwt`) with the state's signing key. */
 export class AccessTokenSigner {
   readonly #key: SigningKey;
   #privateKey: Promise<CryptoKey> | undefined;
   #publicKey: Promise<CryptoKey> | undefined;
+  /**
+   * By the SHA-256 of the token: a hit needs the exact bytes that once verified, and no token is compared or
+   * kept in the clear. The signature, `typ`, `iss` and the required claims do not change with time; `exp` and
+   * `nbf` do, so a hit checks them against the clock of this request exactly as jose would.
+   */
+  readonly #verified = new Map<string, Verified>();
 
   constructor(key: SigningKey) {
     this.#key = key;
@@ -57,6 +72,9 @@ export class AccessTokenSigner {
    * (e.g. `ERR_JWT_EXPIRED`); the caller turns them into `invalid_token`.
    */
   async verify(token: string, issuer: string, nowMs: number, options: { ignoreExpiry?: boolean } = {}): Promise<AccessTokenClaims> {
+    const digest = sha256(token);
+    const hit = this.#verified.get(digest);
+    if (hit && hit.issuer === issuer) return this.#checkTimes(hit.claims, nowMs, options);
     const [{ jwtVerify }, key] = await Promise.all([loadJose(), this.#public()]);
     const { payload } = await jwtVerify(token, key, {
       algorithms: ['ES256'],
@@ -66,7 +84,21 @@ export class AccessTokenSigner {
       requiredClaims: ['sub', 'aud', 'exp', 'iat', 'jti', 'client_id', 'scope'],
       ...(options.ignoreExpiry ? { clockTolerance: Number.MAX_SAFE_INTEGER } : {}),
     });
-    return payload as AccessTokenClaims;
+    // Shared by every request that presents this token: frozen, so none can change what the next one sees.
+    const claims = Object.freeze(payload) as AccessTokenClaims;
+    if (this.#verified.size >= VERIFIED_CACHE_SIZE) this.#verified.delete(this.#verified.keys().next().value!);
+    this.#verified.set(digest, { claims, issuer });
+    return claims;
+  }
+
+  /** jose's `nbf` and `exp` rules (RFC 7519 §4.1.4, 4.1.5, no leeway) for a token verified before. */
+  async #checkTimes(claims: AccessTokenClaims, nowMs: number, options: { ignoreExpiry?: boolean }): Promise<AccessTokenClaims> {
+    if (options.ignoreExpiry) return claims;
+    const now = epochSeconds(nowMs);
+    const { errors } = await loadJose();
+    if (typeof claims.nbf === 'number' && claims.nbf > now) throw new errors.JWTClaimValidationFailed('"nbf" claim timestamp check failed', claims, 'nbf', 'check_failed');
+    if (claims.exp <= now) throw new errors.JWTExpired('"exp" claim timestamp check failed', claims, 'exp', 'check_failed');
+    return claims;
   }
 }
 
