@@ -19,7 +19,16 @@ interface Entry {
   owner: string;
   ref: string;
   title: string;
+  /** Whitespace runs collapsed to one space: indexed as is, and cut into snippets without another pass. */
   text: string;
+  /** `text` in lower case, to find the question's words in (not indexed; stored beside the document). */
+  lower: string;
+}
+
+/** An entry from its parts, with the text prepared once for indexing and snippets. */
+function entry(id: string, kind: string, owner: string, ref: string, title: string, text: string): Entry {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase() };
 }
 
 type Orama = typeof import('@orama/orama');
@@ -64,7 +73,7 @@ export class SearchIndex {
       });
       const entries: Entry[] = [];
       for (const kind of WORKSPACE_KINDS) {
-        for (const record of this.#workspace[kind]) entries.push({ id: `${kind}:${record.id}`, kind, owner: SHARED, ref: record.id, title: record.title, text: recordText(record) });
+        for (const record of this.#workspace[kind]) entries.push(entry(`${kind}:${record.id}`, kind, SHARED, record.id, record.title, recordText(record)));
       }
       for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
       orama.insertMultiple(db, entries);
@@ -90,7 +99,7 @@ export class SearchIndex {
     const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
     remove(db, id);
-    insert(db, { id, kind, owner: SHARED, ref: record.id, title: record.title, text: recordText(record as never) });
+    insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record as never)));
   }
 
   /**
@@ -108,33 +117,29 @@ export class SearchIndex {
       limit: options.limit ?? 5,
       where: { owner: { in: [SHARED, options.person] }, ...(options.knowledgeOnly ? { kind: { eq: 'knowledge' } } : {}) },
     });
+    const words = questionWords(question);
     return result.hits.map(({ score, document }) => ({
       kind: document.kind as SourceKind,
       id: document.ref,
       title: document.title,
-      snippet: snippet(document.text, question),
+      snippet: snippet(document, words),
       score,
     }));
   }
 }
 
 function knowledgeEntries(doc: KnowledgeDocument): Entry[] {
-  return markdownSections(doc).map((section, i) => ({
-    id: `knowledge:${doc.id}:${i}`,
-    kind: 'knowledge',
-    owner: doc.owner ?? SHARED,
-    ref: doc.id,
-    title: section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`,
-    text: section.text,
-  }));
+  return markdownSections(doc).map((section, i) =>
+    entry(`knowledge:${doc.id}:${i}`, 'knowledge', doc.owner ?? SHARED, doc.id, section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`, section.text),
+  );
 }
 
+/** The question's words that can place a snippet: four letters or more, in lower case. */
+const questionWords = (question: string): string[] => question.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length >= 4);
+
 /** A short excerpt around the first word of the question that occurs in the text. */
-function snippet(text: string, question: string): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+function snippet({ text: flat, lower }: Entry, words: string[]): string {
   if (flat.length <= SNIPPET) return flat;
-  const lower = flat.toLowerCase();
-  const words = question.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length >= 4);
   const at = words.map((w) => lower.indexOf(w.slice(0, Math.max(4, w.length - 2)))).filter((i) => i >= 0).sort((a, b) => a - b)[0] ?? 0;
   const start = Math.max(0, at - 60);
   const cut = flat.slice(start, start + SNIPPET);
