@@ -1,30 +1,32 @@
 import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { processContext, type ClientContext } from '../client/context.js';
-import { chargesCommand } from './commands/charges.js';
-import { clockCommand } from './commands/clock.js';
-import { snapshotCommand } from './commands/snapshot.js';
-import { dashboardCommand } from './commands/dashboard.js';
-import { clientCommands } from './commands/client.js';
-import { grantsCommand } from './commands/grants.js';
-import { serveCommand } from './commands/serve.js';
-import { apiCommands } from './commands/api.js';
 import { EXIT, describeCliError } from './errors.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
-/** The `agent-access` program. Commands load their heavy modules only when they run. */
-export function buildProgram(ctx: ClientContext = processContext()): Command {
-  const program = new Command('agent-access')
-    .description('Dev kit and local emulator for the Agent Access Service')
-    .version(version)
-    .addCommand(serveCommand())
-    .addCommand(grantsCommand())
-    .addCommand(chargesCommand())
-    .addCommand(dashboardCommand(ctx))
-    .addCommand(clockCommand(ctx))
-    .addCommand(snapshotCommand(ctx));
-  for (const command of [...clientCommands(ctx), ...apiCommands(ctx)]) program.addCommand(command);
+/** The modules that define the top-level commands, in the order help lists them. */
+const COMMAND_MODULES: Array<{ names: readonly string[]; load: (ctx: ClientContext) => Promise<Command[]> }> = [
+  { names: ['serve'], load: async () => [(await import('./commands/serve.js')).serveCommand()] },
+  { names: ['grants'], load: async () => [(await import('./commands/grants.js')).grantsCommand()] },
+  { names: ['charges'], load: async () => [(await import('./commands/charges.js')).chargesCommand()] },
+  { names: ['dashboard'], load: async (ctx) => [(await import('./commands/dashboard.js')).dashboardCommand(ctx)] },
+  { names: ['clock'], load: async (ctx) => [(await import('./commands/clock.js')).clockCommand(ctx)] },
+  { names: ['snapshot'], load: async (ctx) => [(await import('./commands/snapshot.js')).snapshotCommand(ctx)] },
+  { names: ['login', 'token', 'status', 'logout', 'decode'], load: async (ctx) => (await import('./commands/client.js')).clientCommands(ctx) },
+  { names: ['ask', 'research', 'train'], load: async (ctx) => (await import('./commands/api.js')).apiCommands(ctx) },
+];
+
+/**
+ * The `agent-access` program. A command line that names a command loads only the module defining it (every
+ * other module is start-up time of `serve`, which is benchmarked); help, the version and unknown commands
+ * load them all. Commands load their heavy modules only when they run.
+ */
+export async function buildProgram(ctx: ClientContext = processContext(), argv: readonly string[] = []): Promise<Command> {
+  const named = COMMAND_MODULES.find((m) => m.names.includes(argv[0] ?? ''));
+  const commands = (await Promise.all((named ? [named] : COMMAND_MODULES).map((m) => m.load(ctx)))).flat();
+  const program = new Command('agent-access').description('Dev kit and local emulator for the Agent Access Service').version(version);
+  for (const command of commands) program.addCommand(command);
   applyConventions(program, ctx);
   return program;
 }
@@ -44,7 +46,7 @@ function applyConventions(command: Command, ctx: ClientContext): void {
  */
 export async function run(argv: string[], ctx: ClientContext = processContext()): Promise<number> {
   try {
-    await buildProgram(ctx).parseAsync(argv, { from: 'user' });
+    await (await buildProgram(ctx, argv)).parseAsync(argv, { from: 'user' });
     return EXIT.ok;
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
