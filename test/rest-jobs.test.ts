@@ -126,6 +126,8 @@ describe('spec 2.6, 4.4 rule 4: training documents', () => {
     expect(mentions((await post(emu, token, '/chat/ask', { question: 'Quokkabrücke Mühlbach' })).json())).toBe(false);
     clock.advance(500);
     await emu.allowlist.settle();
+    // The question asked before: its ranking was remembered, and the indexed document must replace it.
+    expect(mentions((await post(emu, token, '/chat/ask', { question: 'Quokkabrücke Mühlbach' })).json())).toBe(true);
     const after = (await post(emu, token, '/chat/ask', { question: 'Wann wird die Quokkabrücke gesperrt?' })).json();
     expect(after.sources[0]).toMatchObject({ kind: 'knowledge', id: document_id, title: 'Quokkabrücke' });
     expect(after.answer).toContain('2026-05-02');

@@ -35,6 +35,8 @@ type Orama = typeof import('@orama/orama');
 type Db = ReturnType<Orama['create']>;
 
 const SNIPPET = 220;
+/** Distinct questions whose ranked hits are kept (see SearchIndex.#answers). */
+const ANSWER_CACHE_SIZE = 1_000;
 const SHARED = 'shared';
 
 /**
@@ -47,6 +49,11 @@ export class SearchIndex {
   readonly #workspace: Workspace;
   #knowledge: KnowledgeDocument[];
   #added: KnowledgeDocument[] = [];
+  /**
+   * Answers by question and filter, dropped whenever the index changes: the same question over the same index
+   * ranks the same, so it is ranked once (agents and test suites ask the same questions again and again).
+   */
+  readonly #answers = new Map<string, Array<Source & { score: number }>>();
 
   constructor(workspace: Workspace, knowledge: KnowledgeDocument[]) {
     this.#workspace = workspace;
@@ -62,6 +69,7 @@ export class SearchIndex {
     this.#knowledge = knowledge;
     this.#added = [];
     this.#ready = undefined;
+    this.#answers.clear();
   }
 
   #index(): Promise<{ orama: Orama; db: Db }> {
@@ -89,6 +97,7 @@ export class SearchIndex {
     }
     const { orama, db } = await this.#index();
     orama.insertMultiple(db, knowledgeEntries(doc));
+    this.#answers.clear();
   }
 
   /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
@@ -100,6 +109,7 @@ export class SearchIndex {
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
     remove(db, id);
     insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record as never)));
+    this.#answers.clear();
   }
 
   /**
@@ -108,6 +118,17 @@ export class SearchIndex {
    */
   async search(question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Promise<Array<Source & { score: number }>> {
     const { orama, db } = await this.#index();
+    const key = JSON.stringify([question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
+    const known = this.#answers.get(key);
+    // Copies: a caller may change what it gets without changing the next caller's answer.
+    if (known) return known.map((hit) => ({ ...hit }));
+    const hits = this.#rank(orama, db, question, options);
+    if (this.#answers.size >= ANSWER_CACHE_SIZE) this.#answers.delete(this.#answers.keys().next().value!);
+    this.#answers.set(key, hits);
+    return hits.map((hit) => ({ ...hit }));
+  }
+
+  #rank(orama: Orama, db: Db, question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Array<Source & { score: number }> {
     // Orama's generic result types are too deep for tsc here; the shape is its documented search result.
     const search = orama.search as unknown as (db: Db, params: Record<string, unknown>) => { hits: Array<{ score: number; document: Entry }> };
     const result = search(db, {
