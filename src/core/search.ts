@@ -96,8 +96,12 @@ export class SearchIndex {
       return;
     }
     const { orama, db } = await this.#index();
-    orama.insertMultiple(db, knowledgeEntries(doc));
-    this.#answers.clear();
+    try {
+      orama.insertMultiple(db, knowledgeEntries(doc));
+    } finally {
+      // Also after a failure part way: the index may have changed.
+      this.#answers.clear();
+    }
   }
 
   /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
@@ -107,9 +111,12 @@ export class SearchIndex {
     const id = `${kind}:${record.id}`;
     const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
-    remove(db, id);
-    insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record as never)));
-    this.#answers.clear();
+    try {
+      remove(db, id);
+      insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record as never)));
+    } finally {
+      this.#answers.clear();
+    }
   }
 
   /**
@@ -117,14 +124,18 @@ export class SearchIndex {
    * training documents. `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7).
    */
   async search(question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Promise<Array<Source & { score: number }>> {
-    const { orama, db } = await this.#index();
+    const index = this.#index();
+    const { orama, db } = await index;
     const key = JSON.stringify([question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
     const known = this.#answers.get(key);
     // Copies: a caller may change what it gets without changing the next caller's answer.
     if (known) return known.map((hit) => ({ ...hit }));
     const hits = this.#rank(orama, db, question, options);
-    if (this.#answers.size >= ANSWER_CACHE_SIZE) this.#answers.delete(this.#answers.keys().next().value!);
-    this.#answers.set(key, hits);
+    // Kept only if the index it came from is still the current one (a restore may have replaced it meanwhile).
+    if (index === this.#ready) {
+      if (this.#answers.size >= ANSWER_CACHE_SIZE) this.#answers.delete(this.#answers.keys().next().value!);
+      this.#answers.set(key, hits);
+    }
     return hits.map((hit) => ({ ...hit }));
   }
 

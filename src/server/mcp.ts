@@ -33,7 +33,12 @@ export const VARIANT_META = 'agent-access/variant';
  * ready sooner (issue 2's ready-time target), and never for a run that does not use the agent plane.
  */
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;
-const loadMcpServer = () => (mcpServerModule ??= import('./mcp-server.js'));
+const loadMcpServer = () =>
+  (mcpServerModule ??= import('./mcp-server.js').catch((e: unknown) => {
+    // Not remembered: the next request tries again.
+    mcpServerModule = undefined;
+    throw e;
+  }));
 
 type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown } };
 
