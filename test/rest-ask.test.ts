@@ -172,6 +172,25 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
     expect(await ledger(emu)).toHaveLength(2);
   });
 
+  it('expired records and used codes are pruned from the state file, so it does not grow without bound', async () => {
+    const clock = new ManualClock();
+    const state = join(await scratchDir(), 'state.json');
+    const { emu, token } = await withToken({ clock, state });
+    for (const key of ['p-1', 'p-2', 'p-3']) expect((await ask(emu, token, 'Kaution', { 'idempotency-key': key })).status).toBe(200);
+    const stored = async () => JSON.parse(await readFile(state, 'utf8')) as { idempotency: object; codes: object; families: object };
+    const before = await stored();
+    expect(Object.keys(before.idempotency)).toHaveLength(3);
+    expect(Object.keys(before.codes)).toHaveLength(1);
+    // Past the 24-hour window and the code's lifetime plus a day; the refresh token (30 days) still lives.
+    const advance = await postJson(`${emu.adminUrl}/clock/advance`, { by: '49h' }, { authorization: `Bearer ${emu.adminToken}` });
+    expect(advance.status).toBe(200);
+    const after = await stored();
+    expect(after.idempotency).toEqual({});
+    expect(after.codes).toEqual({});
+    expect(Object.keys(after.families)).toEqual(Object.keys(before.families));
+    expect((await readFile(state, 'utf8')).length).toBeLessThan((JSON.stringify(before) + '\n').length);
+  });
+
   it.each([
     ['empty', ''],
     ['over 255 characters', 'x'.repeat(256)],
