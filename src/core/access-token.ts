@@ -95,10 +95,12 @@ export class AccessTokenSigner {
   async #checkTimes(claims: AccessTokenClaims, nowMs: number, options: { ignoreExpiry?: boolean }): Promise<AccessTokenClaims> {
     if (options.ignoreExpiry) return claims;
     const now = epochSeconds(nowMs);
+    const early = typeof claims.nbf === 'number' && claims.nbf > now;
+    if (!early && claims.exp > now) return claims;
+    // jose's own error types, so the caller tells an expired token from another refusal as for a first verify.
     const { errors } = await loadJose();
-    if (typeof claims.nbf === 'number' && claims.nbf > now) throw new errors.JWTClaimValidationFailed('"nbf" claim timestamp check failed', claims, 'nbf', 'check_failed');
-    if (claims.exp <= now) throw new errors.JWTExpired('"exp" claim timestamp check failed', claims, 'exp', 'check_failed');
-    return claims;
+    if (early) throw new errors.JWTClaimValidationFailed('"nbf" claim timestamp check failed', claims, 'nbf', 'check_failed');
+    throw new errors.JWTExpired('"exp" claim timestamp check failed', claims, 'exp', 'check_failed');
   }
 }
 
