@@ -21,6 +21,7 @@ import {
   varyTrainingUrl,
   type ResearchJobView,
   type TrainingDocumentView,
+  type VariantSelection,
   type VaryUnspecified,
 } from './variation.js';
 
@@ -195,7 +196,7 @@ export class Allowlist {
       const composed = await Promise.race([answer, timeout]);
       // Varied here, before idempotency stores it, so a replay sends the varied bytes again. An abandoned ask takes no variant.
       const variant = this.variation?.next('ask');
-      const message_id = variant ? formatId(variant.choices.ids, 'msg', randomBytesFor(16)) : `msg_${randomToken(16)}`;
+      const message_id = idFor(variant, 'msg', () => `msg_${randomToken(16)}`);
       const body: AskAnswer = { ...composed, message_id };
       if (!variant) return { status: 200, body, charge: this.prices.ask };
       return { status: 200, body: varyAskAnswer(body, variant), charge: this.prices.ask, variant: describeVariant(variant) };
@@ -213,7 +214,7 @@ export class Allowlist {
     const fault = this.#fault('research_fail', access, { method: 'POST', path: '/research', question });
     const variant = this.variation?.next('research');
     const job: ResearchJob = {
-      id: variant ? formatId(variant.choices.ids, 'job', randomBytesFor(16)) : newId('job'),
+      id: idFor(variant, 'job'),
       client_id: access.client_id,
       grant_id: access.grant.id,
       person_id: access.person_id,
@@ -262,7 +263,7 @@ export class Allowlist {
     const now = this.core.clock.now();
     const variant = this.variation?.next('training');
     const doc: TrainingDocument = {
-      id: variant ? formatId(variant.choices.ids, 'doc', randomBytesFor(16)) : newId('doc'),
+      id: idFor(variant, 'doc'),
       client_id: access.client_id,
       grant_id: access.grant.id,
       person_id: access.person_id,
@@ -397,6 +398,10 @@ export class Allowlist {
 }
 
 /** Jobs and documents are their client's and their person's; anyone else gets 404. */
+/** A new id: in the form the variant chose (--vary-unspecified), else the emulator's own. */
+const idFor = (variant: VariantSelection | undefined, prefix: string, plain: () => string = () => newId(prefix)): string =>
+  variant ? formatId(variant.choices.ids, prefix, randomBytesFor(16)) : plain();
+
 const belongsTo = (record: { client_id: string; person_id: string }, access: AccessContext): boolean =>
   record.client_id === access.client_id && record.person_id === access.person_id;
 
