@@ -1,4 +1,4 @@
-import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DurableJsonFile } from '../src/store/durable-json-file.js';
@@ -47,6 +47,33 @@ describe('DurableJsonFile: atomic, durable, coalesced writes', () => {
     }
     await writer;
     await store.close();
+  });
+
+  it('each snapshot goes to a new file: a reader holding the file keeps the version it opened', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const store = adapter(file);
+    await store.write({ n: 1, items: [1] });
+    const held = await open(file, 'r');
+    try {
+      for (let n = 2; n <= 5; n++) await store.write({ n, items: [n] });
+      expect(JSON.parse(await held.readFile('utf8'))).toEqual({ n: 1, items: [1] });
+      expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ n: 5, items: [5] });
+    } finally {
+      await held.close();
+    }
+    await store.close();
+  });
+
+  it('temp files a killed writer left behind are removed; after close only the file is left', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    // One left by a writer that was killed before it could close.
+    await writeFile(join(dir, '.state.json.left-by-a-crash.tmp'), '');
+    const store = adapter(file);
+    for (let n = 1; n <= 3; n++) await store.write({ n, items: [] });
+    await store.close();
+    expect(await readdir(dir)).toEqual(['state.json']);
   });
 
   it('a failed write rejects the saves that waited for it, and later saves still work', async () => {

@@ -26,20 +26,56 @@ const encoder = new TextEncoder();
 const QUEUE_DEPTH = 1;
 
 /**
- * The blocking part of a durable write, run in one worker thread: create the temp file 0600, write, fdatasync,
- * close, rename over the target. One message in, one out, so under load the main thread is not needed between
- * the five steps; messages are handled in order, so renames never go back. Inline CommonJS so it loads the same
- * from dist/ and from the TypeScript sources under test.
+ * The blocking part of a durable write, run in one worker thread: write the snapshot to a fresh temp file
+ * (created exclusively, 0600), fdatasync, rename it over the target, fsync the directory, acknowledge. One
+ * message in, one out, so under load the main thread is not needed between the steps; messages are handled in
+ * order, so renames never go back. Inline CommonJS so it loads the same from dist/ and from the TypeScript
+ * sources under test.
+ *
+ * Freeing the file a rename replaces costs as much as the rename itself, and durability does not wait for it:
+ * the writer keeps the current file open, so the rename does not free the old one, and closes it once the next
+ * rename is acknowledged, while the main thread prepares the next snapshot. Every snapshot still goes to a new
+ * file, never into one a reader may hold. (Creating the next temp file ahead was tried too: it left a file in
+ * the directory between writes, so removing the directory right after an acknowledged write could fail.)
  */
 const WRITER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const fs = require('node:fs');
 const path = require('node:path');
-const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
-parentPort.on('message', ({ id, file, temp, bytes, ledger, append }) => {
+const { randomBytes } = require('node:crypto');
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND } = fs.constants;
+/** The file now named as the target, held open until the next rename replaced it. */
+let current = null;
+const closeQuietly = (fd) => { try { fs.closeSync(fd); } catch {} };
+const createTemp = (file) => {
+  const name = path.join(path.dirname(file), '.' + path.basename(file) + '.' + randomBytes(9).toString('base64url') + '.tmp');
+  return { name, fd: fs.openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600) };
+};
+const discard = (temp) => { closeQuietly(temp.fd); try { fs.unlinkSync(temp.name); } catch {} };
+let swept = false;
+/** Temp files of this target left by a writer that did not get to close (a crash, a kill -9): the one writer removes them. */
+const sweep = (file) => {
+  swept = true;
+  const prefix = '.' + path.basename(file) + '.';
+  try {
+    for (const name of fs.readdirSync(path.dirname(file))) {
+      if (name.startsWith(prefix) && name.endsWith('.tmp')) { try { fs.unlinkSync(path.join(path.dirname(file), name)); } catch {} }
+    }
+  } catch {}
+};
+parentPort.on('message', (message) => {
+  if (message.close) {
+    if (current !== null) closeQuietly(current);
+    current = null;
+    parentPort.postMessage({ id: message.id });
+    return;
+  }
+  const { id, file, bytes, ledger, append } = message;
+  let temp = null;
+  if (!swept) sweep(file);
   try {
     if (append) {
-      const lf = fs.openSync(ledger, fs.constants.O_WRONLY | O_CREAT | fs.constants.O_APPEND | O_NOFOLLOW, 0o600);
+      const lf = fs.openSync(ledger, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0o600);
       try {
         fs.writeSync(lf, append);
         fs.fdatasyncSync(lf);
@@ -48,14 +84,10 @@ parentPort.on('message', ({ id, file, temp, bytes, ledger, append }) => {
       }
     }
     // A new name each time, created exclusively: never an existing file or a planted symlink.
-    const fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-    try {
-      fs.writeSync(fd, bytes);
-      fs.fdatasyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(temp, file);
+    temp = createTemp(file);
+    fs.writeSync(temp.fd, bytes);
+    fs.fdatasyncSync(temp.fd);
+    fs.renameSync(temp.name, file);
     // The rename itself must reach the disk too, or a power loss could bring back the previous file.
     const dir = fs.openSync(path.dirname(file), 'r');
     try {
@@ -63,11 +95,14 @@ parentPort.on('message', ({ id, file, temp, bytes, ledger, append }) => {
     } finally {
       fs.closeSync(dir);
     }
-    parentPort.postMessage({ id });
   } catch (e) {
-    try { fs.unlinkSync(temp); } catch {}
+    if (temp) discard(temp);
     parentPort.postMessage({ id, error: { message: e.message, code: e.code } });
+    return;
   }
+  parentPort.postMessage({ id });
+  if (current !== null) closeQuietly(current);
+  current = temp.fd;
 });
 `;
 
@@ -218,8 +253,12 @@ export class DurableJsonFile<T> implements Adapter<T> {
   /** Stops the writer thread once nothing is pending. */
   async close(): Promise<void> {
     await this.flush();
-    await this.#worker?.terminate();
-    this.#worker = null;
+    const worker = this.#worker;
+    if (!worker) return;
+    // The writer removes the temp file it created ahead and lets go of the files it holds.
+    await this.#call(worker, { close: true }).catch(() => undefined);
+    await worker.terminate();
+    if (this.#worker === worker) this.#worker = null;
   }
 
   #next(): void {
@@ -253,24 +292,27 @@ export class DurableJsonFile<T> implements Adapter<T> {
 
   async #send(text: string, append: string): Promise<void> {
     await (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => undefined));
-    const worker = (this.#worker ??= this.#startWorker());
+    // The encoded snapshot's buffer is transferred, not copied.
+    const bytes = encoder.encode(text);
+    await this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer]);
+  }
+
+  /** One message to the writer and its answer; the writer keeps the process alive only while it has one. */
+  async #call(worker: Worker, message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<void> {
     const id = ++this.#seq;
     worker.ref();
     try {
       await new Promise<void>((resolve, reject) => {
-        const onMessage = (message: { id: number; error?: { message: string; code?: string } }) => {
-          if (message.id !== id) return;
+        const onMessage = (answer: { id: number; error?: { message: string; code?: string } }) => {
+          if (answer.id !== id) return;
           worker.off('message', onMessage);
           worker.off('error', reject);
-          if (message.error) reject(Object.assign(new Error(`cannot write state file ${this.file}: ${message.error.message}`), { code: message.error.code }));
+          if (answer.error) reject(Object.assign(new Error(`cannot write state file ${this.file}: ${answer.error.message}`), { code: answer.error.code }));
           else resolve();
         };
         worker.on('message', onMessage);
         worker.once('error', reject);
-        // The encoded snapshot's buffer is transferred, not copied.
-        const bytes = encoder.encode(text);
-        const temp = join(dirname(this.file), `.${basename(this.file)}.${randomBytes(9).toString('base64url')}.tmp`);
-        worker.postMessage({ id, file: this.file, temp, bytes, ledger: this.#ledger, append }, [bytes.buffer]);
+        worker.postMessage({ id, ...message }, transfer);
       });
     } finally {
       // An idle writer must not keep the process alive.
