@@ -13,11 +13,12 @@ import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
 import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
-import { emptyState, parseState, type Client, type Grant, type State, type TokenFamily } from './state.js';
+import { emptyState, parseState, type Client, type Entities, type Grant, type State, type TokenFamily } from './state.js';
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
-import { createFamily, parseRefreshToken, recordAccessToken, rotateFamily } from './token-family.js';
+import { createFamily, parseRefreshToken, rotateFamily, withAccessToken } from './token-family.js';
+import { frozen } from './immutable.js';
 
 export interface Lifetimes {
   /** Spec 2.2, 5.3, 8: 900 seconds. */
@@ -36,7 +37,7 @@ export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MI
 export interface GrantSeed {
   /** The grant's id (a scenario names its grants); default a new one. */
   id?: string;
-  client: { client_id: string; client_name: string; redirect_uris: string[] };
+  client: { client_id: string; client_name: string; redirect_uris: readonly string[] };
   person_id: string;
   scopes: string[];
   resource: 'mcp' | null;
@@ -148,6 +149,19 @@ export class Core {
     return this.persistence.save(this.state, this.#pendingLedger.length > 0 ? this.#pendingLedger.splice(0) : undefined);
   }
 
+  /** Puts a client, grant, code or family in place, frozen (src/core/immutable.ts): entries are replaced, never edited. */
+  put<K extends keyof Entities>(collection: K, key: string, entry: Entities[K]): Entities[K] {
+    (this.state[collection] as Record<string, Entities[K]>)[key] = frozen(entry);
+    return entry;
+  }
+
+  /** Replaces the entry as it is now (never a copy read earlier) with the given fields changed; returns the new entry. */
+  update<K extends keyof Entities>(collection: K, key: string, change: Partial<Entities[K]>): Entities[K] {
+    const current = (this.state[collection] as Record<string, Entities[K]>)[key];
+    if (!current) throw new Error(`no entry "${key}" in ${collection}`);
+    return this.put(collection, key, { ...current, ...change });
+  }
+
   /** Spec 1: one line of the charge ledger, and the totals; durable with the next commit. */
   recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry {
     const totals = this.state.charges;
@@ -247,7 +261,7 @@ export class Core {
   async registerClient(input: ClientMetadataInput): Promise<Client> {
     const metadata = validateClientMetadata(input);
     const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(this.clock.now()), ...metadata };
-    this.state.clients[client.client_id] = client;
+    this.put('clients', client.client_id, client);
     await this.commit();
     this.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
     return client;
@@ -319,8 +333,8 @@ export class Core {
       status: 'active',
     };
     const code = randomToken(32);
-    this.state.grants[grant.id] = grant;
-    this.state.codes[sha256(code)] = {
+    this.put('grants', grant.id, grant);
+    this.put('codes', sha256(code), {
       hash: sha256(code),
       client_id: grant.client_id,
       grant_id: grant.id,
@@ -330,7 +344,7 @@ export class Core {
       expires_at: now + this.lifetimes.code,
       consumed_at: null,
       family_id: null,
-    };
+    });
     await this.commit();
     this.events.emit('consent.approved', { interaction_id: id, ...base, scopes: granted, requested_scopes: request.scopes, grant_id: grant.id });
     this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
@@ -388,7 +402,7 @@ export class Core {
       last_used_at: null,
       status: 'active',
     };
-    this.state.grants[grant.id] = grant;
+    this.put('grants', grant.id, grant);
     this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
     const { family, refreshToken } = this.startFamily(grant);
     const tokens = await this.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
@@ -417,7 +431,7 @@ export class Core {
   startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
     const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
     if (this.#familyByHandle.has(created.family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
-    this.state.families[created.family.id] = created.family;
+    this.put('families', created.family.id, created.family);
     this.#familyByHandle.set(created.family.handle_hash, created.family.id);
     return created;
   }
@@ -427,20 +441,18 @@ export class Core {
     return id ? this.state.families[id] : undefined;
   }
 
-  rotate(family: TokenFamily, presented: string): string {
-    const from = family.current.generation;
-    const next = rotateFamily(family, presented, this.clock.now(), this.lifetimes.refreshToken);
-    this.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: from, to_generation: family.current.generation });
-    return next;
+  /** Returns the rotated family and its new refresh token. */
+  rotate(family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
+    const rotated = rotateFamily(family, presented, this.clock.now(), this.lifetimes.refreshToken);
+    this.put('families', family.id, rotated.family);
+    this.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: family.current.generation, to_generation: rotated.family.current.generation });
+    return rotated;
   }
 
   /** Every refresh and access token of the family stops working (spec 3.2, 7). */
   invalidateFamily(family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
-    if (family.status !== 'active') return;
-    family.status = 'invalidated';
-    family.invalidated_at = this.clock.now();
-    family.invalidated_reason = reason;
-    if (reason === 'refresh_replay') family.replayed_generation = replayed;
+    if (this.state.families[family.id]?.status !== 'active') return;
+    this.update('families', family.id, { status: 'invalidated', invalidated_at: this.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
     this.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
   }
 
@@ -458,14 +470,14 @@ export class Core {
   }
 
   /** Spec 9: grants that carry retired scopes lose them at their next refresh. */
-  reduceGrantScopes(grant: Grant, kept: string[]): void {
+  reduceGrantScopes(grant: Grant, kept: readonly string[]): void {
     const removed = grant.scopes.filter((s) => !kept.includes(s));
-    grant.scopes = kept;
+    this.update('grants', grant.id, { scopes: kept });
     this.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
   }
 
   /** Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). */
-  async issueTokens(grant: Grant, family: TokenFamily, refreshToken: string, scopes: string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
+  async issueTokens(grant: Grant, family: TokenFamily, refreshToken: string, scopes: readonly string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
     const now = this.clock.now();
     const times = tokenTimes(now, this.lifetimes.accessToken);
     // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
@@ -481,8 +493,9 @@ export class Core {
       grant_id: grant.id,
       family_id: family.id,
     };
-    grant.last_used_at = now;
-    recordAccessToken(family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes });
+    this.update('grants', grant.id, { last_used_at: now });
+    // The family as it is now: the caller's copy may be from before its rotation.
+    const issuedFrom = this.put('families', family.id, withAccessToken(this.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }));
     const [accessToken] = await Promise.all([this.#signer.sign(claims), this.commit()]);
     this.events.emit('tokens.issued', {
       grant_id: grant.id,
@@ -492,7 +505,7 @@ export class Core {
       scopes,
       audience,
       expires_at: times.exp * 1000,
-      generation: family.current.generation,
+      generation: issuedFrom.current.generation,
       grant_type: grantType,
     });
     return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, refresh_token: refreshToken, scope: claims.scope };
@@ -534,8 +547,8 @@ export class Core {
     if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
     const scopes = splitScope(claims.scope);
     if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
-    grant.last_used_at = this.clock.now();
-    return { claims, scopes, grant, client_id: claims.client_id, person_id: claims.sub, faults: [] };
+    const used = this.update('grants', grant.id, { last_used_at: this.clock.now() });
+    return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
   }
 
   /** RFC 9728 §5.1 value for WWW-Authenticate. */
@@ -596,13 +609,11 @@ export class Core {
     const grant = Object.hasOwn(this.state.grants, id) ? this.state.grants[id] : undefined;
     if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
     if (grant.status === 'revoked') return grant;
-    grant.status = 'revoked';
-    grant.revoked_at = this.clock.now();
-    grant.revoked_by = by;
+    const revoked = this.update('grants', id, { status: 'revoked', revoked_at: this.clock.now(), revoked_by: by });
     for (const family of Object.values(this.state.families)) if (family.grant_id === id) this.invalidateFamily(family, by === 'client' ? 'token_revoked' : 'grant_revoked');
     await this.commit();
     this.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
-    return grant;
+    return revoked;
   }
 
   /** Creates a fixtures or scenario grant, with its client and (given a refresh token) its family: a new state only. */
@@ -610,13 +621,13 @@ export class Core {
     const now = this.clock.now();
     const existing = this.state.clients[seed.client.client_id];
     if (!existing) {
-      this.state.clients[seed.client.client_id] = {
+      this.put('clients', seed.client.client_id, {
         ...seed.client,
         client_id_issued_at: epochSeconds(now),
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: 'none',
-      };
+      });
     }
     const unknown = seed.scopes.filter((s) => !isSupportedScope(s) && !isRetiredScope(s));
     if (unknown.length > 0) throw new Error(`seed grant for ${seed.client.client_id}: unknown scope ${unknown.join(', ')}`);
@@ -633,10 +644,10 @@ export class Core {
       last_used_at: null,
       status: 'active',
     };
-    this.state.grants[grant.id] = grant;
+    this.put('grants', grant.id, grant);
     const family = seed.refresh_token ? this.startFamily(grant, seed.refresh_token).family : undefined;
     if (seed.status === 'revoked') {
-      Object.assign(grant, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
+      this.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
       if (family) this.invalidateFamily(family, 'grant_revoked');
     }
   }

@@ -3,19 +3,19 @@
  * The dashboard and the request log subscribe; nothing in the core depends on who listens.
  */
 export interface EventMap {
-  'client.registered': { client_id: string; client_name: string; redirect_uris: string[] };
+  'client.registered': { client_id: string; client_name: string; redirect_uris: readonly string[] };
   /** `answered_by`: `policy` when a consent policy answers it instead of the person seeing the page. */
-  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: string[]; resource: string | null; answered_by: ConsentAnswerer };
+  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: readonly string[]; resource: string | null; answered_by: ConsentAnswerer };
   /** `scopes`: what was granted; a policy may approve fewer than were requested (`requested_scopes`). */
-  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; requested_scopes: string[]; grant_id: string; by: ConsentAnswerer };
-  'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: string[]; by: ConsentAnswerer };
-  'consent_policy.set': { client_id: string | null; decision: 'page' | 'approve' | 'deny'; scopes?: string[] };
-  'grant.created': { grant_id: string; client_id: string; person_id: string; scopes: string[]; resource: string | null };
-  'grant.scopes_reduced': { grant_id: string; removed: string[]; scopes: string[] };
+  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: readonly string[]; requested_scopes: readonly string[]; grant_id: string; by: ConsentAnswerer };
+  'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: readonly string[]; by: ConsentAnswerer };
+  'consent_policy.set': { client_id: string | null; decision: 'page' | 'approve' | 'deny'; scopes?: readonly string[] };
+  'grant.created': { grant_id: string; client_id: string; person_id: string; scopes: readonly string[]; resource: string | null };
+  'grant.scopes_reduced': { grant_id: string; removed: readonly string[]; scopes: readonly string[] };
   'grant.revoked': { grant_id: string; client_id: string; by: GrantRevoker };
   'code.issued': { grant_id: string; client_id: string; expires_at: number };
   'code.replayed': { grant_id: string; client_id: string; family_id: string | null };
-  'tokens.issued': { grant_id: string; client_id: string; family_id: string; jti: string; scopes: string[]; audience: string; expires_at: number; generation: number; grant_type: 'authorization_code' | 'refresh_token' };
+  'tokens.issued': { grant_id: string; client_id: string; family_id: string; jti: string; scopes: readonly string[]; audience: string; expires_at: number; generation: number; grant_type: 'authorization_code' | 'refresh_token' };
   'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
   'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
   'access_token.revoked': { jti: string; client_id: string };
@@ -34,7 +34,7 @@ export interface EventMap {
   'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
   /** `faults`: the injected faults that shaped this answer (`fault_1 server_error`). */
   /** `variant`: with --vary-unspecified, what the response varied (its Agent-Access-Variant header). */
-  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: string[]; variant?: string };
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: readonly string[]; variant?: string };
   'fault.armed': { fault_id: string; kind: string; description: string; remaining: number | null };
   /** `state` after firing: `spent` once its count is used up (a grant fault fires once). */
   'fault.fired': { fault_id: string; kind: string; description: string; state: 'armed' | 'spent' | 'cleared'; remaining: number | null; method?: string; path?: string; client_id?: string; grant_id?: string };

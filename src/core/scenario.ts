@@ -77,7 +77,7 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
   const now = core.clock.now();
   const state = core.state;
   for (const client of scenario.clients) {
-    state.clients[client.client_id] = {
+    core.put('clients', client.client_id, {
       client_id: client.client_id,
       client_id_issued_at: epochSeconds(now),
       client_name: client.client_name,
@@ -85,7 +85,7 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
       token_endpoint_auth_method: 'none',
-    };
+    });
   }
   for (const g of scenario.grants) {
     const client = state.clients[g.client_id]!;

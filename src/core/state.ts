@@ -1,5 +1,6 @@
 import { emptyTotals, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
+import { frozen } from './immutable.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
@@ -59,69 +60,78 @@ export interface JsonWebKeyEC {
 }
 
 export interface Client {
-  client_id: string;
-  client_id_issued_at: number;
-  client_name: string;
-  redirect_uris: string[];
-  grant_types: string[];
-  response_types: string[];
-  token_endpoint_auth_method: 'none';
+  readonly client_id: string;
+  readonly client_id_issued_at: number;
+  readonly client_name: string;
+  readonly redirect_uris: readonly string[];
+  readonly grant_types: readonly string[];
+  readonly response_types: readonly string[];
+  readonly token_endpoint_auth_method: 'none';
 }
 
 export interface Grant {
-  id: string;
-  client_id: string;
-  person_id: string;
-  scopes: string[];
+  readonly id: string;
+  readonly client_id: string;
+  readonly person_id: string;
+  readonly scopes: readonly string[];
   /** `{base_url}/mcp` for agent grants; null for identity grants (no resource requested). */
-  resource: string | null;
-  created_at: number;
-  last_used_at: number | null;
-  status: 'active' | 'revoked';
-  revoked_at?: number;
-  revoked_by?: 'person' | 'admin' | 'client';
+  readonly resource: string | null;
+  readonly created_at: number;
+  readonly last_used_at: number | null;
+  readonly status: 'active' | 'revoked';
+  readonly revoked_at?: number;
+  readonly revoked_by?: 'person' | 'admin' | 'client';
 }
 
 export interface AuthorizationCode {
-  hash: string;
-  client_id: string;
-  grant_id: string;
-  redirect_uri: string;
-  code_challenge: string;
-  issued_at: number;
-  expires_at: number;
-  consumed_at: number | null;
+  readonly hash: string;
+  readonly client_id: string;
+  readonly grant_id: string;
+  readonly redirect_uri: string;
+  readonly code_challenge: string;
+  readonly issued_at: number;
+  readonly expires_at: number;
+  readonly consumed_at: number | null;
   /** The family its exchange created: revoked if the code is replayed. */
-  family_id: string | null;
+  readonly family_id: string | null;
 }
 
 export interface RefreshGeneration {
-  generation: number;
+  readonly generation: number;
   /** Hash of the refresh token of this generation (for rotated generations, its first 16 characters). */
-  hash: string;
-  issued_at: number;
-  rotated_at: number | null;
+  readonly hash: string;
+  readonly issued_at: number;
+  readonly rotated_at: number | null;
 }
 
 export interface TokenFamily {
-  id: string;
-  grant_id: string;
-  client_id: string;
+  readonly id: string;
+  readonly grant_id: string;
+  readonly client_id: string;
   /** Hash of the family handle, the part of every refresh token that names its family. */
-  handle_hash: string;
-  current: RefreshGeneration & { expires_at: number };
+  readonly handle_hash: string;
+  readonly current: RefreshGeneration & { expires_at: number };
   /** The newest rotated generations (bounded), for display and to name a replayed token. */
-  history: RefreshGeneration[];
-  rotations: number;
-  created_at: number;
-  status: 'active' | 'invalidated';
-  invalidated_at?: number;
-  invalidated_reason?: 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
+  readonly history: readonly RefreshGeneration[];
+  readonly rotations: number;
+  readonly created_at: number;
+  readonly status: 'active' | 'invalidated';
+  readonly invalidated_at?: number;
+  readonly invalidated_reason?: 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
   /** Generation of the replayed token when a replay killed the family (null: older than the kept history). */
-  replayed_generation?: number | null;
+  readonly replayed_generation?: number | null;
   /** The newest access tokens issued from the family (bounded), for display. */
-  access_tokens: Array<{ jti: string; issued_at: number; expires_at: number; scopes: string[] }>;
+  readonly access_tokens: ReadonlyArray<{ readonly jti: string; readonly issued_at: number; readonly expires_at: number; readonly scopes: readonly string[] }>;
 }
+
+/** The collections whose entries are immutable values, replaced on change (src/core/immutable.ts). */
+export interface Entities {
+  clients: Client;
+  grants: Grant;
+  codes: AuthorizationCode;
+  families: TokenFamily;
+}
+const ENTITY_COLLECTIONS = ['clients', 'grants', 'codes', 'families'] as const satisfies ReadonlyArray<keyof Entities>;
 
 export const emptyState = (): State => ({
   version: 1,
@@ -201,5 +211,7 @@ export function parseState(text: string, file: string): State {
       throw problem(`families["${id}"] is malformed`);
     }
   }
-  return json as unknown as State;
+  const state = json as unknown as State;
+  for (const name of ENTITY_COLLECTIONS) for (const entry of Object.values(state[name])) frozen(entry);
+  return state;
 }

@@ -53,16 +53,20 @@ export function createFamily(grant: Grant, now: number, refreshLifetime: number,
   return { family, refreshToken };
 }
 
-/** Spec 3.2: the current token becomes rotated and a new one is the only one that works. */
-export function rotateFamily(family: TokenFamily, refreshToken: string, now: number, refreshLifetime: number): string {
+/** Spec 3.2: the current token becomes rotated and a new one is the only one that works. Returns the rotated family. */
+export function rotateFamily(family: TokenFamily, refreshToken: string, now: number, refreshLifetime: number): { family: TokenFamily; refreshToken: string } {
   const handle = refreshToken.split('.')[1] as string;
   const next = mintToken(handle);
   const { expires_at: _expired, ...previous } = family.current;
-  family.history.push({ ...previous, hash: fingerprint(previous.hash), rotated_at: now });
-  if (family.history.length > FAMILY_HISTORY) family.history.splice(0, family.history.length - FAMILY_HISTORY);
-  family.current = { generation: family.current.generation + 1, hash: sha256(next), issued_at: now, rotated_at: null, expires_at: now + refreshLifetime };
-  family.rotations += 1;
-  return next;
+  return {
+    family: {
+      ...family,
+      history: [...family.history, { ...previous, hash: fingerprint(previous.hash), rotated_at: now }].slice(-FAMILY_HISTORY),
+      current: { generation: family.current.generation + 1, hash: sha256(next), issued_at: now, rotated_at: null, expires_at: now + refreshLifetime },
+      rotations: family.rotations + 1,
+    },
+    refreshToken: next,
+  };
 }
 
 /**
@@ -76,7 +80,7 @@ export function replayedGeneration(family: TokenFamily, tokenHash: string): numb
   return family.history.find((g) => g.hash === fingerprint(tokenHash))?.generation ?? null;
 }
 
-export function recordAccessToken(family: TokenFamily, entry: TokenFamily['access_tokens'][number]): void {
-  family.access_tokens.push(entry);
-  if (family.access_tokens.length > FAMILY_ACCESS_TOKENS) family.access_tokens.splice(0, family.access_tokens.length - FAMILY_ACCESS_TOKENS);
+/** The family with this access token listed (the newest FAMILY_ACCESS_TOKENS are kept). */
+export function withAccessToken(family: TokenFamily, entry: TokenFamily['access_tokens'][number]): TokenFamily {
+  return { ...family, access_tokens: [...family.access_tokens, entry].slice(-FAMILY_ACCESS_TOKENS) };
 }

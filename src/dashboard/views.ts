@@ -52,7 +52,7 @@ export const clockTime = (ms: number | null): string => (ms ? new Date(ms).toISO
 const line = (text: string, tone: Tone = 'normal'): Line => ({ text, tone });
 const isWriteScope = (scope: string): boolean => isSupportedScope(scope) && SCOPES[scope].writes;
 /** Write scopes carry a mark wherever scopes are listed. */
-export const markScopes = (scopes: string[]): string => scopes.map((s) => (isWriteScope(s) ? `${s}✎` : s)).join(' ');
+export const markScopes = (scopes: readonly string[]): string => scopes.map((s) => (isWriteScope(s) ? `${s}✎` : s)).join(' ');
 const amount = (n: number): string => `${Number(n.toFixed(3))} AKh`;
 const newestFirst = <T extends { created_at: number }>(items: T[]): T[] => [...items].sort((a, b) => b.created_at - a.created_at);
 

@@ -12,7 +12,8 @@ export const authorizationCodeGrant: GrantType = {
   async handler(core, params) {
     const now = core.clock.now();
     const client = core.requireClient(params.client_id as string);
-    const code = core.state.codes[sha256(params.code as string)];
+    const key = sha256(params.code as string);
+    const code = core.state.codes[key];
     if (!code || code.client_id !== client.client_id) throw invalidGrant('authorization code is unknown or was issued to another client');
     if (code.redirect_uri !== params.redirect_uri) throw invalidGrant('redirect_uri differs from the one in the authorization request');
     if (!verifyS256(params.code_verifier as string, code.code_challenge)) throw invalidGrant('code_verifier does not match the code_challenge');
@@ -28,9 +29,8 @@ export const authorizationCodeGrant: GrantType = {
     if (now >= code.expires_at) throw invalidGrant('authorization code has expired');
     if (!grant || grant.status !== 'active') throw invalidGrant('the grant behind this code was revoked');
     core.checkTokenResource(grant, params.resource);
-    code.consumed_at = now;
     const { family, refreshToken } = core.startFamily(grant);
-    code.family_id = family.id;
+    core.update('codes', key, { consumed_at: now, family_id: family.id });
     return core.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
   },
 };

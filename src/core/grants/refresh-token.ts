@@ -39,7 +39,7 @@ export const refreshTokenGrant: GrantType = {
       scopes = requested;
     }
     if (kept.length !== grant.scopes.length) core.reduceGrantScopes(grant, kept);
-    const refreshToken = core.rotate(family, presented);
-    return core.issueTokens(grant, family, refreshToken, scopes, 'refresh_token');
+    const rotated = core.rotate(family, presented);
+    return core.issueTokens(grant, rotated.family, rotated.refreshToken, scopes, 'refresh_token');
   },
 };
