@@ -26,6 +26,28 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toMatchObject({ client_name: 'Test Agent' });
   });
 
+  it('the file is exactly JSON.stringify of the state after every answer, although unchanged entries are not serialised again', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const emu = await startEmulator({ state });
+    const flow = await authorizeAndApprove(emu);
+    const onDisk = async () => readFile(state, 'utf8');
+    expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
+    let refreshToken = flow.tokens!.refresh_token;
+    for (let i = 0; i < 3; i++) {
+      const before = emu.core.state.families[Object.keys(emu.core.state.families)[0]!]!;
+      const next = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: refreshToken });
+      expect(next.status).toBe(200);
+      refreshToken = next.json().refresh_token;
+      // The rotation replaced the family: the value read before is frozen and unchanged.
+      expect(Object.isFrozen(before) && Object.isFrozen(before.current)).toBe(true);
+      expect(emu.core.state.families[before.id]).not.toBe(before);
+      expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
+    }
+    await emu.core.revokeGrant(Object.keys(emu.core.state.grants)[0]!, 'person');
+    expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
+  });
+
   it('codes and refresh tokens are stored only as hashes', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');

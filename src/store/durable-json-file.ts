@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { basename, dirname, join } from 'node:path';
 import type { Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
+import { SnapshotSerializer } from './snapshot-serializer.js';
 
 type Deferred = { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void };
 const deferred = (): Deferred => {
@@ -17,7 +18,6 @@ const deferred = (): Deferred => {
   return { promise, resolve, reject };
 };
 
-const encoder = new TextEncoder();
 /**
  * Snapshots handed to the writer at once. One: saves that arrive while it writes wait for the next snapshot,
  * which then holds all of them. A second queued snapshot hides the hop back to the main thread but was
@@ -134,6 +134,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
   #exclusive: Promise<void> = Promise.resolve();
   /** Resolved when the writer has nothing in flight. */
   #drained: Deferred | null = null;
+  readonly #serializer = new SnapshotSerializer();
 
   constructor(file: string, parse: (text: string) => T, ledgerFile: string | null = null) {
     this.file = file;
@@ -274,7 +275,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
     const batch = this.#waiting;
     this.#waiting = [];
     // Compact: serialising and syncing fewer bytes is what bounds durable-write throughput (`jq .` reads it).
-    const text = JSON.stringify(this.#data) + '\n';
+    const bytes = this.#serializer.serialize(this.#data);
     const append = this.#append;
     this.#append = '';
     this.#inWriter++;
@@ -287,14 +288,13 @@ export class DurableJsonFile<T> implements Adapter<T> {
       for (const d of batch) error ? d.reject(error) : d.resolve();
       this.#next();
     };
-    this.#send(text, append).then(() => finish(), finish);
+    this.#send(bytes, append).then(() => finish(), finish);
   }
 
-  async #send(text: string, append: string): Promise<void> {
+  async #send(bytes: Uint8Array, append: string): Promise<void> {
     await (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => undefined));
-    // The encoded snapshot's buffer is transferred, not copied.
-    const bytes = encoder.encode(text);
-    await this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer]);
+    // The snapshot's buffer (its own, never a pool's) is transferred, not copied.
+    await this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer as ArrayBuffer]);
   }
 
   /** One message to the writer and its answer; the writer keeps the process alive only while it has one. */

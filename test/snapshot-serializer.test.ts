@@ -1,0 +1,94 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { frozen } from '../src/core/immutable.js';
+import { SnapshotSerializer } from '../src/store/snapshot-serializer.js';
+
+const decoder = new TextDecoder();
+const text = (serializer: SnapshotSerializer, value: unknown) => decoder.decode(serializer.serialize(value));
+const expected = (value: unknown) => `${JSON.stringify(value)}\n`;
+
+/** A state-like value: top-level collections of entries, some frozen all the way down, and other members. */
+const collection = fc.dictionary(fc.string(), fc.oneof(fc.jsonValue(), fc.jsonValue().map((v) => frozen(v))));
+const stateLike = fc.dictionary(fc.string(), fc.oneof(collection, fc.jsonValue()));
+
+/** One change to a state-like value, as the core makes them (frozen entries replaced) or as it must not rely on. */
+type Change =
+  | { kind: 'replace'; collection: number; key: string; entry: unknown }
+  | { kind: 'edit-unfrozen'; collection: number; value: unknown }
+  | { kind: 'delete'; collection: number }
+  | { kind: 'move'; collection: number; key: string };
+const change: fc.Arbitrary<Change> = fc.oneof(
+  fc.record({ kind: fc.constant('replace' as const), collection: fc.nat(), key: fc.string(), entry: fc.jsonValue().map((v) => frozen(v)) }),
+  fc.record({ kind: fc.constant('edit-unfrozen' as const), collection: fc.nat(), value: fc.jsonValue() }),
+  fc.record({ kind: fc.constant('delete' as const), collection: fc.nat() }),
+  fc.record({ kind: fc.constant('move' as const), collection: fc.nat(), key: fc.string() }),
+);
+
+function apply(state: Record<string, Record<string, unknown>>, c: Change): void {
+  const names = Object.keys(state);
+  if (names.length === 0) return;
+  const target = state[names[c.collection % names.length]!]!;
+  const keys = Object.keys(target);
+  if (c.kind === 'replace') target[c.key] = c.entry;
+  else if (c.kind === 'delete' && keys.length > 0) delete target[keys[0]!];
+  else if (c.kind === 'move' && keys.length > 0) {
+    // The same (possibly frozen) object under another key.
+    target[c.key] = target[keys[0]!];
+    delete target[keys[0]!];
+  } else if (c.kind === 'edit-unfrozen') {
+    const entry = Object.values(target).find((e): e is Record<string, unknown> => typeof e === 'object' && e !== null && !Array.isArray(e) && !Object.isFrozen(e));
+    if (entry) entry.edited = c.value;
+  }
+}
+
+describe('SnapshotSerializer: the state file text is exactly JSON.stringify of the state', () => {
+  it('any JSON value, with frozen and unfrozen entries, serialises as JSON.stringify does', () => {
+    fc.assert(
+      fc.property(fc.oneof(stateLike, fc.jsonValue()), (value) => {
+        expect(text(new SnapshotSerializer(), value)).toBe(expected(value));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('after any sequence of changes each snapshot is still exactly JSON.stringify: kept texts never go stale', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), collection, { minKeys: 1 }), fc.array(change, { maxLength: 30 }), (initial, changes) => {
+        const state = initial as Record<string, Record<string, unknown>>;
+        const serializer = new SnapshotSerializer();
+        expect(text(serializer, state)).toBe(expected(state));
+        for (const c of changes) {
+          apply(state, c);
+          expect(text(serializer, state)).toBe(expected(state));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('an entry frozen only on the outside is serialised anew: a change inside it is written', () => {
+    const serializer = new SnapshotSerializer();
+    const inner = { scopes: ['ask'] };
+    const state = { grants: { g1: Object.freeze({ id: 'g1', inner }) } };
+    expect(text(serializer, state)).toBe(expected(state));
+    inner.scopes.push('research');
+    expect(text(serializer, state)).toContain('"scopes":["ask","research"]');
+    expect(text(serializer, state)).toBe(expected(state));
+  });
+
+  it('a member with toJSON is left to JSON.stringify, which passes it its key', () => {
+    const serializer = new SnapshotSerializer();
+    const state = { at: { when: { toJSON: (key: string) => `key:${key}` } }, top: { toJSON: () => 'top' } };
+    expect(text(serializer, state)).toBe(expected(state));
+    expect(text(serializer, { c: { d: new Date(0) } })).toBe(expected({ c: { d: new Date(0) } }));
+  });
+
+  it('the bytes are UTF-8 in a buffer of their own (it is transferred to the writer thread)', () => {
+    const serializer = new SnapshotSerializer();
+    const state = { clients: { c1: frozen({ client_name: 'Prüf-Agent ✓' }) }, version: 1 };
+    const bytes = serializer.serialize(state);
+    expect(Buffer.from(bytes).toString('utf8')).toBe(expected(state));
+    expect(bytes.byteOffset).toBe(0);
+    expect(bytes.buffer.byteLength).toBe(bytes.byteLength);
+  });
+});
