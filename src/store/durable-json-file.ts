@@ -56,10 +56,12 @@ let swept = false;
 /** Temp files of this target left by a writer that did not get to close (a crash, a kill -9): the one writer removes them. */
 const sweep = (file) => {
   swept = true;
+  // Exactly the names createTemp makes for this file: not those of another state file beside it (state.json.2).
   const prefix = '.' + path.basename(file) + '.';
+  const ours = (name) => name.length === prefix.length + 16 && name.startsWith(prefix) && name.endsWith('.tmp') && /^[A-Za-z0-9_-]{12}$/.test(name.slice(prefix.length, -4));
   try {
     for (const name of fs.readdirSync(path.dirname(file))) {
-      if (name.startsWith(prefix) && name.endsWith('.tmp')) { try { fs.unlinkSync(path.join(path.dirname(file), name)); } catch {} }
+      if (ours(name)) { try { fs.unlinkSync(path.join(path.dirname(file), name)); } catch {} }
     }
   } catch {}
 };
@@ -256,10 +258,11 @@ export class DurableJsonFile<T> implements Adapter<T> {
     await this.flush();
     const worker = this.#worker;
     if (!worker) return;
-    // The writer removes the temp file it created ahead and lets go of the files it holds.
+    // A write asked for from here on starts a writer of its own instead of going to this one as it stops.
+    this.#worker = null;
+    // The writer lets go of the file it holds (a worker's open files are the process's: terminate keeps them open).
     await this.#call(worker, { close: true }).catch(() => undefined);
     await worker.terminate();
-    if (this.#worker === worker) this.#worker = null;
   }
 
   #next(): void {
