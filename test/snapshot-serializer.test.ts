@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { frozen } from '../src/core/immutable.js';
 import { SnapshotSerializer } from '../src/store/snapshot-serializer.js';
 
@@ -78,9 +78,38 @@ describe('SnapshotSerializer: the state file text is exactly JSON.stringify of t
 
   it('a member with toJSON is left to JSON.stringify, which passes it its key', () => {
     const serializer = new SnapshotSerializer();
-    const state = { at: { when: { toJSON: (key: string) => `key:${key}` } }, top: { toJSON: () => 'top' } };
-    expect(text(serializer, state)).toBe(expected(state));
-    expect(text(serializer, { c: { d: new Date(0) } })).toBe(expected({ c: { d: new Date(0) } }));
+    const byKey = (key: string) => `key:${key}`;
+    for (const state of [{ at: { when: { toJSON: byKey } } }, { top: { toJSON: byKey }, other: {} }, { c: { d: new Date(0) } }]) {
+      expect(text(serializer, state)).toBe(expected(state));
+    }
+  });
+
+  it('a frozen entry with a getter is serialised anew each time: its value can still change', () => {
+    const serializer = new SnapshotSerializer();
+    let value = 1;
+    const state = { families: { f1: Object.freeze({ get v() { return value; } }) } };
+    expect(text(serializer, state)).toBe('{"families":{"f1":{"v":1}}}\n');
+    value = 2;
+    expect(text(serializer, state)).toBe('{"families":{"f1":{"v":2}}}\n');
+  });
+
+  it('an entry frozen all the way down is serialised once while it stays in place, and again once replaced', () => {
+    const serializer = new SnapshotSerializer();
+    const first = frozen({ id: 'fam_1', current: { generation: 1 } });
+    const state: { families: Record<string, unknown>; version: number } = { families: { fam_1: first }, version: 1 };
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      const timesFor = (entry: unknown) => stringify.mock.calls.filter(([arg]) => arg === entry).length;
+      text(serializer, state);
+      text(serializer, state);
+      expect(timesFor(first)).toBe(1);
+      const second = frozen({ id: 'fam_1', current: { generation: 2 } });
+      state.families.fam_1 = second;
+      expect(text(serializer, state)).toBe(expected(state));
+      expect(timesFor(second)).toBe(1);
+    } finally {
+      stringify.mockRestore();
+    }
   });
 
   it('the bytes are UTF-8 in a buffer of their own (it is transferred to the writer thread)', () => {

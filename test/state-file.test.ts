@@ -26,7 +26,7 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toMatchObject({ client_name: 'Test Agent' });
   });
 
-  it('the file is exactly JSON.stringify of the state after every answer, although unchanged entries are not serialised again', async () => {
+  it('the file is exactly JSON.stringify of the state after every answer; a change replaces an entry, never edits it', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const emu = await startEmulator({ state });

@@ -15,12 +15,15 @@ const isPlainObject = (value: unknown): value is PlainObject => {
 /** JSON.stringify would call it (with the member's key as argument): such a value is never taken apart. */
 const hasToJSON = (value: object): boolean => typeof (value as { toJSON?: unknown }).toJSON === 'function';
 
-/** Frozen all the way down, and only plain data: nothing in it can change, so neither can its JSON. */
+/** Frozen all the way down, and only plain data (no getters): nothing in it can change, so neither can its JSON. */
 function isDeepFrozenData(value: unknown): boolean {
   if (typeof value !== 'object' || value === null) return typeof value !== 'function';
   if (!Object.isFrozen(value) || hasToJSON(value)) return false;
   if (!Array.isArray(value) && !isPlainObject(value)) return false;
-  for (const child of Object.values(value)) if (!isDeepFrozenData(child)) return false;
+  for (const key of Object.keys(value)) {
+    const property = Object.getOwnPropertyDescriptor(value, key);
+    if (!property || !('value' in property) || !isDeepFrozenData(property.value)) return false;
+  }
   return true;
 }
 
@@ -51,6 +54,8 @@ export class SnapshotSerializer {
         first = false;
         continue;
       }
+      // toJSON is called with the member's key: JSON.stringify of the whole passes it, of the member alone would not.
+      if (typeof member === 'object' && member !== null && hasToJSON(member)) return whole();
       const text = JSON.stringify(member);
       if (text === undefined) continue; // undefined, a function or a symbol: JSON.stringify leaves the key out
       parts.push(encoder.encode(`${first ? '' : ','}${JSON.stringify(key)}:${text}`));
