@@ -1,7 +1,8 @@
 import { mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it, vi } from 'vitest';
 import { DurableJsonFile } from '../src/store/durable-json-file.js';
 import { scratchDir } from './helpers/emulator.js';
 
@@ -26,6 +27,35 @@ describe('DurableJsonFile: atomic, durable, coalesced writes', () => {
     await Promise.all(saves);
     expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ n: 200, items: Array.from({ length: 200 }, (_, k) => k + 1) });
     expect((await stat(file)).mode & 0o777).toBe(0o600);
+    await store.close();
+  });
+
+  it('group commit: the next snapshot reaches the writer before the answers of the batch just written go out', async () => {
+    const dir = await scratchDir();
+    const store = adapter(join(dir, 'state.json'));
+    const post = vi.spyOn(Worker.prototype, 'postMessage');
+    const snapshotsPosted = () => post.mock.calls.filter(([message]) => (message as { text?: unknown }).text !== undefined).length;
+    try {
+      const first = store.write({ n: 1, items: [] });
+      while (snapshotsPosted() < 1) await new Promise((resolve) => setImmediate(resolve));
+      // Asked for while the first is being written: it waits, and goes to the writer when the first is durable.
+      const second = store.write({ n: 2, items: [] });
+      let postedWhenFirstAnswered = -1;
+      await Promise.all([first.then(() => (postedWhenFirstAnswered = snapshotsPosted())), second]);
+      // The writer must not sit idle while the first batch's answers are sent.
+      expect(postedWhenFirstAnswered).toBe(2);
+    } finally {
+      post.mockRestore();
+      await store.close();
+    }
+  });
+
+  it('the file is the UTF-8 of the JSON text, non-ASCII included', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const store = new DurableJsonFile<{ name: string }>(file, (text) => JSON.parse(text));
+    await store.write({ name: 'Prüf-Agent ✓ 🤖' });
+    expect(await readFile(file)).toEqual(Buffer.from('{"name":"Prüf-Agent ✓ 🤖"}\n', 'utf8'));
     await store.close();
   });
 

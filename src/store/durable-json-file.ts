@@ -51,6 +51,10 @@ const createTemp = (file) => {
   const name = path.join(path.dirname(file), '.' + path.basename(file) + '.' + randomBytes(9).toString('base64url') + '.tmp');
   return { name, fd: fs.openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600) };
 };
+/** write(2) may write less than asked (a full disk, a signal): go on until all of it is written or it fails. */
+const writeAll = (fd, buffer) => {
+  for (let offset = 0; offset < buffer.length; ) offset += fs.writeSync(fd, buffer, offset, buffer.length - offset);
+};
 const discard = (temp) => { closeQuietly(temp.fd); try { fs.unlinkSync(temp.name); } catch {} };
 let swept = false;
 /** Temp files of this target left by a writer that did not get to close (a crash, a kill -9): the one writer removes them. */
@@ -72,14 +76,14 @@ parentPort.on('message', (message) => {
     parentPort.postMessage({ id: message.id });
     return;
   }
-  const { id, file, bytes, ledger, append } = message;
+  const { id, file, text, ledger, append } = message;
   let temp = null;
   if (!swept) sweep(file);
   try {
     if (append) {
       const lf = fs.openSync(ledger, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0o600);
       try {
-        fs.writeSync(lf, append);
+        writeAll(lf, Buffer.from(append, 'utf8'));
         fs.fdatasyncSync(lf);
       } finally {
         fs.closeSync(lf);
@@ -87,7 +91,7 @@ parentPort.on('message', (message) => {
     }
     // A new name each time, created exclusively: never an existing file or a planted symlink.
     temp = createTemp(file);
-    fs.writeSync(temp.fd, bytes);
+    writeAll(temp.fd, Buffer.from(text, 'utf8'));
     fs.fdatasyncSync(temp.fd);
     fs.renameSync(temp.name, file);
     // The rename itself must reach the disk too, or a power loss could bring back the previous file.
@@ -126,6 +130,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
   #worker: Worker | null = null;
   #seq = 0;
   #dirReady: Promise<void> | null = null;
+  #dirMade = false;
 
   readonly #ledger: string | null;
   #append = '';
@@ -240,7 +245,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
   replaceBoth(text: string, ledger: string | null, data: T, then: () => void): Promise<void> {
     if (ledger !== null && !this.#ledger) return Promise.reject(new Error('this file has no ledger'));
     return this.exclusive(async () => {
-      await (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => undefined));
+      await this.#makeDir();
       // The ledger first, as every write does: a crash in between leaves a ledger that load() trims to the state's count.
       if (this.#ledger) {
         if (ledger === null) await rm(this.#ledger, { force: true });
@@ -278,7 +283,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
     const batch = this.#waiting;
     this.#waiting = [];
     // Compact: serialising and syncing fewer bytes is what bounds durable-write throughput (`jq .` reads it).
-    const bytes = this.#serializer.serialize(this.#data);
+    const text = this.#serializer.serialize(this.#data);
     const append = this.#append;
     this.#append = '';
     this.#inWriter++;
@@ -291,17 +296,26 @@ export class DurableJsonFile<T> implements Adapter<T> {
       for (const d of batch) error ? d.reject(error) : d.resolve();
       this.#next();
     };
-    this.#send(bytes, append).then(() => finish(), finish);
+    this.#send(text, append).then(() => finish(), finish);
   }
 
-  async #send(bytes: Uint8Array, append: string): Promise<void> {
-    await (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => undefined));
-    // The snapshot's buffer (its own, never a pool's) is transferred, not copied.
-    await this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer as ArrayBuffer]);
+  #send(text: string, append: string): Promise<void> {
+    // The text, not its UTF-8 bytes: copying it to the writer costs the main thread less than encoding it.
+    const post = () => this.#call((this.#worker ??= this.#startWorker()), { file: this.file, text, ledger: this.#ledger, append });
+    // Posted at once once the directory exists: awaiting first would let the answers of the batch just written
+    // go out before the writer has its next snapshot, and it would sit idle meanwhile.
+    if (this.#dirMade) return post();
+    return this.#makeDir().then(post);
+  }
+
+  #makeDir(): Promise<void> {
+    return (this.#dirReady ??= mkdir(dirname(this.file), { recursive: true, mode: 0o700 }).then(() => {
+      this.#dirMade = true;
+    }));
   }
 
   /** One message to the writer and its answer; the writer keeps the process alive only while it has one. */
-  async #call(worker: Worker, message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<void> {
+  async #call(worker: Worker, message: Record<string, unknown>): Promise<void> {
     const id = ++this.#seq;
     worker.ref();
     try {
@@ -315,7 +329,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
         };
         worker.on('message', onMessage);
         worker.once('error', reject);
-        worker.postMessage({ id, ...message }, transfer);
+        worker.postMessage({ id, ...message });
       });
     } finally {
       // An idle writer must not keep the process alive.

@@ -1,9 +1,3 @@
-const encoder = new TextEncoder();
-const OPEN = encoder.encode('{');
-const CLOSE = encoder.encode('}');
-const CLOSE_LINE = encoder.encode('}\n');
-const COMMA = encoder.encode(',');
-
 type PlainObject = Record<string, unknown>;
 
 const isPlainObject = (value: unknown): value is PlainObject => {
@@ -15,92 +9,110 @@ const isPlainObject = (value: unknown): value is PlainObject => {
 /** JSON.stringify would call it (with the member's key as argument): such a value is never taken apart. */
 const hasToJSON = (value: object): boolean => typeof (value as { toJSON?: unknown }).toJSON === 'function';
 
-/** Frozen all the way down, and only plain data (no getters): nothing in it can change, so neither can its JSON. */
-function isDeepFrozenData(value: unknown): boolean {
-  if (typeof value !== 'object' || value === null) return typeof value !== 'function';
-  if (!Object.isFrozen(value) || hasToJSON(value)) return false;
-  if (!Array.isArray(value) && !isPlainObject(value)) return false;
-  for (const key of Object.keys(value)) {
-    const property = Object.getOwnPropertyDescriptor(value, key);
-    if (!property || !('value' in property) || !isDeepFrozenData(property.value)) return false;
-  }
-  return true;
+/** What the last snapshot wrote for one collection, position by position (`texts[i]` undefined: key left out). */
+interface Written {
+  keys: string[];
+  entries: unknown[];
+  texts: Array<string | undefined>;
+  /** Whether `texts[i]` can be reused while `entries[i]` is in place: a primitive, or plain data frozen all the way down. */
+  lasting: boolean[];
+  /** The collection's whole text, `{…}`. */
+  text: string;
 }
 
 /**
- * Serialises a state snapshot exactly as `JSON.stringify` does (and a newline), as UTF-8, for a state that is written again and
+ * Serialises a state snapshot exactly as `JSON.stringify` does (and a newline), for a state that is written again and
  * again with few entries changed. Each top-level object (a collection) is written member by member, and the
- * text of a member that is frozen all the way down is kept, by the member's identity, and reused while that
- * very object is in place. A frozen object cannot change, so the kept text is always what `JSON.stringify`
- * would write; everything else is serialised anew each time. The core keeps its clients, grants, codes and
- * families frozen (src/core/immutable.ts), which is what makes the reuse pay.
+ * text of a member that is frozen all the way down is kept and reused while that very object is in place under
+ * the same key. A frozen object cannot change, so the kept text is always what `JSON.stringify` would write;
+ * everything else is serialised anew each time. The core keeps its clients, grants, codes and families frozen
+ * (src/core/immutable.ts), which is what makes the reuse pay.
+ *
+ * Most writes change a few entries of a few collections, so each collection is compared with the last snapshot
+ * position by position, and one that did not change at all reuses its whole text; an entry that moved (an
+ * earlier one was deleted) is still found by its identity.
  */
 export class SnapshotSerializer {
-  readonly #members = new WeakMap<object, { key: string; bytes: Uint8Array }>();
+  readonly #written = new Map<string, Written>();
+  /** Entries moved to another position keep their text: by identity, with the key it was written under. */
+  readonly #byEntry = new WeakMap<object, { key: string; text: string }>();
+  /** Objects found to be plain data frozen all the way down: that can never change, so each is checked once. */
+  readonly #frozenData = new WeakSet<object>();
 
-  /** The UTF-8 bytes of `JSON.stringify(value)` and a newline. */
-  serialize(value: unknown): Uint8Array {
-    const whole = () => encoder.encode(`${JSON.stringify(value)}\n`);
+  /** `JSON.stringify(value)` and a newline. */
+  serialize(value: unknown): string {
+    const whole = () => `${JSON.stringify(value)}\n`;
     if (!isPlainObject(value) || hasToJSON(value)) return whole();
-    const parts: Uint8Array[] = [OPEN];
-    let first = true;
+    const parts: string[] = [];
     for (const key of Object.keys(value)) {
       const member = value[key];
       if (isPlainObject(member) && !hasToJSON(member)) {
-        const inner = this.#collection(member);
+        const text = this.#collection(key, member);
         // A member of the collection wants toJSON: JSON.stringify decides everything, as it would.
-        if (inner === null) return whole();
-        parts.push(first ? encoder.encode(`${JSON.stringify(key)}:{`) : encoder.encode(`,${JSON.stringify(key)}:{`), ...inner, CLOSE);
-        first = false;
+        if (text === null) return whole();
+        parts.push(`${JSON.stringify(key)}:${text}`);
         continue;
       }
       // toJSON is called with the member's key: JSON.stringify of the whole passes it, of the member alone would not.
       if (typeof member === 'object' && member !== null && hasToJSON(member)) return whole();
       const text = JSON.stringify(member);
       if (text === undefined) continue; // undefined, a function or a symbol: JSON.stringify leaves the key out
-      parts.push(encoder.encode(`${first ? '' : ','}${JSON.stringify(key)}:${text}`));
-      first = false;
+      parts.push(`${JSON.stringify(key)}:${text}`);
     }
-    parts.push(CLOSE_LINE);
-    return concat(parts);
+    return `{${parts.join(',')}}\n`;
   }
 
-  /** The collection's members as `"key":value` parts with commas between; null when one has a toJSON. */
-  #collection(collection: PlainObject): Uint8Array[] | null {
-    const parts: Uint8Array[] = [];
-    for (const key of Object.keys(collection)) {
+  /** The collection's text, `{"key":value,…}`; null when a member has a toJSON. */
+  #collection(name: string, collection: PlainObject): string | null {
+    const before = this.#written.get(name);
+    const keys = Object.keys(collection);
+    const entries = new Array<unknown>(keys.length);
+    const texts = new Array<string | undefined>(keys.length);
+    const lasting = new Array<boolean>(keys.length);
+    let same = before !== undefined && before.keys.length === keys.length;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i] as string;
       const entry = collection[key];
-      let bytes: Uint8Array | undefined;
+      entries[i] = entry;
+      if (before !== undefined && before.lasting[i] === true && before.entries[i] === entry && before.keys[i] === key) {
+        texts[i] = before.texts[i];
+        lasting[i] = true;
+        continue;
+      }
+      same = false;
       if (typeof entry === 'object' && entry !== null) {
         if (hasToJSON(entry)) return null;
-        const kept = this.#members.get(entry);
+        const kept = this.#byEntry.get(entry);
+        lasting[i] = this.#isFrozenData(entry);
         if (kept !== undefined && kept.key === key) {
-          bytes = kept.bytes;
+          texts[i] = kept.text;
         } else {
-          bytes = encoder.encode(`${JSON.stringify(key)}:${JSON.stringify(entry)}`);
-          if (isDeepFrozenData(entry)) this.#members.set(entry, { key, bytes });
+          const text = `${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+          texts[i] = text;
+          if (lasting[i]) this.#byEntry.set(entry, { key, text });
         }
       } else {
         const text = JSON.stringify(entry);
-        if (text === undefined) continue;
-        bytes = encoder.encode(`${JSON.stringify(key)}:${text}`);
+        texts[i] = text === undefined ? undefined : `${JSON.stringify(key)}:${text}`;
+        lasting[i] = typeof entry !== 'function';
       }
-      if (parts.length > 0) parts.push(COMMA);
-      parts.push(bytes);
     }
-    return parts;
+    const text = same ? (before as Written).text : `{${texts.filter((t) => t !== undefined).join(',')}}`;
+    this.#written.set(name, { keys, entries, texts, lasting, text });
+    return text;
   }
-}
 
-/** One new buffer of its own (never a slice of a shared pool): it is transferred to the writer thread. */
-function concat(parts: Uint8Array[]): Uint8Array {
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
+  /** Frozen all the way down, and only plain data (no getters): nothing in it can change, so neither can its JSON. */
+  #isFrozenData(value: unknown): boolean {
+    if (typeof value !== 'object' || value === null) return typeof value !== 'function';
+    if (this.#frozenData.has(value)) return true;
+    if (!Object.isFrozen(value) || hasToJSON(value)) return false;
+    if (!Array.isArray(value) && !isPlainObject(value)) return false;
+    for (const key of Object.keys(value)) {
+      const property = Object.getOwnPropertyDescriptor(value, key);
+      if (!property || !('value' in property) || !this.#isFrozenData(property.value)) return false;
+    }
+    this.#frozenData.add(value);
+    return true;
   }
-  return out;
 }
