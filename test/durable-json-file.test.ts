@@ -34,7 +34,7 @@ describe('DurableJsonFile: atomic, durable, coalesced writes', () => {
     const dir = await scratchDir();
     const store = adapter(join(dir, 'state.json'));
     const post = vi.spyOn(Worker.prototype, 'postMessage');
-    const snapshotsPosted = () => post.mock.calls.filter(([message]) => (message as { text?: unknown }).text !== undefined).length;
+    const snapshotsPosted = () => post.mock.calls.filter(([message]) => (message as { bytes?: unknown }).bytes !== undefined).length;
     try {
       const first = store.write({ n: 1, items: [] });
       while (snapshotsPosted() < 1) await new Promise((resolve) => setImmediate(resolve));

@@ -3,7 +3,8 @@ import { describe, expect, it, vi } from 'vitest';
 import { frozen } from '../src/core/immutable.js';
 import { SnapshotSerializer } from '../src/store/snapshot-serializer.js';
 
-const text = (serializer: SnapshotSerializer, value: unknown) => serializer.serialize(value);
+const decoder = new TextDecoder();
+const text = (serializer: SnapshotSerializer, value: unknown) => decoder.decode(serializer.serialize(value));
 const expected = (value: unknown) => `${JSON.stringify(value)}\n`;
 
 /** A state-like value: top-level collections of entries, some frozen all the way down, and other members. */
@@ -127,6 +128,18 @@ describe('SnapshotSerializer: the state file text is exactly JSON.stringify of t
       expect(timesFor(client)).toBe(1);
     } finally {
       stringify.mockRestore();
+    }
+  });
+
+  it('the bytes are UTF-8 in a buffer of their own (it is transferred to the writer thread)', () => {
+    const serializer = new SnapshotSerializer();
+    const state = { clients: { c1: frozen({ client_name: 'Prüf-Agent ✓' }) }, version: 1 };
+    for (let i = 0; i < 2; i++) {
+      // The second time the collection's kept text is reused: still copied into a buffer of the snapshot's own.
+      const bytes = serializer.serialize(state);
+      expect(Buffer.from(bytes).toString('utf8')).toBe(expected(state));
+      expect(bytes.byteOffset).toBe(0);
+      expect(bytes.buffer.byteLength).toBe(bytes.byteLength);
     }
   });
 });

@@ -76,7 +76,7 @@ parentPort.on('message', (message) => {
     parentPort.postMessage({ id: message.id });
     return;
   }
-  const { id, file, text, ledger, append } = message;
+  const { id, file, bytes, ledger, append } = message;
   let temp = null;
   if (!swept) sweep(file);
   try {
@@ -91,7 +91,7 @@ parentPort.on('message', (message) => {
     }
     // A new name each time, created exclusively: never an existing file or a planted symlink.
     temp = createTemp(file);
-    writeAll(temp.fd, Buffer.from(text, 'utf8'));
+    writeAll(temp.fd, bytes);
     fs.fdatasyncSync(temp.fd);
     fs.renameSync(temp.name, file);
     // The rename itself must reach the disk too, or a power loss could bring back the previous file.
@@ -283,7 +283,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
     const batch = this.#waiting;
     this.#waiting = [];
     // Compact: serialising and syncing fewer bytes is what bounds durable-write throughput (`jq .` reads it).
-    const text = this.#serializer.serialize(this.#data);
+    const bytes = this.#serializer.serialize(this.#data);
     const append = this.#append;
     this.#append = '';
     this.#inWriter++;
@@ -296,12 +296,12 @@ export class DurableJsonFile<T> implements Adapter<T> {
       for (const d of batch) error ? d.reject(error) : d.resolve();
       this.#next();
     };
-    this.#send(text, append).then(() => finish(), finish);
+    this.#send(bytes, append).then(() => finish(), finish);
   }
 
-  #send(text: string, append: string): Promise<void> {
-    // The text, not its UTF-8 bytes: copying it to the writer costs the main thread less than encoding it.
-    const post = () => this.#call((this.#worker ??= this.#startWorker()), { file: this.file, text, ledger: this.#ledger, append });
+  #send(bytes: Uint8Array, append: string): Promise<void> {
+    // The snapshot's buffer (its own, never a pool's) is transferred, not copied.
+    const post = () => this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer as ArrayBuffer]);
     // Posted at once once the directory exists: awaiting first would let the answers of the batch just written
     // go out before the writer has its next snapshot, and it would sit idle meanwhile.
     if (this.#dirMade) return post();
@@ -315,7 +315,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
   }
 
   /** One message to the writer and its answer; the writer keeps the process alive only while it has one. */
-  async #call(worker: Worker, message: Record<string, unknown>): Promise<void> {
+  async #call(worker: Worker, message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<void> {
     const id = ++this.#seq;
     worker.ref();
     try {
@@ -329,7 +329,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
         };
         worker.on('message', onMessage);
         worker.once('error', reject);
-        worker.postMessage({ id, ...message });
+        worker.postMessage({ id, ...message }, transfer);
       });
     } finally {
       // An idle writer must not keep the process alive.

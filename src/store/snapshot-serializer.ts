@@ -1,3 +1,6 @@
+const encoder = new TextEncoder();
+const COMMA = encoder.encode(',');
+
 type PlainObject = Record<string, unknown>;
 
 const isPlainObject = (value: unknown): value is PlainObject => {
@@ -13,15 +16,16 @@ const hasToJSON = (value: object): boolean => typeof (value as { toJSON?: unknow
 interface Written {
   keys: string[];
   entries: unknown[];
-  texts: Array<string | undefined>;
+  /** Each member's `"key":value`, as UTF-8. */
+  texts: Array<Uint8Array | undefined>;
   /** Whether `texts[i]` can be reused while `entries[i]` is in place: a primitive, or plain data frozen all the way down. */
   lasting: boolean[];
   /** The collection's whole text, `{…}`. */
-  text: string;
+  text: Uint8Array;
 }
 
 /**
- * Serialises a state snapshot exactly as `JSON.stringify` does (and a newline), for a state that is written again and
+ * Serialises a state snapshot exactly as `JSON.stringify` does (and a newline), as UTF-8, for a state that is written again and
  * again with few entries changed. Each top-level object (a collection) is written member by member, and the
  * text of a member that is frozen all the way down is kept and reused while that very object is in place under
  * the same key. A frozen object cannot change, so the kept text is always what `JSON.stringify` would write;
@@ -35,39 +39,43 @@ interface Written {
 export class SnapshotSerializer {
   readonly #written = new Map<string, Written>();
   /** Entries moved to another position keep their text: by identity, with the key it was written under. */
-  readonly #byEntry = new WeakMap<object, { key: string; text: string }>();
+  readonly #byEntry = new WeakMap<object, { key: string; text: Uint8Array }>();
   /** Objects found to be plain data frozen all the way down: that can never change, so each is checked once. */
   readonly #frozenData = new WeakSet<object>();
 
-  /** `JSON.stringify(value)` and a newline. */
-  serialize(value: unknown): string {
-    const whole = () => `${JSON.stringify(value)}\n`;
+  /** The UTF-8 bytes of `JSON.stringify(value)` and a newline, in a buffer of their own (it is transferred to the writer thread). */
+  serialize(value: unknown): Uint8Array {
+    const whole = () => encoder.encode(`${JSON.stringify(value)}\n`);
     if (!isPlainObject(value) || hasToJSON(value)) return whole();
-    const parts: string[] = [];
+    const parts: Uint8Array[] = [];
+    let first = true;
     for (const key of Object.keys(value)) {
       const member = value[key];
       if (isPlainObject(member) && !hasToJSON(member)) {
         const text = this.#collection(key, member);
         // A member of the collection wants toJSON: JSON.stringify decides everything, as it would.
         if (text === null) return whole();
-        parts.push(`${JSON.stringify(key)}:${text}`);
+        parts.push(encoder.encode(`${first ? '{' : ','}${JSON.stringify(key)}:`), text);
+        first = false;
         continue;
       }
       // toJSON is called with the member's key: JSON.stringify of the whole passes it, of the member alone would not.
       if (typeof member === 'object' && member !== null && hasToJSON(member)) return whole();
       const text = JSON.stringify(member);
       if (text === undefined) continue; // undefined, a function or a symbol: JSON.stringify leaves the key out
-      parts.push(`${JSON.stringify(key)}:${text}`);
+      parts.push(encoder.encode(`${first ? '{' : ','}${JSON.stringify(key)}:${text}`));
+      first = false;
     }
-    return `{${parts.join(',')}}\n`;
+    parts.push(encoder.encode(first ? '{}\n' : '}\n'));
+    return concat(parts);
   }
 
   /** The collection's text, `{"key":value,…}`; null when a member has a toJSON. */
-  #collection(name: string, collection: PlainObject): string | null {
+  #collection(name: string, collection: PlainObject): Uint8Array | null {
     const before = this.#written.get(name);
     const keys = Object.keys(collection);
     const entries = new Array<unknown>(keys.length);
-    const texts = new Array<string | undefined>(keys.length);
+    const texts = new Array<Uint8Array | undefined>(keys.length);
     const lasting = new Array<boolean>(keys.length);
     let same = before !== undefined && before.keys.length === keys.length;
     for (let i = 0; i < keys.length; i++) {
@@ -87,17 +95,17 @@ export class SnapshotSerializer {
         if (kept !== undefined && kept.key === key) {
           texts[i] = kept.text;
         } else {
-          const text = `${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+          const text = encoder.encode(`${JSON.stringify(key)}:${JSON.stringify(entry)}`);
           texts[i] = text;
           if (lasting[i]) this.#byEntry.set(entry, { key, text });
         }
       } else {
         const text = JSON.stringify(entry);
-        texts[i] = text === undefined ? undefined : `${JSON.stringify(key)}:${text}`;
+        texts[i] = text === undefined ? undefined : encoder.encode(`${JSON.stringify(key)}:${text}`);
         lasting[i] = typeof entry !== 'function';
       }
     }
-    const text = same ? (before as Written).text : `{${texts.filter((t) => t !== undefined).join(',')}}`;
+    const text = same ? (before as Written).text : braced(texts);
     this.#written.set(name, { keys, entries, texts, lasting, text });
     return text;
   }
@@ -115,4 +123,32 @@ export class SnapshotSerializer {
     this.#frozenData.add(value);
     return true;
   }
+}
+
+const OPEN = encoder.encode('{');
+const CLOSE = encoder.encode('}');
+
+/** `{` the members with commas between `}`. */
+function braced(members: Array<Uint8Array | undefined>): Uint8Array {
+  const parts: Uint8Array[] = [OPEN];
+  for (const member of members) {
+    if (member === undefined) continue;
+    if (parts.length > 1) parts.push(COMMA);
+    parts.push(member);
+  }
+  parts.push(CLOSE);
+  return concat(parts);
+}
+
+/** One new buffer of its own (never a slice of a shared pool). */
+function concat(parts: Uint8Array[]): Uint8Array {
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const out = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
 }
