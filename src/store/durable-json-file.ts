@@ -53,7 +53,11 @@ const createTemp = (file) => {
 };
 /** write(2) may write less than asked (a full disk, a signal): go on until all of it is written or it fails. */
 const writeAll = (fd, buffer) => {
-  for (let offset = 0; offset < buffer.length; ) offset += fs.writeSync(fd, buffer, offset, buffer.length - offset);
+  for (let offset = 0; offset < buffer.length; ) {
+    const written = fs.writeSync(fd, buffer, offset, buffer.length - offset);
+    if (written === 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' });
+    offset += written;
+  }
 };
 const discard = (temp) => { closeQuietly(temp.fd); try { fs.unlinkSync(temp.name); } catch {} };
 let swept = false;
@@ -299,13 +303,12 @@ export class DurableJsonFile<T> implements Adapter<T> {
     this.#send(bytes, append).then(() => finish(), finish);
   }
 
-  #send(bytes: Uint8Array, append: string): Promise<void> {
+  async #send(bytes: Uint8Array, append: string): Promise<void> {
+    // No await once the directory exists: the snapshot is posted before the answers of the batch just written go
+    // out, so the writer does not sit idle meanwhile. (Async all the same, so a throw becomes the batch's rejection.)
+    if (!this.#dirMade) await this.#makeDir();
     // The snapshot's buffer (its own, never a pool's) is transferred, not copied.
-    const post = () => this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer as ArrayBuffer]);
-    // Posted at once once the directory exists: awaiting first would let the answers of the batch just written
-    // go out before the writer has its next snapshot, and it would sit idle meanwhile.
-    if (this.#dirMade) return post();
-    return this.#makeDir().then(post);
+    return this.#call((this.#worker ??= this.#startWorker()), { file: this.file, bytes, ledger: this.#ledger, append }, [bytes.buffer as ArrayBuffer]);
   }
 
   #makeDir(): Promise<void> {

@@ -33,14 +33,14 @@ interface Written {
  * (src/core/immutable.ts), which is what makes the reuse pay.
  *
  * Most writes change a few entries of a few collections, so each collection is compared with the last snapshot
- * position by position, and one that did not change at all reuses its whole text; an entry that moved (an
- * earlier one was deleted) is still found by its identity.
+ * position by position, and one that did not change at all reuses its whole text; an entry that moved under the
+ * same key (an earlier one was deleted) is still found by its identity.
  */
 export class SnapshotSerializer {
   readonly #written = new Map<string, Written>();
   /** Entries moved to another position keep their text: by identity, with the key it was written under. */
   readonly #byEntry = new WeakMap<object, { key: string; text: Uint8Array }>();
-  /** Objects found to be plain data frozen all the way down: that can never change, so each is checked once. */
+  /** Objects found to be plain data frozen all the way down: that can never change, so each is found so once (others are checked again each time). */
   readonly #frozenData = new WeakSet<object>();
 
   /** The UTF-8 bytes of `JSON.stringify(value)` and a newline, in a buffer of their own (it is transferred to the writer thread). */
