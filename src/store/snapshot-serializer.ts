@@ -40,8 +40,6 @@ export class SnapshotSerializer {
   readonly #written = new Map<string, Written>();
   /** Entries moved to another position keep their text: by identity, with the key it was written under. */
   readonly #byEntry = new WeakMap<object, { key: string; text: Uint8Array }>();
-  /** Objects found to be plain data frozen all the way down: that can never change, so each is found so once (others are checked again each time). */
-  readonly #frozenData = new WeakSet<object>();
 
   /** The UTF-8 bytes of `JSON.stringify(value)` and a newline, in a buffer of their own (it is transferred to the writer thread). */
   serialize(value: unknown): Uint8Array {
@@ -90,13 +88,15 @@ export class SnapshotSerializer {
       same = false;
       if (typeof entry === 'object' && entry !== null) {
         if (hasToJSON(entry)) return null;
+        // Only entries frozen all the way down are kept, so a kept one needs no second look.
         const kept = this.#byEntry.get(entry);
-        lasting[i] = this.#isFrozenData(entry);
         if (kept !== undefined && kept.key === key) {
           texts[i] = kept.text;
+          lasting[i] = true;
         } else {
           const text = encoder.encode(`${JSON.stringify(key)}:${JSON.stringify(entry)}`);
           texts[i] = text;
+          lasting[i] = isFrozenData(entry);
           if (lasting[i]) this.#byEntry.set(entry, { key, text });
         }
       } else {
@@ -110,19 +110,22 @@ export class SnapshotSerializer {
     return text;
   }
 
-  /** Frozen all the way down, and only plain data (no getters): nothing in it can change, so neither can its JSON. */
-  #isFrozenData(value: unknown): boolean {
-    if (typeof value !== 'object' || value === null) return typeof value !== 'function';
-    if (this.#frozenData.has(value)) return true;
-    if (!Object.isFrozen(value) || hasToJSON(value)) return false;
-    if (!Array.isArray(value) && !isPlainObject(value)) return false;
-    for (const key of Object.keys(value)) {
-      const property = Object.getOwnPropertyDescriptor(value, key);
-      if (!property || !('value' in property) || !this.#isFrozenData(property.value)) return false;
-    }
-    this.#frozenData.add(value);
-    return true;
+}
+
+/**
+ * Frozen all the way down, and only plain data (no getters): nothing in it can change, so neither can its JSON.
+ * Checked afresh for each new entry (the changed ones): remembering checked objects in a WeakSet was measured
+ * slower, as the garbage collector pays for every weak entry.
+ */
+function isFrozenData(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return typeof value !== 'function';
+  if (!Object.isFrozen(value) || hasToJSON(value)) return false;
+  if (!Array.isArray(value) && !isPlainObject(value)) return false;
+  for (const key of Object.keys(value)) {
+    const property = Object.getOwnPropertyDescriptor(value, key);
+    if (!property || !('value' in property) || !isFrozenData(property.value)) return false;
   }
+  return true;
 }
 
 const OPEN = encoder.encode('{');
