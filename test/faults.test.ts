@@ -2,7 +2,7 @@
  * Faults on purpose (issue 7.4): each one armed through the programmatic API (the admin API underneath) or a serve
  * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import type { AppEvent } from '../src/core/events.js';
 import { parseFaultFlag } from '../src/core/faults.js';
@@ -191,17 +191,25 @@ describe('faults observed by a client (issue 7.4)', () => {
 
 describe('faults: edges (issue 7.4)', () => {
   it('a revocation due on the clock fires on the next request even between ticks, and that refused request is marked in the log', async () => {
+    // The emulator's own tick (every 250 ms) also fires due faults; held still here, so that a tick cannot come
+    // between the clock's move and the request and fire it first (then the request would not be the one marked).
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     const clock = new ManualClock(Date.UTC(2026, 10, 21, 12));
     const emulator = await startInProcess({ clock });
-    const served: AppEvent[] = [];
-    emulator.core.events.subscribe((e) => e.name === 'request.served' && served.push(e));
-    const tokens = await emulator.core.issueTokensWithoutConsent({ scopes: ['ask'] });
-    const fault = emulator.faults.arm({ kind: 'revoke', grant_id: tokens.grant_id, in: '1h' });
-    // The clock moves without the admin API (which would fire it): only the request's own check can.
-    clock.advance(60 * 60 * 1000);
-    const res = await postJson(`${emulator.baseUrl}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token));
-    expect(res.status).toBe(401);
-    expect(served.at(-1)?.data).toMatchObject({ path: '/chat/ask', status: 401, faults: [`${fault.id} revoke`] });
+    try {
+      const served = new Promise<AppEvent>((resolve) => emulator.core.events.subscribe((e) => e.name === 'request.served' && e.data.path === '/chat/ask' && resolve(e)));
+      const tokens = await emulator.core.issueTokensWithoutConsent({ scopes: ['ask'] });
+      const fault = emulator.faults.arm({ kind: 'revoke', grant_id: tokens.grant_id, in: '1h' });
+      // The clock moves without the admin API (which would fire it): only the request's own check can.
+      clock.advance(60 * 60 * 1000);
+      const res = await postJson(`${emulator.baseUrl}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token));
+      expect(res.status).toBe(401);
+      // Published once the answer is sent, which the client may see first.
+      expect((await served).data).toMatchObject({ path: '/chat/ask', status: 401, faults: [`${fault.id} revoke`] });
+    } finally {
+      await emulator.stop();
+      vi.useRealTimers();
+    }
   });
 
   it('a path that is no route (a browser fetching /favicon.ico) does not use up a fault', async () => {
