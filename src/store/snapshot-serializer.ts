@@ -1,4 +1,6 @@
 const encoder = new TextEncoder();
+const OPEN = encoder.encode('{');
+const CLOSE = encoder.encode('}');
 const COMMA = encoder.encode(',');
 
 type PlainObject = Record<string, unknown>;
@@ -109,7 +111,6 @@ export class SnapshotSerializer {
     this.#written.set(name, { keys, entries, texts, lasting, text });
     return text;
   }
-
 }
 
 /**
@@ -127,9 +128,6 @@ function isFrozenData(value: unknown): boolean {
   }
   return true;
 }
-
-const OPEN = encoder.encode('{');
-const CLOSE = encoder.encode('}');
 
 /** `{` the members with commas between `}`. */
 function braced(members: Array<Uint8Array | undefined>): Uint8Array {
