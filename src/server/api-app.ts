@@ -189,8 +189,6 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
   const app = newFastify(options);
   installCommonHooks(app, core, 'api', options);
   await app.register(formbody);
-  // The retired per-kind routes read the browser session cookie set on {auth_url}.
-  if (options.sessions) await app.register(cookie);
   // Browser-based MCP clients call metadata, registration, token, revocation (and later /mcp and REST) cross-origin.
   // CORS is registered once in this context; the admin API lives beside it and never answers CORS.
   await app.register(async (open) => {
@@ -208,7 +206,15 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 501, 'not_implemented', 'this server runs without the agent plane'));
     await extend?.(open);
   });
-  if (options.sessions && options.workspace) registerRetiredRoutes(app, options.sessions, options.workspace, () => core.urls.authUrl);
+  const { sessions, workspace } = options;
+  if (sessions && workspace) {
+    // Only the retired per-kind routes read the browser session cookie set on {auth_url}: no other request of this
+    // origin parses cookies.
+    await app.register(async (browser) => {
+      await browser.register(cookie);
+      registerRetiredRoutes(browser, sessions, workspace, () => core.urls.authUrl);
+    });
+  }
   if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults, snapshots: options.snapshots });
   return app;
 }
