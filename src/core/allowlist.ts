@@ -397,11 +397,11 @@ export class Allowlist {
   }
 }
 
-/** Jobs and documents are their client's and their person's; anyone else gets 404. */
 /** A new id: in the form the variant chose (--vary-unspecified), else the emulator's own. */
 const idFor = (variant: VariantSelection | undefined, prefix: string, plain: () => string = () => newId(prefix)): string =>
   variant ? formatId(variant.choices.ids, prefix, randomBytesFor(16)) : plain();
 
+/** Jobs and documents are their client's and their person's; anyone else gets 404. */
 const belongsTo = (record: { client_id: string; person_id: string }, access: AccessContext): boolean =>
   record.client_id === access.client_id && record.person_id === access.person_id;
 
