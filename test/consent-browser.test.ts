@@ -211,6 +211,40 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     expect(dialogs).toEqual([]);
   });
 
+  it('spec 4.2: a right-to-left override in client_name cannot reorder the label "nicht verifiziert" or the sentence after it', async () => {
+    const emulator = await startEmulator();
+    // U+202E without its closing U+202C: unisolated, it reverses everything after it up to the end of the paragraph.
+    const name = 'Harmlos\u202E';
+    const { client_id } = await registerClient(emulator, name);
+    await openConsent(emulator, client_id);
+    await expect(page.locator('#client-name').innerText()).resolves.toBe(name);
+
+    const layout = await page.evaluate(() => {
+      const nameBox = document.querySelector('#client-name')!.getBoundingClientRect();
+      const badgeBox = document.querySelector('#client-name + .badge')!.getBoundingClientRect();
+      // Where the first and the last letter of "möchte" are drawn.
+      const paragraph = document.querySelector('#client-name')!.parentElement!;
+      const walker = document.createTreeWalker(paragraph, NodeFilter.SHOW_TEXT);
+      let text: Text | null = null;
+      for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) if (node.textContent!.includes('möchte')) text = node as Text;
+      const at = text!.textContent!.indexOf('möchte');
+      const letter = (i: number) => {
+        const range = document.createRange();
+        range.setStart(text!, i);
+        range.setEnd(text!, i + 1);
+        return range.getBoundingClientRect().left;
+      };
+      return { nameRight: nameBox.right, badgeLeft: badgeBox.left, m: letter(at), e: letter(at + 5) };
+    });
+    expect(layout.badgeLeft).toBeGreaterThanOrEqual(layout.nameRight);
+    expect(layout.m).toBeLessThan(layout.e);
+
+    // The settings page sets the name apart the same way.
+    await decide('Zulassen');
+    await page.goto(`${emulator.authUrl}/settings`);
+    await expect(page.locator('tr[data-grant] td strong > bdi').innerText()).resolves.toBe(name);
+  });
+
   it('spec 5.7: after "Widerrufen" on the settings page the access token is refused on the next request', async () => {
     const emulator = await startEmulator();
     const { client_id } = await registerClient(emulator, 'Widerruf-Agent');

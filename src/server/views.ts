@@ -5,6 +5,13 @@ import type { Person } from '../core/persons.js';
 import { SCOPES, isSupportedScope } from '../core/scopes.js';
 import { html, page } from './html.js';
 
+/**
+ * Text a client or agent supplied, inside running text: in its own bidi isolate, so that a right-to-left
+ * override in it (U+202E, without its closing U+202C) cannot reverse what follows, such as the
+ * "nicht verifiziert" label next to a client's name.
+ */
+const isolated = (text: string) => html`<bdi>${text}</bdi>`;
+
 const when = (ms: number | null | undefined) => (ms ? new Date(ms).toLocaleString('de-DE', { dateStyle: 'medium', timeStyle: 'short' }) : '–');
 
 function scopeItem(scope: string) {
@@ -20,7 +27,7 @@ export function consentPage(input: { request: AuthorizationRequest; person: Pers
   return page(
     'Zugriff erlauben?',
     html`<h1>Zugriff erlauben?</h1>
-<p><strong id="client-name">${request.client.client_name}</strong> <span class="badge">nicht verifiziert</span>
+<p><strong id="client-name">${isolated(request.client.client_name)}</strong> <span class="badge">nicht verifiziert</span>
 möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den Agent Access Service zugreifen.</p>
 <p class="note">Der Name dieser Anwendung wurde nicht überprüft. Erlauben Sie den Zugriff nur, wenn Sie die Anmeldung selbst gestartet haben.</p>
 <h2>Die Anwendung erhält diese Berechtigungen</h2>
@@ -55,7 +62,7 @@ export function errorPage(title: string, error: string, description: string): st
 export function settingsPage(input: { person: Person; grants: GrantView[]; csrf: string; notice?: string }): string {
   const rows = input.grants.map(
     (g) => html`<tr data-grant="${g.id}">
-<td><strong>${g.client_name}</strong> <span class="badge">nicht verifiziert</span><br><code>${g.client_id}</code></td>
+<td><strong>${isolated(g.client_name)}</strong> <span class="badge">nicht verifiziert</span><br><code>${g.client_id}</code></td>
 <td><ul class="scopes">${g.scopes.map(scopeItem)}</ul></td>
 <td>${when(g.created_at)}</td><td>${when(g.last_used_at)}</td>
 <td>${g.status === 'active' ? 'aktiv' : html`widerrufen ${when(g.revoked_at)}`}</td>
@@ -95,12 +102,12 @@ export function actionPage(input: { action: PendingAction; clientName: string; c
   return page(
     'Änderung freigeben?',
     html`<h1>Änderung freigeben?</h1>
-<p><strong id="client-name">${input.clientName}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren Arbeitsbereich ändern:</p>
+<p><strong id="client-name">${isolated(input.clientName)}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren Arbeitsbereich ändern:</p>
 <p id="description"><strong>${action.description}</strong></p>
 <table id="changes"><thead><tr><th>Feld</th><th>${action.operation === 'update' ? 'Bisher' : ''}</th><th>Neu</th></tr></thead><tbody>${Object.entries(action.fields).map(
       ([field, value]) => html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${action.before?.[field] ?? ''}</td><td>${value}</td></tr>`,
     )}</tbody></table>
-<p class="note">Anlass war die Anfrage: „${action.question}“</p>
+<p class="note">Anlass war die Anfrage: „${isolated(action.question)}“</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
 <p>Status: <span id="status">${ACTION_STATUS[action.status]}</span></p>
 ${action.status === 'pending'
@@ -120,7 +127,7 @@ ${action.status === 'pending'
 export function actionsPage(input: { actions: Array<PendingAction & { client_name: string }> }): string {
   const rows = input.actions.map(
     (a) => html`<tr data-action="${a.id}"><td><a href="/actions/${encodeURIComponent(a.id)}">${a.description}</a></td>
-<td>${a.client_name} <span class="badge">nicht verifiziert</span></td><td>${when(a.created_at)}</td><td>${ACTION_STATUS[a.status]}</td></tr>`,
+<td>${isolated(a.client_name)} <span class="badge">nicht verifiziert</span></td><td>${when(a.created_at)}</td><td>${ACTION_STATUS[a.status]}</td></tr>`,
   );
   return page(
     'Aktionen von Agenten',
