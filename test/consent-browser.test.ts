@@ -211,7 +211,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     expect(dialogs).toEqual([]);
   });
 
-  it('spec 4.2: a right-to-left override in client_name cannot reorder the label "nicht verifiziert" or the sentence after it', async () => {
+  it('spec 4.2: a right-to-left override in client_name cannot reverse the sentence after the name and its label "nicht verifiziert"', async () => {
     const emulator = await startEmulator();
     // U+202E without its closing U+202C: unisolated, it reverses everything after it up to the end of the paragraph.
     const name = 'Harmlos\u202E';

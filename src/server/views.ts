@@ -7,8 +7,8 @@ import { html, page } from './html.js';
 
 /**
  * Text a client or agent supplied, inside running text: in its own bidi isolate, so that a right-to-left
- * override in it (U+202E, without its closing U+202C) cannot reverse what follows, such as the
- * "nicht verifiziert" label next to a client's name.
+ * override in it (U+202E, without its closing U+202C) cannot reverse what follows it in the sentence, such as
+ * the words after the "nicht verifiziert" label next to a client's name.
  */
 const isolated = (text: string) => html`<bdi>${text}</bdi>`;
 
