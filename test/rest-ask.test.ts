@@ -1,4 +1,4 @@
-import { appendFile, readFile } from 'node:fs/promises';
+import { appendFile, lstat, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
@@ -233,6 +233,22 @@ describe('spec 1: charges', () => {
     await appendFile(ledgerFile, '{"seq":2,"torn":true}\n');
     const second = await startEmulator({ state });
     expect(await second.core.persistence.readLedger()).toHaveLength(1);
+  });
+
+  it('dropping those lines never writes through a symlinked ledger: the file it points to is left as it was', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const first = await Emulator.start({ port: 0, authPort: 0, state });
+    await first.stop();
+    const elsewhere = join(dir, 'precious.txt');
+    await writeFile(elsewhere, 'line one\nline two\n');
+    const ledgerFile = join(dir, 'state.charges.jsonl');
+    await rm(ledgerFile, { force: true });
+    await symlink(elsewhere, ledgerFile);
+    const second = await startEmulator({ state });
+    expect(await second.core.persistence.readLedger()).toEqual([]);
+    expect(await readFile(elsewhere, 'utf8')).toBe('line one\nline two\n');
+    expect((await lstat(ledgerFile)).isSymbolicLink()).toBe(false);
   });
 });
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { basename, dirname, join } from 'node:path';
 import type { Adapter } from 'lowdb';
@@ -200,11 +200,15 @@ export class DurableJsonFile<T> implements Adapter<T> {
     }
   }
 
-  /** Keeps the first `lines` lines of the ledger (the ones the state counts as committed). */
+  /**
+   * Keeps the first `lines` lines of the ledger (the ones the state counts as committed). Written like every
+   * other file here (temp file, rename): a crash while trimming keeps the committed lines, and a ledger that is a
+   * symlink is replaced, never written through.
+   */
   async trimLedger(lines: number): Promise<void> {
     const all = await this.readLedger();
     if (all.length <= lines || !this.#ledger) return;
-    await writeFile(this.#ledger, all.slice(0, lines).map((l) => `${l}\n`).join(''), { mode: 0o600 });
+    await writeFileDurably(this.#ledger, all.slice(0, lines).map((l) => `${l}\n`).join(''));
   }
 
   /** Resolves once every write asked for so far is on disk (or has failed). */
