@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockStateFile } from '../src/store/lock.js';
 import { scratchDir } from './helpers/emulator.js';
@@ -109,6 +110,47 @@ describe('agent-access grants: one writer per state file', () => {
     await register(s.ready.base_url);
     expect(await s.stop(), s.stderr()).toBe(0);
     expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
+  });
+
+  it('an emulator stopped for longer than its lock takes to go stale (Ctrl+Z, a debugger) keeps its file: revoke goes through it once it runs again', { timeout: 40_000 }, async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await serve(['--state', state]);
+    await authorizeAndApprove(urls(s));
+    const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', state, '--json'])).stdout).grants;
+    s.child.kill('SIGSTOP');
+    let revoking: ReturnType<typeof runCli>;
+    try {
+      // Longer than the 5 s after which a lock nobody refreshed counts as stale.
+      await sleep(6_500);
+      revoking = runCli(['grants', 'revoke', grant.id, '--state', state, '--json'], { timeoutMs: 30_000 });
+      // Taking the file over would be done (and the CLI gone) well within this; going through the emulator waits for it.
+      await Promise.race([revoking, sleep(4_000)]);
+    } finally {
+      s.child.kill('SIGCONT');
+    }
+    const revoke = await revoking;
+    expect(revoke.code, `${revoke.stderr}\nserve: ${s.stderr()}`).toBe(0);
+    expect(JSON.parse(revoke.stdout).grant).toMatchObject({ id: grant.id, status: 'revoked' });
+    // Still the one writer: it serves on, and its next write keeps the revocation.
+    expect((await register(s.ready.base_url)).client_id).toBeTruthy();
+    expect(await s.stop(), s.stderr()).toBe(0);
+    expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
+  });
+
+  it('a running emulator whose admin file is gone: the CLI gives up within seconds and names the file, and touches nothing', { timeout: 40_000 }, async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const s = await serve(['--state', state]);
+    const before = await readFile(state, 'utf8');
+    await rm(join(dir, 'state.admin.json'));
+    const started = Date.now();
+    const list = await runCli(['grants', 'list', '--state', state], { timeoutMs: 35_000 });
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(list.code).toBe(3);
+    expect(list.stderr).toContain(join(dir, 'state.admin.json'));
+    expect(await readFile(state, 'utf8')).toBe(before);
+    expect(await s.stop(), s.stderr()).toBe(0);
   });
 
   it('with no emulator running, the CLI works on the file under its lock; the next serve sees the change', async () => {

@@ -70,7 +70,9 @@ class EmulatorTarget implements StateTarget {
  */
 export async function openStateTarget(stateFlag: string | undefined): Promise<StateTarget> {
   const file = resolve(stateFlag ?? DEFAULT_STATE_FILE);
-  for (let attempt = 0; attempt < 30; attempt++) {
+  // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
     let release: () => Promise<void>;
     try {
       release = await lockStateFile(file, { holderPid: async () => (await readAdminFile(adminFileFor(file)))?.pid ?? null });

@@ -25,8 +25,9 @@ export interface LockOptions {
 /**
  * Takes the single-writer lock on a state file: a `FILE.lock` directory that the holder refreshes every second.
  * If a live process holds it, this fails at once. If the holder is gone (killed without releasing), this waits
- * until proper-lockfile sees the lock go stale and takes it; the takeover is always decided by staleness,
- * never by a pid, so a live holder can never lose its lock to this call. Returns the release function.
+ * until proper-lockfile sees the lock go stale and takes it. A holder that announced its pid and is still alive
+ * keeps its lock even when it has not refreshed it for longer than that (stopped with Ctrl+Z, paused in a
+ * debugger): staleness alone would hand its file to a second writer. Returns the release function.
  */
 export async function lockStateFile(file: string, options: LockOptions = {}): Promise<() => Promise<void>> {
   try {
@@ -35,12 +36,19 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
     throw new StateFileError(file, `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`, { cause: e });
   }
+  const liveHolder = async (): Promise<number | null> => {
+    const pid = (await options.holderPid?.()) ?? null;
+    return pid !== null && pid !== process.pid && isAlive(pid) ? pid : null;
+  };
+  const announced = await liveHolder();
+  // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
+  if (announced !== null && (await lockfile.check(file, { realpath: false, stale: Number.MAX_SAFE_INTEGER }))) throw new StateLockedError(file, announced);
   try {
     return await takeLock(file, 0, options);
   } catch (e) {
     if (!(e instanceof StateLockedError)) throw e;
-    const pid = (await options.holderPid?.()) ?? null;
-    if (pid !== null && isAlive(pid)) throw new StateLockedError(file, pid);
+    const pid = await liveHolder();
+    if (pid !== null) throw new StateLockedError(file, pid);
     // A holder that died, or one that announced nothing (a short CLI call, or a start in progress): wait for release or staleness.
     return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
   }
