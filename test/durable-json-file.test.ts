@@ -152,6 +152,23 @@ describe('DurableJsonFile: atomic, durable, coalesced writes', () => {
     await store.close();
   });
 
+  it('abandoned (the lock was taken over): saves waiting and saves after it fail, and nothing more reaches the file', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const store = adapter(file);
+    await store.write({ n: 1, items: [] });
+    const waiting = store.write({ n: 2, items: [] });
+    const lost = new Error('lost the lock');
+    store.abandon(lost);
+    await expect(waiting).rejects.toBe(lost);
+    // The new owner's file.
+    await writeFile(file, '{"n":99,"items":[]}\n');
+    await expect(store.write({ n: 3, items: [] })).rejects.toBe(lost);
+    await store.flush();
+    await store.close();
+    expect(await readFile(file, 'utf8')).toBe('{"n":99,"items":[]}\n');
+  });
+
   it('flush waits for what is pending; close ends the writer thread', async () => {
     const dir = await scratchDir();
     const file = join(dir, 'state.json');

@@ -1,10 +1,10 @@
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
-import { StateLockedError } from '../src/store/lock.js';
+import { StateLockedError, lockStateFile } from '../src/store/lock.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, refresh, register } from './helpers/oauth.js';
 
@@ -105,6 +105,26 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     const state = join(dir, 'state.json');
     await startEmulator({ state });
     await expect(Emulator.start({ port: 0, authPort: 0, state })).rejects.toBeInstanceOf(StateLockedError);
+  });
+
+  it('one writer: an emulator whose lock another process took over stops and writes nothing more', async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    let noticed!: () => void;
+    const lockLost = new Promise<void>((resolve) => (noticed = resolve));
+    const emu = await Emulator.start({ port: 0, authPort: 0, state, onError: (_error, context) => context === 'lock' && noticed() });
+    // Another process takes the file over: the lock directory is replaced by one of its own.
+    await rm(`${state}.lock`, { recursive: true });
+    const release = await lockStateFile(state);
+    try {
+      await lockLost;
+      await writeFile(state, 'the new owner\n');
+      await expect(emu.core.persistence.save(emu.core.state)).rejects.toThrow(/lost the lock/);
+      await emu.stop();
+      expect(await readFile(state, 'utf8')).toBe('the new owner\n');
+    } finally {
+      await release();
+    }
   });
 
   it('a start that fails after listening closes both servers and releases the file', async () => {

@@ -155,6 +155,7 @@ export class Emulator {
     const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
     let emulator: Emulator | undefined;
+    let persistence: StatePersistence | undefined;
     // One writer per state file: taken before reading, held until stop. Fixtures load meanwhile.
     const [fixtures, release] = await Promise.all([
       loadFixtures(options.fixtures),
@@ -163,7 +164,10 @@ export class Emulator {
             holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null,
             // Another process took the file over: stop at once rather than be a second writer.
             onCompromised: (error) => {
-              onError(new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`), 'lock');
+              const lost = new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`);
+              onError(lost, 'lock');
+              // Not one more write: stopping lets requests in flight finish, and their saves must not land.
+              if (persistence instanceof FilePersistence) persistence.abandon(lost);
               void emulator?.stop();
             },
           })
@@ -174,7 +178,7 @@ export class Emulator {
     });
     let apps: FastifyInstance[] = [];
     try {
-      const persistence: StatePersistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
+      persistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;

@@ -146,6 +146,8 @@ export class DurableJsonFile<T> implements Adapter<T> {
   /** Resolved when the writer has nothing in flight. */
   #drained: Deferred | null = null;
   readonly #serializer = new SnapshotSerializer();
+  /** Set once the file is no longer ours to write (another process took its lock over). */
+  #abandoned: Error | null = null;
 
   constructor(file: string, parse: (text: string) => T, ledgerFile: string | null = null) {
     this.file = file;
@@ -170,6 +172,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
   }
 
   write(data: T): Promise<void> {
+    if (this.#abandoned) return Promise.reject(this.#abandoned);
     this.#data = data;
     const done = deferred();
     this.#waiting.push(done);
@@ -182,6 +185,20 @@ export class DurableJsonFile<T> implements Adapter<T> {
       });
     }
     return done.promise;
+  }
+
+  /**
+   * Another process owns the file now: saves still waiting, and every save from here on, fail with `error`, and
+   * nothing more is handed to the writer (a snapshot it already has ends as it would). Writing them anyway
+   * would undo what the new owner wrote.
+   */
+  abandon(error: Error): void {
+    this.#abandoned ??= error;
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    this.#append = '';
+    for (const d of waiting) d.reject(this.#abandoned);
+    this.#next();
   }
 
   /** Text for the append-only ledger, written (and synced) just before the next state snapshot. */
@@ -253,6 +270,7 @@ export class DurableJsonFile<T> implements Adapter<T> {
   replaceBoth(text: string, ledger: string | null, data: T, then: () => void): Promise<void> {
     if (ledger !== null && !this.#ledger) return Promise.reject(new Error('this file has no ledger'));
     return this.exclusive(async () => {
+      if (this.#abandoned) throw this.#abandoned;
       await this.#makeDir();
       // The ledger first, as every write does: a crash in between leaves a ledger that load() trims to the state's count.
       if (this.#ledger) {

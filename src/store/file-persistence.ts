@@ -48,6 +48,11 @@ export class FilePersistence implements StatePersistence {
     return this.#adapter.readLedger();
   }
 
+  /** The lock was taken over: from now on nothing is written, and saves fail (see DurableJsonFile.abandon). */
+  abandon(error: Error): void {
+    this.#adapter.abandon(error);
+  }
+
   flush(): Promise<void> {
     return this.#adapter.flush();
   }
