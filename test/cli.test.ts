@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -151,6 +151,36 @@ describe('agent-access grants: one writer per state file', () => {
     expect(list.stderr).toContain(join(dir, 'state.admin.json'));
     expect(await readFile(state, 'utf8')).toBe(before);
     expect(await s.stop(), s.stderr()).toBe(0);
+  });
+
+  it('a state file named through a symlink is one file: the CLI naming its real path goes through the emulator, and the link stays a link', async () => {
+    const dir = await scratchDir();
+    const real = join(dir, 'real', 'state.json');
+    const first = await serve(['--state', real]);
+    expect(await first.stop()).toBe(0);
+    const link = join(dir, 'linked.json');
+    await symlink(real, link);
+    const s = await serve(['--state', link]);
+    expect(s.ready.state).toBe(real);
+    const flow = await authorizeAndApprove(urls(s));
+    const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', real, '--json'])).stdout).grants;
+    const revoke = await runCli(['grants', 'revoke', grant.id, '--state', real]);
+    expect(revoke.code, revoke.stderr).toBe(0);
+    // The running emulator made the change (the CLI did not write the file beside it).
+    expect((await refresh(s.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    expect(await s.stop(), s.stderr()).toBe(0);
+    expect((await lstat(link)).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(await readFile(real, 'utf8')).grants[grant.id].status).toBe('revoked');
+  });
+
+  it('a state file that is a symlink to nothing stops serve with a message that names both paths', async () => {
+    const dir = await scratchDir();
+    const link = join(dir, 'state.json');
+    await symlink(join(dir, 'gone', 'state.json'), link);
+    const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', link]);
+    expect(res.code).toBe(3);
+    expect(res.stderr).toContain(`state file ${link} is a symbolic link to ${join(dir, 'gone', 'state.json')}, which does not exist`);
+    expect((await lstat(link)).isSymbolicLink()).toBe(true);
   });
 
   it('with no emulator running, the CLI works on the file under its lock; the next serve sees the change', async () => {

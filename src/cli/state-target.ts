@@ -1,12 +1,11 @@
 import { access } from 'node:fs/promises';
-import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
 import { Core, type GrantView } from '../core/core.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
-import { StateLockedError, lockStateFile } from '../store/lock.js';
+import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../server/admin-file.js';
 import { CliError, EXIT } from './errors.js';
 
@@ -69,7 +68,7 @@ class EmulatorTarget implements StateTarget {
  * take the file's lock and work on it directly, through the same core operations.
  */
 export async function openStateTarget(stateFlag: string | undefined): Promise<StateTarget> {
-  const file = resolve(stateFlag ?? DEFAULT_STATE_FILE);
+  const file = await realStatePath(stateFlag ?? DEFAULT_STATE_FILE);
   // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {

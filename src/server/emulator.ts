@@ -1,5 +1,4 @@
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
 import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
@@ -17,7 +16,7 @@ import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
-import { StateLockedError, lockStateFile, unlockQuietly } from '../store/lock.js';
+import { StateLockedError, lockStateFile, realStatePath, unlockQuietly } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
@@ -152,7 +151,7 @@ export class Emulator {
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
     const host = options.host ?? '127.0.0.1';
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
-    const statePath = options.inMemory ? null : resolve(options.state ?? DEFAULT_STATE_FILE);
+    const statePath = options.inMemory ? null : await realStatePath(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
     let emulator: Emulator | undefined;
     let persistence: StatePersistence | undefined;

@@ -1,5 +1,5 @@
-import { mkdir } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { lstat, mkdir, readlink, realpath } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { AgentAccessError, StateFileError } from '../core/errors.js';
 
@@ -51,6 +51,34 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     if (pid !== null) throw new StateLockedError(file, pid);
     // A holder that died, or one that announced nothing (a short CLI call, or a start in progress): wait for release or staleness.
     return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
+  }
+}
+
+/**
+ * The state file's path with every symlink resolved. Each name for one file must get the same lock, admin file
+ * and ledger, or two writers could each hold "their" file; and a write must replace the file, not a link to it.
+ * A file that does not exist yet is named by its directory's real path, as far as that exists.
+ */
+export async function realStatePath(path: string): Promise<string> {
+  const absolute = resolve(path);
+  try {
+    return await realpath(absolute);
+  } catch {
+    // Not there (yet), or not reachable: reading it later gives the precise error.
+  }
+  const link = await lstat(absolute).catch(() => null);
+  if (link?.isSymbolicLink()) {
+    const target = resolve(dirname(absolute), await readlink(absolute));
+    throw new StateFileError(absolute, `state file ${absolute} is a symbolic link to ${target}, which does not exist. Create it, or point --state at a regular file.`);
+  }
+  const rest = [basename(absolute)];
+  for (let dir = dirname(absolute); ; dir = dirname(dir)) {
+    try {
+      return join(await realpath(dir), ...rest);
+    } catch {
+      if (dirname(dir) === dir) return absolute;
+      rest.unshift(basename(dir));
+    }
   }
 }
 
