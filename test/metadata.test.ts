@@ -67,6 +67,32 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 
+  it('a 404 on {base_url} carries the CORS headers of the metadata: a browser client probing discovery paths reads "not found", not a network error', async () => {
+    const emu = await startEmulator();
+    const origin = { origin: 'http://x.example' };
+    const cors = (headers: Record<string, unknown>) => Object.fromEntries(Object.entries(headers).filter(([k]) => k.startsWith('access-control-')));
+    const metadata = await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: origin });
+    const missing = await http(`${emu.baseUrl}/.well-known/openid-configuration`, { headers: origin });
+    expect(missing.status).toBe(404);
+    expect(missing.headers['content-type']).toContain('application/problem+json');
+    expect(missing.headers['access-control-allow-origin']).toBe('*');
+    expect(cors(missing.headers)).toEqual(cors(metadata.headers));
+  });
+
+  it('{auth_url} answers no CORS, on its 404s either', async () => {
+    const emu = await startEmulator();
+    const res = await http(`${emu.authUrl}/.well-known/openid-configuration`, { headers: { origin: 'http://evil.example' } });
+    expect(res.status).toBe(404);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('the admin API answers no CORS, on unknown admin paths either', async () => {
+    const emu = await startEmulator();
+    const res = await http(`${emu.baseUrl}/_admin/nope`, { headers: { origin: 'http://evil.example' } });
+    expect(res.status).toBe(404);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
   it('the admin API answers no CORS', async () => {
     const emu = await startEmulator();
     const res = await http(`${emu.baseUrl}/_admin/grants`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });

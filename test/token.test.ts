@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { startEmulator } from './helpers/emulator.js';
-import { authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
+import { REDIRECT, authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
 
 describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   it('spec 2.2: 200 with Bearer, expires_in 900, scope, access and refresh token, no-store', async () => {
@@ -242,5 +242,75 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
     const flow = await authorizeAndApprove(emu);
     const results = await Promise.all([1, 2].map(() => refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })));
     expect(results.map((r) => r.status).sort()).toEqual([200, 400]);
+  });
+});
+
+describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authentication in the Authorization header fails', () => {
+  const basic = (clientId: string) => `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:`).toString('base64')}`;
+
+  it('RFC 6749 §5.2: "If the client attempted to authenticate via the Authorization request header field, the authorization server MUST respond with an HTTP 401" and a challenge in its scheme; the code stays unused', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu, { exchange: false });
+    // client_secret_basic with an empty secret, and no client_id in the body: what clients defaulting to it send.
+    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'authorization_code', code: flow.code, redirect_uri: REDIRECT, code_verifier: flow.pkce.verifier }, { authorization: basic(flow.client_id) });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toBe(`Basic realm="${emu.issuer}"`);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.json()).toEqual({ error: 'invalid_client', error_description: expect.stringMatching(/public.*client_id in the form body.*token_endpoint_auth_method 'none'/) });
+    expect((await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status).toBe(200);
+  });
+
+  it('RFC 6749 §5.2: any scheme, even with client_id in the body → 401 invalid_client naming that scheme; the refresh token is not rotated', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'refresh_token', client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token }, { authorization: `Bearer ${flow.tokens!.access_token}` });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toBe(`Bearer realm="${emu.issuer}"`);
+    expect(res.json().error).toBe('invalid_client');
+    expect(Object.values(emu.core.state.families)[0]).toMatchObject({ status: 'active', rotations: 0 });
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).status).toBe(200);
+  });
+
+  it('RFC 7009 §2.1: client authentication in the Authorization header at the revocation endpoint → 401 invalid_client with a challenge, and nothing is revoked', async () => {
+    const emu = await startEmulator();
+    const flow = await authorizeAndApprove(emu);
+    const res = await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.refresh_token, token_type_hint: 'refresh_token' }, { authorization: basic(flow.client_id) });
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toBe(`Basic realm="${emu.issuer}"`);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.json()).toMatchObject({ error: 'invalid_client', error_description: expect.stringContaining('client_id') });
+    expect(emu.core.listGrants()[0]).toMatchObject({ status: 'active' });
+    await expect(emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
+  });
+});
+
+describe('RFC 7591 §2: grant_types are the grant types the client can use at the token endpoint', () => {
+  const withoutRefresh = async (emu: { baseUrl: string; authUrl: string }) => {
+    const { client_id } = await register(emu.baseUrl, { grant_types: ['authorization_code'] });
+    return authorizeAndApprove(emu, { client_id, exchange: false });
+  };
+
+  it('RFC 6749 §5.1: refresh_token is OPTIONAL: a client registered with grant_types [authorization_code] gets none', async () => {
+    const emu = await startEmulator();
+    const flow = await withoutRefresh(emu);
+    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
+    expect(res.status).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.json()).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 900, scope: 'ask' });
+    await expect(emu.core.authenticate(`Bearer ${res.json().access_token}`, 'ask')).resolves.toBeTruthy();
+  });
+
+  it('RFC 6749 §5.2: "unauthorized_client: The authenticated client is not authorized to use this authorization grant type": refresh from such a client → 400 naming its grant_types; no family is touched', async () => {
+    const emu = await startEmulator();
+    const flow = await withoutRefresh(emu);
+    expect((await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status).toBe(200);
+    const other = await authorizeAndApprove(emu);
+    const families = JSON.stringify(emu.core.state.families);
+    const res = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: other.tokens!.refresh_token });
+    expect(res.status).toBe(400);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.json()).toEqual({ error: 'unauthorized_client', error_description: expect.stringContaining('(authorization_code)') });
+    expect(JSON.stringify(emu.core.state.families)).toBe(families);
+    expect((await refresh(emu.baseUrl, { client_id: other.client_id, refresh_token: other.tokens!.refresh_token })).status).toBe(200);
   });
 });

@@ -418,6 +418,11 @@ export class Core {
     const handler = Object.hasOwn(GRANT_TYPES, grantType) ? GRANT_TYPES[grantType] : undefined;
     if (!handler) throw new OAuthError('unsupported_grant_type', `grant_type "${grantType}" is not supported; use authorization_code or refresh_token`);
     for (const name of handler.parameters) if (!params[name]) throw invalidRequest(`${name} is missing`);
+    // RFC 7591 §2, RFC 6749 §5.2: a client uses only the grant types it registered; refused before any code or family is looked at.
+    const client = this.requireClient(params.client_id as string);
+    if (!client.grant_types.includes(grantType)) {
+      throw new OAuthError('unauthorized_client', `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again with ${grantType} in grant_types to use it`);
+    }
     return handler.handler(this, params);
   }
 
@@ -476,7 +481,11 @@ export class Core {
     this.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
   }
 
-  /** Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). */
+  /**
+   * Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). The refresh
+   * token is left out for a client that did not register the refresh_token grant (RFC 7591 §2, RFC 6749 §5.1); its
+   * family still exists, to track and revoke the access tokens.
+   */
   async issueTokens(grant: Grant, family: TokenFamily, refreshToken: string, scopes: readonly string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
     const now = this.clock.now();
     const times = tokenTimes(now, this.lifetimes.accessToken);
@@ -508,7 +517,8 @@ export class Core {
       generation: issuedFrom.current.generation,
       grant_type: grantType,
     });
-    return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, refresh_token: refreshToken, scope: claims.scope };
+    const refreshable = this.state.clients[grant.client_id]?.grant_types.includes('refresh_token') ?? true;
+    return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, ...(refreshable ? { refresh_token: refreshToken } : {}), scope: claims.scope };
   }
 
   // ---- the resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, 9068) ----------------------

@@ -35,11 +35,14 @@ export class OAuthError extends AgentAccessError {
   readonly status: number;
   /** False when the redirect URI or client is not trustworthy: the error is shown directly, never redirected. */
   readonly redirectable: boolean;
-  constructor(error: OAuthErrorCode, description: string, options: { status?: number; redirectable?: boolean } = {}) {
+  /** WWW-Authenticate value, for a 401 to client authentication sent in the Authorization header (RFC 6749 §5.2). */
+  readonly challenge: string | undefined;
+  constructor(error: OAuthErrorCode, description: string, options: { status?: number; redirectable?: boolean; challenge?: string } = {}) {
     super(`oauth.${error}`, description);
     this.error = error;
     this.status = options.status ?? (error === 'invalid_client' ? 401 : 400);
     this.redirectable = options.redirectable ?? true;
+    this.challenge = options.challenge;
   }
   /** RFC 6749 §5.2 error body. */
   toJSON(): { error: OAuthErrorCode; error_description: string } {

@@ -121,6 +121,30 @@ function requireMediaType(type: 'application/x-www-form-urlencoded' | 'applicati
 }
 const formOnly = requireMediaType('application/x-www-form-urlencoded', 'oauth');
 
+/** An auth-scheme token (RFC 9110 §11.1); anything else is answered in the Basic scheme of RFC 6749 §2.3.1. */
+const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,40}(?=[ \t]|$)/;
+
+/**
+ * RFC 6749 §5.2, RFC 7009 §2.1: clients are public (spec 2.1, 5.1: token_endpoint_auth_method "none" only), so
+ * client authentication in the Authorization header always fails: 401 invalid_client with a challenge in the
+ * scheme the client used. Runs before the body is read, so nothing is consumed or rotated.
+ */
+function refuseClientAuthentication(core: Core) {
+  // Callback style: it runs on every token request, and an async hook costs a promise each.
+  return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+    const authorization = request.headers.authorization;
+    if (authorization === undefined) return done();
+    const scheme = AUTH_SCHEME.exec(authorization)?.[0] ?? 'Basic';
+    done(
+      new OAuthError(
+        'invalid_client',
+        `client authentication (${scheme} in the Authorization header) is not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
+        { status: 401, challenge: `${scheme} realm="${core.issuer}"` },
+      ),
+    );
+  };
+}
+
 /** Hooks shared by both servers: readiness, Host check, the request log event, the error handler. */
 export function installCommonHooks(app: FastifyInstance, core: Core, server: 'api' | 'auth', options: AppOptions): void {
   // Callback-style hooks: they run on every request, and async ones cost a promise each.
@@ -164,8 +188,11 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
       onServerError: options.onServerError,
     }),
   );
-  app.setNotFoundHandler((request, reply) => sendProblem(reply, 404, 'not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`));
 }
+
+/** The 404 of both servers; each sets it in the context whose hooks its 404s need (the API's: CORS). */
+export const notFound = (request: FastifyRequest, reply: FastifyReply) =>
+  sendProblem(reply, 404, 'not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`);
 
 export function newFastify(options: AppOptions): FastifyInstance {
   return Fastify({
@@ -199,6 +226,9 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
       exposedHeaders: ['WWW-Authenticate', 'Mcp-Session-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'],
       maxAge: 600,
     });
+    // Set here, its 404s run the CORS hook: browser clients probing discovery paths see "not found", not a network
+    // error. Fastify allows one 404 handler per prefix, so this one serves every path of the origin without its own.
+    open.setNotFoundHandler(notFound);
     registerOAuthRoutes(open, core);
     if (options.allowlist) registerRestRoutes(open, core, options.allowlist);
     // The agent plane (spec 4.5): MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP authorization).
@@ -215,7 +245,11 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
       registerRetiredRoutes(browser, sessions, workspace, () => core.urls.authUrl);
     });
   }
-  if (options.adminToken) registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults, snapshots: options.snapshots });
+  if (options.adminToken) {
+    registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults, snapshots: options.snapshots });
+    // Unknown admin paths get the 404 of the admin prefix, outside the CORS context: the admin API never answers CORS.
+    await app.register(async (admin) => admin.setNotFoundHandler(notFound), { prefix: ADMIN_PREFIX });
+  }
   return app;
 }
 
@@ -237,12 +271,15 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
     return reply.code(201).headers(NO_STORE).send(client);
   });
 
-  app.post('/oauth/token', { schema: tokenSchema, config: { errorStyle: 'oauth' }, preValidation: formOnly }, async (request, reply) => {
+  // What the token and revocation endpoints share: RFC 6749 errors, form bodies, public clients only.
+  const clientEndpoint = { config: { errorStyle: 'oauth' as const }, onRequest: refuseClientAuthentication(core), preValidation: formOnly };
+
+  app.post('/oauth/token', { schema: tokenSchema, ...clientEndpoint }, async (request, reply) => {
     const tokens = await core.exchangeToken(request.body as TokenParams);
     return reply.headers(NO_STORE).send(tokens);
   });
 
-  app.post('/oauth/revoke', { schema: revokeSchema, config: { errorStyle: 'oauth' }, preValidation: formOnly }, async (request, reply) => {
+  app.post('/oauth/revoke', { schema: revokeSchema, ...clientEndpoint }, async (request, reply) => {
     await core.revokeToken(request.body as TokenParams);
     return reply.headers(NO_STORE).code(200).send();
   });

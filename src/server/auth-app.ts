@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { QueryValue } from '../core/authorize.js';
 import type { Core } from '../core/core.js';
 import { ProblemError } from '../core/errors.js';
-import { installCommonHooks, newFastify, type AppOptions } from './api-app.js';
+import { installCommonHooks, newFastify, notFound, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
 import { actionDecisionSchema, authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
@@ -16,6 +16,8 @@ const SETTINGS_PURPOSE = 'settings';
 export async function buildAuthApp(core: Core, options: AppOptions): Promise<FastifyInstance> {
   const app = newFastify(options);
   installCommonHooks(app, core, 'auth', options);
+  // No CORS on this origin, its 404s included.
+  app.setNotFoundHandler(notFound);
   await app.register(cookie);
   await app.register(formbody);
   const sessions = options.sessions ?? new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${options.port() ?? 0}`);

@@ -22,6 +22,7 @@ export function sendProblem(reply: FastifyReply, status: number, code: string, d
 }
 
 export function sendOAuthError(reply: FastifyReply, error: OAuthError) {
+  if (error.challenge) reply.header('www-authenticate', error.challenge);
   return reply.code(error.status).header('cache-control', 'no-store').header('pragma', 'no-cache').send(error.toJSON());
 }
 

@@ -71,7 +71,8 @@ export const tokenSchema = {
   response: {
     200: {
       type: 'object',
-      required: ['access_token', 'token_type', 'expires_in', 'refresh_token', 'scope'],
+      // No refresh_token for a client registered without the refresh_token grant (RFC 6749 §5.1).
+      required: ['access_token', 'token_type', 'expires_in', 'scope'],
       properties: {
         access_token: { type: 'string' },
         token_type: { type: 'string' },

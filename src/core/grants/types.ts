@@ -7,7 +7,8 @@ export interface TokenResponse {
   access_token: string;
   token_type: 'Bearer';
   expires_in: number;
-  refresh_token: string;
+  /** Absent for a client that did not register the refresh_token grant (RFC 6749 §5.1: OPTIONAL). */
+  refresh_token?: string;
   scope: string;
 }
 
