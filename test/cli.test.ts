@@ -181,6 +181,13 @@ describe('agent-access grants: one writer per state file', () => {
     expect(res.code).toBe(3);
     expect(res.stderr).toContain(`state file ${link} is a symbolic link to ${join(dir, 'gone', 'state.json')}, which does not exist`);
     expect((await lstat(link)).isSymbolicLink()).toBe(true);
+    // Links in a loop are no missing file: the read says what is wrong.
+    const [a, b] = [join(dir, 'a.json'), join(dir, 'b.json')];
+    await symlink(b, a);
+    await symlink(a, b);
+    const loop = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', a]);
+    expect(loop.code).toBe(3);
+    expect(loop.stderr).toContain(`cannot read state file ${a} (ELOOP)`);
   });
 
   it('with no emulator running, the CLI works on the file under its lock; the next serve sees the change', async () => {

@@ -38,7 +38,7 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
   }
   const liveHolder = async (): Promise<number | null> => {
     const pid = (await options.holderPid?.()) ?? null;
-    return pid !== null && pid !== process.pid && isAlive(pid) ? pid : null;
+    return pid !== null && isAlive(pid) ? pid : null;
   };
   const announced = await liveHolder();
   // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
@@ -63,8 +63,9 @@ export async function realStatePath(path: string): Promise<string> {
   const absolute = resolve(path);
   try {
     return await realpath(absolute);
-  } catch {
-    // Not there (yet), or not reachable: reading it later gives the precise error.
+  } catch (e) {
+    // Not reachable (a loop, no permission): reading it later gives the precise error.
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return absolute;
   }
   const link = await lstat(absolute).catch(() => null);
   if (link?.isSymbolicLink()) {
