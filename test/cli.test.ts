@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { lstat, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -32,7 +32,8 @@ describe('agent-access serve', () => {
     expect(s.ready.issuer).toBe(s.ready.base_url);
     expect(s.ready.base_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(s.ready.auth_url).not.toBe(s.ready.base_url);
-    expect(s.ready.state).toBe(join(dir, '.agent-access', 'state.json'));
+    // The real path: the state file is named the same way whichever path (or link) led to it.
+    expect(s.ready.state).toBe(join(await realpath(dir), '.agent-access', 'state.json'));
     await http(`${s.ready.base_url}/.well-known/oauth-authorization-server`);
     await new Promise((r) => setTimeout(r, 100));
     expect(s.stderr()).toContain('GET /.well-known/oauth-authorization-server 200');
@@ -154,7 +155,7 @@ describe('agent-access grants: one writer per state file', () => {
   });
 
   it('a state file named through a symlink is one file: the CLI naming its real path goes through the emulator, and the link stays a link', async () => {
-    const dir = await scratchDir();
+    const dir = await realpath(await scratchDir());
     const real = join(dir, 'real', 'state.json');
     const first = await serve(['--state', real]);
     expect(await first.stop()).toBe(0);
@@ -173,13 +174,15 @@ describe('agent-access grants: one writer per state file', () => {
     expect(JSON.parse(await readFile(real, 'utf8')).grants[grant.id].status).toBe('revoked');
   });
 
-  it('a state file that is a symlink to nothing stops serve with a message that names both paths', async () => {
-    const dir = await scratchDir();
+  it('a state file that is a symlink to a file not there yet: serve creates that file, and the link stays a link', async () => {
+    const dir = await realpath(await scratchDir());
     const link = join(dir, 'state.json');
-    await symlink(join(dir, 'gone', 'state.json'), link);
-    const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', link]);
-    expect(res.code).toBe(3);
-    expect(res.stderr).toContain(`state file ${link} is a symbolic link to ${join(dir, 'gone', 'state.json')}, which does not exist`);
+    const target = join(dir, 'elsewhere', 'state.json');
+    await symlink(target, link);
+    const s = await serve(['--state', link]);
+    expect(s.ready.state).toBe(target);
+    expect(await s.stop(), s.stderr()).toBe(0);
+    expect(JSON.parse(await readFile(link, 'utf8')).version).toBeDefined();
     expect((await lstat(link)).isSymbolicLink()).toBe(true);
     // Links in a loop are no missing file: the read says what is wrong.
     const [a, b] = [join(dir, 'a.json'), join(dir, 'b.json')];
@@ -271,6 +274,21 @@ describe('agent-access serve after a crash', () => {
     const third = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
     expect(third.code).toBe(3);
     expect(third.stderr).toContain('in use');
+  });
+
+  it('an admin file left by a killed serve whose pid a live process now has (a restarted container) holds nothing: the lock is taken once stale', { timeout: 30_000 }, async () => {
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const first = await serve(['--state', state]);
+    first.child.kill('SIGKILL');
+    await first.exit;
+    // The dead server's pid now belongs to a live process: this test runner stands in for it.
+    const adminFile = join(dir, 'state.admin.json');
+    await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
+    const started = Date.now();
+    const second = await serve(['--state', state]);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
   });
 
   it('a stale admin file naming a dead pid never lets serve take a lock that a live process holds', { timeout: 30_000 }, async () => {

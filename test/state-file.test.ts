@@ -119,9 +119,12 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     try {
       await lockLost;
       await writeFile(state, 'the new owner\n');
+      await writeFile(join(dir, 'state.admin.json'), '{"the new owner":true}\n');
       await expect(emu.core.persistence.save(emu.core.state)).rejects.toThrow(/lost the lock/);
       await emu.stop();
       expect(await readFile(state, 'utf8')).toBe('the new owner\n');
+      // Its admin file too belongs to the new owner now: the old emulator leaves it alone.
+      expect(await readFile(join(dir, 'state.admin.json'), 'utf8')).toBe('{"the new owner":true}\n');
     } finally {
       await release();
     }

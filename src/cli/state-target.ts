@@ -6,7 +6,7 @@ import { Core, type GrantView } from '../core/core.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../server/admin-file.js';
+import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, readAdminFile, type AdminInfo } from '../server/admin-file.js';
 import { CliError, EXIT } from './errors.js';
 
 /** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */
@@ -45,7 +45,7 @@ class EmulatorTarget implements StateTarget {
     try {
       return await adminRequest<T>({ adminUrl: this.admin.admin_url, token: this.admin.admin_token }, method, path);
     } catch (e) {
-      if (!(e instanceof AdminError)) throw new CliError(`the emulator that holds the state file does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it died, retry in a few seconds`, EXIT.server);
+      if (!(e instanceof AdminError)) throw new CliError(`the emulator that holds the state file (pid ${this.admin.pid}) does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it is stopped (Ctrl+Z), let it continue; if it died, retry in a few seconds`, EXIT.server);
       if (e.status === 404) throw new CliError(e.message, EXIT.notFound);
       throw new CliError(`the emulator answered ${e.status}: ${e.message}`, EXIT.server);
     }
@@ -74,7 +74,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
   while (Date.now() < deadline) {
     let release: () => Promise<void>;
     try {
-      release = await lockStateFile(file, { holderPid: async () => (await readAdminFile(adminFileFor(file)))?.pid ?? null });
+      release = await lockStateFile(file, { holderPid: () => announcedHolderPid(adminFileFor(file)) });
     } catch (e) {
       if (!(e instanceof StateLockedError)) throw e;
       const admin = await readAdminFile(adminFileFor(file));

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 
 /** Where `serve` keeps state unless told otherwise, relative to its working directory. */
@@ -33,6 +34,36 @@ export async function readAdminFile(file: string): Promise<AdminInfo | null> {
   } catch {
     return null;
   }
+}
+
+/**
+ * The pid of the emulator this admin file announces, while that emulator may still be there: its admin port
+ * takes connections (a stopped one's does too, the kernel accepts for it). A refused connection means the file
+ * was left by a process that died, whatever runs under its pid now (after a restart, a container's new pid 1).
+ */
+export async function announcedHolderPid(file: string): Promise<number | null> {
+  const info = await readAdminFile(file);
+  if (!info || typeof info.pid !== 'number') return null;
+  return (await refusesConnections(info.admin_url)) ? null : info.pid;
+}
+
+function refusesConnections(url: string): Promise<boolean> {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return Promise.resolve(true);
+  }
+  return new Promise((resolve) => {
+    const socket = connect({ host: target.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(target.port) });
+    const done = (refused: boolean) => {
+      socket.destroy();
+      resolve(refused);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.once('connect', () => done(false));
+    socket.once('error', (e: NodeJS.ErrnoException) => done(e.code === 'ECONNREFUSED'));
+  });
 }
 
 export const removeAdminFile = (file: string): Promise<void> => rm(file, { force: true });

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { StateFileError } from '../core/errors.js';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
 import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
@@ -17,7 +18,7 @@ import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
 import { StateLockedError, lockStateFile, realStatePath, unlockQuietly } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, removeAdminFile, writeAdminFile } from './admin-file.js';
+import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
@@ -105,6 +106,8 @@ export class Emulator {
   #pruneTimer: NodeJS.Timeout | undefined;
   #settleTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
+  /** Another process took the state file's lock over: this one writes nothing more, its admin file included. */
+  #lockLost = false;
 
   private constructor(
     core: Core,
@@ -155,15 +158,19 @@ export class Emulator {
     const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
     let emulator: Emulator | undefined;
     let persistence: StatePersistence | undefined;
+    // An object, not a variable: the lock's callback sets it, which control-flow narrowing cannot see.
+    const lock: { lost: Error | null } = { lost: null };
     // One writer per state file: taken before reading, held until stop. Fixtures load meanwhile.
     const [fixtures, release] = await Promise.all([
       loadFixtures(options.fixtures),
       statePath
         ? lockStateFile(statePath, {
-            holderPid: async () => (await readAdminFile(adminFileFor(statePath)))?.pid ?? null,
+            holderPid: () => announcedHolderPid(adminFileFor(statePath)),
             // Another process took the file over: stop at once rather than be a second writer.
             onCompromised: (error) => {
               const lost = new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`);
+              lock.lost = lost;
+              if (emulator) emulator.#lockLost = true;
               onError(lost, 'lock');
               // Not one more write: stopping lets requests in flight finish, and their saves must not land.
               if (persistence instanceof FilePersistence) persistence.abandon(lost);
@@ -246,6 +253,12 @@ export class Emulator {
       emulator.#settleTimer = setInterval(() => void Promise.all([allowlist.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
       setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), allowlist.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
+      // Lost while starting: the stop it asked for may have come before there was anything to stop.
+      if (lock.lost && statePath) {
+        emulator.#lockLost = true;
+        await emulator.stop();
+        throw new StateFileError(statePath, lock.lost.message);
+      }
       return emulator;
     } catch (e) {
       await Promise.allSettled(apps.map((app) => app.close()));
@@ -268,7 +281,8 @@ export class Emulator {
       await Promise.all([this.#api.close(), this.#auth.close()]);
       clearTimeout(cutOff);
       await this.core.persistence.close();
-      if (this.adminFile) await removeAdminFile(this.adminFile);
+      // After a takeover the admin file may already be the new holder's.
+      if (this.adminFile && !this.#lockLost) await removeAdminFile(this.adminFile);
       // A lock that was taken over is no longer ours to release.
       await this.#release?.().catch(() => undefined);
     })());

@@ -57,9 +57,10 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
 /**
  * The state file's path with every symlink resolved. Each name for one file must get the same lock, admin file
  * and ledger, or two writers could each hold "their" file; and a write must replace the file, not a link to it.
- * A file that does not exist yet is named by its directory's real path, as far as that exists.
+ * A file that does not exist yet is named by its directory's real path, as far as that exists; a link to such a
+ * file (a first start) by the path of the file it names.
  */
-export async function realStatePath(path: string): Promise<string> {
+export async function realStatePath(path: string, hops = 0): Promise<string> {
   const absolute = resolve(path);
   try {
     return await realpath(absolute);
@@ -68,10 +69,7 @@ export async function realStatePath(path: string): Promise<string> {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return absolute;
   }
   const link = await lstat(absolute).catch(() => null);
-  if (link?.isSymbolicLink()) {
-    const target = resolve(dirname(absolute), await readlink(absolute));
-    throw new StateFileError(absolute, `state file ${absolute} is a symbolic link to ${target}, which does not exist. Create it, or point --state at a regular file.`);
-  }
+  if (link?.isSymbolicLink() && hops < 40) return realStatePath(resolve(dirname(absolute), await readlink(absolute)), hops + 1);
   const rest = [basename(absolute)];
   for (let dir = dirname(absolute); ; dir = dirname(dir)) {
     try {
