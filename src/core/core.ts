@@ -423,7 +423,7 @@ export class Core {
     if (!client.grant_types.includes(grantType)) {
       throw new OAuthError('unauthorized_client', `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again with ${grantType} in grant_types to use it`);
     }
-    return handler.handler(this, params);
+    return handler.handler(this, params, client);
   }
 
   /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */

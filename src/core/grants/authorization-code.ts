@@ -9,9 +9,8 @@ import type { GrantType } from './types.js';
  */
 export const authorizationCodeGrant: GrantType = {
   parameters: ['client_id', 'code', 'redirect_uri', 'code_verifier'],
-  async handler(core, params) {
+  async handler(core, params, client) {
     const now = core.clock.now();
-    const client = core.requireClient(params.client_id as string);
     const key = sha256(params.code as string);
     const code = core.state.codes[key];
     if (!code || code.client_id !== client.client_id) throw invalidGrant('authorization code is unknown or was issued to another client');

@@ -9,9 +9,8 @@ import type { GrantType } from './types.js';
  */
 export const refreshTokenGrant: GrantType = {
   parameters: ['client_id', 'refresh_token'],
-  async handler(core, params) {
+  async handler(core, params, client) {
     const now = core.clock.now();
-    const client = core.requireClient(params.client_id as string);
     const presented = params.refresh_token as string;
     const parsed = parseRefreshToken(presented);
     const family = parsed ? core.familyByHandle(parsed.handleHash) : undefined;

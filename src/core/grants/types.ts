@@ -1,4 +1,5 @@
 import type { Core } from '../core.js';
+import type { Client } from '../state.js';
 
 /** Parameters of a token request after form decoding (OAuth 2.1 §3.2.2). */
 export type TokenParams = Record<string, string | undefined>;
@@ -14,7 +15,8 @@ export interface TokenResponse {
 
 /** One module per grant type; the token endpoint only dispatches (OAuth 2.1 §4). */
 export interface GrantType {
-  /** Required parameters, each checked before the handler runs (missing → invalid_request). */
+  /** Required parameters, each checked before the handler runs (missing → invalid_request); `client_id` among them. */
   parameters: readonly string[];
-  handler(core: Core, params: TokenParams): Promise<TokenResponse>;
+  /** `client` is the registered client named by `client_id`, already allowed this grant type. */
+  handler(core: Core, params: TokenParams, client: Client): Promise<TokenResponse>;
 }
