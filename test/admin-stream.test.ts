@@ -7,7 +7,7 @@ import { createParser } from 'eventsource-parser';
 import { EventEmitter } from 'node:events';
 import { request } from 'undici';
 import { Core } from '../src/core/core.js';
-import { MemoryPersistence } from '../src/core/persistence.js';
+import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { AdminFeed } from '../src/server/admin-feed.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { ManualClock, MINUTE } from '../src/core/clock.js';

@@ -14,6 +14,7 @@ import { initialState, reduce, type StreamMessage } from '../src/dashboard/model
 import { startEmulator as startProgrammatic, type RunningEmulator } from '../src/index.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { runCli, startServe } from './helpers/cli.js';
+import { readStateAt } from '../src/store/file-persistence.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { http, postJson, refresh } from './helpers/oauth.js';
 import { EXAMPLE_SCENARIO, KALENDER, LEGACY } from './helpers/scenario.js';
@@ -26,10 +27,10 @@ const adminOf = (emu: { adminUrl: string; adminToken: string }) => ({
     body === undefined ? http(`${emu.adminUrl}${path}`, { method: 'POST', headers: bearer(emu.adminToken) }) : postJson(`${emu.adminUrl}${path}`, body, bearer(emu.adminToken)),
 });
 
-/** The state file and its ledger, as bytes (the ledger null while it does not exist). */
+/** The stored state (the state file with its journal replayed, as JSON) and the ledger, as bytes (the ledger null while it does not exist). */
 async function files(state: string): Promise<{ state: Buffer; ledger: Buffer | null }> {
   const ledger = state.replace(/\.json$/, '.charges.jsonl');
-  return { state: await readFile(state), ledger: existsSync(ledger) ? await readFile(ledger) : null };
+  return { state: Buffer.from(JSON.stringify(await readStateAt(state))), ledger: existsSync(ledger) ? await readFile(ledger) : null };
 }
 
 const ask = (emu: { baseUrl: string }, token: string, question = 'Wann kommt der Hufschmied?') => postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
@@ -54,7 +55,8 @@ describe('issue 7.5: snapshots of the whole state', () => {
     const atSave = await files(state);
     const chargesAtSave = (await admin.get('/charges')).text;
     expect(saved.json()).toMatchObject({ name: 'vorher', charges: 4, clock: { mode: 'manual', now: T0 }, file: join(dir, 'state.snapshots', 'vorher.json') });
-    expect(saved.json().state_sha256).toBe(createHashHex(atSave.state));
+    // A snapshot folds the journal into the state file first, and saves that file as it is.
+    expect(saved.json().state_sha256).toBe(createHashHex(await readFile(state)));
     expect(saved.json().ledger_sha256).toBe(createHashHex(atSave.ledger!));
     expect((await stat(join(dir, 'state.snapshots', 'vorher.json'))).mode & 0o777).toBe(0o600);
     expect((await stat(join(dir, 'state.snapshots'))).mode & 0o777).toBe(0o700);
@@ -103,6 +105,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
   it('issue 7.5: reset returns to the state as loaded from the scenario, not to empty', async () => {
     const { emu, state, admin } = await fileEmulator({ scenario: EXAMPLE_SCENARIO });
     const created = await files(state);
+    const createdFile = await readFile(state);
     const legacy = await refresh(emu.baseUrl, LEGACY);
     expect(legacy.json().scope).toBe('ask');
     await ask(emu, legacy.json().access_token);
@@ -122,7 +125,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     // Snapshots are kept across a reset; the list shows them and the baseline.
     const list = (await admin.get('/snapshots')).json();
     expect(list.snapshots.map((s: { name: string }) => s.name)).toEqual(['zwischenstand']);
-    expect(list.baseline).toMatchObject({ name: '_baseline', state_sha256: createHashHex(created.state) });
+    expect(list.baseline).toMatchObject({ name: '_baseline', state_sha256: createHashHex(createdFile) });
   });
 
   it('issue 7.5: without a scenario, reset returns to the state as created from the fixtures', async () => {

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
 import { StateLockedError, lockStateFile } from '../src/store/lock.js';
+import { readStateAt } from '../src/store/file-persistence.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, refresh, register } from './helpers/oauth.js';
 
@@ -23,15 +24,15 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     const state = join(dir, 'state.json');
     const emu = await startEmulator({ state });
     const { client_id } = await register(emu.baseUrl);
-    expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toMatchObject({ client_name: 'Test Agent' });
+    expect((await readStateAt(state))!.clients[client_id]).toMatchObject({ client_name: 'Test Agent' });
   });
 
-  it('the file is exactly JSON.stringify of the state after every answer; a change replaces an entry, never edits it', async () => {
+  it('after every answer the state file with its journal replayed is exactly the state; a change replaces an entry, never edits it', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const emu = await startEmulator({ state });
     const flow = await authorizeAndApprove(emu);
-    const onDisk = async () => readFile(state, 'utf8');
+    const onDisk = async () => `${JSON.stringify(await readStateAt(state))}\n`;
     expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
     let refreshToken = flow.tokens!.refresh_token;
     for (let i = 0; i < 3; i++) {
@@ -46,6 +47,13 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     }
     await emu.core.revokeGrant(Object.keys(emu.core.state.grants)[0]!, 'person');
     expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
+    // At rest after a clean stop the state file alone holds everything: JSON.stringify of the state, and where the journal ended.
+    const final = `${JSON.stringify(emu.core.state)}`;
+    await emu.stop();
+    expect(existsSync(join(dir, 'state.journal.jsonl'))).toBe(false);
+    const atRest = await readFile(state, 'utf8');
+    const { journal_seq } = JSON.parse(atRest) as { journal_seq: number };
+    expect(atRest).toBe(`${final.slice(0, -1)},"journal_seq":${journal_seq}}\n`);
   });
 
   it('codes and refresh tokens are stored only as hashes', async () => {
@@ -120,7 +128,7 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
       await lockLost;
       await writeFile(state, 'the new owner\n');
       await writeFile(join(dir, 'state.admin.json'), '{"the new owner":true}\n');
-      await expect(emu.core.persistence.save(emu.core.state)).rejects.toThrow(/lost the lock/);
+      await expect(emu.core.persistence.commit(emu.core.repo)).rejects.toThrow(/lost the lock/);
       await emu.stop();
       expect(await readFile(state, 'utf8')).toBe('the new owner\n');
       // Its admin file too belongs to the new owner now: the old emulator leaves it alone.

@@ -65,6 +65,10 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       consent: flags.consent,
       faults: flags.fault,
       askTimeoutMs: flags.askTimeout,
+      retention: flags.retention,
+      journalLimit: flags.journalLimit,
+      // Always stderr: with --json, stdout carries the ready line only.
+      onNotice: (line) => process.stderr.write(`agent-access: ${line}\n`),
       askLatencyMs: flags.askLatency,
       timings: {
         ...(flags.realistic ? REALISTIC_TIMINGS : {}),

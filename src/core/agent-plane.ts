@@ -54,7 +54,7 @@ export class AgentPlane {
         { needed_scope: 'workspace.write' },
       );
     }
-    const waiting = Object.values(this.core.state.pending_actions).find((a) => a.grant_id === access.grant.id && (a.status === 'pending' || a.status === 'approved'));
+    const waiting = this.core.repo.values('pending_actions').find((a) => a.grant_id === access.grant.id && (a.status === 'pending' || a.status === 'approved'));
     if (waiting) {
       return answer(
         'refused',
@@ -74,7 +74,7 @@ export class AgentPlane {
       status: 'pending',
       created_at: this.core.clock.now(),
     };
-    this.core.state.pending_actions[action.id] = action;
+    this.core.repo.put('pending_actions', action.id, action);
     this.core.events.emit('action.pending', { action_id: action.id, client_id: action.client_id, person_id: action.person_id, kind: action.kind, operation: action.operation, description: action.description });
     return answer(
       'pending_approval',
@@ -86,10 +86,14 @@ export class AgentPlane {
 
   /** Spec 4.5 `continue_ask`: reports a waiting or rejected action, or applies an approved one (once). */
   async continueAsk(access: AccessContext, actionId: string): Promise<OperationResult> {
-    const action = Object.hasOwn(this.core.state.pending_actions, actionId) ? this.core.state.pending_actions[actionId] : undefined;
+    const action = this.core.repo.get('pending_actions', actionId);
     // Bound to the grant it was prepared under: after a revocation, a new grant of the same client cannot apply it.
     if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no action "${actionId}"`);
-    const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({ status: 200, body: { outcome, answer: text, ...this.#actionFields(action), ...extra } });
+    // The action as stored when the reply is made: applying it replaces the entry.
+    const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({
+      status: 200,
+      body: { outcome, answer: text, ...this.#actionFields(this.core.repo.get('pending_actions', action.id) ?? action), ...extra },
+    });
     switch (action.status) {
       case 'pending':
         return reply('pending_approval', `Die Aktion wartet noch auf die Freigabe durch die Person; es wurde nichts geändert. ${action.description} Freigabe: ${this.approvalUrl(action.id)}`);
@@ -113,9 +117,8 @@ export class AgentPlane {
     const record = { id: action.record_id, ...action.fields } as WorkspaceRecord;
     const result = applyChange(this.workspace, { kind: action.kind, operation: action.operation, record });
     if (!result) return null;
-    this.core.state.workspace_changes.push({ action_id: action.id, at: now, kind: action.kind, operation: action.operation, record });
-    action.status = 'applied';
-    action.applied_at = now;
+    this.core.repo.appendWorkspaceChange({ action_id: action.id, at: now, kind: action.kind, operation: action.operation, record });
+    this.core.repo.update('pending_actions', action.id, { status: 'applied', applied_at: now });
     // The workspace itself changed already; a failed re-index only delays when search finds it (rebuilt on restart).
     void this.allowlist.search.putRecord(action.kind, result).catch(() => undefined);
     this.core.events.emit('action.applied', { action_id: action.id, client_id: action.client_id, kind: action.kind, record_id: action.record_id });
@@ -144,13 +147,13 @@ export class AgentPlane {
   /** The person's actions, pending first, newest first. */
   actionsOf(personId: string): PendingAction[] {
     const order = { pending: 0, approved: 1, rejected: 2, applied: 3 } as const;
-    return Object.values(this.core.state.pending_actions)
+    return this.core.repo.values('pending_actions')
       .filter((a) => a.person_id === personId)
       .sort((a, b) => order[a.status] - order[b.status] || b.created_at - a.created_at);
   }
 
   actionOf(personId: string, actionId: string): PendingAction | undefined {
-    const action = Object.hasOwn(this.core.state.pending_actions, actionId) ? this.core.state.pending_actions[actionId] : undefined;
+    const action = this.core.repo.get('pending_actions', actionId);
     return action && action.person_id === personId ? action : undefined;
   }
 
@@ -160,11 +163,10 @@ export class AgentPlane {
     if (!action) throw new ProblemError(404, 'not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
     if (action.status !== 'pending') throw new ProblemError(409, 'already_decided', 'Über diese Aktion wurde bereits entschieden.');
     if (this.core.state.grants[action.grant_id]?.status !== 'active') throw new ProblemError(409, 'grant_revoked', 'Der Zugriff dieser Anwendung wurde widerrufen; die Aktion kann nicht mehr freigegeben werden.');
-    action.status = decision === 'approve' ? 'approved' : 'rejected';
-    action.decided_at = this.core.clock.now();
+    const decided = this.core.repo.update('pending_actions', action.id, { status: decision === 'approve' ? 'approved' : 'rejected', decided_at: this.core.clock.now() });
     this.core.events.emit(decision === 'approve' ? 'action.approved' : 'action.rejected', { action_id: action.id, client_id: action.client_id, person_id: personId });
     await this.core.commit();
-    return action;
+    return decided;
   }
 }
 

@@ -93,8 +93,8 @@ export class Allowlist {
    * documents once indexed (so those indexed before a restart are findable again at once).
    */
   #findable(): KnowledgeDocument[] {
-    const trained = Object.values(this.core.state.training_documents).filter((d) => d.processing_step === 'indexed').map(asKnowledge);
-    const docs = [...this.knowledge, ...Object.values(this.core.state.shared_knowledge), ...trained];
+    const trained = this.core.repo.values('training_documents').filter((d) => d.processing_step === 'indexed').map(asKnowledge);
+    const docs = [...this.knowledge, ...this.core.repo.values('shared_knowledge'), ...trained];
     this.#fileNames.clear();
     for (const doc of docs) this.#fileNames.set(doc.id, doc.file_name);
     return docs;
@@ -144,7 +144,7 @@ export class Allowlist {
     const fingerprint = sha256(rawBody);
     // In flight first: until the first response is durable, a duplicate is told to wait, never replayed.
     if (this.#inFlight.has(id)) throw new ProblemError(409, 'idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
-    const existing = this.core.state.idempotency[id];
+    const existing = this.core.repo.get('idempotency', id);
     if (existing && existing.expires_at > now) {
       if (existing.fingerprint !== fingerprint) {
         throw new ProblemError(409, 'idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
@@ -155,8 +155,7 @@ export class Allowlist {
     this.#inFlight.add(id);
     try {
       const response = await this.#run(access, route, key, operation, (stored) => {
-        if (existing) delete this.core.state.idempotency[id];
-        this.core.state.idempotency[id] = { client_id: access.client_id, route, key, fingerprint, created_at: now, expires_at: now + IDEMPOTENCY_WINDOW, response: stored };
+        this.core.repo.put('idempotency', id, { client_id: access.client_id, route, key, fingerprint, created_at: now, expires_at: now + IDEMPOTENCY_WINDOW, response: stored });
       });
       return { response, replayed: false };
     } finally {
@@ -226,7 +225,7 @@ export class Allowlist {
       ...(fault ? { fault_id: fault.id } : {}),
       ...(variant ? { variation: variant } : {}),
     };
-    this.core.state.research_jobs[job.id] = job;
+    this.core.repo.put('research_jobs', job.id, job);
     this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, grant_id: job.grant_id, question });
     const body = { job_id: job.id, status: 'queued' as const, poll: `/research/${job.id}` };
     if (!variant) return { status: 202, body, charge: this.prices.research };
@@ -236,7 +235,7 @@ export class Allowlist {
   /** The job as its owner sees it (spec 2.5), in the variants it was created with; another client's job does not exist for the caller. */
   async researchView(access: AccessContext, jobId: string): Promise<OperationResult> {
     await this.settle();
-    const job = Object.hasOwn(this.core.state.research_jobs, jobId) ? this.core.state.research_jobs[jobId] : undefined;
+    const job = this.core.repo.get('research_jobs', jobId);
     if (!job || !belongsTo(job, access)) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
     const view: ResearchJobView = {
       job_id: job.id,
@@ -276,7 +275,7 @@ export class Allowlist {
       processing_step: 'received',
       ...(variant ? { variation: variant } : {}),
     };
-    this.core.state.training_documents[doc.id] = doc;
+    this.core.repo.put('training_documents', doc.id, doc);
     this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, grant_id: doc.grant_id, file_name: fileName, size });
     if (!variant) return { status: 202, body: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
     return { status: 202, body: varyTrainingAccepted(doc.id, variant), variant: describeVariant(variant) };
@@ -309,16 +308,16 @@ export class Allowlist {
 
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
-    const doc = Object.hasOwn(this.core.state.training_documents, documentId) ? this.core.state.training_documents[documentId] : undefined;
+    const doc = this.core.repo.get('training_documents', documentId);
     if (!doc || !belongsTo(doc, access)) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
     return doc;
   }
 
   /** A knowledge document as a person may open it: a fixture or a scenario's shared one, or a training document of that person. */
   documentFor(personId: string, id: string): KnowledgeDocument | undefined {
-    const fixture = this.knowledge.find((d) => d.id === id) ?? (Object.hasOwn(this.core.state.shared_knowledge, id) ? this.core.state.shared_knowledge[id] : undefined);
+    const fixture = this.knowledge.find((d) => d.id === id) ?? this.core.repo.get('shared_knowledge', id);
     if (fixture) return fixture;
-    const doc = Object.hasOwn(this.core.state.training_documents, id) ? this.core.state.training_documents[id] : undefined;
+    const doc = this.core.repo.get('training_documents', id);
     return doc && doc.person_id === personId ? asKnowledge(doc) : undefined;
   }
 
@@ -348,46 +347,49 @@ export class Allowlist {
     const now = this.core.clock.now();
     let changed = false;
     // Training first: a research job finishing later on the clock reads what was indexed before it.
-    for (const doc of Object.values(this.core.state.training_documents)) {
+    for (const doc of this.core.repo.values('training_documents')) {
       if (doc.processing_step === 'indexed' || doc.processing_step === 'failed') continue;
       let step = trainingStepAt(doc, now);
       if (step === doc.processing_step) continue;
+      let error: TrainingDocument['error'];
       if (unreadable(doc.content) && TRAINING_STEPS.indexOf(step as never) >= TRAINING_STEPS.indexOf('parsing')) {
         step = 'failed';
-        doc.error = { code: 'unreadable_content', message: 'Das Dokument enthält Steuerzeichen und ist kein lesbarer Text.' };
+        error = { code: 'unreadable_content', message: 'Das Dokument enthält Steuerzeichen und ist kein lesbarer Text.' };
       }
-      doc.processing_step = step;
+      const moved = this.core.repo.update('training_documents', doc.id, {
+        processing_step: step,
+        ...(error ? { error } : {}),
+        ...(step === 'indexed' ? { indexed_at: doc.created_at + doc.step_ms * (TRAINING_STEPS.length - 1) } : {}),
+      });
       if (step === 'indexed') {
-        doc.indexed_at = doc.created_at + doc.step_ms * (TRAINING_STEPS.length - 1);
-        this.#fileNames.set(doc.id, doc.file_name);
-        await this.search.addKnowledge(asKnowledge(doc));
+        this.#fileNames.set(moved.id, moved.file_name);
+        await this.search.addKnowledge(asKnowledge(moved));
       }
-      this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step, ...(doc.error ? { error: `${doc.error.code}: ${doc.error.message}` } : {}) });
+      this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step, ...(error ? { error: `${error.code}: ${error.message}` } : {}) });
       changed = true;
     }
-    for (const job of Object.values(this.core.state.research_jobs)) {
+    for (const job of this.core.repo.values('research_jobs')) {
       if (job.status === 'succeeded' || job.status === 'failed') continue;
       if (now >= job.running_until) {
         // A document indexed after the job finished (on the clock) was not there for it to read.
         const hits = (await this.search.search(job.question, { person: job.person_id, limit: 8, knowledgeOnly: true }))
-          .filter((hit) => (this.core.state.training_documents[hit.id]?.indexed_at ?? -Infinity) <= job.running_until)
+          .filter((hit) => (this.core.repo.get('training_documents', hit.id)?.indexed_at ?? -Infinity) <= job.running_until)
           .slice(0, 6);
-        job.finished_at = job.running_until;
-        if (job.fault_id) {
-          job.status = 'failed';
-          job.error = { code: 'research_failed', message: `Die Recherche ist fehlgeschlagen; es wurde kein Bericht erstellt. (Absichtlich eingespeister Fehler ${job.fault_id}.)` };
-          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code, message: job.error.message });
-        } else if (hits.length === 0) {
-          job.status = 'failed';
-          job.error = { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
-          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: job.error.code, message: job.error.message });
+        const finished = { finished_at: job.running_until };
+        if (job.fault_id || hits.length === 0) {
+          const error = job.fault_id
+            ? { code: 'research_failed', message: `Die Recherche ist fehlgeschlagen; es wurde kein Bericht erstellt. (Absichtlich eingespeister Fehler ${job.fault_id}.)` }
+            : { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
+          this.core.repo.update('research_jobs', job.id, { ...finished, status: 'failed', error });
+          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: error.code, message: error.message });
         } else {
-          Object.assign(job, { status: 'succeeded' }, researchReport(job.question, hits, this.#fileNames));
-          this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: job.citations!.length });
+          const { report, citations } = researchReport(job.question, hits, this.#fileNames);
+          this.core.repo.update('research_jobs', job.id, { ...finished, status: 'succeeded', report, citations });
+          this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: citations.length });
         }
         changed = true;
       } else if (now >= job.queued_until && job.status === 'queued') {
-        job.status = 'running';
+        this.core.repo.update('research_jobs', job.id, { status: 'running' });
         this.core.events.emit('research.running', { job_id: job.id, client_id: job.client_id });
         changed = true;
       }

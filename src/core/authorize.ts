@@ -2,7 +2,7 @@ import { OAuthError, invalidRequest, invalidTarget } from './errors.js';
 import { isValidPkceValue } from './pkce.js';
 import { redirectUriMatches } from './redirect-uri.js';
 import { requireSupportedScopes, type Scope } from './scopes.js';
-import type { Client, State } from './state.js';
+import type { Client } from './state.js';
 
 /** A validated authorization request (OAuth 2.1 §4.1.1, spec 4.2). */
 export interface AuthorizationRequest {
@@ -37,12 +37,12 @@ export function redirectWith(redirectUri: string, params: Record<string, string 
  * Two phases, as OAuth 2.1 §4.1.2.1 requires: problems with `client_id` or `redirect_uri` are shown
  * directly; every later problem is redirected back with `error`, `state` and `iss` (RFC 9207).
  */
-export function validateAuthorizationRequest(state: State, query: Record<string, QueryValue>, issuer: string, resource: string): AuthorizationOutcome {
+export function validateAuthorizationRequest(findClient: (clientId: string) => Client | undefined, query: Record<string, QueryValue>, issuer: string, resource: string): AuthorizationOutcome {
   const direct = (error: OAuthError): AuthorizationOutcome => ({ kind: 'error_page', error: new OAuthError(error.error, error.message, { status: 400, redirectable: false }) });
 
   const clientId = query.client_id;
   if (typeof clientId !== 'string' || clientId === '') return direct(invalidRequest(Array.isArray(clientId) ? 'client_id is repeated' : 'client_id is missing'));
-  const client = Object.hasOwn(state.clients, clientId) ? state.clients[clientId] : undefined;
+  const client = findClient(clientId);
   if (!client) return direct(new OAuthError('invalid_client', `unknown client_id "${clientId}": register the client first`));
   const redirectUri = query.redirect_uri;
   if (typeof redirectUri !== 'string' || redirectUri === '') return direct(invalidRequest(Array.isArray(redirectUri) ? 'redirect_uri is repeated' : 'redirect_uri is missing'));

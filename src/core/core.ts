@@ -1,8 +1,8 @@
 import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
 import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
-import { addAmount, type ChargeEntry } from './charges.js';
+import type { ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
-import { DAY, HOUR, MINUTE, epochSeconds, type Clock } from './clock.js';
+import { DAY, MINUTE, epochSeconds, type Clock } from './clock.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { BearerError, OAuthError, ProblemError, invalidClient, invalidRequest } from './errors.js';
 import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
@@ -13,12 +13,13 @@ import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
 import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
-import { emptyState, parseState, type Client, type Entities, type Grant, type State, type TokenFamily } from './state.js';
+import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
+import { Repository, type ReadonlyState } from './repository.js';
+import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
 import { createFamily, parseRefreshToken, rotateFamily, withAccessToken } from './token-family.js';
-import { frozen } from './immutable.js';
 
 export interface Lifetimes {
   /** Spec 2.2, 5.3, 8: 900 seconds. */
@@ -54,6 +55,8 @@ export interface CoreOptions {
   persistence: StatePersistence;
   persons: Person[];
   lifetimes?: Partial<Lifetimes>;
+  /** How long finished records are kept (default DEFAULT_RETENTION). */
+  retention?: Partial<Retention>;
   /** Grants created when the state is new (their resource reads `{base_url}/mcp` in the file). */
   seedGrants?: GrantSeed[];
   /**
@@ -100,29 +103,35 @@ export class Core {
   readonly events: EventBus;
   readonly persons: readonly Person[];
   readonly lifetimes: Lifetimes;
+  readonly retention: Retention;
   readonly persistence: StatePersistence;
   /** Whether this open created the state (it did not exist): seeds and scenario were applied. */
   readonly created: boolean;
-  state: State;
+  /** The one way the state changes; `state` is for reading. */
+  readonly repo: Repository;
   #signer: AccessTokenSigner;
   #urls: ServiceUrls | undefined;
   #familyByHandle = new Map<string, string>();
-  /** Ledger lines recorded since the last commit; the next commit appends them before the state. */
-  #pendingLedger: string[] = [];
   #interactions = new Map<string, Interaction>();
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
 
-  private constructor(options: CoreOptions, state: State, created: boolean) {
+  private constructor(options: CoreOptions, state: State, created: boolean, newKey: SigningKey | null) {
     this.clock = options.clock;
     this.created = created;
     this.events = new EventBus(() => this.clock.now());
     this.persons = options.persons;
     this.lifetimes = { ...DEFAULT_LIFETIMES, ...options.lifetimes };
+    this.retention = { ...DEFAULT_RETENTION, ...options.retention };
     this.persistence = options.persistence;
-    this.state = state;
-    this.#signer = new AccessTokenSigner(state.keys[0]!);
+    this.repo = new Repository(state);
+    if (newKey) this.repo.addSigningKey(newKey);
+    this.#signer = new AccessTokenSigner(this.state.keys[0]!);
     this.#reindex();
+  }
+
+  get state(): ReadonlyState {
+    return this.repo.state;
   }
 
   /** Loads the state (or creates it with a fresh signing key, the seed grants and the scenario) and makes it durable. */
@@ -132,13 +141,14 @@ export class Core {
     const fresh = state === null;
     if (state && options.scenario && state.scenario?.sha256 !== options.scenario.sha256) throw scenarioMismatch(options.persistence.location ?? '(in memory)', state, options.scenario);
     state ??= emptyState();
-    if (state.keys.length === 0) state.keys.push(await generateSigningKey(options.clock.now()));
-    const core = new Core(options, state, fresh);
+    const newKey = state.keys.length === 0 ? await generateSigningKey(options.clock.now()) : null;
+    const core = new Core(options, state, fresh, newKey);
     if (fresh) {
       for (const seed of options.seedGrants ?? []) core.seedGrant(seed);
       if (options.scenario) applyScenario(core, options.scenario, options.scenario.timings);
-      await core.commit();
     }
+    // A new state is made durable; an existing one hands persistence the repository it commits from.
+    await core.commit();
     return core;
   }
 
@@ -146,29 +156,12 @@ export class Core {
 
   /** Makes every change made so far durable. Concurrent calls share one write. */
   commit(): Promise<void> {
-    return this.persistence.save(this.state, this.#pendingLedger.length > 0 ? this.#pendingLedger.splice(0) : undefined);
-  }
-
-  /** Puts a client, grant, code or family in place, frozen (src/core/immutable.ts): entries are replaced, never edited. */
-  put<K extends keyof Entities>(collection: K, key: string, entry: Entities[K]): Entities[K] {
-    (this.state[collection] as Record<string, Entities[K]>)[key] = frozen(entry);
-    return entry;
-  }
-
-  /** Replaces the entry as it is now (never a copy read earlier) with the given fields changed; returns the new entry. */
-  update<K extends keyof Entities>(collection: K, key: string, change: Partial<Entities[K]>): Entities[K] {
-    const current = (this.state[collection] as Record<string, Entities[K]>)[key];
-    if (!current) throw new Error(`no entry "${key}" in ${collection}`);
-    return this.put(collection, key, { ...current, ...change });
+    return this.persistence.commit(this.repo);
   }
 
   /** Spec 1: one line of the charge ledger, and the totals; durable with the next commit. */
   recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry {
-    const totals = this.state.charges;
-    const line: ChargeEntry = { seq: ++totals.count, ...entry };
-    totals.by_client[entry.client_id] = addAmount(totals.by_client[entry.client_id] ?? 0, entry.amount);
-    totals.by_grant[entry.grant_id] = addAmount(totals.by_grant[entry.grant_id] ?? 0, entry.amount);
-    this.#pendingLedger.push(JSON.stringify(line));
+    const line = this.repo.recordCharge(entry);
     this.events.emit('charge.recorded', line);
     return line;
   }
@@ -179,7 +172,7 @@ export class Core {
    */
   async exportStored(): Promise<StoredState> {
     const committed = this.commit();
-    const stored = this.persistence.readStored();
+    const stored = this.persistence.readStored(this.repo);
     const [result] = await Promise.all([stored, committed]);
     return result;
   }
@@ -194,18 +187,12 @@ export class Core {
     const state = parseState(stored.state, label);
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
-      this.#pendingLedger.length = 0;
       this.#interactions.clear();
-      this.replaceState(state);
+      this.repo.replace(state);
+      this.#signer = new AccessTokenSigner(this.state.keys[0]!);
+      this.#reindex();
       swap();
     });
-  }
-
-  /** Replaces the whole state (snapshot restore, or the CLI re-reading the file). */
-  replaceState(state: State): void {
-    this.state = state;
-    this.#signer = new AccessTokenSigner(state.keys[0]!);
-    this.#reindex();
   }
 
   #reindex(): void {
@@ -261,7 +248,7 @@ export class Core {
   async registerClient(input: ClientMetadataInput): Promise<Client> {
     const metadata = validateClientMetadata(input);
     const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(this.clock.now()), ...metadata };
-    this.put('clients', client.client_id, client);
+    this.repo.put('clients', client.client_id, client);
     await this.commit();
     this.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
     return client;
@@ -276,7 +263,7 @@ export class Core {
   // ---- authorization and consent (spec 4.2, 3.3, 5.6) -----------------------------------------
 
   validateAuthorizationRequest(query: Record<string, QueryValue>): AuthorizationOutcome {
-    return validateAuthorizationRequest(this.state, query, this.issuer, this.resource);
+    return validateAuthorizationRequest((id) => this.repo.get('clients', id), query, this.issuer, this.resource);
   }
 
   /** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3). */
@@ -333,8 +320,8 @@ export class Core {
       status: 'active',
     };
     const code = randomToken(32);
-    this.put('grants', grant.id, grant);
-    this.put('codes', sha256(code), {
+    this.repo.put('grants', grant.id, grant);
+    this.repo.put('codes', sha256(code), {
       hash: sha256(code),
       client_id: grant.client_id,
       grant_id: grant.id,
@@ -402,7 +389,7 @@ export class Core {
       last_used_at: null,
       status: 'active',
     };
-    this.put('grants', grant.id, grant);
+    this.repo.put('grants', grant.id, grant);
     this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
     const { family, refreshToken } = this.startFamily(grant);
     const tokens = await this.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
@@ -436,7 +423,7 @@ export class Core {
   startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
     const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
     if (this.#familyByHandle.has(created.family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
-    this.put('families', created.family.id, created.family);
+    this.repo.put('families', created.family.id, created.family);
     this.#familyByHandle.set(created.family.handle_hash, created.family.id);
     return created;
   }
@@ -449,7 +436,7 @@ export class Core {
   /** Returns the rotated family and its new refresh token. */
   rotate(family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
     const rotated = rotateFamily(family, presented, this.clock.now(), this.lifetimes.refreshToken);
-    this.put('families', family.id, rotated.family);
+    this.repo.put('families', family.id, rotated.family);
     this.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: family.current.generation, to_generation: rotated.family.current.generation });
     return rotated;
   }
@@ -457,7 +444,7 @@ export class Core {
   /** Every refresh and access token of the family stops working (spec 3.2, 7). */
   invalidateFamily(family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
     if (this.state.families[family.id]?.status !== 'active') return;
-    this.update('families', family.id, { status: 'invalidated', invalidated_at: this.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
+    this.repo.update('families', family.id, { status: 'invalidated', invalidated_at: this.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
     this.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
   }
 
@@ -477,7 +464,7 @@ export class Core {
   /** Spec 9: grants that carry retired scopes lose them at their next refresh. */
   reduceGrantScopes(grant: Grant, kept: readonly string[]): void {
     const removed = grant.scopes.filter((s) => !kept.includes(s));
-    this.update('grants', grant.id, { scopes: kept });
+    this.repo.update('grants', grant.id, { scopes: kept });
     this.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
   }
 
@@ -502,9 +489,9 @@ export class Core {
       grant_id: grant.id,
       family_id: family.id,
     };
-    this.update('grants', grant.id, { last_used_at: now });
+    this.repo.update('grants', grant.id, { last_used_at: now });
     // The family as it is now: the caller's copy may be from before its rotation.
-    const issuedFrom = this.put('families', family.id, withAccessToken(this.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }));
+    const issuedFrom = this.repo.put('families', family.id, withAccessToken(this.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }));
     const [accessToken] = await Promise.all([this.#signer.sign(claims), this.commit()]);
     this.events.emit('tokens.issued', {
       grant_id: grant.id,
@@ -557,7 +544,7 @@ export class Core {
     if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
     const scopes = splitScope(claims.scope);
     if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
-    const used = this.update('grants', grant.id, { last_used_at: this.clock.now() });
+    const used = this.repo.update('grants', grant.id, { last_used_at: this.clock.now() });
     return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
   }
 
@@ -593,7 +580,7 @@ export class Core {
       return;
     }
     if (claims.client_id !== client.client_id || claims.exp * 1000 <= this.clock.now()) return;
-    this.state.revoked_access_tokens[claims.jti] = claims.exp * 1000;
+    this.repo.put('revoked_access_tokens', claims.jti, claims.exp * 1000);
     await this.commit();
     this.events.emit('access_token.revoked', { jti: claims.jti, client_id: client.client_id });
   }
@@ -619,7 +606,7 @@ export class Core {
     const grant = Object.hasOwn(this.state.grants, id) ? this.state.grants[id] : undefined;
     if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
     if (grant.status === 'revoked') return grant;
-    const revoked = this.update('grants', id, { status: 'revoked', revoked_at: this.clock.now(), revoked_by: by });
+    const revoked = this.repo.update('grants', id, { status: 'revoked', revoked_at: this.clock.now(), revoked_by: by });
     for (const family of Object.values(this.state.families)) if (family.grant_id === id) this.invalidateFamily(family, by === 'client' ? 'token_revoked' : 'grant_revoked');
     await this.commit();
     this.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
@@ -631,7 +618,7 @@ export class Core {
     const now = this.clock.now();
     const existing = this.state.clients[seed.client.client_id];
     if (!existing) {
-      this.put('clients', seed.client.client_id, {
+      this.repo.put('clients', seed.client.client_id, {
         ...seed.client,
         client_id_issued_at: epochSeconds(now),
         grant_types: ['authorization_code', 'refresh_token'],
@@ -654,48 +641,22 @@ export class Core {
       last_used_at: null,
       status: 'active',
     };
-    this.put('grants', grant.id, grant);
+    this.repo.put('grants', grant.id, grant);
     const family = seed.refresh_token ? this.startFamily(grant, seed.refresh_token).family : undefined;
     if (seed.status === 'revoked') {
-      this.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
+      this.repo.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
       if (family) this.invalidateFamily(family, 'grant_revoked');
     }
   }
 
   // ---- housekeeping ---------------------------------------------------------------------------
 
-  /** Drops expired codes (kept a day past expiry to recognise replays), idempotency records past their 24 hours, revoked-token entries and old dead families. */
+  /** Lets go of what retention no longer keeps (src/core/retention.ts); true when anything went (the caller commits). */
   prune(): boolean {
-    const now = this.clock.now();
-    let changed = false;
-    for (const [hash, code] of Object.entries(this.state.codes)) {
-      if (code.expires_at + DAY <= now) {
-        delete this.state.codes[hash];
-        changed = true;
-      }
-    }
-    for (const [id, record] of Object.entries(this.state.idempotency)) {
-      if (record.expires_at <= now) {
-        delete this.state.idempotency[id];
-        changed = true;
-      }
-    }
-    for (const [jti, exp] of Object.entries(this.state.revoked_access_tokens)) {
-      if (exp + HOUR <= now) {
-        delete this.state.revoked_access_tokens[jti];
-        changed = true;
-      }
-    }
-    for (const [id, family] of Object.entries(this.state.families)) {
-      const endedAt = family.status === 'invalidated' ? (family.invalidated_at ?? now) : family.current.expires_at;
-      if (endedAt + 7 * DAY <= now) {
-        delete this.state.families[id];
-        this.#familyByHandle.delete(family.handle_hash);
-        changed = true;
-      }
-    }
+    const { removed, families } = applyRetention(this.repo, this.clock.now(), this.retention);
+    for (const family of families) this.#familyByHandle.delete(family.handle_hash);
     this.#pruneInteractions();
-    return changed;
+    return removed > 0;
   }
 }
 

@@ -17,7 +17,7 @@ export async function generateSigningKey(now: number): Promise<SigningKey> {
 }
 
 /** RFC 7517 JWK Set served at jwks_uri: public parts only. */
-export function publicJwks(keys: SigningKey[]): { keys: Array<Record<string, string>> } {
+export function publicJwks(keys: readonly SigningKey[]): { keys: Array<Record<string, string>> } {
   return {
     keys: keys.map((k) => ({ kty: 'EC', crv: 'P-256', x: k.public_jwk.x, y: k.public_jwk.y, kid: k.kid, alg: 'ES256', use: 'sig' })),
   };

@@ -77,7 +77,7 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
   const now = core.clock.now();
   const state = core.state;
   for (const client of scenario.clients) {
-    core.put('clients', client.client_id, {
+    core.repo.put('clients', client.client_id, {
       client_id: client.client_id,
       client_id_issued_at: epochSeconds(now),
       client_name: client.client_name,
@@ -104,7 +104,7 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
   for (const k of scenario.knowledge) {
     const id = k.id ?? newId('doc');
     if (k.grant === undefined) {
-      state.shared_knowledge[id] = { id, title: markdownTitle(k.content, k.file_name), file_name: k.file_name, content: k.content };
+      core.repo.put('shared_knowledge', id, { id, title: markdownTitle(k.content, k.file_name), file_name: k.file_name, content: k.content });
       continue;
     }
     const owner = grant(k.grant);
@@ -127,7 +127,7 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
       ...(step === 'indexed' ? { indexed_at: created } : {}),
       ...(k.error ? { error: { ...k.error } } : {}),
     };
-    state.training_documents[id] = doc;
+    core.repo.put('training_documents', id, doc);
   }
   for (const j of scenario.research_jobs) {
     const owner = grant(j.grant);
@@ -149,11 +149,11 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
       ...(j.status === 'succeeded' ? { report: j.report, citations: (j.citations ?? []).map((c) => ({ ...c })) } : {}),
       ...(j.error ? { error: { ...j.error } } : {}),
     };
-    state.research_jobs[job.id] = job;
+    core.repo.put('research_jobs', job.id, job);
   }
   for (const c of scenario.charges) {
     const owner = grant(c.grant);
     core.recordCharge({ at: c.at ?? now, client_id: owner.client_id, grant_id: owner.id, route: c.route, amount: c.amount, unit: 'AKh', idempotency_key: c.idempotency_key ?? null });
   }
-  state.scenario = { file: loaded.file, sha256: loaded.sha256 };
+  core.repo.setScenario({ file: loaded.file, sha256: loaded.sha256 });
 }

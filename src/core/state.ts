@@ -1,6 +1,5 @@
 import { emptyTotals, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
-import { frozen } from './immutable.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
@@ -124,15 +123,6 @@ export interface TokenFamily {
   readonly access_tokens: ReadonlyArray<{ readonly jti: string; readonly issued_at: number; readonly expires_at: number; readonly scopes: readonly string[] }>;
 }
 
-/** The collections whose entries are immutable values, replaced on change (src/core/immutable.ts). */
-export interface Entities {
-  clients: Client;
-  grants: Grant;
-  codes: AuthorizationCode;
-  families: TokenFamily;
-}
-const ENTITY_COLLECTIONS = ['clients', 'grants', 'codes', 'families'] as const satisfies ReadonlyArray<keyof Entities>;
-
 export const emptyState = (): State => ({
   version: 1,
   keys: [],
@@ -150,7 +140,8 @@ export const emptyState = (): State => ({
   shared_knowledge: {},
 });
 
-const COLLECTIONS = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents', 'pending_actions', 'shared_knowledge'] as const;
+/** The keyed tables of the state, in the order a state file holds them. */
+export const COLLECTION_NAMES = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents', 'pending_actions', 'shared_knowledge'] as const;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -159,19 +150,29 @@ const COORDINATE = /^[A-Za-z0-9_-]{43}$/;
 const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
   isRecord(v) && v.kty === 'EC' && v.crv === 'P-256' && COORDINATE.test(String(v.x)) && COORDINATE.test(String(v.y)) && (!withPrivate || COORDINATE.test(String(v.d)));
 
+/** What to do when a state file is refused: said in every such message, so that no message leaves the user stuck. */
+export const resetAdvice = (file: string): string => {
+  const base = file.replace(/\.json$/i, '');
+  return `Nothing was changed. To start over, move the state file away together with its journal and charge ledger (mv '${file}' '${file}.bak'; mv '${base}.journal.jsonl' '${base}.journal.jsonl.bak'; mv '${base}.charges.jsonl' '${base}.charges.jsonl.bak'), or start with --state OTHER_FILE or --in-memory.`;
+};
+
 /**
  * Parses what was read from a state file. Anything but the shape written by this version is refused
  * with a message that names the file; the file itself is never touched here.
  */
 export function parseState(text: string, file: string): State {
-  const reset = `Nothing was changed. To start over, move the file away (mv '${file}' '${file}.bak') or start with --state OTHER_FILE or --in-memory.`;
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${reset}`);
+    throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${resetAdvice(file)}`);
   }
-  const problem = (what: string) => new StateFileError(file, `state file ${file} is not an agent-access state file: ${what}. ${reset}`);
+  return checkState(json, file);
+}
+
+/** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */
+export function checkState(json: unknown, file: string, what = `state file ${file}`): State {
+  const problem = (detail: string) => new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${resetAdvice(file)}`);
   if (!isRecord(json)) throw problem('the top level is not an object');
   if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
   // Collections added after the first release: a file written before them gets them empty.
@@ -190,7 +191,7 @@ export function parseState(text: string, file: string): State {
       throw problem(`keys[${i}] is not an ES256 (P-256) signing key`);
     }
   }
-  for (const name of COLLECTIONS) {
+  for (const name of COLLECTION_NAMES) {
     const value = json[name];
     if (!isRecord(value)) throw problem(`"${name}" is not an object`);
     for (const [id, entry] of Object.entries(value)) {
@@ -211,7 +212,5 @@ export function parseState(text: string, file: string): State {
       throw problem(`families["${id}"] is malformed`);
     }
   }
-  const state = json as unknown as State;
-  for (const name of ENTITY_COLLECTIONS) for (const entry of Object.values(state[name])) frozen(entry);
-  return state;
+  return json as unknown as State;
 }

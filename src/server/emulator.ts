@@ -8,11 +8,13 @@ import type { Prices } from '../core/charges.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import { Faults, type FaultSpec } from '../core/faults.js';
 import { Core, type Lifetimes } from '../core/core.js';
+import type { Retention } from '../core/retention.js';
 import { QUICK_TIMINGS, type JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
 import { randomToken } from '../core/crypto.js';
 import { checkSeed, type VaryUnspecified } from '../core/variation.js';
-import { MemoryPersistence, type StatePersistence } from '../core/persistence.js';
+import type { StatePersistence } from '../core/persistence.js';
+import { MemoryPersistence } from '../store/memory-persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
@@ -71,6 +73,12 @@ export interface EmulatorOptions {
    * chosen deterministically from `seed`; see README "Varying what the spec leaves open". Default: off.
    */
   varyUnspecified?: VaryUnspecified | false;
+  /** How long finished records stay in the state, on the emulator clock (README "State"). */
+  retention?: Partial<Retention>;
+  /** Fold the state file's journal into it once the journal holds this many bytes (or half the state file's size). Default 8 MiB. */
+  journalLimit?: number;
+  /** What a start found and did to recover from a crash, one line each (serve prints them on stderr). */
+  onNotice?: (line: string) => void;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
@@ -184,7 +192,7 @@ export class Emulator {
     });
     let apps: FastifyInstance[] = [];
     try {
-      persistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
+      persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice: options.onNotice }) : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
@@ -193,6 +201,7 @@ export class Emulator {
         persistence,
         persons: fixtures.persons,
         lifetimes: options.lifetimes,
+        retention: options.retention,
         seedGrants: fixtures.grants,
         ...(scenario ? { scenario: { ...scenario, timings } } : {}),
       });

@@ -1,63 +1,521 @@
-import { Low } from 'lowdb';
-import { parseState, type State } from '../core/state.js';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { Low, type Adapter } from 'lowdb';
+import { StateFileError } from '../core/errors.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
-import { DurableJsonFile } from './durable-json-file.js';
+import { applyChanges, type Repository } from '../core/repository.js';
+import { COLLECTION_NAMES, checkState, emptyState, resetAdvice, type State } from '../core/state.js';
+import { readOptional, writeFileDurably } from './durable-write.js';
+import { journalFileFor, journalLine, parseJournal } from './journal.js';
+import type { WriterMessage, WriterReply } from './state-writer.js';
 
 /** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
 export const ledgerFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.charges.jsonl`;
 
-/** The state in one lowdb JSON file. Only one process may hold it at a time (see lock.ts). */
+export interface FilePersistenceOptions {
+  /** Fold the journal into the state file once it holds this many bytes, or half the state file's size if that is more. Default 8 MiB. */
+  journalLimit?: number;
+  /** Fold a journal that has waited this long (real time) even when it is small, so the state file is never far behind. Default 60 s. */
+  journalMaxAgeMs?: number;
+  /** What start-up found and did after a crash, one line each (serve prints them on stderr). */
+  onNotice?: (line: string) => void;
+}
+
+export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
+const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
+/** A compaction hands the writer text in pieces of about this size, and gives the event loop back this often. */
+const CHUNK_CHARS = 1 << 20;
+const SLICE_MS = 4;
+
+/** The state file as written: the state, and the number of the last journal record it holds. */
+interface Base {
+  state: State;
+  seq: number;
+}
+
+type Deferred<T = void> = { promise: Promise<T>; resolve: (value: T) => void; reject: (e: unknown) => void };
+function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/**
+ * The state file's text in pieces, exactly `JSON.stringify` of the state with `journal_seq` as its last field and
+ * a final newline: collections entry by entry, so that a large state is written a slice at a time.
+ */
+export function* stateChunks(state: State, seq: number): Generator<string> {
+  yield '{';
+  let first = true;
+  for (const [name, value] of Object.entries(state)) {
+    if (value === undefined || name === 'journal_seq') continue;
+    yield `${first ? '' : ','}${JSON.stringify(name)}:`;
+    first = false;
+    if (!(COLLECTION_NAMES as readonly string[]).includes(name)) {
+      yield JSON.stringify(value);
+      continue;
+    }
+    let firstEntry = true;
+    yield '{';
+    for (const [key, entry] of Object.entries(value as Record<string, unknown>)) {
+      if (entry === undefined) continue;
+      yield `${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+      firstEntry = false;
+    }
+    yield '}';
+  }
+  yield `${first ? '' : ','}"journal_seq":${seq}}\n`;
+}
+
+/** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
+class StateFileAdapter implements Adapter<Base | null> {
+  constructor(
+    readonly file: string,
+    readonly writeBase: (base: Base) => Promise<void>,
+  ) {}
+
+  async read(): Promise<Base | null> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (e) {
+      const err = e as NodeJS.ErrnoException;
+      if (err.code === 'ENOENT') return null;
+      throw new StateFileError(this.file, `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`, { cause: e });
+    }
+    return parseBase(text, this.file);
+  }
+
+  write(base: Base | null): Promise<void> {
+    return base ? this.writeBase(base) : Promise.resolve();
+  }
+}
+
+/** A state file's text: the state, and `journal_seq` (0 in files written before the journal). */
+export function parseBase(text: string, file: string): Base {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${resetAdvice(file)}`);
+  }
+  let seq = 0;
+  if (typeof json === 'object' && json !== null && Object.hasOwn(json, 'journal_seq')) {
+    seq = (json as { journal_seq: unknown }).journal_seq as number;
+    if (!Number.isSafeInteger(seq) || seq < 0) throw new StateFileError(file, `state file ${file} is not an agent-access state file: "journal_seq" is malformed. ${resetAdvice(file)}`);
+    delete (json as { journal_seq?: unknown }).journal_seq;
+  }
+  return { state: checkState(json, file), seq };
+}
+
+/** A stored state text with its `journal_seq` set to `seq` (a snapshot restored continues the journal's numbering). */
+export function withJournalSeq(text: string, seq: number): string {
+  const body = text.replace(/\n$/, '');
+  const marked = /,"journal_seq":\d+}$/.test(body) ? body.replace(/,"journal_seq":\d+}$/, `,"journal_seq":${seq}}`) : body.replace(/}$/, `${body === '{}' ? '' : ','}"journal_seq":${seq}}`);
+  return `${marked}\n`;
+}
+
+/**
+ * The state a start would load from `file` and its journal, read without changing anything (tests, tools): the
+ * state file's state with every newer journal record replayed; null when there is neither.
+ */
+export async function readStateAt(file: string): Promise<State | null> {
+  return (await replayJournal(file, await new StateFileAdapter(file, () => Promise.resolve()).read())).state;
+}
+
+/** The journal beside `file` replayed over its state file's content (`base`). Refuses a journal that does not continue it. */
+async function replayJournal(file: string, base: Base | null): Promise<{ state: State | null; seq: number; journalBytes: number; dropped: number; replayed: number }> {
+  const journalFile = journalFileFor(file);
+  const journalText = await readOptional(journalFile).catch((e: NodeJS.ErrnoException) => {
+    throw new StateFileError(file, `cannot read journal ${journalFile} (${e.code ?? e.message}). Check its permissions. ${resetAdvice(file)}`, { cause: e });
+  });
+  let state = base?.state ?? null;
+  let seq = base?.seq ?? 0;
+  if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0 };
+  const { records, dropped } = parseJournal(journalText, journalFile, file);
+  const pending = records.filter((r) => r.seq > seq);
+  if (!base && pending.length > 0 && pending[0]!.seq !== 1) {
+    throw new StateFileError(
+      file,
+      `state file ${file} is missing, but its journal ${journalFile} is there and continues it (from record ${pending[0]!.seq}). Put the state file back, or move the journal away too. ${resetAdvice(file)}`,
+    );
+  }
+  if (pending.length > 0 && pending[0]!.seq !== seq + 1) {
+    throw new StateFileError(file, `journal ${journalFile} starts at record ${pending[0]!.seq}, but state file ${file} ends at record ${seq}: records are missing. ${resetAdvice(file)}`);
+  }
+  if (pending.length > 0) {
+    state ??= emptyState();
+    for (const record of pending) {
+      try {
+        applyChanges(state, record.changes);
+      } catch (e) {
+        throw new StateFileError(file, `journal ${journalFile}, record ${record.seq}: ${(e as Error).message}. ${resetAdvice(file)}`);
+      }
+    }
+    state = checkState(state, file, `state file ${file} with its journal replayed`);
+  }
+  seq = Math.max(seq, records.at(-1)?.seq ?? 0);
+  return { state, seq, journalBytes: Buffer.byteLength(journalText, 'utf8') - dropped, dropped, replayed: pending.length };
+}
+
+/** Where the writer thread's code is: beside this module once built; under the sources (tests), in the build. */
+function writerUrl(): URL {
+  const here = new URL(import.meta.url);
+  return here.pathname.endsWith('.ts') ? new URL('../../dist/store/state-writer.js', here) : new URL('./state-writer.js', here);
+}
+
+/**
+ * The state in one JSON file, kept current by a journal beside it (README "How the state is stored"):
+ * a commit appends one record with only what changed (fsynced) and is durable then; once the journal is large
+ * or old, the state is written whole to a new state file in the background (temp file, fsync, rename) and the
+ * journal starts over. A start reads the state file and replays the journal. After a clean stop the state file
+ * alone holds everything. Only one process may hold it at a time (see lock.ts).
+ */
 export class FilePersistence implements StatePersistence {
   readonly location: string;
-  readonly #adapter: DurableJsonFile<State | null>;
-  readonly #db: Low<State | null>;
+  readonly journalFile: string;
+  readonly ledgerFile: string;
+  readonly #db: Low<Base | null>;
+  readonly #limit: number;
+  readonly #maxAgeMs: number;
+  readonly #notice: (line: string) => void;
 
-  constructor(file: string) {
+  #worker: Worker | null = null;
+  #opened: Promise<void> | null = null;
+  #callId = 0;
+  /** Answers awaited from the writer. */
+  #calls = 0;
+  /** The number of the newest journal record handed to the writer. */
+  #seq = 0;
+  #journalBytes = 0;
+  #baseBytes = 0;
+  #baseAt = Date.now();
+  #repo: Repository | null = null;
+  #waiting: Deferred[] = [];
+  #scheduled = false;
+  /** A commit record is with the writer (one at a time: later commits wait and share the next record). */
+  #inWriter = false;
+  /** A state file write is in progress, or asked for at the next record. */
+  #compacting: Promise<void> | null = null;
+  #wantBase: Deferred | null = null;
+  /** Set while an exclusive section runs: no record is handed to the writer. */
+  #held = false;
+  #exclusiveChain: Promise<void> = Promise.resolve();
+  #idle: Deferred | null = null;
+  #ageTimer: NodeJS.Timeout | null = null;
+  #abandoned: Error | null = null;
+  /** Bytes of a torn last journal record found at load, cut off before the first append. */
+  #journalValidBytes: number | null = null;
+
+  constructor(file: string, options: FilePersistenceOptions = {}) {
     this.location = file;
-    this.#adapter = new DurableJsonFile<State | null>(file, (text) => parseState(text, file), ledgerFileFor(file));
-    this.#db = new Low<State | null>(this.#adapter, null);
+    this.journalFile = journalFileFor(file);
+    this.ledgerFile = ledgerFileFor(file);
+    this.#limit = options.journalLimit ?? DEFAULT_JOURNAL_LIMIT;
+    this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
+    this.#notice = options.onNotice ?? (() => undefined);
+    this.#db = new Low<Base | null>(new StateFileAdapter(file, (base) => this.#writeBase(base)), null);
   }
 
   async load(): Promise<State | null> {
     await this.#db.read();
-    const state = this.#db.data;
-    // Ledger lines beyond the committed count were appended by a write that never completed: drop them.
-    if (state) await this.#adapter.trimLedger(state.charges.count);
-    return state;
+    const base = this.#db.data;
+    const read = await replayJournal(this.location, base);
+    this.#baseBytes = base ? (await stat(this.location)).size : 0;
+    this.#seq = read.seq;
+    this.#journalBytes = read.journalBytes;
+    if (read.dropped > 0) {
+      this.#journalValidBytes = read.journalBytes;
+      this.#notice(`dropped an unfinished journal record (${read.dropped} bytes) at the end of ${this.journalFile}: its request was never answered`);
+    }
+    if (base && read.replayed > 0) this.#notice(`replayed ${read.replayed} journal record${read.replayed === 1 ? '' : 's'} from ${this.journalFile} (the last stop was not clean)`);
+    // Ledger lines beyond the committed count were appended by a commit that never completed: drop them.
+    if (read.state) await this.#trimLedger(read.state.charges.count);
+    await this.#open();
+    return read.state;
   }
 
-  save(state: State, ledger: string[] = []): Promise<void> {
-    if (ledger.length > 0) this.#adapter.appendWithNextWrite(ledger.map((line) => `${line}\n`).join(''));
-    this.#db.data = state;
-    return this.#db.write();
+  commit(repo: Repository): Promise<void> {
+    if (this.#abandoned) return Promise.reject(this.#abandoned);
+    this.#repo = repo;
+    const done = deferred();
+    this.#waiting.push(done);
+    this.#schedule();
+    return done.promise;
   }
 
-  async readStored(): Promise<StoredState> {
-    const { text, ledger } = await this.#adapter.readBoth();
-    return { state: text, ledger };
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    // After the current turn: every request handled in it shares one record (group commit).
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#next();
+    });
+  }
+
+  #next(): void {
+    if (this.#inWriter || this.#held || this.#abandoned) return;
+    const repo = this.#repo;
+    if (this.#waiting.length === 0 || !repo) {
+      if (!this.#compacting) {
+        this.#idle?.resolve();
+        this.#idle = null;
+      }
+      return;
+    }
+    const batch = this.#waiting;
+    this.#waiting = [];
+    const { changes, ledger } = repo.drain();
+    const settle = (error?: unknown) => {
+      for (const d of batch) error ? d.reject(error) : d.resolve();
+    };
+    if (changes.length === 0 && ledger.length === 0) {
+      // Nothing to write; everything before is durable (no record is in flight).
+      this.#maybeBeginBase(repo);
+      settle();
+      this.#next();
+      return;
+    }
+    const seq = ++this.#seq;
+    const record = journalLine({ seq, changes });
+    this.#inWriter = true;
+    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') });
+    // Taken right after the drain: a state file written from it holds exactly the records up to this one.
+    this.#maybeBeginBase(repo);
+    written.then(
+      (reply) => {
+        this.#inWriter = false;
+        this.#journalBytes = reply.journalBytes ?? this.#journalBytes;
+        if (this.#baseBytes === 0) {
+          // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up.
+          this.#requestBase().then(() => settle(), settle);
+        } else {
+          settle();
+          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes / 2)) void this.#requestBase().catch(() => undefined);
+        }
+        this.#next();
+      },
+      (error: unknown) => {
+        this.#inWriter = false;
+        // Not written: the number is free again, and the changes go into the next record (with their values then).
+        this.#seq = seq - 1;
+        repo.restore({ changes, ledger });
+        settle(error);
+        this.#next();
+      },
+    );
+  }
+
+  /** Asks for a state file write at the next record (compaction). */
+  #requestBase(): Promise<void> {
+    if (this.#compacting) return this.#compacting;
+    this.#wantBase = deferred();
+    this.#compacting = this.#wantBase.promise.finally(() => {
+      this.#compacting = null;
+      this.#baseAt = Date.now();
+      this.#next();
+    });
+    // A record of its own if changes wait; else the state file is written as the state is now.
+    if (this.#repo) void this.commit(this.#repo).catch(() => undefined);
+    return this.#compacting;
+  }
+
+  #maybeBeginBase(repo: Repository): void {
+    const wanted = this.#wantBase;
+    if (!wanted) return;
+    this.#wantBase = null;
+    this.#db.data = { state: repo.snapshot(), seq: this.#seq };
+    this.#db.write().then(wanted.resolve, wanted.reject);
+  }
+
+  /** lowdb's write of the state file: in slices, through the writer thread, while commits go on. */
+  async #writeBase(base: Base): Promise<void> {
+    this.#post({ op: 'base-begin', id: 0 });
+    let text = '';
+    let bytes = 0;
+    let sliceStart = performance.now();
+    for (const piece of stateChunks(base.state, base.seq)) {
+      text += piece;
+      if (text.length >= CHUNK_CHARS) {
+        bytes += Buffer.byteLength(text, 'utf8');
+        this.#post({ op: 'base-chunk', text });
+        text = '';
+      }
+      if (performance.now() - sliceStart >= SLICE_MS) {
+        await nextTurn();
+        if (this.#abandoned) throw this.#abandoned;
+        sliceStart = performance.now();
+      }
+    }
+    bytes += Buffer.byteLength(text, 'utf8');
+    this.#post({ op: 'base-chunk', text });
+    const reply = await this.#call({ op: 'base-end', id: 0 });
+    this.#baseBytes = bytes;
+    this.#journalBytes = reply.journalBytes ?? 0;
+  }
+
+  async readLedger(): Promise<string[]> {
+    return ((await readOptional(this.ledgerFile)) ?? '').split('\n').filter((line) => line.length > 0);
+  }
+
+  /** A compaction now, then the state file and the ledger lines it counts, read as they are on disk. */
+  async readStored(repo: Repository): Promise<StoredState> {
+    this.#repo = repo;
+    await this.#requestBase();
+    return this.#exclusive(async () => {
+      const state = await readFile(this.location, 'utf8');
+      const { state: parsed } = parseBase(state, this.location);
+      const lines = (await readOptional(this.ledgerFile))?.split('\n').slice(0, parsed.charges.count) ?? [];
+      return { state, ledger: lines.length > 0 ? lines.map((line) => `${line}\n`).join('') : null };
+    });
   }
 
   replaceStored(stored: StoredState, state: State, swap: () => void): Promise<void> {
-    return this.#adapter.replaceBoth(stored.state, stored.ledger, state, () => {
-      this.#db.data = state;
+    return this.#exclusive(async () => {
+      if (this.#abandoned) throw this.#abandoned;
+      const text = withJournalSeq(stored.state, this.#seq);
+      await this.#call({ op: 'replace', id: 0, state: text, ledger: stored.ledger });
+      this.#journalBytes = 0;
+      this.#baseBytes = Buffer.byteLength(text, 'utf8');
+      this.#baseAt = Date.now();
       swap();
     });
   }
 
-  readLedger(): Promise<string[]> {
-    return this.#adapter.readLedger();
+  /**
+   * Runs `fn` with nothing in flight: once every commit asked for before is durable and no state file write runs,
+   * and with no record handed to the writer until it is done (later commits wait and share the next record).
+   */
+  #exclusive<R>(fn: () => Promise<R>): Promise<R> {
+    const run = this.#exclusiveChain.then(async () => {
+      await this.flush();
+      this.#held = true;
+      try {
+        while (this.#inWriter || this.#compacting) await (this.#compacting ?? this.flush());
+        return await fn();
+      } finally {
+        this.#held = false;
+        this.#next();
+      }
+    });
+    this.#exclusiveChain = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
   }
 
-  /** The lock was taken over: from now on nothing is written, and saves fail (see DurableJsonFile.abandon). */
+  /**
+   * The lock was taken over: saves waiting, and every save from here on, fail with `error`, and nothing more is
+   * handed to the writer. Writing them anyway would undo what the new owner wrote.
+   */
   abandon(error: Error): void {
-    this.#adapter.abandon(error);
+    this.#abandoned ??= error;
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const d of waiting) d.reject(this.#abandoned);
+    this.#wantBase?.reject(this.#abandoned);
+    this.#wantBase = null;
+    this.#idle?.resolve();
   }
 
-  flush(): Promise<void> {
-    return this.#adapter.flush();
+  /** Resolves once every commit asked for so far is durable (or failed) and no state file write runs. */
+  async flush(): Promise<void> {
+    while (!this.#abandoned && (this.#inWriter || this.#waiting.length > 0 || this.#scheduled || this.#compacting)) {
+      if (this.#compacting) await this.#compacting.catch(() => undefined);
+      else await (this.#idle ??= deferred()).promise;
+    }
   }
 
-  close(): Promise<void> {
-    return this.#adapter.close();
+  /** Folds the journal into the state file, so that at rest the state file alone holds everything; stops the writer. */
+  async close(): Promise<void> {
+    if (this.#ageTimer) clearInterval(this.#ageTimer);
+    this.#ageTimer = null;
+    await this.flush();
+    if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0)) await this.#requestBase();
+    const worker = this.#worker;
+    this.#worker = null;
+    if (!worker) return;
+    await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
+    await worker.terminate();
+  }
+
+  async #trimLedger(count: number): Promise<void> {
+    const all = await this.readLedger();
+    if (all.length <= count) return;
+    await writeFileDurably(this.ledgerFile, all.slice(0, count).map((l) => `${l}\n`).join(''));
+    this.#notice(`dropped ${all.length - count} uncommitted line${all.length - count === 1 ? '' : 's'} at the end of ${this.ledgerFile}: their requests were never answered`);
+  }
+
+  #open(): Promise<void> {
+    return (this.#opened ??= (async () => {
+      await mkdir(dirname(this.location), { recursive: true, mode: 0o700 });
+      if (this.#journalValidBytes !== null) {
+        // A torn last record is cut off before anything is appended after it.
+        const text = (await readFile(this.journalFile)).subarray(0, this.#journalValidBytes);
+        if (text.length === 0) await rm(this.journalFile, { force: true });
+        else await writeFileDurably(this.journalFile, text.toString('utf8'));
+        this.#journalValidBytes = null;
+      }
+      const reply = await this.#call({ op: 'open', id: 0, file: this.location, journal: this.journalFile, ledger: this.ledgerFile });
+      if (reply.swept) this.#notice(`removed ${reply.swept} temp file${reply.swept === 1 ? '' : 's'} left by a writer that was stopped mid-write, beside ${this.location}`);
+      this.#ageTimer = setInterval(() => {
+        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held) void this.#requestBase().catch(() => undefined);
+      }, Math.min(this.#maxAgeMs, 5_000));
+      this.#ageTimer.unref();
+    })());
+  }
+
+  #post(message: WriterMessage): void {
+    (this.#worker ??= this.#startWorker()).postMessage(message);
+  }
+
+  #call(message: WriterMessage & { id: number }): Promise<WriterReply> {
+    return this.#callOn((this.#worker ??= this.#startWorker()), message);
+  }
+
+  /** One message to the writer and its answer; the writer keeps the process alive only while it has one. */
+  #callOn(worker: Worker, message: WriterMessage & { id: number }): Promise<WriterReply> {
+    const id = ++this.#callId;
+    // The writer keeps the process alive only while an answer is awaited.
+    if (this.#calls++ === 0) worker.ref();
+    return new Promise<WriterReply>((resolve, reject) => {
+      const onMessage = (reply: WriterReply) => {
+        if (reply.id !== id) return;
+        done();
+        if (reply.error) reject(Object.assign(new Error(`cannot write state file ${this.location}: ${reply.error.message}`), { code: reply.error.code }));
+        else resolve(reply);
+      };
+      const onError = (e: Error) => {
+        done();
+        reject(e);
+      };
+      const done = () => {
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        if (--this.#calls === 0) worker.unref();
+      };
+      worker.on('message', onMessage);
+      worker.once('error', onError);
+      worker.postMessage({ ...message, id });
+    });
+  }
+
+  #startWorker(): Worker {
+    const worker = new Worker(fileURLToPath(writerUrl()));
+    worker.unref();
+    worker.once('exit', () => {
+      if (this.#worker === worker) this.#worker = null;
+    });
+    return worker;
   }
 }
+

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { StoredState } from '../core/persistence.js';
-import { writeFileDurably } from './durable-json-file.js';
+import { writeFileDurably } from './durable-write.js';
 
 /** Names people give snapshots: safe as file names everywhere, never a path. */
 export const SNAPSHOT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

@@ -3,6 +3,8 @@ import { parseRateLimit } from '../../core/rate-limit.js';
 import { parseConsentFlag, type ConsentPolicy } from '../../core/consent-policy.js';
 import { parseFaultFlag, parseFaultSpec, type FaultSpec } from '../../core/faults.js';
 import { parseSeed } from '../../core/variation.js';
+import { RETENTION_NAMES, type Retention } from '../../core/retention.js';
+import ms, { type StringValue } from 'ms';
 
 export interface ServeFlags {
   port: number;
@@ -29,6 +31,8 @@ export interface ServeFlags {
   fault: FaultSpec[];
   /** `true` without a seed (one is picked at random and announced). */
   varyUnspecified?: number | true;
+  retention: Partial<Retention>;
+  journalLimit?: number;
 }
 
 const parseMs = (value: string): number => {
@@ -41,6 +45,27 @@ const parsePrice = (value: string): number => {
   if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('a price is a number of AKh, 0 or more');
   return n;
 };
+
+/** `--retention jobs=1d,families=12h`: how long each kind of finished record stays (names: RETENTION_NAMES). */
+export function parseRetentionFlag(value: string, previous: Partial<Retention> = {}): Partial<Retention> {
+  const result = { ...previous };
+  for (const part of value.split(',')) {
+    const [name, duration] = part.split('=').map((s) => s.trim());
+    if (!name || !Object.hasOwn(RETENTION_NAMES, name)) throw new InvalidArgumentError(`unknown kind "${name ?? ''}"; use ${Object.keys(RETENTION_NAMES).join(', ')} (e.g. jobs=1d)`);
+    const millis = duration ? ms(duration as StringValue) : undefined;
+    if (millis === undefined || !Number.isFinite(millis) || millis <= 0) throw new InvalidArgumentError(`${name}=${duration ?? ''}: a duration is like 30m, 12h or 7d`);
+    result[RETENTION_NAMES[name as keyof typeof RETENTION_NAMES]] = millis;
+  }
+  return result;
+}
+
+/** `--journal-limit 8mb`: a size in bytes, with an optional kb, mb or gb (powers of 1024). */
+export function parseSize(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value.trim());
+  const bytes = match ? Math.round(Number(match[1]) * 1024 ** ['b', 'kb', 'mb', 'gb'].indexOf((match[2] ?? 'b').toLowerCase())) : NaN;
+  if (!Number.isSafeInteger(bytes) || bytes < 1024) throw new InvalidArgumentError('a size is like 64kb, 8mb or 1gb (at least 1kb)');
+  return bytes;
+}
 
 export const parsePort = (value: string): number => {
   const n = Number(value);
@@ -104,6 +129,12 @@ export function serveCommand(): Command {
         .default([]),
     )
     .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
+    .addOption(
+      new Option('--retention <kind=duration,...>', 'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), codes (1d); repeatable')
+        .argParser(parseRetentionFlag)
+        .default({}, 'the defaults above'),
+    )
+    .addOption(new Option('--journal-limit <size>', 'fold the state journal into the state file once it passes this size (or half the state file); default 8mb').argParser(parseSize))
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
     .addOption(

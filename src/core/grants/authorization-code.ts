@@ -12,14 +12,14 @@ export const authorizationCodeGrant: GrantType = {
   async handler(core, params, client) {
     const now = core.clock.now();
     const key = sha256(params.code as string);
-    const code = core.state.codes[key];
+    const code = core.repo.get('codes', key);
     if (!code || code.client_id !== client.client_id) throw invalidGrant('authorization code is unknown or was issued to another client');
     if (code.redirect_uri !== params.redirect_uri) throw invalidGrant('redirect_uri differs from the one in the authorization request');
     if (!verifyS256(params.code_verifier as string, code.code_challenge)) throw invalidGrant('code_verifier does not match the code_challenge');
-    const grant = core.state.grants[code.grant_id];
+    const grant = core.repo.get('grants', code.grant_id);
     if (code.consumed_at !== null) {
       // A code is used once; a second use means it leaked, so what it produced is revoked (OAuth 2.1 §4.1.3).
-      const family = code.family_id ? core.state.families[code.family_id] : undefined;
+      const family = code.family_id ? core.repo.get('families', code.family_id) : undefined;
       if (family) core.invalidateFamily(family, 'code_replay');
       core.events.emit('code.replayed', { grant_id: code.grant_id, client_id: code.client_id, family_id: code.family_id });
       await core.commit();
@@ -29,7 +29,7 @@ export const authorizationCodeGrant: GrantType = {
     if (!grant || grant.status !== 'active') throw invalidGrant('the grant behind this code was revoked');
     core.checkTokenResource(grant, params.resource);
     const { family, refreshToken } = core.startFamily(grant);
-    core.update('codes', key, { consumed_at: now, family_id: family.id });
+    core.repo.update('codes', key, { consumed_at: now, family_id: family.id });
     return core.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
   },
 };

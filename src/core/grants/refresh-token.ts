@@ -16,7 +16,7 @@ export const refreshTokenGrant: GrantType = {
     const family = parsed ? core.familyByHandle(parsed.handleHash) : undefined;
     if (!parsed || !family || family.client_id !== client.client_id) throw invalidGrant('refresh token is unknown or was issued to another client');
     if (family.status !== 'active') throw invalidGrant('refresh token family was invalidated; authorize again');
-    const grant = core.state.grants[family.grant_id];
+    const grant = core.repo.get('grants', family.grant_id);
     if (!grant || grant.status !== 'active') throw invalidGrant('the grant was revoked; authorize again');
     if (parsed.tokenHash !== family.current.hash) {
       core.invalidateFamily(family, 'refresh_replay', replayedGeneration(family, parsed.tokenHash));

@@ -1,0 +1,257 @@
+import type { PendingAction, WorkspaceChange } from './actions.js';
+import { addAmount, type ChargeEntry } from './charges.js';
+import type { IdempotencyRecord } from './idempotency.js';
+import { frozen } from './immutable.js';
+import type { ResearchJob, TrainingDocument } from './jobs.js';
+import { COLLECTION_NAMES, type AuthorizationCode, type Client, type Grant, type ScenarioOrigin, type SigningKey, type State, type TokenFamily } from './state.js';
+import type { KnowledgeDocument } from './workspace.js';
+
+/** The keyed collections of the state and what one entry of each is. */
+export interface Collections {
+  clients: Client;
+  grants: Grant;
+  /** Keyed by the code's hash. */
+  codes: AuthorizationCode;
+  families: TokenFamily;
+  /** jti → the access token's expiry. */
+  revoked_access_tokens: number;
+  idempotency: IdempotencyRecord;
+  research_jobs: ResearchJob;
+  training_documents: TrainingDocument;
+  pending_actions: PendingAction;
+  shared_knowledge: KnowledgeDocument;
+}
+export type CollectionName = keyof Collections;
+
+export { COLLECTION_NAMES };
+COLLECTION_NAMES satisfies ReadonlyArray<CollectionName>;
+
+/** The state as every module but the repository sees it: for reading only; changes go through the repository. */
+export type ReadonlyState = Readonly<Omit<State, CollectionName | 'keys' | 'workspace_changes' | 'charges'>> & {
+  readonly [C in CollectionName]: Readonly<Record<string, Readonly<Collections[C]>>>;
+} & {
+  readonly keys: readonly SigningKey[];
+  readonly workspace_changes: readonly WorkspaceChange[];
+  readonly charges: { readonly count: number; readonly by_client: Readonly<Record<string, number>>; readonly by_grant: Readonly<Record<string, number>> };
+};
+
+/**
+ * One change of a commit: the value now at `path` in the state, or (no value) that nothing is there any more.
+ * Applied in order over the state before the commit, a commit's changes give the state after it; applying a
+ * change twice changes nothing more (each one sets a whole value), which is what lets a journal be replayed
+ * over a snapshot that already holds some of it.
+ */
+export type Change = readonly [path: readonly string[]] | readonly [path: readonly string[], value: unknown];
+
+/** What one commit makes durable: the state's changes, and the charge-ledger lines recorded with them. */
+export interface CommitBatch {
+  changes: Change[];
+  ledger: string[];
+}
+
+const pathKey = (path: readonly string[]): string => path.join('\u0000');
+
+/**
+ * The one way the state changes (spec-level operations live in the core's modules; this only stores). Every
+ * entry is an immutable value: a change puts a new value in place of the old one, so nothing changes an entry
+ * behind the back of whoever read it, and a snapshot that copies the collections' key-to-value tables holds a
+ * consistent state. The repository remembers where the state changed since the last commit; `drain` hands
+ * those places, with their values as they are now, to persistence.
+ */
+export class Repository {
+  #state: State;
+  /** Paths changed since the last drain, by their key. */
+  #changed = new Map<string, readonly string[]>();
+  /** Ledger lines recorded since the last drain (spec 1: charges); durable with the same commit as the totals. */
+  #ledger: string[] = [];
+
+  constructor(state: State) {
+    this.#state = freezeEntries(state);
+  }
+
+  /** The whole state, for reading. */
+  get state(): ReadonlyState {
+    return this.#state;
+  }
+
+  get<C extends CollectionName>(collection: C, key: string): Collections[C] | undefined {
+    const table = this.#state[collection] as Record<string, Collections[C]>;
+    return Object.hasOwn(table, key) ? table[key] : undefined;
+  }
+
+  has(collection: CollectionName, key: string): boolean {
+    return Object.hasOwn(this.#state[collection], key);
+  }
+
+  values<C extends CollectionName>(collection: C): Collections[C][] {
+    return Object.values(this.#state[collection] as Record<string, Collections[C]>);
+  }
+
+  entries<C extends CollectionName>(collection: C): [string, Collections[C]][] {
+    return Object.entries(this.#state[collection] as Record<string, Collections[C]>);
+  }
+
+  /** Puts an entry in place, frozen; returns it. */
+  put<C extends CollectionName>(collection: C, key: string, entry: Collections[C]): Collections[C] {
+    (this.#state[collection] as Record<string, Collections[C]>)[key] = frozen(entry);
+    this.#mark([collection, key]);
+    return entry;
+  }
+
+  /** Replaces the entry as it is now (never a copy read earlier) with the given fields changed; returns the new entry. */
+  update<C extends CollectionName>(collection: C, key: string, change: Partial<Collections[C]>): Collections[C] {
+    const current = this.get(collection, key);
+    if (current === undefined || typeof current !== 'object') throw new Error(`no entry "${key}" in ${collection}`);
+    return this.put(collection, key, { ...current, ...change });
+  }
+
+  /** Removes an entry; returns whether there was one. */
+  delete(collection: CollectionName, key: string): boolean {
+    if (!this.has(collection, key)) return false;
+    delete (this.#state[collection] as Record<string, unknown>)[key];
+    this.#mark([collection, key]);
+    return true;
+  }
+
+  /** Spec 1: one line of the charge ledger and the totals, durable together with the next commit. */
+  recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry {
+    const totals = this.#state.charges;
+    const line: ChargeEntry = { seq: totals.count + 1, ...entry };
+    this.#setCharges(['count'], line.seq);
+    this.#setCharges(['by_client', entry.client_id], addAmount(totals.by_client[entry.client_id] ?? 0, entry.amount));
+    this.#setCharges(['by_grant', entry.grant_id], addAmount(totals.by_grant[entry.grant_id] ?? 0, entry.amount));
+    this.#ledger.push(JSON.stringify(line));
+    return line;
+  }
+
+  #setCharges(path: [string] | [string, string], value: number): void {
+    const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number>;
+    if (path.length === 1) totals[path[0]] = value;
+    else (totals[path[0]] as Record<string, number>)[path[1]] = value;
+    this.#mark(['charges', ...path]);
+  }
+
+  /** An applied workspace change, kept in order. */
+  appendWorkspaceChange(change: WorkspaceChange): void {
+    const list = this.#state.workspace_changes;
+    list.push(frozen(change));
+    this.#mark(['workspace_changes', String(list.length - 1)]);
+  }
+
+  addSigningKey(key: SigningKey): void {
+    this.#state.keys.push(frozen(key));
+    this.#mark(['keys', String(this.#state.keys.length - 1)]);
+  }
+
+  setScenario(origin: ScenarioOrigin): void {
+    this.#state.scenario = frozen({ ...origin });
+    this.#mark(['scenario']);
+  }
+
+  /** Whether anything changed since the last drain. */
+  get dirty(): boolean {
+    return this.#changed.size > 0 || this.#ledger.length > 0;
+  }
+
+  /** The changes since the last drain, each with its value as it is now, and the ledger lines; starts over. */
+  drain(): CommitBatch {
+    const changes: Change[] = [];
+    for (const path of this.#changed.values()) {
+      const found = lookup(this.#state, path);
+      changes.push(found.present ? [path, found.value] : [path]);
+    }
+    this.#changed.clear();
+    return { changes, ledger: this.#ledger.splice(0) };
+  }
+
+  /** Puts back a batch that could not be made durable: its places go into the next drain (with their values then), its ledger lines first. */
+  restore(batch: CommitBatch): void {
+    for (const [path] of batch.changes) this.#mark(path);
+    this.#ledger.unshift(...batch.ledger);
+  }
+
+  /**
+   * The state as it is now, in copies of its tables that later changes do not touch (the entries themselves are
+   * shared: they are immutable). For a write of the whole state that runs while requests go on.
+   */
+  snapshot(): State {
+    const s = this.#state;
+    const copy: State = {
+      ...s,
+      keys: [...s.keys],
+      charges: { count: s.charges.count, by_client: { ...s.charges.by_client }, by_grant: { ...s.charges.by_grant } },
+      workspace_changes: [...s.workspace_changes],
+    };
+    for (const name of COLLECTION_NAMES) (copy as unknown as Record<string, unknown>)[name] = { ...s[name] };
+    return copy;
+  }
+
+  /** Makes `state` the whole state (a snapshot restored); what was not committed is dropped. */
+  replace(state: State): void {
+    this.#state = freezeEntries(state);
+    this.#changed.clear();
+    this.#ledger.length = 0;
+  }
+
+  #mark(path: readonly string[]): void {
+    const key = pathKey(path);
+    if (!this.#changed.has(key)) this.#changed.set(key, path);
+  }
+}
+
+function lookup(root: unknown, path: readonly string[]): { present: true; value: unknown } | { present: false } {
+  let node = root;
+  for (const step of path) {
+    if (typeof node !== 'object' || node === null || !Object.hasOwn(node, step)) return { present: false };
+    node = (node as Record<string, unknown>)[step];
+  }
+  return node === undefined ? { present: false } : { present: true, value: node };
+}
+
+/** Where a change may point: a collection entry, a charge total, a workspace change, a signing key, the scenario. */
+function checkPath(path: readonly string[]): boolean {
+  const [head, ...rest] = path;
+  if ((COLLECTION_NAMES as readonly string[]).includes(head as string)) return rest.length === 1;
+  if (head === 'charges') return (rest.length === 1 && rest[0] === 'count') || (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'));
+  if (head === 'workspace_changes' || head === 'keys') return rest.length === 1 && /^(0|[1-9]\d{0,8})$/.test(rest[0] as string);
+  return head === 'scenario' && rest.length === 0;
+}
+
+/**
+ * Applies changes as `Repository.drain` produced them to a plain state (a journal replayed on start). Throws on
+ * a change that names no place a repository writes (the journal was not written by this version, or was edited).
+ */
+export function applyChanges(state: State, changes: readonly unknown[]): void {
+  const root = state as unknown as Record<string, unknown>;
+  for (const raw of changes) {
+    if (!Array.isArray(raw) || raw.length < 1 || raw.length > 2 || !Array.isArray(raw[0]) || !raw[0].every((s) => typeof s === 'string') || !checkPath(raw[0])) {
+      throw new Error(`not a change this version writes: ${JSON.stringify(raw).slice(0, 120)}`);
+    }
+    const path = raw[0] as string[];
+    let node = root;
+    for (const step of path.slice(0, -1)) {
+      const next = node[step];
+      if (typeof next !== 'object' || next === null) throw new Error(`change at ${path.join('.')}: ${step} is not there`);
+      node = next as Record<string, unknown>;
+    }
+    const last = path[path.length - 1] as string;
+    if (raw.length === 2) {
+      if (Array.isArray(node) && Number(last) > node.length) throw new Error(`change at ${path.join('.')}: leaves a gap in the list`);
+      node[last] = raw[1];
+    } else if (Array.isArray(node)) {
+      throw new Error(`change at ${path.join('.')}: list entries are never removed`);
+    } else {
+      delete node[last];
+    }
+  }
+}
+
+/** Freezes every entry of every table: entries are values, replaced on change (see Repository). */
+export function freezeEntries(state: State): State {
+  for (const name of COLLECTION_NAMES) for (const entry of Object.values(state[name])) frozen(entry);
+  for (const key of state.keys) frozen(key);
+  for (const change of state.workspace_changes) frozen(change);
+  if (state.scenario) frozen(state.scenario);
+  return state;
+}
+

@@ -1,0 +1,301 @@
+/**
+ * The state file's writer thread: every blocking file step of a durable write runs here, in the order the main
+ * thread posted them, so that the main thread never waits on the disk and renames never go back.
+ *
+ * - `commit`: append ledger lines (fdatasync), then one journal record (fdatasync), acknowledge. A failed append
+ *   is cut off again, so that a later record never follows half of one.
+ * - `base-begin` / `base-chunk` / `base-end`: a new state file, written to a fresh temp file (0600, created
+ *   exclusively, never through a symlink) in chunks while commits go on, then fdatasync, rename over the state
+ *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
+ *   newer than the new state file), rewritten the same way, or goes when there is none.
+ * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
+ */
+import { closeSync, constants, fdatasyncSync, fstatSync, ftruncateSync, fsyncSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+import { parentPort } from 'node:worker_threads';
+
+export type WriterMessage =
+  | { op: 'open'; id: number; file: string; journal: string; ledger: string }
+  | { op: 'commit'; id: number; record: string; ledger: string }
+  | { op: 'base-begin'; id: number }
+  | { op: 'base-chunk'; text: string }
+  | { op: 'base-end'; id: number }
+  | { op: 'replace'; id: number; state: string; ledger: string | null }
+  | { op: 'close'; id: number };
+
+export interface WriterReply {
+  id: number;
+  /** Bytes in the journal after the step. */
+  journalBytes?: number;
+  /** `open`: temp files left by a writer that was killed, now removed. */
+  swept?: number;
+  error?: { message: string; code?: string };
+}
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND, O_RDWR } = constants;
+
+interface Paths {
+  file: string;
+  journal: string;
+  ledger: string;
+}
+
+/** An open append-only file and how long it is. */
+interface Appendable {
+  fd: number;
+  size: number;
+}
+
+let paths: Paths | null = null;
+let journal: Appendable | null = null;
+let ledger: Appendable | null = null;
+let base: { name: string; fd: number; journalOffset: number; error: Error | null } | null = null;
+
+const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
+/** Exactly the names `tempName` makes for this file. */
+const isTempOf = (file: string, name: string) => {
+  const prefix = `.${basename(file)}.`;
+  return name.length === prefix.length + 16 && name.startsWith(prefix) && name.endsWith('.tmp') && /^[A-Za-z0-9_-]{12}$/.test(name.slice(prefix.length, -4));
+};
+
+/** write(2) may write less than asked (a full disk, a signal): go on until all of it is written, or fail. */
+function writeAll(fd: number, buffer: Uint8Array, position: number | null = null): void {
+  for (let offset = 0; offset < buffer.length; ) {
+    const written = writeSync(fd, buffer, offset, buffer.length - offset, position === null ? null : position + offset);
+    if (written === 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' });
+    offset += written;
+  }
+}
+
+function syncDir(file: string): void {
+  const dir = openSync(dirname(file), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+}
+
+/** Opens an append-only file (0600, never through a symlink); a file created here is made durable by a directory fsync. */
+function openAppendable(file: string): Appendable {
+  let created = false;
+  let fd: number;
+  try {
+    fd = openSync(file, O_WRONLY | O_APPEND | O_NOFOLLOW);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    fd = openSync(file, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    created = true;
+  }
+  if (created) syncDir(file);
+  return { fd, size: fstatSync(fd).size };
+}
+
+function append(target: Appendable, text: string): void {
+  const bytes = Buffer.from(text, 'utf8');
+  try {
+    writeAll(target.fd, bytes);
+    fdatasyncSync(target.fd);
+  } catch (e) {
+    cutBack(target);
+    throw e;
+  }
+  target.size += bytes.length;
+}
+
+/** Removes whatever part of a failed append reached the file. */
+function cutBack(target: Appendable): void {
+  try {
+    ftruncateSync(target.fd, target.size);
+    fdatasyncSync(target.fd);
+  } catch {
+    // The next start drops a torn last record; a torn line with records after it is refused there, never replayed.
+  }
+}
+
+/** Writes `bytes` as `file`: fresh temp file, fdatasync, rename, directory fsync. */
+function writeDurably(file: string, bytes: Uint8Array): void {
+  const name = tempName(file);
+  const fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    writeAll(fd, bytes);
+    fdatasyncSync(fd);
+    closeSync(fd);
+    renameSync(name, file);
+  } catch (e) {
+    closeQuietly(fd);
+    unlinkQuietly(name);
+    throw e;
+  }
+  syncDir(file);
+}
+
+const closeQuietly = (fd: number) => {
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
+  }
+};
+const unlinkQuietly = (name: string) => {
+  try {
+    unlinkSync(name);
+  } catch {
+    // gone already
+  }
+};
+
+function dropJournal(p: Paths): void {
+  if (journal) closeQuietly(journal.fd);
+  journal = null;
+  try {
+    unlinkSync(p.journal);
+    syncDir(p.journal);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+}
+
+/** The journal from `offset` to its end. */
+function journalTail(p: Paths, offset: number): Buffer {
+  const size = journal?.size ?? 0;
+  const tail = Buffer.alloc(Math.max(0, size - offset));
+  if (tail.length === 0) return tail;
+  const fd = openSync(p.journal, O_RDWR | O_NOFOLLOW);
+  try {
+    for (let read = 0; read < tail.length; ) {
+      const n = readSync(fd, tail, read, tail.length - read, offset + read);
+      if (n === 0) throw Object.assign(new Error('journal shorter than written'), { code: 'EIO' });
+      read += n;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return tail;
+}
+
+function handle(message: WriterMessage): WriterReply | null {
+  switch (message.op) {
+    case 'open': {
+      paths = { file: message.file, journal: message.journal, ledger: message.ledger };
+      let swept = 0;
+      // Temp files of a writer that was killed before it could remove them: this is the one writer now.
+      for (const name of readdirSync(dirname(message.file))) {
+        if ([message.file, message.journal, message.ledger].some((f) => isTempOf(f, name))) {
+          unlinkQuietly(join(dirname(message.file), name));
+          swept++;
+        }
+      }
+      return { id: message.id, swept };
+    }
+    case 'commit': {
+      const p = need();
+      if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
+      const target = (journal ??= openAppendable(p.journal));
+      try {
+        append(target, message.record);
+      } catch (e) {
+        // The ledger lines belong to this record: without it they were never committed.
+        if (message.ledger && ledger) {
+          ledger.size -= Buffer.byteLength(message.ledger, 'utf8');
+          cutBack(ledger);
+        }
+        throw e;
+      }
+      return { id: message.id, journalBytes: target.size };
+    }
+    case 'base-begin': {
+      const p = need();
+      const name = tempName(p.file);
+      base = { name, fd: -1, journalOffset: journal?.size ?? 0, error: null };
+      try {
+        base.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+      } catch (e) {
+        // Reported by base-end, which the main thread waits for.
+        base.error = e as Error;
+      }
+      return null;
+    }
+    case 'base-chunk': {
+      if (base && !base.error) {
+        try {
+          writeAll(base.fd, Buffer.from(message.text, 'utf8'));
+        } catch (e) {
+          base.error = e as Error;
+        }
+      }
+      return null;
+    }
+    case 'base-end': {
+      const p = need();
+      const b = base;
+      base = null;
+      if (!b) throw new Error('no state file write in progress');
+      try {
+        if (b.error) throw b.error;
+        fdatasyncSync(b.fd);
+        closeSync(b.fd);
+        renameSync(b.name, p.file);
+      } catch (e) {
+        if (b.fd >= 0) {
+          closeQuietly(b.fd);
+          unlinkQuietly(b.name);
+        }
+        throw e;
+      }
+      syncDir(p.file);
+      // From here the state file holds every record up to base-begin; a crash before the journal is rewritten
+      // leaves records the next start skips by number.
+      const tail = journalTail(p, b.journalOffset);
+      if (tail.length === 0) dropJournal(p);
+      else {
+        writeDurably(p.journal, tail);
+        if (journal) closeQuietly(journal.fd);
+        journal = openAppendable(p.journal);
+      }
+      return { id: message.id, journalBytes: journal?.size ?? 0 };
+    }
+    case 'replace': {
+      const p = need();
+      // The state first: it names the journal position it follows, so the old journal's records are skipped if a
+      // crash comes before the journal is gone; a ledger with more lines than the restored state counts is cut
+      // back to them at the next start.
+      writeDurably(p.file, Buffer.from(message.state, 'utf8'));
+      dropJournal(p);
+      if (ledger) closeQuietly(ledger.fd);
+      ledger = null;
+      if (message.ledger === null) {
+        unlinkQuietly(p.ledger);
+        syncDir(p.ledger);
+      } else writeDurably(p.ledger, Buffer.from(message.ledger, 'utf8'));
+      return { id: message.id, journalBytes: 0 };
+    }
+    case 'close': {
+      for (const f of [journal, ledger]) if (f) closeQuietly(f.fd);
+      journal = ledger = null;
+      if (base && base.fd >= 0) {
+        closeQuietly(base.fd);
+        unlinkQuietly(base.name);
+        base = null;
+      }
+      return { id: message.id };
+    }
+  }
+}
+
+function need(): Paths {
+  if (!paths) throw new Error('the writer was not opened');
+  return paths;
+}
+
+parentPort?.on('message', (message: WriterMessage) => {
+  let reply: WriterReply | null;
+  try {
+    reply = handle(message);
+  } catch (e) {
+    const error = e as NodeJS.ErrnoException;
+    reply = 'id' in message ? { id: message.id, error: { message: error.message, code: error.code } } : null;
+  }
+  if (reply) parentPort?.postMessage(reply);
+});
