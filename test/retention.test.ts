@@ -1,0 +1,102 @@
+/**
+ * Bounded retention (README "State: retention"): finished records leave the state on the emulator clock, so a long
+ * run's state stays small; replay detection of any earlier refresh token keeps working. The core on a manual clock.
+ */
+import { describe, expect, it } from 'vitest';
+import { DAY, HOUR, ManualClock } from '../src/core/clock.js';
+import { Core } from '../src/core/core.js';
+import { DEFAULT_RETENTION, type Retention } from '../src/core/retention.js';
+import { FAMILY_HISTORY } from '../src/core/token-family.js';
+import { loadFixtures } from '../src/store/fixtures.js';
+import { MemoryPersistence } from '../src/store/memory-persistence.js';
+import { parseRetentionFlag } from '../src/cli/commands/serve.js';
+
+const T0 = Date.UTC(2026, 2, 1, 9);
+
+async function core(retention?: Partial<Retention>) {
+  const clock = new ManualClock(T0);
+  const c = await Core.open({ clock, persistence: new MemoryPersistence(), persons: (await loadFixtures()).persons, ...(retention ? { retention } : {}) });
+  c.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
+  return { core: c, clock };
+}
+
+const job = (id: string, status: 'queued' | 'succeeded' | 'failed', finishedAt: number) => ({
+  id,
+  client_id: 'c',
+  grant_id: 'g',
+  person_id: 'person_erika',
+  question: 'q',
+  status,
+  created_at: finishedAt - 5_000,
+  queued_until: finishedAt - 4_000,
+  running_until: finishedAt,
+  ...(status === 'queued' ? {} : { finished_at: finishedAt }),
+});
+
+describe('retention on the emulator clock', () => {
+  it('finished research jobs go 7 days after they finished; a job still open stays however old', async () => {
+    const { core: c, clock } = await core();
+    c.repo.put('research_jobs', 'done', job('done', 'succeeded', T0));
+    c.repo.put('research_jobs', 'failed', job('failed', 'failed', T0 + HOUR));
+    c.repo.put('research_jobs', 'open', job('open', 'queued', T0));
+    clock.advance(7 * DAY - 1);
+    expect(c.prune()).toBe(false);
+    clock.advance(1);
+    expect(c.prune()).toBe(true);
+    expect(Object.keys(c.state.research_jobs).sort()).toEqual(['failed', 'open']);
+    clock.advance(HOUR);
+    c.prune();
+    expect(Object.keys(c.state.research_jobs)).toEqual(['open']);
+  });
+
+  it('training documents whose ingest failed go after 7 days; indexed ones are the knowledge base and stay', async () => {
+    const { core: c, clock } = await core();
+    const doc = { client_id: 'c', grant_id: 'g', person_id: 'person_erika', file_name: 'a.md', title: 'A', content: 'x', size: 1, created_at: T0, step_ms: 500 };
+    c.repo.put('training_documents', 'bad', { ...doc, id: 'bad', processing_step: 'failed', error: { code: 'unreadable_content', message: 'x' } });
+    c.repo.put('training_documents', 'good', { ...doc, id: 'good', processing_step: 'indexed', indexed_at: T0 });
+    clock.advance(30 * DAY);
+    c.prune();
+    expect(Object.keys(c.state.training_documents)).toEqual(['good']);
+  });
+
+  it('dead token families go 7 days after they died, live ones stay; decided write actions go 7 days after the decision', async () => {
+    const { core: c, clock } = await core();
+    const live = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
+    const dead = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
+    await c.revokeGrant(dead.grant_id, 'person');
+    const base = { client_id: 'c', grant_id: 'g', person_id: 'person_erika', question: 'q', kind: 'contacts' as const, operation: 'create' as const, record_id: 'k', fields: {}, description: 'd', created_at: T0 };
+    c.repo.put('pending_actions', 'rejected', { ...base, id: 'rejected', status: 'rejected', decided_at: T0 });
+    c.repo.put('pending_actions', 'pending', { ...base, id: 'pending', status: 'pending' });
+    clock.advance(7 * DAY);
+    c.prune();
+    expect(Object.values(c.state.families).map((f) => f.grant_id)).toEqual([live.grant_id]);
+    expect(Object.keys(c.state.pending_actions)).toEqual(['pending']);
+    // The live family's refresh token still works.
+    expect((await c.exchangeToken({ grant_type: 'refresh_token', client_id: live.client_id, refresh_token: live.refresh_token! })).refresh_token).toBeTruthy();
+  });
+
+  it('every kind is configurable (serve --retention jobs=1h,...); unknown kinds and bad durations are refused', async () => {
+    const retention = parseRetentionFlag('jobs=1h,families=2d', parseRetentionFlag('codes=30m'));
+    expect(retention).toEqual({ researchJobs: HOUR, deadFamilies: 2 * DAY, expiredCodes: 30 * 60_000 });
+    const { core: c, clock } = await core(retention);
+    expect(c.retention).toEqual({ ...DEFAULT_RETENTION, ...retention });
+    c.repo.put('research_jobs', 'done', job('done', 'succeeded', T0));
+    clock.advance(HOUR);
+    c.prune();
+    expect(c.state.research_jobs).toEqual({});
+    for (const bad of ['nope=1d', 'jobs=', 'jobs=soon', 'jobs=-1d', 'jobs']) expect(() => parseRetentionFlag(bad)).toThrow(/kind|duration/);
+  });
+
+  it(`spec 3.2: a family keeps ${FAMILY_HISTORY} rotated generations, yet a replay of ANY earlier refresh token kills it (the handle names the family)`, async () => {
+    const { core: c } = await core();
+    const first = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
+    const tokens = [first.refresh_token!];
+    for (let i = 0; i < FAMILY_HISTORY + 6; i++) tokens.push((await c.exchangeToken({ grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).refresh_token!);
+    const family = Object.values(c.state.families)[0]!;
+    expect(family.history).toHaveLength(FAMILY_HISTORY);
+    await expect(c.exchangeToken({ grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens[0]! })).rejects.toMatchObject({ error: 'invalid_grant' });
+    expect(Object.values(c.state.families)[0]).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay', replayed_generation: null });
+    // The newest token died with its family.
+    await expect(c.exchangeToken({ grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).rejects.toMatchObject({ error: 'invalid_grant' });
+  });
+});
