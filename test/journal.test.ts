@@ -12,6 +12,10 @@ import { Core } from '../src/core/core.js';
 import { StateFileError } from '../src/core/errors.js';
 import { FilePersistence, readStateAt, type FilePersistenceOptions } from '../src/store/file-persistence.js';
 import { loadFixtures } from '../src/store/fixtures.js';
+import { generateSigningKey } from '../src/core/keys.js';
+import { Repository } from '../src/core/repository.js';
+import { emptyState } from '../src/core/state.js';
+import { journalLine } from '../src/store/journal.js';
 import { scratchDir } from './helpers/emulator.js';
 
 const T0 = Date.UTC(2026, 2, 1, 9);
@@ -135,6 +139,22 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
     const third = await open(file);
     expect(JSON.stringify(third.core.state)).toBe(JSON.stringify(second.core.state));
     await third.persistence.close();
+  });
+});
+
+describe('a first start that was killed', () => {
+  it('a state that exists only as a journal (killed before its state file was written) is replayed onto an empty state, and gets its state file at open', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    // Record 1 of a new state holds all of it: here a signing key and a client, as a first start writes them.
+    const repo = new Repository(emptyState());
+    repo.addSigningKey(await generateSigningKey(T0));
+    repo.put('clients', 'client_a', { client_id: 'client_a', client_id_issued_at: 1, client_name: 'A', redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' });
+    await writeFile(journalOf(file), journalLine({ seq: 1, changes: repo.drain().changes }), { mode: 0o600 });
+    const { core, persistence, notices } = await open(file);
+    expect(JSON.stringify(core.state)).toBe(JSON.stringify(repo.state));
+    expect(notices).toEqual([]);
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ clients: { client_a: { client_name: 'A' } }, journal_seq: 1 });
+    await persistence.close();
   });
 });
 

@@ -283,9 +283,11 @@ export class FilePersistence implements StatePersistence {
       for (const d of batch) error ? d.reject(error) : d.resolve();
     };
     if (changes.length === 0 && ledger.length === 0) {
-      // Nothing to write; everything before is durable (no record is in flight).
+      // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a
+      // journal (a first start that was killed) gets its state file now.
+      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting) this.#requestBase().then(() => settle(), settle);
+      else settle();
       this.#maybeBeginBase(repo);
-      settle();
       this.#next();
       return;
     }
