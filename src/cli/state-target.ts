@@ -68,6 +68,8 @@ class EmulatorTarget implements StateTarget {
  * take the file's lock and work on it directly, through the same core operations.
  */
 export async function openStateTarget(stateFlag: string | undefined): Promise<StateTarget> {
+  // What the load repaired on its own: on stderr, never mixed into the data on stdout.
+  const onNotice = (line: string) => void process.stderr.write(`agent-access: ${line}\n`);
   const file = await realStatePath(stateFlag ?? DEFAULT_STATE_FILE);
   // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
   const deadline = Date.now() + 10_000;
@@ -90,7 +92,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
     }
     try {
       const fixtures = await loadFixtures();
-      const core = await Core.open({ clock: systemClock, persistence: new FilePersistence(file), persons: fixtures.persons });
+      const core = await Core.open({ clock: systemClock, persistence: new FilePersistence(file, { onNotice }), persons: fixtures.persons });
       return new FileTarget(core, release);
     } catch (e) {
       await release();

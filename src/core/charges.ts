@@ -29,3 +29,14 @@ export const emptyTotals = (): ChargeTotals => ({ count: 0, by_client: {}, by_gr
 
 /** Sums in thousandths to keep decimal prices exact. */
 export const addAmount = (a: number, b: number): number => Math.round((a + b) * 1000) / 1000;
+
+/** The charge ledger beside a state file: `state.json` → `state.charges.jsonl`. */
+export const ledgerFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.charges.jsonl`;
+
+const shellQuoted = (path: string): string => `'${path.replace(/'/g, `'\\''`)}'`;
+
+/** The shell command that moves a state file away together with its charge ledger: they belong together, never one alone. */
+export const moveAwayCommand = (stateFile: string): string => {
+  const ledger = ledgerFileFor(stateFile);
+  return `mv ${shellQuoted(stateFile)} ${shellQuoted(`${stateFile}.bak`)} && mv ${shellQuoted(ledger)} ${shellQuoted(`${ledger}.bak`)}`;
+};

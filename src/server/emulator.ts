@@ -71,6 +71,11 @@ export interface EmulatorOptions {
    * chosen deterministically from `seed`; see README "Varying what the spec leaves open". Default: off.
    */
   varyUnspecified?: VaryUnspecified | false;
+  /**
+   * What the start repaired on its own after a crash, one line each, for the person at the terminal (`serve`
+   * prints them on stderr): uncommitted charge-ledger lines dropped. Default: process.emitWarning.
+   */
+  onNotice?: (line: string) => void;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
@@ -156,6 +161,7 @@ export class Emulator {
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
     const statePath = options.inMemory ? null : await realStatePath(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
+    const onNotice: NonNullable<EmulatorOptions['onNotice']> = options.onNotice ?? ((line) => process.emitWarning(`agent-access: ${line}`));
     let emulator: Emulator | undefined;
     let persistence: StatePersistence | undefined;
     // An object, not a variable: the lock's callback sets it, which control-flow narrowing cannot see.
@@ -184,7 +190,7 @@ export class Emulator {
     });
     let apps: FastifyInstance[] = [];
     try {
-      persistence = statePath ? new FilePersistence(statePath) : new MemoryPersistence();
+      persistence = statePath ? new FilePersistence(statePath, { onNotice }) : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;

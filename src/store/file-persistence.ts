@@ -1,19 +1,24 @@
 import { Low } from 'lowdb';
+import { ledgerFileFor } from '../core/charges.js';
 import { parseState, type State } from '../core/state.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { DurableJsonFile } from './durable-json-file.js';
+import { reconcileLedgerFile } from './ledger.js';
 
 /** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
-export const ledgerFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.charges.jsonl`;
+export { ledgerFileFor };
 
 /** The state in one lowdb JSON file. Only one process may hold it at a time (see lock.ts). */
 export class FilePersistence implements StatePersistence {
   readonly location: string;
   readonly #adapter: DurableJsonFile<State | null>;
   readonly #db: Low<State | null>;
+  readonly #onNotice: ((line: string) => void) | undefined;
 
-  constructor(file: string) {
+  /** `onNotice` hears what load repaired on its own (uncommitted ledger lines dropped), one line each. */
+  constructor(file: string, options: { onNotice?: (line: string) => void } = {}) {
     this.location = file;
+    this.#onNotice = options.onNotice;
     this.#adapter = new DurableJsonFile<State | null>(file, (text) => parseState(text, file), ledgerFileFor(file));
     this.#db = new Low<State | null>(this.#adapter, null);
   }
@@ -21,8 +26,8 @@ export class FilePersistence implements StatePersistence {
   async load(): Promise<State | null> {
     await this.#db.read();
     const state = this.#db.data;
-    // Ledger lines beyond the committed count were appended by a write that never completed: drop them.
-    if (state) await this.#adapter.trimLedger(state.charges.count);
+    // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were appended by a write that never completed: dropped.
+    await reconcileLedgerFile(this.location, ledgerFileFor(this.location), state?.charges ?? null, this.#onNotice);
     return state;
   }
 
