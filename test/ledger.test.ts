@@ -207,4 +207,62 @@ describe('serve checks the charge ledger against the state at start', () => {
     expect(await s.stop(), s.stderr()).toBe(0);
     expect(s.stdoutRest()).toBe('');
   });
+
+  it('a ledger line damaged while serve runs: GET /_admin/charges answers a problem naming the line, without a stack trace', async () => {
+    const { state, ledger, lines } = await stateWithCharges(await scratchDir());
+    const s = await startServe(['--state', state]);
+    servers.push(s);
+    await writeFile(ledger, `${lines[0]}\n{"seq":2}\n`);
+    const res = await http(`${s.ready.admin_url}/charges`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
+    expect(res.status).toBe(500);
+    expect(res.json()).toMatchObject({ title: 'ledger_damaged' });
+    expect(res.json().detail).toContain('line 2 is not charge seq 2');
+    expect(res.text).not.toContain('    at ');
+  });
+});
+
+describe('GET /_admin/charges: one consistent view', () => {
+  it('its total is the sum of its entries, per client too, and its entries are seq 1…n, while charges are recorded concurrently', { timeout: 60_000 }, async () => {
+    const dir = await scratchDir();
+    const emu = await Emulator.start({ port: 0, authPort: 0, state: join(dir, 'state.json'), prices: { ask: 0.1 }, rateLimit: '100000/min' });
+    try {
+      const flows = await Promise.all([authorizeAndApprove(emu), authorizeAndApprove(emu)]);
+      const admin = { authorization: `Bearer ${emu.adminToken}` };
+      let asking = true;
+      const asks = (async () => {
+        const all: Promise<unknown>[] = [];
+        for (let wave = 0; wave < 15; wave++) {
+          const batch = Array.from({ length: 20 }, (_, i) => postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flows[i % 2]!.tokens!.access_token}` }));
+          all.push(...batch);
+          await Promise.all(batch);
+        }
+        await Promise.all(all);
+        asking = false;
+      })();
+      const thousandths = (n: number) => Math.round(n * 1000);
+      let views = 0;
+      let sawPartial = false;
+      while (asking || views === 0) {
+        const report = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json() as { total: number; clients: Array<{ client_id: string; total: number; charges: number }>; entries: ChargeEntry[] };
+        views++;
+        expect(report.entries.map((e) => e.seq)).toEqual(report.entries.map((_e, i) => i + 1));
+        expect(thousandths(report.total)).toBe(report.entries.reduce((sum, e) => sum + thousandths(e.amount), 0));
+        for (const c of report.clients) {
+          const mine = report.entries.filter((e) => e.client_id === c.client_id);
+          expect(c.charges).toBe(mine.length);
+          expect(thousandths(c.total)).toBe(mine.reduce((sum, e) => sum + thousandths(e.amount), 0));
+        }
+        if (report.entries.length > 0 && report.entries.length < 300) sawPartial = true;
+      }
+      await asks;
+      const final = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json();
+      expect(final.entries).toHaveLength(300);
+      expect(final.total).toBe(30);
+      // The views above were taken while charges were being recorded, not only before or after.
+      expect(sawPartial).toBe(true);
+      expect(views).toBeGreaterThan(3);
+    } finally {
+      await emu.stop();
+    }
+  });
 });

@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
 import { Core, type GrantView } from '../core/core.js';
-import { FilePersistence } from '../store/file-persistence.js';
+import { FilePersistence, ledgerFileFor } from '../store/file-persistence.js';
+import { committedEntries } from '../store/ledger.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, readAdminFile, type AdminInfo } from '../server/admin-file.js';
@@ -29,7 +30,7 @@ class FileTarget implements StateTarget {
     return this.core.listGrants().find((g) => g.id === id) as GrantView;
   }
   async charges() {
-    return chargesReport(this.core, await this.core.persistence.readLedger());
+    return chargesReport(this.core, committedEntries(await this.core.persistence.readLedger(), ledgerFileFor(this.core.persistence.location!)));
   }
   async close() {
     await this.core.persistence.close();

@@ -49,8 +49,9 @@ export class FilePersistence implements StatePersistence {
     });
   }
 
+  /** Between two writes: every line is committed, none is half written (a write appends before it renames the state). */
   readLedger(): Promise<string[]> {
-    return this.#adapter.readLedger();
+    return this.#adapter.exclusive(() => this.#adapter.readLedger());
   }
 
   /** The lock was taken over: from now on nothing is written, and saves fail (see DurableJsonFile.abandon). */
