@@ -7,7 +7,7 @@ import { FilePersistence, ledgerFileFor } from '../store/file-persistence.js';
 import { committedEntries } from '../store/ledger.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, readAdminFile, type AdminInfo } from '../server/admin-file.js';
+import { DEFAULT_STATE_FILE, adminFileFor, announcedHolder, readAdminFile, type AdminInfo } from '../server/admin-file.js';
 import { CliError, EXIT } from './errors.js';
 
 /** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */
@@ -69,7 +69,7 @@ class EmulatorTarget implements StateTarget {
  * take the file's lock and work on it directly, through the same core operations.
  */
 export async function openStateTarget(stateFlag: string | undefined): Promise<StateTarget> {
-  // What the load repaired on its own: on stderr, never mixed into the data on stdout.
+  // What the lock and the load repaired or waited for on their own: on stderr, never mixed into the data on stdout.
   const onNotice = (line: string) => void process.stderr.write(`agent-access: ${line}\n`);
   const file = await realStatePath(stateFlag ?? DEFAULT_STATE_FILE);
   // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
@@ -77,7 +77,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
   while (Date.now() < deadline) {
     let release: () => Promise<void>;
     try {
-      release = await lockStateFile(file, { holderPid: () => announcedHolderPid(adminFileFor(file)) });
+      release = await lockStateFile(file, { holder: () => announcedHolder(adminFileFor(file)), onNotice });
     } catch (e) {
       if (!(e instanceof StateLockedError)) throw e;
       const admin = await readAdminFile(adminFileFor(file));

@@ -17,8 +17,8 @@ import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
-import { StateLockedError, lockStateFile, realStatePath, unlockQuietly } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, removeAdminFile, writeAdminFile } from './admin-file.js';
+import { StateLockedError, lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
+import { DEFAULT_STATE_FILE, adminFileFor, announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
@@ -72,8 +72,9 @@ export interface EmulatorOptions {
    */
   varyUnspecified?: VaryUnspecified | false;
   /**
-   * What the start repaired on its own after a crash, one line each, for the person at the terminal (`serve`
-   * prints them on stderr): uncommitted charge-ledger lines dropped. Default: process.emitWarning.
+   * What the start repaired or waited for on its own after a crash, one line each, for the person at the terminal
+   * (`serve` prints them on stderr): a wait on the state file's lock (whose holder, how old), a lock taken over from
+   * a holder that is gone, uncommitted charge-ledger lines dropped. Default: process.emitWarning.
    */
   onNotice?: (line: string) => void;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
@@ -171,7 +172,8 @@ export class Emulator {
       loadFixtures(options.fixtures),
       statePath
         ? lockStateFile(statePath, {
-            holderPid: () => announcedHolderPid(adminFileFor(statePath)),
+            holder: () => announcedHolder(adminFileFor(statePath)),
+            onNotice,
             // Another process took the file over: stop at once rather than be a second writer.
             onCompromised: (error) => {
               const lost = new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`);
@@ -250,7 +252,7 @@ export class Emulator {
       const urlHost = urlHostFor(host);
       core.setUrls({ baseUrl: `http://${urlHost}:${ports.api}`, authUrl: `http://${urlHost}:${ports.auth}` });
       if (emulator.adminFile) {
-        await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid });
+        await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid, pid_namespace: pidNamespace() });
       }
       emulator.#pruneTimer = setInterval(() => {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
