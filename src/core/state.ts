@@ -1,4 +1,4 @@
-import { emptyTotals, type ChargeTotals } from './charges.js';
+import { emptyTotals, moveAwayCommand, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
 import { frozen } from './immutable.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
@@ -164,7 +164,7 @@ const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
  * with a message that names the file; the file itself is never touched here.
  */
 export function parseState(text: string, file: string): State {
-  const reset = `Nothing was changed. To start over, move the file away (mv '${file}' '${file}.bak') or start with --state OTHER_FILE or --in-memory.`;
+  const reset = `Nothing was changed. To start over, move the file away with its charge ledger (${moveAwayCommand(file)}; the ledger only if there is one) or start with --state OTHER_FILE or --in-memory.`;
   let json: unknown;
   try {
     json = JSON.parse(text);
