@@ -259,7 +259,7 @@ describe('agent-access charges', () => {
 });
 
 describe('agent-access serve after a crash', () => {
-  it('a holder killed with SIGKILL does not block for long: its lock is taken once it is stale (about 5 s)', { timeout: 30_000 }, async () => {
+  it('a holder killed with SIGKILL does not block: its admin file names a pid that is gone, so its lock is taken at once; while the second lives, a third is refused', { timeout: 30_000 }, async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const first = await serve(['--state', state]);

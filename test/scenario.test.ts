@@ -2,6 +2,7 @@
  * Issue 7.5: `serve --scenario FILE` preloads clients, grants (a legacy one with retired scopes among them),
  * knowledge, research jobs and charges from a documented JSON file, checked completely before anything is created.
  */
+import { moveAwayCommand } from '../src/core/state-files.js';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -180,7 +181,7 @@ describe('issue 7.5: a scenario fills a new state only', () => {
     expect(error).toBeInstanceOf(StateFileError);
     expect((error as Error).message).toContain(`state file ${state} was not created from scenario ${EXAMPLE}`);
     expect((error as Error).message).toContain('it was created without a scenario');
-    expect((error as Error).message).toContain(`mv '${state}' '${state}.bak'`);
+    expect((error as Error).message).toContain(moveAwayCommand(state));
     expect((error as Error).message).toContain('start without --scenario');
     expect(await readFile(state)).toEqual(before);
 

@@ -67,8 +67,6 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       askTimeoutMs: flags.askTimeout,
       retention: flags.retention,
       journalLimit: flags.journalLimit,
-      // Always stderr: with --json, stdout carries the ready line only.
-      onNotice: (line) => process.stderr.write(`agent-access: ${line}\n`),
       askLatencyMs: flags.askLatency,
       timings: {
         ...(flags.realistic ? REALISTIC_TIMINGS : {}),
@@ -78,6 +76,11 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
       // Without a seed, a short random one: announced, so a run can be repeated with it.
       ...(flags.varyUnspecified !== undefined ? { varyUnspecified: { seed: flags.varyUnspecified === true ? randomInt(1_000_000) : flags.varyUnspecified } } : {}),
+      // One line each, on stderr (never stdout, which carries the ready line); with --ui in the log as well.
+      onNotice: (line) => {
+        process.stderr.write(`agent-access: ${line}\n`);
+        if (log.file) log.write(`${new Date().toISOString()} ${line}\n`);
+      },
       onError: (error, context) => {
         log.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
         if (context === 'lock') {

@@ -4,9 +4,11 @@ import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
 import { Core, type GrantView } from '../core/core.js';
 import { FilePersistence } from '../store/file-persistence.js';
+import { ledgerFileFor } from '../core/state-files.js';
+import { committedEntries } from '../store/ledger.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, readAdminFile, type AdminInfo } from '../server/admin-file.js';
+import { DEFAULT_STATE_FILE, adminFileFor, announcedHolder, readAdminFile, type AdminInfo } from '../server/admin-file.js';
 import { CliError, EXIT } from './errors.js';
 
 /** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */
@@ -29,7 +31,7 @@ class FileTarget implements StateTarget {
     return this.core.listGrants().find((g) => g.id === id) as GrantView;
   }
   async charges() {
-    return chargesReport(this.core, await this.core.persistence.readLedger());
+    return chargesReport(this.core, committedEntries(await this.core.persistence.readLedger(), ledgerFileFor(this.core.persistence.location!)));
   }
   async close() {
     await this.core.persistence.close();
@@ -68,13 +70,15 @@ class EmulatorTarget implements StateTarget {
  * take the file's lock and work on it directly, through the same core operations.
  */
 export async function openStateTarget(stateFlag: string | undefined): Promise<StateTarget> {
+  // What the lock and the load repaired or waited for on their own: on stderr, never mixed into the data on stdout.
+  const onNotice = (line: string) => void process.stderr.write(`agent-access: ${line}\n`);
   const file = await realStatePath(stateFlag ?? DEFAULT_STATE_FILE);
   // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
     let release: () => Promise<void>;
     try {
-      release = await lockStateFile(file, { holderPid: () => announcedHolderPid(adminFileFor(file)) });
+      release = await lockStateFile(file, { holder: () => announcedHolder(adminFileFor(file)), onNotice });
     } catch (e) {
       if (!(e instanceof StateLockedError)) throw e;
       const admin = await readAdminFile(adminFileFor(file));
@@ -90,7 +94,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
     }
     try {
       const fixtures = await loadFixtures();
-      const core = await Core.open({ clock: systemClock, persistence: new FilePersistence(file), persons: fixtures.persons });
+      const core = await Core.open({ clock: systemClock, persistence: new FilePersistence(file, { onNotice }), persons: fixtures.persons });
       return new FileTarget(core, release);
     } catch (e) {
       await release();

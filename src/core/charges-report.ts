@@ -1,4 +1,4 @@
-import type { ChargeEntry } from './charges.js';
+import { addAmount, type ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
 
 export interface ChargesReport {
@@ -8,14 +8,23 @@ export interface ChargesReport {
   entries: ChargeEntry[];
 }
 
-/** Totals per client (from the state) and the ledger's entries, for `agent-access charges`. */
-export function chargesReport(core: Core, ledgerLines: string[]): ChargesReport {
-  const entries = ledgerLines.map((line) => JSON.parse(line) as ChargeEntry);
-  const counts = new Map<string, number>();
-  for (const e of entries) counts.set(e.client_id, (counts.get(e.client_id) ?? 0) + 1);
-  const clients = Object.entries(core.state.charges.by_client)
-    .map(([client_id, total]) => ({ client_id, client_name: core.state.clients[client_id]?.client_name ?? '(unbekannter Client)', total, charges: counts.get(client_id) ?? 0 }))
+/**
+ * Totals per client and overall for `agent-access charges`, all summed from `entries` (the committed ledger lines,
+ * in seq order) as recordCharge sums them: the totals are those of exactly these entries, never of charges
+ * recorded since (the state's running totals may already count charges whose lines are not committed yet).
+ */
+export function chargesReport(core: Core, entries: ChargeEntry[]): ChargesReport {
+  const perClient = new Map<string, { total: number; charges: number }>();
+  let total = 0;
+  for (const e of entries) {
+    const client = perClient.get(e.client_id) ?? { total: 0, charges: 0 };
+    client.total = addAmount(client.total, e.amount);
+    client.charges++;
+    perClient.set(e.client_id, client);
+    total = addAmount(total, e.amount);
+  }
+  const clients = [...perClient]
+    .map(([client_id, c]) => ({ client_id, client_name: core.state.clients[client_id]?.client_name ?? '(unbekannter Client)', total: c.total, charges: c.charges }))
     .sort((a, b) => b.total - a.total);
-  const total = Math.round(clients.reduce((sum, c) => sum + c.total * 1000, 0)) / 1000;
   return { unit: 'AKh', total, clients, entries };
 }

@@ -1,6 +1,7 @@
 import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
 import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
+import { moveAwayCommand } from './state-files.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
 import { DAY, MINUTE, epochSeconds, type Clock } from './clock.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
@@ -667,6 +668,6 @@ function scenarioMismatch(file: string, state: State, scenario: LoadedScenario):
   return new StateFileError(
     file,
     `state file ${file} was not created from scenario ${scenario.file} (sha256 ${scenario.sha256.slice(0, 12)}…): ${made}. A scenario is loaded into a new state only. ` +
-      `Nothing was changed. To start from the scenario, move the state file away (mv '${file}' '${file}.bak') or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
+      `Nothing was changed. To start from the scenario, move the state file away with its journal and charge ledger (${moveAwayCommand(file)}) or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
   );
 }

@@ -1,4 +1,5 @@
 import { emptyTotals, type ChargeTotals } from './charges.js';
+import { resetAdvice } from './state-files.js';
 import { StateFileError } from './errors.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
@@ -150,11 +151,6 @@ const COORDINATE = /^[A-Za-z0-9_-]{43}$/;
 const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
   isRecord(v) && v.kty === 'EC' && v.crv === 'P-256' && COORDINATE.test(String(v.x)) && COORDINATE.test(String(v.y)) && (!withPrivate || COORDINATE.test(String(v.d)));
 
-/** What to do when a state file is refused: said in every such message, so that no message leaves the user stuck. */
-export const resetAdvice = (file: string): string => {
-  const base = file.replace(/\.json$/i, '');
-  return `Nothing was changed. To start over, move the state file away together with its journal and charge ledger (mv '${file}' '${file}.bak'; mv '${base}.journal.jsonl' '${base}.journal.jsonl.bak'; mv '${base}.charges.jsonl' '${base}.charges.jsonl.bak'), or start with --state OTHER_FILE or --in-memory.`;
-};
 
 /**
  * Parses what was read from a state file. Anything but the shape written by this version is refused

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { isAlive, pidNamespace, processStartedAt, type AnnouncedHolder } from '../store/lock.js';
 
 /** Where `serve` keeps state unless told otherwise, relative to its working directory. */
 export const DEFAULT_STATE_FILE = '.agent-access/state.json';
@@ -11,6 +12,8 @@ export interface AdminInfo {
   base_url: string;
   auth_url: string;
   pid: number;
+  /** Where `pid` means this process: host, boot and pid namespace (pidNamespace()). Absent in files of older versions. */
+  pid_namespace?: string;
 }
 
 export const adminFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.admin.json`;
@@ -36,15 +39,28 @@ export async function readAdminFile(file: string): Promise<AdminInfo | null> {
   }
 }
 
+/** A pid reused by a process that started this long after the announcement is another process's for sure. */
+const REUSE_MARGIN_MS = 1_000;
+
 /**
- * The pid of the emulator this admin file announces, while that emulator may still be there: its admin port
- * takes connections (a stopped one's does too, the kernel accepts for it). A refused connection means the file
- * was left by a process that died, whatever runs under its pid now (after a restart, a container's new pid 1).
+ * The emulator this admin file announces, judged now (see AnnouncedHolder). `live` while its pid is alive and its
+ * admin port takes connections (a stopped one's does too, the kernel accepts for it). A refused connection means
+ * the file was left by a process that died, or by one that is stopping. `gone` when it provably cannot be there
+ * any more: the file was written in this pid namespace (and boot), and its pid is not alive, or belongs to a
+ * process started after the file was written (a restarted container's new pid 1). A pid that is alive and may be
+ * the writer, its port closed (a serve in the middle of stopping), is neither live nor gone.
  */
-export async function announcedHolderPid(file: string): Promise<number | null> {
+export async function announcedHolder(file: string): Promise<AnnouncedHolder | null> {
   const info = await readAdminFile(file);
   if (!info || typeof info.pid !== 'number') return null;
-  return (await refusesConnections(info.admin_url)) ? null : info.pid;
+  const written = await stat(file).catch(() => null);
+  if (!written) return null;
+  const alive = isAlive(info.pid);
+  const live = alive && !(await refusesConnections(info.admin_url));
+  const here = info.pid_namespace === pidNamespace();
+  const startedAt = alive && !live && here ? processStartedAt(info.pid) : null;
+  const gone = !live && here && (!alive || (startedAt !== null && startedAt > written.mtimeMs + REUSE_MARGIN_MS));
+  return { pid: info.pid, file, announcedAt: written.mtimeMs, live, gone };
 }
 
 function refusesConnections(url: string): Promise<boolean> {

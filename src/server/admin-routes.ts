@@ -8,7 +8,9 @@ import { parseConsentPolicy } from '../core/consent-policy.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
-import { ProblemError } from '../core/errors.js';
+import { ProblemError, StateFileError } from '../core/errors.js';
+import { ledgerFileFor } from '../core/state-files.js';
+import { committedEntries } from '../store/ledger.js';
 import { AdminFeed } from './admin-feed.js';
 import type { Allowlist } from '../core/allowlist.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
@@ -67,7 +69,16 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     });
     admin.get('/health', async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
     admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: core.listGrants(request.query as { person_id?: string; client_id?: string }) }));
-    admin.get('/charges', async () => chargesReport(core, await core.persistence.readLedger()));
+    // From the committed ledger lines only, totals included: the total is always the sum of the entries answered.
+    admin.get('/charges', async () => {
+      const location = core.persistence.location;
+      try {
+        return chargesReport(core, committedEntries(await core.persistence.readLedger(), location && ledgerFileFor(location)));
+      } catch (e) {
+        if (e instanceof StateFileError) throw new ProblemError(500, 'ledger_damaged', e.message);
+        throw e;
+      }
+    });
     admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
       const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';

@@ -19,8 +19,8 @@ import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
-import { StateLockedError, lockStateFile, realStatePath, unlockQuietly } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, announcedHolderPid, removeAdminFile, writeAdminFile } from './admin-file.js';
+import { StateLockedError, lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
+import { DEFAULT_STATE_FILE, adminFileFor, announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
@@ -77,7 +77,11 @@ export interface EmulatorOptions {
   retention?: Partial<Retention>;
   /** Fold the state file's journal into it once the journal holds this many bytes (or half the state file's size). Default 8 MiB. */
   journalLimit?: number;
-  /** What a start found and did to recover from a crash, one line each (serve prints them on stderr). */
+  /**
+   * What the start repaired or waited for on its own after a crash, one line each, for the person at the terminal
+   * (`serve` prints them on stderr): a wait on the state file's lock (whose holder, how old), a lock taken over from
+   * a holder that is gone, uncommitted charge-ledger lines dropped. Default: process.emitWarning.
+   */
   onNotice?: (line: string) => void;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
@@ -164,6 +168,7 @@ export class Emulator {
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
     const statePath = options.inMemory ? null : await realStatePath(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
+    const onNotice: NonNullable<EmulatorOptions['onNotice']> = options.onNotice ?? ((line) => process.emitWarning(`agent-access: ${line}`));
     let emulator: Emulator | undefined;
     let persistence: StatePersistence | undefined;
     // An object, not a variable: the lock's callback sets it, which control-flow narrowing cannot see.
@@ -173,7 +178,8 @@ export class Emulator {
       loadFixtures(options.fixtures),
       statePath
         ? lockStateFile(statePath, {
-            holderPid: () => announcedHolderPid(adminFileFor(statePath)),
+            holder: () => announcedHolder(adminFileFor(statePath)),
+            onNotice,
             // Another process took the file over: stop at once rather than be a second writer.
             onCompromised: (error) => {
               const lost = new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`);
@@ -192,7 +198,7 @@ export class Emulator {
     });
     let apps: FastifyInstance[] = [];
     try {
-      persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice: options.onNotice }) : new MemoryPersistence();
+      persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice }) : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
@@ -253,7 +259,7 @@ export class Emulator {
       const urlHost = urlHostFor(host);
       core.setUrls({ baseUrl: `http://${urlHost}:${ports.api}`, authUrl: `http://${urlHost}:${ports.auth}` });
       if (emulator.adminFile) {
-        await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid });
+        await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid, pid_namespace: pidNamespace() });
       }
       emulator.#pruneTimer = setInterval(() => {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));

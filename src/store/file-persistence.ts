@@ -7,13 +7,13 @@ import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { applyChanges, type Repository } from '../core/repository.js';
-import { COLLECTION_NAMES, checkState, emptyState, resetAdvice, type State } from '../core/state.js';
+import { COLLECTION_NAMES, checkState, emptyState, type State } from '../core/state.js';
+import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional, writeFileDurably } from './durable-write.js';
-import { journalFileFor, journalLine, parseJournal, type JournalRecord } from './journal.js';
+import { reconcileLedgerFile } from './ledger.js';
+import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
-/** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
-export const ledgerFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.charges.jsonl`;
 
 export interface FilePersistenceOptions {
   /** Fold the journal into the state file once it holds this many bytes, or half the state file's size if that is more. Default 8 MiB. */
@@ -241,8 +241,9 @@ export class FilePersistence implements StatePersistence {
       this.#notice(`dropped an unfinished journal record (${read.dropped} bytes) at the end of ${this.journalFile}: its request was never answered`);
     }
     if (base && read.replayed > 0) this.#notice(`replayed ${read.replayed} journal record${read.replayed === 1 ? '' : 's'} from ${this.journalFile} (the last stop was not clean)`);
-    // Ledger lines beyond the committed count were appended by a commit that never completed: drop them.
-    if (read.state) await this.#trimLedger(read.state.charges.count);
+    // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
+    // appended by a commit that never completed: dropped.
+    await reconcileLedgerFile(this.location, this.ledgerFile, read.state?.charges ?? null, this.#notice);
     await this.#open();
     return read.state;
   }
@@ -368,8 +369,9 @@ export class FilePersistence implements StatePersistence {
     this.#journalBytes = reply.journalBytes ?? 0;
   }
 
-  async readLedger(): Promise<string[]> {
-    return ((await readOptional(this.ledgerFile)) ?? '').split('\n').filter((line) => line.length > 0);
+  /** Between two commits: every line is committed, none half written (a commit appends its ledger lines before its record). */
+  readLedger(): Promise<string[]> {
+    return this.#exclusive(async () => ((await readOptional(this.ledgerFile)) ?? '').split('\n').filter((line) => line.length > 0));
   }
 
   /** A compaction now, then the state file and the ledger lines it counts, read as they are on disk. */
@@ -452,13 +454,6 @@ export class FilePersistence implements StatePersistence {
     if (!worker) return;
     await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
     await worker.terminate();
-  }
-
-  async #trimLedger(count: number): Promise<void> {
-    const all = await this.readLedger();
-    if (all.length <= count) return;
-    await writeFileDurably(this.ledgerFile, all.slice(0, count).map((l) => `${l}\n`).join(''));
-    this.#notice(`dropped ${all.length - count} uncommitted line${all.length - count === 1 ? '' : 's'} at the end of ${this.ledgerFile}: their requests were never answered`);
   }
 
   #open(): Promise<void> {

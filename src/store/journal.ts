@@ -1,9 +1,7 @@
 import { StateFileError } from '../core/errors.js';
-import { resetAdvice } from '../core/state.js';
+import { resetAdvice } from '../core/state-files.js';
 import type { Change } from '../core/repository.js';
 
-/** The journal beside the state file: `state.json` → `state.journal.jsonl`. */
-export const journalFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.journal.jsonl`;
 
 /** One commit in the journal: its number (consecutive, from 1) and the changes it made. One JSON line each. */
 export interface JournalRecord {

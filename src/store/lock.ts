@@ -1,4 +1,7 @@
-import { lstat, mkdir, readlink, realpath } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
+import { lstat, mkdir, readlink, realpath, rmdir, stat } from 'node:fs/promises';
+import { hostname, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { AgentAccessError, StateFileError } from '../core/errors.js';
@@ -15,19 +18,40 @@ export class StateLockedError extends AgentAccessError {
   }
 }
 
+/** What a holder announced about itself (serve's admin file, see admin-file.ts), judged now. */
+export interface AnnouncedHolder {
+  pid: number;
+  /** Where it announced itself (the admin file), for messages. */
+  file: string;
+  /** When it announced itself (the admin file's mtime, ms): after it had taken the lock. */
+  announcedAt: number;
+  /** Its pid is alive and its admin port takes connections (a stopped serve's kernel still accepts): it may hold the lock. */
+  live: boolean;
+  /**
+   * Provably gone: announced on this host and in this pid namespace, and its pid is not alive, or belongs to a
+   * process started after the announcement (a reused pid). A serve that is stopping (its port closed, its pid
+   * alive) is not gone.
+   */
+  gone: boolean;
+}
+
 export interface LockOptions {
-  /** The holder's pid as it announced itself (serve's admin file), if known. */
-  holderPid?: () => Promise<number | null>;
+  /** The holder as it announced itself (serve's admin file), if it did. */
+  holder?: () => Promise<AnnouncedHolder | null>;
   /** The lock was lost (another process took it over): the holder must stop writing. */
   onCompromised?: (error: Error) => void;
+  /** One line for the person at the terminal: a wait on a lock, a lock taken over from a holder that is gone. */
+  onNotice?: (line: string) => void;
 }
 
 /**
  * Takes the single-writer lock on a state file: a `FILE.lock` directory that the holder refreshes every second.
- * If a live process holds it, this fails at once. If the holder is gone (killed without releasing), this waits
- * until proper-lockfile sees the lock go stale and takes it. A holder that announced its pid and is still alive
- * keeps its lock even when it has not refreshed it for longer than that (stopped with Ctrl+Z, paused in a
- * debugger): staleness alone would hand its file to a second writer. Returns the release function.
+ * If a live process holds it, this fails at once. If the holder announced itself and is provably gone (killed,
+ * see AnnouncedHolder.gone) and the lock is still the one it took (created before it announced itself, so
+ * nobody has taken it since), the lock is taken at once. Otherwise a holder that is gone is waited out until
+ * proper-lockfile sees its lock go stale. A holder that announced its pid and is still alive keeps its lock even
+ * when it has not refreshed it for longer than that (stopped with Ctrl+Z, paused in a debugger): staleness alone
+ * would hand its file to a second writer. Returns the release function.
  */
 export async function lockStateFile(file: string, options: LockOptions = {}): Promise<() => Promise<void>> {
   try {
@@ -36,22 +60,114 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
     throw new StateFileError(file, `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`, { cause: e });
   }
-  const liveHolder = async (): Promise<number | null> => {
-    const pid = (await options.holderPid?.()) ?? null;
-    return pid !== null && isAlive(pid) ? pid : null;
-  };
-  const announced = await liveHolder();
+  const holder = async (): Promise<AnnouncedHolder | null> => (await options.holder?.()) ?? null;
+  const announced = await holder();
   // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
-  if (announced !== null && (await lockfile.check(file, { realpath: false, stale: Number.MAX_SAFE_INTEGER }))) throw new StateLockedError(file, announced);
+  if (announced?.live && (await lockfile.check(file, { realpath: false, stale: Number.MAX_SAFE_INTEGER }))) throw new StateLockedError(file, announced.pid);
+  const takenOver = announced?.gone ? await removeLockOfGoneHolder(file, announced) : null;
   try {
-    return await takeLock(file, 0, options);
+    const release = await takeLock(file, 0, options);
+    if (takenOver) options.onNotice?.(takenOver);
+    return release;
   } catch (e) {
     if (!(e instanceof StateLockedError)) throw e;
-    const pid = await liveHolder();
-    if (pid !== null) throw new StateLockedError(file, pid);
+    const now = await holder();
+    if (now?.live) throw new StateLockedError(file, now.pid);
     // A holder that died, or one that announced nothing (a short CLI call, or a start in progress): wait for release or staleness.
+    const age = await lockAge(file);
+    if (age !== null) options.onNotice?.(`waiting for the lock on ${file}, last refreshed ${seconds(age)} ago ${heldBy(now)}; it is taken once released, or once not refreshed for ${STALE_MS / 1000} s`);
     return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
   }
+}
+
+const lockDirOf = (file: string): string => `${file}.lock`;
+const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
+
+function heldBy(holder: AnnouncedHolder | null): string {
+  if (!holder) return 'by a process that did not announce itself (a short CLI call, or a serve that is starting, or was killed before it announced itself)';
+  if (holder.gone) return `by a process other than pid ${holder.pid} (named in ${holder.file}, which is gone): the lock is newer than that file, or its age unknown`;
+  return `by pid ${holder.pid} (named in ${holder.file}), whose admin port does not take connections: it is stopping, or it died`;
+}
+
+/** How long ago the lock was last refreshed (ms), or null if there is none. */
+async function lockAge(file: string): Promise<number | null> {
+  const info = await stat(lockDirOf(file)).catch(() => null);
+  return info ? Date.now() - info.mtimeMs : null;
+}
+
+/**
+ * A lock created before its holder announced itself is that holder's: anyone who took it over since removed it
+ * and created a new one (mkdir), born later. Birth times come from statx; where a file system has none, Node
+ * reports 0 (never the holder's then) or the change time, which every refresh moves past the announcement.
+ */
+const isLockOf = (lock: { birthtimeMs: number }, holder: AnnouncedHolder): boolean => lock.birthtimeMs > 0 && lock.birthtimeMs < holder.announcedAt;
+
+/**
+ * Removes the lock of a holder that is gone, if it is still that holder's (see isLockOf): nobody refreshes it,
+ * so waiting for it to go stale would only delay the restart. Returns the notice to give once the lock is taken,
+ * or null if the lock is someone else's (then the usual rules apply).
+ */
+async function removeLockOfGoneHolder(file: string, holder: AnnouncedHolder): Promise<string | null> {
+  const dir = lockDirOf(file);
+  const lock = await stat(dir).catch(() => null);
+  if (!lock || !isLockOf(lock, holder)) return null;
+  // Looked at again just before: two starts racing here must not remove the lock the faster one has just made.
+  const again = await stat(dir).catch(() => null);
+  if (!again || !isLockOf(again, holder)) return null;
+  try {
+    await rmdir(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return null;
+  }
+  return `took over the lock on ${file} from pid ${holder.pid} (named in ${holder.file}), whose process is gone; the lock was last refreshed ${seconds(Date.now() - lock.mtimeMs)} ago`;
+}
+
+let namespace: string | undefined;
+
+/** This host and pid namespace, as an admin file records it: a pid means the same process only where this matches. */
+export function pidNamespace(): string {
+  return (namespace ??= readPidNamespace());
+}
+
+function readPidNamespace(): string {
+  const read = (get: () => string): string => {
+    try {
+      return get().trim();
+    } catch {
+      return '';
+    }
+  };
+  // Linux: the boot and the pid namespace exactly. Elsewhere (no pid namespaces): the boot time to the minute; a
+  // mismatch only costs the wait for staleness.
+  const boot = read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')) || `boot ${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
+  let pids = '';
+  if (process.platform === 'linux') {
+    // Unknown namespace: matching nobody, not everybody (two containers could share host name and boot).
+    pids = read(() => readlinkSync('/proc/self/ns/pid')) || `unknown ${randomUUID()}`;
+  }
+  return [hostname(), boot, pids].join(' ');
+}
+
+/** Ticks of /proc/PID/stat's start time (Linux, USER_HZ), or null. */
+function startTicks(pid: number | 'self'): number | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces and parentheses): state is field 3, starttime field 22.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    return Number.isFinite(ticks) ? ticks : null;
+  } catch {
+    return null;
+  }
+}
+
+/** When the process with this pid started (ms since the epoch, to about 10 ms), where /proc tells; else null. */
+export function processStartedAt(pid: number): number | null {
+  const theirs = startTicks(pid);
+  const ours = startTicks('self');
+  if (theirs === null || ours === null) return null;
+  const ourStart = Date.now() - process.uptime() * 1000;
+  return ourStart + ((theirs - ours) * 1000) / 100;
 }
 
 /**

@@ -53,6 +53,8 @@ let paths: Paths | null = null;
 let journal: Appendable | null = null;
 let ledger: Appendable | null = null;
 let base: { name: string; fd: number; journalOffset: number; bytes: number; error: Error | null } | null = null;
+/** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
+let lastCommitFailed = false;
 
 const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
 /** Exactly the names `tempName` makes for this file. */
@@ -193,10 +195,12 @@ function handle(message: WriterMessage): WriterReply | null {
     }
     case 'commit': {
       const p = need();
+      lastCommitFailed = true;
       if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
       const target = (journal ??= openAppendable(p.journal));
       try {
         append(target, message.record);
+        lastCommitFailed = false;
       } catch (e) {
         // The ledger lines belong to this record: without it they were never committed.
         if (message.ledger && ledger) {
@@ -211,6 +215,11 @@ function handle(message: WriterMessage): WriterReply | null {
       const p = need();
       const name = tempName(p.file);
       base = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
+      // The snapshot was taken after the record just before: if that record is not on disk, neither may the snapshot be.
+      if (lastCommitFailed) {
+        base.error = new Error('the journal record this state file follows could not be written');
+        return null;
+      }
       try {
         base.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
       } catch (e) {

@@ -1,0 +1,179 @@
+import { readFile } from 'node:fs/promises';
+import { addAmount, type ChargeEntry, type ChargeTotals } from '../core/charges.js';
+import { moveAwayCommand } from '../core/state-files.js';
+import { StateFileError } from '../core/errors.js';
+import { writeFileDurably } from './durable-write.js';
+
+/**
+ * The charge ledger beside a state file (`state.charges.jsonl`): one ChargeEntry a line, line n being seq n. A
+ * commit appends its lines (and syncs them) before it renames the new state into place, so after a crash the
+ * ledger may hold lines beyond the state's `charges.count`: those were never committed (no answer went out for
+ * them) and are dropped. Everything else that disagrees is refused: the two files must come from one history.
+ */
+
+const ENTRY_KEYS = ['seq', 'at', 'client_id', 'grant_id', 'route', 'amount', 'unit', 'idempotency_key'] as const;
+
+/** Ledger text cut into lines: `lines` each ended by a newline; `torn` what follows the last newline ('' if nothing). */
+export interface LedgerLines {
+  lines: string[];
+  /** A last line without its newline: a write torn by a crash. Never committed. */
+  torn: string;
+}
+
+export function splitLedger(text: string): LedgerLines {
+  const parts = text.split('\n');
+  const torn = parts.pop() ?? '';
+  return { lines: parts, torn };
+}
+
+/** Why `line` is not the ledger entry `seq`, or null if it is. */
+function lineProblem(line: string, seq: number): string | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return line.length === 0 ? 'it is empty' : 'it is not JSON';
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'it is not a JSON object';
+  const entry = value as Record<string, unknown>;
+  const unknown = Object.keys(entry).filter((k) => !(ENTRY_KEYS as readonly string[]).includes(k));
+  if (unknown.length > 0) return `it has unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')}`;
+  if (entry.seq !== seq) return `its seq is ${JSON.stringify(entry.seq)}, not its line number ${seq}`;
+  if (typeof entry.at !== 'number' || !Number.isFinite(entry.at)) return '"at" is not a time in ms';
+  for (const key of ['client_id', 'grant_id', 'route'] as const) {
+    if (typeof entry[key] !== 'string' || entry[key] === '') return `"${key}" is not a non-empty string`;
+  }
+  if (typeof entry.amount !== 'number' || !Number.isFinite(entry.amount)) return '"amount" is not a number';
+  if (entry.unit !== 'AKh') return `"unit" is ${JSON.stringify(entry.unit)}, not "AKh"`;
+  if (entry.idempotency_key !== null && typeof entry.idempotency_key !== 'string') return '"idempotency_key" is neither a string nor null';
+  return null;
+}
+
+/** Thrown by parseLedgerLines: line `seq` is not a ledger entry. */
+export class LedgerLineError extends Error {
+  readonly seq: number;
+  constructor(seq: number, problem: string) {
+    super(`line ${seq} is not charge seq ${seq}: ${problem}`);
+    this.seq = seq;
+  }
+}
+
+/** Parses complete ledger lines strictly: line i (from 0) must be the ChargeEntry with seq i + 1 and typed fields. */
+export function parseLedgerLines(lines: readonly string[]): ChargeEntry[] {
+  return lines.map((line, i) => {
+    const problem = lineProblem(line, i + 1);
+    if (problem) throw new LedgerLineError(i + 1, problem);
+    return JSON.parse(line) as ChargeEntry;
+  });
+}
+
+/** What reconcileLedger found: the committed lines are the ledger's first `committed`; `uncommitted` follow them. */
+export interface Reconciled {
+  committed: number;
+  /** Lines beyond the committed count (a torn last line included): written by a commit that never completed. */
+  uncommitted: number;
+  /** The ledger text without them (set when uncommitted > 0). */
+  keep: string | null;
+}
+
+const sumBy = (entries: readonly ChargeEntry[], key: 'client_id' | 'grant_id'): Map<string, number> => {
+  const sums = new Map<string, number>();
+  for (const e of entries) sums.set(e[key], addAmount(sums.get(e[key]) ?? 0, e.amount));
+  return sums;
+};
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `seq ${from}–${to}`);
+const q = (path: string) => `'${path.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * Checks that the ledger belongs to the state: the first `totals.count` lines exist, each is the entry of its seq,
+ * and they sum per client and per grant (in thousandths, as recordCharge adds) to the state's totals. Lines
+ * beyond the count are uncommitted and reported for dropping. `totals` null: there is no state file; `ledger`
+ * null: there is no ledger file. Anything else that disagrees throws a StateFileError that names both files, what
+ * disagrees, and the way out; nothing is written here.
+ */
+export function reconcileLedger(stateFile: string, ledgerFile: string, totals: ChargeTotals | null, ledger: string | null): Reconciled {
+  const { lines, torn } = splitLedger(ledger ?? '');
+  const count = totals?.count ?? 0;
+  const refuse = (what: string, wayOut = bothWaysOut(stateFile)) =>
+    new StateFileError(stateFile, `charge ledger ${ledgerFile} does not belong to state file ${stateFile}: ${what}. Nothing was changed. ${wayOut}`);
+  if (!Number.isSafeInteger(count) || count < 0) throw refuse(`the state's charges.count is ${JSON.stringify(count)}, not a number of lines`);
+  // An old ledger beside a state that counts none of it: the state was replaced or moved away, never a crash (a
+  // crash leaves at most the lines of one commit beyond the count, and those follow committed ones only when count > 0).
+  if (count === 0 && lines.length > 0) {
+    const what = `the ledger holds ${plural(lines.length, 'charge line')} (${seqRange(1, lines.length)}), but ${totals ? 'the state records no charges' : 'there is no state file'}`;
+    if (totals) throw refuse(what);
+    throw refuse(
+      what,
+      `Put back the state file these charges belong to, restoring both files from the same backup or snapshot; or, to start over without them, move the ledger away as well: mv ${q(ledgerFile)} ${q(`${ledgerFile}.bak`)}`,
+    );
+  }
+  if (count > 0 && ledger === null) throw refuse(`the ledger is missing, and the state counts ${plural(count, 'charge')}`);
+  if (lines.length < count) throw refuse(`the ledger holds ${plural(lines.length, 'complete line')}, but the state counts ${plural(count, 'charge')} (${seqRange(lines.length + 1, count)} missing)`);
+  let entries: ChargeEntry[];
+  try {
+    entries = parseLedgerLines(lines.slice(0, count));
+  } catch (e) {
+    if (!(e instanceof LedgerLineError)) throw e;
+    throw refuse(`ledger ${e.message}`);
+  }
+  for (const [key, field] of [['client_id', 'by_client'], ['grant_id', 'by_grant']] as const) {
+    const sums = sumBy(entries, key);
+    const recorded = totals?.[field] ?? {};
+    const names = [...sums.keys(), ...Object.keys(recorded).filter((name) => !sums.has(name))];
+    for (const name of names) {
+      const sum = sums.get(name);
+      const total = Object.hasOwn(recorded, name) ? recorded[name] : undefined;
+      if (sum !== total) {
+        const which = key === 'client_id' ? 'client' : 'grant';
+        const ledgerSays = count === 0 ? 'the ledger has no committed lines' : `the ledger's committed lines (${seqRange(1, count)}) sum to ${sum === undefined ? 'nothing for it' : `${sum} AKh`}`;
+        throw refuse(`the state's total for ${which} ${name} is ${total === undefined ? 'missing' : `${JSON.stringify(total)} AKh`}, but ${ledgerSays}`);
+      }
+    }
+  }
+  const uncommitted = lines.length - count + (torn.length > 0 ? 1 : 0);
+  if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null };
+  return { committed: count, uncommitted, keep: lines.slice(0, count).map((line) => `${line}\n`).join('') };
+}
+
+function bothWaysOut(stateFile: string): string {
+  return `Restore both files from the same backup or snapshot; or, to start over without them, move BOTH away: ${moveAwayCommand(stateFile)}`;
+}
+
+/** The ledger's text, or null if there is none. Other read errors are a StateFileError naming the file. */
+export async function readLedgerText(stateFile: string, ledgerFile: string): Promise<string | null> {
+  try {
+    return await readFile(ledgerFile, 'utf8');
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'ENOENT') return null;
+    throw new StateFileError(stateFile, `cannot read charge ledger ${ledgerFile} of state file ${stateFile} (${err.code ?? err.message}). Check its permissions; nothing was changed.`, { cause: e });
+  }
+}
+
+/**
+ * At load: reconciles the ledger with the state's totals (see reconcileLedger; `totals` null: no state file) and
+ * drops uncommitted lines, durably (temp file, fdatasync, rename, directory fsync: a crash meanwhile keeps every
+ * committed line, and a ledger that is a symlink is replaced, never written through). `onNotice` hears one line
+ * when lines were dropped. Throws StateFileError, leaving both files untouched, when they disagree otherwise.
+ */
+export async function reconcileLedgerFile(stateFile: string, ledgerFile: string, totals: ChargeTotals | null, onNotice?: (line: string) => void): Promise<void> {
+  const text = await readLedgerText(stateFile, ledgerFile);
+  const result = reconcileLedger(stateFile, ledgerFile, totals, text);
+  if (result.keep === null) return;
+  await writeFileDurably(ledgerFile, result.keep);
+  onNotice?.(
+    `dropped ${plural(result.uncommitted, 'uncommitted line')} (${seqRange(result.committed + 1, result.committed + result.uncommitted)}) from the end of charge ledger ${ledgerFile}: written by a commit that did not complete (the process stopped before ${stateFile} was saved), so none of them was acknowledged`,
+  );
+}
+
+/** The committed entries of the ledger as read through `readLedger` (complete, committed lines), strictly parsed. */
+export function committedEntries(lines: readonly string[], ledgerFile: string | null): ChargeEntry[] {
+  try {
+    return parseLedgerLines(lines);
+  } catch (e) {
+    if (!(e instanceof LedgerLineError)) throw e;
+    throw new StateFileError(ledgerFile ?? '(in memory)', `charge ledger ${ledgerFile ?? '(in memory)'} is damaged: ${e.message}; it was changed while the emulator ran`);
+  }
+}

@@ -1,0 +1,272 @@
+import { moveAwayCommand } from '../src/core/state-files.js';
+import { existsSync } from 'node:fs';
+import { appendFile, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ChargeEntry, ChargeTotals } from '../src/core/charges.js';
+import { StateFileError } from '../src/core/errors.js';
+import { Emulator } from '../src/server/emulator.js';
+import { reconcileLedger } from '../src/store/ledger.js';
+import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { scratchDir } from './helpers/emulator.js';
+import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
+
+const servers: ServeProcess[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    if (s.child.exitCode === null) {
+      s.child.kill('SIGKILL');
+      await s.exit;
+    }
+  }
+});
+
+const entry = (seq: number, client_id: string, amount: number, grant_id = `grant_${client_id}`): ChargeEntry => ({
+  seq,
+  at: 1_700_000_000_000 + seq,
+  client_id,
+  grant_id,
+  route: 'POST /chat/ask',
+  amount,
+  unit: 'AKh',
+  idempotency_key: null,
+});
+const text = (entries: ChargeEntry[]) => entries.map((e) => `${JSON.stringify(e)}\n`).join('');
+const totalsOf = (entries: ChargeEntry[]): ChargeTotals => {
+  const totals: ChargeTotals = { count: entries.length, by_client: {}, by_grant: {} };
+  for (const e of entries) {
+    totals.by_client[e.client_id] = Math.round(((totals.by_client[e.client_id] ?? 0) + e.amount) * 1000) / 1000;
+    totals.by_grant[e.grant_id] = Math.round(((totals.by_grant[e.grant_id] ?? 0) + e.amount) * 1000) / 1000;
+  }
+  return totals;
+};
+const refusal = (run: () => unknown): StateFileError => {
+  try {
+    run();
+  } catch (e) {
+    expect(e).toBeInstanceOf(StateFileError);
+    return e as StateFileError;
+  }
+  throw new Error('expected a refusal');
+};
+
+describe('charge ledger: the first count lines are the committed charges, and they sum to the totals', () => {
+  const three = [entry(1, 'c1', 0.1), entry(2, 'c2', 2), entry(3, 'c1', 0.2)];
+
+  it('committed lines that sum (in thousandths) to the totals are accepted; nothing to drop', () => {
+    const tenths = [1, 2, 3].map((seq) => entry(seq, 'c1', 0.1));
+    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(tenths), text(tenths))).toEqual({ committed: 3, uncommitted: 0, keep: null });
+    expect(totalsOf(tenths).by_client.c1).toBe(0.3);
+  });
+
+  it('lines beyond the count, and a torn last line without its newline, are uncommitted: dropped, and counted', () => {
+    const ledger = `${text([...three, entry(4, 'c1', 0.1), entry(5, 'c2', 0.1)])}{"seq":6,"at":17`;
+    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(three), ledger)).toEqual({ committed: 3, uncommitted: 3, keep: text(three) });
+  });
+
+  it('no state file and no ledger, or an empty one: a fresh start', () => {
+    expect(reconcileLedger('s.json', 's.charges.jsonl', null, null)).toMatchObject({ uncommitted: 0 });
+    expect(reconcileLedger('s.json', 's.charges.jsonl', null, '')).toMatchObject({ uncommitted: 0 });
+  });
+
+  it('a ledger with lines beside no state file, or beside a state that counts none: refused, naming both files and the way out', () => {
+    for (const totals of [null, totalsOf([])]) {
+      const error = refusal(() => reconcileLedger('/d/state.json', '/d/state.charges.jsonl', totals, text(three)));
+      expect(error.message).toContain('/d/state.json');
+      expect(error.message).toContain('/d/state.charges.jsonl');
+      expect(error.message).toContain('seq 1–3');
+      // No state file: the ledger goes too. A state that counts none: all its files go together.
+      if (totals === null) expect(error.message).toContain("mv '/d/state.charges.jsonl' '/d/state.charges.jsonl.bak'");
+      else expect(error.message).toContain(moveAwayCommand('/d/state.json'));
+      expect(moveAwayCommand('/d/state.json')).toContain("'/d/state.json' '/d/state.journal.jsonl' '/d/state.charges.jsonl'");
+    }
+  });
+
+  it('a ledger missing, or shorter than the count: refused, naming the first missing seq', () => {
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), null)).message).toContain('the ledger is missing');
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), text(three.slice(0, 1)))).message).toContain('seq 2–3 missing');
+    // A committed line torn (no newline) is not there.
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), text(three).slice(0, -1))).message).toContain('seq 3 missing');
+  });
+
+  it.each([
+    ['not JSON', '{"seq":2,'],
+    ['an empty line', ''],
+    ['another seq', JSON.stringify(entry(7, 'c2', 2))],
+    ['an amount as text', JSON.stringify({ ...entry(2, 'c2', 2), amount: '2' })],
+    ['another unit', JSON.stringify({ ...entry(2, 'c2', 2), unit: 'EUR' })],
+    ['a missing client_id', JSON.stringify({ ...entry(2, 'c2', 2), client_id: undefined })],
+    ['an unknown field', JSON.stringify({ ...entry(2, 'c2', 2), extra: 1 })],
+  ])('a committed line that is %s is refused, naming its seq', (_what, line) => {
+    const ledger = `${text(three.slice(0, 1))}${line}\n${text(three.slice(2))}`;
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), ledger)).message).toMatch(/line 2 is not charge seq 2/);
+  });
+
+  it('totals that differ from the sums of the committed lines are refused, naming the client or grant', () => {
+    const tampered = totalsOf(three);
+    tampered.by_client.c1 = 0.4;
+    expect(refusal(() => reconcileLedger('s.json', 'l', tampered, text(three))).message).toContain('client c1 is 0.4 AKh, but the ledger');
+    const extra = totalsOf(three);
+    extra.by_grant.grant_x = 1;
+    expect(refusal(() => reconcileLedger('s.json', 'l', extra, text(three))).message).toContain('grant grant_x is 1 AKh');
+    const missing = totalsOf(three);
+    delete missing.by_client.c2;
+    expect(refusal(() => reconcileLedger('s.json', 'l', missing, text(three))).message).toContain('client c2 is missing');
+  });
+});
+
+/** A state with two committed charges of one client (0.5 AKh each), written by an emulator that stopped cleanly. */
+async function stateWithCharges(dir: string) {
+  const state = join(dir, 'state.json');
+  const ledger = join(dir, 'state.charges.jsonl');
+  const emu = await Emulator.start({ port: 0, authPort: 0, state, prices: { ask: 0.5 } });
+  const flow = await authorizeAndApprove(emu);
+  for (let i = 0; i < 2; i++) expect((await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flow.tokens!.access_token}` })).status).toBe(200);
+  await emu.stop();
+  return { state, ledger, client_id: flow.client_id, lines: (await readFile(ledger, 'utf8')).trim().split('\n') };
+}
+
+const serveOn = (state: string, ...flags: string[]) => runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state, ...flags]);
+
+/** Serve refused: exit 3, one message on stderr naming both files and the way out, nothing on stdout, both files as they were. */
+async function expectRefusal(state: string, ledger: string, what: RegExp) {
+  const before = { state: existsSync(state) ? await readFile(state, 'utf8') : null, ledger: existsSync(ledger) ? await readFile(ledger, 'utf8') : null };
+  const res = await serveOn(state);
+  expect(res.code, res.stderr).toBe(3);
+  expect(res.stdout).toBe('');
+  expect(res.stderr).toContain(state);
+  expect(res.stderr).toContain(ledger);
+  expect(res.stderr).toMatch(what);
+  expect(res.stderr).toContain('from the same backup or snapshot');
+  expect(res.stderr).not.toContain('    at ');
+  expect(existsSync(state) ? await readFile(state, 'utf8') : null).toBe(before.state);
+  expect(existsSync(ledger) ? await readFile(ledger, 'utf8') : null).toBe(before.ledger);
+  expect(existsSync(`${state}.lock`)).toBe(false);
+  return res.stderr;
+}
+
+describe('serve checks the charge ledger against the state at start', () => {
+  it('the state file moved away as advised (mv state.json state.json.bak): serve refuses with exit 3 naming both files, and the ledger is unchanged', async () => {
+    const { state, ledger } = await stateWithCharges(await scratchDir());
+    await rename(state, `${state}.bak`);
+    const stderr = await expectRefusal(state, ledger, /the ledger holds 2 charge lines \(seq 1–2\), but there is no state file/);
+    expect(stderr).toContain(`mv '${ledger}' '${ledger}.bak'`);
+    expect(existsSync(state)).toBe(false);
+    // Moving both away, as the message says, starts over.
+    await rename(ledger, `${ledger}.bak`);
+    const fresh = await startServe(['--state', state]);
+    servers.push(fresh);
+    expect(await fresh.stop(), fresh.stderr()).toBe(0);
+  });
+
+  it('a fresh state put beside an old ledger (count 0): exit 3, never new charges numbered 1, 2, … after the old ones', async () => {
+    const dir = await scratchDir();
+    const { state, ledger } = await stateWithCharges(dir);
+    const other = join(dir, 'other.json');
+    await (await Emulator.start({ port: 0, authPort: 0, state: other })).stop();
+    await rename(other, state);
+    const stderr = await expectRefusal(state, ledger, /the ledger holds 2 charge lines \(seq 1–2\), but the state records no charges/);
+    expect(stderr).toContain(moveAwayCommand(state));
+  });
+
+  it('a tampered total: exit 3 naming the client whose total disagrees with the ledger', async () => {
+    const { state, ledger, client_id } = await stateWithCharges(await scratchDir());
+    const json = JSON.parse(await readFile(state, 'utf8'));
+    json.charges.by_client[client_id] = 0.5;
+    await writeFile(state, JSON.stringify(json));
+    await expectRefusal(state, ledger, new RegExp(`client ${client_id} is 0.5 AKh, but the ledger's committed lines \\(seq 1–2\\) sum to 1 AKh`));
+  });
+
+  it('a truncated ledger: exit 3 naming the first missing seq', async () => {
+    const { state, ledger, lines } = await stateWithCharges(await scratchDir());
+    await writeFile(ledger, `${lines[0]}\n`);
+    await expectRefusal(state, ledger, /holds 1 complete line, but the state counts 2 charges \(seq 2 missing\)/);
+  });
+
+  it('a deleted ledger: exit 3', async () => {
+    const { state, ledger } = await stateWithCharges(await scratchDir());
+    await rm(ledger);
+    await expectRefusal(state, ledger, /the ledger is missing, and the state counts 2 charges/);
+  });
+
+  it('a bad line inside the committed part: exit 3 at start naming its seq, not a 500 from GET /_admin/charges later', async () => {
+    const { state, ledger, lines } = await stateWithCharges(await scratchDir());
+    await writeFile(ledger, `${lines[0]!.replace('"amount":0.5', '"amount":"0.5"')}\n${lines[1]}\n`);
+    await expectRefusal(state, ledger, /line 1 is not charge seq 1: "amount" is not a number/);
+  });
+
+  it('uncommitted lines after the committed ones are dropped at start, with one notice on stderr (nothing on stdout but the ready line, also with --json)', async () => {
+    const { state, ledger, lines } = await stateWithCharges(await scratchDir());
+    const committed = `${lines.join('\n')}\n`;
+    const next = { ...JSON.parse(lines[1]!), seq: 3 };
+    await appendFile(ledger, `${JSON.stringify(next)}\n{"seq":4,"at":`);
+    const s = await startServe(['--state', state]);
+    servers.push(s);
+    expect(JSON.parse(s.readyLine)).toHaveProperty('base_url');
+    expect(s.stderr()).toContain(`agent-access: dropped 2 uncommitted lines (seq 3–4) from the end of charge ledger ${ledger}`);
+    expect(s.stderr().split('\n').filter((line) => line.includes('uncommitted'))).toHaveLength(1);
+    expect(await readFile(ledger, 'utf8')).toBe(committed);
+    const report = await http(`${s.ready.admin_url}/charges`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
+    expect(report.json()).toMatchObject({ total: 1, entries: [{ seq: 1 }, { seq: 2 }] });
+    expect(await s.stop(), s.stderr()).toBe(0);
+    expect(s.stdoutRest()).toBe('');
+  });
+
+  it('a ledger line damaged while serve runs: GET /_admin/charges answers a problem naming the line, without a stack trace', async () => {
+    const { state, ledger, lines } = await stateWithCharges(await scratchDir());
+    const s = await startServe(['--state', state]);
+    servers.push(s);
+    await writeFile(ledger, `${lines[0]}\n{"seq":2}\n`);
+    const res = await http(`${s.ready.admin_url}/charges`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
+    expect(res.status).toBe(500);
+    expect(res.json()).toMatchObject({ title: 'ledger_damaged' });
+    expect(res.json().detail).toContain('line 2 is not charge seq 2');
+    expect(res.text).not.toContain('    at ');
+  });
+});
+
+describe('GET /_admin/charges: one consistent view', () => {
+  it('its total is the sum of its entries, per client too, and its entries are seq 1…n, while charges are recorded concurrently', { timeout: 60_000 }, async () => {
+    const dir = await scratchDir();
+    const emu = await Emulator.start({ port: 0, authPort: 0, state: join(dir, 'state.json'), prices: { ask: 0.1 }, rateLimit: '100000/min' });
+    try {
+      const flows = await Promise.all([authorizeAndApprove(emu), authorizeAndApprove(emu)]);
+      const admin = { authorization: `Bearer ${emu.adminToken}` };
+      let asking = true;
+      const asks = (async () => {
+        const all: Promise<unknown>[] = [];
+        for (let wave = 0; wave < 15; wave++) {
+          const batch = Array.from({ length: 20 }, (_, i) => postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flows[i % 2]!.tokens!.access_token}` }));
+          all.push(...batch);
+          await Promise.all(batch);
+        }
+        await Promise.all(all);
+        asking = false;
+      })();
+      const thousandths = (n: number) => Math.round(n * 1000);
+      let views = 0;
+      let sawPartial = false;
+      while (asking || views === 0) {
+        const report = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json() as { total: number; clients: Array<{ client_id: string; total: number; charges: number }>; entries: ChargeEntry[] };
+        views++;
+        expect(report.entries.map((e) => e.seq)).toEqual(report.entries.map((_e, i) => i + 1));
+        expect(thousandths(report.total)).toBe(report.entries.reduce((sum, e) => sum + thousandths(e.amount), 0));
+        for (const c of report.clients) {
+          const mine = report.entries.filter((e) => e.client_id === c.client_id);
+          expect(c.charges).toBe(mine.length);
+          expect(thousandths(c.total)).toBe(mine.reduce((sum, e) => sum + thousandths(e.amount), 0));
+        }
+        if (report.entries.length > 0 && report.entries.length < 300) sawPartial = true;
+      }
+      await asks;
+      const final = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json();
+      expect(final.entries).toHaveLength(300);
+      expect(final.total).toBe(30);
+      // The views above were taken while charges were being recorded, not only before or after.
+      expect(sawPartial).toBe(true);
+      expect(views).toBeGreaterThan(3);
+    } finally {
+      await emu.stop();
+    }
+  });
+});
