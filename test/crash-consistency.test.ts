@@ -3,8 +3,9 @@
  * compaction) loses no acknowledged write; a reader of the state file never sees a torn file.
  *
  * One campaign runs a real `serve --state FILE --journal-limit 64kb` under mixed load from this process, SIGKILLs
- * it at a moment drawn from a seed, starts it again on the same files and checks what every acknowledged (2xx)
- * answer promised; ROUNDS times. Each test below checks one rule over the whole campaign. A failure names the seed:
+ * it at a moment drawn from a seed (when a compaction starts its temp file, right after an answer was read, or at a
+ * plain delay), checks the files it left, starts it again on them and checks what every acknowledged (2xx) answer
+ * promised; ROUNDS times. Each test below checks one rule over the whole campaign. A failure names the seed:
  * `CRASH_SEED=<seed> npx vitest run test/crash-consistency.test.ts` draws the same kill moments and mix again (the
  * exact interleaving of requests still depends on timing).
  *
@@ -245,29 +246,29 @@ async function runCampaign(): Promise<Campaign> {
   let keySerial = 0;
 
   // ---- after a kill, before the restart: the files alone (the state file with its journal replayed) -----
-  const checkDisk = async (round: number): Promise<void> => {
+  const checkDisk = async (when: string): Promise<void> => {
     let state: Awaited<ReturnType<typeof readStateAt>>;
     try {
       state = await readStateAt(stateFile);
     } catch (e) {
-      flag('disk', `kill ${round + 1}: the files cannot be read: ${(e as Error).message}`);
+      flag('disk', `${when}: the files cannot be read: ${(e as Error).message}`);
       return;
     }
-    if (!state) return flag('disk', `kill ${round + 1}: no state on disk`);
+    if (!state) return flag('disk', `${when}: no state on disk`);
     for (const r of keyed) {
       const record = state.idempotency[JSON.stringify([r.client_id, r.person_id, r.route, r.key])];
       const id = record ? JSON.parse(record.response.body)[r.route === 'POST /chat/ask' ? 'message_id' : 'job_id'] : undefined;
-      if (id !== r.answer_id) flagOnce('disk', `idempotency ${r.key}`, `kill ${round + 1}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${id ?? 'missing'}, acknowledged ${r.answer_id}`);
+      if (id !== r.answer_id) flagOnce('disk', `idempotency ${r.key}`, `${when}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${id ?? 'missing'}, acknowledged ${r.answer_id}`);
     }
-    for (const job of jobs) if (!state.research_jobs[job.job_id]) flagOnce('disk', `job ${job.job_id}`, `kill ${round + 1}: acknowledged research job ${job.job_id} (round ${job.round}) is not on disk`);
+    for (const job of jobs) if (!state.research_jobs[job.job_id]) flagOnce('disk', `job ${job.job_id}`, `${when}: acknowledged research job ${job.job_id} (round ${job.round}) is not on disk`);
     for (const [i, f] of families.entries()) {
       const generation = state.families[f.family_id]?.current.generation;
       if (generation !== f.generation && !(f.rotation_unanswered && generation === f.generation + 1)) {
-        flag('disk', `kill ${round + 1}: family ${i} is at generation ${generation} on disk; acknowledged: ${f.generation}${f.rotation_unanswered ? ' (one rotation unanswered)' : ''}`);
+        flag('disk', `${when}: family ${i} is at generation ${generation} on disk; acknowledged: ${f.generation}${f.rotation_unanswered ? ' (one rotation unanswered)' : ''}`);
       }
     }
     const charged = campaign.ackedKeyed + campaign.ackedKeyless;
-    if (state.charges.count < charged) flag('disk', `kill ${round + 1}: ${state.charges.count} charges counted on disk, ${charged} acknowledged`);
+    if (state.charges.count < charged) flag('disk', `${when}: ${state.charges.count} charges counted on disk, ${charged} acknowledged`);
   };
 
   try {
@@ -297,7 +298,7 @@ async function runCampaign(): Promise<Campaign> {
           .map((l) => l.slice('agent-access: '.length).replace(dir, '…'));
 
         // Ledger: read as the restarted server left it (it cuts lines of commits that never completed).
-        const ledgerText = (await readFile(ledgerFile, 'utf8').catch(() => '')) ?? '';
+        const ledgerText = await readFile(ledgerFile, 'utf8').catch(() => '');
         const lines = ledgerText.split('\n').filter((l) => l.length > 0);
         const byKey = new Map<string, number>();
         const keyless = new Map<string, number>();
@@ -397,9 +398,25 @@ async function runCampaign(): Promise<Campaign> {
       if (round === ROUNDS) break;
 
       // ---- load, then the kill -------------------------------------------------------------------------
+      const child = serve.child;
       let killSent = false;
       let killed = false;
       let acked = 0;
+      /** Set when the kill is to come with the next answer the test reads. */
+      let killOnAnswer = false;
+      let sentKill!: () => void;
+      const killDone = new Promise<void>((resolve) => (sentKill = resolve));
+      const kill = () => {
+        if (killSent) return;
+        killSent = true;
+        child.kill('SIGKILL');
+        sentKill();
+      };
+      /** An answer was read and recorded: with `killOnAnswer`, the kill goes out before anything else runs. */
+      const answered = () => {
+        acked++;
+        if (killOnAnswer) kill();
+      };
       const loadDeadline = Date.now() + ROUND_LOAD_MAX_MS;
       const running = () => !killed && Date.now() < loadDeadline;
       const unexpected = (what: string, res: HttpAnswer) => flag('load', `round ${round}: ${what} answered ${res.status} ${res.text.slice(0, 160)}`);
@@ -423,7 +440,7 @@ async function runCampaign(): Promise<Campaign> {
           const t = res.json();
           Object.assign(f, { refresh_token: t.refresh_token, access_token: t.access_token, generation: f.generation + 1 });
           campaign.ackedRotations++;
-          acked++;
+          answered();
           await sleep(mix() * 5);
         }
       });
@@ -446,7 +463,6 @@ async function runCampaign(): Promise<Campaign> {
               return;
             }
             if (res.status >= 300) return unexpected(`${route}${key ? ` (key ${key})` : ''}`, res);
-            acked++;
             const answer = res.json();
             const answerId = route === 'POST /chat/ask' ? answer.message_id : answer.job_id;
             if (key) {
@@ -460,15 +476,20 @@ async function runCampaign(): Promise<Campaign> {
               jobs.push({ job_id: answer.job_id, client_id: f.client_id, round });
               campaign.ackedJobs++;
             }
+            answered();
           }
         }),
       );
 
-      // Odd rounds: a moment drawn from the seed. Even rounds: the moment a compaction starts its temp file,
-      // plus a few ms drawn from the seed (the kill then lands while it writes, renames or cuts the journal).
-      const plan = round % 2 === 1 ? 'random' : 'compaction';
-      const waitMs = plan === 'random' ? 150 + Math.floor(schedule() * 1_800) : 100 + Math.floor(schedule() * 400);
-      const extraMs = Math.floor(schedule() * 4);
+      // The kill moment, drawn from the seed after a delay drawn from it too:
+      // - compaction: the moment a compaction creates its temp file, plus 0-2 ms (it lands while the state file is
+      //   written, renamed, or the journal cut);
+      // - answer: right after the test has read an answer, before it sends anything else (an answer that went out
+      //   before its record was written would be lost);
+      // - timer: whenever the delay ends.
+      const plan = (['compaction', 'answer', 'compaction', 'timer', 'compaction', 'answer'] as const)[round % 6]!;
+      const waitMs = plan === 'compaction' ? 100 + Math.floor(schedule() * 400) : 150 + Math.floor(schedule() * 1_800);
+      const extraMs = Math.floor(schedule() * 3);
       const loadStart = Date.now();
       await sleep(waitMs);
       if (plan === 'compaction') {
@@ -484,17 +505,19 @@ async function runCampaign(): Promise<Campaign> {
         });
         (watcher as FSWatcher | null)?.close();
         if (extraMs > 0) await sleep(extraMs);
+      } else if (plan === 'answer') {
+        killOnAnswer = true;
+        await Promise.race([killDone, sleep(2_000)]);
       }
       const afterMs = Date.now() - loadStart;
-      if (serve.child.exitCode !== null || serve.child.signalCode !== null) flag('load', `round ${round}: serve exited by itself (${serve.child.exitCode ?? serve.child.signalCode}): ${serve.stderr().slice(-400)}`);
-      killSent = true;
-      serve.child.kill('SIGKILL');
+      if (!killSent && (child.exitCode !== null || child.signalCode !== null)) flag('load', `round ${round}: serve exited by itself (${child.exitCode ?? child.signalCode}): ${serve.stderr().slice(-400)}`);
+      kill();
       await serve.exit;
       killed = true;
       serve = null;
       const onDisk = await describeDisk(dir);
       await Promise.all([...rotations, ...workers]);
-      await checkDisk(round);
+      await checkDisk(`kill ${round + 1}`);
       campaign.rounds.push({ round, plan, afterMs, onDisk, notices: [], acked });
       // The dead holder's lock would go stale only after 5 s; the process is gone (its exit was seen), so the
       // lock is lifted here to keep the campaign short. The lock's own rules are tested in state-file.test.ts.
@@ -504,6 +527,10 @@ async function runCampaign(): Promise<Campaign> {
       const code = await serve.stop();
       if (code !== 0) flag('restart', `the last serve stopped with ${code}: ${serve.stderr().slice(-400)}`);
       serve = null;
+      // After a clean stop the state file alone holds everything: the journal was folded into it.
+      await checkDisk('after the clean stop');
+      const journal = await readFile(join(dir, 'state.journal.jsonl'), 'utf8').catch(() => '');
+      if (journal.length > 0) flag('disk', `after the clean stop the journal still holds ${journal.length} bytes`);
     }
   } catch (e) {
     flag('restart', `the campaign stopped: ${(e as Error).stack ?? e}`);
