@@ -142,6 +142,27 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
   });
 });
 
+describe('a commit that could not be written', () => {
+  it('fails its requests and loses nothing: its changes go into the next record, and a state file begun right after it is not written', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core } = await open(file);
+    const client = (n: number) => ({ client_id: `client_${n}`, client_id_issued_at: 1, client_name: `C${n}`, redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' as const });
+    // The journal cannot be opened (a directory stands in its place): the next append fails.
+    expect(existsSync(journalOf(file))).toBe(false);
+    const { mkdir, rmdir } = await import('node:fs/promises');
+    await mkdir(journalOf(file));
+    core.repo.put('clients', 'client_1', client(1));
+    // A snapshot asks for a state file at the very record that fails.
+    await expect(core.exportStored()).rejects.toThrow(/cannot write state file/);
+    await rmdir(journalOf(file));
+    core.repo.put('clients', 'client_2', client(2));
+    await core.commit();
+    const stored = await readStateAt(file);
+    expect(Object.keys(stored!.clients).sort()).toEqual(['client_1', 'client_2']);
+    expect(JSON.stringify(stored)).toBe(JSON.stringify(core.state));
+  });
+});
+
 describe('a first start that was killed', () => {
   it('a state that exists only as a journal (killed before its state file was written) is replayed onto an empty state, and gets its state file at open', async () => {
     const file = join(await scratchDir(), 'state.json');
