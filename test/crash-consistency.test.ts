@@ -519,9 +519,7 @@ async function runCampaign(): Promise<Campaign> {
       await Promise.all([...rotations, ...workers]);
       await checkDisk(`kill ${round + 1}`);
       campaign.rounds.push({ round, plan, afterMs, onDisk, notices: [], acked });
-      // The dead holder's lock would go stale only after 5 s; the process is gone (its exit was seen), so the
-      // lock is lifted here to keep the campaign short. The lock's own rules are tested in state-file.test.ts.
-      await rm(`${stateFile}.lock`, { recursive: true, force: true });
+      // The restart takes the dead holder's lock at once: its admin file names a pid that is gone (crash-restart.test.ts).
     }
     if (serve) {
       const code = await serve.stop();
