@@ -177,8 +177,11 @@ export function startProc(name: string, args: string[], cwd: string, env?: NodeJ
 export async function stopProc(p: Proc, graceMs = 4000): Promise<void> {
   if (p.hasExited) return;
   p.child.kill('SIGTERM');
-  const timer = sleep(graceMs).then(() => 'timeout' as const);
-  const r = await Promise.race([p.exited.then(() => 'exited' as const), timer]);
+  // The grace timer is cleared on exit: a long grace must not keep the bench alive after its last server stopped.
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)));
+  const r = await Promise.race([p.exited.then(() => 'exited' as const), timeout]);
+  clearTimeout(timer);
   if (r === 'timeout') {
     console.error(`[bench] ${p.name} did not exit within ${graceMs} ms of SIGTERM, sending SIGKILL`);
     p.child.kill('SIGKILL');
