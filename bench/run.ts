@@ -1,33 +1,39 @@
 // Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and two load scenarios:
 //   refresh: token-endpoint throughput for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours;
 //   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { FlowError, obtainFamily, type Endpoints } from './flow.js';
-import type { LoadConfig, LoadOutput, RunSummary } from './load.js';
+import { obtainFamily, type Endpoints } from './flow.js';
+import type { RunSummary } from './load.js';
 import {
   BenchError,
+  briefRun,
   cleanupSync,
   cpuBusyCores,
+  fmt,
   freePorts,
   installCleanupHandlers,
+  isBenchFailure,
+  log,
   makeTempDir,
   NoiseMeter,
   median,
+  pad,
   pollUntil200,
   removeTempDir,
   round,
+  runLoad,
+  serveArgs,
   sleep,
   startProc,
   stopProc,
-  trackChild,
   waitForJsonLine,
   waitForJsonLineTimed,
   type Proc,
+  type Target,
 } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url)); // build/bench
@@ -36,7 +42,6 @@ const ROOT = path.resolve(HERE, '..', '..');
 const OURS_BIN = process.env['AGENT_ACCESS_BENCH_BIN'] ?? path.join(ROOT, 'bin', 'agent-access.js');
 const BARE_JS = path.join(HERE, 'bare-fastify.js');
 const BARE_VERIFY_JS = path.join(HERE, 'bare-verify.js');
-const LOAD_JS = path.join(HERE, 'load.js');
 const RESULTS = path.join(HERE, 'results.json');
 const MOCK_DIR = path.join(ROOT, 'node_modules', 'oauth2-mock-server');
 
@@ -95,10 +100,6 @@ function parseArgs(argv: string[]): Opts {
   return o;
 }
 
-const log = (msg: string): void => {
-  process.stderr.write(`[bench] ${msg}\n`);
-};
-
 // ---------- server specs ----------
 
 function mockBin(): string {
@@ -148,8 +149,7 @@ function oursSpec(key: string, label: string, storage: () => string[]): Spec {
     key,
     label,
     nPorts: 2,
-    // --quiet: no request log on stderr, like the baselines, which log nothing either.
-    args: ([p, q]) => [OURS_BIN, 'serve', '--port', String(p), '--auth-port', String(q), ...storage(), '--json', '--quiet'],
+    args: (ports) => serveArgs(OURS_BIN, ports, storage()),
     metaUrl: ([p]) => `http://127.0.0.1:${p}/.well-known/oauth-authorization-server`,
     readyLineKey: 'base_url',
   };
@@ -205,7 +205,6 @@ interface ReadyResults {
   foreign_cpu_cores?: number;
 }
 
-const isBenchFailure = (e: unknown): e is Error => e instanceof BenchError || e instanceof FlowError;
 
 async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> {
   let specs: Spec[] = [];
@@ -260,30 +259,6 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
 
 // ---------- measure B: throughput ----------
 
-async function runLoad(cfg: LoadConfig): Promise<LoadOutput> {
-  const child = spawn(process.execPath, [LOAD_JS], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-  trackChild(child);
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-8000)));
-  child.stdin.end(JSON.stringify(cfg));
-  const limitMs = (cfg.warmupSec + cfg.durationSec + 40) * 1000;
-  const code = await new Promise<number | null>((resolve) => {
-    const t = setTimeout(() => {
-      child.kill('SIGKILL');
-      resolve(-1);
-    }, limitMs);
-    child.once('exit', (c) => {
-      clearTimeout(t);
-      resolve(c);
-    });
-  });
-  if (code !== 0) throw new BenchError(`load generator exited with ${code}\n${err}`);
-  if (err.trim() !== '') log(`load stderr: ${err.trim()}`);
-  return JSON.parse(out.trim().split('\n').at(-1)!) as LoadOutput;
-}
-
 async function startServer(spec: Spec, extraArgs?: (ports: number[]) => string[]): Promise<{ p: Proc; ports: number[] }> {
   const ports = await freePorts(spec.nPorts);
   const p = startProc(spec.label, extraArgs ? extraArgs(ports) : spec.args(ports), ROOT);
@@ -337,10 +312,6 @@ interface LoadResults {
   flow_warnings: string[];
   /** CPU cores used by processes outside the bench during each load phase */
   foreign_cpu_cores: Record<string, number>;
-}
-
-function briefRun(name: string, r: RunSummary): string {
-  return `${name}: ${round(r.reqPerSecMean, 0)} req/s, 2xx=${r.total2xx} non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts} p50=${r.latencyMsP50}ms p99=${r.latencyMsP99}ms`;
 }
 
 async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
@@ -669,21 +640,6 @@ async function measureAsk(
 }
 
 // ---------- report ----------
-
-interface Target {
-  name: string;
-  value: number | null;
-  target: string;
-  ok: boolean | null;
-}
-
-function fmt(x: number | undefined | null, d = 1): string {
-  return x === undefined || x === null || Number.isNaN(x) ? '-' : round(x, d).toString();
-}
-
-function pad(s: string, n: number): string {
-  return s.length >= n ? s : s + ' '.repeat(n - s.length);
-}
 
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
