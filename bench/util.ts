@@ -365,6 +365,8 @@ export interface Target {
   value: number | null;
   target: string;
   ok: boolean | null;
+  /** printed after the mark, e.g. a related figure */
+  note?: string;
 }
 
 // ---------- load generator ----------
@@ -396,4 +398,16 @@ export async function runLoad(cfg: LoadConfig): Promise<LoadOutput> {
   if (code !== 0) throw new BenchError(`load generator exited with ${code}\n${err}`);
   if (err.trim() !== '') log(`load stderr: ${err.trim()}`);
   return JSON.parse(out.trim().split('\n').at(-1)!) as LoadOutput;
+}
+
+// ---------- memory ----------
+
+/** Peak resident set size (VmHWM) of a live process, in KiB; undefined when it is gone or this is not Linux. */
+export function peakRssKb(pid: number): number | undefined {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
 }
