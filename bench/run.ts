@@ -64,6 +64,7 @@ interface Opts {
   /** scenario storage: records of the generated scenarios, starts timed per size, soak length and write rate */
   storageSizes: number[];
   storageStarts: number;
+  storageDurationSec: number;
   soakSec: number;
   soakWriteRate: number;
 }
@@ -87,6 +88,7 @@ function parseArgs(argv: string[]): Opts {
     quietWaitSec: 60,
     storageSizes: DEFAULT_SIZES,
     storageStarts: 5,
+    storageDurationSec: 20,
     soakSec: 60,
     soakWriteRate: 200,
   };
@@ -119,16 +121,18 @@ function parseArgs(argv: string[]): Opts {
       if (xs.some((x) => !Number.isInteger(x) || x < 100 || x > 4 * MAX_LIST_ITEMS)) throw new Error(`--storage-sizes N,N,... (records, 100..${4 * MAX_LIST_ITEMS})`);
       o.storageSizes = xs.sort((x, y) => x - y);
     } else if (a === '--storage-starts') o.storageStarts = Math.max(1, Math.min(15, Number(v())));
+    else if (a === '--storage-duration') o.storageDurationSec = Math.max(1, Math.min(120, Number(v())));
     else if (a === '--soak') o.soakSec = Math.max(0, Math.min(600, Number(v())));
     else if (a === '--soak-rate') o.soakWriteRate = Math.max(1, Math.min(5000, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
         'usage: node build/bench/run.js [--scenario refresh|ask|storage|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
-          '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--soak 60] [--soak-rate 200]\n' +
+          '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--storage-duration 20] [--soak 60] [--soak-rate 200]\n' +
           '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.\n' +
           '  storage: scenarios of --storage-sizes records, each loaded into a state file once, then --storage-starts timed\n' +
-          '  second starts, the refresh load and peak RSS per size; then a --soak s mixed run (0: none) on a new state of the\n' +
-          '  smallest size, keyed asks and research jobs at --soak-rate /s beside the refreshes. --skip load skips it too.',
+          '  second starts, the refresh load (--warmup, then --storage-duration s) and peak RSS per size; then a --soak s\n' +
+          '  mixed run (0: none) on a new state of the smallest size: keyed asks and research jobs offered at --soak-rate /s\n' +
+          '  beside the refreshes. --skip load skips it too.',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -683,7 +687,7 @@ async function main(): Promise<void> {
     starts: o.storageStarts,
     connections: o.connections,
     warmupSec: o.warmupSec,
-    durationSec: o.durationSec,
+    durationSec: o.storageDurationSec,
     soakSec: o.soakSec,
     soakWriteRate: o.soakWriteRate,
     bin: OURS_BIN,
@@ -847,7 +851,9 @@ async function main(): Promise<void> {
       only: o.only,
       scenario: o.scenario,
       skip: [...o.skip],
-      ...(storage ? { storage_sizes: o.storageSizes, storage_starts: o.storageStarts, soak_s: o.soakSec, soak_write_rate: o.soakWriteRate } : {}),
+      ...(storage
+        ? { storage_sizes: o.storageSizes, storage_starts: o.storageStarts, storage_duration_s: o.storageDurationSec, soak_s: o.soakSec, soak_write_rate: o.soakWriteRate }
+        : {}),
     },
     ready,
     throughput: load,

@@ -40,6 +40,7 @@ export interface StorageOpts {
   starts: number;
   connections: number;
   warmupSec: number;
+  /** measured refresh load per size, s (long enough to span several writes of a large state) */
   durationSec: number;
   /** measured length of the mixed soak, s; 0 skips it */
   soakSec: number;
@@ -51,7 +52,8 @@ export interface StorageOpts {
 }
 
 export const DEFAULT_SIZES = [1_000, 100_000];
-const SOAK_WRITERS = 4;
+/** Enough writer connections that the offered rate, not the wait for each durable write, sets the pace on a fast store. */
+const SOAK_WRITERS = 8;
 /** The REST allowlist is rate-limited per grant (60/min by default); the soak's writers must not hit it. */
 const SOAK_SERVER_ARGS = ['--rate-limit', '1000000/min'];
 /** Window compared at the start and the end of the soak, s (less when the soak is shorter than two windows). */
