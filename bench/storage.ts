@@ -6,7 +6,6 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
-import { refresh, type Endpoints } from './flow.js';
 import type { Chain, RunSummary, SoakOutput } from './load.js';
 import { BENCH_QUESTIONS, writeBenchScenario, type BenchGrant } from './scenario-gen.js';
 import {
@@ -182,6 +181,24 @@ async function stopOurs(p: Proc, notes: string[]): Promise<boolean> {
 
 const chainOf = (g: BenchGrant): Chain => ({ clientId: g.clientId, refreshToken: g.refreshToken });
 
+/** One HTTP POST with the load's long timeout (a write of a large state takes seconds); any failure is a BenchError. */
+async function post(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
+  try {
+    const r = await request(url, { method: 'POST', headers, body, headersTimeout: LOAD_TIMEOUT_SEC * 1000, bodyTimeout: LOAD_TIMEOUT_SEC * 1000 });
+    return { status: r.statusCode, text: await r.body.text() };
+  } catch (e) {
+    throw new BenchError(`POST ${url}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** Refreshes a scenario grant once; returns the token response. */
+async function refreshGrant(baseUrl: string, g: BenchGrant): Promise<Record<string, unknown>> {
+  const body = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: g.refreshToken, client_id: g.clientId }).toString();
+  const r = await post(`${baseUrl}/oauth/token`, { 'content-type': 'application/x-www-form-urlencoded' }, body);
+  if (r.status !== 200) throw new BenchError(`refresh of ${g.grantId} -> ${r.status} ${r.text.slice(0, 500)}`);
+  return JSON.parse(r.text) as Record<string, unknown>;
+}
+
 function checkRun(failures: string[], who: string, s: RunSummary): void {
   if (s.non2xx > 0 || s.errors > 0)
     failures.push(
@@ -233,10 +250,8 @@ async function measureSize(o: StorageOpts, dir: string, records: number, res: St
   if (gen.grants.length < 2 * c + 1) throw new BenchError(`storage ${label}: ${gen.grants.length} grants, the load needs ${2 * c + 1}`);
   const s = await startOurs(o, `ours (load ${label})`, ['--state', state], START_DEADLINE_MS);
   try {
-    const ep: Endpoints = { baseUrl: s.baseUrl, authUrl: s.baseUrl };
-    const probe = gen.grants[2 * c]!;
     const t0 = performance.now();
-    await refresh(ep, probe.clientId, probe.refreshToken);
+    await refreshGrant(s.baseUrl, gen.grants[2 * c]!);
     out.first_refresh_ms = round(performance.now() - t0);
     const tokenUrl = new URL(`${s.baseUrl}/oauth/token`);
     log(`storage ${label}: first refresh ${out.first_refresh_ms} ms; load POST /oauth/token refresh_token on the scenario's grants`);
@@ -265,16 +280,8 @@ async function measureSize(o: StorageOpts, dir: string, records: number, res: St
   }
 }
 
-async function postJson(url: string, token: string, key: string, body: unknown): Promise<{ status: number; text: string }> {
-  const r = await request(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'idempotency-key': key },
-    body: JSON.stringify(body),
-    headersTimeout: 30_000,
-    bodyTimeout: 30_000,
-  });
-  return { status: r.statusCode, text: await r.body.text() };
-}
+const postJson = (url: string, token: string, key: string, body: unknown): Promise<{ status: number; text: string }> =>
+  post(url, { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'idempotency-key': key }, JSON.stringify(body));
 
 const windowRate = (xs: number[], from: number, w: number): number => xs.slice(from, from + w).reduce((a, b) => a + b, 0) / w;
 
@@ -290,11 +297,10 @@ async function measureSoak(o: StorageOpts, dir: string, res: StorageResults, fai
   const meter = new NoiseMeter();
   const s = await startOurs(o, `ours (soak ${label})`, ['--scenario', scenarioFile, '--state', state, ...SOAK_SERVER_ARGS], CREATE_DEADLINE_MS);
   try {
-    const ep: Endpoints = { baseUrl: s.baseUrl, authUrl: s.baseUrl };
     // Access tokens for the writers (scopes ask and research, audience {base_url}/mcp), one grant each.
     const tokens: string[] = [];
     for (const g of gen.grants.slice(2 * c, 2 * c + SOAK_WRITERS)) {
-      const t = await refresh(ep, g.clientId, g.refreshToken);
+      const t = await refreshGrant(s.baseUrl, g);
       if (typeof t['access_token'] !== 'string') throw new BenchError(`storage soak: refresh of ${g.grantId} returned no access_token`);
       tokens.push(t['access_token']);
     }
