@@ -17,6 +17,7 @@ import {
   cleanupSync,
   cpuBusyCores,
   fmt,
+  fmtRatio,
   freePorts,
   installCleanupHandlers,
   isBenchFailure,
@@ -813,7 +814,7 @@ async function main(): Promise<void> {
   lines.push('-'.repeat(90));
   for (const t of targets) {
     const mark = t.ok === null ? 'n/a' : t.ok ? 'ok' : 'MISSED';
-    lines.push(`${pad(t.name, 50)}${pad(fmt(t.value, 2), 8)}${pad(t.target, 8)}${mark}${t.note !== undefined ? `  (${t.note})` : ''}`);
+    lines.push(`${pad(t.name, 50)}${pad(fmtRatio(t.value), 8)}${pad(t.target, 8)}${mark}${t.note !== undefined ? `  (${t.note})` : ''}`);
   }
   for (const n of ready?.notes ?? []) lines.push(`note: ${n}`);
   const foreign = [

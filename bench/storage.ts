@@ -12,6 +12,7 @@ import {
   BenchError,
   briefRun,
   fmt,
+  fmtRatio,
   freePorts,
   isBenchFailure,
   log,
@@ -448,7 +449,7 @@ export function storageReport(res: StorageResults): string[] {
   const small = res.sizes[0];
   for (const s of res.sizes.slice(1)) {
     if (!small) break;
-    const r = (a?: number, b?: number): string => fmt(ratio(a, b), 2);
+    const r = (a?: number, b?: number): string => fmtRatio(ratio(a, b));
     lines.push(
       `  ${sizeLabel(s.records)} / ${sizeLabel(small.records)}: start ${r(s.start?.median_ms, small.start?.median_ms)}x, ` +
         `refresh ${r(validRps(s.refresh), validRps(small.refresh))}x, peak RSS ${r(s.peak_rss_kb, small.peak_rss_kb)}x, state ${r(s.state_bytes, small.state_bytes)}x`,

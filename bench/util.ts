@@ -355,6 +355,11 @@ export function fmt(x: number | undefined | null, d = 1): string {
   return x === undefined || x === null || Number.isNaN(x) ? '-' : round(x, d).toString();
 }
 
+/** A ratio with two decimals, or two significant digits below 0.1 (0.0041 is not 0). */
+export function fmtRatio(x: number | undefined | null): string {
+  return x !== undefined && x !== null && x !== 0 && Math.abs(x) < 0.1 ? x.toPrecision(2) : fmt(x, 2);
+}
+
 export function pad(s: string, n: number): string {
   return s.length >= n ? s : s + ' '.repeat(n - s.length);
 }
