@@ -22,6 +22,8 @@ declare module 'autocannon' {
     pipelining?: number;
     duration?: number;
     amount?: number;
+    /** requests per second over all connections */
+    overallRate?: number;
     timeout?: number;
     method?: string;
     headers?: Record<string, string>;

@@ -1,33 +1,43 @@
-// Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and two load scenarios:
+// Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and three load scenarios:
 //   refresh: token-endpoint throughput for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours;
-//   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify.
-import { spawn } from 'node:child_process';
+//   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify;
+//   storage: ours on states of about 1k and 100k records (start, refresh, peak RSS) and a mixed soak (storage.ts).
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { FlowError, obtainFamily, type Endpoints } from './flow.js';
-import type { LoadConfig, LoadOutput, RunSummary } from './load.js';
+import { obtainFamily, type Endpoints } from './flow.js';
+import type { RunSummary } from './load.js';
+import { MAX_LIST_ITEMS } from './scenario-gen.js';
+import { DEFAULT_SIZES, measureStorage, storageBudgetSec, storageReport, storageTargets, type StorageOpts } from './storage.js';
 import {
   BenchError,
+  briefRun,
   cleanupSync,
   cpuBusyCores,
+  fmt,
+  fmtRatio,
   freePorts,
   installCleanupHandlers,
+  isBenchFailure,
+  log,
   makeTempDir,
   NoiseMeter,
   median,
+  pad,
   pollUntil200,
   removeTempDir,
   round,
+  runLoad,
+  serveArgs,
   sleep,
   startProc,
   stopProc,
-  trackChild,
   waitForJsonLine,
   waitForJsonLineTimed,
   type Proc,
+  type Target,
 } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url)); // build/bench
@@ -36,13 +46,12 @@ const ROOT = path.resolve(HERE, '..', '..');
 const OURS_BIN = process.env['AGENT_ACCESS_BENCH_BIN'] ?? path.join(ROOT, 'bin', 'agent-access.js');
 const BARE_JS = path.join(HERE, 'bare-fastify.js');
 const BARE_VERIFY_JS = path.join(HERE, 'bare-verify.js');
-const LOAD_JS = path.join(HERE, 'load.js');
 const RESULTS = path.join(HERE, 'results.json');
 const MOCK_DIR = path.join(ROOT, 'node_modules', 'oauth2-mock-server');
 
 // ---------- options ----------
 
-type Scenario = 'all' | 'refresh' | 'ask';
+type Scenario = 'all' | 'refresh' | 'ask' | 'storage';
 
 interface Opts {
   only: 'all' | 'baselines' | 'ours';
@@ -53,13 +62,37 @@ interface Opts {
   warmupSec: number;
   connections: number;
   quietWaitSec: number;
+  /** scenario storage: records of the generated scenarios, starts timed per size, soak length and write rate */
+  storageSizes: number[];
+  storageStarts: number;
+  storageDurationSec: number;
+  soakSec: number;
+  soakWriteRate: number;
 }
+
+const runsRefresh = (o: Opts): boolean => o.scenario === 'all' || o.scenario === 'refresh';
+const runsAsk = (o: Opts): boolean => o.scenario === 'all' || o.scenario === 'ask';
+const runsStorage = (o: Opts): boolean => (o.scenario === 'all' || o.scenario === 'storage') && o.only !== 'baselines' && !o.skip.has('load');
 
 /** Other processes using more than this many cores counts as a noisy machine. */
 const QUIET_CORES = 0.3;
 
 function parseArgs(argv: string[]): Opts {
-  const o: Opts = { only: 'all', scenario: 'all', skip: new Set(), runs: 15, durationSec: 8, warmupSec: 2, connections: 10, quietWaitSec: 60 };
+  const o: Opts = {
+    only: 'all',
+    scenario: 'all',
+    skip: new Set(),
+    runs: 15,
+    durationSec: 8,
+    warmupSec: 2,
+    connections: 10,
+    quietWaitSec: 60,
+    storageSizes: DEFAULT_SIZES,
+    storageStarts: 5,
+    storageDurationSec: 20,
+    soakSec: 60,
+    soakWriteRate: 200,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const v = (): string => {
@@ -73,7 +106,7 @@ function parseArgs(argv: string[]): Opts {
       o.only = x;
     } else if (a === '--scenario') {
       const x = v();
-      if (x !== 'refresh' && x !== 'ask' && x !== 'all') throw new Error('--scenario refresh|ask|all');
+      if (x !== 'refresh' && x !== 'ask' && x !== 'storage' && x !== 'all') throw new Error('--scenario refresh|ask|storage|all');
       o.scenario = x;
     } else if (a === '--skip') {
       const x = v();
@@ -84,20 +117,29 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--warmup') o.warmupSec = Math.max(1, Math.min(10, Number(v())));
     else if (a === '--connections') o.connections = Math.max(1, Math.min(64, Number(v())));
     else if (a === '--quiet-wait') o.quietWaitSec = Math.max(0, Math.min(120, Number(v())));
+    else if (a === '--storage-sizes') {
+      const xs = v().split(',').map(Number);
+      if (xs.some((x) => !Number.isInteger(x) || x < 100 || x > 4 * MAX_LIST_ITEMS)) throw new Error(`--storage-sizes N,N,... (records, 100..${4 * MAX_LIST_ITEMS})`);
+      o.storageSizes = xs.sort((x, y) => x - y);
+    } else if (a === '--storage-starts') o.storageStarts = Math.max(1, Math.min(15, Number(v())));
+    else if (a === '--storage-duration') o.storageDurationSec = Math.max(1, Math.min(120, Number(v())));
+    else if (a === '--soak') o.soakSec = Math.max(0, Math.min(600, Number(v())));
+    else if (a === '--soak-rate') o.soakWriteRate = Math.max(1, Math.min(5000, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
-        'usage: node build/bench/run.js [--scenario refresh|ask|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
-          '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.',
+        'usage: node build/bench/run.js [--scenario refresh|ask|storage|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
+          '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--storage-duration 20] [--soak 60] [--soak-rate 200]\n' +
+          '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.\n' +
+          '  storage: scenarios of --storage-sizes records, each loaded into a state file once, then --storage-starts timed\n' +
+          '  second starts, the refresh load (--warmup, then --storage-duration s) and peak RSS per size; then a --soak s\n' +
+          '  mixed run (0: none) on a new state of the smallest size: keyed asks and research jobs offered at --soak-rate /s\n' +
+          '  beside the refreshes. --skip load skips it too.',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
   return o;
 }
-
-const log = (msg: string): void => {
-  process.stderr.write(`[bench] ${msg}\n`);
-};
 
 // ---------- server specs ----------
 
@@ -148,8 +190,7 @@ function oursSpec(key: string, label: string, storage: () => string[]): Spec {
     key,
     label,
     nPorts: 2,
-    // --quiet: no request log on stderr, like the baselines, which log nothing either.
-    args: ([p, q]) => [OURS_BIN, 'serve', '--port', String(p), '--auth-port', String(q), ...storage(), '--json', '--quiet'],
+    args: (ports) => serveArgs(OURS_BIN, ports, storage()),
     metaUrl: ([p]) => `http://127.0.0.1:${p}/.well-known/oauth-authorization-server`,
     readyLineKey: 'base_url',
   };
@@ -205,7 +246,6 @@ interface ReadyResults {
   foreign_cpu_cores?: number;
 }
 
-const isBenchFailure = (e: unknown): e is Error => e instanceof BenchError || e instanceof FlowError;
 
 async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> {
   let specs: Spec[] = [];
@@ -259,30 +299,6 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
 }
 
 // ---------- measure B: throughput ----------
-
-async function runLoad(cfg: LoadConfig): Promise<LoadOutput> {
-  const child = spawn(process.execPath, [LOAD_JS], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-  trackChild(child);
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-8000)));
-  child.stdin.end(JSON.stringify(cfg));
-  const limitMs = (cfg.warmupSec + cfg.durationSec + 40) * 1000;
-  const code = await new Promise<number | null>((resolve) => {
-    const t = setTimeout(() => {
-      child.kill('SIGKILL');
-      resolve(-1);
-    }, limitMs);
-    child.once('exit', (c) => {
-      clearTimeout(t);
-      resolve(c);
-    });
-  });
-  if (code !== 0) throw new BenchError(`load generator exited with ${code}\n${err}`);
-  if (err.trim() !== '') log(`load stderr: ${err.trim()}`);
-  return JSON.parse(out.trim().split('\n').at(-1)!) as LoadOutput;
-}
 
 async function startServer(spec: Spec, extraArgs?: (ports: number[]) => string[]): Promise<{ p: Proc; ports: number[] }> {
   const ports = await freePorts(spec.nPorts);
@@ -339,10 +355,6 @@ interface LoadResults {
   foreign_cpu_cores: Record<string, number>;
 }
 
-function briefRun(name: string, r: RunSummary): string {
-  return `${name}: ${round(r.reqPerSecMean, 0)} req/s, 2xx=${r.total2xx} non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts} p50=${r.latencyMsP50}ms p99=${r.latencyMsP99}ms`;
-}
-
 async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
   const res: LoadResults = { flow_warnings: [], foreign_cpu_cores: {} };
   const noteNoise = (key: string, m: NoiseMeter): void => {
@@ -360,10 +372,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
     }
   };
 
-  const runsRefresh = o.scenario !== 'ask';
-  const runsAsk = o.scenario !== 'refresh';
-
-  if (o.only !== 'ours' && runsRefresh) {
+  if (o.only !== 'ours' && runsRefresh(o)) {
     await guarded('load on bare fastify', async () => {
       log('load: bare fastify POST /oauth/token');
       const meter = new NoiseMeter();
@@ -406,7 +415,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
     });
   }
 
-  if (o.only !== 'baselines' && runsRefresh) await guarded('ours (load)', async () => {
+  if (o.only !== 'baselines' && runsRefresh(o)) await guarded('ours (load)', async () => {
     const meter = new NoiseMeter();
     const { p, dir, stateFile, baseUrl, authUrl } = await startOursOnTempState('ours (--state)', 'aa-bench-load-', []);
     try {
@@ -453,7 +462,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
     }
   });
 
-  if (runsAsk) await measureAsk(o, res, guarded, noteNoise, failures);
+  if (runsAsk(o)) await measureAsk(o, res, guarded, noteNoise, failures);
   return res;
 }
 
@@ -670,25 +679,24 @@ async function measureAsk(
 
 // ---------- report ----------
 
-interface Target {
-  name: string;
-  value: number | null;
-  target: string;
-  ok: boolean | null;
-}
-
-function fmt(x: number | undefined | null, d = 1): string {
-  return x === undefined || x === null || Number.isNaN(x) ? '-' : round(x, d).toString();
-}
-
-function pad(s: string, n: number): string {
-  return s.length >= n ? s : s + ' '.repeat(n - s.length);
-}
-
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
   // Hard bound on the whole run: quiet wait + ready rounds + up to 7 load phases (each warm-up + run + slack).
-  installCleanupHandlers(Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) * 1000);
+  // Scenario storage adds its own bound (generous: each of its phases at its deadline).
+  const storageOpts: StorageOpts = {
+    sizes: o.storageSizes,
+    starts: o.storageStarts,
+    connections: o.connections,
+    warmupSec: o.warmupSec,
+    durationSec: o.storageDurationSec,
+    soakSec: o.soakSec,
+    soakWriteRate: o.soakWriteRate,
+    bin: OURS_BIN,
+    root: ROOT,
+  };
+  installCleanupHandlers(
+    (Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) + (runsStorage(o) ? storageBudgetSec(storageOpts) : 0)) * 1000,
+  );
   const loadAtStart = os.loadavg().map((x) => round(x, 2));
   // The machine may be shared (tests, browsers): wait a bounded time for it to go quiet, else say so.
   let busyBefore = await cpuBusyCores(1000);
@@ -704,7 +712,8 @@ async function main(): Promise<void> {
   const failures: string[] = [];
 
   const ready = o.skip.has('ready') ? undefined : await measureReady(o, failures);
-  const load = o.skip.has('load') ? undefined : await measureLoad(o, failures);
+  const load = o.skip.has('load') || (!runsRefresh(o) && !runsAsk(o)) ? undefined : await measureLoad(o, failures);
+  const storage = runsStorage(o) ? await measureStorage(storageOpts, failures) : undefined;
 
   const r = ready?.servers ?? {};
   const oursReady = r['ours']?.median_ms;
@@ -733,19 +742,20 @@ async function main(): Promise<void> {
   const targets: Target[] = [
     { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.5', ok: t1 === null ? null : t1 <= 1.5 },
     { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '< 1', ok: t2 === null ? null : t2 < 1 },
-    ...(o.scenario !== 'ask'
+    ...(runsRefresh(o)
       ? [
           { name: 'ours refresh req/s / mock refresh_token req/s', value: t3, target: '>= 4', ok: t3 === null ? null : t3 >= 4 },
           { name: '  (same vs mock client_credentials, stricter)', value: t4, target: '>= 4', ok: t4 === null ? null : t4 >= 4 },
         ]
       : []),
-    ...(o.scenario !== 'refresh'
+    ...(runsAsk(o)
       ? [
           { name: 'ours ask fresh req/s / bare verify req/s', value: t5, target: '>= 0.5', ok: t5 === null ? null : t5 >= 0.5 },
           { name: 'ours ask replay req/s / bare verify req/s', value: t6, target: '>= 0.9', ok: t6 === null ? null : t6 >= 0.9 },
         ]
       : []),
   ];
+  if (storage) targets.push(...storageTargets(storage));
 
   const rows: [string, string, string, string][] = [
     ['bare fastify (ceiling)', fmt(bareReady), fmt(load?.bare_fastify_post?.reqPerSecMean, 0), 'POST /oauth/token (trivial JSON)'],
@@ -760,7 +770,7 @@ async function main(): Promise<void> {
   ];
   const askCell = (s?: RunSummary): string => (s && !validRun(s) ? `${fmt(s.reqPerSecMean, 0)}!` : fmt(askRps(s), 0));
   const invalid = (s?: RunSummary): string => (s && !validRun(s) ? ' (INVALID: non-2xx/errors/body mismatch)' : '');
-  if (o.scenario !== 'refresh') {
+  if (runsAsk(o)) {
     rows.push(
       ['bare fastify + jwtVerify', '', askCell(load?.bare_verify_ask), `POST /chat/ask, ES256 jwtVerify + small JSON${invalid(load?.bare_verify_ask)}`],
       ['ours ask (--state file)', '', askCell(load?.ours_ask_fresh), `POST /chat/ask fresh, no Idempotency-Key (charged)${invalid(load?.ours_ask_fresh)}`],
@@ -798,17 +808,19 @@ async function main(): Promise<void> {
   }
   if (load?.ask_response_bytes)
     lines.push(`  ask response body bytes: ${Object.entries(load.ask_response_bytes).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  if (storage) lines.push(...storageReport(storage));
   lines.push('');
   lines.push('targets');
   lines.push('-'.repeat(90));
   for (const t of targets) {
     const mark = t.ok === null ? 'n/a' : t.ok ? 'ok' : 'MISSED';
-    lines.push(`${pad(t.name, 50)}${pad(fmt(t.value, 2), 8)}${pad(t.target, 8)}${mark}`);
+    lines.push(`${pad(t.name, 50)}${pad(fmtRatio(t.value), 8)}${pad(t.target, 8)}${mark}${t.note !== undefined ? `  (${t.note})` : ''}`);
   }
   for (const n of ready?.notes ?? []) lines.push(`note: ${n}`);
   const foreign = [
     ...(ready?.foreign_cpu_cores !== undefined ? [['ready phase', ready.foreign_cpu_cores] as const] : []),
     ...Object.entries(load?.foreign_cpu_cores ?? {}).map(([k, v]) => [`load ${k}`, v] as const),
+    ...Object.entries(storage?.foreign_cpu_cores ?? {}).map(([k, v]) => [k, v] as const),
   ];
   const worstForeign = foreign.length > 0 ? Math.max(...foreign.map(([, v]) => v)) : 0;
   if (foreign.length > 0) {
@@ -840,9 +852,13 @@ async function main(): Promise<void> {
       only: o.only,
       scenario: o.scenario,
       skip: [...o.skip],
+      ...(storage
+        ? { storage_sizes: o.storageSizes, storage_starts: o.storageStarts, storage_duration_s: o.storageDurationSec, soak_s: o.soakSec, soak_write_rate: o.soakWriteRate }
+        : {}),
     },
     ready,
     throughput: load,
+    storage,
     targets: targets.map((t) => ({ ...t, value: t.value === null ? null : round(t.value, 3) })),
     failures,
   };

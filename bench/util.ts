@@ -6,10 +6,23 @@ import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { FlowError } from './flow.js';
+import type { LoadConfig, LoadOutput, RunSummary } from './load.js';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class BenchError extends Error {}
+
+/** A failure the bench reports and goes on from (a server that would not start, a flow step that failed). */
+export const isBenchFailure = (e: unknown): e is Error => e instanceof BenchError || e instanceof FlowError;
+
+export const log = (msg: string): void => {
+  process.stderr.write(`[bench] ${msg}\n`);
+};
+
+const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url)); // build/bench
+const LOAD_JS = path.join(BENCH_DIR, 'load.js');
 
 // ---------- cleanup registry: every child and temp dir is tracked so exit paths can reap them ----------
 
@@ -177,8 +190,11 @@ export function startProc(name: string, args: string[], cwd: string, env?: NodeJ
 export async function stopProc(p: Proc, graceMs = 4000): Promise<void> {
   if (p.hasExited) return;
   p.child.kill('SIGTERM');
-  const timer = sleep(graceMs).then(() => 'timeout' as const);
-  const r = await Promise.race([p.exited.then(() => 'exited' as const), timer]);
+  // The grace timer is cleared on exit: a long grace must not keep the bench alive after its last server stopped.
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)));
+  const r = await Promise.race([p.exited.then(() => 'exited' as const), timeout]);
+  clearTimeout(timer);
   if (r === 'timeout') {
     console.error(`[bench] ${p.name} did not exit within ${graceMs} ms of SIGTERM, sending SIGKILL`);
     p.child.kill('SIGKILL');
@@ -189,6 +205,11 @@ export async function stopProc(p: Proc, graceMs = 4000): Promise<void> {
 export function describeProc(p: Proc): string {
   const out = p.stdoutLines.slice(-20).join('\n');
   return `--- ${p.name} stdout (last lines) ---\n${out}\n--- ${p.name} stderr (tail) ---\n${p.stderrTail.slice(-4000)}`;
+}
+
+/** Arguments of ours: `serve` on the two given ports, JSON ready line, no request log (the baselines log nothing either). */
+export function serveArgs(bin: string, [port, authPort]: number[], extra: string[]): string[] {
+  return [bin, 'serve', '--port', String(port), '--auth-port', String(authPort), ...extra, '--json', '--quiet'];
 }
 
 // ---------- HTTP polling ----------
@@ -328,4 +349,70 @@ export function median(xs: number[]): number {
 export function round(x: number, digits = 1): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
+}
+
+export function fmt(x: number | undefined | null, d = 1): string {
+  return x === undefined || x === null || Number.isNaN(x) ? '-' : round(x, d).toString();
+}
+
+/** A ratio with two decimals, or two significant digits below 0.1 (0.0041 is not 0). */
+export function fmtRatio(x: number | undefined | null): string {
+  return x !== undefined && x !== null && x !== 0 && Math.abs(x) < 0.1 ? x.toPrecision(2) : fmt(x, 2);
+}
+
+export function pad(s: string, n: number): string {
+  return s.length >= n ? s : s + ' '.repeat(n - s.length);
+}
+
+/** A target check printed in the report and written to the results: ok is null when it could not be measured. */
+export interface Target {
+  name: string;
+  value: number | null;
+  target: string;
+  ok: boolean | null;
+  /** printed after the mark, e.g. a related figure */
+  note?: string;
+}
+
+// ---------- load generator ----------
+
+export function briefRun(name: string, r: RunSummary): string {
+  return `${name}: ${round(r.reqPerSecMean, 0)} req/s, 2xx=${r.total2xx} non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts} p50=${r.latencyMsP50}ms p99=${r.latencyMsP99}ms`;
+}
+
+/** Runs build/bench/load.js in its own process with `cfg` (bounded by the config's durations) and returns its result. */
+export async function runLoad(cfg: LoadConfig): Promise<LoadOutput> {
+  const child = spawn(process.execPath, [LOAD_JS], { cwd: path.resolve(BENCH_DIR, '..', '..'), stdio: ['pipe', 'pipe', 'pipe'] });
+  trackChild(child);
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-8000)));
+  child.stdin.end(JSON.stringify(cfg));
+  const limitMs = (cfg.warmupSec + cfg.durationSec + 40 + (cfg.timeoutSec ?? 10)) * 1000;
+  const code = await new Promise<number | null>((resolve) => {
+    const t = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve(-1);
+    }, limitMs);
+    child.once('exit', (c) => {
+      clearTimeout(t);
+      resolve(c);
+    });
+  });
+  if (code !== 0) throw new BenchError(`load generator exited with ${code}\n${err}`);
+  if (err.trim() !== '') log(`load stderr: ${err.trim()}`);
+  return JSON.parse(out.trim().split('\n').at(-1)!) as LoadOutput;
+}
+
+// ---------- memory ----------
+
+/** Peak resident set size (VmHWM) of a live process, in KiB; undefined when it is gone or this is not Linux. */
+export function peakRssKb(pid: number): number | undefined {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
 }

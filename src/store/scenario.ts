@@ -28,7 +28,9 @@ const TIME = {
 } as const;
 const TEXT = (maxLength: number) => ({ type: 'string', minLength: 1, maxLength }) as const;
 const ERROR = { type: 'object', required: ['code', 'message'], additionalProperties: false, properties: { code: TEXT(100), message: TEXT(2000) } } as const;
-const list = (items: object) => ({ type: 'array', maxItems: 10_000, items }) as const;
+/** The most entries a scenario list holds (README: "Scenarios and snapshots"). */
+const SCENARIO_LIST_MAX = 100_000;
+const list = (items: object, maxItems: number = SCENARIO_LIST_MAX) => ({ type: 'array', maxItems, items }) as const;
 
 /** The scenario format, version 1 (README: "Scenarios and snapshots"). Rules across fields are checked after it. */
 export const SCENARIO_SCHEMA = {
@@ -84,12 +86,15 @@ export const SCENARIO_SCHEMA = {
         status: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed'] },
         created_at: TIME,
         report: TEXT(1_000_000),
-        citations: list({
-          type: 'object',
-          required: ['id', 'title', 'file_name', 'snippet'],
-          additionalProperties: false,
-          properties: { id: TEXT(200), title: TEXT(500), file_name: TEXT(255), snippet: { type: 'string', maxLength: 4000 } },
-        }),
+        citations: list(
+          {
+            type: 'object',
+            required: ['id', 'title', 'file_name', 'snippet'],
+            additionalProperties: false,
+            properties: { id: TEXT(200), title: TEXT(500), file_name: TEXT(255), snippet: { type: 'string', maxLength: 4000 } },
+          },
+          10_000,
+        ),
         error: ERROR,
       },
     }),

@@ -1,0 +1,476 @@
+// Scenario "storage": how ours scales with the size of its state, driven only from outside (spawned `serve`, HTTP).
+// For each size a generated scenario is loaded into a new state file once; then a second `serve --state` is timed
+// to its first 200, the rotating refresh grant is loaded, and the server's peak RSS is read. A mixed soak grows a
+// state with keyed asks and research jobs while refreshes run and compares the refresh rate at its end and start.
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { request } from 'undici';
+import type { Chain, RunSummary, SoakOutput } from './load.js';
+import { BENCH_QUESTIONS, writeBenchScenario, type BenchGrant } from './scenario-gen.js';
+import {
+  BenchError,
+  briefRun,
+  fmt,
+  fmtRatio,
+  freePorts,
+  isBenchFailure,
+  log,
+  makeTempDir,
+  median,
+  NoiseMeter,
+  pad,
+  peakRssKb,
+  pollUntil200,
+  removeTempDir,
+  round,
+  runLoad,
+  serveArgs,
+  startProc,
+  stopProc,
+  waitForJsonLine,
+  type Proc,
+  type Target,
+} from './util.js';
+
+export interface StorageOpts {
+  /** records per generated scenario, smallest first (default 1 000 and 100 000) */
+  sizes: number[];
+  /** second starts timed per size (median reported) */
+  starts: number;
+  connections: number;
+  warmupSec: number;
+  /** measured refresh load per size, s (long enough to span several writes of a large state) */
+  durationSec: number;
+  /** measured length of the mixed soak, s; 0 skips it */
+  soakSec: number;
+  /** keyed asks and research jobs per second over all soak writers */
+  soakWriteRate: number;
+  /** the server binary (bin/agent-access.js) and the directory to run it in */
+  bin: string;
+  root: string;
+}
+
+export const DEFAULT_SIZES = [1_000, 100_000];
+/** Enough writer connections that the offered rate, not the wait for each durable write, sets the pace on a fast store. */
+const SOAK_WRITERS = 8;
+/** The REST allowlist is rate-limited per grant (60/min by default); the soak's writers must not hit it. */
+const SOAK_SERVER_ARGS = ['--rate-limit', '1000000/min'];
+/** Window compared at the start and the end of the soak, s (less when the soak is shorter than two windows). */
+const SOAK_WINDOW_SEC = 10;
+
+// Generous bounds: today's server needs ~20 s to create a 100k-record state and ~5 s to start on it.
+const CREATE_DEADLINE_MS = 180_000;
+const START_DEADLINE_MS = 120_000;
+const STOP_GRACE_MS = 60_000;
+/** Per-request timeout of the load: one durable write of a large state can take seconds. */
+const LOAD_TIMEOUT_SEC = 60;
+
+interface MsStats {
+  median_ms: number;
+  min_ms: number;
+  max_ms: number;
+  samples_ms: number[];
+}
+
+export interface StorageSize {
+  records: number;
+  counts: Record<string, number>;
+  scenario_bytes: number;
+  /** `serve --scenario F --state S`: spawn to first 200 (loading and checking the scenario, first write) */
+  create_ms?: number;
+  create_peak_rss_kb?: number;
+  state_bytes?: number;
+  ledger_bytes?: number;
+  /** spawn of `serve --state S` (existing state) to its first 200 on the metadata URL */
+  start?: MsStats;
+  /** peak RSS of the timed starts (each start alone, no requests) */
+  start_peak_rss_kb?: number;
+  /** one refresh before the load, after the start: the first durable write of this process */
+  first_refresh_ms?: number;
+  refresh_warmup?: RunSummary;
+  refresh?: RunSummary;
+  /** VmHWM of the server that carried the refresh load, read just before it was stopped */
+  peak_rss_kb?: number;
+  state_bytes_after_load?: number;
+}
+
+export interface StorageSoak {
+  records: number;
+  duration_s: number;
+  window_s: number;
+  refresh_connections: number;
+  writer_connections: number;
+  write_rate_target: number;
+  refresh_per_sec: number[];
+  writes_per_sec: number[];
+  refresh_first_window_rps: number;
+  refresh_last_window_rps: number;
+  writes_first_window_rps: number;
+  writes_last_window_rps: number;
+  refresh_warmup: RunSummary;
+  refresh: RunSummary;
+  writers: RunSummary;
+  state_bytes_before: number;
+  state_bytes_after?: number;
+  peak_rss_kb?: number;
+}
+
+export interface StorageResults {
+  sizes: StorageSize[];
+  soak?: StorageSoak;
+  /** CPU cores used by processes outside the bench during each phase */
+  foreign_cpu_cores: Record<string, number>;
+  notes: string[];
+}
+
+/** Upper bound of the scenario's run time, for the bench's hard limit (each phase at its deadline; starts at 30 s). */
+export function storageBudgetSec(o: StorageOpts): number {
+  const create = (CREATE_DEADLINE_MS + STOP_GRACE_MS) / 1000;
+  const load = (START_DEADLINE_MS + STOP_GRACE_MS) / 1000 + o.warmupSec + LOAD_TIMEOUT_SEC + 60;
+  const perSize = create + o.starts * 30 + load + o.durationSec;
+  return o.sizes.length * perSize + (o.soakSec > 0 ? create + load + o.soakSec : 0);
+}
+
+export const sizeLabel = (n: number): string => (n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : String(n));
+
+const fileBytes = (f: string): number | undefined => (existsSync(f) ? statSync(f).size : undefined);
+
+function msStats(ms: number[]): MsStats {
+  return {
+    median_ms: round(median(ms)),
+    min_ms: round(Math.min(...ms)),
+    max_ms: round(Math.max(...ms)),
+    samples_ms: ms.map((x) => round(x)),
+  };
+}
+
+interface Started {
+  p: Proc;
+  ms: number;
+  baseUrl: string;
+  pid: number;
+}
+
+/** Spawns `serve` with these arguments and waits for the first 200 on the metadata URL and the JSON ready line. */
+async function startOurs(o: StorageOpts, label: string, args: string[], deadlineMs: number): Promise<Started> {
+  const ports = await freePorts(2);
+  const p = startProc(label, serveArgs(o.bin, ports, args), o.root);
+  try {
+    const ms = await pollUntil200(p, `http://127.0.0.1:${ports[0]}/.well-known/oauth-authorization-server`, deadlineMs, 2);
+    const ready = await waitForJsonLine(p, 'base_url', 10_000);
+    const pid = typeof ready['pid'] === 'number' ? ready['pid'] : p.child.pid;
+    if (pid === undefined) throw new BenchError(`${label}: no pid`);
+    return { p, ms, baseUrl: String(ready['base_url']).replace(/\/+$/, ''), pid };
+  } catch (e) {
+    await stopProc(p);
+    throw e;
+  }
+}
+
+/** Stops a server the way the harness does (SIGTERM, bounded); an unclean exit is noted, and false returned. */
+async function stopOurs(p: Proc, notes: string[]): Promise<boolean> {
+  await stopProc(p, STOP_GRACE_MS);
+  const clean = p.child.exitCode === 0;
+  if (!clean) {
+    const msg = `${p.name} exited with code ${p.child.exitCode}, signal ${p.child.signalCode} after SIGTERM`;
+    log(msg);
+    notes.push(msg);
+  }
+  return clean;
+}
+
+const chainOf = (g: BenchGrant): Chain => ({ clientId: g.clientId, refreshToken: g.refreshToken });
+
+/** One HTTP POST with the load's long timeout (a write of a large state takes seconds); any failure is a BenchError. */
+async function post(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
+  try {
+    const r = await request(url, { method: 'POST', headers, body, headersTimeout: LOAD_TIMEOUT_SEC * 1000, bodyTimeout: LOAD_TIMEOUT_SEC * 1000 });
+    return { status: r.statusCode, text: await r.body.text() };
+  } catch (e) {
+    throw new BenchError(`POST ${url}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** Refreshes a scenario grant once; returns the token response. */
+async function refreshGrant(baseUrl: string, g: BenchGrant): Promise<Record<string, unknown>> {
+  const body = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: g.refreshToken, client_id: g.clientId }).toString();
+  const r = await post(`${baseUrl}/oauth/token`, { 'content-type': 'application/x-www-form-urlencoded' }, body);
+  if (r.status !== 200) throw new BenchError(`refresh of ${g.grantId} -> ${r.status} ${r.text.slice(0, 500)}`);
+  return JSON.parse(r.text) as Record<string, unknown>;
+}
+
+function checkRun(failures: string[], who: string, s: RunSummary): void {
+  if (s.non2xx > 0 || s.errors > 0)
+    failures.push(
+      `${who} RETURNED ${s.non2xx} NON-2XX (${JSON.stringify(s.statusCodes)}), ${s.errors} errors, ${s.timeouts} timeouts\n` + s.badSamples.map((b) => `    ${b}`).join('\n'),
+    );
+}
+
+/** Creates the state of a scenario with `serve --scenario F --state S`, stopped cleanly; throws if it is not. */
+async function createState(o: StorageOpts, scenario: string, state: string, out: StorageSize, notes: string[]): Promise<void> {
+  const t0 = performance.now();
+  const s = await startOurs(o, `ours (create ${sizeLabel(out.records)})`, ['--scenario', scenario, '--state', state], CREATE_DEADLINE_MS);
+  out.create_ms = round(s.ms);
+  out.create_peak_rss_kb = peakRssKb(s.pid);
+  if (!(await stopOurs(s.p, notes))) throw new BenchError(`the server that created ${state} did not stop cleanly`);
+  out.state_bytes = fileBytes(state);
+  out.ledger_bytes = fileBytes(state.replace(/\.json$/, '.charges.jsonl'));
+  if (out.state_bytes === undefined) throw new BenchError(`no state file at ${state} after creating it`);
+  log(`storage ${sizeLabel(out.records)}: state created in ${round((performance.now() - t0) / 1000, 1)} s (first 200 after ${round(s.ms / 1000, 2)} s), ${round(out.state_bytes / 1e6, 1)} MB`);
+}
+
+async function measureSize(o: StorageOpts, dir: string, records: number, res: StorageResults, failures: string[]): Promise<void> {
+  const label = sizeLabel(records);
+  const scenarioFile = path.join(dir, `scenario-${label}.json`);
+  const gen = writeBenchScenario(scenarioFile, records);
+  const out: StorageSize = { records, counts: gen.counts, scenario_bytes: gen.bytes };
+  res.sizes.push(out);
+  log(`storage ${label}: scenario ${round(gen.bytes / 1e6, 1)} MB (${Object.entries(gen.counts).map(([k, v]) => `${v} ${k}`).join(', ')})`);
+  const state = path.join(dir, `state-${label}.json`);
+  await createState(o, scenarioFile, state, out, res.notes);
+
+  // (a) start time of a second serve on the existing state.
+  const starts: number[] = [];
+  let startPeak = 0;
+  for (let i = 0; i < o.starts; i++) {
+    const s = await startOurs(o, `ours (start ${label})`, ['--state', state], START_DEADLINE_MS);
+    starts.push(s.ms);
+    startPeak = Math.max(startPeak, peakRssKb(s.pid) ?? 0);
+    await stopOurs(s.p, res.notes);
+  }
+  if (starts.length > 0) {
+    out.start = msStats(starts);
+    if (startPeak > 0) out.start_peak_rss_kb = startPeak;
+    log(`storage ${label}: start ${out.start.samples_ms.join(' ')} ms (median ${out.start.median_ms})`);
+  }
+
+  // (b) rotating refresh grant on the scenario's tokens, (c) the server's peak RSS over the run.
+  const meter = new NoiseMeter();
+  const c = o.connections;
+  if (gen.grants.length < 2 * c + 1) throw new BenchError(`storage ${label}: ${gen.grants.length} grants, the load needs ${2 * c + 1}`);
+  const s = await startOurs(o, `ours (load ${label})`, ['--state', state], START_DEADLINE_MS);
+  try {
+    const t0 = performance.now();
+    await refreshGrant(s.baseUrl, gen.grants[2 * c]!);
+    out.first_refresh_ms = round(performance.now() - t0);
+    const tokenUrl = new URL(`${s.baseUrl}/oauth/token`);
+    log(`storage ${label}: first refresh ${out.first_refresh_ms} ms; load POST /oauth/token refresh_token on the scenario's grants`);
+    const r = await runLoad({
+      origin: tokenUrl.origin,
+      path: tokenUrl.pathname,
+      mode: 'refresh',
+      connections: c,
+      warmupSec: o.warmupSec,
+      durationSec: o.durationSec,
+      timeoutSec: LOAD_TIMEOUT_SEC,
+      warmupChains: gen.grants.slice(0, c).map(chainOf),
+      chains: gen.grants.slice(c, 2 * c).map(chainOf),
+    });
+    out.refresh_warmup = r.warmup;
+    out.refresh = r.main;
+    out.peak_rss_kb = peakRssKb(s.pid);
+    log(briefRun(`storage ${label} refresh`, r.main));
+    checkRun(failures, `OURS (storage ${label}, refresh warm-up)`, r.warmup);
+    checkRun(failures, `OURS (storage ${label}, refresh)`, r.main);
+  } finally {
+    await stopOurs(s.p, res.notes);
+    out.state_bytes_after_load = fileBytes(state);
+    const n = meter.stop();
+    if (n !== undefined) res.foreign_cpu_cores[`storage_${label}_load`] = round(n, 2);
+  }
+}
+
+const postJson = (url: string, token: string, key: string, body: unknown): Promise<{ status: number; text: string }> =>
+  post(url, { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'idempotency-key': key }, JSON.stringify(body));
+
+const windowRate = (xs: number[], from: number, w: number): number => xs.slice(from, from + w).reduce((a, b) => a + b, 0) / w;
+
+/** The mixed soak on a new state from the smallest scenario: keyed asks and research jobs while refreshes run. */
+async function measureSoak(o: StorageOpts, dir: string, res: StorageResults, failures: string[]): Promise<void> {
+  const records = o.sizes[0]!;
+  const label = sizeLabel(records);
+  const scenarioFile = path.join(dir, `scenario-soak-${label}.json`);
+  const gen = writeBenchScenario(scenarioFile, records);
+  const c = o.connections;
+  if (gen.grants.length < 2 * c + SOAK_WRITERS) throw new BenchError(`storage soak: ${gen.grants.length} grants, it needs ${2 * c + SOAK_WRITERS}`);
+  const state = path.join(dir, `state-soak-${label}.json`);
+  const meter = new NoiseMeter();
+  const s = await startOurs(o, `ours (soak ${label})`, ['--scenario', scenarioFile, '--state', state, ...SOAK_SERVER_ARGS], CREATE_DEADLINE_MS);
+  try {
+    // Access tokens for the writers (scopes ask and research, audience {base_url}/mcp), one grant each.
+    const tokens: string[] = [];
+    for (const g of gen.grants.slice(2 * c, 2 * c + SOAK_WRITERS)) {
+      const t = await refreshGrant(s.baseUrl, g);
+      if (typeof t['access_token'] !== 'string') throw new BenchError(`storage soak: refresh of ${g.grantId} returned no access_token`);
+      tokens.push(t['access_token']);
+    }
+    const keyPrefix = `soak-${Date.now().toString(36)}`;
+    const ask = await postJson(`${s.baseUrl}/chat/ask`, tokens[0]!, `${keyPrefix}-sanity-ask`, { question: BENCH_QUESTIONS[0] });
+    if (ask.status !== 200) throw new BenchError(`storage soak: sanity POST /chat/ask -> ${ask.status} ${ask.text.slice(0, 500)}`);
+    const job = await postJson(`${s.baseUrl}/research`, tokens[0]!, `${keyPrefix}-sanity-research`, { question: BENCH_QUESTIONS[1] });
+    if (job.status !== 202) throw new BenchError(`storage soak: sanity POST /research -> ${job.status} ${job.text.slice(0, 500)}`);
+    const before = fileBytes(state) ?? 0;
+    const window = Math.max(1, Math.min(SOAK_WINDOW_SEC, Math.floor(o.soakSec / 2)));
+    log(`storage soak: ${o.soakSec} s of refreshes (${c} connections) with keyed asks and research jobs (${SOAK_WRITERS} connections, ${o.soakWriteRate}/s) on a new ${label} state`);
+    const r = await runLoad({
+      origin: new URL(s.baseUrl).origin,
+      path: '/oauth/token',
+      mode: 'soak',
+      connections: c,
+      warmupSec: o.warmupSec,
+      durationSec: o.soakSec,
+      timeoutSec: LOAD_TIMEOUT_SEC,
+      warmupChains: gen.grants.slice(0, c).map(chainOf),
+      chains: gen.grants.slice(c, 2 * c).map(chainOf),
+      writers: { tokens, askPath: '/chat/ask', researchPath: '/research', rate: o.soakWriteRate, keyPrefix, questions: [...BENCH_QUESTIONS] },
+    });
+    const soak: SoakOutput = r.soak!;
+    const peak = peakRssKb(s.pid);
+    const n = soak.refreshPerSec.length;
+    res.soak = {
+      records,
+      duration_s: o.soakSec,
+      window_s: window,
+      refresh_connections: c,
+      writer_connections: SOAK_WRITERS,
+      write_rate_target: o.soakWriteRate,
+      refresh_per_sec: soak.refreshPerSec,
+      writes_per_sec: soak.writesPerSec,
+      refresh_first_window_rps: round(windowRate(soak.refreshPerSec, 0, window)),
+      refresh_last_window_rps: round(windowRate(soak.refreshPerSec, n - window, window)),
+      writes_first_window_rps: round(windowRate(soak.writesPerSec, 0, window)),
+      writes_last_window_rps: round(windowRate(soak.writesPerSec, n - window, window)),
+      refresh_warmup: r.warmup,
+      refresh: r.main,
+      writers: soak.writers,
+      state_bytes_before: before,
+      ...(peak !== undefined ? { peak_rss_kb: peak } : {}),
+    };
+    log(
+      `storage soak: refresh ${res.soak.refresh_first_window_rps} req/s in the first ${window} s, ${res.soak.refresh_last_window_rps} in the last; ` +
+        `writes ${res.soak.writes_first_window_rps} -> ${res.soak.writes_last_window_rps} /s`,
+    );
+    checkRun(failures, 'OURS (storage soak, refresh warm-up)', r.warmup);
+    checkRun(failures, 'OURS (storage soak, refresh)', r.main);
+    checkRun(failures, 'OURS (storage soak, writers)', soak.writers);
+  } finally {
+    await stopOurs(s.p, res.notes);
+    if (res.soak) res.soak.state_bytes_after = fileBytes(state);
+    const n = meter.stop();
+    if (n !== undefined) res.foreign_cpu_cores['storage_soak'] = round(n, 2);
+  }
+}
+
+export async function measureStorage(o: StorageOpts, failures: string[]): Promise<StorageResults> {
+  const res: StorageResults = { sizes: [], foreign_cpu_cores: {}, notes: [] };
+  const dir = makeTempDir('aa-bench-storage-');
+  try {
+    for (const records of o.sizes) {
+      try {
+        await measureSize(o, dir, records, res, failures);
+      } catch (e) {
+        if (!isBenchFailure(e)) throw e;
+        failures.push(`storage ${sizeLabel(records)}: ${e.message}`);
+      }
+    }
+    if (o.soakSec > 0) {
+      try {
+        await measureSoak(o, dir, res, failures);
+      } catch (e) {
+        if (!isBenchFailure(e)) throw e;
+        failures.push(`storage soak: ${e.message}`);
+      }
+    }
+  } finally {
+    removeTempDir(dir);
+  }
+  return res;
+}
+
+// ---------- targets and report ----------
+
+const validRps = (s?: RunSummary): number | undefined => (s !== undefined && s.non2xx === 0 && s.errors === 0 ? s.reqPerSecMean : undefined);
+const ratio = (a?: number, b?: number): number | null => (a !== undefined && b !== undefined && b > 0 ? a / b : null);
+
+export function storageTargets(res: StorageResults): Target[] {
+  const targets: Target[] = [];
+  const small = res.sizes[0];
+  const large = res.sizes.length > 1 ? res.sizes.at(-1) : undefined;
+  if (small && large) {
+    const [a, b] = [sizeLabel(small.records), sizeLabel(large.records)];
+    const t1 = ratio(validRps(large.refresh), validRps(small.refresh));
+    const t2 = ratio(large.peak_rss_kb, small.peak_rss_kb);
+    const startS = large.start ? large.start.median_ms / 1000 : null;
+    const t3 = ratio(large.start?.median_ms, small.start?.median_ms);
+    targets.push(
+      { name: `storage: refresh req/s at ${b} / at ${a}`, value: t1, target: '>= 0.8', ok: t1 === null ? null : t1 >= 0.8 },
+      { name: `storage: peak RSS at ${b} / at ${a}`, value: t2, target: '<= 2', ok: t2 === null ? null : t2 <= 2 },
+      {
+        name: `storage: start at ${b}, s`,
+        value: startS,
+        target: '< 2',
+        ok: startS === null ? null : startS < 2,
+        ...(t3 !== null ? { note: `${round(t3, 2)}x the start at ${a}` } : {}),
+      },
+    );
+  }
+  if (res.soak) {
+    const s = res.soak;
+    const valid = validRps(s.refresh) !== undefined;
+    const t = valid ? ratio(s.refresh_last_window_rps, s.refresh_first_window_rps) : null;
+    targets.push({ name: `storage soak: refresh last ${s.window_s} s / first ${s.window_s} s`, value: t, target: '>= 0.8', ok: t === null ? null : t >= 0.8 });
+  }
+  return targets;
+}
+
+const mb = (bytes?: number): string => (bytes === undefined ? '-' : fmt(bytes / 1e6, 1));
+const mbKb = (kb?: number): string => (kb === undefined ? '-' : fmt(kb / 1024, 0));
+
+export function storageReport(res: StorageResults): string[] {
+  const lines: string[] = [];
+  lines.push('');
+  lines.push('storage (generated scenarios; a second serve on the state each created)');
+  lines.push('-'.repeat(90));
+  lines.push(`${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}`);
+  for (const s of res.sizes) {
+    const rps = validRps(s.refresh);
+    lines.push(
+      pad(sizeLabel(s.records), 9) +
+        pad(mb(s.scenario_bytes), 9) +
+        pad(mb(s.state_bytes), 10) +
+        pad(s.create_ms === undefined ? '-' : fmt(s.create_ms / 1000, 1), 10) +
+        pad(fmt(s.start?.median_ms, 0), 10) +
+        pad(fmt(s.first_refresh_ms, 0), 16) +
+        pad(s.refresh && rps === undefined ? `${fmt(s.refresh.reqPerSecMean, 0)}!` : fmt(rps, 0), 11) +
+        pad(mbKb(s.peak_rss_kb), 12),
+    );
+  }
+  const small = res.sizes[0];
+  for (const s of res.sizes.slice(1)) {
+    if (!small) break;
+    const r = (a?: number, b?: number): string => fmtRatio(ratio(a, b));
+    lines.push(
+      `  ${sizeLabel(s.records)} / ${sizeLabel(small.records)}: start ${r(s.start?.median_ms, small.start?.median_ms)}x, ` +
+        `refresh ${r(validRps(s.refresh), validRps(small.refresh))}x, peak RSS ${r(s.peak_rss_kb, small.peak_rss_kb)}x, state ${r(s.state_bytes, small.state_bytes)}x`,
+    );
+  }
+  for (const s of res.sizes) {
+    if (s.refresh)
+      lines.push(`  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms`);
+  }
+  if (res.soak) {
+    const s = res.soak;
+    lines.push(
+      `soak (${s.duration_s} s on a new ${sizeLabel(s.records)} state): refresh ${fmt(s.refresh_first_window_rps, 0)} -> ${fmt(s.refresh_last_window_rps, 0)} req/s ` +
+        `(first / last ${s.window_s} s, ${s.refresh_connections} conns), keyed writes ${fmt(s.writes_first_window_rps, 0)} -> ${fmt(s.writes_last_window_rps, 0)} /s ` +
+        `(${s.writer_connections} conns, ${s.write_rate_target}/s offered)`,
+    );
+    lines.push(
+      `  state ${mb(s.state_bytes_before)} -> ${mb(s.state_bytes_after)} MB, peak RSS ${mbKb(s.peak_rss_kb)} MB; ` +
+        `refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}; writers non-2xx ${s.writers.non2xx}, errors ${s.writers.errors}, timeouts ${s.writers.timeouts}`,
+    );
+  }
+  for (const n of res.notes) lines.push(`note: ${n}`);
+  return lines;
+}
