@@ -1,6 +1,6 @@
 // Generates `serve --scenario` files of a given size for the storage bench: clients, grants with refresh tokens,
 // finished research jobs with reports of realistic size, and charges, split evenly. Content comes from a seeded
-// generator (the same size gives the same records); times are spread over the week before `now`.
+// generator (the same size gives the same records); times are spread over the day before `now` (within every retention).
 //
 //   node build/bench/scenario-gen.js --records 100000 --out /tmp/scenario-100k.json [--seed 1]
 import { closeSync, openSync, statSync, writeSync } from 'node:fs';
@@ -80,24 +80,22 @@ function paragraph(r: Rng, min: number, max: number): string {
   return Array.from({ length: between(r, min, max) }, () => pick(r, SENTENCES)).join(' ');
 }
 
-/** A finished research report as the service returns them: German Markdown of about 2–4 KB, with 3–5 citations (about 1.5 KB more). */
+/** A finished research report: German Markdown of about 1 KB with 2–3 citations, so that 100k records make about the 50 MB state the storage targets were set on. */
 function researchJob(r: Rng, i: number, grant: string, createdAt: string): Record<string, unknown> {
   const topic = pick(r, TOPICS);
-  const citations = Array.from({ length: between(r, 3, 5) }, (_, k) => ({
+  const citations = Array.from({ length: between(r, 2, 3) }, (_, k) => ({
     id: `kb-${topic.file.replace(/\.md$/, '')}-${k + 1}`,
     title: `${topic.title} (${k + 1})`,
     file_name: topic.file,
-    snippet: paragraph(r, 2, 3),
+    snippet: paragraph(r, 1, 1),
   }));
-  const findings = citations.map((c, k) => `### ${c.title} [${k + 1}]\n\n${paragraph(r, 3, 6)}`).join('\n\n');
+  const findings = citations.map((c, k) => `### ${c.title} [${k + 1}]\n\n${paragraph(r, 1, 2)}`).join('\n\n');
   const report = [
     `# Recherche: ${topic.q}`,
     '## Zusammenfassung',
-    paragraph(r, 3, 5),
+    paragraph(r, 1, 2),
     '## Ergebnisse',
     findings,
-    '## Einordnung',
-    paragraph(r, 2, 4),
     '## Quellen',
     citations.map((c, k) => `${k + 1}. ${c.title} (${c.file_name})`).join('\n'),
   ].join('\n\n');
@@ -143,9 +141,9 @@ export function writeBenchScenario(file: string, records: number, opts: { seed?:
   if (n > MAX_LIST_ITEMS) throw new Error(`${records} records need ${n} items per list, over the scenario cap of ${MAX_LIST_ITEMS}`);
   const r = rng(opts.seed ?? 1);
   const now = opts.now ?? Date.now();
-  const week = 7 * 24 * 3600 * 1000;
-  // Whole seconds, oldest first, all within the last week before `now`.
-  const timeAt = (i: number): string => new Date(Math.floor((now - week + (i / n) * (week - 60_000)) / 1000) * 1000).toISOString();
+  const day = 24 * 3600 * 1000;
+  // Whole seconds, oldest first, all within the last day before `now`: retention (7 days) keeps every record during the run.
+  const timeAt = (i: number): string => new Date(Math.floor((now - day + (i / n) * (day - 60_000)) / 1000) * 1000).toISOString();
   const pad = (i: number): string => String(i).padStart(6, '0');
   const grants: BenchGrant[] = [];
   const w = new FileWriter(file);
