@@ -2,7 +2,8 @@ import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-
 import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
-import { DAY, MINUTE, epochSeconds, type Clock } from './clock.js';
+import { epochSeconds, type Clock } from './clock.js';
+import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { BearerError, OAuthError, ProblemError, invalidClient, invalidRequest } from './errors.js';
 import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
@@ -20,19 +21,6 @@ import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
 import { createFamily, parseRefreshToken, rotateFamily, withAccessToken } from './token-family.js';
-
-export interface Lifetimes {
-  /** Spec 2.2, 5.3, 8: 900 seconds. */
-  accessToken: number;
-  /** Not shown in the spec: 60 seconds (OAuth 2.1 §4.1.2 asks for short-lived codes). */
-  code: number;
-  /** Not shown in the spec: 30 days from issue of each rotated token. */
-  refreshToken: number;
-  /** How long a consent page can be answered. */
-  interaction: number;
-}
-
-export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MINUTE, refreshToken: 30 * DAY, interaction: 10 * MINUTE };
 
 /** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
 export interface GrantSeed {
@@ -98,7 +86,7 @@ const INTERACTION_LIMIT = 10_000;
  * The authorization server's domain core: pure logic over `State`, an injected clock and an event bus.
  * Adapters (HTTP, CLI, store) call it; it imports none of them.
  */
-export class Core {
+export class Core implements CoreContext {
   readonly clock: Clock;
   readonly events: EventBus;
   readonly persons: readonly Person[];
@@ -132,6 +120,10 @@ export class Core {
 
   get state(): ReadonlyState {
     return this.repo.state;
+  }
+
+  get signer(): AccessTokenSigner {
+    return this.#signer;
   }
 
   /** Loads the state (or creates it with a fresh signing key, the seed grants and the scenario) and makes it durable. */
@@ -215,6 +207,16 @@ export class Core {
 
   get resource(): string {
     return resourceOf(this.urls);
+  }
+
+  familyByHandle(handleHash: string): TokenFamily | undefined {
+    const id = this.#familyByHandle.get(handleHash);
+    return id ? this.state.families[id] : undefined;
+  }
+
+  indexFamily(family: TokenFamily): void {
+    if (this.#familyByHandle.has(family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
+    this.#familyByHandle.set(family.handle_hash, family.id);
   }
 
   warmUp(): Promise<void> {
@@ -422,15 +424,9 @@ export class Core {
 
   startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
     const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
-    if (this.#familyByHandle.has(created.family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
+    this.indexFamily(created.family);
     this.repo.put('families', created.family.id, created.family);
-    this.#familyByHandle.set(created.family.handle_hash, created.family.id);
     return created;
-  }
-
-  familyByHandle(handleHash: string): TokenFamily | undefined {
-    const id = this.#familyByHandle.get(handleHash);
-    return id ? this.state.families[id] : undefined;
   }
 
   /** Returns the rotated family and its new refresh token. */
