@@ -5,14 +5,14 @@ import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, 
 import { epochSeconds, type Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
-import { BearerError, OAuthError, ProblemError, invalidClient, invalidRequest } from './errors.js';
+import { BearerError, OAuthError, ProblemError, invalidRequest } from './errors.js';
 import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
 import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
 import { generateSigningKey, publicJwks } from './keys.js';
 import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resourceMetadataUrl, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
-import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
+import { registerClient, requireClient } from './registration.js';
 import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
 import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
@@ -245,23 +245,6 @@ export class Core implements CoreContext {
     return publicJwks(this.state.keys);
   }
 
-  // ---- registration (spec 4.1, RFC 7591) ------------------------------------------------------
-
-  async registerClient(input: ClientMetadataInput): Promise<Client> {
-    const metadata = validateClientMetadata(input);
-    const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(this.clock.now()), ...metadata };
-    this.repo.put('clients', client.client_id, client);
-    await this.commit();
-    this.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
-    return client;
-  }
-
-  requireClient(clientId: string): Client {
-    const client = Object.hasOwn(this.state.clients, clientId) ? this.state.clients[clientId] : undefined;
-    if (!client) throw invalidClient(`unknown client_id "${clientId}"; register again`);
-    return client;
-  }
-
   // ---- authorization and consent (spec 4.2, 3.3, 5.6) -----------------------------------------
 
   validateAuthorizationRequest(query: Record<string, QueryValue>): AuthorizationOutcome {
@@ -380,7 +363,7 @@ export class Core implements CoreContext {
     if (options.client_id && !Object.hasOwn(this.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
     const client = options.client_id
       ? (this.state.clients[options.client_id] as Client)
-      : await this.registerClient({ client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
+      : await registerClient(this, { client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
     const grant: Grant = {
       id: newId('grant'),
       client_id: client.client_id,
@@ -408,7 +391,7 @@ export class Core implements CoreContext {
     if (!handler) throw new OAuthError('unsupported_grant_type', `grant_type "${grantType}" is not supported; use authorization_code or refresh_token`);
     for (const name of handler.parameters) if (!params[name]) throw invalidRequest(`${name} is missing`);
     // RFC 7591 §2, RFC 6749 §5.2: a client uses only the grant types it registered; refused before any code or family is looked at.
-    const client = this.requireClient(params.client_id as string);
+    const client = requireClient(this, params.client_id as string);
     if (!client.grant_types.includes(grantType)) {
       throw new OAuthError('unauthorized_client', `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again with ${grantType} in grant_types to use it`);
     }
@@ -557,7 +540,7 @@ export class Core implements CoreContext {
    */
   async revokeToken(params: TokenParams): Promise<void> {
     if (!params.client_id) throw invalidRequest('client_id is missing');
-    const client = this.requireClient(params.client_id);
+    const client = requireClient(this, params.client_id);
     const token = params.token;
     if (!token) throw invalidRequest('token is missing');
     const parsed = parseRefreshToken(token);

@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { OAuthError } from '../core/errors.js';
 import type { Core } from '../core/core.js';
 import { PROTECTED_RESOURCE_METADATA_PATH } from '../core/metadata.js';
+import { registerClient } from '../core/registration.js';
 import type { TokenParams } from '../core/grants/index.js';
 import { ADMIN_EVENTS_PATH, ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
@@ -267,7 +268,7 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   });
 
   app.post('/oauth/register', { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') }, async (request, reply) => {
-    const client = await core.registerClient(request.body as Record<string, unknown>);
+    const client = await registerClient(core, request.body as Record<string, unknown>);
     return reply.code(201).headers(NO_STORE).send(client);
   });
 
