@@ -72,10 +72,10 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     const state = join(dir, 'state.json');
     const first = await Emulator.start({ port: 0, authPort: 0, state });
     const flow = await authorizeAndApprove(first);
-    const kid = first.core.jwks().keys[0]!.kid;
+    const kid = first.core.state.keys[0]!.kid;
     await first.stop();
     const second = await startEmulator({ state });
-    expect(second.core.jwks().keys[0]!.kid).toBe(kid);
+    expect(second.core.state.keys[0]!.kid).toBe(kid);
     expect(second.core.listGrants()).toHaveLength(1);
     const res = await refresh(second.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token });
     expect(res.status).toBe(200);

@@ -18,7 +18,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
     const { header, payload } = decodeJwt(flow.tokens!.access_token);
-    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.jwks().keys[0]!.kid });
+    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.state.keys[0]!.kid });
     expect(payload).toMatchObject({ iss: emu.issuer, sub: 'person_erika', aud: `${emu.baseUrl}/mcp`, client_id: flow.client_id, scope: 'ask', grant_id: expect.stringMatching(/^grant_/), jti: expect.any(String) });
     expect(payload.exp - payload.iat).toBe(900);
   });

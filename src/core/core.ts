@@ -8,8 +8,8 @@ import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { BearerError, OAuthError, ProblemError, invalidRequest } from './errors.js';
 import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
 import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
-import { generateSigningKey, publicJwks } from './keys.js';
-import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resourceMetadataUrl, resourceOf, type ServiceUrls } from './metadata.js';
+import { generateSigningKey } from './keys.js';
+import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { registerClient, requireClient } from './registration.js';
@@ -229,20 +229,6 @@ export class Core implements CoreContext {
 
   get defaultPerson(): Person {
     return defaultPerson(this.persons);
-  }
-
-  // ---- metadata -------------------------------------------------------------------------------
-
-  authorizationServerMetadata() {
-    return authorizationServerMetadata(this.urls);
-  }
-
-  protectedResourceMetadata() {
-    return protectedResourceMetadata(this.urls);
-  }
-
-  jwks() {
-    return publicJwks(this.state.keys);
   }
 
   // ---- authorization and consent (spec 4.2, 3.3, 5.6) -----------------------------------------
@@ -525,11 +511,6 @@ export class Core implements CoreContext {
     if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
     const used = this.repo.update('grants', grant.id, { last_used_at: this.clock.now() });
     return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
-  }
-
-  /** RFC 9728 §5.1 value for WWW-Authenticate. */
-  get resourceMetadataUrl(): string {
-    return resourceMetadataUrl(this.urls);
   }
 
   // ---- revocation (RFC 7009, spec 3.3, 5.7) ----------------------------------------------------
