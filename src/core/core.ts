@@ -1,13 +1,13 @@
-import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
+import { AccessTokenSigner, type AccessTokenClaims } from './access-token.js';
 import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
 import { epochSeconds, type Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
-import { BearerError, OAuthError, ProblemError, invalidRequest } from './errors.js';
-import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
-import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
+import { BearerError, ProblemError, invalidRequest } from './errors.js';
+import { EventBus, type GrantRevoker } from './events.js';
+import type { TokenParams, TokenResponse } from './grants/index.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
@@ -20,7 +20,8 @@ import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.j
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
-import { createFamily, parseRefreshToken, rotateFamily, withAccessToken } from './token-family.js';
+import { invalidateFamily, parseRefreshToken, startFamily } from './token-family.js';
+import { issueTokens } from './issue-tokens.js';
 
 /** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
 export interface GrantSeed {
@@ -362,115 +363,9 @@ export class Core implements CoreContext {
     };
     this.repo.put('grants', grant.id, grant);
     this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
-    const { family, refreshToken } = this.startFamily(grant);
-    const tokens = await this.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
+    const { family, refreshToken } = startFamily(this, grant);
+    const tokens = await issueTokens(this, grant, family, refreshToken, grant.scopes, 'authorization_code');
     return { ...tokens, client_id: client.client_id, grant_id: grant.id };
-  }
-
-  // ---- token endpoint (spec 4.3, OAuth 2.1 §3.2) ----------------------------------------------
-
-  /** Dispatches a token request to its grant type. */
-  async exchangeToken(params: TokenParams): Promise<TokenResponse> {
-    const grantType = params.grant_type;
-    if (!grantType) throw invalidRequest('grant_type is missing');
-    const handler = Object.hasOwn(GRANT_TYPES, grantType) ? GRANT_TYPES[grantType] : undefined;
-    if (!handler) throw new OAuthError('unsupported_grant_type', `grant_type "${grantType}" is not supported; use authorization_code or refresh_token`);
-    for (const name of handler.parameters) if (!params[name]) throw invalidRequest(`${name} is missing`);
-    // RFC 7591 §2, RFC 6749 §5.2: a client uses only the grant types it registered; refused before any code or family is looked at.
-    const client = requireClient(this, params.client_id as string);
-    if (!client.grant_types.includes(grantType)) {
-      throw new OAuthError('unauthorized_client', `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again with ${grantType} in grant_types to use it`);
-    }
-    return handler.handler(this, params, client);
-  }
-
-  /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */
-  checkTokenResource(grant: Grant, requested: string | undefined): void {
-    if (requested === undefined) return;
-    if (grant.resource === null) throw new OAuthError('invalid_target', 'this grant was given without a resource (identity token); authorize again with resource to get an agent token');
-    if (requested !== this.resource) throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${this.resource}`);
-  }
-
-  startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
-    const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
-    this.indexFamily(created.family);
-    this.repo.put('families', created.family.id, created.family);
-    return created;
-  }
-
-  /** Returns the rotated family and its new refresh token. */
-  rotate(family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
-    const rotated = rotateFamily(family, presented, this.clock.now(), this.lifetimes.refreshToken);
-    this.repo.put('families', family.id, rotated.family);
-    this.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: family.current.generation, to_generation: rotated.family.current.generation });
-    return rotated;
-  }
-
-  /** Every refresh and access token of the family stops working (spec 3.2, 7). */
-  invalidateFamily(family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
-    if (this.state.families[family.id]?.status !== 'active') return;
-    this.repo.update('families', family.id, { status: 'invalidated', invalidated_at: this.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
-    this.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
-  }
-
-  /**
-   * A fault on purpose: a refresh token of the grant's live family is presented again after its rotation, as a thief
-   * or a second copy of the client would. The family dies by the replay rule (spec 3.2), exactly as if the token had
-   * reached the token endpoint. A family that never rotated counts its current token as the one used twice.
-   */
-  async replayStoredRefreshToken(grantId: string): Promise<void> {
-    for (const family of Object.values(this.state.families)) {
-      if (family.grant_id !== grantId || family.status !== 'active') continue;
-      this.invalidateFamily(family, 'refresh_replay', family.history.at(-1)?.generation ?? family.current.generation);
-    }
-    await this.commit();
-  }
-
-  /** Spec 9: grants that carry retired scopes lose them at their next refresh. */
-  reduceGrantScopes(grant: Grant, kept: readonly string[]): void {
-    const removed = grant.scopes.filter((s) => !kept.includes(s));
-    this.repo.update('grants', grant.id, { scopes: kept });
-    this.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
-  }
-
-  /**
-   * Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). The refresh
-   * token is left out for a client that did not register the refresh_token grant (RFC 7591 §2, RFC 6749 §5.1); its
-   * family still exists, to track and revoke the access tokens.
-   */
-  async issueTokens(grant: Grant, family: TokenFamily, refreshToken: string, scopes: readonly string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
-    const now = this.clock.now();
-    const times = tokenTimes(now, this.lifetimes.accessToken);
-    // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
-    const audience = grant.resource !== null ? this.resource : grant.client_id;
-    const claims: AccessTokenClaims = {
-      iss: this.issuer,
-      sub: grant.person_id,
-      aud: audience,
-      client_id: grant.client_id,
-      scope: scopes.join(' '),
-      ...times,
-      jti: randomToken(16),
-      grant_id: grant.id,
-      family_id: family.id,
-    };
-    this.repo.update('grants', grant.id, { last_used_at: now });
-    // The family as it is now: the caller's copy may be from before its rotation.
-    const issuedFrom = this.repo.put('families', family.id, withAccessToken(this.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }));
-    const [accessToken] = await Promise.all([this.#signer.sign(claims), this.commit()]);
-    this.events.emit('tokens.issued', {
-      grant_id: grant.id,
-      client_id: grant.client_id,
-      family_id: family.id,
-      jti: claims.jti,
-      scopes,
-      audience,
-      expires_at: times.exp * 1000,
-      generation: issuedFrom.current.generation,
-      grant_type: grantType,
-    });
-    const refreshable = this.state.clients[grant.client_id]?.grant_types.includes('refresh_token') ?? true;
-    return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, ...(refreshable ? { refresh_token: refreshToken } : {}), scope: claims.scope };
   }
 
   // ---- the resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, 9068) ----------------------
@@ -567,7 +462,7 @@ export class Core implements CoreContext {
     if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
     if (grant.status === 'revoked') return grant;
     const revoked = this.repo.update('grants', id, { status: 'revoked', revoked_at: this.clock.now(), revoked_by: by });
-    for (const family of Object.values(this.state.families)) if (family.grant_id === id) this.invalidateFamily(family, by === 'client' ? 'token_revoked' : 'grant_revoked');
+    for (const family of Object.values(this.state.families)) if (family.grant_id === id) invalidateFamily(this, family, by === 'client' ? 'token_revoked' : 'grant_revoked');
     await this.commit();
     this.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
     return revoked;
@@ -602,10 +497,10 @@ export class Core implements CoreContext {
       status: 'active',
     };
     this.repo.put('grants', grant.id, grant);
-    const family = seed.refresh_token ? this.startFamily(grant, seed.refresh_token).family : undefined;
+    const family = seed.refresh_token ? startFamily(this, grant, seed.refresh_token).family : undefined;
     if (seed.status === 'revoked') {
       this.repo.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
-      if (family) this.invalidateFamily(family, 'grant_revoked');
+      if (family) invalidateFamily(this, family, 'grant_revoked');
     }
   }
 

@@ -1,5 +1,6 @@
 import { parseDuration } from './clock.js';
 import type { Core } from './core.js';
+import { replayStoredRefreshToken } from './token-family.js';
 import { ProblemError } from './errors.js';
 import type { FaultView } from './snapshot.js';
 
@@ -365,7 +366,7 @@ export class Faults {
     const grantId = fault.grant_id!;
     this.#fired(fault, { grant_id: grantId, client_id: this.core.state.grants[grantId]?.client_id });
     if (fault.kind === 'revoke') await this.core.revokeGrant(grantId, 'person').catch(() => undefined);
-    else await this.core.replayStoredRefreshToken(grantId);
+    else await replayStoredRefreshToken(this.core, grantId);
   }
 
   /** Ended faults are kept for the record, the oldest dropped first when the list is full. */

@@ -7,6 +7,7 @@ import type { Core } from '../core/core.js';
 import { PROTECTED_RESOURCE_METADATA_PATH, authorizationServerMetadata, protectedResourceMetadata, resourceMetadataUrl } from '../core/metadata.js';
 import { publicJwks } from '../core/keys.js';
 import { registerClient } from '../core/registration.js';
+import { exchangeToken } from '../core/token-endpoint.js';
 import type { TokenParams } from '../core/grants/index.js';
 import { ADMIN_EVENTS_PATH, ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
@@ -277,7 +278,7 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   const clientEndpoint = { config: { errorStyle: 'oauth' as const }, onRequest: refuseClientAuthentication(core), preValidation: formOnly };
 
   app.post('/oauth/token', { schema: tokenSchema, ...clientEndpoint }, async (request, reply) => {
-    const tokens = await core.exchangeToken(request.body as TokenParams);
+    const tokens = await exchangeToken(core, request.body as TokenParams);
     return reply.headers(NO_STORE).send(tokens);
   });
 
