@@ -5,7 +5,7 @@ import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, 
 import { epochSeconds, type Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
-import { BearerError, ProblemError, invalidRequest } from './errors.js';
+import { ProblemError, invalidRequest } from './errors.js';
 import { EventBus, type GrantRevoker } from './events.js';
 import type { TokenParams, TokenResponse } from './grants/index.js';
 import { generateSigningKey } from './keys.js';
@@ -13,7 +13,7 @@ import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { registerClient, requireClient } from './registration.js';
-import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
+import { isRetiredScope, isSupportedScope, requireSupportedScopes } from './scopes.js';
 import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
@@ -63,17 +63,6 @@ export interface Interaction {
   /** Opaque value tying the interaction to the browser session that saw it. */
   binding: string;
   expires_at: number;
-}
-
-/** What the resource guard hands to a route once a bearer token passed every check. */
-export interface AccessContext {
-  claims: AccessTokenClaims;
-  scopes: string[];
-  grant: Grant;
-  client_id: string;
-  person_id: string;
-  /** Injected faults that shaped this request (emulator control), for the request log. */
-  faults: string[];
 }
 
 export interface GrantView extends Grant {
@@ -366,46 +355,6 @@ export class Core implements CoreContext {
     const { family, refreshToken } = startFamily(this, grant);
     const tokens = await issueTokens(this, grant, family, refreshToken, grant.scopes, 'authorization_code');
     return { ...tokens, client_id: client.client_id, grant_id: grant.id };
-  }
-
-  // ---- the resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, 9068) ----------------------
-
-  /**
-   * Checks a bearer credential for a protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`,
-   * then on every request that the grant is active, the family alive and the token not revoked,
-   * and finally the route's scope (`null`: any agent token; the caller checks scopes itself, and a 401
-   * challenge names `challengeScope`). Throws `BearerError` (401 or 403).
-   */
-  async authenticate(authorization: string | undefined, required: string | null, challengeScope: string = required ?? 'ask'): Promise<AccessContext> {
-    const scope = challengeScope;
-    const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
-    if (!match) {
-      if (authorization && /^bearer\b/i.test(authorization)) throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
-      throw new BearerError(401, undefined, `a bearer token with scope "${scope}" is required`, scope);
-    }
-    let claims: AccessTokenClaims;
-    try {
-      claims = await this.#signer.verify(match[1] as string, this.issuer, this.clock.now());
-    } catch (e) {
-      const code = (e as { code?: string }).code;
-      throw new BearerError(401, 'invalid_token', code === 'ERR_JWT_EXPIRED' ? 'the access token has expired' : 'the access token is not valid here', scope);
-    }
-    const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-    if (!audiences.includes(this.resource)) {
-      throw new BearerError(401, 'invalid_token', `identity token refused: issued without resource=${this.resource}`, scope);
-    }
-    const grant = this.state.grants[claims.grant_id];
-    if (!grant || grant.status !== 'active') {
-      const by = grant?.revoked_by === 'client' ? 'the client' : grant?.revoked_by === 'admin' ? 'an administrator' : 'the person';
-      throw new BearerError(401, 'invalid_token', `access was revoked by ${by}`, scope);
-    }
-    const family = this.state.families[claims.family_id];
-    if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
-    if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
-    const scopes = splitScope(claims.scope);
-    if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
-    const used = this.repo.update('grants', grant.id, { last_used_at: this.clock.now() });
-    return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
   }
 
   // ---- revocation (RFC 7009, spec 3.3, 5.7) ----------------------------------------------------
