@@ -10,6 +10,7 @@ import type { Browser as Chromium, BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SCOPES } from '../src/core/scopes.js';
 import { authenticate } from '../src/core/resource-guard.js';
+import { listGrants } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { startEmulator } from './helpers/emulator.js';
@@ -155,7 +156,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const { client_id } = await registerClient(emulator);
     await openConsent(emulator, client_id);
     const first = await decide('Zulassen');
-    expect(emulator.core.listGrants({ client_id }).filter((g) => g.status === 'active')).toHaveLength(1);
+    expect(listGrants(emulator.core, { client_id }).filter((g) => g.status === 'active')).toHaveLength(1);
 
     // Same browser session, same client, same scopes: the page must be shown again, not skipped.
     const again = await openConsent(emulator, client_id);
@@ -179,7 +180,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     expect(landed.searchParams.getAll('state')).toEqual([state]);
     expect(landed.searchParams.getAll('iss')).toEqual([emulator.issuer]);
     expect(landed.searchParams.get('code')).toBeNull();
-    expect(emulator.core.listGrants({ client_id })).toHaveLength(0);
+    expect(listGrants(emulator.core, { client_id })).toHaveLength(0);
   });
 
   it('spec 4.2: a hostile client_name renders as inert text labelled unverified; scopes are listed in German with writes marked', async () => {
@@ -256,7 +257,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const tokens = res.json();
     await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
 
-    const [grant] = emulator.core.listGrants({ client_id });
+    const [grant] = listGrants(emulator.core, { client_id });
     expect(grant).toBeDefined();
     await page.goto(`${emulator.authUrl}/settings`);
     const row = page.locator(`tr[data-grant="${grant!.id}"]`);

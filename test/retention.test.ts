@@ -8,6 +8,7 @@ import { Core } from '../src/core/core.js';
 import { DEFAULT_RETENTION, type Retention } from '../src/core/retention.js';
 import { exchangeToken } from '../src/core/token-endpoint.js';
 import { FAMILY_HISTORY } from '../src/core/token-family.js';
+import { revokeGrant } from '../src/core/grants-admin.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { parseRetentionFlag } from '../src/cli/commands/serve.js';
@@ -64,7 +65,7 @@ describe('retention on the emulator clock', () => {
     const { core: c, clock } = await core();
     const live = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
     const dead = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
-    await c.revokeGrant(dead.grant_id, 'person');
+    await revokeGrant(c, dead.grant_id, 'person');
     const base = { client_id: 'c', grant_id: 'g', person_id: 'person_erika', question: 'q', kind: 'contacts' as const, operation: 'create' as const, record_id: 'k', fields: {}, description: 'd', created_at: T0 };
     c.repo.put('pending_actions', 'rejected', { ...base, id: 'rejected', status: 'rejected', decided_at: T0 });
     c.repo.put('pending_actions', 'pending', { ...base, id: 'pending', status: 'pending' });

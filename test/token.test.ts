@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { authenticate } from '../src/core/resource-guard.js';
+import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { startEmulator } from './helpers/emulator.js';
 import { REDIRECT, authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
 
@@ -221,8 +222,8 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   it('spec 3.3: after the person revokes the grant, refresh → invalid_grant', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
-    const grant = emu.core.listGrants()[0]!;
-    await emu.core.revokeGrant(grant.id, 'person');
+    const grant = listGrants(emu.core)[0]!;
+    await revokeGrant(emu.core, grant.id, 'person');
     expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
   });
 
@@ -280,7 +281,7 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
     expect(res.headers['www-authenticate']).toBe(`Basic realm="${emu.issuer}"`);
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.json()).toMatchObject({ error: 'invalid_client', error_description: expect.stringContaining('client_id') });
-    expect(emu.core.listGrants()[0]).toMatchObject({ status: 'active' });
+    expect(listGrants(emu.core)[0]).toMatchObject({ status: 'active' });
     await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
   });
 });

@@ -2,7 +2,8 @@ import { access } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
-import { Core, type GrantView } from '../core/core.js';
+import { Core } from '../core/core.js';
+import { listGrants, revokeGrant, type GrantView } from '../core/grants-admin.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
@@ -22,11 +23,11 @@ class FileTarget implements StateTarget {
   readonly via = 'file';
   constructor(private readonly core: Core, private readonly release: () => Promise<void>) {}
   async listGrants(filter: { person_id?: string; client_id?: string }) {
-    return this.core.listGrants(filter);
+    return listGrants(this.core, filter);
   }
   async revokeGrant(id: string) {
-    await this.core.revokeGrant(id, 'admin');
-    return this.core.listGrants().find((g) => g.id === id) as GrantView;
+    await revokeGrant(this.core, id, 'admin');
+    return listGrants(this.core).find((g) => g.id === id) as GrantView;
   }
   async charges() {
     return chargesReport(this.core, await this.core.persistence.readLedger());

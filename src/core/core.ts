@@ -2,42 +2,30 @@ import { AccessTokenSigner, type AccessTokenClaims } from './access-token.js';
 import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
-import { epochSeconds, type Clock } from './clock.js';
+import type { Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { ProblemError, invalidRequest } from './errors.js';
-import { EventBus, type GrantRevoker } from './events.js';
+import { EventBus } from './events.js';
 import type { TokenParams, TokenResponse } from './grants/index.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { registerClient, requireClient } from './registration.js';
-import { isRetiredScope, isSupportedScope, requireSupportedScopes } from './scopes.js';
+import { requireSupportedScopes } from './scopes.js';
 import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
-import { invalidateFamily, parseRefreshToken, startFamily } from './token-family.js';
+import { parseRefreshToken, startFamily } from './token-family.js';
 import { issueTokens } from './issue-tokens.js';
+import { revokeGrant, seedGrant, type GrantSeed } from './grants-admin.js';
 
-/** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
-export interface GrantSeed {
-  /** The grant's id (a scenario names its grants); default a new one. */
-  id?: string;
-  client: { client_id: string; client_name: string; redirect_uris: readonly string[] };
-  person_id: string;
-  scopes: string[];
-  resource: 'mcp' | null;
-  /** The family's current refresh token, `aa1.<handle>.<secret>`; stored only as a hash. Without it, no family. */
-  refresh_token?: string;
-  /** Default active; a revoked seed grant's family is invalidated as a revocation would. */
-  status?: 'active' | 'revoked';
-  /** Default: when the state is created. */
-  created_at?: number;
-}
+/** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
+export type { GrantSeed };
 
 export interface CoreOptions {
   clock: Clock;
@@ -63,11 +51,6 @@ export interface Interaction {
   /** Opaque value tying the interaction to the browser session that saw it. */
   binding: string;
   expires_at: number;
-}
-
-export interface GrantView extends Grant {
-  client_name: string;
-  families: Array<Pick<TokenFamily, 'id' | 'status' | 'rotations' | 'invalidated_reason' | 'invalidated_at'> & { generation: number }>;
 }
 
 const INTERACTION_LIMIT = 10_000;
@@ -126,7 +109,7 @@ export class Core implements CoreContext {
     const newKey = state.keys.length === 0 ? await generateSigningKey(options.clock.now()) : null;
     const core = new Core(options, state, fresh, newKey);
     if (fresh) {
-      for (const seed of options.seedGrants ?? []) core.seedGrant(seed);
+      for (const seed of options.seedGrants ?? []) seedGrant(core, seed);
       if (options.scenario) applyScenario(core, options.scenario, options.scenario.timings);
     }
     // A new state is made durable; an existing one hands persistence the repository it commits from.
@@ -373,7 +356,7 @@ export class Core implements CoreContext {
       const family = this.familyByHandle(parsed.handleHash);
       if (family && family.client_id === client.client_id && family.current.hash === parsed.tokenHash) {
         const grant = this.state.grants[family.grant_id];
-        if (grant) await this.revokeGrant(grant.id, 'client');
+        if (grant) await revokeGrant(this, grant.id, 'client');
       }
       return;
     }
@@ -387,70 +370,6 @@ export class Core implements CoreContext {
     this.repo.put('revoked_access_tokens', claims.jti, claims.exp * 1000);
     await this.commit();
     this.events.emit('access_token.revoked', { jti: claims.jti, client_id: client.client_id });
-  }
-
-  // ---- grants (spec 3.3) ----------------------------------------------------------------------
-
-  listGrants(filter: { person_id?: string; client_id?: string } = {}): GrantView[] {
-    const families = Object.values(this.state.families);
-    return Object.values(this.state.grants)
-      .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))
-      .sort((a, b) => b.created_at - a.created_at)
-      .map((g) => ({
-        ...g,
-        client_name: this.state.clients[g.client_id]?.client_name ?? '(unbekannter Client)',
-        families: families
-          .filter((f) => f.grant_id === g.id)
-          .map((f) => ({ id: f.id, status: f.status, rotations: f.rotations, generation: f.current.generation, invalidated_reason: f.invalidated_reason, invalidated_at: f.invalidated_at })),
-      }));
-  }
-
-  /** The person (or an admin, or the client itself) ends a grant; it applies from the next request (spec 5.7). */
-  async revokeGrant(id: string, by: GrantRevoker, personId?: string): Promise<Grant> {
-    const grant = Object.hasOwn(this.state.grants, id) ? this.state.grants[id] : undefined;
-    if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
-    if (grant.status === 'revoked') return grant;
-    const revoked = this.repo.update('grants', id, { status: 'revoked', revoked_at: this.clock.now(), revoked_by: by });
-    for (const family of Object.values(this.state.families)) if (family.grant_id === id) invalidateFamily(this, family, by === 'client' ? 'token_revoked' : 'grant_revoked');
-    await this.commit();
-    this.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
-    return revoked;
-  }
-
-  /** Creates a fixtures or scenario grant, with its client and (given a refresh token) its family: a new state only. */
-  seedGrant(seed: GrantSeed): void {
-    const now = this.clock.now();
-    const existing = this.state.clients[seed.client.client_id];
-    if (!existing) {
-      this.repo.put('clients', seed.client.client_id, {
-        ...seed.client,
-        client_id_issued_at: epochSeconds(now),
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      });
-    }
-    const unknown = seed.scopes.filter((s) => !isSupportedScope(s) && !isRetiredScope(s));
-    if (unknown.length > 0) throw new Error(`seed grant for ${seed.client.client_id}: unknown scope ${unknown.join(', ')}`);
-    if (!this.person(seed.person_id)) throw new Error(`seed grant for ${seed.client.client_id}: unknown person "${seed.person_id}"`);
-    const id = seed.id ?? newId('grant');
-    if (Object.hasOwn(this.state.grants, id)) throw new Error(`seed grant ${id}: a grant with this id exists already`);
-    const grant: Grant = {
-      id,
-      client_id: seed.client.client_id,
-      person_id: seed.person_id,
-      scopes: [...seed.scopes],
-      resource: seed.resource === 'mcp' ? '{base_url}/mcp' : null,
-      created_at: seed.created_at ?? now,
-      last_used_at: null,
-      status: 'active',
-    };
-    this.repo.put('grants', grant.id, grant);
-    const family = seed.refresh_token ? startFamily(this, grant, seed.refresh_token).family : undefined;
-    if (seed.status === 'revoked') {
-      this.repo.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
-      if (family) invalidateFamily(this, family, 'grant_revoked');
-    }
   }
 
   // ---- housekeeping ---------------------------------------------------------------------------

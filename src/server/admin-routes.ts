@@ -5,6 +5,7 @@ import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
 import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultIdSchema, adminFaultSchema, adminDecideSchema, adminGrantsSchema, adminResetSchema, adminRevokeSchema, adminSnapshotListSchema, adminSnapshotRestoreSchema, adminSnapshotSaveSchema, adminTokensSchema } from './schemas.js';
 import { parseConsentPolicy } from '../core/consent-policy.js';
+import { listGrants, revokeGrant } from '../core/grants-admin.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
@@ -66,13 +67,13 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       if (unknown.length > 0) return sendProblem(reply, 400, 'invalid_request', `unknown field ${unknown.join(', ')}; allowed: ${Object.keys(properties).join(', ')}`);
     });
     admin.get('/health', async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
-    admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: core.listGrants(request.query as { person_id?: string; client_id?: string }) }));
+    admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: listGrants(core, request.query as { person_id?: string; client_id?: string }) }));
     admin.get('/charges', async () => chargesReport(core, await core.persistence.readLedger()));
     admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
       const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';
-      const grant = await core.revokeGrant(id, by);
-      return { grant: core.listGrants().find((g) => g.id === grant.id) };
+      const grant = await revokeGrant(core, id, by);
+      return { grant: listGrants(core).find((g) => g.id === grant.id) };
     });
     admin.get('/snapshot', async () => feed.snapshot());
     admin.get('/events', async (_request, reply) => {

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { QueryValue } from '../core/authorize.js';
 import type { Core } from '../core/core.js';
 import { ProblemError } from '../core/errors.js';
+import { listGrants, revokeGrant } from '../core/grants-admin.js';
 import { installCommonHooks, newFastify, notFound, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
@@ -68,7 +69,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const session = sessions.ensure(request, reply);
     const person = core.person(session.person_id) ?? core.defaultPerson;
     const notice = (request.query as { revoked?: string }).revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
-    return pageHeaders(reply).send(settingsPage({ person, grants: core.listGrants({ person_id: person.id }), csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
+    return pageHeaders(reply).send(settingsPage({ person, grants: listGrants(core, { person_id: person.id }), csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
   });
 
   // Spec 3.3, 5.7: the person revokes; it applies from the next request.
@@ -78,7 +79,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     if (!session || !sessions.checkCsrf(session, SETTINGS_PURPOSE, csrf)) {
       throw new ProblemError(403, 'settings.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Einstellungen neu.');
     }
-    await core.revokeGrant((request.params as { id: string }).id, 'person', session.person_id);
+    await revokeGrant(core, (request.params as { id: string }).id, 'person', session.person_id);
     return reply.redirect('/settings?revoked=1', 303);
   });
 
