@@ -1,18 +1,18 @@
-import { AccessTokenSigner, type AccessTokenClaims } from './access-token.js';
+import { AccessTokenSigner } from './access-token.js';
 import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
 import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
 import type { Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
-import { ProblemError, invalidRequest } from './errors.js';
+import { ProblemError } from './errors.js';
 import { EventBus } from './events.js';
-import type { TokenParams, TokenResponse } from './grants/index.js';
+import type { TokenResponse } from './grants/index.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
-import { registerClient, requireClient } from './registration.js';
+import { registerClient } from './registration.js';
 import { requireSupportedScopes } from './scopes.js';
 import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
@@ -20,9 +20,9 @@ import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.j
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
-import { parseRefreshToken, startFamily } from './token-family.js';
+import { startFamily } from './token-family.js';
 import { issueTokens } from './issue-tokens.js';
-import { revokeGrant, seedGrant, type GrantSeed } from './grants-admin.js';
+import { seedGrant, type GrantSeed } from './grants-admin.js';
 
 /** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
 export type { GrantSeed };
@@ -338,38 +338,6 @@ export class Core implements CoreContext {
     const { family, refreshToken } = startFamily(this, grant);
     const tokens = await issueTokens(this, grant, family, refreshToken, grant.scopes, 'authorization_code');
     return { ...tokens, client_id: client.client_id, grant_id: grant.id };
-  }
-
-  // ---- revocation (RFC 7009, spec 3.3, 5.7) ----------------------------------------------------
-
-  /**
-   * RFC 7009 §2: answers the same whether or not the token was valid. A refresh token ends its grant
-   * and every token of it; an access token is refused from then on.
-   */
-  async revokeToken(params: TokenParams): Promise<void> {
-    if (!params.client_id) throw invalidRequest('client_id is missing');
-    const client = requireClient(this, params.client_id);
-    const token = params.token;
-    if (!token) throw invalidRequest('token is missing');
-    const parsed = parseRefreshToken(token);
-    if (parsed) {
-      const family = this.familyByHandle(parsed.handleHash);
-      if (family && family.client_id === client.client_id && family.current.hash === parsed.tokenHash) {
-        const grant = this.state.grants[family.grant_id];
-        if (grant) await revokeGrant(this, grant.id, 'client');
-      }
-      return;
-    }
-    let claims: AccessTokenClaims;
-    try {
-      claims = await this.#signer.verify(token, this.issuer, this.clock.now(), { ignoreExpiry: true });
-    } catch {
-      return;
-    }
-    if (claims.client_id !== client.client_id || claims.exp * 1000 <= this.clock.now()) return;
-    this.repo.put('revoked_access_tokens', claims.jti, claims.exp * 1000);
-    await this.commit();
-    this.events.emit('access_token.revoked', { jti: claims.jti, client_id: client.client_id });
   }
 
   // ---- housekeeping ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import { PROTECTED_RESOURCE_METADATA_PATH, authorizationServerMetadata, protecte
 import { publicJwks } from '../core/keys.js';
 import { registerClient } from '../core/registration.js';
 import { exchangeToken } from '../core/token-endpoint.js';
+import { revokeToken } from '../core/revocation.js';
 import type { TokenParams } from '../core/grants/index.js';
 import { ADMIN_EVENTS_PATH, ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
@@ -283,7 +284,7 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   });
 
   app.post('/oauth/revoke', { schema: revokeSchema, ...clientEndpoint }, async (request, reply) => {
-    await core.revokeToken(request.body as TokenParams);
+    await revokeToken(core, request.body as TokenParams);
     return reply.headers(NO_STORE).code(200).send();
   });
 }
