@@ -1,7 +1,9 @@
 import type { AccessTokenSigner } from './access-token.js';
 import type { ChargeEntry } from './charges.js';
+import type { ConsentPolicies } from './consent-policy.js';
 import { DAY, MINUTE, type Clock } from './clock.js';
 import type { EventBus } from './events.js';
+import type { Interactions } from './interactions.js';
 import type { ServiceUrls } from './metadata.js';
 import type { Person } from './persons.js';
 import type { ReadonlyState, Repository } from './repository.js';
@@ -42,6 +44,10 @@ export interface CoreContext {
   /** `{base_url}/mcp`, the one protected resource (RFC 8707, RFC 9728). */
   readonly resource: string;
   readonly defaultPerson: Person;
+  /** The open consent screens (in memory: a restart asks again). */
+  readonly interactions: Interactions;
+  /** Who answers the consent screen (emulator control): the person by default. */
+  readonly consentPolicies: ConsentPolicies;
   person(id: string): Person | undefined;
   /** Makes every change made so far durable. Concurrent calls share one write. */
   commit(): Promise<void>;

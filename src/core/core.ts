@@ -1,12 +1,12 @@
 import { AccessTokenSigner } from './access-token.js';
-import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
+import { ConsentPolicies } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
-import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
 import type { Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
-import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
+import { newId } from './crypto.js';
 import { ProblemError } from './errors.js';
 import { EventBus } from './events.js';
+import { Interactions } from './interactions.js';
 import type { TokenResponse } from './grants/index.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
@@ -43,18 +43,6 @@ export interface CoreOptions {
   scenario?: LoadedScenario & { timings: JobTimings };
 }
 
-/** A consent screen waiting for the person's answer. Kept in memory: a restart simply asks again. */
-export interface Interaction {
-  id: string;
-  request: AuthorizationRequest;
-  person_id: string;
-  /** Opaque value tying the interaction to the browser session that saw it. */
-  binding: string;
-  expires_at: number;
-}
-
-const INTERACTION_LIMIT = 10_000;
-
 /**
  * The authorization server's domain core: pure logic over `State`, an injected clock and an event bus.
  * Adapters (HTTP, CLI, store) call it; it imports none of them.
@@ -73,7 +61,8 @@ export class Core implements CoreContext {
   #signer: AccessTokenSigner;
   #urls: ServiceUrls | undefined;
   #familyByHandle = new Map<string, string>();
-  #interactions = new Map<string, Interaction>();
+  /** The open consent screens (in memory: a restart asks again). */
+  readonly interactions = new Interactions();
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
 
@@ -152,7 +141,7 @@ export class Core implements CoreContext {
     const state = parseState(stored.state, label);
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
-      this.#interactions.clear();
+      this.interactions.clear();
       this.repo.replace(state);
       this.#signer = new AccessTokenSigner(this.state.keys[0]!);
       this.#reindex();
@@ -204,109 +193,6 @@ export class Core implements CoreContext {
     return defaultPerson(this.persons);
   }
 
-  // ---- authorization and consent (spec 4.2, 3.3, 5.6) -----------------------------------------
-
-  validateAuthorizationRequest(query: Record<string, QueryValue>): AuthorizationOutcome {
-    return validateAuthorizationRequest((id) => this.repo.get('clients', id), query, this.issuer, this.resource);
-  }
-
-  /** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3). */
-  beginConsent(request: AuthorizationRequest, personId: string, binding: string): Interaction {
-    const answeredBy = this.consentPolicies.for(request.client.client_id).decision === 'page' ? 'person' : 'policy';
-    this.#pruneInteractions();
-    const interaction: Interaction = { id: randomToken(18), request, person_id: personId, binding, expires_at: this.clock.now() + this.lifetimes.interaction };
-    this.#interactions.set(interaction.id, interaction);
-    this.events.emit('consent.shown', {
-      interaction_id: interaction.id,
-      client_id: request.client.client_id,
-      client_name: request.client.client_name,
-      person_id: personId,
-      scopes: request.scopes,
-      resource: request.resource,
-      answered_by: answeredBy,
-    });
-    return interaction;
-  }
-
-  /** The interaction if it exists, has not expired and belongs to `binding`. */
-  interaction(id: string, binding: string): Interaction | undefined {
-    const interaction = this.#interactions.get(id);
-    if (!interaction || interaction.expires_at <= this.clock.now() || !safeEqual(interaction.binding, binding)) return undefined;
-    return interaction;
-  }
-
-  /**
-   * The person's answer. Approve stores a grant and a single-use code; deny answers `access_denied`.
-   * Returns where to send the browser (always with `state` and `iss`, RFC 9207). A consent policy answers through
-   * here too (`by: 'policy'`), and may approve only some of the requested scopes (`scopes`, RFC 6749 §3.3).
-   */
-  async decideConsent(id: string, binding: string, decision: 'approve' | 'deny', answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' }): Promise<string> {
-    const interaction = this.interaction(id, binding);
-    if (!interaction) throw new ProblemError(400, 'consent.expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
-    this.#interactions.delete(id);
-    const { request } = interaction;
-    const granted = answer.scopes ? request.scopes.filter((s) => answer.scopes!.includes(s)) : [...request.scopes];
-    const base = { client_id: request.client.client_id, person_id: interaction.person_id, by: answer.by };
-    if (decision === 'deny' || granted.length === 0) {
-      this.events.emit('consent.denied', { interaction_id: id, ...base, scopes: request.scopes });
-      const description = decision === 'deny' ? `the ${answer.by === 'policy' ? 'consent policy' : 'person'} denied access` : 'the consent policy approves none of the requested scopes';
-      return redirectWith(request.redirect_uri, { error: 'access_denied', error_description: description, state: request.state, iss: this.issuer });
-    }
-    const now = this.clock.now();
-    const grant: Grant = {
-      id: newId('grant'),
-      client_id: request.client.client_id,
-      person_id: interaction.person_id,
-      scopes: granted,
-      resource: request.resource,
-      created_at: now,
-      last_used_at: null,
-      status: 'active',
-    };
-    const code = randomToken(32);
-    this.repo.put('grants', grant.id, grant);
-    this.repo.put('codes', sha256(code), {
-      hash: sha256(code),
-      client_id: grant.client_id,
-      grant_id: grant.id,
-      redirect_uri: request.redirect_uri,
-      code_challenge: request.code_challenge,
-      issued_at: now,
-      expires_at: now + this.lifetimes.code,
-      consumed_at: null,
-      family_id: null,
-    });
-    await this.commit();
-    this.events.emit('consent.approved', { interaction_id: id, ...base, scopes: granted, requested_scopes: request.scopes, grant_id: grant.id });
-    this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
-    this.events.emit('code.issued', { grant_id: grant.id, client_id: grant.client_id, expires_at: now + this.lifetimes.code });
-    return redirectWith(request.redirect_uri, { code, state: request.state, iss: this.issuer });
-  }
-
-  /**
-   * Consent as code: when a policy answers for this client, the interaction the page would show is answered at
-   * once through `decideConsent`, recorded as the policy's decision; returns where to send the browser. Null: the
-   * page is shown to the person.
-   */
-  answerByPolicy(interaction: Interaction): Promise<string> | null {
-    const policy = this.consentPolicies.for(interaction.request.client.client_id);
-    if (policy.decision === 'page') return null;
-    return this.decideConsent(interaction.id, interaction.binding, policy.decision, { by: 'policy', scopes: policy.decision === 'approve' ? policy.scopes : undefined });
-  }
-
-  /** Sets who answers the consent screen, for one client or (null) all. */
-  setConsentPolicy(clientId: string | null, policy: ConsentPolicy): void {
-    this.consentPolicies.set(clientId, policy);
-    this.events.emit('consent_policy.set', { client_id: clientId, ...policy });
-  }
-
-  #pruneInteractions(): void {
-    const now = this.clock.now();
-    for (const [id, i] of this.#interactions) if (i.expires_at <= now) this.#interactions.delete(id);
-    // Bound memory against a client that opens consent pages in a loop.
-    while (this.#interactions.size >= INTERACTION_LIMIT) this.#interactions.delete(this.#interactions.keys().next().value as string);
-  }
-
   // ---- the test shortcut: tokens without the consent screen (README: issueTokens) -------------
 
   /**
@@ -346,7 +232,7 @@ export class Core implements CoreContext {
   prune(): boolean {
     const { removed, families } = applyRetention(this.repo, this.clock.now(), this.retention);
     for (const family of families) this.#familyByHandle.delete(family.handle_hash);
-    this.#pruneInteractions();
+    this.interactions.prune(this.clock.now());
     return removed > 0;
   }
 }

@@ -5,6 +5,7 @@ import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
 import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultIdSchema, adminFaultSchema, adminDecideSchema, adminGrantsSchema, adminResetSchema, adminRevokeSchema, adminSnapshotListSchema, adminSnapshotRestoreSchema, adminSnapshotSaveSchema, adminTokensSchema } from './schemas.js';
 import { parseConsentPolicy } from '../core/consent-policy.js';
+import { setConsentPolicy } from '../core/consent.js';
 import { listGrants, revokeGrant } from '../core/grants-admin.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
@@ -105,7 +106,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       const body = request.body as { decision: string; scopes?: string[]; client_id?: string };
       const policy = parseConsentPolicy(body);
       if (body.client_id !== undefined && !Object.hasOwn(core.state.clients, body.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${body.client_id}"; leave client_id out to set the policy for all clients`);
-      core.setConsentPolicy(body.client_id ?? null, policy);
+      setConsentPolicy(core, body.client_id ?? null, policy);
       return core.consentPolicies.view();
     });
     // Faults on purpose: armed here, listed with what they did, cleared one by one or all at once.
