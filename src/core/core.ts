@@ -3,25 +3,18 @@ import { ConsentPolicies } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
 import type { Clock } from './clock.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
-import { newId } from './crypto.js';
-import { ProblemError } from './errors.js';
 import { EventBus } from './events.js';
 import { Interactions } from './interactions.js';
-import type { TokenResponse } from './grants/index.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
-import { registerClient } from './registration.js';
-import { requireSupportedScopes } from './scopes.js';
-import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
+import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
 import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import type { JobTimings } from './jobs.js';
-import { startFamily } from './token-family.js';
-import { issueTokens } from './issue-tokens.js';
 import { seedGrant, type GrantSeed } from './grants-admin.js';
 
 /** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
@@ -191,39 +184,6 @@ export class Core implements CoreContext {
 
   get defaultPerson(): Person {
     return defaultPerson(this.persons);
-  }
-
-  // ---- the test shortcut: tokens without the consent screen (README: issueTokens) -------------
-
-  /**
-   * Gives a grant and its first tokens as if the person had approved on the consent page, without the page: for
-   * tests whose subject is not the flow. Scopes are checked as at /authorize; the grant, family and tokens are the
-   * real ones (refresh, revocation and the resource guard treat them as any other). Recorded as `grant.created`.
-   */
-  async issueTokensWithoutConsent(options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string }): Promise<TokenResponse & { client_id: string; grant_id: string }> {
-    // Everything is checked before anything is created.
-    const scopes = requireSupportedScopes(options.scopes.join(' '));
-    const person = options.person_id ? this.person(options.person_id) : this.defaultPerson;
-    if (!person) throw new ProblemError(404, 'person_not_found', `no person "${options.person_id}" in the fixtures`);
-    if (options.client_id && !Object.hasOwn(this.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
-    const client = options.client_id
-      ? (this.state.clients[options.client_id] as Client)
-      : await registerClient(this, { client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
-    const grant: Grant = {
-      id: newId('grant'),
-      client_id: client.client_id,
-      person_id: person.id,
-      scopes: [...scopes],
-      resource: options.identity ? null : this.resource,
-      created_at: this.clock.now(),
-      last_used_at: null,
-      status: 'active',
-    };
-    this.repo.put('grants', grant.id, grant);
-    this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
-    const { family, refreshToken } = startFamily(this, grant);
-    const tokens = await issueTokens(this, grant, family, refreshToken, grant.scopes, 'authorization_code');
-    return { ...tokens, client_id: client.client_id, grant_id: grant.id };
   }
 
   // ---- housekeeping ---------------------------------------------------------------------------

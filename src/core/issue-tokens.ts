@@ -1,10 +1,12 @@
 import { tokenTimes, type AccessTokenClaims } from './access-token.js';
 import type { CoreContext } from './context.js';
-import { randomToken } from './crypto.js';
-import { OAuthError } from './errors.js';
+import { newId, randomToken } from './crypto.js';
+import { OAuthError, ProblemError } from './errors.js';
 import type { TokenResponse } from './grants/types.js';
-import type { Grant, TokenFamily } from './state.js';
-import { withAccessToken } from './token-family.js';
+import { registerClient } from './registration.js';
+import { requireSupportedScopes } from './scopes.js';
+import type { Client, Grant, TokenFamily } from './state.js';
+import { startFamily, withAccessToken } from './token-family.js';
 
 /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */
 export function checkTokenResource(core: CoreContext, grant: Grant, requested: string | undefined): void {
@@ -51,4 +53,36 @@ export async function issueTokens(core: CoreContext, grant: Grant, family: Token
   });
   const refreshable = core.state.clients[grant.client_id]?.grant_types.includes('refresh_token') ?? true;
   return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, ...(refreshable ? { refresh_token: refreshToken } : {}), scope: claims.scope };
+}
+
+/**
+ * The test shortcut (README: issueTokens): a grant and its first tokens as if the person had approved on the consent
+ * page, without the page, for tests whose subject is not the flow. Scopes are checked as at /authorize (spec 2.7, 5.9);
+ * the grant, family and tokens are the real ones (refresh, revocation and the resource guard treat them as any
+ * other). Recorded as `grant.created`.
+ */
+export async function issueTokensWithoutConsent(core: CoreContext, options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string }): Promise<TokenResponse & { client_id: string; grant_id: string }> {
+  // Everything is checked before anything is created.
+  const scopes = requireSupportedScopes(options.scopes.join(' '));
+  const person = options.person_id ? core.person(options.person_id) : core.defaultPerson;
+  if (!person) throw new ProblemError(404, 'person_not_found', `no person "${options.person_id}" in the fixtures`);
+  if (options.client_id && !Object.hasOwn(core.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
+  const client = options.client_id
+    ? (core.state.clients[options.client_id] as Client)
+    : await registerClient(core, { client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
+  const grant: Grant = {
+    id: newId('grant'),
+    client_id: client.client_id,
+    person_id: person.id,
+    scopes: [...scopes],
+    resource: options.identity ? null : core.resource,
+    created_at: core.clock.now(),
+    last_used_at: null,
+    status: 'active',
+  };
+  core.repo.put('grants', grant.id, grant);
+  core.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
+  const { family, refreshToken } = startFamily(core, grant);
+  const tokens = await issueTokens(core, grant, family, refreshToken, grant.scopes, 'authorization_code');
+  return { ...tokens, client_id: client.client_id, grant_id: grant.id };
 }

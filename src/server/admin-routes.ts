@@ -7,6 +7,7 @@ import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultI
 import { parseConsentPolicy } from '../core/consent-policy.js';
 import { setConsentPolicy } from '../core/consent.js';
 import { listGrants, revokeGrant } from '../core/grants-admin.js';
+import { issueTokensWithoutConsent } from '../core/issue-tokens.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
@@ -99,7 +100,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       if (core.prune()) await core.commit();
       return clockView();
     });
-    admin.post('/tokens', { schema: adminTokensSchema }, async (request) => core.issueTokensWithoutConsent(request.body as Parameters<Core['issueTokensWithoutConsent']>[0]));
+    admin.post('/tokens', { schema: adminTokensSchema }, async (request) => issueTokensWithoutConsent(core, request.body as Parameters<typeof issueTokensWithoutConsent>[1]));
     // Consent as code: who answers the consent screen, for all clients or one.
     admin.get('/consent', async () => core.consentPolicies.view());
     admin.post('/consent', { schema: adminConsentSchema }, async (request) => {
