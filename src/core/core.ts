@@ -1,21 +1,21 @@
 import { AccessTokenSigner } from './access-token.js';
-import { ConsentPolicies } from './consent-policy.js';
 import type { ChargeEntry } from './charges.js';
 import type { Clock } from './clock.js';
+import { ConsentPolicies } from './consent-policy.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
+import { StateFileError } from './errors.js';
 import { EventBus } from './events.js';
+import { seedGrant, type GrantSeed } from './grants-admin.js';
 import { Interactions } from './interactions.js';
+import type { JobTimings } from './jobs.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
-import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
-import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
-import type { JobTimings } from './jobs.js';
-import { seedGrant, type GrantSeed } from './grants-admin.js';
+import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 
 /** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
 export type { GrantSeed };
@@ -37,8 +37,12 @@ export interface CoreOptions {
 }
 
 /**
- * The authorization server's domain core: pure logic over `State`, an injected clock and an event bus.
- * Adapters (HTTP, CLI, store) call it; it imports none of them.
+ * The authorization server's domain core, a small facade: it owns what the rules share (clock, event bus, persons,
+ * lifetimes, retention, the repository and its persistence, the signing key, the service URLs, the family-by-handle
+ * index, the open consent screens and the consent policies) and opens, commits, exports and restores the state.
+ * The OAuth rules are functions that take it as a `CoreContext`, one module each: registration.ts, consent.ts,
+ * token-endpoint.ts with grants/, token-family.ts, issue-tokens.ts, resource-guard.ts, revocation.ts,
+ * grants-admin.ts, scenario.ts and retention.ts. Adapters (HTTP, CLI, store) call it; it imports none of them.
  */
 export class Core implements CoreContext {
   readonly clock: Clock;
@@ -147,6 +151,8 @@ export class Core implements CoreContext {
     for (const family of Object.values(this.state.families)) this.#familyByHandle.set(family.handle_hash, family.id);
   }
 
+  // ---- service URLs, known once the emulator listens ------------------------------------------
+
   setUrls(urls: ServiceUrls): void {
     this.#urls = { baseUrl: urls.baseUrl.replace(/\/+$/, ''), authUrl: urls.authUrl.replace(/\/+$/, '') };
   }
@@ -164,6 +170,8 @@ export class Core implements CoreContext {
     return resourceOf(this.urls);
   }
 
+  // ---- the family-by-handle index (a refresh token names its family: token-family.ts) ---------
+
   familyByHandle(handleHash: string): TokenFamily | undefined {
     const id = this.#familyByHandle.get(handleHash);
     return id ? this.state.families[id] : undefined;
@@ -173,6 +181,8 @@ export class Core implements CoreContext {
     if (this.#familyByHandle.has(family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
     this.#familyByHandle.set(family.handle_hash, family.id);
   }
+
+  // ---- signing key and persons ----------------------------------------------------------------
 
   warmUp(): Promise<void> {
     return this.#signer.warmUp();
@@ -196,7 +206,6 @@ export class Core implements CoreContext {
     return removed > 0;
   }
 }
-
 
 /** An existing state that was not created from this scenario: the state is kept, the server does not start. */
 function scenarioMismatch(file: string, state: State, scenario: LoadedScenario): StateFileError {
