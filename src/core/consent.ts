@@ -32,7 +32,10 @@ export function beginConsent(core: CoreContext, request: AuthorizationRequest, p
   return interaction;
 }
 
-/** The interaction if it exists, has not expired and belongs to `binding` (the browser session that saw it). */
+/**
+ * The interaction if it exists, has not expired and belongs to `binding`, the browser session that saw it (RFC 6749
+ * §10.12: consent cannot be given from another session's page).
+ */
 export function findInteraction(core: CoreContext, id: string, binding: string): Interaction | undefined {
   const interaction = core.interactions.get(id);
   if (!interaction || interaction.expires_at <= core.clock.now() || !safeEqual(interaction.binding, binding)) return undefined;
@@ -88,9 +91,9 @@ export async function decideConsent(core: CoreContext, id: string, binding: stri
 }
 
 /**
- * Consent as code: when a policy answers for this client, the interaction the page would show is answered at
- * once through `decideConsent`, recorded as the policy's decision; returns where to send the browser. Null: the
- * page is shown to the person.
+ * Consent as code (emulator control, not part of the service): when a policy answers for this client, the
+ * interaction the page would show is answered at once through `decideConsent`, recorded as the policy's decision;
+ * returns where to send the browser. Null: the page is shown to the person.
  */
 export function answerByPolicy(core: CoreContext, interaction: Interaction): Promise<string> | null {
   const policy = core.consentPolicies.for(interaction.request.client.client_id);

@@ -99,7 +99,7 @@ export function startFamily(core: CoreContext, grant: Grant, presetToken?: strin
   return created;
 }
 
-/** Spec 3.2, OAuth 2.1 §4.3.1: rotates the family on a refresh; returns the rotated family and its new refresh token. */
+/** Spec 3.2, OAuth 2.1 §4.3: rotates the family on a refresh; returns the rotated family and its new refresh token. */
 export function rotateRefreshToken(core: CoreContext, family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
   const rotated = rotateFamily(family, presented, core.clock.now(), core.lifetimes.refreshToken);
   core.repo.put('families', family.id, rotated.family);
