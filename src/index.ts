@@ -14,7 +14,7 @@ import type { TokenResponse } from './core/grants/index.js';
 import { Emulator, type EmulatorOptions } from './server/emulator.js';
 import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-policy.js';
 import type { PendingAction } from './core/actions.js';
-import type { GrantView } from './core/core.js';
+import type { GrantView } from './core/grants-admin.js';
 import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
 import { checkSeed, type VaryUnspecified } from './core/variation.js';
 import type { SnapshotInfo, SnapshotList } from './server/snapshots.js';

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AccessTokenSigner, type AccessTokenClaims } from '../src/core/access-token.js';
 import { ManualClock } from '../src/core/clock.js';
 import { generateSigningKey } from '../src/core/keys.js';
+import { revokeGrant } from '../src/core/grants-admin.js';
 import { startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, decodeJwt, http } from './helpers/oauth.js';
 
@@ -90,7 +91,7 @@ describe('spec 5.4, 3.3: over HTTP, a token used before is still checked on ever
     const again = await authorizeAndApprove(emu);
     const askAgain = () => http(`${emu.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${again.tokens!.access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ question: 'Wann kommt der Hufschmied?' }) });
     expect((await askAgain()).status).toBe(200);
-    await emu.core.revokeGrant(decodeJwt(again.tokens!.access_token).payload.grant_id, 'person');
+    await revokeGrant(emu.core, decodeJwt(again.tokens!.access_token).payload.grant_id, 'person');
     const revoked = await askAgain();
     expect(revoked.status).toBe(401);
     expect(revoked.headers['www-authenticate']).toContain('access was revoked by the person');

@@ -12,6 +12,7 @@ import { AdminFeed } from '../src/server/admin-feed.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
 import type { Snapshot } from '../src/core/snapshot.js';
+import { authenticate } from '../src/core/resource-guard.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
@@ -213,7 +214,7 @@ describe('admin decisions: POST /_admin/actions/{id}/decide', () => {
   it('a decided action cannot be decided again (409)', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { scope: 'ask workspace.write' });
-    const access = await emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'workspace.write');
+    const access = await authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'workspace.write');
     await emu.plane.ask(access, 'Lege einen Kontakt „Anna Schmidt“ an.');
     const id = Object.keys(emu.core.state.pending_actions)[0]!;
     const auth = { authorization: `Bearer ${emu.adminToken}` };

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, SECOND } from '../src/core/clock.js';
+import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
 import { runCli } from './helpers/cli.js';
@@ -274,8 +275,8 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env)).code).toBe(0);
-    const [grant] = emulator.core.listGrants();
-    await emulator.core.revokeGrant(grant!.id, 'person');
+    const [grant] = listGrants(emulator.core);
+    await revokeGrant(emulator.core, grant!.id, 'person');
     const res = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(4);
     expect(res.stderr).toMatch(/grant was revoked/);
@@ -285,7 +286,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env)).code).toBe(0);
-    await emulator.core.revokeGrant(emulator.core.listGrants()[0]!.id, 'person');
+    await revokeGrant(emulator.core, listGrants(emulator.core)[0]!.id, 'person');
     // The stored token is not expired, so plain `token` cannot know; --refresh asks the server.
     expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).code).toBe(0);
     const res = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });

@@ -9,6 +9,8 @@ import type { AddressInfo } from 'node:net';
 import type { Browser as Chromium, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SCOPES } from '../src/core/scopes.js';
+import { authenticate } from '../src/core/resource-guard.js';
+import { listGrants } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { startEmulator } from './helpers/emulator.js';
@@ -145,7 +147,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     expect(res.status, res.text).toBe(200);
     const tokens = res.json();
     expect(tokens).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'ask' });
-    await expect(emulator.core.authenticate(`Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
+    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
     expect(callback.received).toHaveLength(1);
   });
 
@@ -154,7 +156,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const { client_id } = await registerClient(emulator);
     await openConsent(emulator, client_id);
     const first = await decide('Zulassen');
-    expect(emulator.core.listGrants({ client_id }).filter((g) => g.status === 'active')).toHaveLength(1);
+    expect(listGrants(emulator.core, { client_id }).filter((g) => g.status === 'active')).toHaveLength(1);
 
     // Same browser session, same client, same scopes: the page must be shown again, not skipped.
     const again = await openConsent(emulator, client_id);
@@ -178,7 +180,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     expect(landed.searchParams.getAll('state')).toEqual([state]);
     expect(landed.searchParams.getAll('iss')).toEqual([emulator.issuer]);
     expect(landed.searchParams.get('code')).toBeNull();
-    expect(emulator.core.listGrants({ client_id })).toHaveLength(0);
+    expect(listGrants(emulator.core, { client_id })).toHaveLength(0);
   });
 
   it('spec 4.2: a hostile client_name renders as inert text labelled unverified; scopes are listed in German with writes marked', async () => {
@@ -253,9 +255,9 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const res = await exchangeCode(emulator.baseUrl, { client_id, code: landed.searchParams.get('code')!, code_verifier: p.verifier, redirect_uri: callback.url });
     expect(res.status, res.text).toBe(200);
     const tokens = res.json();
-    await expect(emulator.core.authenticate(`Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
+    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
 
-    const [grant] = emulator.core.listGrants({ client_id });
+    const [grant] = listGrants(emulator.core, { client_id });
     expect(grant).toBeDefined();
     await page.goto(`${emulator.authUrl}/settings`);
     const row = page.locator(`tr[data-grant="${grant!.id}"]`);
@@ -268,7 +270,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     await expect(page.locator(`tr[data-grant="${grant!.id}"]`).innerText()).resolves.toContain('widerrufen');
     await expect(page.locator(`tr[data-grant="${grant!.id}"] button`).count()).resolves.toBe(0);
 
-    await expect(emulator.core.authenticate(`Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
     const refreshed = await refresh(emulator.baseUrl, { client_id, refresh_token: tokens.refresh_token });
     expect(refreshed.status).toBe(400);
     expect(refreshed.json().error).toBe('invalid_grant');

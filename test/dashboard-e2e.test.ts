@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cleanup, render } from 'ink-testing-library';
 import { createElement } from 'react';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
+import { authenticate } from '../src/core/resource-guard.js';
 import { Dashboard } from '../src/dashboard/app.js';
 import { connectDashboard } from '../src/dashboard/run.js';
 import { KEYS, frameText, waitForFrame } from './helpers/dashboard.js';
@@ -98,7 +99,7 @@ describe('dashboard end to end, on a running emulator', () => {
   it('a pending write action is approved from the Approvals view, through the same decision as the approval page', async () => {
     const emu = await startEmulator();
     const login = await authorizeAndApprove(emu, { scope: 'ask workspace.write' });
-    const access = await emu.core.authenticate(`Bearer ${login.tokens!.access_token}`, 'workspace.write');
+    const access = await authenticate(emu.core, `Bearer ${login.tokens!.access_token}`, 'workspace.write');
     await emu.plane.ask(access, 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678.');
     const ui = await attach(emu);
     await ui.press('6');

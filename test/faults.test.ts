@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import type { AppEvent } from '../src/core/events.js';
 import { parseFaultFlag } from '../src/core/faults.js';
+import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
 import { startEmulator as startInProcess } from './helpers/emulator.js';
 import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe } from './helpers/cli.js';
@@ -198,7 +199,7 @@ describe('faults: edges (issue 7.4)', () => {
     const emulator = await startInProcess({ clock });
     try {
       const served = new Promise<AppEvent>((resolve) => emulator.core.events.subscribe((e) => e.name === 'request.served' && e.data.path === '/chat/ask' && resolve(e)));
-      const tokens = await emulator.core.issueTokensWithoutConsent({ scopes: ['ask'] });
+      const tokens = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
       const fault = emulator.faults.arm({ kind: 'revoke', grant_id: tokens.grant_id, in: '1h' });
       // The clock moves without the admin API (which would fire it): only the request's own check can.
       clock.advance(60 * 60 * 1000);

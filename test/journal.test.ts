@@ -10,6 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { Core } from '../src/core/core.js';
 import { StateFileError } from '../src/core/errors.js';
+import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import { exchangeToken } from '../src/core/token-endpoint.js';
 import { FilePersistence, readStateAt, type FilePersistenceOptions } from '../src/store/file-persistence.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { generateSigningKey } from '../src/core/keys.js';
@@ -28,8 +30,8 @@ async function open(file: string, options: FilePersistenceOptions = {}) {
   return { core, persistence, notices };
 }
 
-const agentTokens = (core: Core) => core.issueTokensWithoutConsent({ scopes: ['ask', 'research'] });
-const rotate = (core: Core, clientId: string, refreshToken: string) => core.exchangeToken({ grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken });
+const agentTokens = (core: Core) => issueTokensWithoutConsent(core, { scopes: ['ask', 'research'] });
+const rotate = (core: Core, clientId: string, refreshToken: string) => exchangeToken(core, { grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken });
 const journalOf = (file: string) => file.replace(/\.json$/, '.journal.jsonl');
 const records = async (file: string) => (await readFile(journalOf(file), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { seq: number; changes: [string[], unknown?][] });
 

@@ -12,6 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, SECOND } from '../src/core/clock.js';
+import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { Browser, authorizeAndApprove, authorizeUrl, http, pkce, register } from './helpers/oauth.js';
@@ -162,8 +163,8 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
     const { client, provider } = await connectWithOAuth(emulator, 'ask');
     expect((await call(client, 'ask', { question: 'Wann kommt der Hufschmied?' })).data.outcome).toBe('answered');
     const token = provider.tokens()!.access_token;
-    const [grant] = emulator.core.listGrants();
-    await emulator.core.revokeGrant(grant!.id, 'person');
+    const [grant] = listGrants(emulator.core);
+    await revokeGrant(emulator.core, grant!.id, 'person');
     // The SDK client gets 401, tries its refresh token, and is refused there too (invalid_grant).
     provider.redirectToAuthorization = async () => undefined;
     await expect(client.callTool({ name: 'ask', arguments: { question: 'Und danach?' } })).rejects.toMatchObject({ name: 'InvalidGrantError', message: expect.stringMatching(/invalidated|revoked/) });
@@ -360,7 +361,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const asked = await call(first.client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an.' });
     const page = await new Browser().get(asked.data.approve_url);
     expect(page.text).toMatch(/<table id="changes">.*<td>Name<\/td><td><\/td><td>Anna Schmidt<\/td>/s);
-    await emulator.core.revokeGrant(emulator.core.listGrants()[0]!.id, 'person');
+    await revokeGrant(emulator.core, listGrants(emulator.core)[0]!.id, 'person');
     expect((await new Browser().submitForm(asked.data.approve_url, { decision: 'approve' })).answer.status).toBe(409);
     expect(emulator.core.state.pending_actions[asked.data.action_id]!.status).toBe('pending');
     // The same client, authorized anew: the old grant's action is not its to continue.

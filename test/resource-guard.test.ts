@@ -2,6 +2,7 @@ import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AppEvent } from '../src/core/events.js';
+import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { requireScope } from '../src/server/resource-guard.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { Browser, authorizeAndApprove, decodeJwt, http, postForm, refresh } from './helpers/oauth.js';
@@ -118,10 +119,10 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const emu = await guarded();
     const browser = new Browser();
     await authorizeAndApprove(emu, { browser });
-    const grant = emu.core.listGrants()[0]!;
+    const grant = listGrants(emu.core)[0]!;
     const forged = await browser.post(`${emu.authUrl}/settings/grants/${grant.id}/revoke`, { csrf: 'forged' });
     expect(forged.status).toBe(403);
-    await expect(emu.core.revokeGrant(grant.id, 'person', 'person_max')).rejects.toMatchObject({ status: 404 });
+    await expect(revokeGrant(emu.core, grant.id, 'person', 'person_max')).rejects.toMatchObject({ status: 404 });
     expect(emu.core.state.grants[grant.id]!.status).toBe('active');
   });
 });
@@ -174,7 +175,7 @@ describe('RFC 7009: token revocation', () => {
     expect(res.status).toBe(200);
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(401);
     expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
-    expect(emu.core.listGrants()[0]).toMatchObject({ status: 'revoked', revoked_by: 'client' });
+    expect(listGrants(emu.core)[0]).toMatchObject({ status: 'revoked', revoked_by: 'client' });
   });
 
   it('revoking an access token refuses that token only', async () => {
@@ -192,7 +193,7 @@ describe('RFC 7009: token revocation', () => {
     const other = await authorizeAndApprove(emu);
     expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: 'whatever', client_id: flow.client_id })).status).toBe(200);
     expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: other.tokens!.refresh_token, client_id: flow.client_id })).status).toBe(200);
-    expect(emu.core.listGrants().every((g) => g.status === 'active')).toBe(true);
+    expect(listGrants(emu.core).every((g) => g.status === 'active')).toBe(true);
   });
 
   it('a missing token → 400 invalid_request; an unknown client → 401 invalid_client', async () => {
@@ -216,13 +217,13 @@ describe('spec 9: grants carrying retired scopes keep working and lose them at t
       JSON.stringify([{ client: { client_id: 'client_legacy', client_name: 'Alter Agent', redirect_uris: ['http://127.0.0.1/cb'] }, person_id: 'person_erika', scopes: ['ask', 'documents.read', 'contacts.read'], resource: 'mcp', refresh_token: legacyToken }]),
     );
     const emu = await guarded({ fixtures });
-    const before = emu.core.listGrants()[0]!;
+    const before = listGrants(emu.core)[0]!;
     expect(before.scopes).toEqual(['ask', 'documents.read', 'contacts.read']);
     const res = await refresh(emu.baseUrl, { client_id: 'client_legacy', refresh_token: legacyToken });
     expect(res.status).toBe(200);
     expect(res.json().scope).toBe('ask');
     expect(decodeJwt(res.json().access_token).payload.aud).toBe(`${emu.baseUrl}/mcp`);
-    expect(emu.core.listGrants()[0]!.scopes).toEqual(['ask']);
+    expect(listGrants(emu.core)[0]!.scopes).toEqual(['ask']);
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(res.json().access_token) })).status).toBe(200);
     const retiredAsk = await refresh(emu.baseUrl, { client_id: 'client_legacy', refresh_token: res.json().refresh_token, scope: 'documents.read' });
     expect(retiredAsk.json().error).toBe('invalid_scope');
@@ -251,7 +252,7 @@ describe('typed events: every change is published as entity.verb', () => {
     const next = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
     await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token });
     await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(next.access_token) });
-    await emu.core.revokeGrant(emu.core.listGrants()[0]!.id, 'admin');
+    await revokeGrant(emu.core, listGrants(emu.core)[0]!.id, 'admin');
     const names = events.filter((e) => e.name !== 'request.served').map((e) => e.name);
     expect(names).toEqual([
       'client.registered', 'consent.shown', 'consent.approved', 'grant.created', 'code.issued', 'tokens.issued',

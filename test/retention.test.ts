@@ -5,7 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { DAY, HOUR, ManualClock } from '../src/core/clock.js';
 import { Core } from '../src/core/core.js';
+import { revokeGrant } from '../src/core/grants-admin.js';
+import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
 import { DEFAULT_RETENTION, type Retention } from '../src/core/retention.js';
+import { exchangeToken } from '../src/core/token-endpoint.js';
 import { FAMILY_HISTORY } from '../src/core/token-family.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
@@ -61,9 +64,9 @@ describe('retention on the emulator clock', () => {
 
   it('dead token families go 7 days after they died, live ones stay; decided write actions go 7 days after the decision', async () => {
     const { core: c, clock } = await core();
-    const live = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
-    const dead = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
-    await c.revokeGrant(dead.grant_id, 'person');
+    const live = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
+    const dead = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
+    await revokeGrant(c, dead.grant_id, 'person');
     const base = { client_id: 'c', grant_id: 'g', person_id: 'person_erika', question: 'q', kind: 'contacts' as const, operation: 'create' as const, record_id: 'k', fields: {}, description: 'd', created_at: T0 };
     c.repo.put('pending_actions', 'rejected', { ...base, id: 'rejected', status: 'rejected', decided_at: T0 });
     c.repo.put('pending_actions', 'pending', { ...base, id: 'pending', status: 'pending' });
@@ -72,7 +75,7 @@ describe('retention on the emulator clock', () => {
     expect(Object.values(c.state.families).map((f) => f.grant_id)).toEqual([live.grant_id]);
     expect(Object.keys(c.state.pending_actions)).toEqual(['pending']);
     // The live family's refresh token still works.
-    expect((await c.exchangeToken({ grant_type: 'refresh_token', client_id: live.client_id, refresh_token: live.refresh_token! })).refresh_token).toBeTruthy();
+    expect((await exchangeToken(c, { grant_type: 'refresh_token', client_id: live.client_id, refresh_token: live.refresh_token! })).refresh_token).toBeTruthy();
   });
 
   it('every kind is configurable (serve --retention jobs=1h,...); unknown kinds and bad durations are refused', async () => {
@@ -89,14 +92,14 @@ describe('retention on the emulator clock', () => {
 
   it(`spec 3.2: a family keeps ${FAMILY_HISTORY} rotated generations, yet a replay of ANY earlier refresh token kills it (the handle names the family)`, async () => {
     const { core: c } = await core();
-    const first = await c.issueTokensWithoutConsent({ scopes: ['ask'] });
+    const first = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
     const tokens = [first.refresh_token!];
-    for (let i = 0; i < FAMILY_HISTORY + 6; i++) tokens.push((await c.exchangeToken({ grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).refresh_token!);
+    for (let i = 0; i < FAMILY_HISTORY + 6; i++) tokens.push((await exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).refresh_token!);
     const family = Object.values(c.state.families)[0]!;
     expect(family.history).toHaveLength(FAMILY_HISTORY);
-    await expect(c.exchangeToken({ grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens[0]! })).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens[0]! })).rejects.toMatchObject({ error: 'invalid_grant' });
     expect(Object.values(c.state.families)[0]).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay', replayed_generation: null });
     // The newest token died with its family.
-    await expect(c.exchangeToken({ grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).rejects.toMatchObject({ error: 'invalid_grant' });
   });
 });

@@ -10,6 +10,7 @@ import { createParser } from 'eventsource-parser';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
+import { authenticate } from '../src/core/resource-guard.js';
 import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
 import { startEmulator as startProgrammatic, type RunningEmulator } from '../src/index.js';
 import type { Emulator } from '../src/server/emulator.js';
@@ -148,7 +149,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     const emu = await startEmulator({ clock, rateLimit: '3/min' });
     const admin = adminOf(emu);
     const tokens = (await admin.post('/tokens', { scopes: ['ask', 'workspace.write'] })).json();
-    const access = await emu.core.authenticate(`Bearer ${tokens.access_token}`, null);
+    const access = await authenticate(emu.core, `Bearer ${tokens.access_token}`, null);
     const create = async (name: string) => {
       const asked = (await emu.plane.ask(access, `Lege einen Kontakt „${name}“ an, Telefon: 0171 2345678.`)).body as { action_id: string };
       await emu.plane.decide(access.person_id, asked.action_id, 'approve');

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StateFileError } from '../src/core/errors.js';
+import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { Emulator } from '../src/server/emulator.js';
 import { StateLockedError, lockStateFile } from '../src/store/lock.js';
 import { readStateAt } from '../src/store/file-persistence.js';
@@ -45,7 +46,7 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
       expect(emu.core.state.families[before.id]).not.toBe(before);
       expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
     }
-    await emu.core.revokeGrant(Object.keys(emu.core.state.grants)[0]!, 'person');
+    await revokeGrant(emu.core, Object.keys(emu.core.state.grants)[0]!, 'person');
     expect(await onDisk()).toBe(`${JSON.stringify(emu.core.state)}\n`);
     // At rest after a clean stop the state file alone holds everything: JSON.stringify of the state, and where the journal ended.
     const final = `${JSON.stringify(emu.core.state)}`;
@@ -72,11 +73,11 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     const state = join(dir, 'state.json');
     const first = await Emulator.start({ port: 0, authPort: 0, state });
     const flow = await authorizeAndApprove(first);
-    const kid = first.core.jwks().keys[0]!.kid;
+    const kid = first.core.state.keys[0]!.kid;
     await first.stop();
     const second = await startEmulator({ state });
-    expect(second.core.jwks().keys[0]!.kid).toBe(kid);
-    expect(second.core.listGrants()).toHaveLength(1);
+    expect(second.core.state.keys[0]!.kid).toBe(kid);
+    expect(listGrants(second.core)).toHaveLength(1);
     const res = await refresh(second.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token });
     expect(res.status).toBe(200);
   });

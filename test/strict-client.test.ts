@@ -6,6 +6,7 @@
 import * as oauth from 'oauth4webapi';
 import { describe, expect, it } from 'vitest';
 import type { Emulator } from '../src/server/emulator.js';
+import { authenticate } from '../src/core/resource-guard.js';
 import { startEmulator } from './helpers/emulator.js';
 import { Browser, REDIRECT } from './helpers/oauth.js';
 
@@ -278,15 +279,15 @@ describe('RFC 7009: token revocation', () => {
       oauth.processRefreshTokenResponse(s.as, s.client, await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), tokens.refresh_token!, insecure)),
     );
     expect(error).toMatchObject({ status: 400, error: 'invalid_grant' });
-    await expect(s.emulator.core.authenticate(`Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
   });
 
   it('RFC 7009 §2.1: a revoked access token is refused from the next request on', async () => {
     const s = await setup();
     const tokens = await exchange(s, await authorize(s));
-    await expect(s.emulator.core.authenticate(`Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id: s.client.client_id });
+    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id: s.client.client_id });
     await oauth.processRevocationResponse(await oauth.revocationRequest(s.as, s.client, oauth.None(), tokens.access_token, { ...insecure, additionalParameters: { token_type_hint: 'access_token' } }));
-    await expect(s.emulator.core.authenticate(`Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
   });
 
   it('RFC 7009 §2.2: revoking an unknown token also answers 200', async () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
+import { authenticate } from '../src/core/resource-guard.js';
+import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { startEmulator } from './helpers/emulator.js';
 import { REDIRECT, authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
 
@@ -18,7 +20,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
     const { header, payload } = decodeJwt(flow.tokens!.access_token);
-    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.jwks().keys[0]!.kid });
+    expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.state.keys[0]!.kid });
     expect(payload).toMatchObject({ iss: emu.issuer, sub: 'person_erika', aud: `${emu.baseUrl}/mcp`, client_id: flow.client_id, scope: 'ask', grant_id: expect.stringMatching(/^grant_/), jti: expect.any(String) });
     expect(payload.exp - payload.iat).toBe(900);
   });
@@ -108,11 +110,11 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const args = { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier };
     const first = (await exchangeCode(emu.baseUrl, args)).json();
-    await expect(emu.core.authenticate(`Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
+    await expect(authenticate(emu.core, `Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
     const replay = await exchangeCode(emu.baseUrl, args);
     expect(replay.status).toBe(400);
     expect(replay.json().error).toBe('invalid_grant');
-    await expect(emu.core.authenticate(`Bearer ${first.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token' });
+    await expect(authenticate(emu.core, `Bearer ${first.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token' });
     expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: first.refresh_token })).json().error).toBe('invalid_grant');
   });
 
@@ -121,7 +123,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const first = (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).json();
     await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: 'y'.repeat(43) });
-    await expect(emu.core.authenticate(`Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
+    await expect(authenticate(emu.core, `Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
   });
 
   it.each([
@@ -165,7 +167,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
     const a1 = flow.tokens!.access_token;
     const g2 = (await refresh(emu.baseUrl, { client_id, refresh_token: r1 })).json();
     const g3 = (await refresh(emu.baseUrl, { client_id, refresh_token: g2.refresh_token })).json();
-    await expect(emu.core.authenticate(`Bearer ${g3.access_token}`, 'ask')).resolves.toBeTruthy();
+    await expect(authenticate(emu.core, `Bearer ${g3.access_token}`, 'ask')).resolves.toBeTruthy();
 
     const replay = await refresh(emu.baseUrl, { client_id, refresh_token: r1 });
     expect(replay.status).toBe(400);
@@ -173,7 +175,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
 
     expect((await refresh(emu.baseUrl, { client_id, refresh_token: g3.refresh_token })).json().error).toBe('invalid_grant');
     for (const token of [a1, g2.access_token, g3.access_token]) {
-      await expect(emu.core.authenticate(`Bearer ${token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+      await expect(authenticate(emu.core, `Bearer ${token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
     }
     const family = Object.values(emu.core.state.families)[0]!;
     expect(family).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay', replayed_generation: 1 });
@@ -220,8 +222,8 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   it('spec 3.3: after the person revokes the grant, refresh → invalid_grant', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
-    const grant = emu.core.listGrants()[0]!;
-    await emu.core.revokeGrant(grant.id, 'person');
+    const grant = listGrants(emu.core)[0]!;
+    await revokeGrant(emu.core, grant.id, 'person');
     expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
   });
 
@@ -230,11 +232,11 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
     const emu = await startEmulator({ clock });
     const flow = await authorizeAndApprove(emu);
     clock.advance(899_000);
-    await expect(emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
+    await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
     clock.advance(2_000);
-    await expect(emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token', message: expect.stringContaining('expired') });
+    await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token', message: expect.stringContaining('expired') });
     const fresh = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
-    await expect(emu.core.authenticate(`Bearer ${fresh.access_token}`, 'ask')).resolves.toBeTruthy();
+    await expect(authenticate(emu.core, `Bearer ${fresh.access_token}`, 'ask')).resolves.toBeTruthy();
   });
 
   it('two concurrent refreshes with the same token: exactly one rotates, the other is a replay', async () => {
@@ -279,8 +281,8 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
     expect(res.headers['www-authenticate']).toBe(`Basic realm="${emu.issuer}"`);
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.json()).toMatchObject({ error: 'invalid_client', error_description: expect.stringContaining('client_id') });
-    expect(emu.core.listGrants()[0]).toMatchObject({ status: 'active' });
-    await expect(emu.core.authenticate(`Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
+    expect(listGrants(emu.core)[0]).toMatchObject({ status: 'active' });
+    await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
   });
 });
 
@@ -297,7 +299,7 @@ describe('RFC 7591 §2: grant_types are the grant types the client can use at th
     expect(res.status).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.json()).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 900, scope: 'ask' });
-    await expect(emu.core.authenticate(`Bearer ${res.json().access_token}`, 'ask')).resolves.toBeTruthy();
+    await expect(authenticate(emu.core, `Bearer ${res.json().access_token}`, 'ask')).resolves.toBeTruthy();
   });
 
   it('RFC 6749 §5.2: "unauthorized_client: The authenticated client is not authorized to use this authorization grant type": refresh from such a client → 400 naming its grant_types; no family is touched', async () => {

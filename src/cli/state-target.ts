@@ -2,7 +2,8 @@ import { access } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
-import { Core, type GrantView } from '../core/core.js';
+import { Core } from '../core/core.js';
+import { listGrants, revokeGrant, type GrantView } from '../core/grants-admin.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { ledgerFileFor } from '../core/state-files.js';
 import { committedEntries } from '../store/ledger.js';
@@ -24,11 +25,11 @@ class FileTarget implements StateTarget {
   readonly via = 'file';
   constructor(private readonly core: Core, private readonly release: () => Promise<void>) {}
   async listGrants(filter: { person_id?: string; client_id?: string }) {
-    return this.core.listGrants(filter);
+    return listGrants(this.core, filter);
   }
   async revokeGrant(id: string) {
-    await this.core.revokeGrant(id, 'admin');
-    return this.core.listGrants().find((g) => g.id === id) as GrantView;
+    await revokeGrant(this.core, id, 'admin');
+    return listGrants(this.core).find((g) => g.id === id) as GrantView;
   }
   async charges() {
     return chargesReport(this.core, committedEntries(await this.core.persistence.readLedger(), ledgerFileFor(this.core.persistence.location!)));

@@ -1,7 +1,8 @@
 import { applyChange, planChange, type PendingAction } from './actions.js';
 import type { Allowlist, OperationResult } from './allowlist.js';
 import { asksForChange } from './ask.js';
-import type { AccessContext, Core } from './core.js';
+import type { Core } from './core.js';
+import type { AccessContext } from './resource-guard.js';
 import { newId, randomToken } from './crypto.js';
 import { ProblemError } from './errors.js';
 import type { Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';

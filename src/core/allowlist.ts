@@ -1,6 +1,7 @@
 import { composeAnswer, type AskAnswer } from './ask.js';
 import { DEFAULT_PRICES, type ChargeEntry, type Prices } from './charges.js';
-import type { AccessContext, Core } from './core.js';
+import type { Core } from './core.js';
+import type { AccessContext } from './resource-guard.js';
 import { newId, randomBytesFor, randomToken, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import { IDEMPOTENCY_WINDOW, idempotencyId, type StoredResponse } from './idempotency.js';

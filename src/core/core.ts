@@ -1,55 +1,25 @@
-import { AccessTokenSigner, tokenTimes, type AccessTokenClaims } from './access-token.js';
-import { ConsentPolicies, type ConsentPolicy } from './consent-policy.js';
+import { AccessTokenSigner } from './access-token.js';
 import type { ChargeEntry } from './charges.js';
+import type { Clock } from './clock.js';
+import { ConsentPolicies } from './consent-policy.js';
+import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
+import { StateFileError } from './errors.js';
+import { EventBus } from './events.js';
+import { seedGrant, type GrantSeed } from './grants-admin.js';
+import { Interactions } from './interactions.js';
+import type { JobTimings } from './jobs.js';
+import { generateSigningKey } from './keys.js';
+import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import { moveAwayCommand } from './state-files.js';
-import { validateAuthorizationRequest, redirectWith, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
-import { DAY, MINUTE, epochSeconds, type Clock } from './clock.js';
-import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
-import { BearerError, OAuthError, ProblemError, invalidClient, invalidRequest } from './errors.js';
-import { EventBus, type FamilyEndReason, type GrantRevoker } from './events.js';
-import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
-import { generateSigningKey, publicJwks } from './keys.js';
-import { authorizationServerMetadata, issuerOf, protectedResourceMetadata, resourceMetadataUrl, resourceOf, type ServiceUrls } from './metadata.js';
 import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
-import { validateClientMetadata, type ClientMetadataInput } from './registration.js';
-import { isRetiredScope, isSupportedScope, requireSupportedScopes, splitScope } from './scopes.js';
-import { emptyState, parseState, type Client, type Grant, type SigningKey, type State, type TokenFamily } from './state.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
-import { StateFileError } from './errors.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
-import type { JobTimings } from './jobs.js';
-import { createFamily, parseRefreshToken, rotateFamily, withAccessToken } from './token-family.js';
+import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 
-export interface Lifetimes {
-  /** Spec 2.2, 5.3, 8: 900 seconds. */
-  accessToken: number;
-  /** Not shown in the spec: 60 seconds (OAuth 2.1 §4.1.2 asks for short-lived codes). */
-  code: number;
-  /** Not shown in the spec: 30 days from issue of each rotated token. */
-  refreshToken: number;
-  /** How long a consent page can be answered. */
-  interaction: number;
-}
-
-export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MINUTE, refreshToken: 30 * DAY, interaction: 10 * MINUTE };
-
-/** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
-export interface GrantSeed {
-  /** The grant's id (a scenario names its grants); default a new one. */
-  id?: string;
-  client: { client_id: string; client_name: string; redirect_uris: readonly string[] };
-  person_id: string;
-  scopes: string[];
-  resource: 'mcp' | null;
-  /** The family's current refresh token, `aa1.<handle>.<secret>`; stored only as a hash. Without it, no family. */
-  refresh_token?: string;
-  /** Default active; a revoked seed grant's family is invalidated as a revocation would. */
-  status?: 'active' | 'revoked';
-  /** Default: when the state is created. */
-  created_at?: number;
-}
+/** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
+export type { GrantSeed };
 
 export interface CoreOptions {
   clock: Clock;
@@ -67,39 +37,15 @@ export interface CoreOptions {
   scenario?: LoadedScenario & { timings: JobTimings };
 }
 
-/** A consent screen waiting for the person's answer. Kept in memory: a restart simply asks again. */
-export interface Interaction {
-  id: string;
-  request: AuthorizationRequest;
-  person_id: string;
-  /** Opaque value tying the interaction to the browser session that saw it. */
-  binding: string;
-  expires_at: number;
-}
-
-/** What the resource guard hands to a route once a bearer token passed every check. */
-export interface AccessContext {
-  claims: AccessTokenClaims;
-  scopes: string[];
-  grant: Grant;
-  client_id: string;
-  person_id: string;
-  /** Injected faults that shaped this request (emulator control), for the request log. */
-  faults: string[];
-}
-
-export interface GrantView extends Grant {
-  client_name: string;
-  families: Array<Pick<TokenFamily, 'id' | 'status' | 'rotations' | 'invalidated_reason' | 'invalidated_at'> & { generation: number }>;
-}
-
-const INTERACTION_LIMIT = 10_000;
-
 /**
- * The authorization server's domain core: pure logic over `State`, an injected clock and an event bus.
- * Adapters (HTTP, CLI, store) call it; it imports none of them.
+ * The authorization server's domain core, a small facade: it owns what the rules share (clock, event bus, persons,
+ * lifetimes, retention, the repository and its persistence, the signing key, the service URLs, the family-by-handle
+ * index, the open consent screens and the consent policies) and opens, commits, exports and restores the state.
+ * The OAuth rules are functions that take it as a `CoreContext`, one module each: registration.ts, consent.ts,
+ * token-endpoint.ts with grants/, token-family.ts, issue-tokens.ts, resource-guard.ts, revocation.ts,
+ * grants-admin.ts, scenario.ts and retention.ts. Adapters (HTTP, CLI, store) call it; it imports none of them.
  */
-export class Core {
+export class Core implements CoreContext {
   readonly clock: Clock;
   readonly events: EventBus;
   readonly persons: readonly Person[];
@@ -113,7 +59,8 @@ export class Core {
   #signer: AccessTokenSigner;
   #urls: ServiceUrls | undefined;
   #familyByHandle = new Map<string, string>();
-  #interactions = new Map<string, Interaction>();
+  /** The open consent screens (in memory: a restart asks again). */
+  readonly interactions = new Interactions();
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
 
@@ -135,6 +82,10 @@ export class Core {
     return this.repo.state;
   }
 
+  get signer(): AccessTokenSigner {
+    return this.#signer;
+  }
+
   /** Loads the state (or creates it with a fresh signing key, the seed grants and the scenario) and makes it durable. */
   static async open(options: CoreOptions): Promise<Core> {
     defaultPerson(options.persons);
@@ -145,7 +96,7 @@ export class Core {
     const newKey = state.keys.length === 0 ? await generateSigningKey(options.clock.now()) : null;
     const core = new Core(options, state, fresh, newKey);
     if (fresh) {
-      for (const seed of options.seedGrants ?? []) core.seedGrant(seed);
+      for (const seed of options.seedGrants ?? []) seedGrant(core, seed);
       if (options.scenario) applyScenario(core, options.scenario, options.scenario.timings);
     }
     // A new state is made durable; an existing one hands persistence the repository it commits from.
@@ -188,7 +139,7 @@ export class Core {
     const state = parseState(stored.state, label);
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
-      this.#interactions.clear();
+      this.interactions.clear();
       this.repo.replace(state);
       this.#signer = new AccessTokenSigner(this.state.keys[0]!);
       this.#reindex();
@@ -200,6 +151,8 @@ export class Core {
     this.#familyByHandle.clear();
     for (const family of Object.values(this.state.families)) this.#familyByHandle.set(family.handle_hash, family.id);
   }
+
+  // ---- service URLs, known once the emulator listens ------------------------------------------
 
   setUrls(urls: ServiceUrls): void {
     this.#urls = { baseUrl: urls.baseUrl.replace(/\/+$/, ''), authUrl: urls.authUrl.replace(/\/+$/, '') };
@@ -218,6 +171,20 @@ export class Core {
     return resourceOf(this.urls);
   }
 
+  // ---- the family-by-handle index (a refresh token names its family: token-family.ts) ---------
+
+  familyByHandle(handleHash: string): TokenFamily | undefined {
+    const id = this.#familyByHandle.get(handleHash);
+    return id ? this.state.families[id] : undefined;
+  }
+
+  indexFamily(family: TokenFamily): void {
+    if (this.#familyByHandle.has(family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
+    this.#familyByHandle.set(family.handle_hash, family.id);
+  }
+
+  // ---- signing key and persons ----------------------------------------------------------------
+
   warmUp(): Promise<void> {
     return this.#signer.warmUp();
   }
@@ -230,437 +197,16 @@ export class Core {
     return defaultPerson(this.persons);
   }
 
-  // ---- metadata -------------------------------------------------------------------------------
-
-  authorizationServerMetadata() {
-    return authorizationServerMetadata(this.urls);
-  }
-
-  protectedResourceMetadata() {
-    return protectedResourceMetadata(this.urls);
-  }
-
-  jwks() {
-    return publicJwks(this.state.keys);
-  }
-
-  // ---- registration (spec 4.1, RFC 7591) ------------------------------------------------------
-
-  async registerClient(input: ClientMetadataInput): Promise<Client> {
-    const metadata = validateClientMetadata(input);
-    const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(this.clock.now()), ...metadata };
-    this.repo.put('clients', client.client_id, client);
-    await this.commit();
-    this.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
-    return client;
-  }
-
-  requireClient(clientId: string): Client {
-    const client = Object.hasOwn(this.state.clients, clientId) ? this.state.clients[clientId] : undefined;
-    if (!client) throw invalidClient(`unknown client_id "${clientId}"; register again`);
-    return client;
-  }
-
-  // ---- authorization and consent (spec 4.2, 3.3, 5.6) -----------------------------------------
-
-  validateAuthorizationRequest(query: Record<string, QueryValue>): AuthorizationOutcome {
-    return validateAuthorizationRequest((id) => this.repo.get('clients', id), query, this.issuer, this.resource);
-  }
-
-  /** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3). */
-  beginConsent(request: AuthorizationRequest, personId: string, binding: string): Interaction {
-    const answeredBy = this.consentPolicies.for(request.client.client_id).decision === 'page' ? 'person' : 'policy';
-    this.#pruneInteractions();
-    const interaction: Interaction = { id: randomToken(18), request, person_id: personId, binding, expires_at: this.clock.now() + this.lifetimes.interaction };
-    this.#interactions.set(interaction.id, interaction);
-    this.events.emit('consent.shown', {
-      interaction_id: interaction.id,
-      client_id: request.client.client_id,
-      client_name: request.client.client_name,
-      person_id: personId,
-      scopes: request.scopes,
-      resource: request.resource,
-      answered_by: answeredBy,
-    });
-    return interaction;
-  }
-
-  /** The interaction if it exists, has not expired and belongs to `binding`. */
-  interaction(id: string, binding: string): Interaction | undefined {
-    const interaction = this.#interactions.get(id);
-    if (!interaction || interaction.expires_at <= this.clock.now() || !safeEqual(interaction.binding, binding)) return undefined;
-    return interaction;
-  }
-
-  /**
-   * The person's answer. Approve stores a grant and a single-use code; deny answers `access_denied`.
-   * Returns where to send the browser (always with `state` and `iss`, RFC 9207). A consent policy answers through
-   * here too (`by: 'policy'`), and may approve only some of the requested scopes (`scopes`, RFC 6749 §3.3).
-   */
-  async decideConsent(id: string, binding: string, decision: 'approve' | 'deny', answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' }): Promise<string> {
-    const interaction = this.interaction(id, binding);
-    if (!interaction) throw new ProblemError(400, 'consent.expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
-    this.#interactions.delete(id);
-    const { request } = interaction;
-    const granted = answer.scopes ? request.scopes.filter((s) => answer.scopes!.includes(s)) : [...request.scopes];
-    const base = { client_id: request.client.client_id, person_id: interaction.person_id, by: answer.by };
-    if (decision === 'deny' || granted.length === 0) {
-      this.events.emit('consent.denied', { interaction_id: id, ...base, scopes: request.scopes });
-      const description = decision === 'deny' ? `the ${answer.by === 'policy' ? 'consent policy' : 'person'} denied access` : 'the consent policy approves none of the requested scopes';
-      return redirectWith(request.redirect_uri, { error: 'access_denied', error_description: description, state: request.state, iss: this.issuer });
-    }
-    const now = this.clock.now();
-    const grant: Grant = {
-      id: newId('grant'),
-      client_id: request.client.client_id,
-      person_id: interaction.person_id,
-      scopes: granted,
-      resource: request.resource,
-      created_at: now,
-      last_used_at: null,
-      status: 'active',
-    };
-    const code = randomToken(32);
-    this.repo.put('grants', grant.id, grant);
-    this.repo.put('codes', sha256(code), {
-      hash: sha256(code),
-      client_id: grant.client_id,
-      grant_id: grant.id,
-      redirect_uri: request.redirect_uri,
-      code_challenge: request.code_challenge,
-      issued_at: now,
-      expires_at: now + this.lifetimes.code,
-      consumed_at: null,
-      family_id: null,
-    });
-    await this.commit();
-    this.events.emit('consent.approved', { interaction_id: id, ...base, scopes: granted, requested_scopes: request.scopes, grant_id: grant.id });
-    this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
-    this.events.emit('code.issued', { grant_id: grant.id, client_id: grant.client_id, expires_at: now + this.lifetimes.code });
-    return redirectWith(request.redirect_uri, { code, state: request.state, iss: this.issuer });
-  }
-
-  /**
-   * Consent as code: when a policy answers for this client, the interaction the page would show is answered at
-   * once through `decideConsent`, recorded as the policy's decision; returns where to send the browser. Null: the
-   * page is shown to the person.
-   */
-  answerByPolicy(interaction: Interaction): Promise<string> | null {
-    const policy = this.consentPolicies.for(interaction.request.client.client_id);
-    if (policy.decision === 'page') return null;
-    return this.decideConsent(interaction.id, interaction.binding, policy.decision, { by: 'policy', scopes: policy.decision === 'approve' ? policy.scopes : undefined });
-  }
-
-  /** Sets who answers the consent screen, for one client or (null) all. */
-  setConsentPolicy(clientId: string | null, policy: ConsentPolicy): void {
-    this.consentPolicies.set(clientId, policy);
-    this.events.emit('consent_policy.set', { client_id: clientId, ...policy });
-  }
-
-  #pruneInteractions(): void {
-    const now = this.clock.now();
-    for (const [id, i] of this.#interactions) if (i.expires_at <= now) this.#interactions.delete(id);
-    // Bound memory against a client that opens consent pages in a loop.
-    while (this.#interactions.size >= INTERACTION_LIMIT) this.#interactions.delete(this.#interactions.keys().next().value as string);
-  }
-
-  // ---- the test shortcut: tokens without the consent screen (README: issueTokens) -------------
-
-  /**
-   * Gives a grant and its first tokens as if the person had approved on the consent page, without the page: for
-   * tests whose subject is not the flow. Scopes are checked as at /authorize; the grant, family and tokens are the
-   * real ones (refresh, revocation and the resource guard treat them as any other). Recorded as `grant.created`.
-   */
-  async issueTokensWithoutConsent(options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string }): Promise<TokenResponse & { client_id: string; grant_id: string }> {
-    // Everything is checked before anything is created.
-    const scopes = requireSupportedScopes(options.scopes.join(' '));
-    const person = options.person_id ? this.person(options.person_id) : this.defaultPerson;
-    if (!person) throw new ProblemError(404, 'person_not_found', `no person "${options.person_id}" in the fixtures`);
-    if (options.client_id && !Object.hasOwn(this.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
-    const client = options.client_id
-      ? (this.state.clients[options.client_id] as Client)
-      : await this.registerClient({ client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
-    const grant: Grant = {
-      id: newId('grant'),
-      client_id: client.client_id,
-      person_id: person.id,
-      scopes: [...scopes],
-      resource: options.identity ? null : this.resource,
-      created_at: this.clock.now(),
-      last_used_at: null,
-      status: 'active',
-    };
-    this.repo.put('grants', grant.id, grant);
-    this.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
-    const { family, refreshToken } = this.startFamily(grant);
-    const tokens = await this.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
-    return { ...tokens, client_id: client.client_id, grant_id: grant.id };
-  }
-
-  // ---- token endpoint (spec 4.3, OAuth 2.1 §3.2) ----------------------------------------------
-
-  /** Dispatches a token request to its grant type. */
-  async exchangeToken(params: TokenParams): Promise<TokenResponse> {
-    const grantType = params.grant_type;
-    if (!grantType) throw invalidRequest('grant_type is missing');
-    const handler = Object.hasOwn(GRANT_TYPES, grantType) ? GRANT_TYPES[grantType] : undefined;
-    if (!handler) throw new OAuthError('unsupported_grant_type', `grant_type "${grantType}" is not supported; use authorization_code or refresh_token`);
-    for (const name of handler.parameters) if (!params[name]) throw invalidRequest(`${name} is missing`);
-    // RFC 7591 §2, RFC 6749 §5.2: a client uses only the grant types it registered; refused before any code or family is looked at.
-    const client = this.requireClient(params.client_id as string);
-    if (!client.grant_types.includes(grantType)) {
-      throw new OAuthError('unauthorized_client', `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again with ${grantType} in grant_types to use it`);
-    }
-    return handler.handler(this, params, client);
-  }
-
-  /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */
-  checkTokenResource(grant: Grant, requested: string | undefined): void {
-    if (requested === undefined) return;
-    if (grant.resource === null) throw new OAuthError('invalid_target', 'this grant was given without a resource (identity token); authorize again with resource to get an agent token');
-    if (requested !== this.resource) throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${this.resource}`);
-  }
-
-  startFamily(grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
-    const created = createFamily(grant, this.clock.now(), this.lifetimes.refreshToken, presetToken);
-    if (this.#familyByHandle.has(created.family.handle_hash)) throw new Error('two token families would share one refresh-token handle');
-    this.repo.put('families', created.family.id, created.family);
-    this.#familyByHandle.set(created.family.handle_hash, created.family.id);
-    return created;
-  }
-
-  familyByHandle(handleHash: string): TokenFamily | undefined {
-    const id = this.#familyByHandle.get(handleHash);
-    return id ? this.state.families[id] : undefined;
-  }
-
-  /** Returns the rotated family and its new refresh token. */
-  rotate(family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
-    const rotated = rotateFamily(family, presented, this.clock.now(), this.lifetimes.refreshToken);
-    this.repo.put('families', family.id, rotated.family);
-    this.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: family.current.generation, to_generation: rotated.family.current.generation });
-    return rotated;
-  }
-
-  /** Every refresh and access token of the family stops working (spec 3.2, 7). */
-  invalidateFamily(family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
-    if (this.state.families[family.id]?.status !== 'active') return;
-    this.repo.update('families', family.id, { status: 'invalidated', invalidated_at: this.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
-    this.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
-  }
-
-  /**
-   * A fault on purpose: a refresh token of the grant's live family is presented again after its rotation, as a thief
-   * or a second copy of the client would. The family dies by the replay rule (spec 3.2), exactly as if the token had
-   * reached the token endpoint. A family that never rotated counts its current token as the one used twice.
-   */
-  async replayStoredRefreshToken(grantId: string): Promise<void> {
-    for (const family of Object.values(this.state.families)) {
-      if (family.grant_id !== grantId || family.status !== 'active') continue;
-      this.invalidateFamily(family, 'refresh_replay', family.history.at(-1)?.generation ?? family.current.generation);
-    }
-    await this.commit();
-  }
-
-  /** Spec 9: grants that carry retired scopes lose them at their next refresh. */
-  reduceGrantScopes(grant: Grant, kept: readonly string[]): void {
-    const removed = grant.scopes.filter((s) => !kept.includes(s));
-    this.repo.update('grants', grant.id, { scopes: kept });
-    this.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
-  }
-
-  /**
-   * Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). The refresh
-   * token is left out for a client that did not register the refresh_token grant (RFC 7591 §2, RFC 6749 §5.1); its
-   * family still exists, to track and revoke the access tokens.
-   */
-  async issueTokens(grant: Grant, family: TokenFamily, refreshToken: string, scopes: readonly string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
-    const now = this.clock.now();
-    const times = tokenTimes(now, this.lifetimes.accessToken);
-    // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
-    const audience = grant.resource !== null ? this.resource : grant.client_id;
-    const claims: AccessTokenClaims = {
-      iss: this.issuer,
-      sub: grant.person_id,
-      aud: audience,
-      client_id: grant.client_id,
-      scope: scopes.join(' '),
-      ...times,
-      jti: randomToken(16),
-      grant_id: grant.id,
-      family_id: family.id,
-    };
-    this.repo.update('grants', grant.id, { last_used_at: now });
-    // The family as it is now: the caller's copy may be from before its rotation.
-    const issuedFrom = this.repo.put('families', family.id, withAccessToken(this.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }));
-    const [accessToken] = await Promise.all([this.#signer.sign(claims), this.commit()]);
-    this.events.emit('tokens.issued', {
-      grant_id: grant.id,
-      client_id: grant.client_id,
-      family_id: family.id,
-      jti: claims.jti,
-      scopes,
-      audience,
-      expires_at: times.exp * 1000,
-      generation: issuedFrom.current.generation,
-      grant_type: grantType,
-    });
-    const refreshable = this.state.clients[grant.client_id]?.grant_types.includes('refresh_token') ?? true;
-    return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, ...(refreshable ? { refresh_token: refreshToken } : {}), scope: claims.scope };
-  }
-
-  // ---- the resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, 9068) ----------------------
-
-  /**
-   * Checks a bearer credential for a protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`,
-   * then on every request that the grant is active, the family alive and the token not revoked,
-   * and finally the route's scope (`null`: any agent token; the caller checks scopes itself, and a 401
-   * challenge names `challengeScope`). Throws `BearerError` (401 or 403).
-   */
-  async authenticate(authorization: string | undefined, required: string | null, challengeScope: string = required ?? 'ask'): Promise<AccessContext> {
-    const scope = challengeScope;
-    const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
-    if (!match) {
-      if (authorization && /^bearer\b/i.test(authorization)) throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
-      throw new BearerError(401, undefined, `a bearer token with scope "${scope}" is required`, scope);
-    }
-    let claims: AccessTokenClaims;
-    try {
-      claims = await this.#signer.verify(match[1] as string, this.issuer, this.clock.now());
-    } catch (e) {
-      const code = (e as { code?: string }).code;
-      throw new BearerError(401, 'invalid_token', code === 'ERR_JWT_EXPIRED' ? 'the access token has expired' : 'the access token is not valid here', scope);
-    }
-    const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-    if (!audiences.includes(this.resource)) {
-      throw new BearerError(401, 'invalid_token', `identity token refused: issued without resource=${this.resource}`, scope);
-    }
-    const grant = this.state.grants[claims.grant_id];
-    if (!grant || grant.status !== 'active') {
-      const by = grant?.revoked_by === 'client' ? 'the client' : grant?.revoked_by === 'admin' ? 'an administrator' : 'the person';
-      throw new BearerError(401, 'invalid_token', `access was revoked by ${by}`, scope);
-    }
-    const family = this.state.families[claims.family_id];
-    if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
-    if (Object.hasOwn(this.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
-    const scopes = splitScope(claims.scope);
-    if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
-    const used = this.repo.update('grants', grant.id, { last_used_at: this.clock.now() });
-    return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
-  }
-
-  /** RFC 9728 §5.1 value for WWW-Authenticate. */
-  get resourceMetadataUrl(): string {
-    return resourceMetadataUrl(this.urls);
-  }
-
-  // ---- revocation (RFC 7009, spec 3.3, 5.7) ----------------------------------------------------
-
-  /**
-   * RFC 7009 §2: answers the same whether or not the token was valid. A refresh token ends its grant
-   * and every token of it; an access token is refused from then on.
-   */
-  async revokeToken(params: TokenParams): Promise<void> {
-    if (!params.client_id) throw invalidRequest('client_id is missing');
-    const client = this.requireClient(params.client_id);
-    const token = params.token;
-    if (!token) throw invalidRequest('token is missing');
-    const parsed = parseRefreshToken(token);
-    if (parsed) {
-      const family = this.familyByHandle(parsed.handleHash);
-      if (family && family.client_id === client.client_id && family.current.hash === parsed.tokenHash) {
-        const grant = this.state.grants[family.grant_id];
-        if (grant) await this.revokeGrant(grant.id, 'client');
-      }
-      return;
-    }
-    let claims: AccessTokenClaims;
-    try {
-      claims = await this.#signer.verify(token, this.issuer, this.clock.now(), { ignoreExpiry: true });
-    } catch {
-      return;
-    }
-    if (claims.client_id !== client.client_id || claims.exp * 1000 <= this.clock.now()) return;
-    this.repo.put('revoked_access_tokens', claims.jti, claims.exp * 1000);
-    await this.commit();
-    this.events.emit('access_token.revoked', { jti: claims.jti, client_id: client.client_id });
-  }
-
-  // ---- grants (spec 3.3) ----------------------------------------------------------------------
-
-  listGrants(filter: { person_id?: string; client_id?: string } = {}): GrantView[] {
-    const families = Object.values(this.state.families);
-    return Object.values(this.state.grants)
-      .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))
-      .sort((a, b) => b.created_at - a.created_at)
-      .map((g) => ({
-        ...g,
-        client_name: this.state.clients[g.client_id]?.client_name ?? '(unbekannter Client)',
-        families: families
-          .filter((f) => f.grant_id === g.id)
-          .map((f) => ({ id: f.id, status: f.status, rotations: f.rotations, generation: f.current.generation, invalidated_reason: f.invalidated_reason, invalidated_at: f.invalidated_at })),
-      }));
-  }
-
-  /** The person (or an admin, or the client itself) ends a grant; it applies from the next request (spec 5.7). */
-  async revokeGrant(id: string, by: GrantRevoker, personId?: string): Promise<Grant> {
-    const grant = Object.hasOwn(this.state.grants, id) ? this.state.grants[id] : undefined;
-    if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
-    if (grant.status === 'revoked') return grant;
-    const revoked = this.repo.update('grants', id, { status: 'revoked', revoked_at: this.clock.now(), revoked_by: by });
-    for (const family of Object.values(this.state.families)) if (family.grant_id === id) this.invalidateFamily(family, by === 'client' ? 'token_revoked' : 'grant_revoked');
-    await this.commit();
-    this.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
-    return revoked;
-  }
-
-  /** Creates a fixtures or scenario grant, with its client and (given a refresh token) its family: a new state only. */
-  seedGrant(seed: GrantSeed): void {
-    const now = this.clock.now();
-    const existing = this.state.clients[seed.client.client_id];
-    if (!existing) {
-      this.repo.put('clients', seed.client.client_id, {
-        ...seed.client,
-        client_id_issued_at: epochSeconds(now),
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      });
-    }
-    const unknown = seed.scopes.filter((s) => !isSupportedScope(s) && !isRetiredScope(s));
-    if (unknown.length > 0) throw new Error(`seed grant for ${seed.client.client_id}: unknown scope ${unknown.join(', ')}`);
-    if (!this.person(seed.person_id)) throw new Error(`seed grant for ${seed.client.client_id}: unknown person "${seed.person_id}"`);
-    const id = seed.id ?? newId('grant');
-    if (Object.hasOwn(this.state.grants, id)) throw new Error(`seed grant ${id}: a grant with this id exists already`);
-    const grant: Grant = {
-      id,
-      client_id: seed.client.client_id,
-      person_id: seed.person_id,
-      scopes: [...seed.scopes],
-      resource: seed.resource === 'mcp' ? '{base_url}/mcp' : null,
-      created_at: seed.created_at ?? now,
-      last_used_at: null,
-      status: 'active',
-    };
-    this.repo.put('grants', grant.id, grant);
-    const family = seed.refresh_token ? this.startFamily(grant, seed.refresh_token).family : undefined;
-    if (seed.status === 'revoked') {
-      this.repo.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
-      if (family) this.invalidateFamily(family, 'grant_revoked');
-    }
-  }
-
   // ---- housekeeping ---------------------------------------------------------------------------
 
   /** Lets go of what retention no longer keeps (src/core/retention.ts); true when anything went (the caller commits). */
   prune(): boolean {
     const { removed, families } = applyRetention(this.repo, this.clock.now(), this.retention);
     for (const family of families) this.#familyByHandle.delete(family.handle_hash);
-    this.#pruneInteractions();
+    this.interactions.prune(this.clock.now());
     return removed > 0;
   }
 }
-
 
 /** An existing state that was not created from this scenario: the state is kept, the server does not start. */
 function scenarioMismatch(file: string, state: State, scenario: LoadedScenario): StateFileError {

@@ -1,5 +1,7 @@
 import { parseDuration } from './clock.js';
 import type { Core } from './core.js';
+import { revokeGrant } from './grants-admin.js';
+import { replayStoredRefreshToken } from './token-family.js';
 import { ProblemError } from './errors.js';
 import type { FaultView } from './snapshot.js';
 
@@ -364,8 +366,8 @@ export class Faults {
     fault.state = 'spent';
     const grantId = fault.grant_id!;
     this.#fired(fault, { grant_id: grantId, client_id: this.core.state.grants[grantId]?.client_id });
-    if (fault.kind === 'revoke') await this.core.revokeGrant(grantId, 'person').catch(() => undefined);
-    else await this.core.replayStoredRefreshToken(grantId);
+    if (fault.kind === 'revoke') await revokeGrant(this.core, grantId, 'person').catch(() => undefined);
+    else await replayStoredRefreshToken(this.core, grantId);
   }
 
   /** Ended faults are kept for the record, the oldest dropped first when the list is full. */

@@ -1,5 +1,9 @@
-import { OAuthError } from './errors.js';
+import { epochSeconds } from './clock.js';
+import type { CoreContext } from './context.js';
+import { newId } from './crypto.js';
+import { OAuthError, invalidClient } from './errors.js';
 import { validateRedirectUri } from './redirect-uri.js';
+import type { Client } from './state.js';
 
 export interface ClientMetadataInput {
   client_name?: unknown;
@@ -50,4 +54,24 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
     throw bad(`token_endpoint_auth_method "${String(input.token_endpoint_auth_method)}" is not supported; clients are public: use "none"`);
   }
   return { client_name: input.client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: 'none' };
+}
+
+/**
+ * Spec 4.1, RFC 7591 §3.2.1: registers a public client with the checked metadata and a new `client_id`; durable
+ * before it answers. Throws as `validateClientMetadata` does, before anything is stored.
+ */
+export async function registerClient(core: CoreContext, input: ClientMetadataInput): Promise<Client> {
+  const metadata = validateClientMetadata(input);
+  const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(core.clock.now()), ...metadata };
+  core.repo.put('clients', client.client_id, client);
+  await core.commit();
+  core.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
+  return client;
+}
+
+/** RFC 6749 §5.2: the registered client named by `client_id`, or `invalid_client` (the token and revocation endpoints). */
+export function requireClient(core: CoreContext, clientId: string): Client {
+  const client = core.repo.get('clients', clientId);
+  if (!client) throw invalidClient(`unknown client_id "${clientId}"; register again`);
+  return client;
 }

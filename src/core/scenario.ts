@@ -1,6 +1,7 @@
 import { epochSeconds } from './clock.js';
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
 import { newId } from './crypto.js';
+import { seedGrant } from './grants-admin.js';
 import { TRAINING_STEPS, type Citation, type JobTimings, type ResearchJob, type ResearchStatus, type TrainingDocument, type TrainingStep } from './jobs.js';
 import type { ScenarioOrigin } from './state.js';
 import { markdownTitle } from './workspace.js';
@@ -72,7 +73,7 @@ export interface LoadedScenario extends ScenarioOrigin {
  * research jobs, then charges (ledger lines and totals, durable with the core's next commit). The input was
  * checked when it was read; what still fails here (a refresh-token handle shared with a fixtures grant) throws.
  */
-export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTimings): void {
+export function applyScenario(core: CoreContext, loaded: LoadedScenario, timings: JobTimings): void {
   const { scenario } = loaded;
   const now = core.clock.now();
   const state = core.state;
@@ -89,7 +90,7 @@ export function applyScenario(core: Core, loaded: LoadedScenario, timings: JobTi
   }
   for (const g of scenario.grants) {
     const client = state.clients[g.client_id]!;
-    core.seedGrant({
+    seedGrant(core, {
       id: g.id,
       client: { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris },
       person_id: g.person_id,

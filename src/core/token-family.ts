@@ -1,4 +1,6 @@
+import type { CoreContext } from './context.js';
 import { newId, randomToken, sha256 } from './crypto.js';
+import type { FamilyEndReason } from './events.js';
 import type { Grant, TokenFamily } from './state.js';
 
 const PREFIX = 'aa1';
@@ -23,8 +25,8 @@ export function parseRefreshToken(token: string): { handleHash: string; tokenHas
 
 const mintToken = (handle: string) => `${PREFIX}.${handle}.${randomToken(32)}`;
 
-/** Starts a family for a grant; returns it with its first refresh token. */
-export function createFamily(grant: Grant, now: number, refreshLifetime: number, presetToken?: string): { family: TokenFamily; refreshToken: string } {
+/** A new family for a grant, with its first refresh token (a value; `startFamily` stores it). */
+function createFamily(grant: Grant, now: number, refreshLifetime: number, presetToken?: string): { family: TokenFamily; refreshToken: string } {
   let handle: string;
   let refreshToken: string;
   if (presetToken) {
@@ -53,8 +55,8 @@ export function createFamily(grant: Grant, now: number, refreshLifetime: number,
   return { family, refreshToken };
 }
 
-/** Spec 3.2: the current token becomes rotated and a new one is the only one that works. Returns the rotated family. */
-export function rotateFamily(family: TokenFamily, refreshToken: string, now: number, refreshLifetime: number): { family: TokenFamily; refreshToken: string } {
+/** Spec 3.2: the current token becomes rotated and a new one is the only one that works. Returns the rotated family (a value). */
+function rotateFamily(family: TokenFamily, refreshToken: string, now: number, refreshLifetime: number): { family: TokenFamily; refreshToken: string } {
   const handle = refreshToken.split('.')[1] as string;
   const next = mintToken(handle);
   const { expires_at: _expired, ...previous } = family.current;
@@ -83,4 +85,44 @@ export function replayedGeneration(family: TokenFamily, tokenHash: string): numb
 /** The family with this access token listed (the newest FAMILY_ACCESS_TOKENS are kept). */
 export function withAccessToken(family: TokenFamily, entry: TokenFamily['access_tokens'][number]): TokenFamily {
   return { ...family, access_tokens: [...family.access_tokens, entry].slice(-FAMILY_ACCESS_TOKENS) };
+}
+
+/**
+ * Spec 3.2: starts the grant's token family, stored and findable by its handle; returns it with its first refresh
+ * token. `presetToken` (fixtures, a scenario) gives that token instead of a new one. Throws, before anything is
+ * stored, when another family has the same handle.
+ */
+export function startFamily(core: CoreContext, grant: Grant, presetToken?: string): { family: TokenFamily; refreshToken: string } {
+  const created = createFamily(grant, core.clock.now(), core.lifetimes.refreshToken, presetToken);
+  core.indexFamily(created.family);
+  core.repo.put('families', created.family.id, created.family);
+  return created;
+}
+
+/** Spec 3.2, OAuth 2.1 §4.3: rotates the family on a refresh; returns the rotated family and its new refresh token. */
+export function rotateRefreshToken(core: CoreContext, family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
+  const rotated = rotateFamily(family, presented, core.clock.now(), core.lifetimes.refreshToken);
+  core.repo.put('families', family.id, rotated.family);
+  core.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: family.current.generation, to_generation: rotated.family.current.generation });
+  return rotated;
+}
+
+/** Spec 3.2, 7: every refresh and access token of the family stops working. A family already invalid stays as it is. */
+export function invalidateFamily(core: CoreContext, family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
+  if (core.state.families[family.id]?.status !== 'active') return;
+  core.repo.update('families', family.id, { status: 'invalidated', invalidated_at: core.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
+  core.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
+}
+
+/**
+ * A fault on purpose: a refresh token of the grant's live family is presented again after its rotation, as a thief
+ * or a second copy of the client would. The family dies by the replay rule (spec 3.2), exactly as if the token had
+ * reached the token endpoint. A family that never rotated counts its current token as the one used twice.
+ */
+export async function replayStoredRefreshToken(core: CoreContext, grantId: string): Promise<void> {
+  for (const family of Object.values(core.state.families)) {
+    if (family.grant_id !== grantId || family.status !== 'active') continue;
+    invalidateFamily(core, family, 'refresh_replay', family.history.at(-1)?.generation ?? family.current.generation);
+  }
+  await core.commit();
 }

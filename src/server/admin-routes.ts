@@ -5,6 +5,9 @@ import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
 import { adminActionsSchema, adminAdvanceSchema, adminConsentSchema, adminFaultIdSchema, adminFaultSchema, adminDecideSchema, adminGrantsSchema, adminResetSchema, adminRevokeSchema, adminSnapshotListSchema, adminSnapshotRestoreSchema, adminSnapshotSaveSchema, adminTokensSchema } from './schemas.js';
 import { parseConsentPolicy } from '../core/consent-policy.js';
+import { setConsentPolicy } from '../core/consent.js';
+import { listGrants, revokeGrant } from '../core/grants-admin.js';
+import { issueTokensWithoutConsent } from '../core/issue-tokens.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
@@ -68,7 +71,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       if (unknown.length > 0) return sendProblem(reply, 400, 'invalid_request', `unknown field ${unknown.join(', ')}; allowed: ${Object.keys(properties).join(', ')}`);
     });
     admin.get('/health', async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
-    admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: core.listGrants(request.query as { person_id?: string; client_id?: string }) }));
+    admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: listGrants(core, request.query as { person_id?: string; client_id?: string }) }));
     // From the committed ledger lines only, totals included: the total is always the sum of the entries answered.
     admin.get('/charges', async () => {
       const location = core.persistence.location;
@@ -82,8 +85,8 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
       const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';
-      const grant = await core.revokeGrant(id, by);
-      return { grant: core.listGrants().find((g) => g.id === grant.id) };
+      const grant = await revokeGrant(core, id, by);
+      return { grant: listGrants(core).find((g) => g.id === grant.id) };
     });
     admin.get('/snapshot', async () => feed.snapshot());
     admin.get('/events', async (_request, reply) => {
@@ -108,14 +111,14 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       if (core.prune()) await core.commit();
       return clockView();
     });
-    admin.post('/tokens', { schema: adminTokensSchema }, async (request) => core.issueTokensWithoutConsent(request.body as Parameters<Core['issueTokensWithoutConsent']>[0]));
+    admin.post('/tokens', { schema: adminTokensSchema }, async (request) => issueTokensWithoutConsent(core, request.body as Parameters<typeof issueTokensWithoutConsent>[1]));
     // Consent as code: who answers the consent screen, for all clients or one.
     admin.get('/consent', async () => core.consentPolicies.view());
     admin.post('/consent', { schema: adminConsentSchema }, async (request) => {
       const body = request.body as { decision: string; scopes?: string[]; client_id?: string };
       const policy = parseConsentPolicy(body);
       if (body.client_id !== undefined && !Object.hasOwn(core.state.clients, body.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${body.client_id}"; leave client_id out to set the policy for all clients`);
-      core.setConsentPolicy(body.client_id ?? null, policy);
+      setConsentPolicy(core, body.client_id ?? null, policy);
       return core.consentPolicies.view();
     });
     // Faults on purpose: armed here, listed with what they did, cleared one by one or all at once.

@@ -4,7 +4,11 @@ import formbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { OAuthError } from '../core/errors.js';
 import type { Core } from '../core/core.js';
-import { PROTECTED_RESOURCE_METADATA_PATH } from '../core/metadata.js';
+import { PROTECTED_RESOURCE_METADATA_PATH, authorizationServerMetadata, protectedResourceMetadata, resourceMetadataUrl } from '../core/metadata.js';
+import { publicJwks } from '../core/keys.js';
+import { registerClient } from '../core/registration.js';
+import { exchangeToken } from '../core/token-endpoint.js';
+import { revokeToken } from '../core/revocation.js';
 import type { TokenParams } from '../core/grants/index.js';
 import { ADMIN_EVENTS_PATH, ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
@@ -183,7 +187,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   if (options.faults) installFaultHooks(app, core, options.faults);
   app.setErrorHandler(
     errorReplier({
-      resourceMetadataUrl: () => core.resourceMetadataUrl,
+      resourceMetadataUrl: () => resourceMetadataUrl(core.urls),
       htmlError: (status, error, description) => errorPage('Anfrage kann nicht bearbeitet werden', error, description),
       onServerError: options.onServerError,
     }),
@@ -257,17 +261,17 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
 function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   // The metadata routes take no input and answer the core's objects as they are: no schema, so the first
   // discovery request (a client's first call, and what readiness probes poll) compiles nothing.
-  app.get('/.well-known/oauth-authorization-server', async () => core.authorizationServerMetadata());
+  app.get('/.well-known/oauth-authorization-server', async () => authorizationServerMetadata(core.urls));
   // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to.
-  app.get(PROTECTED_RESOURCE_METADATA_PATH, async () => core.protectedResourceMetadata());
-  app.get('/.well-known/oauth-protected-resource', async () => core.protectedResourceMetadata());
+  app.get(PROTECTED_RESOURCE_METADATA_PATH, async () => protectedResourceMetadata(core.urls));
+  app.get('/.well-known/oauth-protected-resource', async () => protectedResourceMetadata(core.urls));
   app.get('/.well-known/jwks.json', async (_request, reply) => {
     reply.type('application/jwk-set+json');
-    return core.jwks();
+    return publicJwks(core.state.keys);
   });
 
   app.post('/oauth/register', { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') }, async (request, reply) => {
-    const client = await core.registerClient(request.body as Record<string, unknown>);
+    const client = await registerClient(core, request.body as Record<string, unknown>);
     return reply.code(201).headers(NO_STORE).send(client);
   });
 
@@ -275,12 +279,12 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   const clientEndpoint = { config: { errorStyle: 'oauth' as const }, onRequest: refuseClientAuthentication(core), preValidation: formOnly };
 
   app.post('/oauth/token', { schema: tokenSchema, ...clientEndpoint }, async (request, reply) => {
-    const tokens = await core.exchangeToken(request.body as TokenParams);
+    const tokens = await exchangeToken(core, request.body as TokenParams);
     return reply.headers(NO_STORE).send(tokens);
   });
 
   app.post('/oauth/revoke', { schema: revokeSchema, ...clientEndpoint }, async (request, reply) => {
-    await core.revokeToken(request.body as TokenParams);
+    await revokeToken(core, request.body as TokenParams);
     return reply.headers(NO_STORE).code(200).send();
   });
 }

@@ -3,7 +3,9 @@ import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import type { QueryValue } from '../core/authorize.js';
 import type { Core } from '../core/core.js';
+import { answerByPolicy, beginConsent, checkAuthorizationRequest, decideConsent } from '../core/consent.js';
 import { ProblemError } from '../core/errors.js';
+import { listGrants, revokeGrant } from '../core/grants-admin.js';
 import { installCommonHooks, newFastify, notFound, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
@@ -26,7 +28,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   app.get('/oauth/authorize', { schema: authorizeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
     const query = request.query as Record<string, QueryValue>;
     const hint = typeof query.login_hint === 'string' ? core.persons.find((p) => p.id === query.login_hint || p.email === query.login_hint) : undefined;
-    const outcome = core.validateAuthorizationRequest(query);
+    const outcome = checkAuthorizationRequest(core, query);
     if (outcome.kind === 'error_page') {
       const accept = request.headers.accept ?? '';
       if (accept.includes('application/json') && !accept.includes('text/html')) return reply.code(400).header('cache-control', 'no-store').send(outcome.error.toJSON());
@@ -35,9 +37,9 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     if (outcome.kind === 'redirect') return reply.code(302).header('cache-control', 'no-store').redirect(outcome.location, 302);
     const session = sessions.ensure(request, reply, hint?.id);
     const person = core.person(session.person_id) ?? core.defaultPerson;
-    const interaction = core.beginConsent(outcome.request, person.id, session.id);
+    const interaction = beginConsent(core, outcome.request, person.id, session.id);
     // Consent as code: the page's interaction is answered by the policy, as the form would, and the browser sent on.
-    const answered = core.answerByPolicy(interaction);
+    const answered = answerByPolicy(core, interaction);
     if (answered) return reply.header('cache-control', 'no-store').redirect(await answered, 302);
     const html = consentPage({ request: outcome.request, person, interactionId: interaction.id, csrf: sessions.csrfToken(session, interaction.id), resource: core.resource });
     return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);
@@ -50,7 +52,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     if (!session || !sessions.checkCsrf(session, body.interaction, body.csrf)) {
       throw new ProblemError(403, 'consent.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
     }
-    const location = await core.decideConsent(body.interaction, session.id, body.decision);
+    const location = await decideConsent(core, body.interaction, session.id, body.decision);
     return reply.header('cache-control', 'no-store').redirect(location, 302);
   });
 
@@ -68,7 +70,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const session = sessions.ensure(request, reply);
     const person = core.person(session.person_id) ?? core.defaultPerson;
     const notice = (request.query as { revoked?: string }).revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
-    return pageHeaders(reply).send(settingsPage({ person, grants: core.listGrants({ person_id: person.id }), csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
+    return pageHeaders(reply).send(settingsPage({ person, grants: listGrants(core, { person_id: person.id }), csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
   });
 
   // Spec 3.3, 5.7: the person revokes; it applies from the next request.
@@ -78,7 +80,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     if (!session || !sessions.checkCsrf(session, SETTINGS_PURPOSE, csrf)) {
       throw new ProblemError(403, 'settings.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Einstellungen neu.');
     }
-    await core.revokeGrant((request.params as { id: string }).id, 'person', session.person_id);
+    await revokeGrant(core, (request.params as { id: string }).id, 'person', session.person_id);
     return reply.redirect('/settings?revoked=1', 303);
   });
 

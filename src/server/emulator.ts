@@ -6,8 +6,10 @@ import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
 import { Allowlist } from '../core/allowlist.js';
 import type { Prices } from '../core/charges.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
+import { setConsentPolicy } from '../core/consent.js';
 import { Faults, type FaultSpec } from '../core/faults.js';
-import { Core, type Lifetimes } from '../core/core.js';
+import { Core } from '../core/core.js';
+import type { Lifetimes } from '../core/context.js';
 import type { Retention } from '../core/retention.js';
 import { QUICK_TIMINGS, type JobTimings } from '../core/jobs.js';
 import { parseRateLimit, type RateLimitConfig } from '../core/rate-limit.js';
@@ -211,7 +213,7 @@ export class Emulator {
         seedGrants: fixtures.grants,
         ...(scenario ? { scenario: { ...scenario, timings } } : {}),
       });
-      for (const { clientId, policy } of options.consent ?? []) core.setConsentPolicy(clientId, policy);
+      for (const { clientId, policy } of options.consent ?? []) setConsentPolicy(core, clientId, policy);
       const faults = new Faults(core);
       for (const spec of options.faults ?? []) faults.arm(spec);
       const adminToken = randomToken(32);

@@ -3,7 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { AgentPlane } from '../core/agent-plane.js';
 import type { Allowlist, OperationResult } from '../core/allowlist.js';
-import type { AccessContext } from '../core/core.js';
+import type { AccessContext } from '../core/resource-guard.js';
 import { ProblemError } from '../core/errors.js';
 import { routeOf, VARIANT_META, type ToolName } from './mcp.js';
 

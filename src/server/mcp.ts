@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentPlane } from '../core/agent-plane.js';
 import type { Allowlist, OperationResult } from '../core/allowlist.js';
-import type { AccessContext, Core } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import { authenticate, type AccessContext } from '../core/resource-guard.js';
 import { BearerError, ProblemError } from '../core/errors.js';
 import { RateLimitedError } from '../core/rate-limit.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
@@ -52,7 +53,7 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Al
   const guard = async (request: FastifyRequest) => {
     // The import starts while the token is checked; a failed import surfaces in the handler, which awaits it.
     void loadMcpServer().catch(() => undefined);
-    request.access = await core.authenticate(request.headers.authorization, null, 'ask');
+    request.access = await authenticate(core, request.headers.authorization, null, 'ask');
   };
 
   app.route({

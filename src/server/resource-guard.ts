@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import type { AccessContext, Core } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import { authenticate, type AccessContext } from '../core/resource-guard.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -14,6 +15,6 @@ declare module 'fastify' {
  */
 export function requireScope(core: Core, scope: string | null, challengeScope?: string): (request: FastifyRequest) => Promise<void> {
   return async function resourceGuard(request: FastifyRequest) {
-    request.access = await core.authenticate(request.headers.authorization, scope, challengeScope);
+    request.access = await authenticate(core, request.headers.authorization, scope, challengeScope);
   };
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Allowlist, OperationResult } from '../core/allowlist.js';
-import type { AccessContext, Core } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import type { AccessContext } from '../core/resource-guard.js';
 import { ProblemError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/idempotency.js';
 import { RateLimitedError, type RateLimitState } from '../core/rate-limit.js';

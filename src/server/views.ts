@@ -1,6 +1,6 @@
 import { fieldLabel, type PendingAction } from '../core/actions.js';
 import type { AuthorizationRequest } from '../core/authorize.js';
-import type { GrantView } from '../core/core.js';
+import type { GrantView } from '../core/grants-admin.js';
 import type { Person } from '../core/persons.js';
 import { SCOPES, isSupportedScope } from '../core/scopes.js';
 import { html, page } from './html.js';

@@ -1,6 +1,8 @@
 import { sha256 } from '../crypto.js';
 import { invalidGrant } from '../errors.js';
+import { checkTokenResource, issueTokens } from '../issue-tokens.js';
 import { verifyS256 } from '../pkce.js';
+import { invalidateFamily, startFamily } from '../token-family.js';
 import type { GrantType } from './types.js';
 
 /**
@@ -20,16 +22,16 @@ export const authorizationCodeGrant: GrantType = {
     if (code.consumed_at !== null) {
       // A code is used once; a second use means it leaked, so what it produced is revoked (OAuth 2.1 §4.1.3).
       const family = code.family_id ? core.repo.get('families', code.family_id) : undefined;
-      if (family) core.invalidateFamily(family, 'code_replay');
+      if (family) invalidateFamily(core, family, 'code_replay');
       core.events.emit('code.replayed', { grant_id: code.grant_id, client_id: code.client_id, family_id: code.family_id });
       await core.commit();
       throw invalidGrant('authorization code was already used; the tokens issued from it are revoked');
     }
     if (now >= code.expires_at) throw invalidGrant('authorization code has expired');
     if (!grant || grant.status !== 'active') throw invalidGrant('the grant behind this code was revoked');
-    core.checkTokenResource(grant, params.resource);
-    const { family, refreshToken } = core.startFamily(grant);
+    checkTokenResource(core, grant, params.resource);
+    const { family, refreshToken } = startFamily(core, grant);
     core.repo.update('codes', key, { consumed_at: now, family_id: family.id });
-    return core.issueTokens(grant, family, refreshToken, grant.scopes, 'authorization_code');
+    return issueTokens(core, grant, family, refreshToken, grant.scopes, 'authorization_code');
   },
 };

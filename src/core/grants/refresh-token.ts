@@ -1,6 +1,9 @@
+import type { CoreContext } from '../context.js';
 import { invalidGrant, invalidScope } from '../errors.js';
+import { checkTokenResource, issueTokens } from '../issue-tokens.js';
 import { isRetiredScope, splitScope } from '../scopes.js';
-import { parseRefreshToken, replayedGeneration } from '../token-family.js';
+import type { Grant } from '../state.js';
+import { invalidateFamily, parseRefreshToken, replayedGeneration, rotateRefreshToken } from '../token-family.js';
 import type { GrantType } from './types.js';
 
 /**
@@ -19,12 +22,12 @@ export const refreshTokenGrant: GrantType = {
     const grant = core.repo.get('grants', family.grant_id);
     if (!grant || grant.status !== 'active') throw invalidGrant('the grant was revoked; authorize again');
     if (parsed.tokenHash !== family.current.hash) {
-      core.invalidateFamily(family, 'refresh_replay', replayedGeneration(family, parsed.tokenHash));
+      invalidateFamily(core, family, 'refresh_replay', replayedGeneration(family, parsed.tokenHash));
       await core.commit();
       throw invalidGrant('refresh token was already used (replay); every token of its family is now invalid');
     }
     if (now >= family.current.expires_at) throw invalidGrant('refresh token has expired; authorize again');
-    core.checkTokenResource(grant, params.resource);
+    checkTokenResource(core, grant, params.resource);
     const kept = grant.scopes.filter((s) => !isRetiredScope(s));
     // RFC 6749 §3.3: a token needs at least one scope; a grant left with retired scopes only has nothing to give.
     if (kept.length === 0) throw invalidGrant(`the grant holds only retired scopes (${grant.scopes.join(' ')}); authorize again with a supported scope`);
@@ -37,8 +40,15 @@ export const refreshTokenGrant: GrantType = {
       if (requested.length === 0 || wider.length > 0) throw invalidScope(`scope may only narrow the grant (${kept.join(' ')}); not granted: ${wider.join(', ') || '(empty)'}`);
       scopes = requested;
     }
-    if (kept.length !== grant.scopes.length) core.reduceGrantScopes(grant, kept);
-    const rotated = core.rotate(family, presented);
-    return core.issueTokens(grant, rotated.family, rotated.refreshToken, scopes, 'refresh_token');
+    if (kept.length !== grant.scopes.length) reduceGrantScopes(core, grant, kept);
+    const rotated = rotateRefreshToken(core, family, presented);
+    return issueTokens(core, grant, rotated.family, rotated.refreshToken, scopes, 'refresh_token');
   },
 };
+
+/** Spec 9: grants that carry retired scopes lose them at their next refresh. */
+function reduceGrantScopes(core: CoreContext, grant: Grant, kept: readonly string[]): void {
+  const removed = grant.scopes.filter((s) => !kept.includes(s));
+  core.repo.update('grants', grant.id, { scopes: kept });
+  core.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
+}

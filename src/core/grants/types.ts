@@ -1,4 +1,4 @@
-import type { Core } from '../core.js';
+import type { CoreContext } from '../context.js';
 import type { Client } from '../state.js';
 
 /** Parameters of a token request after form decoding (OAuth 2.1 §3.2.2). */
@@ -18,5 +18,5 @@ export interface GrantType {
   /** Required parameters, each checked before the handler runs (missing → invalid_request); `client_id` among them. */
   parameters: readonly string[];
   /** `client` is the registered client named by `client_id`, already allowed this grant type. */
-  handler(core: Core, params: TokenParams, client: Client): Promise<TokenResponse>;
+  handler(core: CoreContext, params: TokenParams, client: Client): Promise<TokenResponse>;
 }

@@ -1,0 +1,60 @@
+import type { AccessTokenSigner } from './access-token.js';
+import type { ChargeEntry } from './charges.js';
+import type { ConsentPolicies } from './consent-policy.js';
+import { DAY, MINUTE, type Clock } from './clock.js';
+import type { EventBus } from './events.js';
+import type { Interactions } from './interactions.js';
+import type { ServiceUrls } from './metadata.js';
+import type { Person } from './persons.js';
+import type { ReadonlyState, Repository } from './repository.js';
+import type { TokenFamily } from './state.js';
+
+export interface Lifetimes {
+  /** Spec 2.2, 5.3, 8: 900 seconds. */
+  accessToken: number;
+  /** Not shown in the spec: 60 seconds (OAuth 2.1 §4.1.2 asks for short-lived codes). */
+  code: number;
+  /** Not shown in the spec: 30 days from issue of each rotated token. */
+  refreshToken: number;
+  /** How long a consent page can be answered. */
+  interaction: number;
+}
+
+export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MINUTE, refreshToken: 30 * DAY, interaction: 10 * MINUTE };
+
+/**
+ * What the core's rule modules (registration, consent, the token endpoint and its grant types, the resource guard,
+ * revocation, grants, the scenario) share, and all they know of the core: `Core` (core.ts) implements it. They take
+ * this rather than the `Core` class, so that the core can call them without an import circle. The state changes
+ * only through `repo`; `state` is for reading.
+ */
+export interface CoreContext {
+  readonly clock: Clock;
+  readonly events: EventBus;
+  readonly persons: readonly Person[];
+  readonly lifetimes: Lifetimes;
+  /** The one way the state changes. */
+  readonly repo: Repository;
+  readonly state: ReadonlyState;
+  /** Signs and verifies access tokens with the state's signing key. */
+  readonly signer: AccessTokenSigner;
+  readonly urls: ServiceUrls;
+  /** `{base_url}` (spec 4.1, RFC 8414). */
+  readonly issuer: string;
+  /** `{base_url}/mcp`, the one protected resource (RFC 8707, RFC 9728). */
+  readonly resource: string;
+  readonly defaultPerson: Person;
+  /** The open consent screens (in memory: a restart asks again). */
+  readonly interactions: Interactions;
+  /** Who answers the consent screen (emulator control): the person by default. */
+  readonly consentPolicies: ConsentPolicies;
+  person(id: string): Person | undefined;
+  /** Makes every change made so far durable. Concurrent calls share one write. */
+  commit(): Promise<void>;
+  /** Spec 1: one line of the charge ledger, and the totals; durable with the next commit. */
+  recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry;
+  /** The family whose refresh tokens carry this handle (by its hash), if it is still in the state. */
+  familyByHandle(handleHash: string): TokenFamily | undefined;
+  /** Makes a new family findable by its handle; throws, before anything changed, if another family has that handle. */
+  indexFamily(family: TokenFamily): void;
+}

@@ -1,0 +1,105 @@
+import { epochSeconds } from './clock.js';
+import type { CoreContext } from './context.js';
+import { newId } from './crypto.js';
+import { ProblemError } from './errors.js';
+import type { GrantRevoker } from './events.js';
+import { isRetiredScope, isSupportedScope } from './scopes.js';
+import type { Grant, TokenFamily } from './state.js';
+import { invalidateFamily, startFamily } from './token-family.js';
+
+/** A grant from fixtures or a scenario, e.g. a legacy grant that still carries retired scopes (spec 9). */
+export interface GrantSeed {
+  /** The grant's id (a scenario names its grants); default a new one. */
+  id?: string;
+  client: { client_id: string; client_name: string; redirect_uris: readonly string[] };
+  person_id: string;
+  scopes: string[];
+  resource: 'mcp' | null;
+  /** The family's current refresh token, `aa1.<handle>.<secret>`; stored only as a hash. Without it, no family. */
+  refresh_token?: string;
+  /** Default active; a revoked seed grant's family is invalidated as a revocation would. */
+  status?: 'active' | 'revoked';
+  /** Default: when the state is created. */
+  created_at?: number;
+}
+
+/** A grant as listed: with its client's name and its token families. */
+export interface GrantView extends Grant {
+  client_name: string;
+  families: Array<Pick<TokenFamily, 'id' | 'status' | 'rotations' | 'invalidated_reason' | 'invalidated_at'> & { generation: number }>;
+}
+
+/**
+ * Spec 3.3: the stored grants (kept so that they can be revoked), newest first, each with its client's name and its
+ * token families: what the settings page, the admin API and the CLI show. `filter` narrows to a person or a client.
+ */
+export function listGrants(core: CoreContext, filter: { person_id?: string; client_id?: string } = {}): GrantView[] {
+  // Families by grant, in one pass: a state of many grants must not cost grants × families.
+  const familiesOf = new Map<string, GrantView['families']>();
+  for (const f of Object.values(core.state.families)) {
+    const view = { id: f.id, status: f.status, rotations: f.rotations, generation: f.current.generation, invalidated_reason: f.invalidated_reason, invalidated_at: f.invalidated_at };
+    familiesOf.get(f.grant_id)?.push(view) ?? familiesOf.set(f.grant_id, [view]);
+  }
+  return Object.values(core.state.grants)
+    .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))
+    .sort((a, b) => b.created_at - a.created_at)
+    .map((g) => ({
+      ...g,
+      client_name: core.state.clients[g.client_id]?.client_name ?? '(unbekannter Client)',
+      families: familiesOf.get(g.id) ?? [],
+    }));
+}
+
+/**
+ * Spec 3.3, 5.7: the person (or an admin, or the client itself, RFC 7009) ends a grant; every family of it is
+ * invalidated, so it applies from the next request. `personId`: only that person's grant (404 otherwise).
+ */
+export async function revokeGrant(core: CoreContext, id: string, by: GrantRevoker, personId?: string): Promise<Grant> {
+  const grant = Object.hasOwn(core.state.grants, id) ? core.state.grants[id] : undefined;
+  if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
+  if (grant.status === 'revoked') return grant;
+  const revoked = core.repo.update('grants', id, { status: 'revoked', revoked_at: core.clock.now(), revoked_by: by });
+  for (const family of Object.values(core.state.families)) if (family.grant_id === id) invalidateFamily(core, family, by === 'client' ? 'token_revoked' : 'grant_revoked');
+  await core.commit();
+  core.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
+  return revoked;
+}
+
+/**
+ * Creates a fixtures or scenario grant, with its client and (given a refresh token) its family: a new state only.
+ * A revoked seed ends as revocation would (spec 3.3); retired scopes are allowed, as a legacy grant has them (spec 9).
+ */
+export function seedGrant(core: CoreContext, seed: GrantSeed): void {
+  const now = core.clock.now();
+  const existing = core.state.clients[seed.client.client_id];
+  if (!existing) {
+    core.repo.put('clients', seed.client.client_id, {
+      ...seed.client,
+      client_id_issued_at: epochSeconds(now),
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    });
+  }
+  const unknown = seed.scopes.filter((s) => !isSupportedScope(s) && !isRetiredScope(s));
+  if (unknown.length > 0) throw new Error(`seed grant for ${seed.client.client_id}: unknown scope ${unknown.join(', ')}`);
+  if (!core.person(seed.person_id)) throw new Error(`seed grant for ${seed.client.client_id}: unknown person "${seed.person_id}"`);
+  const id = seed.id ?? newId('grant');
+  if (Object.hasOwn(core.state.grants, id)) throw new Error(`seed grant ${id}: a grant with this id exists already`);
+  const grant: Grant = {
+    id,
+    client_id: seed.client.client_id,
+    person_id: seed.person_id,
+    scopes: [...seed.scopes],
+    resource: seed.resource === 'mcp' ? '{base_url}/mcp' : null,
+    created_at: seed.created_at ?? now,
+    last_used_at: null,
+    status: 'active',
+  };
+  core.repo.put('grants', grant.id, grant);
+  const family = seed.refresh_token ? startFamily(core, grant, seed.refresh_token).family : undefined;
+  if (seed.status === 'revoked') {
+    core.repo.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });
+    if (family) invalidateFamily(core, family, 'grant_revoked');
+  }
+}
