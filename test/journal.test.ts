@@ -12,7 +12,7 @@ import { Core } from '../src/core/core.js';
 import { StateFileError } from '../src/core/errors.js';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
 import { exchangeToken } from '../src/core/token-endpoint.js';
-import { FilePersistence, readStateAt, type FilePersistenceOptions } from '../src/store/file-persistence.js';
+import { FilePersistence, readStateAt, readStateFile, stateChunks, type FilePersistenceOptions } from '../src/store/file-persistence.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { generateSigningKey } from '../src/core/keys.js';
 import { Repository } from '../src/core/repository.js';
@@ -141,6 +141,31 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
     const third = await open(file);
     expect(JSON.stringify(third.core.state)).toBe(JSON.stringify(second.core.state));
     await third.persistence.close();
+  });
+});
+
+describe('the state file is read entry by entry', () => {
+  it('a file in the entry-per-line layout and the same state written compactly (older versions) read the same, odd keys and strings included', async () => {
+    const dir = await scratchDir();
+    const state = emptyState();
+    const client = (id: string, name: string) => ({ client_id: id, client_id_issued_at: 1, client_name: name, redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' as const });
+    Object.defineProperty(state.clients, '__proto__', { value: client('__proto__', 'proto'), enumerable: true, writable: true, configurable: true });
+    state.clients['x'] = client('x', 'Zeile\n}\n"grants":{ ü 𝄞');
+    state.clients['"quoted":{'] = client('q', '{}');
+    const lines = join(dir, 'lines.json');
+    const compact = join(dir, 'compact.json');
+    await writeFile(lines, [...stateChunks(state, 7)].join(''));
+    await writeFile(compact, `${JSON.stringify({ ...state, journal_seq: 7 })}\n`);
+    expect((await readFile(lines, 'utf8')).split('\n').length).toBeGreaterThan(4);
+    const a = (await readStateFile(lines)) as typeof state;
+    const b = (await readStateFile(compact)) as typeof state;
+    expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+    expect(Object.keys(a.clients)).toEqual(['__proto__', 'x', '"quoted":{']);
+    expect(Object.getPrototypeOf(a.clients)).toBe(Object.prototype);
+    expect(a.clients['x']!.client_name).toBe('Zeile\n}\n"grants":{ ü 𝄞');
+    // A damaged file is refused with JSON.parse's own message.
+    await writeFile(lines, (await readFile(lines, 'utf8')).replace('"client_name":"proto"', '"client_name":proto'));
+    await expect(readStateFile(lines)).rejects.toThrow(SyntaxError);
   });
 });
 

@@ -54,7 +54,9 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     expect(existsSync(join(dir, 'state.journal.jsonl'))).toBe(false);
     const atRest = await readFile(state, 'utf8');
     const { journal_seq } = JSON.parse(atRest) as { journal_seq: number };
-    expect(atRest).toBe(`${final.slice(0, -1)},"journal_seq":${journal_seq}}\n`);
+    // One entry per line; without the line breaks it is JSON.stringify of the state, exactly.
+    expect(atRest.slice(0, -1).replace(/\n/g, '')).toBe(`${final.slice(0, -1)},"journal_seq":${journal_seq}}`);
+    expect(atRest.split('\n').find((line) => line.includes('"client_name"'))).toMatch(/^,?"client_[^"]+":\{"client_id"/);
   });
 
   it('codes and refresh tokens are stored only as hashes', async () => {

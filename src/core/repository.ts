@@ -252,9 +252,16 @@ export function applyChanges(state: State, changes: readonly unknown[]): void {
   }
 }
 
-/** Freezes every entry of every table: entries are values, replaced on change (see Repository). */
+/**
+ * Freezes every entry of every table: entries are values, replaced on change (see Repository). Loaded entries are
+ * frozen at their top level (a 100k-entry state would spend a tenth of a second more on the nested ones); what
+ * `put` stores is frozen all through. Either way no code writes into an entry: the types say so.
+ */
 export function freezeEntries(state: State): State {
-  for (const name of COLLECTION_NAMES) for (const entry of Object.values(state[name])) frozen(entry);
+  for (const name of COLLECTION_NAMES) {
+    const table = state[name] as Record<string, unknown>;
+    for (const key in table) if (Object.hasOwn(table, key)) Object.freeze(table[key]);
+  }
   for (const key of state.keys) frozen(key);
   for (const change of state.workspace_changes) frozen(change);
   if (state.scenario) frozen(state.scenario);

@@ -1,4 +1,5 @@
-import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
+import { StringDecoder } from 'node:string_decoder';
 import { dirname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -48,8 +49,10 @@ function deferred<T = void>(): Deferred<T> {
 }
 
 /**
- * The state file's text in pieces, exactly `JSON.stringify` of the state with `journal_seq` as its last field and
- * a final newline: collections entry by entry, so that a large state is written a slice at a time.
+ * The state file's text in pieces: `JSON.stringify` of the state with `journal_seq` as its last field, and a line
+ * break before each entry of a table and before each table's closing brace (still one JSON document; `jq .` reads
+ * it). One entry per line lets a start parse the file entry by entry (`readStateFile`), never holding the whole
+ * text, and lets a large state be written a slice at a time.
  */
 export function* stateChunks(state: State, seq: number): Generator<string> {
   yield '{';
@@ -66,12 +69,92 @@ export function* stateChunks(state: State, seq: number): Generator<string> {
     yield '{';
     for (const [key, entry] of Object.entries(value as Record<string, unknown>)) {
       if (entry === undefined) continue;
-      yield `${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+      yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       firstEntry = false;
     }
-    yield '}';
+    yield '\n}';
   }
   yield `${first ? '' : ','}"journal_seq":${seq}}\n`;
+}
+
+/** Longer lines than this mean a file not written entry per line (an entry is a few KB; training content at most 256 KiB). */
+const MAX_LINE_CHARS = 4 << 20;
+
+const BATCH_CHARS = 1 << 20;
+
+/** A line that opens a table: ends in `"name":{` for one of the state's tables. */
+const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
+
+/**
+ * Reads and parses a state file. A file in the layout `stateChunks` writes is read a piece at a time and parsed
+ * entry by entry: the whole text is never in memory at once (a 50 MB state would otherwise cost its bytes, its
+ * text and its objects together). Any other JSON (an older compact file, a hand-edited one) is parsed whole;
+ * so is a file the entry-wise reading cannot follow, so that its error is JSON.parse's own.
+ */
+export async function readStateFile(file: string): Promise<unknown> {
+  const handle = await open(file, 'r');
+  try {
+    const decoder = new StringDecoder('utf8');
+    const buffer = Buffer.allocUnsafe(1 << 20);
+    const skeleton: string[] = [];
+    const tables: Record<string, Record<string, unknown>> = {};
+    let table: Record<string, unknown> | null = null;
+    let rest = '';
+    // Entry lines are parsed a batch at a time: one JSON.parse per entry costs more than the parsing itself.
+    let batch: string[] = [];
+    let batchChars = 0;
+    const flush = () => {
+      if (batch.length === 0 || !table) return;
+      const joined = batch.join('');
+      const entries = JSON.parse(`{${joined.startsWith(',') ? joined.slice(1) : joined}}`) as Record<string, unknown>;
+      // Object.assign would take an own "__proto__" entry as the prototype.
+      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setEntry(table, key, entries[key]);
+      else Object.assign(table, entries);
+      batch = [];
+      batchChars = 0;
+    };
+    const line = (text: string): void => {
+      if (table) {
+        if (!text.startsWith('}')) {
+          batch.push(text);
+          batchChars += text.length;
+          if (batchChars >= BATCH_CHARS) flush();
+          return;
+        }
+        // The table's closing brace was written into the skeleton when it opened; the line goes on after it.
+        flush();
+        table = null;
+        text = text.slice(1);
+      }
+      const opened = TABLE_OPEN.exec(text);
+      skeleton.push(opened ? `${text}}` : text);
+      if (opened) table = tables[opened[1]!] = {};
+    };
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      const text = rest + (bytesRead > 0 ? decoder.write(buffer.subarray(0, bytesRead)) : decoder.end());
+      const lines = text.split('\n');
+      rest = bytesRead > 0 ? lines.pop()! : '';
+      // A compact file (one long line) is not read line by line: parsed whole below.
+      if (rest.length > MAX_LINE_CHARS) throw new Error('not in the entry-per-line layout');
+      for (const l of lines) if (l !== '' || bytesRead > 0) line(l);
+      if (bytesRead === 0) break;
+    }
+    // A table that closes on the line it opens (`{}` written compactly) never opened one here.
+    const json = JSON.parse(skeleton.join('\n')) as Record<string, unknown>;
+    for (const [name, entries] of Object.entries(tables)) json[name] = entries;
+    return json;
+  } catch {
+    return JSON.parse((await readFile(file)).toString('utf8'));
+  } finally {
+    await handle.close();
+  }
+}
+
+/** `table[key] = value` as an own property, also for `__proto__`. */
+function setEntry(table: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(table, key, { value, enumerable: true, writable: true, configurable: true });
+  else table[key] = value;
 }
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
@@ -82,16 +165,16 @@ class StateFileAdapter implements Adapter<Base | null> {
   ) {}
 
   async read(): Promise<Base | null> {
-    let text: string;
+    let json: unknown;
     try {
-      // Bytes, then one decode: reading as text decodes chunk by chunk, measured 3x slower on a 50 MB state.
-      text = (await readFile(this.file)).toString('utf8');
+      json = await readStateFile(this.file);
     } catch (e) {
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
+      if (e instanceof SyntaxError) throw new StateFileError(this.file, `state file ${this.file} is not valid JSON (${e.message}). ${resetAdvice(this.file)}`);
       throw new StateFileError(this.file, `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`, { cause: e });
     }
-    return parseBase(text, this.file);
+    return checkBase(json, this.file);
   }
 
   write(base: Base | null): Promise<void> {
@@ -107,6 +190,10 @@ export function parseBase(text: string, file: string): Base {
   } catch (e) {
     throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${resetAdvice(file)}`);
   }
+  return checkBase(json, file);
+}
+
+function checkBase(json: unknown, file: string): Base {
   let seq = 0;
   if (typeof json === 'object' && json !== null && Object.hasOwn(json, 'journal_seq')) {
     seq = (json as { journal_seq: unknown }).journal_seq as number;
