@@ -52,7 +52,7 @@ export interface CommitBatch {
 const pathKey = (path: readonly string[]): string => path.join('\u0000');
 
 /** `table[key] = value` as an own property, also for the key `__proto__` (which assignment would take as the prototype). */
-function setOwn(table: Record<string, unknown>, key: string, value: unknown): void {
+export function setOwn(table: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') Object.defineProperty(table, key, { value, enumerable: true, writable: true, configurable: true });
   else table[key] = value;
 }

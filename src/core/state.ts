@@ -151,20 +151,24 @@ const COORDINATE = /^[A-Za-z0-9_-]{43}$/;
 const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
   isRecord(v) && v.kty === 'EC' && v.crv === 'P-256' && COORDINATE.test(String(v.x)) && COORDINATE.test(String(v.y)) && (!withPrivate || COORDINATE.test(String(v.d)));
 
-
 /**
  * Parses what was read from a state file. Anything but the shape written by this version is refused
  * with a message that names the file; the file itself is never touched here.
  */
 export function parseState(text: string, file: string): State {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${resetAdvice(file)}`);
-  }
-  return checkState(json, file);
+  return checkState(parseStateJson(text, file), file);
 }
+
+/** JSON.parse of a state file's text; a SyntaxError becomes the StateFileError that names the file and the way out. */
+export function parseStateJson(text: string, file: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw notValidJson(file, e as Error);
+  }
+}
+
+export const notValidJson = (file: string, error: Error): StateFileError => new StateFileError(file, `state file ${file} is not valid JSON (${error.message}). ${resetAdvice(file)}`);
 
 /** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */
 export function checkState(json: unknown, file: string, what = `state file ${file}`): State {

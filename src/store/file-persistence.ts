@@ -7,8 +7,8 @@ import { Worker } from 'node:worker_threads';
 import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
-import { applyChanges, type Repository } from '../core/repository.js';
-import { COLLECTION_NAMES, checkState, emptyState, type State } from '../core/state.js';
+import { applyChanges, setOwn, type Repository } from '../core/repository.js';
+import { COLLECTION_NAMES, checkState, emptyState, notValidJson, parseStateJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional, writeFileDurably } from './durable-write.js';
 import { reconcileLedgerFile } from './ledger.js';
@@ -108,7 +108,7 @@ export async function readStateFile(file: string): Promise<unknown> {
       const joined = batch.join('');
       const entries = JSON.parse(`{${joined.startsWith(',') ? joined.slice(1) : joined}}`) as Record<string, unknown>;
       // Object.assign would take an own "__proto__" entry as the prototype.
-      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setEntry(table, key, entries[key]);
+      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
       else Object.assign(table, entries);
       batch = [];
       batchChars = 0;
@@ -151,11 +151,6 @@ export async function readStateFile(file: string): Promise<unknown> {
   }
 }
 
-/** `table[key] = value` as an own property, also for `__proto__`. */
-function setEntry(table: Record<string, unknown>, key: string, value: unknown): void {
-  if (key === '__proto__') Object.defineProperty(table, key, { value, enumerable: true, writable: true, configurable: true });
-  else table[key] = value;
-}
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
 class StateFileAdapter implements Adapter<Base | null> {
@@ -171,7 +166,7 @@ class StateFileAdapter implements Adapter<Base | null> {
     } catch (e) {
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
-      if (e instanceof SyntaxError) throw new StateFileError(this.file, `state file ${this.file} is not valid JSON (${e.message}). ${resetAdvice(this.file)}`);
+      if (e instanceof SyntaxError) throw notValidJson(this.file, e);
       throw new StateFileError(this.file, `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`, { cause: e });
     }
     return checkBase(json, this.file);
@@ -184,13 +179,7 @@ class StateFileAdapter implements Adapter<Base | null> {
 
 /** A state file's text: the state, and `journal_seq` (0 in files written before the journal). */
 export function parseBase(text: string, file: string): Base {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new StateFileError(file, `state file ${file} is not valid JSON (${(e as Error).message}). ${resetAdvice(file)}`);
-  }
-  return checkBase(json, file);
+  return checkBase(parseStateJson(text, file), file);
 }
 
 function checkBase(json: unknown, file: string): Base {
