@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
+import { open, readFile, stat } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { dirname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -10,7 +10,7 @@ import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { applyChanges, setOwn, type Repository } from '../core/repository.js';
 import { COLLECTION_NAMES, checkState, emptyState, notValidJson, parseStateJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
-import { readOptional, writeFileDurably } from './durable-write.js';
+import { readOptional } from './durable-write.js';
 import { reconcileLedgerFile } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
@@ -268,6 +268,7 @@ export class FilePersistence implements StatePersistence {
   readonly #notice: (line: string) => void;
 
   #worker: Worker | null = null;
+  /** The writer's start on these files (see #open); a commit that finds it failed fails with its error. */
   #opened: Promise<void> | null = null;
   #callId = 0;
   /** Answers awaited from the writer. */
@@ -320,7 +321,7 @@ export class FilePersistence implements StatePersistence {
     // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
     // appended by a commit that never completed: dropped.
     await reconcileLedgerFile(this.location, this.ledgerFile, read.state?.charges ?? null, this.#notice);
-    await this.#open();
+    this.#open();
     return read.state;
   }
 
@@ -371,7 +372,12 @@ export class FilePersistence implements StatePersistence {
     const seq = ++this.#seq;
     const record = journalLine({ seq, changes });
     this.#inWriter = true;
-    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') });
+    const opened = this.#opened ?? Promise.resolve();
+    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') }).catch(async (e: unknown) => {
+      // The writer could not start on the files: that is the cause to report.
+      await opened;
+      throw e;
+    });
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
     this.#maybeBeginBase(repo);
     written.then(
@@ -532,23 +538,27 @@ export class FilePersistence implements StatePersistence {
     await worker.terminate();
   }
 
-  #open(): Promise<void> {
-    return (this.#opened ??= (async () => {
-      await mkdir(dirname(this.location), { recursive: true, mode: 0o700 });
-      if (this.#journalRewrite !== null) {
-        if (this.#journalRewrite === '') await rm(this.journalFile, { force: true });
-        else await writeFileDurably(this.journalFile, this.#journalRewrite);
-        this.#journalBytes = Buffer.byteLength(this.#journalRewrite, 'utf8');
-        this.#journalRewrite = null;
-      }
-      const reply = await this.#call({ op: 'open', id: 0, file: this.location, journal: this.journalFile, ledger: this.ledgerFile });
+  /**
+   * Starts the writer on these files without waiting for it (a start does not pay for the thread's start-up):
+   * it first removes temp files a killed writer left and, if load found a torn or stale journal, rewrites it; the
+   * writer handles messages in order, so that is done before the first record is appended.
+   */
+  #open(): void {
+    if (this.#opened) return;
+    const rewrite = this.#journalRewrite;
+    this.#journalRewrite = null;
+    if (rewrite !== null) this.#journalBytes = Buffer.byteLength(rewrite, 'utf8');
+    this.#opened = this.#call({ op: 'open', id: 0, file: this.location, journal: this.journalFile, ledger: this.ledgerFile, journalText: rewrite }).then((reply) => {
       if (reply.swept) this.#notice(`removed ${reply.swept} temp file${reply.swept === 1 ? '' : 's'} left by a writer that was stopped mid-write, beside ${this.location}`);
-      this.#ageTimer = setInterval(() => {
-        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held) void this.#requestBase().catch(() => undefined);
-      }, Math.min(this.#maxAgeMs, 5_000));
-      this.#ageTimer.unref();
-    })());
+    });
+    // A failure shows on the first commit, which waits for this.
+    this.#opened.catch(() => undefined);
+    this.#ageTimer = setInterval(() => {
+      if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held) void this.#requestBase().catch(() => undefined);
+    }, Math.min(this.#maxAgeMs, 5_000));
+    this.#ageTimer.unref();
   }
+
 
   #post(message: WriterMessage): void {
     (this.#worker ??= this.#startWorker()).postMessage(message);

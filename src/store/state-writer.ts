@@ -10,13 +10,13 @@
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
  */
-import { closeSync, constants, fdatasyncSync, fstatSync, ftruncateSync, fsyncSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, fdatasyncSync, fstatSync, ftruncateSync, fsyncSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
 
 export type WriterMessage =
-  | { op: 'open'; id: number; file: string; journal: string; ledger: string }
+  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
   | { op: 'commit'; id: number; record: string; ledger: string }
   | { op: 'base-begin'; id: number }
   | { op: 'base-chunk'; text: string }
@@ -183,6 +183,7 @@ function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
       paths = { file: message.file, journal: message.journal, ledger: message.ledger };
+      mkdirSync(dirname(message.file), { recursive: true, mode: 0o700 });
       let swept = 0;
       // Temp files of a writer that was killed before it could remove them: this is the one writer now.
       for (const name of readdirSync(dirname(message.file))) {
@@ -191,6 +192,9 @@ function handle(message: WriterMessage): WriterReply | null {
           swept++;
         }
       }
+      // What the journal must hold before anything is appended (load found a torn last record, or stale ones).
+      if (message.journalText === '') dropJournal(paths);
+      else if (message.journalText !== null) writeDurably(message.journal, Buffer.from(message.journalText, 'utf8'));
       return { id: message.id, swept };
     }
     case 'commit': {
