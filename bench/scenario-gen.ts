@@ -6,6 +6,7 @@
 import { closeSync, openSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
 /** One scenario grant the bench can refresh: its client, and the refresh token the scenario presets. */
 export interface BenchGrant {
@@ -182,23 +183,11 @@ export function writeBenchScenario(file: string, records: number, opts: { seed?:
 // ---------- command line ----------
 
 function cli(argv: string[]): void {
-  let records = 1000;
-  let out: string | undefined;
-  let seed = 1;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const v = (): string => {
-      const x = argv[++i];
-      if (x === undefined) throw new Error(`${a} needs a value`);
-      return x;
-    };
-    if (a === '--records') records = Number(v());
-    else if (a === '--out') out = v();
-    else if (a === '--seed') seed = Number(v());
-    else throw new Error(`usage: scenario-gen --records N --out FILE [--seed 1] (unknown argument ${a})`);
-  }
-  if (out === undefined || !Number.isInteger(records) || records < 4) throw new Error('usage: scenario-gen --records N --out FILE [--seed 1]');
-  const g = writeBenchScenario(path.resolve(out), records, { seed });
+  const usage = 'usage: scenario-gen --records N --out FILE [--seed 1]';
+  const { values } = parseArgs({ args: argv, options: { records: { type: 'string', default: '1000' }, out: { type: 'string' }, seed: { type: 'string', default: '1' } } });
+  const records = Number(values.records);
+  if (values.out === undefined || !Number.isInteger(records) || records < 4) throw new Error(usage);
+  const g = writeBenchScenario(path.resolve(values.out), records, { seed: Number(values.seed) });
   console.log(JSON.stringify({ file: g.file, bytes: g.bytes, counts: g.counts }));
 }
 

@@ -9,7 +9,8 @@ export const journalFileFor = (stateFile: string): string => `${stateFile.replac
 /** The charge ledger beside the state file: `state.json` → `state.charges.jsonl`. */
 export const ledgerFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.charges.jsonl`;
 
-const shellQuoted = (path: string): string => `'${path.replace(/'/g, `'\\''`)}'`;
+/** A path quoted for a POSIX shell. */
+export const shellQuoted = (path: string): string => `'${path.replace(/'/g, `'\\''`)}'`;
 
 /** A shell command that moves the state file, its journal and its ledger away together (those that exist): never one alone. */
 export const moveAwayCommand = (stateFile: string): string =>

@@ -156,18 +156,16 @@ const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
  * with a message that names the file; the file itself is never touched here.
  */
 export function parseState(text: string, file: string): State {
-  return checkState(parseStateJson(text, file), file);
-}
-
-/** JSON.parse of a state file's text; a SyntaxError becomes the StateFileError that names the file and the way out. */
-export function parseStateJson(text: string, file: string): unknown {
+  let json: unknown;
   try {
-    return JSON.parse(text);
+    json = JSON.parse(text);
   } catch (e) {
     throw notValidJson(file, e as Error);
   }
+  return checkState(json, file);
 }
 
+/** The refusal of a state file whose text is not JSON: names the file and the way out. */
 export const notValidJson = (file: string, error: Error): StateFileError => new StateFileError(file, `state file ${file} is not valid JSON (${error.message}). ${resetAdvice(file)}`);
 
 /** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */

@@ -8,7 +8,7 @@ import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { applyChanges, setOwn, type Repository } from '../core/repository.js';
-import { COLLECTION_NAMES, checkState, emptyState, notValidJson, parseStateJson, type State } from '../core/state.js';
+import { COLLECTION_NAMES, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional } from './durable-write.js';
 import { reconcileLedgerFile } from './ledger.js';
@@ -151,7 +151,6 @@ export async function readStateFile(file: string): Promise<unknown> {
   }
 }
 
-
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
 class StateFileAdapter implements Adapter<Base | null> {
   constructor(
@@ -177,11 +176,7 @@ class StateFileAdapter implements Adapter<Base | null> {
   }
 }
 
-/** A state file's text: the state, and `journal_seq` (0 in files written before the journal). */
-export function parseBase(text: string, file: string): Base {
-  return checkBase(parseStateJson(text, file), file);
-}
-
+/** A parsed state file: the state, and `journal_seq` (0 in files written before the journal). */
 function checkBase(json: unknown, file: string): Base {
   let seq = 0;
   if (typeof json === 'object' && json !== null && Object.hasOwn(json, 'journal_seq')) {
@@ -277,6 +272,8 @@ export class FilePersistence implements StatePersistence {
   #seq = 0;
   #journalBytes = 0;
   #baseBytes = 0;
+  /** charges.count of the state file on disk: the ledger lines a snapshot of it takes. */
+  #baseCharges = 0;
   #baseAt = Date.now();
   #repo: Repository | null = null;
   #waiting: Deferred[] = [];
@@ -310,6 +307,7 @@ export class FilePersistence implements StatePersistence {
     const base = this.#db.data;
     const read = await replayJournal(this.location, base);
     this.#baseBytes = base ? (await stat(this.location)).size : 0;
+    this.#baseCharges = base?.state.charges.count ?? 0;
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
     // Before anything is appended, the journal holds just the records newer than the state file, whole.
@@ -448,6 +446,7 @@ export class FilePersistence implements StatePersistence {
     this.#post({ op: 'base-chunk', text });
     const reply = await this.#call({ op: 'base-end', id: 0 });
     this.#baseBytes = reply.baseBytes ?? 0;
+    this.#baseCharges = base.state.charges.count;
     this.#journalBytes = reply.journalBytes ?? 0;
   }
 
@@ -462,8 +461,7 @@ export class FilePersistence implements StatePersistence {
     await this.#requestBase();
     return this.#exclusive(async () => {
       const state = await readFile(this.location, 'utf8');
-      const { state: parsed } = parseBase(state, this.location);
-      const lines = (await readOptional(this.ledgerFile))?.split('\n').slice(0, parsed.charges.count) ?? [];
+      const lines = (await readOptional(this.ledgerFile))?.split('\n').slice(0, this.#baseCharges) ?? [];
       return { state, ledger: lines.length > 0 ? lines.map((line) => `${line}\n`).join('') : null };
     });
   }
@@ -475,6 +473,7 @@ export class FilePersistence implements StatePersistence {
       await this.#call({ op: 'replace', id: 0, state: text, ledger: stored.ledger });
       this.#journalBytes = 0;
       this.#baseBytes = Buffer.byteLength(text, 'utf8');
+      this.#baseCharges = state.charges.count;
       this.#baseAt = Date.now();
       swap();
     });
@@ -487,9 +486,9 @@ export class FilePersistence implements StatePersistence {
   #exclusive<R>(fn: () => Promise<R>): Promise<R> {
     const run = this.#exclusiveChain.then(async () => {
       await this.flush();
+      // Set in the same turn as flush ended: records are posted only from #next, which sees it.
       this.#held = true;
       try {
-        while (this.#inWriter || this.#compacting) await (this.#compacting ?? this.flush());
         return await fn();
       } finally {
         this.#held = false;

@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { addAmount, type ChargeEntry, type ChargeTotals } from '../core/charges.js';
-import { moveAwayCommand } from '../core/state-files.js';
+import { moveAwayCommand, shellQuoted } from '../core/state-files.js';
 import { StateFileError } from '../core/errors.js';
 import { writeFileDurably } from './durable-write.js';
 
 /**
  * The charge ledger beside a state file (`state.charges.jsonl`): one ChargeEntry a line, line n being seq n. A
- * commit appends its lines (and syncs them) before it renames the new state into place, so after a crash the
+ * commit appends its lines (and syncs them) before its journal record, so after a crash the
  * ledger may hold lines beyond the state's `charges.count`: those were never committed (no answer went out for
  * them) and are dropped. Everything else that disagrees is refused: the two files must come from one history.
  */
@@ -26,8 +26,8 @@ export function splitLedger(text: string): LedgerLines {
   return { lines: parts, torn };
 }
 
-/** Why `line` is not the ledger entry `seq`, or null if it is. */
-function lineProblem(line: string, seq: number): string | null {
+/** `line` parsed as the ledger entry `seq`, or why it is not one. */
+function parseLine(line: string, seq: number): ChargeEntry | string {
   let value: unknown;
   try {
     value = JSON.parse(line);
@@ -46,7 +46,7 @@ function lineProblem(line: string, seq: number): string | null {
   if (typeof entry.amount !== 'number' || !Number.isFinite(entry.amount)) return '"amount" is not a number';
   if (entry.unit !== 'AKh') return `"unit" is ${JSON.stringify(entry.unit)}, not "AKh"`;
   if (entry.idempotency_key !== null && typeof entry.idempotency_key !== 'string') return '"idempotency_key" is neither a string nor null';
-  return null;
+  return entry as unknown as ChargeEntry;
 }
 
 /** Thrown by parseLedgerLines: line `seq` is not a ledger entry. */
@@ -61,9 +61,9 @@ export class LedgerLineError extends Error {
 /** Parses complete ledger lines strictly: line i (from 0) must be the ChargeEntry with seq i + 1 and typed fields. */
 export function parseLedgerLines(lines: readonly string[]): ChargeEntry[] {
   return lines.map((line, i) => {
-    const problem = lineProblem(line, i + 1);
-    if (problem) throw new LedgerLineError(i + 1, problem);
-    return JSON.parse(line) as ChargeEntry;
+    const entry = parseLine(line, i + 1);
+    if (typeof entry === 'string') throw new LedgerLineError(i + 1, entry);
+    return entry;
   });
 }
 
@@ -84,7 +84,6 @@ const sumBy = (entries: readonly ChargeEntry[], key: 'client_id' | 'grant_id'): 
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `seq ${from}–${to}`);
-const q = (path: string) => `'${path.replace(/'/g, `'\\''`)}'`;
 
 /**
  * Checks that the ledger belongs to the state: the first `totals.count` lines exist, each is the entry of its seq,
@@ -106,7 +105,7 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
     if (totals) throw refuse(what);
     throw refuse(
       what,
-      `Put back the state file these charges belong to, restoring both files from the same backup or snapshot; or, to start over without them, move the ledger away as well: mv ${q(ledgerFile)} ${q(`${ledgerFile}.bak`)}`,
+      `Put back the state file these charges belong to, restoring both files from the same backup or snapshot; or, to start over without them, move the ledger away as well: mv ${shellQuoted(ledgerFile)} ${shellQuoted(`${ledgerFile}.bak`)}`,
     );
   }
   if (count > 0 && ledger === null) throw refuse(`the ledger is missing, and the state counts ${plural(count, 'charge')}`);
@@ -164,7 +163,7 @@ export async function reconcileLedgerFile(stateFile: string, ledgerFile: string,
   if (result.keep === null) return;
   await writeFileDurably(ledgerFile, result.keep);
   onNotice?.(
-    `dropped ${plural(result.uncommitted, 'uncommitted line')} (${seqRange(result.committed + 1, result.committed + result.uncommitted)}) from the end of charge ledger ${ledgerFile}: written by a commit that did not complete (the process stopped before ${stateFile} was saved), so none of them was acknowledged`,
+    `dropped ${plural(result.uncommitted, 'uncommitted line')} (${seqRange(result.committed + 1, result.committed + result.uncommitted)}) from the end of charge ledger ${ledgerFile}: written by a commit that did not complete (the process stopped before its journal record was written), so none of them was acknowledged`,
   );
 }
 

@@ -35,7 +35,7 @@ export interface WriterReply {
   error?: { message: string; code?: string };
 }
 
-const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND, O_RDWR } = constants;
+const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND } = constants;
 
 interface Paths {
   file: string;
@@ -166,7 +166,7 @@ function journalTail(p: Paths, offset: number): Buffer {
   const size = journal?.size ?? 0;
   const tail = Buffer.alloc(Math.max(0, size - offset));
   if (tail.length === 0) return tail;
-  const fd = openSync(p.journal, O_RDWR | O_NOFOLLOW);
+  const fd = openSync(p.journal, O_RDONLY | O_NOFOLLOW);
   try {
     for (let read = 0; read < tail.length; ) {
       const n = readSync(fd, tail, read, tail.length - read, offset + read);
