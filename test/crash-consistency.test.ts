@@ -24,6 +24,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type ServeProcess } from './helpers/cli.js';
 import { decodeJwt, form } from './helpers/oauth.js';
 import { readStateAt } from '../src/store/file-persistence.js';
+import { storedResult } from '../src/core/idempotency.js';
 
 const SEED = process.env.CRASH_SEED !== undefined ? Number(process.env.CRASH_SEED) : randomInt(2 ** 31);
 const ROUNDS = 6;
@@ -257,7 +258,7 @@ async function runCampaign(): Promise<Campaign> {
     if (!state) return flag('disk', `${when}: no state on disk`);
     for (const r of keyed) {
       const record = state.idempotency[JSON.stringify([r.client_id, r.person_id, r.route, r.key])];
-      const id = record ? JSON.parse(record.response.body)[r.route === 'POST /chat/ask' ? 'message_id' : 'job_id'] : undefined;
+      const id = record ? (storedResult(record).value as Record<string, unknown>)[r.route === 'POST /chat/ask' ? 'message_id' : 'job_id'] : undefined;
       if (id !== r.answer_id) flagOnce('disk', `idempotency ${r.key}`, `${when}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${id ?? 'missing'}, acknowledged ${r.answer_id}`);
     }
     for (const job of jobs) if (!state.research_jobs[job.job_id]) flagOnce('disk', `job ${job.job_id}`, `${when}: acknowledged research job ${job.job_id} (round ${job.round}) is not on disk`);

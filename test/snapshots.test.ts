@@ -151,7 +151,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     const tokens = (await admin.post('/tokens', { scopes: ['ask', 'workspace.write'] })).json();
     const access = await authenticate(emu.core, `Bearer ${tokens.access_token}`, null);
     const create = async (name: string) => {
-      const asked = (await emu.plane.ask(access, `Lege einen Kontakt „${name}“ an, Telefon: 0171 2345678.`)).body as { action_id: string };
+      const asked = (await emu.plane.ask(access, `Lege einen Kontakt „${name}“ an, Telefon: 0171 2345678.`)).value as { action_id: string };
       await emu.plane.decide(access.person_id, asked.action_id, 'approve');
       await emu.plane.continueAsk(access, asked.action_id);
     };

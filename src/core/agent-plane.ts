@@ -1,26 +1,31 @@
 import { applyChange, planChange, type PendingAction } from './actions.js';
-import type { Allowlist, OperationResult } from './allowlist.js';
 import { asksForChange } from './ask.js';
 import type { Core } from './core.js';
 import type { AccessContext } from './resource-guard.js';
 import { newId, randomToken } from './crypto.js';
 import { ProblemError } from './errors.js';
+import type { Answer, Charged } from './metering.js';
+import { Refusal } from './refusal.js';
+import type { ResourceService } from './resource-service.js';
 import type { Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
 
 /** What the agent plane's ask and continue_ask answer (spec 4.5: shapes not shown; README). */
 export type AgentOutcome = 'answered' | 'refused' | 'unclear' | 'pending_approval' | 'rejected' | 'applied';
+
+/** The `ask` and `continue_ask` tools' answer: the outcome and the answer text, with the fields the outcome brings. */
+export type AgentAnswer = { outcome: AgentOutcome; answer: string } & Record<string, unknown>;
 
 const RECORD_PREFIX: Record<WorkspaceKind, string> = { documents: 'doc', contacts: 'con', places: 'pla', work_items: 'wi', listings: 'lis', animals: 'ani', letters: 'let' };
 
 /**
  * The agent plane's own logic (spec 2.7 workspace.write, 4.4 rule 1, 4.5): `ask` that may prepare a write
  * action, the person's decision, and `continue_ask` that applies it. Reading, research and training are
- * the Allowlist's, shared with the REST routes.
+ * the ResourceService's, shared with the REST routes.
  */
 export class AgentPlane {
   constructor(
     private readonly core: Core,
-    private readonly allowlist: Allowlist,
+    private readonly resources: ResourceService,
     private readonly workspace: Workspace,
   ) {}
 
@@ -33,18 +38,17 @@ export class AgentPlane {
    * Spec 4.4 rule 1 on the agent plane: a question that asks for a change prepares exactly one action
    * (with workspace.write) and changes nothing yet; everything else is the REST ask. Charged like an ask.
    */
-  async ask(access: AccessContext, question: string): Promise<OperationResult> {
+  async ask(access: AccessContext, question: string): Promise<Charged<AgentAnswer>> {
     if (!asksForChange(question)) {
-      const result = await this.allowlist.ask(access, question);
-      return { ...result, body: { outcome: 'answered', ...(result.body as object) } };
+      const result = await this.resources.ask(access, question);
+      return { ...result, value: { outcome: 'answered', ...(result.value as { answer: string }) } };
     }
     // What the REST ask finds for the same question comes along, so the plane never reaches less than the route (spec 1).
-    const read = await this.allowlist.ask(access, question);
+    const read = await this.resources.ask(access, question);
     // The read answer's fields (varied ones too, with --vary-unspecified) with the plane's own answer text.
-    const answer = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({
-      status: 200,
-      body: { outcome, ...(read.body as Record<string, unknown>), answer: text, ...extra },
-      charge: this.allowlist.prices.ask,
+    const answer = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): Charged<AgentAnswer> => ({
+      value: { outcome, ...(read.value as Record<string, unknown>), answer: text, ...extra },
+      charge: read.charge,
       ...(read.variant ? { variant: read.variant } : {}),
     });
     if (!access.scopes.includes('workspace.write')) {
@@ -86,14 +90,13 @@ export class AgentPlane {
   }
 
   /** Spec 4.5 `continue_ask`: reports a waiting or rejected action, or applies an approved one (once). */
-  async continueAsk(access: AccessContext, actionId: string): Promise<OperationResult> {
+  async continueAsk(access: AccessContext, actionId: string): Promise<Answer<AgentAnswer>> {
     const action = this.core.repo.get('pending_actions', actionId);
     // Bound to the grant it was prepared under: after a revocation, a new grant of the same client cannot apply it.
-    if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id) throw new ProblemError(404, 'not_found', `no action "${actionId}"`);
+    if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id) throw new Refusal('not_found', `no action "${actionId}"`);
     // The action as stored when the reply is made: applying it replaces the entry.
-    const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): OperationResult => ({
-      status: 200,
-      body: { outcome, answer: text, ...this.#actionFields(this.core.repo.get('pending_actions', action.id) ?? action), ...extra },
+    const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): Answer<AgentAnswer> => ({
+      value: { outcome, answer: text, ...this.#actionFields(this.core.repo.get('pending_actions', action.id) ?? action), ...extra },
     });
     switch (action.status) {
       case 'pending':
@@ -101,9 +104,9 @@ export class AgentPlane {
       case 'rejected':
         return reply('rejected', `Die Person hat die Aktion abgelehnt; es wurde nichts geändert. (${action.description})`);
       case 'approved': {
-        if (!access.scopes.includes('workspace.write')) throw new ProblemError(403, 'insufficient_scope', 'applying a change needs scope "workspace.write"');
+        if (!access.scopes.includes('workspace.write')) throw new Refusal('insufficient_scope', 'applying a change needs scope "workspace.write"');
         const record = this.#apply(action);
-        if (!record) throw new ProblemError(409, 'record_gone', `the record ${action.record_id} no longer exists; nothing was changed`);
+        if (!record) throw new Refusal('record_gone', `the record ${action.record_id} no longer exists; nothing was changed`);
         await this.core.commit();
         return reply('applied', `Erledigt: ${action.description.replace(/\.$/, '')} – die Änderung ist gespeichert.`, { record });
       }
@@ -121,7 +124,7 @@ export class AgentPlane {
     this.core.repo.appendWorkspaceChange({ action_id: action.id, at: now, kind: action.kind, operation: action.operation, record });
     this.core.repo.update('pending_actions', action.id, { status: 'applied', applied_at: now });
     // The workspace itself changed already; a failed re-index only delays when search finds it (rebuilt on restart).
-    void this.allowlist.search.putRecord(action.kind, result).catch(() => undefined);
+    void this.resources.search.putRecord(action.kind, result).catch(() => undefined);
     this.core.events.emit('action.applied', { action_id: action.id, client_id: action.client_id, kind: action.kind, record_id: action.record_id });
     return result;
   }

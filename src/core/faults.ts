@@ -3,6 +3,7 @@ import type { Core } from './core.js';
 import { revokeGrant } from './grants-admin.js';
 import { replayStoredRefreshToken } from './token-family.js';
 import { ProblemError } from './errors.js';
+import { violation, type InputSchema } from './inputs.js';
 import type { FaultView } from './snapshot.js';
 
 /**
@@ -99,10 +100,33 @@ const FIELDS: Record<FaultKind, readonly (keyof FaultSpec)[]> = {
   revoke: ['grant_id', 'at', 'in', 'after_requests'],
 };
 
-const wholeAtLeast = (value: unknown, min: number, name: string): number => {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) throw bad(`${name} must be a whole number, at least ${min}`);
-  return value;
-};
+/** A moment on the emulator clock (`at`) or a duration from now (`in`): a number of milliseconds, or text. */
+const TIME_OR_TEXT = [{ type: 'integer', minimum: 0 }, { type: 'string', minLength: 1, maxLength: 40 }] as const satisfies readonly InputSchema[];
+
+/**
+ * Each field of a fault spec, defined once: the admin API's route schema is built from these (src/server/schemas.ts),
+ * and `parseFaultSpec` checks the flag form and the programmatic API against the same definitions.
+ */
+export const FAULT_FIELDS = {
+  kind: { type: 'string', enum: FAULT_KINDS, description: `one of ${FAULT_KINDS.join(', ')}` },
+  route: {
+    type: 'string',
+    maxLength: 200,
+    pattern: '^(?:(?:GET|POST|DELETE|PUT|PATCH|OPTIONS) )?(?:\\*|/\\S*)$',
+    description: '"PATH" or "METHOD PATH" of at most 200 characters (e.g. "POST /research", "/research/{job_id}", "/oauth/*", "*")',
+  },
+  count: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+  rate: { type: 'number', exclusiveMinimum: 0, maximum: 1, description: 'a share of requests, more than 0 and at most 1 (0.25: every fourth)' },
+  match: { type: 'string', minLength: 1, maxLength: 500, pattern: '\\S', description: 'a non-empty text of at most 500 characters' },
+  status: { type: 'integer', minimum: 500, maximum: 599 },
+  ms: { type: 'integer', minimum: 1, maximum: 120_000 },
+  retry_after: { type: 'integer', minimum: 0, maximum: 86_400 },
+  client_id: { type: 'string', minLength: 1, maxLength: 200 },
+  grant_id: { type: 'string', minLength: 1, maxLength: 200 },
+  at: { anyOf: TIME_OR_TEXT, description: 'a time on the emulator clock (epoch ms or ISO 8601)' },
+  in: { anyOf: TIME_OR_TEXT, description: 'a duration (10m, 24h, or milliseconds)' },
+  after_requests: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+} as const satisfies Record<keyof FaultSpec, InputSchema>;
 
 function parseAt(value: number | string, name: string): number {
   const at = typeof value === 'number' ? value : /^\d+$/.test(value) ? Number(value) : Date.parse(value);
@@ -110,28 +134,25 @@ function parseAt(value: number | string, name: string): number {
   return at;
 }
 
-/** Checks an untrusted fault and resolves its times against `now`. */
+/** Checks an untrusted fault (FAULT_FIELDS, then what each kind takes) and resolves its times against `now`. */
 export function parseFaultSpec(spec: FaultSpec, now: number): Omit<Fault, 'id' | 'created_at' | 'seen' | 'fired' | 'last_fired_at' | 'state' | 'description'> {
-  if (!(FAULT_KINDS as readonly string[]).includes(spec.kind)) throw bad(`kind "${spec.kind}" is not one of ${FAULT_KINDS.join(', ')}`);
+  const kindViolation = violation(FAULT_FIELDS.kind, spec.kind, 'kind');
+  if (kindViolation) throw bad(`${kindViolation}; not ${JSON.stringify(spec.kind)}`);
   const allowed = FIELDS[spec.kind];
-  const extra = Object.keys(spec).filter((k) => k !== 'kind' && (spec as unknown as Record<string, unknown>)[k] !== undefined && !allowed.includes(k as keyof FaultSpec));
+  const given = Object.keys(spec).filter((k) => k !== 'kind' && (spec as unknown as Record<string, unknown>)[k] !== undefined);
+  const extra = given.filter((k) => !allowed.includes(k as keyof FaultSpec));
   if (extra.length > 0) throw bad(`a ${spec.kind} fault takes ${allowed.join(', ')}; not ${extra.join(', ')}`);
-  if (spec.count !== undefined) wholeAtLeast(spec.count, 1, 'count');
-  if (spec.rate !== undefined && (typeof spec.rate !== 'number' || !(spec.rate > 0 && spec.rate <= 1))) throw bad('rate must be a share of requests, more than 0 and at most 1 (0.25: every fourth)');
-  if (spec.status !== undefined && (wholeAtLeast(spec.status, 500, 'status') > 599)) throw bad('status must be from 500 to 599');
-  if (spec.kind === 'latency') wholeAtLeast(spec.ms, 1, 'ms');
-  if (spec.ms !== undefined && spec.ms > 120_000) throw bad('ms is at most 120000 (two minutes)');
-  if (spec.retry_after !== undefined) wholeAtLeast(spec.retry_after, 0, 'retry_after');
-  if (spec.match !== undefined && (typeof spec.match !== 'string' || spec.match.trim() === '')) throw bad('match must be a non-empty text');
-  if (spec.route !== undefined && (typeof spec.route !== 'string' || !/^(?:(GET|POST|DELETE|PUT|PATCH|OPTIONS) )?(\*|\/\S*)$/.test(spec.route))) {
-    throw bad(`route "${spec.route}" must be "PATH" or "METHOD PATH" (e.g. "POST /research", "/research/{job_id}", "/oauth/*", "*")`);
+  // A latency fault's ms is required: checked as if given.
+  for (const field of spec.kind === 'latency' && !given.includes('ms') ? [...given, 'ms'] : given) {
+    const name = field as keyof FaultSpec;
+    const problem = violation(FAULT_FIELDS[name], spec[name], name);
+    if (problem) throw bad(problem);
   }
   let at: number | null = null;
   if (GRANT_KINDS.includes(spec.kind)) {
     if (!spec.grant_id) throw bad(`a ${spec.kind} fault needs grant_id`);
     const triggers = [spec.at, spec.in, spec.after_requests].filter((v) => v !== undefined).length;
     if (triggers > 1) throw bad('give at most one of at, in and after_requests');
-    if (spec.after_requests !== undefined) wholeAtLeast(spec.after_requests, 1, 'after_requests');
     if (spec.at !== undefined) at = parseAt(spec.at, 'at');
     if (spec.in !== undefined) {
       try {

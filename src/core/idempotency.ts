@@ -1,15 +1,38 @@
 import { DAY } from './clock.js';
-import { ProblemError } from './errors.js';
+import { satisfies, type InputSchema } from './inputs.js';
+import { Refusal } from './refusal.js';
 
 /** Spec 8: the idempotency window. */
 export const IDEMPOTENCY_WINDOW = DAY;
 
-/** A response as it went out the first time; a replay sends exactly this. */
-export interface StoredResponse {
+/**
+ * An Idempotency-Key (spec 4.4 rule 5 leaves its syntax open): 1–255 printable ASCII characters, the IETF draft's
+ * key once unquoted. The header of the REST routes and the `idempotency_key` argument of the tools.
+ */
+export const IDEMPOTENCY_KEY = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  pattern: '^[\\x20-\\x7e]+$',
+  description: '1 to 255 printable ASCII characters',
+} as const satisfies InputSchema;
+
+/**
+ * What an operation answered the first time, as the core handed it out: the object (in its variant's shape with
+ * --vary-unspecified) and which variant that was. A replay renders it again the way its transport rendered it the
+ * first time, so REST sends the same status and bytes, MCP the same tool result.
+ */
+export interface StoredResult {
+  value: unknown;
+  variant?: string;
+}
+
+/** A response as the REST routes sent it, as state files written before results were stored hold it. */
+export interface LegacyStoredResponse {
   status: number;
   content_type: string;
+  /** JSON.stringify of the body object. */
   body: string;
-  /** With --vary-unspecified: what the response varied (the Agent-Access-Variant header), sent again on a replay. */
   variant?: string;
 }
 
@@ -21,21 +44,38 @@ export interface IdempotencyRecord {
   fingerprint: string;
   created_at: number;
   expires_at: number;
-  response: StoredResponse;
+  result?: StoredResult;
+  /** Older state files: the serialised response instead of `result`. */
+  response?: LegacyStoredResponse;
 }
 
 /**
- * Parses an Idempotency-Key header: a bare key or an RFC 8941 sf-string (`"…"`, as the IETF draft writes it).
- * 1–255 printable ASCII characters; anything else is a 400 (spec 4.4 rule 5 does not say; the draft's syntax).
+ * The stored result of a record, older records converted: their body was JSON.stringify of the result object,
+ * and only 2xx answers were stored, whose status the route determines; so parsing it back gives the object
+ * that renders to the same status and bytes again.
+ */
+export function storedResult(record: IdempotencyRecord): StoredResult {
+  if (record.result) return record.result;
+  const response = record.response;
+  if (!response) throw new Error(`idempotency record for key "${record.key}" holds neither a result nor a response`);
+  return { value: JSON.parse(response.body) as unknown, ...(response.variant ? { variant: response.variant } : {}) };
+}
+
+/**
+ * Parses an Idempotency-Key header: a bare key or an RFC 8941 sf-string (`"…"`, as the IETF draft writes it),
+ * then checks it against IDEMPOTENCY_KEY; anything else is refused as `invalid_idempotency_key`.
  */
 export function parseIdempotencyKey(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
-  if (Array.isArray(header)) throw new ProblemError(400, 'invalid_idempotency_key', 'send one Idempotency-Key header, not several');
+  if (Array.isArray(header)) throw new Refusal('invalid_idempotency_key', 'send one Idempotency-Key header, not several');
   let key = header.trim();
   if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) key = key.slice(1, -1).replace(/\\(["\\])/g, '$1');
-  if (key.length === 0) throw new ProblemError(400, 'invalid_idempotency_key', 'Idempotency-Key is empty');
-  if (key.length > 255) throw new ProblemError(400, 'invalid_idempotency_key', 'Idempotency-Key is longer than 255 characters');
-  if (!/^[\x20-\x7e]+$/.test(key)) throw new ProblemError(400, 'invalid_idempotency_key', 'Idempotency-Key must be printable ASCII');
+  return checkIdempotencyKey(key);
+}
+
+/** A key as the tools take it (no quoting): IDEMPOTENCY_KEY or `invalid_idempotency_key`. */
+export function checkIdempotencyKey(key: string): string {
+  if (!satisfies(IDEMPOTENCY_KEY, key)) throw new Refusal('invalid_idempotency_key', `Idempotency-Key must be ${IDEMPOTENCY_KEY.description}`);
   return key;
 }
 

@@ -15,7 +15,7 @@ import { ProblemError, StateFileError } from '../core/errors.js';
 import { ledgerFileFor } from '../core/state-files.js';
 import { committedEntries } from '../store/ledger.js';
 import { AdminFeed } from './admin-feed.js';
-import type { Allowlist } from '../core/allowlist.js';
+import type { ResourceService } from '../core/resource-service.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
 import type { FaultSpec, Faults } from '../core/faults.js';
 
@@ -29,7 +29,7 @@ export interface AdminOptions {
   port: () => number | undefined;
   plane?: AgentPlane;
   /** Moves research jobs and training steps along after the clock was advanced. */
-  allowlist?: Allowlist;
+  resources?: ResourceService;
   /** Faults on purpose: armed, listed and cleared here. */
   faults?: Faults;
   /** Save, restore and reset the whole state. */
@@ -106,7 +106,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       }
       core.clock.advance(duration);
       // Everything that runs on the clock catches up before the answer: jobs, training steps, expired records.
-      await options.allowlist?.settle();
+      await options.resources?.settle();
       await options.faults?.runDue();
       if (core.prune()) await core.commit();
       return clockView();

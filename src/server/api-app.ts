@@ -23,7 +23,7 @@ import type { BrowserSessions } from './browser-session.js';
 import type { Workspace } from '../core/workspace.js';
 import type { AgentPlane } from '../core/agent-plane.js';
 import { registerMcpRoute } from './mcp.js';
-import type { Allowlist } from '../core/allowlist.js';
+import type { ResourceService } from '../core/resource-service.js';
 import { registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { VARIANT_HEADER } from '../core/variation.js';
 import { errorPage } from './views.js';
@@ -48,8 +48,8 @@ export interface AppOptions {
   sessions?: BrowserSessions;
   /** The person's workspace, for the retired per-kind routes. */
   workspace?: Workspace;
-  /** The REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
-  allowlist?: Allowlist;
+  /** The resource server behind the REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
+  resources?: ResourceService;
   /** The agent plane's write actions: with it, `/mcp` serves the MCP tools (spec 4.5). */
   plane?: AgentPlane;
   /** Snapshots of the whole state, for the admin API. */
@@ -234,9 +234,9 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     // error. Fastify allows one 404 handler per prefix, so this one serves every path of the origin without its own.
     open.setNotFoundHandler(notFound);
     registerOAuthRoutes(open, core);
-    if (options.allowlist) registerRestRoutes(open, core, options.allowlist);
+    if (options.resources) registerRestRoutes(open, core, options.resources);
     // The agent plane (spec 4.5): MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP authorization).
-    if (options.allowlist && options.plane) registerMcpRoute(open, core, options.allowlist, options.plane, options.onServerError);
+    if (options.resources && options.plane) registerMcpRoute(open, core, options.resources, options.plane, options.onServerError);
     else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 501, 'not_implemented', 'this server runs without the agent plane'));
     await extend?.(open);
   });
@@ -250,7 +250,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     });
   }
   if (options.adminToken) {
-    registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, allowlist: options.allowlist, faults: options.faults, snapshots: options.snapshots });
+    registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, resources: options.resources, faults: options.faults, snapshots: options.snapshots });
     // Unknown admin paths get the 404 of the admin prefix, outside the CORS context: the admin API never answers CORS.
     await app.register(async (admin) => admin.setNotFoundHandler(notFound), { prefix: ADMIN_PREFIX });
   }

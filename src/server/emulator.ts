@@ -3,7 +3,7 @@ import { StateFileError } from '../core/errors.js';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
 import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
-import { Allowlist } from '../core/allowlist.js';
+import { ResourceService, type Sleep } from '../core/resource-service.js';
 import type { Prices } from '../core/charges.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import { setConsentPolicy } from '../core/consent.js';
@@ -97,11 +97,18 @@ function urlHostFor(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
+/** The real-time wait the core is given for the ask latency and timeout; an abort clears its timer. */
+const realTimeSleep: Sleep = (ms, signal) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => clearTimeout(timer), { once: true });
+  });
+
 /** The emulated service: two loopback origins over one core. `agent-access serve` wraps it. */
 export class Emulator {
   readonly core: Core;
-  /** The REST allowlist's logic (rate limits, idempotency, charges, search). */
-  readonly allowlist: Allowlist;
+  /** The resource server behind the REST allowlist and the agent tools (metering, ask, research, training, search). */
+  readonly resources: ResourceService;
   /** The agent plane's write actions (spec 2.7 workspace.write, 4.5). */
   readonly plane: AgentPlane;
   /** Faults on purpose (emulator control). */
@@ -123,9 +130,14 @@ export class Emulator {
   /** Another process took the state file's lock over: this one writes nothing more, its admin file included. */
   #lockLost = false;
 
+  /** @deprecated The old name of `resources`. */
+  get allowlist(): ResourceService {
+    return this.resources;
+  }
+
   private constructor(
     core: Core,
-    allowlist: Allowlist,
+    resources: ResourceService,
     plane: AgentPlane,
     faults: Faults,
     snapshots: Snapshots,
@@ -138,7 +150,7 @@ export class Emulator {
     varyUnspecified: VaryUnspecified | false,
   ) {
     this.varyUnspecified = varyUnspecified;
-    this.allowlist = allowlist;
+    this.resources = resources;
     this.plane = plane;
     this.faults = faults;
     this.snapshots = snapshots;
@@ -225,8 +237,9 @@ export class Emulator {
       // Changes the person approved on the agent plane, replayed over the fixtures' workspace.
       const replay = () => replayWorkspaceChanges(fixtures.workspace, core, (message) => onError(new Error(message), 'warm-up'));
       replay();
-      const allowlist = new Allowlist(core, {
+      const resources = new ResourceService(core, {
         workspace: fixtures.workspace,
+        sleep: realTimeSleep,
         knowledge: fixtures.knowledge,
         prices: options.prices,
         rateLimit: typeof options.rateLimit === 'string' ? parseRateLimit(options.rateLimit) : options.rateLimit,
@@ -236,12 +249,12 @@ export class Emulator {
         faults,
         varyUnspecified,
       });
-      const plane = new AgentPlane(core, allowlist, fixtures.workspace);
+      const plane = new AgentPlane(core, resources, fixtures.workspace);
       // After a restore, what lives in memory beside the state follows it: the workspace, search, rate limits.
       const snapshots = new Snapshots(core, statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(), () => {
         for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
         replay();
-        allowlist.reload();
+        resources.reload();
       });
       // The state as created is what `reset` returns to.
       if (core.created) await snapshots.captureBaseline();
@@ -250,11 +263,11 @@ export class Emulator {
       const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${ports.auth ?? 0}`);
       const common = { faults, sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { ...common, port: () => ports.api, adminToken, allowlist, plane, snapshots, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
-        buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => allowlist.documentFor(person, id) }),
+        buildApiApp(core, { ...common, port: () => ports.api, adminToken, resources, plane, snapshots, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => resources.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, allowlist, plane, faults, snapshots, api, auth, statePath, adminToken, release, lifecycle, varyUnspecified);
+      emulator = new Emulator(core, resources, plane, faults, snapshots, api, auth, statePath, adminToken, release, lifecycle, varyUnspecified);
       await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;
@@ -267,9 +280,9 @@ export class Emulator {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
       }, 60_000).unref();
       // Research jobs and training steps move on the clock; the ticker publishes each step as it happens.
-      emulator.#settleTimer = setInterval(() => void Promise.all([allowlist.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
+      emulator.#settleTimer = setInterval(() => void Promise.all([resources.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), allowlist.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
+      setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), resources.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {
         emulator.#lockLost = true;

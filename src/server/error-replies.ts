@@ -1,7 +1,9 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { BearerError, OAuthError, ProblemError } from '../core/errors.js';
 import { RateLimitedError } from '../core/rate-limit.js';
+import { Refusal } from '../core/refusal.js';
 import { pageHeaders } from './page-headers.js';
+import { REFUSAL_STATUS } from './refusal-status.js';
 
 /** How a route reports errors: OAuth endpoints in RFC 6749 JSON, everything else as RFC 9457 problems. */
 export type ErrorStyle = 'oauth' | 'registration' | 'problem' | 'html';
@@ -74,6 +76,7 @@ export function errorReplier(options: { resourceMetadataUrl: () => string; htmlE
       if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message));
       return sendOAuthError(reply, error);
     }
+    if (error instanceof Refusal) return sendProblem(reply, REFUSAL_STATUS[error.code], error.code, error.message);
     if (error instanceof ProblemError) {
       if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message));
       return sendProblem(reply, error.status, error.code, error.message);

@@ -1,33 +1,11 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { AgentPlane } from '../core/agent-plane.js';
-import type { Allowlist, OperationResult } from '../core/allowlist.js';
 import type { Core } from '../core/core.js';
-import { authenticate, type AccessContext } from '../core/resource-guard.js';
-import { BearerError, ProblemError } from '../core/errors.js';
-import { RateLimitedError } from '../core/rate-limit.js';
-import { WORKSPACE_KINDS } from '../core/workspace.js';
+import type { AccessContext } from '../core/resource-guard.js';
+import type { ResourceService } from '../core/resource-service.js';
+import { RETIRED_TOOLS, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
+import { requireScope } from './resource-guard.js';
 import { setRateLimitHeaders } from './rest-routes.js';
-
-/** The scope each tool needs (spec 2.7, 4.4: the same as its REST twin). */
-export const TOOL_SCOPES = {
-  ask: 'ask',
-  continue_ask: 'workspace.write',
-  start_research: 'research',
-  get_research: 'research',
-  add_training_document: 'training.write',
-  get_training_document: 'training.write',
-  get_training_document_url: 'training.write',
-} as const;
-export type ToolName = keyof typeof TOOL_SCOPES;
-
-/** Spec 4.4 rule 6, 9: the per-kind read tools, removed together with their routes. Not listed; refused. */
-export const RETIRED_TOOLS: readonly string[] = WORKSPACE_KINDS.flatMap((kind) => [`${kind}_list`, `${kind}_get`]);
-
-/** Charges, idempotency keys and rate-limit events of a tool are kept under this route name. */
-export const routeOf = (tool: ToolName): string => `tool ${tool}`;
-
-/** `_meta` key of a tool result that names what it varied (--vary-unspecified): the MCP twin of the Agent-Access-Variant header. */
-export const VARIANT_META = 'agent-access/variant';
 
 /**
  * The MCP SDK and zod weigh more than the rest of the server: loaded on the first /mcp request, so `serve` is
@@ -48,19 +26,16 @@ type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: 
  * request, JSON responses), behind the same resource guard as the REST routes. Tools call the same core
  * operations as the REST routes: one implementation, two adapters.
  */
-export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Allowlist, plane: AgentPlane, onServerError: (error: Error) => void = () => undefined): void {
-  // Any valid agent token opens the plane; each tool then needs its own scope. The 401 challenge names `ask`, the minimal scope.
-  const guard = async (request: FastifyRequest) => {
-    // The import starts while the token is checked; a failed import surfaces in the handler, which awaits it.
-    void loadMcpServer().catch(() => undefined);
-    request.access = await authenticate(core, request.headers.authorization, null, 'ask');
-  };
+export function registerMcpRoute(app: FastifyInstance, core: Core, resources: ResourceService, plane: AgentPlane, onServerError: (error: Error) => void = () => undefined): void {
+  // The import starts while the token is checked; a failed import surfaces in the handler, which awaits it.
+  const preload = async () => void loadMcpServer().catch(() => undefined);
 
   app.route({
     // Every method reaches the guard, so any request without a token gets the 401 challenge (STANDARDS: /mcp, every method).
     method: ['GET', 'POST', 'DELETE', 'PUT', 'PATCH'],
     url: '/mcp',
-    onRequest: guard,
+    // Any valid agent token opens the plane; each tool then needs its own scope. The 401 challenge names `ask`, the minimal scope.
+    onRequest: [preload, requireScope(core, null, 'ask')],
     handler: async (request, reply) => {
       if (request.method !== 'POST') {
         // MCP Streamable HTTP: a server without a standalone event stream or sessions answers 405.
@@ -71,12 +46,12 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Al
         // JSON-RPC batches left MCP with protocol version 2025-06-18; refused whole, before any call counts.
         return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: JSON-RPC batches are not supported; send one message per POST' } });
       }
-      const refusal = checkToolCalls(request.body, access, allowlist, core, reply);
+      const refusal = checkToolCalls(request.body, access, resources, reply);
       if (refusal) return reply.type('application/json').send(refusal);
 
       const { buildServer, StreamableHTTPServerTransport } = await loadMcpServer();
       reply.hijack();
-      const server = buildServer(access, allowlist, plane, onServerError);
+      const server = buildServer(access, resources, plane, onServerError);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       reply.raw.once('close', () => {
         void transport.close();
@@ -93,7 +68,7 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, allowlist: Al
  * Before the MCP server sees a tools/call: the tool's scope (403 `insufficient_scope` naming it, as the MCP
  * authorization spec asks), the grant's rate limit (429), and retired tools (refused by name).
  */
-function checkToolCalls(body: unknown, access: AccessContext, allowlist: Allowlist, core: Core, reply: FastifyReply): object | undefined {
+function checkToolCalls(body: unknown, access: AccessContext, resources: ResourceService, reply: FastifyReply): object | undefined {
   const message = body as JsonRpcMessage;
   if (message?.method !== 'tools/call') return undefined;
   const name = typeof message.params?.name === 'string' ? message.params.name : '';
@@ -102,12 +77,6 @@ function checkToolCalls(body: unknown, access: AccessContext, allowlist: Allowli
   }
   const scope = (TOOL_SCOPES as Record<string, string>)[name];
   if (!scope) return undefined; // unknown: the MCP server answers "not found"
-  if (!access.scopes.includes(scope)) throw new BearerError(403, 'insufficient_scope', `the tool "${name}" needs scope "${scope}"`, scope);
-  try {
-    setRateLimitHeaders(reply, allowlist.rateLimit(access, 'POST /mcp'));
-  } catch (e) {
-    if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: routeOf(name as ToolName) });
-    throw e;
-  }
+  setRateLimitHeaders(reply, resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: 'POST /mcp', meter: routeOf(name as ToolName) }));
   return undefined;
 }

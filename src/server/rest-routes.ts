@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import type { Allowlist, OperationResult } from '../core/allowlist.js';
 import type { Core } from '../core/core.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import { ProblemError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/idempotency.js';
-import { RateLimitedError, type RateLimitState } from '../core/rate-limit.js';
+import type { Answer, Charged } from '../core/metering.js';
+import type { RateLimitState } from '../core/rate-limit.js';
+import type { ResourceService } from '../core/resource-service.js';
 import { VARIANT_HEADER } from '../core/variation.js';
 import { requireScope } from './resource-guard.js';
 import { askSchema, idParams, researchSchema, trainingSchema } from './schemas.js';
@@ -26,7 +27,7 @@ function setVariantHeader(reply: FastifyReply, variant: string | undefined): voi
 }
 
 /** Spec 4.4: the REST allowlist on `{base_url}`. Every route: bearer token with its scope, then the grant's rate limit. */
-export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: Allowlist): void {
+export function registerRestRoutes(app: FastifyInstance, core: Core, resources: ResourceService): void {
   app.register(async (rest) => {
     rest.removeContentTypeParser('application/json');
     rest.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 2 * 1024 * 1024 }, (request, body, done) => {
@@ -43,12 +44,8 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
     const guarded = (scope: string, route: string): onRequestAsyncHookHandler[] => [
       requireScope(core, scope),
       async function rateLimit(request: FastifyRequest, reply: FastifyReply) {
-        try {
-          setRateLimitHeaders(reply, allowlist.rateLimit(request.access!, route, request.url.split('?')[0]));
-        } catch (e) {
-          if (e instanceof RateLimitedError) core.events.emit('rate_limit.exceeded', { client_id: request.access!.client_id, grant_id: request.access!.grant.id, route });
-          throw e;
-        }
+        const gate = { scope, needs: 'this route', route, path: request.url.split('?')[0], meter: route };
+        setRateLimitHeaders(reply, resources.meter.admit(request.access!, gate));
       },
       async function jsonOnly(request: FastifyRequest) {
         if (request.method !== 'POST') return;
@@ -57,40 +54,39 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, allowlist: 
       },
     ];
 
-    /** A POST of the allowlist: guarded, idempotent (spec 4.4 rule 5), answered with the exact stored bytes. */
-    const idempotentPost = (path: string, scope: string, schema: object, operation: (access: AccessContext, body: Record<string, string>) => Promise<OperationResult>) => {
+    /**
+     * A POST of the allowlist: guarded, metered (idempotent, spec 4.4 rule 5), answered with `status`. A replay
+     * renders the stored result the same way, so it gets the same status and the same bytes.
+     */
+    const meteredPost = (path: string, status: 200 | 202, scope: string, schema: object, operation: (access: AccessContext, body: Record<string, string>) => Promise<Charged<unknown>>) => {
       const route = `POST ${path}`;
       rest.post(path, { schema, onRequest: guarded(scope, route) }, async (request, reply) => {
         const key = parseIdempotencyKey(request.headers['idempotency-key']);
         const body = request.body as Record<string, string>;
-        const { response } = await allowlist.idempotent(request.access!, route, key, request.rawBody ?? '', () => operation(request.access!, body));
-        setVariantHeader(reply, response.variant);
-        return reply.code(response.status).type(response.content_type).send(response.body);
+        const answer = await resources.meter.run(request.access!, { meter: route, key, body: request.rawBody ?? '' }, () => operation(request.access!, body));
+        setVariantHeader(reply, answer.variant);
+        return reply.code(status).type('application/json; charset=utf-8').send(JSON.stringify(answer.value));
       });
     };
-    /** A GET of the allowlist: guarded, answered with the view (and its variant header). */
-    const view = (path: string, scope: string, param: string, read: (access: AccessContext, id: string) => Promise<OperationResult>) => {
+    /** A GET of the allowlist: guarded, free, answered with the view (and its variant header). */
+    const view = (path: string, scope: string, param: string, read: (access: AccessContext, id: string) => Promise<Answer<unknown>>) => {
       rest.get(path, { schema: idParams(param), onRequest: guarded(scope, `GET ${path.replace(`:${param}`, `{${param}}`)}`) }, async (request, reply) => {
-        const result = await read(request.access!, (request.params as Record<string, string>)[param]!);
-        setVariantHeader(reply, result.variant);
-        return result.body;
+        const answer = await read(request.access!, (request.params as Record<string, string>)[param]!);
+        setVariantHeader(reply, answer.variant);
+        return answer.value;
       });
-    };
-    const question = (body: Record<string, string>): string => {
-      if (body.question!.trim() === '') throw new ProblemError(400, 'invalid_request', 'question must not be empty');
-      return body.question!;
     };
 
     // Spec 2.4, 4.4 rules 1, 2.
-    idempotentPost('/chat/ask', 'ask', askSchema, (access, body) => allowlist.ask(access, question(body)));
+    meteredPost('/chat/ask', 200, 'ask', askSchema, (access, body) => resources.ask(access, body.question!));
 
     // Spec 2.5, 3.1, 4.4 rule 3: answers at once with 202; polling is free.
-    idempotentPost('/research', 'research', researchSchema, (access, body) => allowlist.startResearch(access, question(body)));
-    view('/research/:job_id', 'research', 'job_id', (access, id) => allowlist.researchView(access, id));
+    meteredPost('/research', 202, 'research', researchSchema, (access, body) => resources.startResearch(access, body.question!));
+    view('/research/:job_id', 'research', 'job_id', (access, id) => resources.researchView(access, id));
 
     // Spec 2.6, 4.4 rule 4: accepted, not yet indexed.
-    idempotentPost('/training', 'training.write', trainingSchema, (access, body) => allowlist.startTraining(access, body.file_name!, body.content!));
-    view('/training/:document_id', 'training.write', 'document_id', (access, id) => allowlist.trainingView(access, id));
-    view('/training/:document_id/url', 'training.write', 'document_id', (access, id) => allowlist.trainingUrl(access, id));
+    meteredPost('/training', 202, 'training.write', trainingSchema, (access, body) => resources.startTraining(access, body.file_name!, body.content!));
+    view('/training/:document_id', 'training.write', 'document_id', (access, id) => resources.trainingView(access, id));
+    view('/training/:document_id/url', 'training.write', 'document_id', (access, id) => resources.trainingUrl(access, id));
   });
 }

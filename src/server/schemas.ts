@@ -1,4 +1,6 @@
 /** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
+import { FAULT_FIELDS } from '../core/faults.js';
+import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID } from '../core/inputs.js';
 import { SNAPSHOT_NAME } from '../store/snapshot-store.js';
 
 const str = (maxLength = 4096) => ({ type: 'string', maxLength }) as const;
@@ -191,27 +193,9 @@ export const adminConsentSchema = {
   },
 } as const;
 
+/** A fault spec: its fields as src/core/faults.ts defines them, which also checks the flag form and the programmatic API. */
 export const adminFaultSchema = {
-  body: {
-    type: 'object',
-    required: ['kind'],
-    properties: {
-      kind: { type: 'string', maxLength: 40 },
-      route: str(200),
-      count: { type: 'integer', minimum: 1, maximum: 1_000_000 },
-      rate: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
-      match: str(500),
-      status: { type: 'integer', minimum: 500, maximum: 599 },
-      ms: { type: 'integer', minimum: 1, maximum: 120_000 },
-      retry_after: { type: 'integer', minimum: 0, maximum: 86_400 },
-      client_id: str(200),
-      grant_id: str(200),
-      at: { anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', minLength: 1, maxLength: 40 }] },
-      in: { anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', minLength: 1, maxLength: 40 }] },
-      after_requests: { type: 'integer', minimum: 1, maximum: 1_000_000 },
-    },
-    additionalProperties: false,
-  },
+  body: { type: 'object', required: ['kind'], properties: FAULT_FIELDS, additionalProperties: false },
 } as const;
 
 export const adminFaultIdSchema = {
@@ -274,7 +258,7 @@ export const askSchema = {
   body: {
     type: 'object',
     required: ['question'],
-    properties: { question: { type: 'string', minLength: 1, maxLength: 4000 } },
+    properties: { question: QUESTION },
     additionalProperties: true,
   },
   response: { '4xx': problemSchema, '5xx': problemSchema },
@@ -282,12 +266,12 @@ export const askSchema = {
 
 export const researchSchema = askSchema;
 
-/** Spec 2.6: file_name and content (Markdown or plain text); size and name rules are checked by the core. */
+/** Spec 2.6: file_name and content (Markdown or plain text); the name's form and the content's size are checked by the core. */
 export const trainingSchema = {
   body: {
     type: 'object',
     required: ['file_name', 'content'],
-    properties: { file_name: { type: 'string', maxLength: 1000 }, content: { type: 'string' } },
+    properties: { file_name: FILE_NAME, content: CONTENT },
     additionalProperties: true,
   },
   response: { '4xx': problemSchema, '5xx': problemSchema },
@@ -295,6 +279,6 @@ export const trainingSchema = {
 
 export const idParams = (name: string) =>
   ({
-    params: { type: 'object', required: [name], properties: { [name]: { type: 'string', minLength: 1, maxLength: 200 } } },
+    params: { type: 'object', required: [name], properties: { [name]: RESOURCE_ID } },
     response: { '4xx': problemSchema },
   }) as const;

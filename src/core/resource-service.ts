@@ -1,13 +1,13 @@
 import { composeAnswer, type AskAnswer } from './ask.js';
-import { DEFAULT_PRICES, type ChargeEntry, type Prices } from './charges.js';
+import { DEFAULT_PRICES, type Prices } from './charges.js';
 import type { Core } from './core.js';
 import type { AccessContext } from './resource-guard.js';
-import { newId, randomBytesFor, randomToken, sha256 } from './crypto.js';
-import { ProblemError } from './errors.js';
-import { IDEMPOTENCY_WINDOW, idempotencyId, type StoredResponse } from './idempotency.js';
-import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
+import { newId, randomBytesFor, randomToken } from './crypto.js';
+import { Metering, requestFault, type Answer, type Charged } from './metering.js';
+import type { RateLimitConfig } from './rate-limit.js';
+import { Refusal } from './refusal.js';
 import { SearchIndex } from './search.js';
-import type { FaultContext, FaultKind, Faults } from './faults.js';
+import type { Faults } from './faults.js';
 import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
 import { QUICK_TIMINGS, TRAINING_STEPS, researchReport, trainingStepAt, unreadable, type JobTimings, type ResearchJob, type TrainingDocument } from './jobs.js';
 import {
@@ -26,9 +26,17 @@ import {
   type VaryUnspecified,
 } from './variation.js';
 
-export interface AllowlistOptions {
+/**
+ * Waits `ms` of real time (the ask latency and timeout of spec 4.4 rule 2 are real waits, whatever the clock). Given
+ * by the adapter: the core reads time only through its Clock. Once `signal` aborts it need not settle.
+ */
+export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
+
+export interface ResourceServiceOptions {
   workspace: Workspace;
   knowledge: KnowledgeDocument[];
+  /** Real-time waits for the ask latency and timeout. */
+  sleep: Sleep;
   prices?: Partial<Prices>;
   /** Per grant; default 60 requests a minute. */
   rateLimit?: RateLimitConfig;
@@ -47,44 +55,58 @@ export interface AllowlistOptions {
 /** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
 export const TRAINING_MAX_BYTES = 256 * 1024;
 
-/** What an operation hands back: its answer, and what it costs (spec 1). */
-export interface OperationResult {
-  status: number;
-  body: unknown;
-  charge?: number;
-  /** With --vary-unspecified: what the body varied, for the Agent-Access-Variant header (emulator diagnostics). */
-  variant?: string;
+/** Spec 2.5, 4.4: what POST /research and the `start_research` tool answer. */
+export interface ResearchAccepted {
+  job_id: string;
+  status: 'queued';
+  poll: string;
+}
+
+/** Spec 2.6, 4.4 rule 4: what POST /training and the `add_training_document` tool answer (field names not shown in the spec). */
+export interface TrainingAccepted {
+  document_id: string;
+  job_id: string;
+  processing_step: 'received';
+  status: string;
+}
+
+/** Where the person opens a training document. */
+export interface TrainingLink {
+  document_id: string;
+  url: string;
 }
 
 /**
- * The REST allowlist's logic (spec 4.4), shared by the REST routes and (later) the agent tools: rate limits
- * per grant, idempotency per client and route, charges, and the operations themselves.
+ * The resource server behind the REST allowlist and the agent tools (spec 4.4, 4.5): the metered call they share
+ * (`meter`: rate limits per grant, idempotency per client and route, charges), and the operations (ask, research
+ * jobs, training documents), which answer domain objects or throw a Refusal. Jobs move on the clock (`settle`).
  */
-export class Allowlist {
+export class ResourceService {
   readonly search: SearchIndex;
   readonly knowledge: KnowledgeDocument[];
   readonly prices: Prices;
-  readonly limiter: RateLimiter;
+  readonly meter: Metering;
   readonly askTimeoutMs: number;
   readonly askLatencyMs: number;
   readonly timings: JobTimings;
   readonly faults: Faults | undefined;
   /** Hands out the variants of new answers, jobs and documents; null unless --vary-unspecified. */
   readonly variation: Variation | null;
-  readonly #inFlight = new Set<string>();
+  readonly #sleep: Sleep;
   readonly #fileNames = new Map<string, string>();
   #settling: { promise: Promise<boolean> } | null = null;
   /** The clock time the newest scheduled settle run covers at least. */
   #settlingTo = -Infinity;
 
-  constructor(private readonly core: Core, options: AllowlistOptions) {
+  constructor(private readonly core: Core, options: ResourceServiceOptions) {
     this.knowledge = options.knowledge;
     this.search = new SearchIndex(options.workspace, this.#findable());
     this.timings = { ...QUICK_TIMINGS, ...options.timings };
     this.prices = { ...DEFAULT_PRICES, ...options.prices };
-    this.limiter = new RateLimiter(core.clock, options.rateLimit ?? { limit: 60, windowMs: 60_000 });
+    this.meter = new Metering(core, options.rateLimit ?? { limit: 60, windowMs: 60_000 }, options.faults);
     this.askTimeoutMs = options.askTimeoutMs ?? 30_000;
     this.askLatencyMs = options.askLatencyMs ?? 0;
+    this.#sleep = options.sleep;
     this.faults = options.faults;
     this.variation = options.varyUnspecified ? new Variation(options.varyUnspecified.seed) : null;
   }
@@ -103,115 +125,50 @@ export class Allowlist {
 
   /** The state was replaced (a snapshot restore): search starts over from it, and rate-limit windows are forgotten. */
   reload(): void {
-    this.limiter.clear();
+    this.meter.limiter.clear();
     this.search.rebuild(this.#findable());
     // Built now rather than by the first ask after the restore; a failure shows there again.
     void this.search.warmUp().catch(() => undefined);
   }
 
-
   /**
-   * Spec 7, 8: counts the request against its grant's window; throws RateLimitedError over the limit, or when a
-   * rate_limit fault fires (`route`: `METHOD /path` as the spec writes it; `path`: as sent).
+   * Spec 2.4, 4.4 rules 1–2: a German answer grounded in what search found; read-only; abandoned past the timeout
+   * (real time, through the injected sleep). Charged as an ask.
    */
-  rateLimit(access: AccessContext, route: string, path?: string): RateLimitState {
-    const [method, template] = route.split(' ');
-    const fault = this.#fault('rate_limit', access, { method, route: template, path: path ?? template });
-    if (fault) throw new RateLimitedError({ limit: this.limiter.config.limit, remaining: 0, reset: fault.retry_after ?? 1 });
-    return this.limiter.take(access.grant.id);
-  }
-
-  /** A fault of `kind` for this caller's request, if one fires; recorded on the request for the log. */
-  #fault(kind: FaultKind, access: AccessContext, ctx: FaultContext) {
-    if (!this.faults?.armed) return null;
-    const fault = this.faults.take(kind, { ...ctx, client_id: access.client_id, grant_id: access.grant.id });
-    if (fault) access.faults.push(`${fault.id} ${fault.kind}`);
-    return fault;
-  }
-
-  /**
-   * Spec 4.4 rule 5. No key: the operation runs and is charged. A key: the first use runs and stores the
-   * response; the same key and body again get that response back byte for byte, uncharged; the same key with
-   * another body, or while the first is still running, is 409. Records last 24 hours on the clock. Only
-   * successful responses are stored, so a failed call may be retried with its key.
-   */
-  async idempotent(access: AccessContext, route: string, key: string | undefined, rawBody: string, operation: () => Promise<OperationResult>): Promise<{ response: StoredResponse; replayed: boolean }> {
-    if (key === undefined) {
-      const response = await this.#run(access, route, null, operation);
-      return { response, replayed: false };
-    }
-    const now = this.core.clock.now();
-    const id = idempotencyId(access.client_id, access.person_id, route, key);
-    const fingerprint = sha256(rawBody);
-    // In flight first: until the first response is durable, a duplicate is told to wait, never replayed.
-    if (this.#inFlight.has(id)) throw new ProblemError(409, 'idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
-    const existing = this.core.repo.get('idempotency', id);
-    if (existing && existing.expires_at > now) {
-      if (existing.fingerprint !== fingerprint) {
-        throw new ProblemError(409, 'idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
-      }
-      this.core.events.emit('idempotency.replayed', { client_id: access.client_id, grant_id: access.grant.id, route, key });
-      return { response: existing.response, replayed: true };
-    }
-    this.#inFlight.add(id);
-    try {
-      const response = await this.#run(access, route, key, operation, (stored) => {
-        this.core.repo.put('idempotency', id, { client_id: access.client_id, route, key, fingerprint, created_at: now, expires_at: now + IDEMPOTENCY_WINDOW, response: stored });
-      });
-      return { response, replayed: false };
-    } finally {
-      this.#inFlight.delete(id);
-    }
-  }
-
-  async #run(access: AccessContext, route: string, key: string | null, operation: () => Promise<OperationResult>, store?: (response: StoredResponse) => void): Promise<StoredResponse> {
-    const result = await operation();
-    const response: StoredResponse = { status: result.status, content_type: 'application/json; charset=utf-8', body: JSON.stringify(result.body), ...(result.variant ? { variant: result.variant } : {}) };
-    if (result.status < 300) {
-      store?.(response);
-      if (result.charge) this.core.recordCharge(this.#chargeEntry(access, route, result.charge, key));
-      await this.core.commit();
-    }
-    return response;
-  }
-
-  #chargeEntry(access: AccessContext, route: string, amount: number, key: string | null): Omit<ChargeEntry, 'seq'> {
-    return { at: this.core.clock.now(), client_id: access.client_id, grant_id: access.grant.id, route, amount, unit: 'AKh', idempotency_key: key };
-  }
-
-  /** Spec 2.4, 4.4 rules 1–2: a German answer grounded in what search found; read-only; abandoned past the timeout. */
-  async ask(access: AccessContext, question: string): Promise<OperationResult> {
-    const timedOut = () => new ProblemError(504, 'ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
-    if (this.#fault('ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
+  async ask(access: AccessContext, question: string): Promise<Charged<AskAnswer>> {
+    checkQuestion(question);
+    const timedOut = () => new Refusal('ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
+    if (requestFault(this.faults, 'ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
     const answer = (async () => {
-      if (this.askLatencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.askLatencyMs));
+      if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs);
       const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
       return composeAnswer(question, hits, this.core.resource);
     })();
-    let timer: NodeJS.Timeout | undefined;
+    const cancel = new AbortController();
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(timedOut()), this.askTimeoutMs);
+      this.#sleep(this.askTimeoutMs, cancel.signal).then(() => reject(timedOut()), () => undefined);
     });
     try {
       const composed = await Promise.race([answer, timeout]);
       // Varied here, before idempotency stores it, so a replay sends the varied bytes again. An abandoned ask takes no variant.
       const variant = this.variation?.next('ask');
       const message_id = idFor(variant, 'msg', () => `msg_${randomToken(16)}`);
-      const body: AskAnswer = { ...composed, message_id };
-      if (!variant) return { status: 200, body, charge: this.prices.ask };
-      return { status: 200, body: varyAskAnswer(body, variant), charge: this.prices.ask, variant: describeVariant(variant) };
+      const value: AskAnswer = { ...composed, message_id };
+      if (!variant) return { value, charge: this.prices.ask };
+      return { value: varyAskAnswer(value, variant), charge: this.prices.ask, variant: describeVariant(variant) };
     } finally {
-      clearTimeout(timer);
+      cancel.abort();
     }
   }
 
   // ---- research (spec 2.5, 3.1, 4.4 rule 3) ---------------------------------------------------
 
-  /** Queues a research job; answers at once with 202 and is charged once (spec 1). */
-  async startResearch(access: AccessContext, question: string): Promise<OperationResult> {
+  /** Queues a research job; answers at once (REST: 202) and is charged once (spec 1). */
+  async startResearch(access: AccessContext, question: string): Promise<Charged<ResearchAccepted>> {
+    checkQuestion(question);
     const now = this.core.clock.now();
     // A research_fail fault marks the job now; it fails when it would have finished.
-    const fault = this.#fault('research_fail', access, { method: 'POST', path: '/research', question });
+    const fault = requestFault(this.faults, 'research_fail', access, { method: 'POST', path: '/research', question });
     const variant = this.variation?.next('research');
     const job: ResearchJob = {
       id: idFor(variant, 'job'),
@@ -228,16 +185,16 @@ export class Allowlist {
     };
     this.core.repo.put('research_jobs', job.id, job);
     this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, grant_id: job.grant_id, question });
-    const body = { job_id: job.id, status: 'queued' as const, poll: `/research/${job.id}` };
-    if (!variant) return { status: 202, body, charge: this.prices.research };
-    return { status: 202, body: varyResearchCreated(body, variant), charge: this.prices.research, variant: describeVariant(variant) };
+    const value: ResearchAccepted = { job_id: job.id, status: 'queued', poll: `/research/${job.id}` };
+    if (!variant) return { value, charge: this.prices.research };
+    return { value: varyResearchCreated(value, variant), charge: this.prices.research, variant: describeVariant(variant) };
   }
 
   /** The job as its owner sees it (spec 2.5), in the variants it was created with; another client's job does not exist for the caller. */
-  async researchView(access: AccessContext, jobId: string): Promise<OperationResult> {
+  async researchView(access: AccessContext, jobId: string): Promise<Answer<ResearchJobView>> {
     await this.settle();
     const job = this.core.repo.get('research_jobs', jobId);
-    if (!job || !belongsTo(job, access)) throw new ProblemError(404, 'not_found', `no research job "${jobId}"`);
+    if (!job || !belongsTo(job, access)) throw new Refusal('not_found', `no research job "${jobId}"`);
     const view: ResearchJobView = {
       job_id: job.id,
       status: job.status,
@@ -248,18 +205,18 @@ export class Allowlist {
       ...(job.status === 'succeeded' ? { report: job.report, citations: job.citations } : {}),
       ...(job.status === 'failed' ? { error: job.error } : {}),
     };
-    if (!job.variation) return { status: 200, body: view };
-    return { status: 200, body: varyResearchJob(view, job.variation), variant: describeVariant(job.variation) };
+    if (!job.variation) return { value: view };
+    return { value: varyResearchJob(view, job.variation), variant: describeVariant(job.variation) };
   }
 
   // ---- training (spec 2.6, 4.4 rule 4) ---------------------------------------------------------
 
-  /** Accepts a document for ingest (202): it becomes findable only once indexed. */
-  async startTraining(access: AccessContext, fileName: string, content: string): Promise<OperationResult> {
+  /** Accepts a document for ingest (REST: 202): it becomes findable only once indexed. Free. */
+  async startTraining(access: AccessContext, fileName: string, content: string): Promise<Answer<TrainingAccepted>> {
     validateFileName(fileName);
-    if (content.trim() === '') throw new ProblemError(400, 'empty_content', 'content is empty');
+    if (content.trim() === '') throw new Refusal('empty_content', 'content is empty');
     const size = Buffer.byteLength(content, 'utf8');
-    if (size > TRAINING_MAX_BYTES) throw new ProblemError(413, 'content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
+    if (size > TRAINING_MAX_BYTES) throw new Refusal('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
     const now = this.core.clock.now();
     const variant = this.variation?.next('training');
     const doc: TrainingDocument = {
@@ -278,11 +235,11 @@ export class Allowlist {
     };
     this.core.repo.put('training_documents', doc.id, doc);
     this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, grant_id: doc.grant_id, file_name: fileName, size });
-    if (!variant) return { status: 202, body: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
-    return { status: 202, body: varyTrainingAccepted(doc.id, variant), variant: describeVariant(variant) };
+    if (!variant) return { value: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
+    return { value: varyTrainingAccepted(doc.id, variant), variant: describeVariant(variant) };
   }
 
-  async trainingView(access: AccessContext, documentId: string): Promise<OperationResult> {
+  async trainingView(access: AccessContext, documentId: string): Promise<Answer<TrainingDocumentView>> {
     const doc = await this.#ownDocument(access, documentId);
     const view: TrainingDocumentView = {
       document_id: doc.id,
@@ -295,22 +252,22 @@ export class Allowlist {
       ...(doc.error ? { error: doc.error } : {}),
       url: `/training/${doc.id}/url`,
     };
-    if (!doc.variation) return { status: 200, body: view };
-    return { status: 200, body: varyTrainingDocument(view, doc.variation), variant: describeVariant(doc.variation) };
+    if (!doc.variation) return { value: view };
+    return { value: varyTrainingDocument(view, doc.variation), variant: describeVariant(doc.variation) };
   }
 
   /** A link on `{auth_url}` where the person opens the document in the browser. */
-  async trainingUrl(access: AccessContext, documentId: string): Promise<OperationResult> {
+  async trainingUrl(access: AccessContext, documentId: string): Promise<Answer<TrainingLink>> {
     const doc = await this.#ownDocument(access, documentId);
-    const body = { document_id: doc.id, url: `${this.core.urls.authUrl}/documents/${encodeURIComponent(doc.id)}` };
-    if (!doc.variation) return { status: 200, body };
-    return { status: 200, body: varyTrainingUrl(body, doc.variation), variant: describeVariant(doc.variation) };
+    const value: TrainingLink = { document_id: doc.id, url: `${this.core.urls.authUrl}/documents/${encodeURIComponent(doc.id)}` };
+    if (!doc.variation) return { value };
+    return { value: varyTrainingUrl(value, doc.variation), variant: describeVariant(doc.variation) };
   }
 
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
     const doc = this.core.repo.get('training_documents', documentId);
-    if (!doc || !belongsTo(doc, access)) throw new ProblemError(404, 'not_found', `no training document "${documentId}"`);
+    if (!doc || !belongsTo(doc, access)) throw new Refusal('not_found', `no training document "${documentId}"`);
     return doc;
   }
 
@@ -412,9 +369,14 @@ const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id,
 
 /** A plain file name: 1–255 characters, no path, no control characters, a text extension. */
 function validateFileName(name: string): void {
-  const bad = (why: string) => new ProblemError(400, 'invalid_file_name', `file_name ${why}`);
+  const bad = (why: string) => new Refusal('invalid_file_name', `file_name ${why}`);
   if (name.length === 0 || name.length > 255) throw bad('must be 1 to 255 characters');
   if (/[\/\\]/.test(name) || name === '.' || name === '..') throw bad('must be a plain file name, not a path');
   if (/[\u0000-\u001f\u007f]/.test(name)) throw bad('must not contain control characters');
   if (!/\.(md|markdown|txt)$/i.test(name)) throw bad('must end in .md, .markdown or .txt');
+}
+
+/** A question must say something; its type and length are QUESTION's (inputs.ts), checked where it enters. */
+function checkQuestion(question: string): void {
+  if (question.trim() === '') throw new Refusal('invalid_request', 'question must not be empty');
 }

@@ -1,0 +1,137 @@
+import type { ChargeEntry } from './charges.js';
+import type { Core } from './core.js';
+import { sha256 } from './crypto.js';
+import { BearerError } from './errors.js';
+import type { FaultContext, FaultKind, Faults } from './faults.js';
+import { IDEMPOTENCY_WINDOW, checkIdempotencyKey, idempotencyId, storedResult, type StoredResult } from './idempotency.js';
+import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
+import { Refusal } from './refusal.js';
+import type { AccessContext } from './resource-guard.js';
+
+/** What an operation answers: the object the service hands out, in its variant's shape with --vary-unspecified. */
+export interface Answer<T> {
+  value: T | Record<string, unknown>;
+  /** With --vary-unspecified: what the value varied (the Agent-Access-Variant header, the tools' `_meta`). */
+  variant?: string;
+}
+
+/** An answer and what it costs (spec 1), in AKh. */
+export interface Charged<T> extends Answer<T> {
+  charge?: number;
+}
+
+/** What a metered call hands its transport: the answer, and whether it is a replay of a stored one (spec 4.4 rule 5). */
+export interface Metered<T> extends Answer<T> {
+  replayed: boolean;
+}
+
+/** Where a request is admitted: the scope it needs, and how the rate limit, its faults and events name it. */
+export interface Gate {
+  scope: string;
+  /** Who needs the scope, for the 403: `this route`, `the tool "ask"`. */
+  needs: string;
+  /** `METHOD /path` as the spec writes it, which rate_limit faults match (MCP tool calls: `POST /mcp`). */
+  route: string;
+  /** The path as sent, if it differs from the template. */
+  path?: string;
+  /** The name charges, idempotency records and events carry: the REST route, or `tool <name>`. */
+  meter: string;
+}
+
+/** A metered operation's call: under which name it is kept, its Idempotency-Key, and the request body as sent. */
+export interface Call {
+  meter: string;
+  key: string | undefined;
+  /** The exact bytes (REST) or the arguments as JSON (MCP) that a key's later uses must repeat. */
+  body: string;
+}
+
+/** A fault of `kind` for this caller's request, if one fires; recorded on the request for the log. */
+export function requestFault(faults: Faults | undefined, kind: FaultKind, access: AccessContext, ctx: FaultContext) {
+  if (!faults?.armed) return null;
+  const fault = faults.take(kind, { ...ctx, client_id: access.client_id, grant_id: access.grant.id });
+  if (fault) access.faults.push(`${fault.id} ${fault.kind}`);
+  return fault;
+}
+
+/**
+ * The metered call that the REST routes and the agent tools share (spec 1, 4.4, 7, 8), in two steps because REST
+ * refuses before it reads a body (spec 5.5): `admit` once the bearer token passed the resource guard
+ * (resource-guard.ts) checks the scope and counts the request against its grant's rate limit; `run` then applies
+ * idempotency, runs the operation, records its charge and commits. Each transport renders what comes back.
+ */
+export class Metering {
+  readonly limiter: RateLimiter;
+  readonly #inFlight = new Set<string>();
+
+  constructor(
+    private readonly core: Core,
+    rateLimit: RateLimitConfig,
+    private readonly faults?: Faults,
+  ) {
+    this.limiter = new RateLimiter(core.clock, rateLimit);
+  }
+
+  /**
+   * Spec 5.5, 7, 8: the scope (403 `insufficient_scope`), then the grant's window: RateLimitedError over the
+   * limit or when a rate_limit fault fires, published as `rate_limit.exceeded`. Answers the window's state for the
+   * RateLimit-* headers.
+   */
+  admit(access: AccessContext, gate: Gate): RateLimitState {
+    if (!access.scopes.includes(gate.scope)) throw new BearerError(403, 'insufficient_scope', `${gate.needs} needs scope "${gate.scope}"`, gate.scope);
+    try {
+      const [method, template] = gate.route.split(' ');
+      const fault = requestFault(this.faults, 'rate_limit', access, { method, route: template, path: gate.path ?? template });
+      if (fault) throw new RateLimitedError({ limit: this.limiter.config.limit, remaining: 0, reset: fault.retry_after ?? 1 });
+      return this.limiter.take(access.grant.id);
+    } catch (e) {
+      if (e instanceof RateLimitedError) this.core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter });
+      throw e;
+    }
+  }
+
+  /**
+   * Spec 4.4 rule 5. No key: the operation runs and is charged. A key: the first use runs and stores its result;
+   * the same key and body again get that result back, uncharged, the operation not run; the same key with another
+   * body, or while the first is still running, is refused (`idempotency_key_reused`, `idempotency_key_in_flight`).
+   * Records last 24 hours on the clock. Only answers are stored (a refusal throws), so a refused call may be retried
+   * with its key.
+   */
+  async run<T>(access: AccessContext, call: Call, operation: () => Promise<Charged<T>>): Promise<Metered<T>> {
+    if (call.key === undefined) return { ...(await this.#charge(access, call, null, operation)), replayed: false };
+    const key = checkIdempotencyKey(call.key);
+    const now = this.core.clock.now();
+    const id = idempotencyId(access.client_id, access.person_id, call.meter, key);
+    const fingerprint = sha256(call.body);
+    // In flight first: until the first answer is durable, a duplicate is told to wait, never replayed.
+    if (this.#inFlight.has(id)) throw new Refusal('idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
+    const existing = this.core.repo.get('idempotency', id);
+    if (existing && existing.expires_at > now) {
+      if (existing.fingerprint !== fingerprint) throw new Refusal('idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
+      this.core.events.emit('idempotency.replayed', { client_id: access.client_id, grant_id: access.grant.id, route: call.meter, key });
+      return { ...(storedResult(existing) as Answer<T>), replayed: true };
+    }
+    this.#inFlight.add(id);
+    try {
+      const answer = await this.#charge(access, call, key, operation, (result) => {
+        this.core.repo.put('idempotency', id, { client_id: access.client_id, route: call.meter, key, fingerprint, created_at: now, expires_at: now + IDEMPOTENCY_WINDOW, result });
+      });
+      return { ...answer, replayed: false };
+    } finally {
+      this.#inFlight.delete(id);
+    }
+  }
+
+  /** Runs the operation; its answer is stored (with a key), charged and durable together, before it is handed out. */
+  async #charge<T>(access: AccessContext, call: Call, key: string | null, operation: () => Promise<Charged<T>>, store?: (result: StoredResult) => void): Promise<Answer<T>> {
+    const { charge, ...answer } = await operation();
+    store?.(answer);
+    if (charge) this.core.recordCharge(this.#chargeEntry(access, call.meter, charge, key));
+    await this.core.commit();
+    return answer;
+  }
+
+  #chargeEntry(access: AccessContext, route: string, amount: number, key: string | null): Omit<ChargeEntry, 'seq'> {
+    return { at: this.core.clock.now(), client_id: access.client_id, grant_id: access.grant.id, route, amount, unit: 'AKh', idempotency_key: key };
+  }
+}

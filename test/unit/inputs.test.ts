@@ -1,0 +1,49 @@
+import { Ajv } from 'ajv';
+import { describe, expect, it } from 'vitest';
+import { FAULT_FIELDS, parseFaultSpec, type FaultSpec } from '../../src/core/faults.js';
+import { IDEMPOTENCY_KEY, parseIdempotencyKey } from '../../src/core/idempotency.js';
+import { QUESTION, satisfies, type InputSchema } from '../../src/core/inputs.js';
+import { adminFaultSchema, askSchema } from '../../src/server/schemas.js';
+
+// The route schemas are compiled as fastify compiles them (no coercion), to compare with the core's checker.
+const ajv = new Ajv({ coerceTypes: false, strict: false });
+const agree = (schema: InputSchema, values: unknown[]) => {
+  const validate = ajv.compile(schema);
+  for (const value of values) expect(satisfies(schema, value), JSON.stringify(value)).toBe(validate(value));
+};
+
+describe('one definition per input', () => {
+  it('the core checks an input exactly as the route schema (ajv) does: question, Idempotency-Key, every fault field', () => {
+    agree(QUESTION, ['', 'a', 'x'.repeat(4000), 'x'.repeat(4001), '😀'.repeat(4000), 5, null]);
+    agree(IDEMPOTENCY_KEY, ['', 'k-1', 'x'.repeat(255), 'x'.repeat(256), 'a\tb', 'schlüssel', ' ', 7]);
+    const samples = [0, 1, 0.5, 1.5, 599, 600, 120_000, 120_001, 86_400, 86_401, 1_000_000, 1_000_001, -1, '', ' ', 'x', '10m', 'POST /research', 'chat/ask', '*', 'x'.repeat(201), 'x'.repeat(501), null, true];
+    for (const [name, schema] of Object.entries(FAULT_FIELDS)) {
+      expect(adminFaultSchema.body.properties[name as keyof FaultSpec], name).toBe(schema);
+      agree(schema, samples);
+    }
+    expect(askSchema.body.properties.question).toBe(QUESTION);
+  });
+
+  it('a fault the admin API refuses is refused as a flag or through the programmatic API too (the stricter bound)', () => {
+    for (const spec of [
+      { kind: 'rate_limit', count: 1_000_001 },
+      { kind: 'rate_limit', retry_after: 86_401 },
+      { kind: 'ask_timeout', match: 'x'.repeat(501) },
+      { kind: 'server_error', client_id: 'c'.repeat(201) },
+      { kind: 'revoke', grant_id: 'g', after_requests: 0 },
+      { kind: 'latency' },
+      { kind: 'latency', ms: 120_001 },
+    ]) {
+      expect(() => parseFaultSpec(spec as FaultSpec, 0), JSON.stringify(spec)).toThrow(expect.objectContaining({ code: 'invalid_fault', status: 400 }));
+    }
+    expect(() => parseFaultSpec({ kind: 'latency', ms: 'fast' as never }, 0)).toThrow('ms must be a whole number from 1 to 120000');
+    expect(parseFaultSpec({ kind: 'rate_limit', count: 1_000_000, retry_after: 86_400 }, 0)).toMatchObject({ count: 1_000_000, retry_after: 86_400 });
+  });
+
+  it('Idempotency-Key header: bare or quoted (the IETF draft), then the one definition', () => {
+    expect(parseIdempotencyKey('"8e03978e"')).toBe('8e03978e');
+    expect(parseIdempotencyKey(' k-1 ')).toBe('k-1');
+    expect(parseIdempotencyKey(undefined)).toBeUndefined();
+    for (const bad of ['', '""', 'x'.repeat(256), ['a', 'b']]) expect(() => parseIdempotencyKey(bad)).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key' }));
+  });
+});
