@@ -8,7 +8,8 @@ import { randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import { adminRequest } from './client/admin-api.js';
+import { adminRequest } from './protocol/admin-client.js';
+import { ADMIN_ROUTES, adminPath } from './protocol/admin-api.js';
 import { ManualClock, systemClock } from './core/clock.js';
 import type { TokenResponse } from './core/grants/index.js';
 import { Emulator, type EmulatorOptions } from './server/emulator.js';
@@ -23,7 +24,7 @@ export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
-export { AdminError } from './client/admin-api.js';
+export { AdminError } from './protocol/admin-client.js';
 export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
 export type { Fault, FaultKind, FaultSpec } from './core/faults.js';
 export type { VaryUnspecified } from './core/variation.js';
@@ -161,29 +162,29 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
     ...e,
     clock: {
       mode,
-      now: async () => (await admin<{ now: number }>(e, 'GET', '/clock')).now,
-      advance: async (by) => (await admin<{ now: number }>(e, 'POST', '/clock/advance', { by })).now,
+      now: async () => (await admin<{ now: number }>(e, 'GET', ADMIN_ROUTES.clock)).now,
+      advance: async (by) => (await admin<{ now: number }>(e, 'POST', ADMIN_ROUTES.advanceClock, { by })).now,
     },
-    issueTokens: (o) => admin<IssuedTokens>(e, 'POST', '/tokens', { scopes: o.scopes, identity: o.identity, client_id: o.clientId, client_name: o.clientName, person_id: o.personId }),
+    issueTokens: (o) => admin<IssuedTokens>(e, 'POST', ADMIN_ROUTES.tokens, { scopes: o.scopes, identity: o.identity, client_id: o.clientId, client_name: o.clientName, person_id: o.personId }),
     consent: {
-      set: (p) => admin<ConsentPolicyView>(e, 'POST', '/consent', { decision: p.decision, scopes: p.scopes, client_id: p.clientId }),
-      get: () => admin<ConsentPolicyView>(e, 'GET', '/consent'),
+      set: (p) => admin<ConsentPolicyView>(e, 'POST', ADMIN_ROUTES.consent, { decision: p.decision, scopes: p.scopes, client_id: p.clientId }),
+      get: () => admin<ConsentPolicyView>(e, 'GET', ADMIN_ROUTES.consent),
     },
     faults: {
-      add: async (spec) => (await admin<{ fault: Fault }>(e, 'POST', '/faults', spec)).fault,
-      list: async () => (await admin<{ faults: Fault[] }>(e, 'GET', '/faults')).faults,
-      clear: async (id) => (await admin<{ cleared: Fault[] }>(e, 'DELETE', id === undefined ? '/faults' : `/faults/${encodeURIComponent(id)}`)).cleared,
+      add: async (spec) => (await admin<{ fault: Fault }>(e, 'POST', ADMIN_ROUTES.faults, spec)).fault,
+      list: async () => (await admin<{ faults: Fault[] }>(e, 'GET', ADMIN_ROUTES.faults)).faults,
+      clear: async (id) => (await admin<{ cleared: Fault[] }>(e, 'DELETE', id === undefined ? ADMIN_ROUTES.faults : adminPath('fault', { id }))).cleared,
     },
     person: {
-      revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `/grants/${encodeURIComponent(id)}/revoke?by=person`)).grant,
-      actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `/actions${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
-      decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', `/actions/${encodeURIComponent(id)}/decide`, { decision })).action,
+      revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `${adminPath('revokeGrant', { id })}?by=person`)).grant,
+      actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `${ADMIN_ROUTES.actions}${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
+      decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', adminPath('decideAction', { id }), { decision })).action,
     },
     snapshots: {
-      save: (name) => admin<SnapshotInfo>(e, 'POST', `/snapshots/${encodeURIComponent(name)}`),
-      restore: (name) => admin<SnapshotInfo>(e, 'POST', `/snapshots/${encodeURIComponent(name)}/restore`),
-      reset: () => admin<SnapshotInfo>(e, 'POST', '/reset'),
-      list: () => admin<SnapshotList>(e, 'GET', '/snapshots'),
+      save: (name) => admin<SnapshotInfo>(e, 'POST', adminPath('saveSnapshot', { name })),
+      restore: (name) => admin<SnapshotInfo>(e, 'POST', adminPath('restoreSnapshot', { name })),
+      reset: () => admin<SnapshotInfo>(e, 'POST', ADMIN_ROUTES.reset),
+      list: () => admin<SnapshotList>(e, 'GET', ADMIN_ROUTES.snapshots),
     },
     stop,
   };

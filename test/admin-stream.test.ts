@@ -11,7 +11,7 @@ import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { AdminFeed } from '../src/server/admin-feed.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
-import type { Snapshot } from '../src/core/snapshot.js';
+import type { Snapshot } from '../src/protocol/snapshot.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { startEmulator } from './helpers/emulator.js';

@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Browser as Chromium } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { adminRequest } from '../src/client/admin-api.js';
+import { adminRequest } from '../src/protocol/admin-client.js';
 import type { AppEvent } from '../src/core/events.js';
 import { startEmulator as startRunning, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';

@@ -23,7 +23,7 @@ export const withAdminTarget = (command: Command): Command =>
  * refusals keep their meaning: 400 usage, 404 not found, 409 conflict.
  */
 export async function callAdmin<T>(ctx: ClientContext, flags: AdminTargetFlags, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-  const [{ locateAdmin }, { adminRequest, AdminError }] = await Promise.all([import('../dashboard/run.js'), import('../client/admin-api.js')]);
+  const [{ locateAdmin }, { adminRequest, AdminError }] = await Promise.all([import('../protocol/locate.js'), import('../protocol/admin-client.js')]);
   const found = await locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd })();
   if ('unavailable' in found) throw new CliError(found.unavailable, EXIT.server);
   try {

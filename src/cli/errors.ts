@@ -1,4 +1,5 @@
 import { AgentAccessError, OAuthError, StateFileError } from '../core/errors.js';
+import { ClientError, type ClientErrorKind } from '../protocol/errors.js';
 import { StateLockedError } from '../store/lock.js';
 
 /** Exit codes of every command (documented in the README). */
@@ -17,6 +18,20 @@ export const EXIT = {
   interrupted: 130,
 } as const;
 
+/** The exit code of each kind of client-side failure. */
+const CLIENT_EXIT: Record<ClientErrorKind, number> = {
+  usage: EXIT.usage,
+  failed: EXIT.failure,
+  auth_required: EXIT.authRequired,
+  denied: EXIT.denied,
+  unreachable: EXIT.server,
+  server: EXIT.server,
+  not_found: EXIT.notFound,
+  conflict: EXIT.conflict,
+  rate_limited: EXIT.rateLimited,
+  interrupted: EXIT.interrupted,
+};
+
 /** An expected failure: printed as one line on stderr, no stack trace. */
 export class CliError extends AgentAccessError {
   readonly exitCode: number;
@@ -29,6 +44,7 @@ export class CliError extends AgentAccessError {
 /** Turns a thrown error into its message and exit code. Unknown errors keep their stack for a bug report. */
 export function describeCliError(error: unknown): { message: string; exitCode: number } {
   if (error instanceof CliError) return { message: error.message, exitCode: error.exitCode };
+  if (error instanceof ClientError) return { message: error.message, exitCode: CLIENT_EXIT[error.kind] };
   if (error instanceof StateFileError) return { message: error.message, exitCode: EXIT.state };
   if (error instanceof StateLockedError) return { message: `${error.message}. Stop the other process, or use another --state file.`, exitCode: EXIT.state };
   if (error instanceof OAuthError) return { message: `${error.error}: ${error.message}`, exitCode: EXIT.failure };

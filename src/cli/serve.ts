@@ -3,7 +3,7 @@ import { mkdir, open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { ManualClock } from '../core/clock.js';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
-import { DEFAULT_STATE_FILE } from '../server/admin-file.js';
+import { DEFAULT_STATE_FILE } from '../protocol/admin-file.js';
 import { Emulator } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
 import type { ServeFlags } from './commands/serve.js';

@@ -9,7 +9,9 @@ import { ledgerFileFor } from '../core/state-files.js';
 import { committedEntries } from '../store/ledger.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, announcedHolder, readAdminFile, type AdminInfo } from '../server/admin-file.js';
+import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
+import { ADMIN_ROUTES, adminPath } from '../protocol/admin-api.js';
+import { announcedHolder } from '../server/admin-file.js';
 import { CliError, EXIT } from './errors.js';
 
 /** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */
@@ -44,7 +46,7 @@ class EmulatorTarget implements StateTarget {
   readonly via = 'emulator';
   constructor(private readonly admin: AdminInfo) {}
   async #call<T>(method: 'GET' | 'POST', path: string): Promise<T> {
-    const { adminRequest, AdminError } = await import('../client/admin-api.js');
+    const { adminRequest, AdminError } = await import('../protocol/admin-client.js');
     try {
       return await adminRequest<T>({ adminUrl: this.admin.admin_url, token: this.admin.admin_token }, method, path);
     } catch (e) {
@@ -55,13 +57,13 @@ class EmulatorTarget implements StateTarget {
   }
   async listGrants(filter: { person_id?: string; client_id?: string }) {
     const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === 'string')).toString();
-    return (await this.#call<{ grants: GrantView[] }>('GET', `/grants${query ? `?${query}` : ''}`)).grants;
+    return (await this.#call<{ grants: GrantView[] }>('GET', `${ADMIN_ROUTES.grants}${query ? `?${query}` : ''}`)).grants;
   }
   async revokeGrant(id: string) {
-    return (await this.#call<{ grant: GrantView }>('POST', `/grants/${encodeURIComponent(id)}/revoke`)).grant;
+    return (await this.#call<{ grant: GrantView }>('POST', adminPath('revokeGrant', { id }))).grant;
   }
   async charges() {
-    return this.#call<ChargesReport>('GET', '/charges');
+    return this.#call<ChargesReport>('GET', ADMIN_ROUTES.charges);
   }
   async close() {}
 }

@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
-import { CliError, EXIT } from '../cli/errors.js';
-import { isLoopbackHost } from '../core/redirect-uri.js';
-import { isAlive } from '../store/lock.js';
-import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
-import { ENV, type ClientContext } from './context.js';
+import { DEFAULT_STATE_FILE, adminFileFor, isAlive, readAdminFile } from '../protocol/admin-file.js';
+import { ENV } from '../protocol/env.js';
+import { ClientError } from '../protocol/errors.js';
+import { isLoopbackHost } from '../protocol/loopback.js';
+import type { ClientContext } from './context.js';
 import type { TokenStore } from './token-store.js';
 
 export type BaseUrlSource = 'flag' | 'env' | 'emulator' | 'last-login';
@@ -14,10 +14,10 @@ export function normalizeBaseUrl(value: string, from: string): string {
   try {
     url = new URL(value);
   } catch {
-    throw new CliError(`${from}: "${value}" is not an absolute URL`, EXIT.usage);
+    throw new ClientError('usage', `${from}: "${value}" is not an absolute URL`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new CliError(`${from}: "${value}" must be an http(s) URL`, EXIT.usage);
-  if (url.search || url.hash) throw new CliError(`${from}: "${value}" must not carry a query or fragment`, EXIT.usage);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ClientError('usage', `${from}: "${value}" must be an http(s) URL`);
+  if (url.search || url.hash) throw new ClientError('usage', `${from}: "${value}" must not carry a query or fragment`);
   return url.toString().replace(/\/+$/, '');
 }
 
@@ -48,8 +48,8 @@ export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefine
   if (local) return { baseUrl: local, source: 'emulator' };
   const newest = (await store.list()).filter((r) => r.login).sort((a, b) => b.login!.logged_in_at - a.login!.logged_in_at)[0];
   if (newest) return { baseUrl: newest.base_url, source: 'last-login' };
-  throw new CliError(
+  throw new ClientError(
+    'usage',
     `no server given: pass --base-url URL, set ${ENV.baseUrl}, or start the emulator here with \`agent-access serve\``,
-    EXIT.usage,
   );
 }

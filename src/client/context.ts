@@ -1,6 +1,13 @@
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { systemClock, type Clock } from '../core/clock.js';
+import { ENV } from '../protocol/env.js';
+
+/** Milliseconds since the epoch; the emulator's clocks fit, so a test can share one virtual clock with it. */
+export interface Clock {
+  now(): number;
+}
+
+const systemClock: Clock = { now: () => Date.now() };
 
 /** Where a command writes: a stream with an optional TTY flag (progress lines animate only on a TTY). */
 export interface Output {
@@ -23,16 +30,6 @@ export interface ClientContext {
   /** Subscribes to Ctrl-C while a long wait (login, --wait) runs, so it can stop cleanly; returns the unsubscribe. */
   onInterrupt?(handler: () => void): () => void;
 }
-
-/** Environment variables the client reads (documented in the README). */
-export const ENV = {
-  baseUrl: 'AGENT_ACCESS_BASE_URL',
-  configDir: 'AGENT_ACCESS_CONFIG_DIR',
-  browser: 'BROWSER',
-  noColor: 'NO_COLOR',
-  /** The admin token for `dashboard --url` and `clock --url` (`serve --json` prints it). */
-  adminToken: 'AGENT_ACCESS_ADMIN_TOKEN',
-} as const;
 
 /** The context of a real run: system clock, process streams, the person's browser. */
 export function processContext(): ClientContext {

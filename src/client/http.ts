@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, fetch as undiciFetch, request } from 'undici';
-import { CliError, EXIT } from '../cli/errors.js';
+import { ClientError } from '../protocol/errors.js';
 import type { ClientContext } from './context.js';
 
 export interface ApiRequest {
@@ -67,7 +67,7 @@ export class HttpClient {
           await this.#wait(backoff(attempt), `connection failed (${code})`, attempt);
           continue;
         }
-        throw new CliError(`cannot reach ${new URL(req.url).origin}: ${code ?? (e as Error).message}`, EXIT.server);
+        throw new ClientError('unreachable', `cannot reach ${new URL(req.url).origin}: ${code ?? (e as Error).message}`);
       }
       const again = response.status === 429 || response.status === 502 || response.status === 503 || response.status === 504;
       if (!again || !retryable || attempt >= this.#retry.attempts) return response;
@@ -141,42 +141,42 @@ export function errorDetail(res: ApiResponse): string {
 }
 
 /**
- * Turns an error response into a plain message and the exit code scripts can branch on.
+ * Turns an error response into a plain message and the kind of failure (which the CLI turns into the exit code scripts branch on).
  * 401 → log in again; 403 → the scope or kind of token is wrong; 409 → the key was used for another request;
  * 429 → when to try again.
  */
-export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): CliError {
+export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): ClientError {
   const route = `${req.method} ${new URL(req.url).pathname}`;
   const challenge = bearerChallenge(res.headers['www-authenticate']);
   const detail = challenge.error_description ?? errorDetail(res);
   switch (res.status) {
     case 401:
-      return new CliError(`${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`, EXIT.authRequired, 'client.auth_required');
+      return new ClientError('auth_required', `${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`, 'client.auth_required');
     case 403:
       if (challenge.error === 'insufficient_scope' || challenge.scope) {
         const scope = challenge.scope ?? String((res.body as Record<string, unknown>)?.scope ?? '');
         const wanted = [...new Set([...heldScope.split(' '), ...scope.split(' ')].filter(Boolean))].join(' ');
-        return new CliError(`${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${wanted}"\``, EXIT.denied, 'client.insufficient_scope');
+        return new ClientError('denied', `${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${wanted}"\``, 'client.insufficient_scope');
       }
-      return new CliError(`${route}: refused (${detail})`, EXIT.denied, 'client.forbidden');
+      return new ClientError('denied', `${route}: refused (${detail})`, 'client.forbidden');
     case 404:
-      return new CliError(`${route}: not found (${detail})`, EXIT.notFound, 'client.not_found');
+      return new ClientError('not_found', `${route}: not found (${detail})`, 'client.not_found');
     case 409:
-      return new CliError(
+      return new ClientError(
+        'conflict',
         `${route}: conflict: ${detail}. ${req.idempotencyKey !== undefined ? `The Idempotency-Key "${req.idempotencyKey}" belongs to another request, or that request is still running; use a new key for a new request.` : ''}`.trim(),
-        EXIT.conflict,
         'client.conflict',
       );
     case 429: {
       const wait = retryAfterMs(res.headers['retry-after'], Date.now());
       const limit = res.headers['ratelimit-limit'];
-      return new CliError(
+      return new ClientError(
+        'rate_limited',
         `${route}: rate limited${limit ? ` (limit ${limit})` : ''}; try again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
-        EXIT.rateLimited,
         'client.rate_limited',
       );
     }
     default:
-      return new CliError(`${route}: ${res.status >= 500 ? 'server error' : 'refused'} ${res.status}: ${detail}`, res.status >= 500 ? EXIT.server : EXIT.failure, 'client.http_error');
+      return new ClientError(res.status >= 500 ? 'server' : 'failed', `${route}: ${res.status >= 500 ? 'server error' : 'refused'} ${res.status}: ${detail}`, 'client.http_error');
   }
 }

@@ -1,7 +1,7 @@
 import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
-import { CliError, EXIT } from '../cli/errors.js';
-import { isRetiredScope, splitScope } from '../core/scopes.js';
+import { ClientError } from '../protocol/errors.js';
+import { isRetiredScope, splitScope } from '../protocol/scopes.js';
 import { CALLBACK_PATH, LoopbackReceiver, type CallbackOutcome } from './loopback.js';
 import { authorizationRequest, exchangeCode, oauthFailure, registerClient, validateRedirect, type Discovered } from './oauth.js';
 import { Progress } from './progress.js';
@@ -41,11 +41,11 @@ export const REGISTERED_REDIRECT_URI = `http://127.0.0.1${CALLBACK_PATH}`;
 /** Spec 2.7, 5.9: retired scopes are refused here, before any request; so are scopes the server does not announce. */
 export function checkScopes(scope: string, supported?: string[]): string {
   const scopes = splitScope(scope.replace(/[,\s]+/g, ' '));
-  if (scopes.length === 0) throw new CliError('--scope is empty: name at least one scope, e.g. --scope ask', EXIT.usage);
+  if (scopes.length === 0) throw new ClientError('usage', '--scope is empty: name at least one scope, e.g. --scope ask');
   const retired = scopes.filter(isRetiredScope);
-  if (retired.length) throw new CliError(`${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`, EXIT.usage);
+  if (retired.length) throw new ClientError('usage', `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`);
   const unknown = supported ? scopes.filter((s) => !supported.includes(s)) : [];
-  if (unknown.length) throw new CliError(`the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`, EXIT.usage);
+  if (unknown.length) throw new ClientError('usage', `the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`);
   return scopes.join(' ');
 }
 
@@ -75,7 +75,7 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
       params = validateRedirect(discovered.as, p.clientId, url, p.state);
     } catch (e) {
       if (e instanceof oauth.AuthorizationResponseError && e.error === 'access_denied') {
-        return { status: 200, title: 'Zugriff abgelehnt', message: 'Sie haben den Zugriff abgelehnt; agent-access erhält keine Tokens. Sie können diesen Tab schließen.', done: { error: new CliError('access denied: the person clicked "Ablehnen" on the consent screen; no tokens were issued', EXIT.denied, 'client.access_denied') } };
+        return { status: 200, title: 'Zugriff abgelehnt', message: 'Sie haben den Zugriff abgelehnt; agent-access erhält keine Tokens. Sie können diesen Tab schließen.', done: { error: new ClientError('denied', 'access denied: the person clicked "Ablehnen" on the consent screen; no tokens were issued', 'client.access_denied') } };
       }
       const failure = oauthFailure('authorization', e);
       return { status: 400, title: 'Anmeldung fehlgeschlagen', message: `${failure.message}. Sie können diesen Tab schließen.`, done: { error: failure } };
@@ -90,14 +90,14 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
   });
 
   let progress: Progress | undefined;
-  let ended: CliError | undefined;
-  const end = (error: CliError) => {
+  let ended: ClientError | undefined;
+  const end = (error: ClientError) => {
     ended ??= error;
     pending = undefined; // a redirect arriving after this is not accepted
     receiver.abort(error);
   };
-  const offInterrupt = ctx.onInterrupt?.(() => end(new CliError('login cancelled', EXIT.interrupted, 'client.cancelled')));
-  const timer = setTimeout(() => end(new CliError(`no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`, EXIT.failure, 'client.login_timeout')), options.timeoutMs);
+  const offInterrupt = ctx.onInterrupt?.(() => end(new ClientError('interrupted', 'login cancelled', 'client.cancelled')));
+  const timer = setTimeout(() => end(new ClientError('failed', `no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`, 'client.login_timeout')), options.timeoutMs);
   try {
     const redirectUri = `http://127.0.0.1:${receiver.port}${CALLBACK_PATH}`;
     const { clientId, fresh } = await clientFor(session, discovered, { scope, resource, redirectUri });
@@ -106,7 +106,7 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
     pending = { clientId, state: request.state, verifier: request.verifier, redirectUri };
 
     if (options.browser === 'none') {
-      void answerWithoutBrowser(session, request.url, new URL(redirectUri).origin).catch((e: unknown) => end(e instanceof CliError ? e : new CliError((e as Error).message, EXIT.failure)));
+      void answerWithoutBrowser(session, request.url, new URL(redirectUri).origin).catch((e: unknown) => end(e instanceof ClientError ? e : new ClientError('failed', (e as Error).message)));
     } else if (options.browser === 'open') {
       ctx.stderr.write(`Opening the consent page in your browser. If it does not open, visit:\n  ${request.url}\n`);
       await ctx.openUrl(request.url).catch((e: Error) => ctx.stderr.write(`agent-access: could not open a browser (${e.message}); open the URL above yourself\n`));
@@ -141,14 +141,14 @@ async function answerWithoutBrowser(session: Session, url: string, listener: str
   if (answer.status >= 300 && answer.status < 400 && typeof location === 'string') {
     const target = new URL(location, url);
     // Only our own listener: an error redirect elsewhere would be a server bug, and no code goes anywhere else.
-    if (target.origin !== listener) throw new CliError(`the authorization endpoint redirected to ${target.origin}, not to this login's listener ${listener}`, EXIT.failure, 'client.login_redirect');
+    if (target.origin !== listener) throw new ClientError('failed', `the authorization endpoint redirected to ${target.origin}, not to this login's listener ${listener}`, 'client.login_redirect');
     await session.http.send({ method: 'GET', url: target.href });
     return;
   }
   if (answer.status === 200) {
-    throw new CliError('the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve --consent approve, or consent.set in test code)', EXIT.denied, 'client.consent_needs_person');
+    throw new ClientError('denied', 'the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve --consent approve, or consent.set in test code)', 'client.consent_needs_person');
   }
-  throw new CliError(`the authorization endpoint answered ${answer.status}: ${answer.text.slice(0, 300)}`, EXIT.failure, 'client.login_failed');
+  throw new ClientError('failed', `the authorization endpoint answered ${answer.status}: ${answer.text.slice(0, 300)}`, 'client.login_failed');
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { html, page } from '../server/html.js';
+import { html, page } from '../protocol/html.js';
 
 export const CALLBACK_PATH = '/callback';
 

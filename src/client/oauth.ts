@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
-import { CliError, EXIT } from '../cli/errors.js';
-import { isLoopbackHost } from '../core/redirect-uri.js';
+import { ClientError } from '../protocol/errors.js';
+import { isLoopbackHost } from '../protocol/loopback.js';
 import type { HttpClient } from './http.js';
 
 /** What discovery found: the authorization server (RFC 8414) and the protected resource (RFC 9728). */
@@ -15,25 +15,25 @@ export const CLIENT_NAME = 'agent-access CLI';
 /** Plain http is allowed for loopback servers only (the local emulator); everything else must be https. */
 function requestOptions(http: HttpClient, url: string) {
   const { protocol, hostname } = new URL(url);
-  if (protocol === 'http:' && !isLoopbackHost(hostname)) throw new CliError(`refusing plain http to ${new URL(url).origin}: only loopback servers may use http`, EXIT.usage);
+  if (protocol === 'http:' && !isLoopbackHost(hostname)) throw new ClientError('usage', `refusing plain http to ${new URL(url).origin}: only loopback servers may use http`);
   return { [oauth.customFetch]: http.fetch as unknown as typeof fetch, ...(protocol === 'http:' ? { [oauth.allowInsecureRequests]: true } : {}) };
 }
 
-/** oauth4webapi's errors as one line each, with the exit code that fits. */
-export function oauthFailure(step: string, e: unknown): CliError {
-  if (e instanceof CliError) return e;
+/** oauth4webapi's errors as one line each, of the kind that fits. */
+export function oauthFailure(step: string, e: unknown): ClientError {
+  if (e instanceof ClientError) return e;
   if (e instanceof oauth.ResponseBodyError) {
-    const code = e.status >= 500 ? EXIT.server : e.error === 'invalid_grant' ? EXIT.authRequired : EXIT.failure;
-    return new CliError(`${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''} (HTTP ${e.status})`, code, `oauth.${e.error}`);
+    const kind = e.status >= 500 ? 'server' : e.error === 'invalid_grant' ? 'auth_required' : 'failed';
+    return new ClientError(kind, `${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''} (HTTP ${e.status})`, `oauth.${e.error}`);
   }
   if (e instanceof oauth.AuthorizationResponseError) {
-    return new CliError(`${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''}`, e.error === 'access_denied' ? EXIT.denied : EXIT.failure, `oauth.${e.error}`);
+    return new ClientError(e.error === 'access_denied' ? 'denied' : 'failed', `${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''}`, `oauth.${e.error}`);
   }
   const err = e as Error & { code?: string; cause?: unknown };
   const cause = err.cause instanceof Response ? ` (HTTP ${err.cause.status} from ${err.cause.url})` : '';
   const network = (err.cause as { code?: string } | undefined)?.code;
-  if (err instanceof TypeError && network) return new CliError(`${step}: cannot reach the server (${network})`, EXIT.server, 'client.unreachable');
-  return new CliError(`${step}: ${err.message ?? String(e)}${cause}`, EXIT.failure, 'oauth.failed');
+  if (err instanceof TypeError && network) return new ClientError('unreachable', `${step}: cannot reach the server (${network})`, 'client.unreachable');
+  return new ClientError('failed', `${step}: ${err.message ?? String(e)}${cause}`, 'oauth.failed');
 }
 
 /**
@@ -49,7 +49,7 @@ export async function discover(http: HttpClient, baseUrl: string): Promise<Disco
     throw oauthFailure(`discovery of ${baseUrl}/.well-known/oauth-protected-resource/mcp`, e);
   }
   const issuerText = rs.authorization_servers?.[0];
-  if (!issuerText) throw new CliError(`the resource metadata of ${resourceId} names no authorization server`, EXIT.server);
+  if (!issuerText) throw new ClientError('server', `the resource metadata of ${resourceId} names no authorization server`);
   const issuer = new URL(issuerText);
   let as: oauth.AuthorizationServer;
   try {
@@ -57,8 +57,8 @@ export async function discover(http: HttpClient, baseUrl: string): Promise<Disco
   } catch (e) {
     throw oauthFailure(`discovery of the authorization server ${issuerText}`, e);
   }
-  if (!as.code_challenge_methods_supported?.includes('S256')) throw new CliError(`${issuerText} does not announce PKCE with S256 (code_challenge_methods_supported)`, EXIT.server);
-  if (!as.authorization_endpoint || !as.token_endpoint) throw new CliError(`${issuerText} announces no authorization or token endpoint`, EXIT.server);
+  if (!as.code_challenge_methods_supported?.includes('S256')) throw new ClientError('server', `${issuerText} does not announce PKCE with S256 (code_challenge_methods_supported)`);
+  if (!as.authorization_endpoint || !as.token_endpoint) throw new ClientError('server', `${issuerText} announces no authorization or token endpoint`);
   return { as, resource: rs.resource };
 }
 
@@ -66,7 +66,7 @@ export const publicClient = (clientId: string): oauth.Client => ({ client_id: cl
 
 /** RFC 7591 registration of a public client with the fields of spec 2.1. */
 export async function registerClient(http: HttpClient, as: oauth.AuthorizationServer, redirectUri: string): Promise<string> {
-  if (!as.registration_endpoint) throw new CliError(`${as.issuer} offers no registration endpoint`, EXIT.server);
+  if (!as.registration_endpoint) throw new ClientError('server', `${as.issuer} offers no registration endpoint`);
   try {
     const response = await oauth.dynamicClientRegistrationRequest(
       as,

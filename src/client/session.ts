@@ -1,5 +1,5 @@
 import * as oauth from 'oauth4webapi';
-import { CliError, EXIT } from '../cli/errors.js';
+import { ClientError } from '../protocol/errors.js';
 import { configDir, type ClientContext } from './context.js';
 import { resolveBaseUrl, type BaseUrlSource } from './base-url.js';
 import { apiError, bearerChallenge, HttpClient, type ApiRequest, type ApiResponse } from './http.js';
@@ -10,9 +10,9 @@ import { TokenStore, type StoredLogin } from './token-store.js';
 export const DEFAULT_MIN_TTL_MS = 60_000;
 
 /** The login is gone for good: the person must authorize again (grant revoked, family invalidated, logged out). */
-export class LoginRequiredError extends CliError {
+export class LoginRequiredError extends ClientError {
   constructor(baseUrl: string, why: string) {
-    super(`${why}. Run \`agent-access login --base-url ${baseUrl}\` again.`, EXIT.authRequired, 'client.login_required');
+    super('auth_required', `${why}. Run \`agent-access login --base-url ${baseUrl}\` again.`, 'client.login_required');
   }
 }
 

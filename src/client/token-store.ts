@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { CliError, EXIT } from '../cli/errors.js';
+import { ClientError } from '../protocol/errors.js';
 
 /** A client registration, cached per server and redirect URI (registration is open, but needs doing once). */
 export interface CachedClient {
@@ -99,11 +99,11 @@ export class TokenStore {
         onCompromised: (e) => (compromised = e),
       });
     } catch (e) {
-      throw new CliError(`cannot lock the token store ${file}: ${(e as Error).message}`, EXIT.failure);
+      throw new ClientError('failed', `cannot lock the token store ${file}: ${(e as Error).message}`);
     }
     try {
       const { record, result } = await change((await this.#load(file, baseUrl)) ?? emptyRecord(baseUrl));
-      if (compromised) throw new CliError(`lost the lock on the token store ${file} (${compromised.message}); try again`, EXIT.failure);
+      if (compromised) throw new ClientError('failed', `lost the lock on the token store ${file} (${compromised.message}); try again`);
       if (record) await this.#write(file, record);
       return result;
     } finally {
@@ -117,14 +117,14 @@ export class TokenStore {
       text = await readFile(file, 'utf8');
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw new CliError(`cannot read the token store ${file}: ${(e as Error).message}`, EXIT.failure);
+      throw new ClientError('failed', `cannot read the token store ${file}: ${(e as Error).message}`);
     }
     try {
       const record = JSON.parse(text) as ServerRecord;
       if (typeof record.base_url !== 'string' || (baseUrl !== null && record.base_url !== baseUrl)) throw new Error('it belongs to another server');
       return { ...emptyRecord(record.base_url), ...record, clients: record.clients ?? {} };
     } catch (e) {
-      throw new CliError(`the token store ${file} is damaged (${(e as Error).message}); delete it and run \`agent-access login\` again`, EXIT.failure);
+      throw new ClientError('failed', `the token store ${file} is damaged (${(e as Error).message}); delete it and run \`agent-access login\` again`);
     }
   }
 

@@ -1,3 +1,5 @@
+export { addAmount, type ChargeEntry } from '../protocol/charges.js';
+
 /** Spec 1: charged operations, in AKh. Prices are not shown in the spec; these are the emulator's defaults. */
 export interface Prices {
   ask: number;
@@ -5,18 +7,6 @@ export interface Prices {
 }
 
 export const DEFAULT_PRICES: Prices = { ask: 0.1, research: 2 };
-
-/** One line of the charge ledger. */
-export interface ChargeEntry {
-  seq: number;
-  at: number;
-  client_id: string;
-  grant_id: string;
-  route: string;
-  amount: number;
-  unit: 'AKh';
-  idempotency_key: string | null;
-}
 
 export interface ChargeTotals {
   /** Lines of the ledger that are committed (the ledger file may hold more after a crash; they are dropped). */
@@ -26,6 +16,3 @@ export interface ChargeTotals {
 }
 
 export const emptyTotals = (): ChargeTotals => ({ count: 0, by_client: {}, by_grant: {} });
-
-/** Sums in thousandths to keep decimal prices exact. */
-export const addAmount = (a: number, b: number): number => Math.round((a + b) * 1000) / 1000;

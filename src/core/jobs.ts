@@ -1,8 +1,8 @@
 import type { Source } from './search.js';
 import type { VariantSelection } from './variation.js';
+import { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../protocol/jobs.js';
 
-/** Spec 2.5, 3.1: `queued` and `succeeded` are given; `running` and `failed` are the emulator's (README). */
-export type ResearchStatus = 'queued' | 'running' | 'succeeded' | 'failed';
+export { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../protocol/jobs.js';
 
 export interface Citation {
   id: string;
@@ -33,9 +33,6 @@ export interface ResearchJob {
   variation?: VariantSelection<'research'>;
 }
 
-/** Spec 2.6: `processing_step` values (not shown in the spec; documented in the README). */
-export const TRAINING_STEPS = ['received', 'parsing', 'chunking', 'indexing', 'indexed'] as const;
-export type TrainingStep = (typeof TRAINING_STEPS)[number] | 'failed';
 
 export interface TrainingDocument {
   id: string;

@@ -1,8 +1,5 @@
+import { isLoopbackHost } from '../protocol/loopback.js';
 import { OAuthError } from './errors.js';
-
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
-export const isLoopbackHost = (hostname: string): boolean => LOOPBACK_HOSTS.has(hostname);
 
 /**
  * RFC 7591 §2 / OAuth 2.1 §2.3: a redirect URI is absolute, has no fragment, and is https or loopback http.

@@ -1,96 +1,11 @@
 import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
-import type { EventMap } from './events.js';
-import type { Grant } from './state.js';
+import type { FaultView, ReplayEntry, RequestEntry, Snapshot } from '../protocol/snapshot.js';
+
+export type { FaultView, ReplayEntry, RequestEntry, Snapshot } from '../protocol/snapshot.js';
 
 /** How many of the newest items a snapshot carries per list; older ones stay in the state file. */
 export const SNAPSHOT_LIMITS = { families: 200, jobs: 200, charges: 200, actions: 200, requests: 200 } as const;
-
-export type RequestEntry = EventMap['request.served'] & { seq: number; at: number };
-/** An idempotent replay: answered from the stored response, free (kept in memory since the emulator started). */
-export type ReplayEntry = EventMap['idempotency.replayed'] & { seq: number; at: number };
-
-export interface FamilyView {
-  id: string;
-  grant_id: string;
-  client_id: string;
-  status: 'active' | 'invalidated';
-  created_at: number;
-  invalidated_at: number | null;
-  invalidated_reason: string | null;
-  /** The generation whose replay killed the family (null: unknown or not a replay). */
-  replayed_generation: number | null;
-  /** The refresh-token chain, oldest first; the last entry is the current token. */
-  chain: Array<{ generation: number; issued_at: number; rotated_at: number | null }>;
-  access_tokens: Array<{ jti: string; issued_at: number; expires_at: number; revoked: boolean }>;
-}
-
-export interface ResearchView {
-  id: string;
-  client_id: string;
-  grant_id: string;
-  question: string;
-  status: string;
-  created_at: number;
-  finished_at: number | null;
-  error: string | null;
-}
-
-export interface TrainingView {
-  id: string;
-  client_id: string;
-  grant_id: string;
-  file_name: string;
-  size: number;
-  processing_step: string;
-  created_at: number;
-  finished_at: number | null;
-  error: string | null;
-}
-
-export interface ActionView {
-  id: string;
-  client_id: string;
-  person_id: string;
-  kind: string;
-  operation: 'create' | 'update';
-  description: string;
-  status: 'pending' | 'approved' | 'rejected' | 'applied';
-  created_at: number;
-  decided_at: number | null;
-}
-
-/** An injected fault as the dashboard lists it. */
-export interface FaultView {
-  id: string;
-  kind: string;
-  description: string;
-  state: 'armed' | 'spent' | 'cleared';
-  fired: number;
-  remaining: number | null;
-  created_at: number;
-  last_fired_at: number | null;
-}
-
-/**
- * What the admin stream sends first (and again after every reconnect): the state as the dashboard shows it.
- * The events with `seq` greater than this snapshot's `seq` follow it. It is a read model: no secrets, no hashes.
- */
-export interface Snapshot {
-  seq: number;
-  now: number;
-  service: { base_url: string; auth_url: string; issuer: string };
-  persons: Record<string, string>;
-  clients: Record<string, { client_id: string; client_name: string; registered_at: number }>;
-  grants: Array<Omit<Grant, 'revoked_at' | 'revoked_by'> & { revoked_at: number | null; revoked_by: string | null }>;
-  families: FamilyView[];
-  research: ResearchView[];
-  training: TrainingView[];
-  charges: { by_client: Record<string, number>; by_grant: Record<string, number>; entries: ChargeEntry[]; replays: ReplayEntry[] };
-  actions: ActionView[];
-  requests: RequestEntry[];
-  faults: FaultView[];
-}
 
 const newest = <T extends { created_at: number }>(items: Iterable<T>, limit: number): T[] => [...items].sort((a, b) => a.created_at - b.created_at).slice(-limit);
 

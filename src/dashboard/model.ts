@@ -1,6 +1,6 @@
-import { addAmount, type ChargeEntry } from '../core/charges.js';
-import type { AppEvent, EventMap } from '../core/events.js';
-import type { ActionView, FamilyView, FaultView, ReplayEntry, RequestEntry, ResearchView, Snapshot, TrainingView } from '../core/snapshot.js';
+import { addAmount, type ChargeEntry } from '../protocol/charges.js';
+import type { AppEvent, EventMap } from '../protocol/events.js';
+import type { ActionView, FamilyView, FaultView, ReplayEntry, RequestEntry, ResearchView, Snapshot, TrainingView } from '../protocol/snapshot.js';
 
 /**
  * The dashboard's state and the pure reducer that folds the admin stream into it. The UI never reads the

@@ -1,73 +1,9 @@
-import { relative, resolve as resolvePath } from 'node:path';
-import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile } from '../server/admin-file.js';
-import { ENV } from '../client/context.js';
-import { CliError, EXIT } from '../cli/errors.js';
-import { ADMIN_PREFIX } from '../server/admin-routes.js';
+import { adminPath } from '../protocol/admin-api.js';
+import { adminRequest, type AdminEndpoint } from '../protocol/admin-client.js';
+import { ENV } from '../protocol/env.js';
+import type { ResolveAdmin } from '../protocol/locate.js';
 import type { DashboardActions, DashboardProps } from './app.js';
-import { adminRequest, type AdminEndpoint } from '../client/admin-api.js';
-import { followAdminStream, type ResolveAdmin } from './stream.js';
-
-
-export interface LocateOptions {
-  url?: string;
-  state?: string;
-  adminToken?: string;
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-}
-
-const LOOPBACK_NAMES = new Set(['127.0.0.1', 'localhost', '[::1]']);
-
-/**
- * The admin URL for `--url` (a base URL or the admin URL itself). Only loopback: the admin API answers nothing
- * else, so sending the admin token anywhere else could only leak it.
- */
-export function adminUrlOf(url: string): URL {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new CliError(`--url ${url} is not a URL; give the emulator's base URL, e.g. http://127.0.0.1:4100`, EXIT.usage);
-  }
-  if (parsed.protocol !== 'http:' || !(LOOPBACK_NAMES.has(parsed.hostname) || parsed.hostname.startsWith('127.'))) {
-    throw new CliError(`--url ${url}: the admin API answers on loopback only (http://127.0.0.1:PORT); the admin token is not sent elsewhere`, EXIT.usage);
-  }
-  const path = parsed.pathname.replace(/\/+$/, '');
-  parsed.pathname = path.endsWith(ADMIN_PREFIX) ? path : `${path}${ADMIN_PREFIX}`;
-  return parsed;
-}
-
-/** Two loopback admin URLs name the same server when their ports match (127.0.0.1, localhost and [::1] alike). */
-const sameLoopbackServer = (a: URL, b: string): boolean => {
-  try {
-    return new URL(b).port === a.port;
-  } catch {
-    return false;
-  }
-};
-
-/**
- * Finds the emulator each time it is asked (a restarted emulator has a new admin token): the admin file that
- * `serve` writes next to its state file, or `--url` with `--admin-token`, `$AGENT_ACCESS_ADMIN_TOKEN` or the
- * admin file of the same server.
- */
-export function locateAdmin(options: LocateOptions): ResolveAdmin {
-  const stateFile = resolvePath(options.cwd, options.state ?? DEFAULT_STATE_FILE);
-  const file = adminFileFor(stateFile);
-  const target = options.url ? adminUrlOf(options.url) : null;
-  return async () => {
-    const info = await readAdminFile(file);
-    if (target) {
-      const adminUrl = target.href.replace(/\/$/, '');
-      // The admin file is read anew each time: a restarted emulator on the same port has a new token.
-      const token = options.adminToken ?? options.env[ENV.adminToken] ?? (info && sameLoopbackServer(target, info.admin_url) ? info.admin_token : undefined);
-      if (!token) return { unavailable: `no admin token for ${adminUrl}: set ${ENV.adminToken} or pass --admin-token (serve --json prints it)` };
-      return { adminUrl, token };
-    }
-    if (!info) return { unavailable: `no emulator serves ${relative(options.cwd, stateFile) || stateFile}: start \`agent-access serve\`, or pass --url` };
-    return { adminUrl: info.admin_url, token: options.adminToken ?? info.admin_token };
-  };
-}
+import { followAdminStream } from './stream.js';
 
 /** The dashboard's two ends on a running emulator: the stream it follows, and the admin calls its keys make. */
 export function connectDashboard(resolve: ResolveAdmin): { subscribe: DashboardProps['subscribe']; actions: DashboardActions } {
@@ -88,8 +24,8 @@ export function connectDashboard(resolve: ResolveAdmin): { subscribe: DashboardP
       return () => controller.abort();
     },
     actions: {
-      revokeGrant: (id) => act(`/grants/${encodeURIComponent(id)}/revoke`),
-      decideAction: (id, decision) => act(`/actions/${encodeURIComponent(id)}/decide`, { decision }),
+      revokeGrant: (id) => act(adminPath('revokeGrant', { id })),
+      decideAction: (id, decision) => act(adminPath('decideAction', { id }), { decision }),
     },
   };
 }

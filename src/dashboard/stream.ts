@@ -1,14 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createParser } from 'eventsource-parser';
 import { request } from 'undici';
-import type { AppEvent } from '../core/events.js';
-import type { Snapshot } from '../core/snapshot.js';
-import type { AdminEndpoint } from '../client/admin-api.js';
+import { ADMIN_ROUTES } from '../protocol/admin-api.js';
+import type { AdminEndpoint } from '../protocol/admin-client.js';
+import type { AppEvent } from '../protocol/events.js';
+import type { ResolveAdmin } from '../protocol/locate.js';
+import type { Snapshot } from '../protocol/snapshot.js';
 import type { StreamMessage } from './model.js';
-
-
-/** Finds the emulator anew before every connection: after a restart it has another admin token (and maybe port). */
-export type ResolveAdmin = () => Promise<AdminEndpoint | { unavailable: string }>;
 
 export interface FollowOptions {
   resolve: ResolveAdmin;
@@ -48,7 +46,7 @@ export async function followAdminStream(options: FollowOptions): Promise<void> {
 /** One connection; resolves when it ends. Returns whether a snapshot arrived (the connection worked). */
 async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: () => number): Promise<boolean> {
   const { onMessage, signal } = options;
-  const url = `${endpoint.adminUrl}/events`;
+  const url = `${endpoint.adminUrl}${ADMIN_ROUTES.events}`;
   let connected = false;
   try {
     const response = await request(url, {

@@ -1,6 +1,6 @@
-import { age, relativeTime } from '../cli/output.js';
-import { TRAINING_STEPS } from '../core/jobs.js';
-import { SCOPES, isSupportedScope } from '../core/scopes.js';
+import { age, relativeTime } from '../protocol/format.js';
+import { TRAINING_STEPS } from '../protocol/jobs.js';
+import { SCOPES, isSupportedScope } from '../protocol/scopes.js';
 import { clientName, type DashboardState } from './model.js';
 
 /**

@@ -1,42 +1,11 @@
 import { connect } from 'node:net';
-import { readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { isAlive, pidNamespace, processStartedAt, type AnnouncedHolder } from '../store/lock.js';
-
-/** Where `serve` keeps state unless told otherwise, relative to its working directory. */
-export const DEFAULT_STATE_FILE = '.agent-access/state.json';
-
-/** What `serve` writes (0600) next to the state file so the CLI can reach it: `FILE.json` → `FILE.admin.json`. */
-export interface AdminInfo {
-  admin_url: string;
-  admin_token: string;
-  base_url: string;
-  auth_url: string;
-  pid: number;
-  /** Where `pid` means this process: host, boot and pid namespace (pidNamespace()). Absent in files of older versions. */
-  pid_namespace?: string;
-}
-
-export const adminFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.admin.json`;
+import { rm, stat, writeFile } from 'node:fs/promises';
+import { isAlive, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
+import { pidNamespace, processStartedAt, type AnnouncedHolder } from '../store/lock.js';
 
 export async function writeAdminFile(file: string, info: AdminInfo): Promise<void> {
   await rm(file, { force: true });
   await writeFile(file, JSON.stringify(info, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
-}
-
-export async function readAdminFile(file: string): Promise<AdminInfo | null> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch {
-    return null;
-  }
-  try {
-    const info = JSON.parse(text) as Partial<AdminInfo>;
-    if (typeof info.admin_url !== 'string' || typeof info.admin_token !== 'string') return null;
-    return info as AdminInfo;
-  } catch {
-    return null;
-  }
 }
 
 /** A pid reused by a process that started this long after the announcement is another process's for sure. */

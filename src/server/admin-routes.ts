@@ -18,10 +18,7 @@ import { AdminFeed } from './admin-feed.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
 import type { FaultSpec, Faults } from '../core/faults.js';
-
-export const ADMIN_PREFIX = '/_admin';
-/** The server-sent event stream of the dashboard. */
-export const ADMIN_EVENTS_PATH = `${ADMIN_PREFIX}/events`;
+import { ADMIN_PREFIX, ADMIN_ROUTES } from '../protocol/admin-api.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -70,10 +67,10 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       const unknown = Object.keys(request.body).filter((k) => !Object.hasOwn(properties, k));
       if (unknown.length > 0) return sendProblem(reply, 400, 'invalid_request', `unknown field ${unknown.join(', ')}; allowed: ${Object.keys(properties).join(', ')}`);
     });
-    admin.get('/health', async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
-    admin.get('/grants', { schema: adminGrantsSchema }, async (request) => ({ grants: listGrants(core, request.query as { person_id?: string; client_id?: string }) }));
+    admin.get(ADMIN_ROUTES.health, async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
+    admin.get(ADMIN_ROUTES.grants, { schema: adminGrantsSchema }, async (request) => ({ grants: listGrants(core, request.query as { person_id?: string; client_id?: string }) }));
     // From the committed ledger lines only, totals included: the total is always the sum of the entries answered.
-    admin.get('/charges', async () => {
+    admin.get(ADMIN_ROUTES.charges, async () => {
       const location = core.persistence.location;
       try {
         return chargesReport(core, committedEntries(await core.persistence.readLedger(), location && ledgerFileFor(location)));
@@ -82,20 +79,20 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         throw e;
       }
     });
-    admin.post('/grants/:id/revoke', { schema: adminRevokeSchema }, async (request) => {
+    admin.post(ADMIN_ROUTES.revokeGrant, { schema: adminRevokeSchema }, async (request) => {
       const { id } = request.params as { id: string };
       const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';
       const grant = await revokeGrant(core, id, by);
       return { grant: listGrants(core).find((g) => g.id === grant.id) };
     });
-    admin.get('/snapshot', async () => feed.snapshot());
-    admin.get('/events', async (_request, reply) => {
+    admin.get(ADMIN_ROUTES.snapshot, async () => feed.snapshot());
+    admin.get(ADMIN_ROUTES.events, async (_request, reply) => {
       reply.hijack();
       await feed.stream(reply.raw);
     });
     const clockView = () => ({ mode: core.clock instanceof ManualClock ? 'manual' : 'system', now: core.clock.now(), iso: new Date(core.clock.now()).toISOString() });
-    admin.get('/clock', async () => clockView());
-    admin.post('/clock/advance', { schema: adminAdvanceSchema }, async (request) => {
+    admin.get(ADMIN_ROUTES.clock, async () => clockView());
+    admin.post(ADMIN_ROUTES.advanceClock, { schema: adminAdvanceSchema }, async (request) => {
       if (!(core.clock instanceof ManualClock)) throw new ProblemError(409, 'clock_is_real_time', 'the clock is real time; start the emulator with --clock manual (or clock: "manual") to move it');
       const { by } = request.body as { by: string | number };
       let duration: number;
@@ -111,10 +108,10 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       if (core.prune()) await core.commit();
       return clockView();
     });
-    admin.post('/tokens', { schema: adminTokensSchema }, async (request) => issueTokensWithoutConsent(core, request.body as Parameters<typeof issueTokensWithoutConsent>[1]));
+    admin.post(ADMIN_ROUTES.tokens, { schema: adminTokensSchema }, async (request) => issueTokensWithoutConsent(core, request.body as Parameters<typeof issueTokensWithoutConsent>[1]));
     // Consent as code: who answers the consent screen, for all clients or one.
-    admin.get('/consent', async () => core.consentPolicies.view());
-    admin.post('/consent', { schema: adminConsentSchema }, async (request) => {
+    admin.get(ADMIN_ROUTES.consent, async () => core.consentPolicies.view());
+    admin.post(ADMIN_ROUTES.consent, { schema: adminConsentSchema }, async (request) => {
       const body = request.body as { decision: string; scopes?: string[]; client_id?: string };
       const policy = parseConsentPolicy(body);
       if (body.client_id !== undefined && !Object.hasOwn(core.state.clients, body.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${body.client_id}"; leave client_id out to set the policy for all clients`);
@@ -124,17 +121,17 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     // Faults on purpose: armed here, listed with what they did, cleared one by one or all at once.
     const faults = options.faults;
     if (faults) {
-      admin.get('/faults', async () => ({ faults: faults.list() }));
-      admin.post('/faults', { schema: adminFaultSchema }, async (request, reply) => {
+      admin.get(ADMIN_ROUTES.faults, async () => ({ faults: faults.list() }));
+      admin.post(ADMIN_ROUTES.faults, { schema: adminFaultSchema }, async (request, reply) => {
         const fault = faults.arm(request.body as FaultSpec);
         // A grant fault for "now" has happened by the time the caller reads the answer.
         await faults.runDue();
         return reply.code(201).send({ fault });
       });
-      admin.delete('/faults/:id', { schema: adminFaultIdSchema }, async (request) => ({ cleared: faults.clear((request.params as { id: string }).id) }));
-      admin.delete('/faults', async () => ({ cleared: faults.clear() }));
+      admin.delete(ADMIN_ROUTES.fault, { schema: adminFaultIdSchema }, async (request) => ({ cleared: faults.clear((request.params as { id: string }).id) }));
+      admin.delete(ADMIN_ROUTES.faults, async () => ({ cleared: faults.clear() }));
     }
-    admin.get('/actions', { schema: adminActionsSchema }, async (request) => {
+    admin.get(ADMIN_ROUTES.actions, { schema: adminActionsSchema }, async (request) => {
       const { status } = request.query as { status?: string };
       return { actions: Object.values(core.state.pending_actions).filter((a) => !status || a.status === status).sort((a, b) => a.created_at - b.created_at) };
     });
@@ -142,14 +139,14 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       if (!options.snapshots) throw new ProblemError(501, 'not_implemented', 'this server runs without snapshots');
       return options.snapshots;
     };
-    admin.get('/snapshots', { schema: adminSnapshotListSchema }, async () => snapshots().list());
-    admin.post('/snapshots/:name', { schema: adminSnapshotSaveSchema }, async (request, reply) => {
+    admin.get(ADMIN_ROUTES.snapshots, { schema: adminSnapshotListSchema }, async () => snapshots().list());
+    admin.post(ADMIN_ROUTES.saveSnapshot, { schema: adminSnapshotSaveSchema }, async (request, reply) => {
       const info = await snapshots().save((request.params as { name: string }).name);
       return reply.code(201).send(info);
     });
-    admin.post('/snapshots/:name/restore', { schema: adminSnapshotRestoreSchema }, async (request) => snapshots().restore((request.params as { name: string }).name));
-    admin.post('/reset', { schema: adminResetSchema }, async () => snapshots().reset());
-    admin.post('/actions/:id/decide', { schema: adminDecideSchema }, async (request) => {
+    admin.post(ADMIN_ROUTES.restoreSnapshot, { schema: adminSnapshotRestoreSchema }, async (request) => snapshots().restore((request.params as { name: string }).name));
+    admin.post(ADMIN_ROUTES.reset, { schema: adminResetSchema }, async () => snapshots().reset());
+    admin.post(ADMIN_ROUTES.decideAction, { schema: adminDecideSchema }, async (request) => {
       if (!plane) throw new ProblemError(501, 'not_implemented', 'this server runs without the agent plane');
       const { id } = request.params as { id: string };
       const { decision } = request.body as { decision: 'approve' | 'reject' };

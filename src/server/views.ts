@@ -3,7 +3,7 @@ import type { AuthorizationRequest } from '../core/authorize.js';
 import type { GrantView } from '../core/grants-admin.js';
 import type { Person } from '../core/persons.js';
 import { SCOPES, isSupportedScope } from '../core/scopes.js';
-import { html, page } from './html.js';
+import { html, page } from '../protocol/html.js';
 
 /**
  * Text a client or agent supplied, inside running text: in its own bidi isolate, so that a right-to-left

@@ -197,16 +197,6 @@ export async function realStatePath(path: string, hops = 0): Promise<string> {
   }
 }
 
-/** Whether a process with this pid exists (EPERM: it does, under another user). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 async function takeLock(file: string, retries: number, options: LockOptions): Promise<() => Promise<void>> {
   try {
     return await lockfile.lock(file, {

@@ -1,8 +1,8 @@
 import { stripVTControlCharacters } from 'node:util';
 import { createElement } from 'react';
 import { render } from 'ink-testing-library';
-import type { AppEvent, EventMap, EventName } from '../../src/core/events.js';
-import type { Snapshot } from '../../src/core/snapshot.js';
+import type { AppEvent, EventMap, EventName } from '../../src/protocol/events.js';
+import type { Snapshot } from '../../src/protocol/snapshot.js';
 import { Dashboard, type DashboardActions } from '../../src/dashboard/app.js';
 import type { StreamMessage } from '../../src/dashboard/model.js';
 

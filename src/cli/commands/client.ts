@@ -2,7 +2,8 @@ import { Command, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
 import type { Session } from '../../client/session.js';
 import { CliError, EXIT } from '../errors.js';
-import { age, jsonText, relativeTime } from '../output.js';
+import { age, relativeTime } from '../../protocol/format.js';
+import { jsonText } from '../output.js';
 
 interface CommonFlags {
   baseUrl?: string;

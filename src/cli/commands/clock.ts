@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import type { ClientContext } from '../../client/context.js';
+import { ADMIN_ROUTES } from '../../protocol/admin-api.js';
 import { callAdmin, withAdminTarget, type AdminTargetFlags } from '../admin-call.js';
 import { printJson } from '../output.js';
 
@@ -15,7 +16,7 @@ export function clockCommand(ctx: ClientContext): Command {
   const clock = new Command('clock').description("read or move the emulator's clock (`serve --clock manual`)");
   clock.addCommand(
     withAdminTarget(new Command('now').description("show the emulator's clock and whether it is manual")).action(async (flags: AdminTargetFlags) =>
-      print(await callAdmin<ClockView>(ctx, flags, 'GET', '/clock'), flags),
+      print(await callAdmin<ClockView>(ctx, flags, 'GET', ADMIN_ROUTES.clock), flags),
     ),
   );
   clock.addCommand(
@@ -23,7 +24,7 @@ export function clockCommand(ctx: ClientContext): Command {
       new Command('advance')
         .description('move a manual clock forward: token expiry, codes, idempotency, rate limits, research and training move together')
         .argument('<duration>', 'e.g. 16m, 24h, 900s, 500ms'),
-    ).action(async (duration: string, flags: AdminTargetFlags) => print(await callAdmin<ClockView>(ctx, flags, 'POST', '/clock/advance', { by: duration }), flags)),
+    ).action(async (duration: string, flags: AdminTargetFlags) => print(await callAdmin<ClockView>(ctx, flags, 'POST', ADMIN_ROUTES.advanceClock, { by: duration }), flags)),
   );
   return clock;
 }

@@ -21,7 +21,7 @@ export function dashboardCommand(ctx: ClientContext): Command {
     .option('--state <file>', 'find the emulator through the admin file next to this state file (default .agent-access/state.json)')
     .option('--admin-token <token>', 'admin token, with --url (better: $AGENT_ACCESS_ADMIN_TOKEN, which other users cannot see in ps; default: the admin file)')
     .action(async (flags: DashboardFlags) => {
-      const { locateAdmin, runDashboard } = await import('../../dashboard/run.js');
+      const [{ locateAdmin }, { runDashboard }] = await Promise.all([import('../../protocol/locate.js'), import('../../dashboard/run.js')]);
       const resolve = locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd });
       requireTerminal('the dashboard');
       await runDashboard(resolve, process, ctx.env);

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import type { ClientContext } from '../../client/context.js';
+import { ADMIN_ROUTES, adminPath } from '../../protocol/admin-api.js';
 import type { SnapshotInfo, SnapshotList } from '../../server/snapshots.js';
 import { callAdmin, withAdminTarget, type AdminTargetFlags } from '../admin-call.js';
 import { jsonText, table, time } from '../output.js';
@@ -19,27 +20,27 @@ export function snapshotCommand(ctx: ClientContext): Command {
         .description('save the state as it is now (replaces a snapshot of the same name)')
         .argument('<name>', '1–64 letters, digits, ".", "_" or "-", starting with a letter or digit'),
     ).action(async (name: string, flags: AdminTargetFlags) => {
-      const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', `/snapshots/${encodeURIComponent(name)}`);
+      const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', adminPath('saveSnapshot', { name }));
       out(flags.json ? jsonText(info) : `saved snapshot ${info.name}: ${summary(info)}${info.file ? `\n  ${info.file}` : ' (in memory)'}\n`);
     }),
   );
   snapshot.addCommand(
     withAdminTarget(new Command('restore').description('bring back the state saved under NAME, exactly').argument('<name>', 'a saved snapshot')).action(
       async (name: string, flags: AdminTargetFlags) => {
-        const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', `/snapshots/${encodeURIComponent(name)}/restore`);
+        const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', adminPath('restoreSnapshot', { name }));
         out(flags.json ? jsonText(info) : `restored snapshot ${info.name}: ${summary(info)}\n`);
       },
     ),
   );
   snapshot.addCommand(
     withAdminTarget(new Command('reset').description('bring back the state as it was created (from --scenario, else the fixtures)')).action(async (flags: AdminTargetFlags) => {
-      const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', '/reset');
+      const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', ADMIN_ROUTES.reset);
       out(flags.json ? jsonText(info) : `reset to the baseline: ${summary(info)}\n`);
     }),
   );
   snapshot.addCommand(
     withAdminTarget(new Command('list').description('list the saved snapshots')).action(async (flags: AdminTargetFlags) => {
-      const list = await callAdmin<SnapshotList>(ctx, flags, 'GET', '/snapshots');
+      const list = await callAdmin<SnapshotList>(ctx, flags, 'GET', ADMIN_ROUTES.snapshots);
       if (flags.json) return out(jsonText(list));
       const where = list.location ?? 'in memory';
       if (list.snapshots.length === 0) out(`no snapshots (${where})\n`);

@@ -1,3 +1,5 @@
+/** HTML for the pages people see in the browser: the service's own pages and the client's loopback callback page. */
+
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
 
 /** Escapes text for HTML element content and quoted attribute values. Everything a client supplied goes through it. */
@@ -30,6 +32,7 @@ button.primary{background:#0b5ed7;border-color:#0b5ed7;color:#fff}code{backgroun
 table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
 .error{border-left:4px solid #b02a37;padding-left:1rem}`;
 
+/** A whole page in the house style (German, as the service's pages are). */
 export function page(title: string, body: SafeHtml): string {
   return html`<!doctype html>
 <html lang="de">

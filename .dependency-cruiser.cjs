@@ -1,0 +1,54 @@
+/**
+ * Which folder may import which (`npm run lint:deps`). The core is the pure domain; protocol is the wire (paths,
+ * formats, event and snapshot types) that every side shares; the client and the dashboard speak only the wire,
+ * so they work against the real service and load neither the server nor the storage layer.
+ * @type {import('dependency-cruiser').IConfiguration}
+ */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'An import circle makes load order matter and hides which module owns what.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'core-imports-no-adapter',
+      severity: 'error',
+      comment: 'The core is the pure domain: adapters import it, never the other way round.',
+      from: { path: '^src/core/' },
+      to: { path: '^src/(server|store|cli|client|dashboard|mcp)/' },
+    },
+    {
+      name: 'client-and-dashboard-speak-only-the-wire',
+      severity: 'error',
+      comment: 'The client and the dashboard import protocol, their own folder, node built-ins and npm packages only.',
+      from: { path: '^src/(client|dashboard)/' },
+      to: { path: '^src/', pathNot: ['^src/protocol/', '^src/$1/'] },
+    },
+    {
+      name: 'protocol-imports-nothing-else-under-src',
+      severity: 'error',
+      comment: 'Protocol is definitions every side shares: it depends on none of them.',
+      from: { path: '^src/protocol/' },
+      to: { path: '^src/', pathNot: '^src/protocol/' },
+    },
+    {
+      name: 'not-to-unresolvable',
+      severity: 'error',
+      comment: 'An import that resolves to nothing fails at run time.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+    },
+  },
+};

@@ -1,0 +1,91 @@
+/**
+ * The events of the emulator as its admin stream sends them: `entity.verb` names with their payloads.
+ * The core publishes them on its event bus; the dashboard folds them into its state.
+ */
+export interface EventMap {
+  'client.registered': { client_id: string; client_name: string; redirect_uris: readonly string[] };
+  /** `answered_by`: `policy` when a consent policy answers it instead of the person seeing the page. */
+  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: readonly string[]; resource: string | null; answered_by: ConsentAnswerer };
+  /** `scopes`: what was granted; a policy may approve fewer than were requested (`requested_scopes`). */
+  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: readonly string[]; requested_scopes: readonly string[]; grant_id: string; by: ConsentAnswerer };
+  'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: readonly string[]; by: ConsentAnswerer };
+  'consent_policy.set': { client_id: string | null; decision: 'page' | 'approve' | 'deny'; scopes?: readonly string[] };
+  'grant.created': { grant_id: string; client_id: string; person_id: string; scopes: readonly string[]; resource: string | null };
+  'grant.scopes_reduced': { grant_id: string; removed: readonly string[]; scopes: readonly string[] };
+  'grant.revoked': { grant_id: string; client_id: string; by: GrantRevoker };
+  'code.issued': { grant_id: string; client_id: string; expires_at: number };
+  'code.replayed': { grant_id: string; client_id: string; family_id: string | null };
+  'tokens.issued': { grant_id: string; client_id: string; family_id: string; jti: string; scopes: readonly string[]; audience: string; expires_at: number; generation: number; grant_type: 'authorization_code' | 'refresh_token' };
+  'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
+  'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
+  'access_token.revoked': { jti: string; client_id: string };
+  'charge.recorded': { seq: number; at: number; client_id: string; grant_id: string; route: string; amount: number; unit: 'AKh'; idempotency_key: string | null };
+  'idempotency.replayed': { client_id: string; grant_id: string; route: string; key: string };
+  'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
+  'research.created': { job_id: string; client_id: string; grant_id: string; question: string };
+  'research.running': { job_id: string; client_id: string };
+  'research.succeeded': { job_id: string; client_id: string; citations: number };
+  'research.failed': { job_id: string; client_id: string; error: string; message: string };
+  'training.received': { document_id: string; client_id: string; grant_id: string; file_name: string; size: number };
+  'training.step': { document_id: string; client_id: string; processing_step: string; error?: string };
+  'action.pending': { action_id: string; client_id: string; person_id: string; kind: string; operation: 'create' | 'update'; description: string };
+  'action.approved': { action_id: string; client_id: string; person_id: string };
+  'action.rejected': { action_id: string; client_id: string; person_id: string };
+  'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
+  /** `faults`: the injected faults that shaped this answer (`fault_1 server_error`). */
+  /** `variant`: with --vary-unspecified, what the response varied (its Agent-Access-Variant header). */
+  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: readonly string[]; variant?: string };
+  'fault.armed': { fault_id: string; kind: string; description: string; remaining: number | null };
+  /** `state` after firing: `spent` once its count is used up (a grant fault fires once). */
+  'fault.fired': { fault_id: string; kind: string; description: string; state: 'armed' | 'spent' | 'cleared'; remaining: number | null; method?: string; path?: string; client_id?: string; grant_id?: string };
+  'fault.cleared': { fault_id: string; kind: string };
+  /** The whole state was replaced by a snapshot (`reset`: the baseline): readers start again from a fresh snapshot. */
+  'state.restored': { snapshot: string; reset: boolean };
+}
+
+export type GrantRevoker = 'person' | 'admin' | 'client';
+/** Who answered a consent screen: the person on the page, or a consent policy (emulator control). */
+export type ConsentAnswerer = 'person' | 'policy';
+export type FamilyEndReason = 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
+
+export type EventName = keyof EventMap;
+
+/** Every event name, for consumers that must handle each (the dashboard's reducer tests check they do). */
+export const EVENT_NAMES = [
+  'client.registered',
+  'consent.shown',
+  'consent.approved',
+  'consent.denied',
+  'consent_policy.set',
+  'grant.created',
+  'grant.scopes_reduced',
+  'grant.revoked',
+  'code.issued',
+  'code.replayed',
+  'tokens.issued',
+  'refresh.rotated',
+  'family.invalidated',
+  'access_token.revoked',
+  'charge.recorded',
+  'idempotency.replayed',
+  'rate_limit.exceeded',
+  'research.created',
+  'research.running',
+  'research.succeeded',
+  'research.failed',
+  'training.received',
+  'training.step',
+  'action.pending',
+  'action.approved',
+  'action.rejected',
+  'action.applied',
+  'request.served',
+  'fault.armed',
+  'fault.fired',
+  'fault.cleared',
+  'state.restored',
+] as const satisfies readonly EventName[];
+// Compile-time check that the list is complete: this fails to type-check when an event is missing from it.
+const everyEventListed: Exclude<EventName, (typeof EVENT_NAMES)[number]> extends never ? true : never = true;
+void everyEventListed;
+export type AppEvent = { [N in EventName]: { seq: number; at: number; name: N; data: EventMap[N] } }[EventName];
