@@ -528,7 +528,7 @@ async function startOursOnTempState(label: string, tmpPrefix: string, extraArgs:
   try {
     const ready = await waitForJsonLine(p, 'base_url', 5000);
     const baseUrl = String(ready['base_url']).replace(/\/+$/, '');
-    return { p, dir, stateFile, baseUrl, authUrl: String(ready['auth_url'] ?? baseUrl) };
+    return { p, dir, stateFile, baseUrl, authUrl: typeof ready['auth_url'] === 'string' ? ready['auth_url'] : baseUrl };
   } catch (e) {
     await stopProc(p);
     removeTempDir(dir);

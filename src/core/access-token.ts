@@ -54,11 +54,11 @@ export class AccessTokenSigner {
   }
 
   #private(): Promise<CryptoKey> {
-    return (this.#privateKey ??= loadJose().then((j) => j.importJWK({ ...this.#key.private_jwk }, 'ES256') as Promise<CryptoKey>));
+    return (this.#privateKey ??= loadJose().then(async (j) => asCryptoKey(await j.importJWK({ ...this.#key.private_jwk }, 'ES256'))));
   }
 
   #public(): Promise<CryptoKey> {
-    return (this.#publicKey ??= loadJose().then((j) => j.importJWK({ ...this.#key.public_jwk }, 'ES256') as Promise<CryptoKey>));
+    return (this.#publicKey ??= loadJose().then(async (j) => asCryptoKey(await j.importJWK({ ...this.#key.public_jwk }, 'ES256'))));
   }
 
   /** RFC 9068 §2: a JWS over the claims with header `typ: at+jwt`. The claims are complete, so jose's JWS layer signs them directly. */
@@ -108,3 +108,9 @@ export const tokenTimes = (nowMs: number, lifetimeMs: number) => ({
   iat: epochSeconds(nowMs),
   exp: epochSeconds(nowMs) + Math.floor(lifetimeMs / 1000),
 });
+
+/** importJWK answers a CryptoKey for an EC JWK (a Uint8Array only for symmetric `oct` keys, which we never store). */
+function asCryptoKey(key: CryptoKey | Uint8Array): CryptoKey {
+  if (key instanceof Uint8Array) throw new Error('signing key is not an EC key');
+  return key;
+}

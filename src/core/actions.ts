@@ -1,4 +1,4 @@
-import { KIND_LABELS, WORKSPACE_KINDS, type Workspace, type WorkspaceKind, type WorkspaceRecord } from './workspace.js';
+import { KIND_LABELS, WORKSPACE_KINDS, fieldText, type Workspace, type WorkspaceKind, type WorkspaceRecord } from './workspace.js';
 
 /**
  * Spec 2.7 `workspace.write`, 4.4 rule 1: a change the agent asked for, which waits for the person.
@@ -91,7 +91,7 @@ function fieldWords(kind: WorkspaceKind): Array<{ field: string; name: string }>
 function fieldsIn(text: string, kind: WorkspaceKind): Record<string, string> {
   const words = fieldWords(kind);
   const pattern = new RegExp(`(?:^|[\\s,;(])(${words.map((w) => escapeRe(w.name)).join('|')})(?:\\s*[:=]\\s*|\\s+(?=[„“"»+\\d]))`, 'gi');
-  const hits = [...text.matchAll(pattern)].map((m) => ({ name: m[1]!, start: m.index!, valueStart: m.index! + m[0].length }));
+  const hits = [...text.matchAll(pattern)].map((m) => ({ name: m[1]!, start: m.index, valueStart: m.index + m[0].length }));
   const fields: Record<string, string> = {};
   hits.forEach((hit, i) => {
     const end = i + 1 < hits.length ? hits[i + 1]!.start : text.length;
@@ -208,7 +208,7 @@ function fieldsByMarker(rest: string, kind: WorkspaceKind): Record<string, strin
   for (const w of words) {
     const re = new RegExp(`(?<![\\p{L}\\d])${escapeRe(w.name)}(?![\\p{L}\\d])`, 'giu');
     for (const m of rest.matchAll(re)) {
-      const at = m.index!;
+      const at = m.index;
       if (taken.some(([a, b]) => at < b && at + w.name.length > a)) continue; // inside a longer field word
       taken.push([at, at + w.name.length]);
       hits.push({ field: w.field, at, end: at + w.name.length });
@@ -249,12 +249,12 @@ function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceReco
   }
   let fields = fieldsIn(rest, kind);
   if (Object.keys(fields).length === 0) fields = fieldsByMarker(rest, kind);
-  const changed = Object.fromEntries(Object.entries(fields).filter(([f, v]) => v !== '' && String(record[f] ?? '') !== v));
+  const changed = Object.fromEntries(Object.entries(fields).filter(([f, v]) => v !== '' && fieldText(record[f]) !== v));
   if (Object.keys(fields).length === 0) {
     return { kind: 'unclear', reason: `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen Wert bekommen soll. ${HOW}` };
   }
   if (Object.keys(changed).length === 0) return { kind: 'unclear', reason: `Beim Eintrag ${KIND_LABELS[kind]} „${record.title}“ steht das schon so; es gibt nichts zu ändern.` };
-  const before = Object.fromEntries(Object.keys(changed).map((f) => [f, String(record[f] ?? '')]));
+  const before = Object.fromEntries(Object.keys(changed).map((f) => [f, fieldText(record[f])]));
   const description = `Eintrag ${KIND_LABELS[kind]} „${record.title}“ (${record.id}) ändern: ${Object.entries(changed)
     .map(([f, v]) => `${fieldLabel(kind, f)} von ${before[f] ? `„${before[f]}“` : '(leer)'} auf „${v}“`)
     .join(', ')}.`;

@@ -38,7 +38,9 @@ export function listGrants(core: CoreContext, filter: { person_id?: string; clie
   const familiesOf = new Map<string, GrantView['families']>();
   for (const f of Object.values(core.state.families)) {
     const view = { id: f.id, status: f.status, rotations: f.rotations, generation: f.current.generation, invalidated_reason: f.invalidated_reason, invalidated_at: f.invalidated_at };
-    familiesOf.get(f.grant_id)?.push(view) ?? familiesOf.set(f.grant_id, [view]);
+    const list = familiesOf.get(f.grant_id);
+    if (list) list.push(view);
+    else familiesOf.set(f.grant_id, [view]);
   }
   return Object.values(core.state.grants)
     .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))

@@ -28,7 +28,7 @@ const stringList = (value: unknown, field: string): string[] => {
   if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === 'string')) {
     throw bad(`${field} is required and must be a non-empty array of strings`);
   }
-  return [...new Set(value as string[])];
+  return [...new Set(value)];
 };
 
 /**
@@ -41,7 +41,7 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
   if (!Array.isArray(input.redirect_uris) || input.redirect_uris.length === 0 || !input.redirect_uris.every((v) => typeof v === 'string')) {
     throw new OAuthError('invalid_redirect_uri', 'redirect_uris is required and must be a non-empty array of strings', { redirectable: false });
   }
-  const redirect_uris = [...new Set(input.redirect_uris as string[])];
+  const redirect_uris = [...new Set(input.redirect_uris)];
   redirect_uris.forEach(validateRedirectUri);
   const grant_types = stringList(input.grant_types, 'grant_types');
   const unsupportedGrant = grant_types.filter((g) => g !== 'authorization_code' && g !== 'refresh_token');
@@ -51,7 +51,7 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
   if (response_types.some((r) => r !== 'code')) throw bad('response_types: only "code" is supported');
   if (input.token_endpoint_auth_method === undefined) throw bad('token_endpoint_auth_method is required and must be "none"');
   if (input.token_endpoint_auth_method !== 'none') {
-    throw bad(`token_endpoint_auth_method "${String(input.token_endpoint_auth_method)}" is not supported; clients are public: use "none"`);
+    throw bad(`token_endpoint_auth_method ${JSON.stringify(input.token_endpoint_auth_method)} is not supported; clients are public: use "none"`);
   }
   return { client_name: input.client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: 'none' };
 }

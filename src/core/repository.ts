@@ -99,7 +99,7 @@ export class Repository {
 
   /** Puts an entry in place, frozen; returns it. */
   put<C extends CollectionName>(collection: C, key: string, entry: Collections[C]): Collections[C] {
-    setOwn(this.#state[collection] as Record<string, unknown>, key, frozen(entry));
+    setOwn(this.#state[collection], key, frozen(entry));
     this.#mark([collection, key]);
     return entry;
   }
@@ -233,7 +233,7 @@ export function applyChanges(state: State, changes: readonly unknown[]): void {
     if (!Array.isArray(raw) || raw.length < 1 || raw.length > 2 || !Array.isArray(raw[0]) || !raw[0].every((s) => typeof s === 'string') || !checkPath(raw[0])) {
       throw new Error(`not a change this version writes: ${JSON.stringify(raw).slice(0, 120)}`);
     }
-    const path = raw[0] as string[];
+    const path = raw[0];
     let node = root;
     for (const step of path.slice(0, -1)) {
       const next = node[step];

@@ -112,7 +112,7 @@ export function applyScenario(core: CoreContext, loaded: LoadedScenario, timings
     const step = k.processing_step;
     const inProgress = step !== 'indexed' && step !== 'failed';
     // A document still in ingest is where the scenario says at load time, and moves on from there on the clock.
-    const created = inProgress ? now - TRAINING_STEPS.indexOf(step as (typeof TRAINING_STEPS)[number]) * timings.trainingStepMs : (k.created_at ?? now);
+    const created = inProgress ? now - TRAINING_STEPS.indexOf(step) * timings.trainingStepMs : (k.created_at ?? now);
     const doc: TrainingDocument = {
       id,
       client_id: owner.client_id,

@@ -84,7 +84,7 @@ export class SearchIndex {
         for (const record of this.#workspace[kind]) entries.push(entry(`${kind}:${record.id}`, kind, SHARED, record.id, record.title, recordText(record)));
       }
       for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
-      orama.insertMultiple(db, entries);
+      await orama.insertMultiple(db, entries);
       return { orama, db };
     })());
   }
@@ -97,7 +97,7 @@ export class SearchIndex {
     }
     const { orama, db } = await this.#index();
     try {
-      orama.insertMultiple(db, knowledgeEntries(doc));
+      await orama.insertMultiple(db, knowledgeEntries(doc));
     } finally {
       // Also after a failure part way: the index may have changed.
       this.#answers.clear();
@@ -113,7 +113,7 @@ export class SearchIndex {
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
     try {
       remove(db, id);
-      insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record as never)));
+      insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record)));
     } finally {
       this.#answers.clear();
     }

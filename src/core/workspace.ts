@@ -35,11 +35,19 @@ export interface KnowledgeDocument {
 
 export const emptyWorkspace = (): Workspace => Object.fromEntries(WORKSPACE_KINDS.map((k) => [k, []])) as unknown as Workspace;
 
+/** A record field as text: lists joined, nested values as JSON. */
+export function fieldText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return value.toString();
+  if (Array.isArray(value)) return value.map(fieldText).join(', ');
+  return value === null || value === undefined ? '' : JSON.stringify(value);
+}
+
 /** All text of a record except its id, for indexing and snippets. */
 export function recordText(record: WorkspaceRecord): string {
   return Object.entries(record)
     .filter(([key]) => key !== 'id' && key !== 'title')
-    .map(([, value]) => (Array.isArray(value) ? value.join(', ') : String(value ?? '')))
+    .map(([, value]) => fieldText(value))
     .filter((text) => text.length > 0)
     .join(' · ');
 }

@@ -1,6 +1,5 @@
 import { open, readFile, stat } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
-import { dirname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -356,7 +355,10 @@ export class FilePersistence implements StatePersistence {
     this.#waiting = [];
     const { changes, ledger } = repo.drain();
     const settle = (error?: unknown) => {
-      for (const d of batch) error ? d.reject(error) : d.resolve();
+      for (const d of batch) {
+        if (error) d.reject(error);
+        else d.resolve();
+      }
     };
     if (changes.length === 0 && ledger.length === 0) {
       // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a

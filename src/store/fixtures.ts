@@ -35,6 +35,9 @@ async function readJson(file: string, optional: boolean): Promise<unknown> {
 }
 
 const isString = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+/** Array.isArray narrows to any[]; fixture entries are unknown until checked. */
+const isList = (v: unknown): v is unknown[] => Array.isArray(v);
 
 /**
  * Reads a fixtures directory: `persons.json` (required: `[{id, name, email, default?}]`) and
@@ -43,21 +46,21 @@ const isString = (v: unknown): v is string => typeof v === 'string' && v.length 
 export async function loadFixtures(dir: string = DEFAULT_FIXTURES_DIR): Promise<Fixtures> {
   const personsFile = join(dir, 'persons.json');
   const persons = await readJson(personsFile, false);
-  if (!Array.isArray(persons) || persons.length === 0) throw fail(personsFile, 'must be a non-empty array of persons');
+  if (!isList(persons) || persons.length === 0) throw fail(personsFile, 'must be a non-empty array of persons');
   persons.forEach((p, i) => {
-    if (typeof p !== 'object' || p === null || !isString(p.id) || !isString(p.name) || !isString(p.email)) {
+    if (!isObject(p) || !isString(p.id) || !isString(p.name) || !isString(p.email)) {
       throw fail(personsFile, `entry ${i} needs string fields id, name and email`);
     }
   });
   const grantsFile = join(dir, 'grants.json');
   const grants = (await readJson(grantsFile, true)) ?? [];
-  if (!Array.isArray(grants)) throw fail(grantsFile, 'must be an array of grants');
+  if (!isList(grants)) throw fail(grantsFile, 'must be an array of grants');
   grants.forEach((g, i) => {
     const ok =
-      typeof g === 'object' && g !== null &&
-      typeof g.client === 'object' && g.client !== null && isString(g.client.client_id) && isString(g.client.client_name) &&
-      Array.isArray(g.client.redirect_uris) && g.client.redirect_uris.every(isString) &&
-      isString(g.person_id) && Array.isArray(g.scopes) && g.scopes.every(isString) &&
+      isObject(g) &&
+      isObject(g.client) && isString(g.client.client_id) && isString(g.client.client_name) &&
+      isList(g.client.redirect_uris) && g.client.redirect_uris.every(isString) &&
+      isString(g.person_id) && isList(g.scopes) && g.scopes.every(isString) &&
       (g.resource === 'mcp' || g.resource === null) && isString(g.refresh_token);
     if (!ok) throw fail(grantsFile, `entry ${i} needs client {client_id, client_name, redirect_uris}, person_id, scopes, resource ("mcp" or null) and refresh_token`);
   });
@@ -79,9 +82,9 @@ async function loadWorkspace(dir: string): Promise<Workspace> {
     const file = join(dir, 'workspace', `${kind}.json`);
     const records = await readJson(file, true);
     if (records === undefined) continue;
-    if (!Array.isArray(records)) throw fail(file, 'must be an array of records');
+    if (!isList(records)) throw fail(file, 'must be an array of records');
     records.forEach((r, i) => {
-      if (typeof r !== 'object' || r === null || !isString(r.id) || !isString(r.title)) throw fail(file, `entry ${i} needs string fields id and title`);
+      if (!isObject(r) || !isString(r.id) || !isString(r.title)) throw fail(file, `entry ${i} needs string fields id and title`);
       if (ids.has(r.id)) throw fail(file, `id "${r.id}" is used twice`);
       ids.add(r.id);
     });

@@ -140,5 +140,5 @@ function parseSnapshot(text: string, file: string, name: string): SnapshotRecord
   if (!clock || (clock.mode !== 'system' && clock.mode !== 'manual') || typeof clock.now !== 'number' || !Number.isFinite(clock.now)) throw bad('missing clock');
   if (json.name !== name) throw bad(`it names itself ${JSON.stringify(json.name)}`);
   if (json.state_sha256 !== textSha256(json.state) || json.ledger_sha256 !== (json.ledger === null ? null : textSha256(json.ledger))) throw bad('its content does not match its SHA-256');
-  return { name, saved_at: json.saved_at, clock: { mode: clock.mode, now: clock.now }, state: json.state, ledger: json.ledger as string | null };
+  return { name, saved_at: json.saved_at, clock: { mode: clock.mode, now: clock.now }, state: json.state, ledger: json.ledger };
 }
