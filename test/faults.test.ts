@@ -5,7 +5,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import type { AppEvent } from '../src/core/events.js';
-import { parseFaultFlag } from '../src/core/faults.js';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
 import { startEmulator as startInProcess } from './helpers/emulator.js';
 import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
@@ -272,12 +271,5 @@ describe('serve --fault (issue 7.4: from flags)', () => {
     const bad = await runCli(['serve', '--in-memory', '--port', '0', '--auth-port', '0', '--fault', 'latency:ms=fast']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/ms must be a whole number/);
-  });
-
-  it('the flag form: kind, key=value pairs with numbers, and JSON', () => {
-    expect(parseFaultFlag('server_error:route=POST /research,status=503,count=2')).toEqual({ kind: 'server_error', route: 'POST /research', status: 503, count: 2 });
-    expect(parseFaultFlag('ask_timeout:match=Hufschmied')).toEqual({ kind: 'ask_timeout', match: 'Hufschmied' });
-    expect(parseFaultFlag('{"kind":"latency","ms":10}')).toEqual({ kind: 'latency', ms: 10 });
-    expect(() => parseFaultFlag('latency:ms')).toThrow(/not key=value/);
   });
 });

@@ -12,7 +12,7 @@ import { exchangeToken } from '../src/core/token-endpoint.js';
 import { FAMILY_HISTORY } from '../src/core/token-family.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
-import { parseRetentionFlag } from '../src/cli/commands/serve.js';
+import { parseRetentionFlag } from '../src/cli/flags.js';
 
 const T0 = Date.UTC(2026, 2, 1, 9);
 
