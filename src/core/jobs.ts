@@ -1,5 +1,5 @@
 import type { Source } from './search.js';
-import type { VariantSelection } from './variation.js';
+import type { VariantSelection } from './variant-catalogue.js';
 
 /** Spec 2.5, 3.1: `queued` and `succeeded` are given; `running` and `failed` are the emulator's (README). */
 export type ResearchStatus = 'queued' | 'running' | 'succeeded' | 'failed';
