@@ -3,9 +3,9 @@
  * the transforms from the emulator's canonical answers. The end-to-end test over HTTP is vary-unspecified.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { FINISHED_STEPS } from '../src/cli/commands/api.js';
-import type { AskAnswer } from '../src/core/ask.js';
-import { researchReport, TRAINING_STEPS } from '../src/core/jobs.js';
+import { FINISHED_STEPS } from '../../src/cli/commands/api.js';
+import type { AskAnswer } from '../../src/core/ask.js';
+import { researchReport, TRAINING_STEPS } from '../../src/core/jobs.js';
 import {
   CATALOGUE,
   PROCESSING_STEPS,
@@ -25,7 +25,7 @@ import {
   type TrainingDocumentView,
   type VariantSelection,
   type VariedKind,
-} from '../src/core/variation.js';
+} from '../../src/core/variation.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 
