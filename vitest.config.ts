@@ -1,14 +1,36 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Tests that drive programs outside Node: Chromium (the consent and login pages), tmux (the dashboard in a real
+ * terminal) and npm (the packed tarball). Everything else outside test/unit starts servers, processes or files.
+ */
+const E2E = ['test/consent-browser.test.ts', 'test/consent-policy.test.ts', 'test/login-browser.test.ts', 'test/dashboard-tmux.test.ts', 'test/pack.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Tests start real servers and child processes; two cores do not profit from more workers.
     maxWorkers: 2,
-    // The JSON report lets CI print a plain "N passed, N failed" line.
+    // The JSON report lets CI print a plain "N passed, N failed" line; it counts the tests of every project.
     reporters: ['default', 'json'],
     outputFile: { json: 'build/test-results.json' },
+    // `vitest run` runs all three; `vitest run --project unit` (npm run test:unit) one of them.
+    projects: [
+      {
+        extends: true,
+        // The core's rules in this process on a manual clock: no sockets, no child processes, milliseconds each.
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 5_000 },
+      },
+      {
+        extends: true,
+        // Real sockets, spawned `agent-access` processes, state files in temp dirs, Ink on fake terminals.
+        test: { name: 'integration', include: ['test/**/*.test.ts', 'test/**/*.test.tsx'], exclude: ['test/unit/**', ...E2E] },
+      },
+      {
+        extends: true,
+        test: { name: 'e2e', include: E2E },
+      },
+    ],
   },
 });

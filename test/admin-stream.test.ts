@@ -3,9 +3,7 @@
  * Host checked, admin token required, no CORS, no secrets in what it sends.
  */
 import { describe, expect, it } from 'vitest';
-import { createParser } from 'eventsource-parser';
 import { EventEmitter } from 'node:events';
-import { request } from 'undici';
 import { Core } from '../src/core/core.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { AdminFeed } from '../src/server/admin-feed.js';
@@ -13,39 +11,9 @@ import { loadFixtures } from '../src/store/fixtures.js';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
 import type { Snapshot } from '../src/protocol/snapshot.js';
 import { authenticate } from '../src/core/resource-guard.js';
-import type { Emulator } from '../src/server/emulator.js';
+import { openAdminStream } from './helpers/admin-stream.js';
 import { startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
-
-interface Message {
-  event: string;
-  id: string | undefined;
-  data: any;
-}
-
-/** Reads the stream with a plain SSE parser, as any client would. */
-async function openStream(emu: Emulator, headers: Record<string, string> = {}) {
-  const controller = new AbortController();
-  const res = await request(`${emu.adminUrl}/events`, { headers: { authorization: `Bearer ${emu.adminToken}`, ...headers }, signal: controller.signal });
-  const messages: Message[] = [];
-  const parser = createParser({ onEvent: (e) => messages.push({ event: e.event ?? 'message', id: e.id, data: JSON.parse(e.data) }) });
-  const done = (async () => {
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of res.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
-    } catch {
-      // aborted by close()
-    }
-  })();
-  const until = async (test: (all: Message[]) => boolean, what: string) => {
-    const end = Date.now() + 5000;
-    while (!test(messages)) {
-      if (Date.now() > end) throw new Error(`no ${what} in ${JSON.stringify(messages.map((m) => m.event))}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  };
-  return { res, messages, until, done, close: () => controller.abort() };
-}
 
 /**
  * A feed on a core whose ledger read waits for `open()`: events raised meanwhile certainly arrive while the
@@ -79,7 +47,7 @@ describe('admin stream: GET /_admin/events', () => {
   it('sends the snapshot first, then each event after it with its sequence number as id, then ticks with the server clock', async () => {
     const clock = new ManualClock(Date.UTC(2026, 10, 21, 9, 0, 0));
     const emu = await startEmulator({ clock });
-    const stream = await openStream(emu);
+    const stream = await openAdminStream(emu);
     expect(stream.res.statusCode).toBe(200);
     expect(stream.res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     expect(stream.res.headers['cache-control']).toBe('no-store');
@@ -139,7 +107,7 @@ describe('admin stream: GET /_admin/events', () => {
 
   it('a stopping emulator ends the stream at once instead of waiting out the grace period', async () => {
     const emu = await startEmulator();
-    const stream = await openStream(emu);
+    const stream = await openAdminStream(emu);
     await stream.until((m) => m.length > 0, 'snapshot');
     const started = Date.now();
     await emu.stop();

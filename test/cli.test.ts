@@ -2,32 +2,18 @@ import { existsSync } from 'node:fs';
 import { lstat, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { lockStateFile } from '../src/store/lock.js';
 import { scratchDir } from './helpers/emulator.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { authorizeAndApprove, http, refresh, register } from './helpers/oauth.js';
 
-const servers: ServeProcess[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    if (s.child.exitCode === null) {
-      s.child.kill('SIGKILL');
-      await s.exit;
-    }
-  }
-});
-const serve = async (args: string[], cwd?: string) => {
-  const s = await startServe(args, { cwd });
-  servers.push(s);
-  return s;
-};
 const urls = (s: ServeProcess) => ({ baseUrl: s.ready.base_url, authUrl: s.ready.auth_url });
 
 describe('agent-access serve', () => {
   it('--json prints exactly one JSON line when ready; logs go to stderr; the default state is .agent-access/state.json', async () => {
     const dir = await scratchDir();
-    const s = await serve([], dir);
+    const s = await startServe([], { cwd: dir });
     expect(Object.keys(s.ready)).toEqual(expect.arrayContaining(['base_url', 'auth_url', 'issuer', 'state', 'admin_url', 'admin_token']));
     expect(s.ready.issuer).toBe(s.ready.base_url);
     expect(s.ready.base_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
@@ -43,7 +29,7 @@ describe('agent-access serve', () => {
   it('SIGTERM: flushes state, removes the admin file and lock, exits 0', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const s = await serve(['--state', state]);
+    const s = await startServe(['--state', state]);
     const { client_id } = await register(s.ready.base_url);
     expect(await s.stop()).toBe(0);
     expect(JSON.parse(await readFile(state, 'utf8')).clients[client_id]).toBeTruthy();
@@ -81,7 +67,7 @@ describe('agent-access serve', () => {
   });
 
   it('a port in use is reported plainly', async () => {
-    const s = await serve(['--in-memory']);
+    const s = await startServe(['--in-memory']);
     const port = new URL(s.ready.base_url).port;
     const res = await runCli(['serve', '--in-memory', '--port', port, '--auth-port', '0']);
     expect(res.code).toBe(1);
@@ -94,7 +80,7 @@ describe('agent-access grants: one writer per state file', () => {
   it('with serve running, list and revoke go through the emulator, which refuses the grant on the next request and keeps the change', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const s = await serve(['--state', state]);
+    const s = await startServe(['--state', state]);
     const flow = await authorizeAndApprove(urls(s));
     const list = await runCli(['grants', 'list', '--state', state, '--json']);
     expect(list.code, `${list.stderr}\nserve: ${s.stderr()}`).toBe(0);
@@ -116,7 +102,7 @@ describe('agent-access grants: one writer per state file', () => {
   it('an emulator stopped for longer than its lock takes to go stale (Ctrl+Z, a debugger) keeps its file: revoke goes through it once it runs again', { timeout: 40_000 }, async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const s = await serve(['--state', state]);
+    const s = await startServe(['--state', state]);
     await authorizeAndApprove(urls(s));
     const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', state, '--json'])).stdout).grants;
     s.child.kill('SIGSTOP');
@@ -142,7 +128,7 @@ describe('agent-access grants: one writer per state file', () => {
   it('a running emulator whose admin file is gone: the CLI gives up within seconds and names the file, and touches nothing', { timeout: 40_000 }, async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const s = await serve(['--state', state]);
+    const s = await startServe(['--state', state]);
     const before = await readFile(state, 'utf8');
     await rm(join(dir, 'state.admin.json'));
     const started = Date.now();
@@ -157,11 +143,11 @@ describe('agent-access grants: one writer per state file', () => {
   it('a state file named through a symlink is one file: the CLI naming its real path goes through the emulator, and the link stays a link', async () => {
     const dir = await realpath(await scratchDir());
     const real = join(dir, 'real', 'state.json');
-    const first = await serve(['--state', real]);
+    const first = await startServe(['--state', real]);
     expect(await first.stop()).toBe(0);
     const link = join(dir, 'linked.json');
     await symlink(real, link);
-    const s = await serve(['--state', link]);
+    const s = await startServe(['--state', link]);
     expect(s.ready.state).toBe(real);
     const flow = await authorizeAndApprove(urls(s));
     const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', real, '--json'])).stdout).grants;
@@ -179,7 +165,7 @@ describe('agent-access grants: one writer per state file', () => {
     const link = join(dir, 'state.json');
     const target = join(dir, 'elsewhere', 'state.json');
     await symlink(target, link);
-    const s = await serve(['--state', link]);
+    const s = await startServe(['--state', link]);
     expect(s.ready.state).toBe(target);
     expect(await s.stop(), s.stderr()).toBe(0);
     expect(JSON.parse(await readFile(link, 'utf8')).version).toBeDefined();
@@ -196,7 +182,7 @@ describe('agent-access grants: one writer per state file', () => {
   it('with no emulator running, the CLI works on the file under its lock; the next serve sees the change', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const s = await serve(['--state', state]);
+    const s = await startServe(['--state', state]);
     const flow = await authorizeAndApprove(urls(s));
     s.child.kill('SIGINT');
     expect(await s.exit).toBe(0);
@@ -205,7 +191,7 @@ describe('agent-access grants: one writer per state file', () => {
     expect(revoke.code).toBe(0);
     expect(JSON.parse(revoke.stdout).grant).toMatchObject({ id: grant.id, status: 'revoked', revoked_by: 'admin' });
     expect(existsSync(`${state}.lock`)).toBe(false);
-    const again = await serve(['--state', state]);
+    const again = await startServe(['--state', state]);
     expect((await refresh(again.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
   });
 
@@ -214,7 +200,7 @@ describe('agent-access grants: one writer per state file', () => {
     const state = join(dir, 'state.json');
     expect((await runCli(['grants', 'list', '--state', state])).code).toBe(3);
     expect(existsSync(state)).toBe(false);
-    const s = await serve(['--state', state]);
+    const s = await startServe(['--state', state]);
     const viaServer = await runCli(['grants', 'revoke', 'grant_nope', '--state', state]);
     expect(viaServer.code).toBe(7);
     await s.stop();
@@ -225,7 +211,7 @@ describe('agent-access grants: one writer per state file', () => {
 
   it('the admin API refuses a wrong admin token', async () => {
     const dir = await scratchDir();
-    const s = await serve(['--state', join(dir, 'state.json')]);
+    const s = await startServe(['--state', join(dir, 'state.json')]);
     const res = await http(`${s.ready.admin_url}/grants`, { headers: { authorization: 'Bearer wrong' } });
     expect(res.status).toBe(401);
     const ok = await http(`${s.ready.admin_url}/grants`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
@@ -237,7 +223,7 @@ describe('agent-access charges', () => {
   it('prints totals per client from a running emulator, and from the file once it stopped', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const s = await serve(['--state', state, '--price-ask', '0.5']);
+    const s = await startServe(['--state', state, '--price-ask', '0.5']);
     const flow = await authorizeAndApprove(urls(s));
     for (let i = 0; i < 2; i++) await http(`${s.ready.base_url}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${flow.tokens!.access_token}`, 'content-type': 'application/json' }, body: '{"question":"Kaution"}' });
     const live = JSON.parse((await runCli(['charges', '--state', state, '--json'])).stdout);
@@ -262,12 +248,12 @@ describe('agent-access serve after a crash', () => {
   it('a holder killed with SIGKILL does not block: its admin file names a pid that is gone, so its lock is taken at once; while the second lives, a third is refused', { timeout: 30_000 }, async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const first = await serve(['--state', state]);
+    const first = await startServe(['--state', state]);
     first.child.kill('SIGKILL');
     await first.exit;
     expect(existsSync(`${state}.lock`)).toBe(true);
     const started = Date.now();
-    const second = await serve(['--state', state]);
+    const second = await startServe(['--state', state]);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
     // While the second one lives, a third is refused at once.
@@ -279,14 +265,14 @@ describe('agent-access serve after a crash', () => {
   it('an admin file left by a killed serve whose pid a live process now has (a restarted container) holds nothing: the lock is taken once stale', { timeout: 30_000 }, async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const first = await serve(['--state', state]);
+    const first = await startServe(['--state', state]);
     first.child.kill('SIGKILL');
     await first.exit;
     // The dead server's pid now belongs to a live process: this test runner stands in for it.
     const adminFile = join(dir, 'state.admin.json');
     await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
     const started = Date.now();
-    const second = await serve(['--state', state]);
+    const second = await startServe(['--state', state]);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
   });
@@ -294,7 +280,7 @@ describe('agent-access serve after a crash', () => {
   it('a stale admin file naming a dead pid never lets serve take a lock that a live process holds', { timeout: 30_000 }, async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
-    const first = await serve(['--state', state]);
+    const first = await startServe(['--state', state]);
     first.child.kill('SIGKILL');
     await first.exit;
     // A live process (as `grants` does) takes the lock once the dead one's is stale, and keeps refreshing it.

@@ -9,24 +9,14 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Browser as Chromium } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRequest } from '../src/protocol/admin-client.js';
 import type { AppEvent } from '../src/core/events.js';
-import { startEmulator as startRunning, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { runCli, startServe } from './helpers/cli.js';
-import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { scratchDir, startEmulator, startRunning } from './helpers/emulator.js';
 import { Browser, authorizeUrl, exchangeCode, http, pkce, postJson, register } from './helpers/oauth.js';
 
-const running: RunningEmulator[] = [];
-afterEach(async () => {
-  while (running.length) await running.pop()!.stop();
-});
-async function start(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
-  const emu = await startRunning(options);
-  running.push(emu);
-  return emu;
-}
 
 /** A client's loopback redirect target that answers 200 to /callback. */
 async function callbackServer(): Promise<{ url: string; close: () => Promise<void> }> {
@@ -58,7 +48,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
   }
 
   it('issue 7.3: a deny policy answers the real consent page with access_denied (state and iss kept), and no grant', async () => {
-    const emu = await start({ consent: 'deny' });
+    const emu = await startRunning({ consent: 'deny' });
     const cb = await callbackServer();
     try {
       const { client_id } = await register(emu.baseUrl, { redirect_uris: [cb.url] });
@@ -76,7 +66,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
   });
 
   it('issue 7.3: an approve policy sends the browser back with a code that exchanges for tokens; a per-client "page" still shows the page', async () => {
-    const emu = await start({ consent: 'approve' });
+    const emu = await startRunning({ consent: 'approve' });
     const cb = await callbackServer();
     try {
       const { client_id } = await register(emu.baseUrl, { redirect_uris: [cb.url] });
@@ -170,7 +160,7 @@ describe('consent policies (issue 7.3)', () => {
 
 describe('scripted person actions (issue 7.3)', () => {
   it('person.revokeGrant revokes as the person (settings), refused on the next request', async () => {
-    const emu = await start();
+    const emu = await startRunning();
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
     const grant = await emu.person.revokeGrant(tokens.grant_id);
     expect(grant).toMatchObject({ status: 'revoked', revoked_by: 'person' });
@@ -181,7 +171,7 @@ describe('scripted person actions (issue 7.3)', () => {
   });
 
   it('person.actions lists pending write actions; decideAction approves one (continue_ask applies it) and rejects another', async () => {
-    const emu = await start();
+    const emu = await startRunning();
     const { access_token } = await emu.issueTokens({ scopes: ['ask', 'workspace.write'] });
     const client = new Client({ name: 'scripted', version: '1' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${emu.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${access_token}` } } }));

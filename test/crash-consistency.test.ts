@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type ServeProcess } from './helpers/cli.js';
-import { decodeJwt, form } from './helpers/oauth.js';
+import { bearer, decodeJwt, form } from './helpers/oauth.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { storedResult } from '../src/core/idempotency.js';
 
@@ -122,7 +122,6 @@ async function send(url: string, init: { method?: string; headers?: Record<strin
   return { status: res.statusCode, text, json: () => JSON.parse(text) };
 }
 
-const bearer = (token: string, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${token}`, ...extra });
 const jsonHeaders = (token: string, key?: string) => bearer(token, { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) });
 
 const QUESTIONS = ['Wird mit Salz gestreut?', 'Wann wird geräumt?', 'Wer räumt den Hof?', 'Wann kommt der Hufschmied?', 'Was gilt am Sonntag?'];

@@ -9,7 +9,7 @@ import { ManualClock, MINUTE } from '../src/core/clock.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import { Dashboard } from '../src/dashboard/app.js';
 import { connectDashboard } from '../src/dashboard/run.js';
-import { KEYS, frameText, waitForFrame } from './helpers/dashboard.js';
+import { KEYS, frameText, pressKeys, waitForFrame } from './helpers/dashboard.js';
 import { startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, postJson, refresh } from './helpers/oauth.js';
 
@@ -20,12 +20,7 @@ async function attach(emu: { adminUrl: string; adminToken: string }) {
   const app = render(createElement(Dashboard, { subscribe, actions, colors: false }));
   const frame = () => frameText(app.lastFrame());
   const waitFor = (test: (frame: string) => boolean, what: string) => waitForFrame(frame, test, what);
-  const press = async (...keys: string[]) => {
-    for (const key of keys) {
-      app.stdin.write(key);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
+  const press = (...keys: string[]) => pressKeys(app.stdin, keys);
   return { app, frame, waitFor, press };
 }
 

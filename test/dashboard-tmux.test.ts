@@ -12,6 +12,7 @@ import { inCi } from './helpers/chromium.js';
 import { BIN, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove } from './helpers/oauth.js';
+import { pollUntil } from './helpers/wait.js';
 
 const run = promisify(execFile);
 const TMUX = '/usr/bin/tmux';
@@ -43,13 +44,9 @@ class Terminal {
     return (await this.tmux('capture-pane', '-p', ...(escapes ? ['-e'] : []))).stdout;
   }
   async waitFor(test: (screen: string) => boolean, what: string): Promise<string> {
-    const until = Date.now() + 15_000;
-    for (;;) {
-      const screen = await this.screen().catch(() => '');
-      if (test(screen)) return screen;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}; screen:\n${screen}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    let screen = '';
+    await pollUntil(async () => test((screen = await this.screen().catch(() => ''))), what, { timeoutMs: 15_000, intervalMs: 100, describe: () => screen });
+    return screen;
   }
   keys(...keys: string[]) {
     return this.tmux('send-keys', ...keys);
@@ -102,7 +99,8 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     // screen, and every frame is one synchronized update (DEC mode 2026), drawn by the terminal at once.
     const raw = join(await scratchDir(), 'pane.raw');
     await term.tmux('pipe-pane', '-o', `cat >> ${raw}`);
-    await new Promise((r) => setTimeout(r, 3200));
+    // Two frames the dashboard drew on its own (its clock ticks every second), then one for a key.
+    await pollUntil(async () => (await readFile(raw, 'latin1').catch(() => '')).split('\u001B[?2026h').length > 2, 'two frames drawn by the clock', { intervalMs: 100 });
     await term.keys('2');
     screen = await term.waitFor((s) => s.includes('─ Token families'), 'the families view');
     await term.tmux('pipe-pane');

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanup } from 'ink-testing-library';
 import { KEYS, Script, T0, renderDashboard, snapshot } from './helpers/dashboard.js';
+import { pollUntil } from './helpers/wait.js';
 
 afterEach(() => cleanup());
 
@@ -158,9 +159,9 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.waitFor((x) => x.includes('─ Approvals'));
     const before = ui.frames.length;
     await ui.press('q');
-    // After q the app has ended: a key that would switch to Grants draws nothing any more.
+    // After q the app has ended: it lets go of the keyboard, and a key that would switch to Grants draws nothing any more.
+    await pollUntil(() => ui.stdin.listenerCount('readable') === 0, 'the dashboard to stop reading keys');
     await ui.press('1');
-    await new Promise((r) => setTimeout(r, 100));
     expect(ui.frames.slice(before).some((f) => f.includes('─ Grants'))).toBe(false);
   });
 

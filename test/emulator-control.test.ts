@@ -3,28 +3,19 @@
  * browser, and one virtual clock for everything that runs on time.
  */
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { RunningEmulator } from '../src/index.js';
 import { runCli, startServe } from './helpers/cli.js';
-import { scratchDir } from './helpers/emulator.js';
+import { scratchDir, startRunning } from './helpers/emulator.js';
 import { decodeJwt, http, postJson, refresh } from './helpers/oauth.js';
 
-const running: RunningEmulator[] = [];
-afterEach(async () => {
-  while (running.length) await running.pop()!.stop();
-});
-async function start(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
-  const emu = await startEmulator(options);
-  running.push(emu);
-  return emu;
-}
 
 const ask = (emu: RunningEmulator, token: string, headers: Record<string, string> = {}) =>
   postJson(`${emu.baseUrl}/chat/ask`, { question: 'Wann kommt der Hufschmied?' }, { authorization: `Bearer ${token}`, ...headers });
 
 describe('startEmulator and issueTokens (the programmatic API)', () => {
   it('starts in one line on free loopback ports, and issueTokens gives real tokens without the browser', async () => {
-    const emu = await start();
+    const emu = await startRunning();
     expect(emu.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(emu.issuer).toBe(emu.baseUrl);
     const tokens = await emu.issueTokens({ scopes: ['ask', 'research'] });
@@ -37,7 +28,7 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
   });
 
   it('spec 2.3, 5.8: an identity token from issueTokens is refused by the API like any identity token', async () => {
-    const emu = await start();
+    const emu = await startRunning();
     const tokens = await emu.issueTokens({ scopes: ['ask'], identity: true });
     const res = await ask(emu, tokens.access_token);
     expect(res.status).toBe(401);
@@ -45,7 +36,7 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
   });
 
   it('spec 2.7: issueTokens refuses a retired or unknown scope as /authorize does (invalid_scope), an unknown client or person (404), and creates nothing', async () => {
-    const emu = await start();
+    const emu = await startRunning();
     await expect(emu.issueTokens({ scopes: ['documents.read'] })).rejects.toMatchObject({ status: 400, body: { error: 'invalid_scope' } });
     await expect(emu.issueTokens({ scopes: ['ask', 'nope'] })).rejects.toMatchObject({ status: 400 });
     await expect(emu.issueTokens({ scopes: ['ask'], clientId: 'client_unknown' })).rejects.toMatchObject({ status: 404 });
@@ -59,7 +50,7 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
   });
 
   it('runs as a child `agent-access serve` with the same controls, and stop() ends the process', async () => {
-    const emu = await start({ mode: 'child', clock: 'manual' });
+    const emu = await startRunning({ mode: 'child', clock: 'manual' });
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
     await emu.clock.advance('16m');
@@ -71,7 +62,7 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
 
 describe('one virtual clock (serve --clock manual)', () => {
   it('spec 5.4: an access token is accepted at 899 s, refused one second past 900 s, and refreshed after', async () => {
-    const emu = await start({ clock: 'manual' });
+    const emu = await startRunning({ clock: 'manual' });
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
     await emu.clock.advance('899s');
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
@@ -85,7 +76,7 @@ describe('one virtual clock (serve --clock manual)', () => {
   });
 
   it('4.4 rule 5, 8: an idempotency key is honoured at 23 h 59 min and forgotten at 24 h', async () => {
-    const emu = await start({ clock: 'manual' });
+    const emu = await startRunning({ clock: 'manual' });
     const first = await emu.issueTokens({ scopes: ['ask'] });
     const keyed = { 'idempotency-key': 'nightly-report-1' };
     const original = await ask(emu, first.access_token, keyed);
@@ -105,7 +96,7 @@ describe('one virtual clock (serve --clock manual)', () => {
   });
 
   it('spec 7, 8: the rate-limit window of a grant moves with the clock: refused at 59 s, allowed at 60 s', async () => {
-    const emu = await start({ clock: 'manual', rateLimit: '2/min' });
+    const emu = await startRunning({ clock: 'manual', rateLimit: '2/min' });
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
@@ -117,7 +108,7 @@ describe('one virtual clock (serve --clock manual)', () => {
   });
 
   it('spec 2.5, 2.6: research and training move with the clock, and have caught up when advance() resolves', async () => {
-    const emu = await start({ clock: 'manual' });
+    const emu = await startRunning({ clock: 'manual' });
     const tokens = await emu.issueTokens({ scopes: ['research', 'training.write'] });
     const bearer = { authorization: `Bearer ${tokens.access_token}` };
     const job = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Regeln gelten für Hunde?' }, bearer);
@@ -131,9 +122,9 @@ describe('one virtual clock (serve --clock manual)', () => {
   });
 
   it('a real-time clock cannot be advanced (409), and a bad duration is a 400 that moves nothing', async () => {
-    const real = await start();
+    const real = await startRunning();
     await expect(real.clock.advance('1m')).rejects.toMatchObject({ status: 409 });
-    const manual = await start({ clock: Date.UTC(2026, 0, 1) });
+    const manual = await startRunning({ clock: Date.UTC(2026, 0, 1) });
     await expect(manual.clock.advance('soon')).rejects.toMatchObject({ status: 400 });
     await expect(manual.clock.advance('300000y')).rejects.toMatchObject({ status: 400 });
     await expect(manual.clock.advance(1e300)).rejects.toMatchObject({ status: 400 });

@@ -2,27 +2,17 @@
  * Faults on purpose (issue 7.4): each one armed through the programmatic API (the admin API underneath) or a serve
  * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import type { AppEvent } from '../src/core/events.js';
-import { parseFaultFlag } from '../src/core/faults.js';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
-import { startEmulator as startInProcess } from './helpers/emulator.js';
-import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
+import { startEmulator as startInProcess, startRunning } from './helpers/emulator.js';
+import type { RunningEmulator, StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe } from './helpers/cli.js';
-import { http, postJson, refresh } from './helpers/oauth.js';
+import { bearer, http, postJson, refresh } from './helpers/oauth.js';
 
-const running: RunningEmulator[] = [];
-afterEach(async () => {
-  while (running.length) await running.pop()!.stop();
-});
-async function start(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
-  const emu = await startEmulator({ clock: 'manual', ...options });
-  running.push(emu);
-  return emu;
-}
+const start = (options: StartEmulatorOptions = {}) => startRunning({ clock: 'manual', ...options });
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Hufschmied?') => postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
 const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json();
 const charges = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
@@ -272,12 +262,5 @@ describe('serve --fault (issue 7.4: from flags)', () => {
     const bad = await runCli(['serve', '--in-memory', '--port', '0', '--auth-port', '0', '--fault', 'latency:ms=fast']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/ms must be a whole number/);
-  });
-
-  it('the flag form: kind, key=value pairs with numbers, and JSON', () => {
-    expect(parseFaultFlag('server_error:route=POST /research,status=503,count=2')).toEqual({ kind: 'server_error', route: 'POST /research', status: 503, count: 2 });
-    expect(parseFaultFlag('ask_timeout:match=Hufschmied')).toEqual({ kind: 'ask_timeout', match: 'Hufschmied' });
-    expect(parseFaultFlag('{"kind":"latency","ms":10}')).toEqual({ kind: 'latency', ms: 10 });
-    expect(() => parseFaultFlag('latency:ms')).toThrow(/not key=value/);
   });
 });

@@ -2,7 +2,7 @@ import { moveAwayCommand } from '../src/core/state-files.js';
 import { existsSync } from 'node:fs';
 import { appendFile, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChargeEntry, ChargeTotals } from '../src/core/charges.js';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
@@ -11,15 +11,6 @@ import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
-const servers: ServeProcess[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    if (s.child.exitCode === null) {
-      s.child.kill('SIGKILL');
-      await s.exit;
-    }
-  }
-});
 
 const entry = (seq: number, client_id: string, amount: number, grant_id = `grant_${client_id}`): ChargeEntry => ({
   seq,
@@ -155,7 +146,6 @@ describe('serve checks the charge ledger against the state at start', () => {
     // Moving both away, as the message says, starts over.
     await rename(ledger, `${ledger}.bak`);
     const fresh = await startServe(['--state', state]);
-    servers.push(fresh);
     expect(await fresh.stop(), fresh.stderr()).toBe(0);
   });
 
@@ -201,7 +191,6 @@ describe('serve checks the charge ledger against the state at start', () => {
     const next = { ...JSON.parse(lines[1]!), seq: 3 };
     await appendFile(ledger, `${JSON.stringify(next)}\n{"seq":4,"at":`);
     const s = await startServe(['--state', state]);
-    servers.push(s);
     expect(JSON.parse(s.readyLine)).toHaveProperty('base_url');
     expect(s.stderr()).toContain(`agent-access: dropped 2 uncommitted lines (seq 3–4) from the end of charge ledger ${ledger}`);
     expect(s.stderr().split('\n').filter((line) => line.includes('uncommitted'))).toHaveLength(1);
@@ -215,7 +204,6 @@ describe('serve checks the charge ledger against the state at start', () => {
   it('a ledger line damaged while serve runs: GET /_admin/charges answers a problem naming the line, without a stack trace', async () => {
     const { state, ledger, lines } = await stateWithCharges(await scratchDir());
     const s = await startServe(['--state', state]);
-    servers.push(s);
     await writeFile(ledger, `${lines[0]}\n{"seq":2}\n`);
     const res = await http(`${s.ready.admin_url}/charges`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
     expect(res.status).toBe(500);

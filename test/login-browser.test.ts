@@ -6,13 +6,13 @@
  */
 import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Browser as Chromium, BrowserContext } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { clientEnv, startCli } from './helpers/client.js';
 import { runCli } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { pollUntil } from './helpers/wait.js';
 
 const plan = chromiumPlan('login-browser.test.ts');
 
@@ -25,12 +25,9 @@ async function recordingBrowser(dir: string): Promise<{ command: string; nextUrl
   return {
     command: `${process.execPath} ${script}`,
     async nextUrl() {
-      for (let waited = 0; waited < 15_000; waited += 50) {
-        const lines = (await readFile(urls, 'utf8').catch(() => '')).split('\n').filter(Boolean);
-        if (lines.length > taken) return lines[taken++]!;
-        await sleep(50);
-      }
-      throw new Error('the login command never opened a browser');
+      const url = await pollUntil(async () => (await readFile(urls, 'utf8').catch(() => '')).split('\n').filter(Boolean)[taken], 'the login command to open a browser', { timeoutMs: 15_000, intervalMs: 50 });
+      taken++;
+      return url;
     },
   };
 }

@@ -5,7 +5,7 @@ import type { AppEvent } from '../src/core/events.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { requireScope } from '../src/server/resource-guard.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { Browser, authorizeAndApprove, decodeJwt, http, postForm, refresh } from './helpers/oauth.js';
+import { authorizeAndApprove, bearer, Browser, decodeJwt, http, postForm, refresh } from './helpers/oauth.js';
 
 /** An emulator with two probe routes behind the guard, standing in for the REST routes and /mcp of later parts. */
 const guarded = (options: Parameters<typeof startEmulator>[0] = {}) =>
@@ -17,7 +17,6 @@ const guarded = (options: Parameters<typeof startEmulator>[0] = {}) =>
     },
   });
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 const legacyTokenOf = (handle: string) => `aa1.${handle.repeat(22)}.${'s'.repeat(43)}`;
 

@@ -8,6 +8,7 @@ import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
+import { deferred } from './helpers/wait.js';
 
 const ask = (emu: Emulator, token: string | undefined, question: unknown, headers: Record<string, string> = {}) =>
   postJson(`${emu.baseUrl}/chat/ask`, { question }, { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers });
@@ -138,9 +139,11 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
   });
 
   it('a duplicate while the first is still in flight → 409', async () => {
-    const { emu, token } = await withToken({ askLatencyMs: 300 });
+    // The duplicate is sent once the first has reached its handler; the first then thinks for 300 ms.
+    const reached = deferred();
+    const { emu, token } = await withToken({ askLatencyMs: 300, extendApi: (app) => void app.addHook('preHandler', async (request) => void (request.url === '/chat/ask' && reached.resolve())) });
     const first = ask(emu, token, 'Kaution', { 'idempotency-key': 'k-3' });
-    await new Promise((r) => setTimeout(r, 100));
+    await reached.promise;
     const dup = await ask(emu, token, 'Kaution', { 'idempotency-key': 'k-3' });
     expect(dup.status).toBe(409);
     expect(dup.json().title).toBe('idempotency_key_in_flight');

@@ -3,9 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { Browser, authorizeAndApprove, http, postJson } from './helpers/oauth.js';
+import { authorizeAndApprove, bearer, Browser, http, postJson } from './helpers/oauth.js';
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const get = (emu: Emulator, token: string, path: string) => http(`${emu.baseUrl}${path}`, { headers: bearer(token) });
 const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) => postJson(`${emu.baseUrl}${path}`, body, { ...bearer(token), ...headers });
 const ledger = (emu: Emulator) => emu.core.persistence.readLedger();

@@ -11,12 +11,11 @@ import { StateFileError } from '../src/core/errors.js';
 import { ScenarioError } from '../src/store/scenario.js';
 import { runCli } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { decodeJwt, http, postJson, refresh } from './helpers/oauth.js';
+import { bearer, decodeJwt, http, postJson, refresh } from './helpers/oauth.js';
 import { EXAMPLE_SCENARIO, KALENDER, LEGACY } from './helpers/scenario.js';
 
 const EXAMPLE = EXAMPLE_SCENARIO;
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 async function writeScenario(content: unknown): Promise<string> {
   const file = join(await scratchDir(), 'scenario.json');

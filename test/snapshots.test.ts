@@ -6,22 +6,19 @@ import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { createParser } from 'eventsource-parser';
-import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { authenticate } from '../src/core/resource-guard.js';
-import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
-import { startEmulator as startProgrammatic, type RunningEmulator } from '../src/index.js';
-import type { Emulator } from '../src/server/emulator.js';
+import { initialState, reduce } from '../src/dashboard/model.js';
+import { dashboardMessages, openAdminStream } from './helpers/admin-stream.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { readStateAt } from '../src/store/file-persistence.js';
-import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { http, postJson, refresh } from './helpers/oauth.js';
+import { scratchDir, startEmulator, startRunning } from './helpers/emulator.js';
+import { bearer, http, postJson, refresh } from './helpers/oauth.js';
 import { EXAMPLE_SCENARIO, KALENDER, LEGACY } from './helpers/scenario.js';
+import { nextEvent } from './helpers/wait.js';
 
 const T0 = Date.UTC(2026, 1, 2, 9, 0, 0);
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const adminOf = (emu: { adminUrl: string; adminToken: string }) => ({
   get: (path: string) => http(`${emu.adminUrl}${path}`, { headers: bearer(emu.adminToken) }),
   post: (path: string, body?: unknown) =>
@@ -217,8 +214,10 @@ describe('issue 7.5: snapshots of the whole state', () => {
     const { emu, state, admin } = await fileEmulator();
     const tokens = (await admin.post('/tokens', { scopes: ['ask'] })).json();
     await admin.post('/snapshots/leer');
+    // The restore is asked for as soon as the first of the asks is charged, while the others are still running.
+    const firstCharge = nextEvent(emu.core.events, 'charge.recorded');
     const asks = Array.from({ length: 40 }, (_, i) => ask(emu, tokens.access_token, `Frage ${i}: Wann kommt der Hufschmied?`));
-    const restore = new Promise((r) => setTimeout(r, 5)).then(() => admin.post('/snapshots/leer/restore'));
+    const restore = firstCharge.then(() => admin.post('/snapshots/leer/restore'));
     const answers = await Promise.all([...asks, restore]);
     expect(answers.at(-1)!.status).toBe(200);
     await emu.stop();
@@ -235,19 +234,20 @@ describe('issue 7.5: snapshots of the whole state', () => {
     const tokens = (await admin.post('/tokens', { scopes: ['ask'] })).json();
     await ask(emu, tokens.access_token);
     await admin.post('/snapshots/eins');
-    const stream = await openStream(emu);
-    await stream.until((m) => m.some((x) => x.type === 'snapshot'), 'the first snapshot');
+    const stream = await openAdminStream(emu);
+    await stream.until((m) => m.some((x) => x.event === 'snapshot'), 'the first snapshot');
     await ask(emu, tokens.access_token);
     await ask(emu, tokens.access_token);
-    await stream.until((m) => m.filter((x) => x.type === 'event' && x.event.name === 'charge.recorded').length === 2, 'two charges');
+    await stream.until((m) => m.filter((x) => x.event === 'charge.recorded').length === 2, 'two charges');
     await admin.post('/snapshots/eins/restore');
-    await stream.until((m) => m.filter((x) => x.type === 'snapshot').length === 2, 'a second snapshot');
+    await stream.until((m) => m.filter((x) => x.event === 'snapshot').length === 2, 'a second snapshot');
     stream.close();
-    const names = stream.messages.map((m) => (m.type === 'event' ? m.event.name : m.type));
+    const messages = dashboardMessages(stream.messages);
+    const names = messages.map((m) => (m.type === 'event' ? m.event.name : m.type));
     const restoredAt = names.indexOf('state.restored');
     expect(restoredAt).toBeGreaterThan(0);
     expect(names.indexOf('snapshot', restoredAt)).toBeGreaterThan(restoredAt);
-    const folded = stream.messages.reduce(reduce, initialState());
+    const folded = messages.reduce(reduce, initialState());
     expect(folded.charges.entries.map((e) => e.seq)).toEqual([1]);
     expect(Object.keys(folded.grants)).toHaveLength(1);
     expect(folded.activity.at(-1)?.text).toBe('state restored from snapshot eins');
@@ -255,14 +255,9 @@ describe('issue 7.5: snapshots of the whole state', () => {
 });
 
 describe('issue 7.5: snapshots from test code and CI', () => {
-  const running: RunningEmulator[] = [];
-  afterEach(async () => {
-    while (running.length) await running.pop()!.stop();
-  });
 
   it('issue 7.5: startEmulator({ scenario }) in memory: snapshots.save, restore, reset and list', async () => {
-    const emu = await startProgrammatic({ scenario: EXAMPLE_SCENARIO, clock: T0 });
-    running.push(emu);
+    const emu = await startRunning({ scenario: EXAMPLE_SCENARIO, clock: T0 });
     const first = (await refresh(emu.baseUrl, KALENDER)).json();
     const saved = await emu.snapshots.save('nach-dem-login');
     expect(saved).toMatchObject({ name: 'nach-dem-login', file: null, charges: 3, clock: { mode: 'manual', now: T0 } });
@@ -288,8 +283,7 @@ describe('issue 7.5: snapshots from test code and CI', () => {
   });
 
   it('issue 7.5: the same through a child `agent-access serve --scenario`', async () => {
-    const emu = await startProgrammatic({ mode: 'child', scenario: EXAMPLE_SCENARIO, clock: 'manual' });
-    running.push(emu);
+    const emu = await startRunning({ mode: 'child', scenario: EXAMPLE_SCENARIO, clock: 'manual' });
     const saved = await emu.snapshots.save('s1');
     const legacy = await refresh(emu.baseUrl, LEGACY);
     expect(legacy.json().scope).toBe('ask');
@@ -358,33 +352,4 @@ describe('issue 7.5: snapshots from test code and CI', () => {
 
 function createHashHex(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
-}
-
-/** The admin stream as the dashboard's stream client hands it to the reducer. */
-async function openStream(emu: Emulator) {
-  const controller = new AbortController();
-  const res = await request(`${emu.adminUrl}/events`, { headers: bearer(emu.adminToken), signal: controller.signal });
-  const messages: StreamMessage[] = [];
-  const parser = createParser({
-    onEvent: (e) => {
-      if (e.event === 'snapshot') messages.push({ type: 'snapshot', snapshot: JSON.parse(e.data) });
-      else if (e.event && e.event !== 'tick') messages.push({ type: 'event', event: JSON.parse(e.data) });
-    },
-  });
-  void (async () => {
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of res.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
-    } catch {
-      // aborted by close()
-    }
-  })();
-  const until = async (test: (all: StreamMessage[]) => boolean, what: string) => {
-    const end = Date.now() + 5000;
-    while (!test(messages)) {
-      if (Date.now() > end) throw new Error(`no ${what} in ${JSON.stringify(messages.map((m) => (m.type === 'event' ? m.event.name : m.type)))}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  };
-  return { messages, until, close: () => controller.abort() };
 }

@@ -6,9 +6,41 @@ import { REALISTIC_TIMINGS } from '../core/jobs.js';
 import { DEFAULT_STATE_FILE } from '../protocol/admin-file.js';
 import { Emulator } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
-import type { ServeFlags } from './commands/serve.js';
 import { CliError, EXIT, failWith } from './errors.js';
 import { isLoopbackBind } from '../server/host-guard.js';
+import type { ConsentPolicy } from '../core/consent-policy.js';
+import type { FaultSpec } from '../core/faults.js';
+import type { Retention } from '../core/retention.js';
+
+/** `agent-access serve`'s flags as commander hands them over (parsed by src/cli/flags.ts). */
+export interface ServeFlags {
+  port: number;
+  authPort: number;
+  host: string;
+  state?: string;
+  inMemory?: boolean;
+  fixtures?: string;
+  scenario?: string;
+  json?: boolean;
+  quiet?: boolean;
+  rateLimit: string;
+  askTimeout: number;
+  askLatency: number;
+  priceAsk?: number;
+  priceResearch?: number;
+  researchDuration?: number;
+  trainingStep?: number;
+  realistic?: boolean;
+  ui?: boolean;
+  clock: 'system' | 'manual';
+  logFile?: string;
+  consent: Array<{ clientId: string | null; policy: ConsentPolicy }>;
+  fault: FaultSpec[];
+  /** `true` without a seed (one is picked at random and announced). */
+  varyUnspecified?: number | true;
+  retention: Partial<Retention>;
+  journalLimit?: number;
+}
 
 interface Log {
   write(text: string): void;

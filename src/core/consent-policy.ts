@@ -30,17 +30,6 @@ export function parseConsentPolicy(input: { decision: string; scopes?: string[] 
   return { decision: 'approve', scopes: [...new Set(input.scopes)] as Scope[] };
 }
 
-/**
- * The flag form: `DECISION`, `approve=SCOPE,SCOPE`, either prefixed with `CLIENT_ID:` for one client.
- * E.g. `approve`, `deny`, `approve=ask,research`, `client_abc:deny`.
- */
-export function parseConsentFlag(value: string): { clientId: string | null; policy: ConsentPolicy } {
-  const match = /^(?:([^:=\s]+):)?(page|approve|deny)(?:=(.+))?$/.exec(value.trim());
-  if (!match) throw new ProblemError(400, 'invalid_consent_policy', `"${value}" is not a consent policy; use page, approve, deny or approve=SCOPE,SCOPE, optionally prefixed CLIENT_ID:`);
-  const [, clientId, decision, scopes] = match;
-  return { clientId: clientId ?? null, policy: parseConsentPolicy({ decision: decision!, scopes: scopes?.split(/[,\s]+/).filter(Boolean) }) };
-}
-
 /** The policies in force: one for all clients, and one per client that overrides it. Kept in memory. */
 export class ConsentPolicies {
   #default: ConsentPolicy = { decision: 'page' };

@@ -179,33 +179,6 @@ export function parseFaultSpec(spec: FaultSpec, now: number): Omit<Fault, 'id' |
   };
 }
 
-const NUMERIC: ReadonlySet<string> = new Set(['count', 'rate', 'status', 'ms', 'retry_after', 'after_requests']);
-
-/**
- * The flag form: `KIND` or `KIND:key=value,key=value` (`server_error:route=POST /research,status=503,count=1`), or
- * the JSON object the admin API takes. Values with commas need the JSON form.
- */
-export function parseFaultFlag(text: string): FaultSpec {
-  const trimmed = text.trim();
-  if (trimmed.startsWith('{')) {
-    try {
-      return JSON.parse(trimmed) as FaultSpec;
-    } catch (e) {
-      throw bad(`--fault ${text}: not valid JSON (${(e as Error).message})`);
-    }
-  }
-  const [kind, rest] = [trimmed.split(':', 1)[0]!, trimmed.includes(':') ? trimmed.slice(trimmed.indexOf(':') + 1) : ''];
-  const spec: Record<string, unknown> = { kind };
-  for (const pair of rest ? rest.split(',') : []) {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) throw bad(`--fault ${text}: "${pair}" is not key=value`);
-    const key = pair.slice(0, eq).trim();
-    const value = pair.slice(eq + 1).trim();
-    spec[key] = NUMERIC.has(key) && value !== '' && Number.isFinite(Number(value)) ? Number(value) : value;
-  }
-  return spec as unknown as FaultSpec;
-}
-
 /** `/research/:job_id` → `/research/{job_id}`: routes as the spec writes them. */
 const specStyle = (template: string): string => template.replace(/:([A-Za-z_]+)/g, '{$1}');
 

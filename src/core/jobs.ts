@@ -1,5 +1,5 @@
 import type { Source } from './search.js';
-import type { VariantSelection } from './variation.js';
+import type { VariantSelection } from './variant-catalogue.js';
 import { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../protocol/jobs.js';
 
 export { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../protocol/jobs.js';

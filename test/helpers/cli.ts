@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import { afterEach } from 'vitest';
 
 export const BIN = fileURLToPath(new URL('../../bin/agent-access.js', import.meta.url));
 
@@ -35,7 +36,18 @@ export interface ServeProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts `agent-access serve --json` and resolves with its ready line. */
+const serving: ServeProcess[] = [];
+// A serve a test left running (it failed before stopping it, or never meant to) is killed when the test ends.
+afterEach(async () => {
+  for (const s of serving.splice(0)) {
+    if (s.child.exitCode === null && s.child.signalCode === null) {
+      s.child.kill('SIGKILL');
+      await s.exit;
+    }
+  }
+});
+
+/** Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running. */
 export async function startServe(args: string[], options: { cwd?: string } = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -56,5 +68,7 @@ export async function startServe(args: string[], options: { cwd?: string } = {})
     child.kill('SIGTERM');
     return exit;
   };
-  return { child, ready: JSON.parse(readyLine), readyLine, stderr: () => stderr, stdoutRest: () => rest, exit, stop };
+  const started: ServeProcess = { child, ready: JSON.parse(readyLine), readyLine, stderr: () => stderr, stdoutRest: () => rest, exit, stop };
+  serving.push(started);
+  return started;
 }

@@ -5,6 +5,7 @@ import type { AppEvent, EventMap, EventName } from '../../src/protocol/events.js
 import type { Snapshot } from '../../src/protocol/snapshot.js';
 import { Dashboard, type DashboardActions } from '../../src/dashboard/app.js';
 import type { StreamMessage } from '../../src/dashboard/model.js';
+import { pollUntil } from './wait.js';
 
 export const T0 = Date.UTC(2026, 10, 21, 12, 0, 0);
 
@@ -46,12 +47,23 @@ export const frameText = (frame: string | undefined): string => stripVTControlCh
 
 /** Waits until the newest frame satisfies `test` (renders are batched and asynchronous); returns that frame. */
 export async function waitForFrame(frame: () => string, test: (frame: string) => boolean, what: string, timeoutMs = 10_000): Promise<string> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
+  const match = await pollUntil(() => {
     const f = frame();
-    if (test(f)) return f;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}; last frame:\n${f}`);
-    await new Promise((r) => setTimeout(r, 10));
+    return test(f) ? { frame: f } : undefined;
+  }, what, { timeoutMs, describe: frame });
+  return match.frame;
+}
+
+/**
+ * Types keys one at a time, each handled and rendered before the next is read (the dashboard's key handler is the
+ * one of the newest render). Both steps are queued as immediates: Ink hands a lone Escape on in one (it could have
+ * begun an escape sequence), React's scheduler renders the state change in the next.
+ */
+export async function pressKeys(stdin: { write(data: string): void }, keys: readonly string[]): Promise<void> {
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+  for (const key of keys) {
+    stdin.write(key);
+    for (let i = 0; i < 3; i++) await turn();
   }
 }
 
@@ -90,13 +102,7 @@ export function renderDashboard(options: { columns?: number; rows?: number; colo
     frame,
     waitFor,
     send: (...messages: StreamMessage[]) => messages.forEach((m) => push(m)),
-    /** Sends keys and waits for the next frame to settle. */
-    press: async (...keys: string[]) => {
-      for (const key of keys) {
-        app.stdin.write(key);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    },
+    press: (...keys: string[]) => pressKeys(app.stdin, keys),
   };
 }
 

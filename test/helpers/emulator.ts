@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
+import { startEmulator as startWithApi, type RunningEmulator, type StartEmulatorOptions } from '../../src/index.js';
 import { Emulator, type EmulatorOptions } from '../../src/server/emulator.js';
 
 export const tempDir = async (prefix = 'agent-access-'): Promise<string> => mkdtemp(join(tmpdir(), prefix));
@@ -14,6 +15,13 @@ afterEach(async () => {
 /** Starts an emulator on free ports (in memory unless a state file is given) and stops it after the test. */
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const emulator = await Emulator.start({ port: 0, authPort: 0, inMemory: options.state === undefined, ...options });
+  running.push(() => emulator.stop());
+  return emulator;
+}
+
+/** Starts an emulator through the programmatic API (src/index.ts), in this process or as a child, and stops it after the test. */
+export async function startRunning(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
+  const emulator = await startWithApi(options);
   running.push(() => emulator.stop());
   return emulator;
 }

@@ -27,6 +27,9 @@ export async function http(url: string, init: { method?: string; headers?: Recor
   return { status: res.statusCode, headers: res.headers, text, json: () => JSON.parse(text) };
 }
 
+/** RFC 6750 §2.1: the Authorization header for a bearer token, with any other headers. */
+export const bearer = (token: string, extra: Record<string, string> = {}): Record<string, string> => ({ authorization: `Bearer ${token}`, ...extra });
+
 export const form = (fields: Record<string, string | undefined>): string =>
   new URLSearchParams(Object.entries(fields).filter((e): e is [string, string] => e[1] !== undefined)).toString();
 

@@ -1,78 +1,8 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseRateLimit } from '../../core/rate-limit.js';
-import { parseConsentFlag, type ConsentPolicy } from '../../core/consent-policy.js';
-import { parseFaultFlag, parseFaultSpec, type FaultSpec } from '../../core/faults.js';
-import { parseSeed } from '../../core/variation.js';
-import { RETENTION_NAMES, type Retention } from '../../core/retention.js';
-import ms, { type StringValue } from 'ms';
+import { Command, Option } from 'commander';
+import { checkedFaultFlag, parseConsentFlag, parseMs, parsePort, parsePrice, parseRateLimitFlag, parseRetentionFlag, parseSeed, parseSize } from '../flags.js';
+import type { ServeFlags } from '../serve.js';
 
-export interface ServeFlags {
-  port: number;
-  authPort: number;
-  host: string;
-  state?: string;
-  inMemory?: boolean;
-  fixtures?: string;
-  scenario?: string;
-  json?: boolean;
-  quiet?: boolean;
-  rateLimit: string;
-  askTimeout: number;
-  askLatency: number;
-  priceAsk?: number;
-  priceResearch?: number;
-  researchDuration?: number;
-  trainingStep?: number;
-  realistic?: boolean;
-  ui?: boolean;
-  clock: 'system' | 'manual';
-  logFile?: string;
-  consent: Array<{ clientId: string | null; policy: ConsentPolicy }>;
-  fault: FaultSpec[];
-  /** `true` without a seed (one is picked at random and announced). */
-  varyUnspecified?: number | true;
-  retention: Partial<Retention>;
-  journalLimit?: number;
-}
-
-const parseMs = (value: string): number => {
-  const n = Number(value);
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('a duration is a whole number of milliseconds');
-  return n;
-};
-const parsePrice = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('a price is a number of AKh, 0 or more');
-  return n;
-};
-
-/** `--retention jobs=1d,families=12h`: how long each kind of finished record stays (names: RETENTION_NAMES). */
-export function parseRetentionFlag(value: string, previous: Partial<Retention> = {}): Partial<Retention> {
-  const result = { ...previous };
-  for (const part of value.split(',')) {
-    const [name, duration] = part.split('=').map((s) => s.trim());
-    if (!name || !Object.hasOwn(RETENTION_NAMES, name)) throw new InvalidArgumentError(`unknown kind "${name ?? ''}"; use ${Object.keys(RETENTION_NAMES).join(', ')} (e.g. jobs=1d)`);
-    const millis = duration ? ms(duration as StringValue) : undefined;
-    if (millis === undefined || !Number.isFinite(millis) || millis <= 0) throw new InvalidArgumentError(`${name}=${duration ?? ''}: a duration is like 30m, 12h or 7d`);
-    result[RETENTION_NAMES[name as keyof typeof RETENTION_NAMES]] = millis;
-  }
-  return result;
-}
-
-/** `--journal-limit 8mb`: a size in bytes, with an optional kb, mb or gb (powers of 1024). */
-export function parseSize(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value.trim());
-  const bytes = match ? Math.round(Number(match[1]) * 1024 ** ['b', 'kb', 'mb', 'gb'].indexOf((match[2] ?? 'b').toLowerCase())) : NaN;
-  if (!Number.isSafeInteger(bytes) || bytes < 1024) throw new InvalidArgumentError('a size is like 64kb, 8mb or 1gb (at least 1kb)');
-  return bytes;
-}
-
-export const parsePort = (value: string): number => {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || n > 65535) throw new InvalidArgumentError('a port is a whole number from 0 to 65535 (0 picks a free port)');
-  return n;
-};
-
+/** `agent-access serve`: its flags (read by ../flags.ts) and the run (../serve.ts, loaded only when it runs). */
 export function serveCommand(): Command {
   return new Command('serve')
     .description('run the emulated Agent Access Service on this machine')
@@ -89,14 +19,7 @@ export function serveCommand(): Command {
     .option('--quiet', 'do not log requests')
     .addOption(
       new Option('--rate-limit <limit>', 'requests per grant on the REST allowlist, e.g. 60/min, 10/s, 1000/h')
-        .argParser((value: string) => {
-          try {
-            parseRateLimit(value);
-          } catch (e) {
-            throw new InvalidArgumentError((e as Error).message);
-          }
-          return value;
-        })
+        .argParser(parseRateLimitFlag)
         .default('60/min'),
     )
     .addOption(new Option('--ask-timeout <ms>', 'abandon POST /chat/ask after this many ms').argParser(parseMs).default(30_000))
@@ -106,26 +29,12 @@ export function serveCommand(): Command {
     .addOption(new Option('--clock <mode>', 'system: real time; manual: time stands still until moved (agent-access clock advance 16m, or POST /_admin/clock/advance)').choices(['system', 'manual']).default('system'))
     .addOption(
       new Option('--consent <policy>', 'who answers the consent screen: page (a person, the default), approve, deny, approve=SCOPE,SCOPE (a subset); prefix CLIENT_ID: for one client; repeatable')
-        .argParser((value: string, previous: ServeFlags['consent']) => {
-          try {
-            return [...previous, parseConsentFlag(value)];
-          } catch (e) {
-            throw new InvalidArgumentError((e as Error).message);
-          }
-        })
+        .argParser((value: string, previous: ServeFlags['consent']) => [...previous, parseConsentFlag(value)])
         .default([]),
     )
     .addOption(
       new Option('--fault <spec>', 'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (README: Faults)')
-        .argParser((value: string, previous: FaultSpec[]) => {
-          try {
-            const spec = parseFaultFlag(value);
-            parseFaultSpec(spec, Date.now());
-            return [...previous, spec];
-          } catch (e) {
-            throw new InvalidArgumentError((e as Error).message);
-          }
-        })
+        .argParser((value: string, previous: ServeFlags['fault']) => [...previous, checkedFaultFlag(value, Date.now())])
         .default([]),
     )
     .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
@@ -138,13 +47,7 @@ export function serveCommand(): Command {
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
     .addOption(
-      new Option('--vary-unspecified [seed]', 'vary what the spec leaves open (status values, shapes, unknown fields); the same seed gives the same variants (default: a random seed, announced)').argParser((value: string) => {
-        try {
-          return parseSeed(value);
-        } catch (e) {
-          throw new InvalidArgumentError((e as Error).message);
-        }
-      }),
+      new Option('--vary-unspecified [seed]', 'vary what the spec leaves open (status values, shapes, unknown fields); the same seed gives the same variants (default: a random seed, announced)').argParser(parseSeed),
     )
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('../serve.js');

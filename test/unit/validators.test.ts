@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { oauthText } from '../src/core/errors.js';
-import { isValidPkceValue, verifyS256 } from '../src/core/pkce.js';
-import { redirectUriMatches, validateRedirectUri } from '../src/core/redirect-uri.js';
-import { requireSupportedScopes, splitScope } from '../src/core/scopes.js';
-import { isAllowedHost, isLoopbackAddress } from '../src/server/host-guard.js';
-import { escapeHtml, html } from '../src/protocol/html.js';
+import { oauthText } from '../../src/core/errors.js';
+import { isValidPkceValue, verifyS256 } from '../../src/core/pkce.js';
+import { redirectUriMatches, validateRedirectUri } from '../../src/core/redirect-uri.js';
+import { requireSupportedScopes, splitScope } from '../../src/core/scopes.js';
+import { isAllowedHost, isLoopbackAddress } from '../../src/server/host-guard.js';
+import { escapeHtml, html } from '../../src/protocol/html.js';
 
 describe('OAuth 2.1 §8.4.2 / RFC 8252 §7.3: redirectUriMatches', () => {
   it.each([

@@ -4,8 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Repository, applyChanges } from '../src/core/repository.js';
-import { emptyState, type Grant } from '../src/core/state.js';
+import { Repository, applyChanges } from '../../src/core/repository.js';
+import { emptyState, type Grant } from '../../src/core/state.js';
 
 const grant = (id: string, n: number): Grant => ({ id, client_id: `c${n % 3}`, person_id: 'person_erika', scopes: ['ask'], resource: null, created_at: n, last_used_at: null, status: 'active' });
 

@@ -3,25 +3,19 @@
  * run's state stays small; replay detection of any earlier refresh token keeps working. The core on a manual clock.
  */
 import { describe, expect, it } from 'vitest';
-import { DAY, HOUR, ManualClock } from '../src/core/clock.js';
-import { Core } from '../src/core/core.js';
-import { revokeGrant } from '../src/core/grants-admin.js';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
-import { DEFAULT_RETENTION, type Retention } from '../src/core/retention.js';
-import { exchangeToken } from '../src/core/token-endpoint.js';
-import { FAMILY_HISTORY } from '../src/core/token-family.js';
-import { loadFixtures } from '../src/store/fixtures.js';
-import { MemoryPersistence } from '../src/store/memory-persistence.js';
-import { parseRetentionFlag } from '../src/cli/commands/serve.js';
+import { DAY, HOUR, MINUTE } from '../../src/core/clock.js';
+import { beginConsent, checkAuthorizationRequest } from '../../src/core/consent.js';
+import { revokeGrant } from '../../src/core/grants-admin.js';
+import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
+import { revokeToken } from '../../src/core/revocation.js';
+import { DEFAULT_RETENTION, type Retention } from '../../src/core/retention.js';
+import { exchangeToken } from '../../src/core/token-endpoint.js';
+import { FAMILY_HISTORY } from '../../src/core/token-family.js';
+import { parseRetentionFlag } from '../../src/cli/flags.js';
+import { pkce } from '../helpers/oauth.js';
+import { authorize, authorizeQuery, BINDING, exchangeCode, oauthError, openCore, register, T0 } from './helpers.js';
 
-const T0 = Date.UTC(2026, 2, 1, 9);
-
-async function core(retention?: Partial<Retention>) {
-  const clock = new ManualClock(T0);
-  const c = await Core.open({ clock, persistence: new MemoryPersistence(), persons: (await loadFixtures()).persons, ...(retention ? { retention } : {}) });
-  c.setUrls({ baseUrl: 'http://127.0.0.1:4100', authUrl: 'http://127.0.0.1:4101' });
-  return { core: c, clock };
-}
+const core = (retention?: Partial<Retention>) => openCore(retention ? { retention } : {});
 
 const job = (id: string, status: 'queued' | 'succeeded' | 'failed', finishedAt: number) => ({
   id,
@@ -76,6 +70,44 @@ describe('retention on the emulator clock', () => {
     expect(Object.keys(c.state.pending_actions)).toEqual(['pending']);
     // The live family's refresh token still works.
     expect((await exchangeToken(c, { grant_type: 'refresh_token', client_id: live.client_id, refresh_token: live.refresh_token! })).refresh_token).toBeTruthy();
+  });
+
+  it('OAuth 2.1 §4.1.3: an expired code is kept a day to recognise its replay (which revokes its tokens), then it goes', async () => {
+    const { core: c, clock } = await core();
+    const a = await authorize(c, await register(c));
+    await exchangeCode(c, a);
+    clock.advance(DAY - 1);
+    c.prune();
+    expect(await oauthError(exchangeCode(c, a))).toBe('invalid_grant');
+    expect(Object.values(c.state.families)[0]).toMatchObject({ status: 'invalidated', invalidated_reason: 'code_replay' });
+    // The code's own expiry (60 s) plus the day it is kept.
+    clock.advance(MINUTE + 1);
+    c.prune();
+    expect(c.state.codes).toEqual({});
+  });
+
+  it('RFC 7009: a revoked access token is remembered until an hour past its own expiry (its exp refuses it from then on)', async () => {
+    const { core: c, clock } = await core();
+    const issued = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
+    await revokeToken(c, { client_id: issued.client_id, token: issued.access_token });
+    const [jti] = Object.keys(c.state.revoked_access_tokens);
+    clock.advance(15 * MINUTE + HOUR - 1);
+    c.prune();
+    expect(Object.keys(c.state.revoked_access_tokens)).toEqual([jti]);
+    clock.advance(1);
+    c.prune();
+    expect(c.state.revoked_access_tokens).toEqual({});
+  });
+
+  it('open consent screens are forgotten once they expired on the clock', async () => {
+    const { core: c, clock } = await core();
+    const client = await register(c);
+    const outcome = checkAuthorizationRequest(c, authorizeQuery(client, pkce().challenge));
+    if (outcome.kind !== 'consent') throw new Error('refused');
+    const interaction = beginConsent(c, outcome.request, 'person_erika', BINDING);
+    clock.advance(c.lifetimes.interaction);
+    c.prune();
+    expect(c.interactions.get(interaction.id)).toBeUndefined();
   });
 
   it('every kind is configurable (serve --retention jobs=1h,...); unknown kinds and bad durations are refused', async () => {

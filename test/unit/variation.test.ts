@@ -3,9 +3,9 @@
  * the transforms from the emulator's canonical answers. The end-to-end test over HTTP is vary-unspecified.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { FINISHED_STEPS } from '../src/cli/commands/api.js';
-import type { AskAnswer } from '../src/core/ask.js';
-import { researchReport, TRAINING_STEPS } from '../src/core/jobs.js';
+import { FINISHED_STEPS } from '../../src/cli/commands/api.js';
+import type { AskAnswer } from '../../src/core/ask.js';
+import { researchReport, TRAINING_STEPS } from '../../src/core/jobs.js';
 import {
   CATALOGUE,
   PROCESSING_STEPS,
@@ -13,7 +13,6 @@ import {
   checkSeed,
   describeVariant,
   formatId,
-  parseSeed,
   selectVariant,
   varyAskAnswer,
   varyResearchCreated,
@@ -26,7 +25,7 @@ import {
   type TrainingDocumentView,
   type VariantSelection,
   type VariedKind,
-} from '../src/core/variation.js';
+} from '../../src/core/variation.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 
@@ -114,10 +113,10 @@ describe('issue 7.6: the variation catalogue and how variants are assigned', () 
     expect(members.slice(2).map((m) => m.split('=')[0])).toEqual(Object.keys(CATALOGUE.research).map((d) => `research.${d}`));
   });
 
-  it('seeds are whole numbers from 0 to 2^32-1', () => {
-    expect(parseSeed('0')).toBe(0);
-    expect(parseSeed('4294967295')).toBe(4_294_967_295);
-    for (const bad of ['', '-1', '1.5', 'abc', '4294967296', '0x10']) expect(() => parseSeed(bad), bad).toThrow(RangeError);
+  it('seeds are whole numbers from 0 to 2^32-1 (the flag form: test/unit/flags.test.ts)', () => {
+    expect(checkSeed(0)).toBe(0);
+    expect(checkSeed(4_294_967_295)).toBe(4_294_967_295);
+    for (const bad of [-1, 1.5, 4_294_967_296]) expect(() => checkSeed(bad), String(bad)).toThrow(RangeError);
     expect(() => checkSeed(Number.NaN)).toThrow(RangeError);
     expect(() => new Variation(-1)).toThrow(RangeError);
   });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { EVENT_NAMES, type EventName } from '../src/protocol/events.js';
-import { LIMITS, initialState, reduce, type DashboardState, type StreamMessage } from '../src/dashboard/model.js';
-import { table } from '../src/dashboard/views.js';
-import { Script, T0, snapshot } from './helpers/dashboard.js';
+import { EVENT_NAMES, type EventName } from '../../src/protocol/events.js';
+import { LIMITS, initialState, reduce, type DashboardState, type StreamMessage } from '../../src/dashboard/model.js';
+import { table } from '../../src/dashboard/views.js';
+import { Script, T0, snapshot } from '../helpers/dashboard.js';
 
 const fold = (messages: StreamMessage[], from: DashboardState = initialState()): DashboardState => messages.reduce(reduce, from);
 
