@@ -224,7 +224,9 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
   it('parallel `token` calls in separate processes refresh once, all print the new token, and the family stays alive', async () => {
     // The token endpoint answers slowly, so all four processes find the expired token before the first refresh ends.
     const emulator = await startEmulator({
-      extendApi: (app) => app.addHook('onRequest', async (request) => void (request.url === '/oauth/token' ? await sleep(700) : undefined)),
+      extendApi: (app) => {
+        app.addHook('onRequest', async (request) => void (request.url === '/oauth/token' ? await sleep(700) : undefined));
+      },
     });
     const config = await scratchDir();
     const env = clientEnv(config);

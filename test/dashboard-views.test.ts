@@ -22,7 +22,7 @@ export function session(s = new Script()) {
     s.event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'hausordnung.md', size: 2048 }),
     s.event('training.step', { document_id: 'doc-1', client_id: 'client-1', processing_step: 'chunking' }),
     s.event('charge.recorded', { seq: 1, at: s.at, client_id: 'client-1', grant_id: 'grant-1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'key-1' }),
-    s.event('idempotency.replayed', { client_id: 'client-1', route: 'POST /research', key: 'key-1' }),
+    s.event('idempotency.replayed', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /research', key: 'key-1' }),
     s.event('request.served', { server: 'api', method: 'POST', path: '/research', status: 202, ms: 4.5, client_id: 'client-1', grant_id: 'grant-1' }),
     s.event('request.served', { server: 'api', method: 'GET', path: '/research/job-1', status: 200, ms: 1.1, client_id: 'client-1', grant_id: 'grant-1' }),
     s.event('request.served', { server: 'auth', method: 'GET', path: '/oauth/authorize', status: 200, ms: 2 }),

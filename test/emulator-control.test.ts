@@ -23,7 +23,7 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
     expect(decodeJwt(tokens.access_token).payload).toMatchObject({ aud: `${emu.baseUrl}/mcp`, iss: emu.issuer, client_id: tokens.client_id, scope: 'ask research' });
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
     // The refresh token is a real one: it rotates.
-    const rotated = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    const rotated = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
     expect(rotated.status).toBe(200);
   });
 
@@ -70,7 +70,7 @@ describe('one virtual clock (serve --clock manual)', () => {
     const refused = await ask(emu, tokens.access_token);
     expect(refused.status).toBe(401);
     expect(refused.headers['www-authenticate']).toContain('the access token has expired');
-    const renewed = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    const renewed = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
     expect(renewed.status).toBe(200);
     expect((await ask(emu, renewed.json().access_token)).status).toBe(200);
   });

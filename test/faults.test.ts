@@ -60,11 +60,11 @@ describe('faults observed by a client (issue 7.4)', () => {
     expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(202);
 
     await emu.faults.add({ kind: 'server_error', route: '/oauth/token', count: 1 });
-    const tokenFailure = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    const tokenFailure = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
     expect(tokenFailure.status).toBe(500);
     expect(tokenFailure.json()).toMatchObject({ error: 'server_error' });
     // The failure happened before the grant handler: the token was not rotated, so it is not a replay now.
-    expect((await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token })).status).toBe(200);
+    expect((await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! })).status).toBe(200);
   });
 
   it('server_error limited to one client leaves the others alone; a route pattern with * matches a prefix', async () => {
@@ -116,7 +116,7 @@ describe('faults observed by a client (issue 7.4)', () => {
     const fault = await emu.faults.add({ kind: 'refresh_replay', grant_id: tokens.grant_id });
     // "Now": it has fired by the time the answer arrives.
     expect(fault).toMatchObject({ state: 'spent', fired: 1 });
-    const renewed = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    const renewed = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
     expect(renewed.status).toBe(400);
     expect(renewed.json()).toMatchObject({ error: 'invalid_grant' });
     const refused = await ask(emu, tokens.access_token);
@@ -227,7 +227,7 @@ describe('faults: edges (issue 7.4)', () => {
     const page = await http(`${emu.authUrl}/settings`);
     expect([page.status, page.headers['retry-after'], String(page.headers['content-type'])]).toEqual([503, '1', expect.stringContaining('text/html')]);
     await emu.faults.add({ kind: 'server_error', route: 'POST /oauth/token', status: 503, count: 1 });
-    const token = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token });
+    const token = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
     expect([token.status, token.headers['cache-control']]).toEqual([503, 'no-store']);
     expect(token.json()).toMatchObject({ error: 'temporarily_unavailable' });
   });

@@ -40,7 +40,7 @@ describe('the published package', () => {
       });
       const { base_url } = JSON.parse(line);
       const res = await fetch(`${base_url}/.well-known/oauth-authorization-server`);
-      expect((await res.json()).issuer).toBe(base_url);
+      expect(((await res.json()) as { issuer: string }).issuer).toBe(base_url);
 
       // The client side runs from the installed package too: discovery and registration, then the wait times out.
       const env = { ...process.env, AGENT_ACCESS_CONFIG_DIR: join(dir, 'config'), AGENT_ACCESS_BASE_URL: '' };

@@ -209,9 +209,9 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
       // Spec 4.4: the 202 carries a job id (the emulator's job id is the document id), under a name that varies.
       const names = { emulator: ['document_id', 'job_id', 'processing_step', 'status'], job_id: ['job_id'], id: ['id', 'status'], document_id: ['document_id', 'processing_step'] }[variant['training.accepted']!]!;
       expect(Object.keys(body).filter((k) => !/_[0-9a-f]{6}$/.test(k))).toEqual(names);
-      const id = [body.document_id, body.job_id, body.id].find((v) => typeof v === 'string');
+      const id = [body.document_id, body.job_id, body.id].find((v): v is string => typeof v === 'string');
       expect(id).toMatch(ID_FORMS[variant['training.ids']!]!);
-      docs.push({ id, variant, fails, steps: [] });
+      docs.push({ id: id!, variant, fails, steps: [] });
     }
     for (let t = 0; t < 5; t++) {
       for (const doc of docs) {
