@@ -12,7 +12,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 describe('the published package', () => {
   it('npm pack produces a package that installs and runs `agent-access --help`, `serve`, `login` and the programmatic API', { timeout: 180_000 }, async () => {
     const dir = await scratchDir();
-    await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: ROOT });
+    // Packs the dist/ that `npm test` built. prepack would rebuild it in place while other tests run the CLI from it.
+    await run('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', dir], { cwd: ROOT });
     const tarball = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
     expect(tarball).toBeDefined();
     const { stdout: listing } = await run('tar', ['-tzf', join(dir, tarball!)]);
