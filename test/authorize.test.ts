@@ -59,7 +59,10 @@ describe('spec 4.2 / RFC 9207: later errors redirect back with error, state and 
   it.each(cases)('%s → 302 %s', async (_why, overrides, error) => {
     const { emu, client_id, challenge } = await setup();
     const url = new URL(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, state: 'st-1' }, challenge));
-    for (const [k, v] of Object.entries(overrides)) v === null ? url.searchParams.delete(k) : url.searchParams.set(k, v);
+    for (const [k, v] of Object.entries(overrides)) {
+      if (v === null) url.searchParams.delete(k);
+      else url.searchParams.set(k, v);
+    }
     const res = await http(url.toString());
     expect(res.status).toBe(302);
     const location = new URL(res.headers.location as string);

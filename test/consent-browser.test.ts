@@ -229,7 +229,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
       const walker = document.createTreeWalker(paragraph, NodeFilter.SHOW_TEXT);
       let text: Text | null = null;
       for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) if (node.textContent!.includes('möchte')) text = node as Text;
-      const at = text!.textContent!.indexOf('möchte');
+      const at = text!.textContent.indexOf('möchte');
       const letter = (i: number) => {
         const range = document.createRange();
         range.setStart(text!, i);

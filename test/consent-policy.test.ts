@@ -15,7 +15,7 @@ import type { AppEvent } from '../src/core/events.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator, startRunning } from './helpers/emulator.js';
-import { Browser, authorizeUrl, exchangeCode, http, pkce, postJson, register } from './helpers/oauth.js';
+import { authorizeUrl, exchangeCode, http, pkce, postJson, register } from './helpers/oauth.js';
 
 
 /** A client's loopback redirect target that answers 200 to /callback. */

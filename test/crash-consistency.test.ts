@@ -258,7 +258,7 @@ async function runCampaign(): Promise<Campaign> {
     for (const r of keyed) {
       const record = state.idempotency[JSON.stringify([r.client_id, r.person_id, r.route, r.key])];
       const id = record ? (storedResult(record).value as Record<string, unknown>)[r.route === 'POST /chat/ask' ? 'message_id' : 'job_id'] : undefined;
-      if (id !== r.answer_id) flagOnce('disk', `idempotency ${r.key}`, `${when}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${id ?? 'missing'}, acknowledged ${r.answer_id}`);
+      if (id !== r.answer_id) flagOnce('disk', `idempotency ${r.key}`, `${when}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${typeof id === 'string' ? id : 'missing'}, acknowledged ${r.answer_id}`);
     }
     for (const job of jobs) if (!state.research_jobs[job.job_id]) flagOnce('disk', `job ${job.job_id}`, `${when}: acknowledged research job ${job.job_id} (round ${job.round}) is not on disk`);
     for (const [i, f] of families.entries()) {
@@ -531,7 +531,7 @@ async function runCampaign(): Promise<Campaign> {
       if (journal.length > 0) flag('disk', `after the clean stop the journal still holds ${journal.length} bytes`);
     }
   } catch (e) {
-    flag('restart', `the campaign stopped: ${(e as Error).stack ?? e}`);
+    flag('restart', `the campaign stopped: ${(e as Error).stack ?? String(e)}`);
   } finally {
     serve?.child.kill('SIGKILL');
     readerStop = true;

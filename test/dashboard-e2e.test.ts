@@ -59,15 +59,15 @@ describe('dashboard end to end, on a running emulator', () => {
     const created = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Regeln gelten für Hunde?' }, { authorization: `Bearer ${second.tokens!.access_token}` });
     expect(created.status).toBe(202);
     await ui.press('3');
-    f = await ui.waitFor((x) => /research\s+queued/.test(x), 'the queued job');
+    await ui.waitFor((x) => /research\s+queued/.test(x), 'the queued job');
     clock.advance(10 * MINUTE);
-    await emu.allowlist.settle();
+    await emu.resources.settle();
     f = await ui.waitFor((x) => /research\s+(succeeded|failed)/.test(x), 'the finished job');
     expect(f).toMatch(/research\s+succeeded\s+■■■/);
 
     // The request log saw the research request and the charge is on the ledger.
     await ui.press('5');
-    f = await ui.waitFor((x) => /POST\s+\/research\s+202/.test(x), 'the request in the log');
+    await ui.waitFor((x) => /POST\s+\/research\s+202/.test(x), 'the request in the log');
     await ui.press('/', ...'token', KEYS.enter);
     f = await ui.waitFor((x) => x.includes('[token]'), 'the filtered log');
     expect(f).toMatch(/POST\s+\/oauth\/token\s+400/);

@@ -111,7 +111,7 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     for (const f of frames) expect(f).toContain('\u001B[?2026l');
     expect(screen).toMatch(/gen 1\s+current/);
     await term.keys('5');
-    screen = await term.waitFor((s) => /POST\s+\/oauth\/token\s+200/.test(s), 'the request log');
+    await term.waitFor((s) => /POST\s+\/oauth\/token\s+200/.test(s), 'the request log');
     await term.keys('?');
     await term.waitFor((s) => s.includes('Keys') && s.includes('this help'), 'the help');
     await term.keys('q');

@@ -65,7 +65,7 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     expect(f).toMatch(/training\s+chunking\s+■■■□□\s+\d+s\s+Wetter-Agent\s+hausordnung\.md/);
     expect(f).toMatch(/research\s+running\s+■■□/);
     ui.send({ type: 'tick', now: s.at + 60_000 });
-    f = await ui.waitFor((x) => /step\s+received › parsing › \[chunking\] › indexing › indexed/.test(x) && x.includes('running for 1m'));
+    await ui.waitFor((x) => /step\s+received › parsing › \[chunking\] › indexing › indexed/.test(x) && x.includes('running for 1m'));
     await ui.press('j');
     ui.send(s.event('research.failed', { job_id: 'job-1', client_id: 'client-1', error: 'no_sources', message: 'keine Quellen gefunden' }));
     f = await ui.waitFor((x) => x.includes('error    no_sources: keine Quellen gefunden'));
@@ -90,23 +90,23 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     let f = await ui.waitFor((x) => x.includes('/oauth/authorize'));
     expect(f).toMatch(/12:00:12\s+POST\s+\/research\s+202\s+4\.5\s+Wetter-Agent/);
     await ui.press('/', 'a', 'u', 't', 'h');
-    f = await ui.waitFor((x) => x.includes('filter Requests: auth'));
+    await ui.waitFor((x) => x.includes('filter Requests: auth'));
     await ui.press(KEYS.enter);
     f = await ui.waitFor((x) => !x.includes('POST   /research'), 'the filter to apply');
     expect(f).toContain('/oauth/authorize');
     expect(f).toContain('[auth] Esc clears');
     await ui.press(KEYS.escape);
-    f = await ui.waitFor((x) => x.includes('/research/job-1'));
+    await ui.waitFor((x) => x.includes('/research/job-1'));
   });
 
   it('Approvals: a pending write action, approved with a then y; rejected with x then y; n cancels', async () => {
     const ui = renderDashboard();
     ui.send(...session());
     await ui.press('6');
-    let f = await ui.waitFor((x) => x.includes('Telefonnummer von Jonas Weber ändern'));
+    const f = await ui.waitFor((x) => x.includes('Telefonnummer von Jonas Weber ändern'));
     expect(f).toMatch(/│6 Approvals 1!│/);
     await ui.press('a');
-    f = await ui.waitFor((x) => x.includes('Approve “Telefonnummer von Jonas Weber ändern”? y/n'));
+    await ui.waitFor((x) => x.includes('Approve “Telefonnummer von Jonas Weber ändern”? y/n'));
     await ui.press('n');
     await ui.waitFor((x) => x.includes('cancelled'));
     expect(ui.calls).toEqual([]);
@@ -139,7 +139,7 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     const ui = renderDashboard();
     const s = new Script();
     ui.send(...session(s), s.event('grant.created', { grant_id: 'grant-2', client_id: 'client-1', person_id: 'person-anna', scopes: ['research'], resource: null }));
-    let f = await ui.waitFor((x) => x.includes('grant grant-2'));
+    await ui.waitFor((x) => x.includes('grant grant-2'));
     await ui.press('j');
     await ui.waitFor((x) => x.includes('grant grant-1'));
     await ui.press(KEYS.up);
@@ -153,7 +153,7 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.press(KEYS.shiftTab);
     await ui.waitFor((x) => x.includes('─ Approvals'));
     await ui.press('?');
-    f = await ui.waitFor((x) => x.includes('Keys'));
+    const f = await ui.waitFor((x) => x.includes('Keys'));
     expect(f).toContain('r              Grants: revoke the selected grant');
     await ui.press('?');
     await ui.waitFor((x) => x.includes('─ Approvals'));

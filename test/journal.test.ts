@@ -133,7 +133,7 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
     await agentTokens(first.core);
     await first.persistence.close();
     // The state file holds everything; put back the journal as it was before (its records are all older).
-    await writeFile(journalOf(file), journalBefore + (await readFile(journalOf(file)).catch(() => '')));
+    await writeFile(journalOf(file), journalBefore + (await readFile(journalOf(file), 'utf8').catch(() => '')));
     const second = await open(file);
     expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
     expect(second.notices).toEqual([]);

@@ -7,7 +7,7 @@ import type { ChargeEntry, ChargeTotals } from '../src/core/charges.js';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
 import { reconcileLedger } from '../src/store/ledger.js';
-import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 

@@ -78,13 +78,6 @@ async function connectWithOAuth(emulator: Emulator, scope: string) {
   return { client, provider };
 }
 
-/** A client holding a fixed bearer token (no OAuth provider): for tokens the SDK flow would not produce. */
-async function connectWithToken(emulator: Emulator, token: string) {
-  const client = new Client({ name: 'fixed-token-agent', version: '1' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${emulator.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-  return client;
-}
-
 type Structured = Record<string, any>;
 const call = async (client: Client, name: string, args: Record<string, unknown>) => {
   const result = await client.callTool({ name, arguments: args });
@@ -305,7 +298,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const saved = JSON.parse(await readFile(state, 'utf8'));
     expect(saved.workspace_changes).toHaveLength(1);
     const restarted = await startEmulator({ state });
-    const hits = await restarted.allowlist.search.search('Anna Schmidt Telefon', { person: 'person_erika' });
+    const hits = await restarted.resources.search.search('Anna Schmidt Telefon', { person: 'person_erika' });
     expect(hits.map((h) => h.title)).toContain('Anna Schmidt');
   });
 

@@ -27,7 +27,7 @@ describe('one person\u2019s data never reaches another person using the same cli
     const { document_id } = (await postJson(`${emu.baseUrl}/training`, secret, auth(erika))).json();
     const { poll } = (await postJson(`${emu.baseUrl}/research`, { question: 'Zebraschnecke Tresorcode' }, auth(erika))).json();
     clock.advance(10_000);
-    await emu.allowlist.settle();
+    await emu.resources.settle();
 
     const erikaAsk = (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zebraschnecke Tresorcode' }, { ...auth(erika), 'idempotency-key': 'k' })).json();
     expect(erikaAsk.sources.map((s: { id: string }) => s.id)).toContain(document_id);

@@ -124,7 +124,7 @@ describe('spec 2.6, 4.4 rule 4: training documents', () => {
     expect((await get(emu, token, `/training/${document_id}`)).json().processing_step).toBe('indexing');
     expect(mentions((await post(emu, token, '/chat/ask', { question: 'Quokkabrücke Mühlbach' })).json())).toBe(false);
     clock.advance(500);
-    await emu.allowlist.settle();
+    await emu.resources.settle();
     // The question asked before: its ranking was remembered, and the indexed document must replace it.
     expect(mentions((await post(emu, token, '/chat/ask', { question: 'Quokkabrücke Mühlbach' })).json())).toBe(true);
     const after = (await post(emu, token, '/chat/ask', { question: 'Wann wird die Quokkabrücke gesperrt?' })).json();

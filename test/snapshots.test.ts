@@ -152,7 +152,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
       await emu.plane.decide(access.person_id, asked.action_id, 'approve');
       await emu.plane.continueAsk(access, asked.action_id);
     };
-    const titles = async (q: string) => (await emu.allowlist.search.search(q, { person: access.person_id })).map((h) => h.title);
+    const titles = async (q: string) => (await emu.resources.search.search(q, { person: access.person_id })).map((h) => h.title);
     await create('Anna Zirbelmeier');
     await admin.post('/snapshots/mit-anna');
     await create('Bernd Zirbelhuber');
@@ -307,7 +307,7 @@ describe('issue 7.5: snapshots from test code and CI', () => {
 
       const save = await runCli(['snapshot', 'save', 'ci-1', '--state', state]);
       expect(save.code).toBe(0);
-      expect(save.stdout).toMatch(/^saved snapshot ci-1: state sha256 [0-9a-f]{12}…, 4 charges, clock \S+ \(manual\)\n  .*ci-1\.json\n$/);
+      expect(save.stdout).toMatch(/^saved snapshot ci-1: state sha256 [0-9a-f]{12}…, 4 charges, clock \S+ \(manual\)\n {2}.*ci-1\.json\n$/);
       const atSave = await files(state);
 
       await ask({ baseUrl: s.ready.base_url }, token);

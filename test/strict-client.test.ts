@@ -38,7 +38,7 @@ async function setup(clientName = 'Strict Client'): Promise<Setup> {
       insecure,
     ),
   );
-  return { emulator, as, client: registered as oauth.Client, resource: `${emulator.baseUrl}/mcp` };
+  return { emulator, as, client: registered, resource: `${emulator.baseUrl}/mcp` };
 }
 
 interface FrontChannel {

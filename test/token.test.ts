@@ -132,7 +132,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     ['code missing', { grant_type: 'authorization_code', client_id: 'c', redirect_uri: 'x', code_verifier: 'v' }, 400, 'invalid_request'],
   ])('RFC 6749 §5.2: %s → %i %s', async (_why, fields, status, error) => {
     const emu = await startEmulator();
-    const res = await postForm(`${emu.baseUrl}/oauth/token`, fields as Record<string, string>);
+    const res = await postForm(`${emu.baseUrl}/oauth/token`, fields);
     expect(res.status).toBe(status);
     expect(res.json().error).toBe(error);
     expect(res.json().error_description).toEqual(expect.any(String));

@@ -244,7 +244,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     const runOnce = async (seed: number) => {
       const { post, emu } = await start({ varyUnspecified: { seed } });
       const out: string[] = [];
-      const record = (res: HttpResult, ids: string[]) => out.push(`${res.headers['agent-access-variant']}\n${ids.reduce((text, id) => text.split(id).join('<id>'), res.text)}`);
+      const record = (res: HttpResult, ids: string[]) => out.push(`${String(res.headers['agent-access-variant'])}\n${ids.reduce((text, id) => text.split(id).join('<id>'), res.text)}`);
       for (const question of ['Wann kommt der Hufschmied?', 'Wie hoch ist die Kaution?', 'Wann kommt der Hufschmied?']) {
         const res = await post('/chat/ask', { question });
         record(res, [res.json().message_id]);

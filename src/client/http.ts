@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, fetch as undiciFetch, request } from 'undici';
 import { ClientError } from '../protocol/errors.js';
+import { textOf } from '../protocol/format.js';
 import type { ClientContext } from './context.js';
 
 export interface ApiRequest {
@@ -48,6 +49,8 @@ export class HttpClient {
 
   /** A WHATWG fetch on this client's agent, for oauth4webapi. */
   readonly fetch = (url: string, init: RequestInit): Promise<Response> =>
+    // Node's global Response is undici's, but a program compiled with the DOM lib (the tests) has the browser's.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
     undiciFetch(url, { ...(init as object), dispatcher: this.#agent }) as unknown as Promise<Response>;
 
   async close(): Promise<void> {
@@ -135,7 +138,7 @@ export function bearerChallenge(header: string | string[] | undefined): Record<s
 export function errorDetail(res: ApiResponse): string {
   const b = res.body as Record<string, unknown> | string;
   if (b && typeof b === 'object') {
-    for (const key of ['detail', 'error_description', 'title', 'error', 'message']) if (typeof b[key] === 'string' && b[key]) return b[key] as string;
+    for (const key of ['detail', 'error_description', 'title', 'error', 'message']) if (typeof b[key] === 'string' && b[key]) return b[key];
   }
   return typeof b === 'string' && b.trim() ? b.trim().slice(0, 300) : `HTTP ${res.status}`;
 }
@@ -154,7 +157,7 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
       return new ClientError('auth_required', `${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`, 'client.auth_required');
     case 403:
       if (challenge.error === 'insufficient_scope' || challenge.scope) {
-        const scope = challenge.scope ?? String((res.body as Record<string, unknown>)?.scope ?? '');
+        const scope = challenge.scope ?? textOf((res.body as Record<string, unknown> | undefined)?.scope);
         const wanted = [...new Set([...heldScope.split(' '), ...scope.split(' ')].filter(Boolean))].join(' ');
         return new ClientError('denied', `${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${wanted}"\``, 'client.insufficient_scope');
       }
@@ -172,7 +175,7 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
       const limit = res.headers['ratelimit-limit'];
       return new ClientError(
         'rate_limited',
-        `${route}: rate limited${limit ? ` (limit ${limit})` : ''}; try again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
+        `${route}: rate limited${limit ? ` (limit ${String(limit)})` : ''}; try again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
         'client.rate_limited',
       );
     }

@@ -180,7 +180,7 @@ async function clientFor(session: Session, discovered: Discovered, p: { scope: s
 /** Subject and audience as the access token states them (spec 2.3: it can be decoded); null when it is opaque. */
 export function tokenClaims(token: string): Record<string, unknown> | null {
   try {
-    return decodeJwt(token) as Record<string, unknown>;
+    return decodeJwt(token);
   } catch {
     return null;
   }

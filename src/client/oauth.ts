@@ -49,7 +49,7 @@ export async function discover(http: HttpClient, baseUrl: string): Promise<Disco
     throw oauthFailure(`discovery of ${baseUrl}/.well-known/oauth-protected-resource/mcp`, e);
   }
   const issuerText = rs.authorization_servers?.[0];
-  if (!issuerText) throw new ClientError('server', `the resource metadata of ${resourceId} names no authorization server`);
+  if (!issuerText) throw new ClientError('server', `the resource metadata of ${resourceId.href} names no authorization server`);
   const issuer = new URL(issuerText);
   let as: oauth.AuthorizationServer;
   try {

@@ -25,7 +25,7 @@ export function loginFrom(tokens: oauth.TokenEndpointResponse, now: number, base
     resource: base.resource,
     scope: tokens.scope ?? previous?.scope ?? '',
     access_token: tokens.access_token,
-    refresh_token: rotated ? tokens.refresh_token! : (previous?.refresh_token ?? null),
+    refresh_token: rotated ? tokens.refresh_token : (previous?.refresh_token ?? null),
     expires_at: now + (typeof tokens.expires_in === 'number' ? tokens.expires_in : 900) * 1_000,
     token_obtained_at: now,
     refresh_obtained_at: rotated ? now : (previous?.refresh_obtained_at ?? null),

@@ -1,4 +1,5 @@
-import { KIND_LABELS, WORKSPACE_KINDS, fieldText, type Workspace, type WorkspaceKind, type WorkspaceRecord } from './workspace.js';
+import { textOf } from '../protocol/format.js';
+import { KIND_LABELS, WORKSPACE_KINDS, type Workspace, type WorkspaceKind, type WorkspaceRecord } from './workspace.js';
 
 /**
  * Spec 2.7 `workspace.write`, 4.4 rule 1: a change the agent asked for, which waits for the person.
@@ -249,12 +250,12 @@ function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceReco
   }
   let fields = fieldsIn(rest, kind);
   if (Object.keys(fields).length === 0) fields = fieldsByMarker(rest, kind);
-  const changed = Object.fromEntries(Object.entries(fields).filter(([f, v]) => v !== '' && fieldText(record[f]) !== v));
+  const changed = Object.fromEntries(Object.entries(fields).filter(([f, v]) => v !== '' && textOf(record[f]) !== v));
   if (Object.keys(fields).length === 0) {
     return { kind: 'unclear', reason: `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen Wert bekommen soll. ${HOW}` };
   }
   if (Object.keys(changed).length === 0) return { kind: 'unclear', reason: `Beim Eintrag ${KIND_LABELS[kind]} „${record.title}“ steht das schon so; es gibt nichts zu ändern.` };
-  const before = Object.fromEntries(Object.keys(changed).map((f) => [f, fieldText(record[f])]));
+  const before = Object.fromEntries(Object.keys(changed).map((f) => [f, textOf(record[f])]));
   const description = `Eintrag ${KIND_LABELS[kind]} „${record.title}“ (${record.id}) ändern: ${Object.entries(changed)
     .map(([f, v]) => `${fieldLabel(kind, f)} von ${before[f] ? `„${before[f]}“` : '(leer)'} auf „${v}“`)
     .join(', ')}.`;

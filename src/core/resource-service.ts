@@ -371,7 +371,7 @@ const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id,
 function validateFileName(name: string): void {
   const bad = (why: string) => new Refusal('invalid_file_name', `file_name ${why}`);
   if (name.length === 0 || name.length > 255) throw bad('must be 1 to 255 characters');
-  if (/[\/\\]/.test(name) || name === '.' || name === '..') throw bad('must be a plain file name, not a path');
+  if (/[/\\]/.test(name) || name === '.' || name === '..') throw bad('must be a plain file name, not a path');
   if (/[\u0000-\u001f\u007f]/.test(name)) throw bad('must not contain control characters');
   if (!/\.(md|markdown|txt)$/i.test(name)) throw bad('must end in .md, .markdown or .txt');
 }

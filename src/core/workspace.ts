@@ -1,3 +1,4 @@
+import { textOf } from '../protocol/format.js';
 /** Spec 2.7, 9: the seven kinds of the person's workspace that `ask` reads (once per-kind read scopes). */
 export const WORKSPACE_KINDS = ['documents', 'contacts', 'places', 'work_items', 'listings', 'animals', 'letters'] as const;
 export type WorkspaceKind = (typeof WORKSPACE_KINDS)[number];
@@ -35,19 +36,12 @@ export interface KnowledgeDocument {
 
 export const emptyWorkspace = (): Workspace => Object.fromEntries(WORKSPACE_KINDS.map((k) => [k, []])) as unknown as Workspace;
 
-/** A record field as text: lists joined, nested values as JSON. */
-export function fieldText(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return value.toString();
-  if (Array.isArray(value)) return value.map(fieldText).join(', ');
-  return value === null || value === undefined ? '' : JSON.stringify(value);
-}
 
 /** All text of a record except its id, for indexing and snippets. */
 export function recordText(record: WorkspaceRecord): string {
   return Object.entries(record)
     .filter(([key]) => key !== 'id' && key !== 'title')
-    .map(([, value]) => fieldText(value))
+    .map(([, value]) => textOf(value))
     .filter((text) => text.length > 0)
     .join(' · ');
 }

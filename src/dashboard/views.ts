@@ -56,6 +56,9 @@ export const markScopes = (scopes: readonly string[]): string => scopes.map((s) 
 const amount = (n: number): string => `${Number(n.toFixed(3))} AKh`;
 const newestFirst = <T extends { created_at: number }>(items: T[]): T[] => [...items].sort((a, b) => b.created_at - a.created_at);
 
+/** A job's row colour: failed, done, or still running. */
+const toneOf = (failed: boolean, done: boolean): Tone => (failed ? 'alarm' : done ? 'ok' : 'normal');
+
 export function table(state: DashboardState, view: ViewName): Table {
   switch (view) {
     case 'grants':
@@ -88,13 +91,13 @@ export function table(state: DashboardState, view: ViewName): Table {
         key: j.id,
         created_at: j.created_at,
         cells: ['research', j.status, progress(['queued', 'running', 'succeeded'], j.status), age((j.finished_at ?? state.now) - j.created_at), clientName(state, j.client_id), j.question],
-        tone: (j.status === 'failed' ? 'alarm' : j.status === 'succeeded' ? 'ok' : 'normal') as Tone,
+        tone: toneOf(j.status === 'failed', j.status === 'succeeded'),
       }));
       const training = Object.values(state.training).map((d) => ({
         key: d.id,
         created_at: d.created_at,
         cells: ['training', d.processing_step, progress(TRAINING_STEPS, d.processing_step), age((d.finished_at ?? state.now) - d.created_at), clientName(state, d.client_id), d.file_name],
-        tone: (d.processing_step === 'failed' ? 'alarm' : d.processing_step === 'indexed' ? 'ok' : 'normal') as Tone,
+        tone: toneOf(d.processing_step === 'failed', d.processing_step === 'indexed'),
       }));
       return {
         headers: ['KIND', 'STATUS', 'PROGRESS', 'ELAPSED', 'CLIENT', 'WHAT'],

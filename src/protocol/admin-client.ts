@@ -1,4 +1,5 @@
 import { request } from 'undici';
+import { textOf } from './format.js';
 
 /** Where the admin API of a running emulator is, and the token it wants. */
 export interface AdminEndpoint {
@@ -13,7 +14,7 @@ export class AdminError extends Error {
     readonly body: Record<string, unknown>,
     readonly path: string,
   ) {
-    super(String(body.detail ?? body.error_description ?? `the emulator answered ${status}`));
+    super(textOf(body.detail ?? body.error_description, `the emulator answered ${status}`));
   }
 }
 

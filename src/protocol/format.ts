@@ -11,3 +11,14 @@ export function age(ms: number): string {
 
 /** `in 14m 3s` for the future, `3m 0s ago` for the past. */
 export const relativeTime = (deltaMs: number): string => (deltaMs >= 0 ? `in ${age(deltaMs)}` : `${age(-deltaMs)} ago`);
+
+/**
+ * A JSON value as text for people: strings as they are, numbers and booleans as written, lists joined with `, `,
+ * objects as JSON; `fallback` for null and undefined (absent fields).
+ */
+export function textOf(value: unknown, fallback = ''): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return value.toString();
+  if (Array.isArray(value)) return value.map((v) => textOf(v)).join(', ');
+  return value === null || value === undefined ? fallback : JSON.stringify(value);
+}

@@ -57,7 +57,7 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, resources: Re
         void transport.close();
         void server.close();
       });
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value as string);
+      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
       await server.connect(transport);
       await transport.handleRequest(request.raw, reply.raw, request.body);
     },

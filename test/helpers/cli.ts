@@ -52,9 +52,9 @@ export async function startServe(args: string[], options: { cwd?: string } = {})
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   let rest = '';
-  child.stderr!.on('data', (d) => (stderr += d));
+  child.stderr.on('data', (d) => (stderr += d));
   const exit = once(child, 'exit').then(([code]) => code as number | null);
-  const lines = createInterface({ input: child.stdout! });
+  const lines = createInterface({ input: child.stdout });
   const readyLine = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`serve did not become ready: ${stderr}`)), 15_000);
     lines.once('line', (line) => {

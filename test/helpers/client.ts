@@ -44,8 +44,8 @@ export function startCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?
   let stdout = '';
   let stderr = '';
   const waiters = new Set<() => void>();
-  child.stdout!.on('data', (d) => (stdout += d));
-  child.stderr!.on('data', (d) => {
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => {
     stderr += d;
     for (const wake of waiters) wake();
   });

@@ -91,7 +91,7 @@ export class Browser {
    */
   async submitForm(pageUrl: string, extra: Record<string, string>): Promise<{ page: HttpResult; answer: HttpResult }> {
     const page = await this.get(pageUrl);
-    if (page.status !== 200) throw new Error(`${pageUrl} answered ${page.status}: ${page.headers.location ?? page.text}`);
+    if (page.status !== 200) throw new Error(`${pageUrl} answered ${page.status}: ${String(page.headers.location ?? page.text)}`);
     const { action, fields } = Browser.form(page.text);
     const answer = await this.post(new URL(action, pageUrl).toString(), { ...fields, ...extra });
     return { page, answer };

@@ -14,7 +14,7 @@ export async function pollUntil<T>(probe: () => T | Promise<T>, what: string, op
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
-    if (value) return value as NonNullable<T>;
+    if (value) return value;
     if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${options.describe ? `; last seen:\n${options.describe()}` : ''}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }

@@ -37,7 +37,7 @@ export interface TestCore {
   /** Every event the core published since it was opened, oldest first. */
   events: AppEvent[];
   /** The payloads of the events of one name. */
-  eventsNamed<N extends EventName>(name: N): EventMap[N][];
+  eventsNamed: <N extends EventName>(name: N) => EventMap[N][];
 }
 
 /** A new core in memory on a manual clock at T0, listening at BASE_URL and AUTH_URL. */

@@ -32,7 +32,7 @@ const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 /** A selection with the given choices, the rest the emulator's own (the first of each dimension). */
 function selection<K extends VariedKind>(kind: K, choices: Partial<Choices<K>> = {}, ordinal = 0): VariantSelection<K> {
   const first = Object.fromEntries(Object.entries(CATALOGUE[kind]).map(([d, variants]) => [d, variants[0]]));
-  return { kind, seed: 1, ordinal, choices: { ...first, ...choices } as Choices<K> };
+  return { kind, seed: 1, ordinal, choices: { ...first, ...choices } };
 }
 
 const answer: AskAnswer = {

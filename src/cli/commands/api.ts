@@ -7,6 +7,7 @@ import type { ApiResponse } from '../../client/http.js';
 import type { Session } from '../../client/session.js';
 import { CliError, EXIT } from '../errors.js';
 import { jsonText } from '../output.js';
+import { textOf } from '../../protocol/format.js';
 import { withSession } from './client.js';
 
 interface CallFlags {
@@ -94,9 +95,9 @@ export function apiCommands(ctx: ClientContext): Command[] {
             return;
           }
         }
-        const jobId = String(job.job_id ?? flags.job);
+        const jobId = textOf(job.job_id ?? flags.job);
         const poll = typeof job.poll === 'string' && job.poll.startsWith('/') ? job.poll : `/research/${encodeURIComponent(jobId)}`;
-        if (flags.wait) job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) => (j.status === 'succeeded' ? 'done' : j.error != null ? 'failed' : String(j.status ?? 'unknown')));
+        if (flags.wait) job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) => (j.status === 'succeeded' ? 'done' : j.error != null ? 'failed' : textOf(j.status, 'unknown')));
         if (flags.json) out(jsonText(job));
         if (job.error != null) throw new CliError(`research job ${jobId} failed: ${describeError(job.error)}`, EXIT.failure, 'client.job_failed');
         if (flags.json) return;
@@ -124,17 +125,17 @@ export function apiCommands(ctx: ClientContext): Command[] {
       }
       await withSession(ctx, flags, async (session) => {
         const accepted = asObject(await session.call({ method: 'POST', path: '/training', body: { file_name: flags.fileName ?? basename(file), content }, ...key(flags) }));
-        const id = [accepted.document_id, accepted.job_id, accepted.id].find((v) => typeof v === 'string') as string | undefined;
+        const id = [accepted.document_id, accepted.job_id, accepted.id].find((v): v is string => typeof v === 'string');
         if (!id) throw new CliError(`POST /training answered without a document id: ${JSON.stringify(accepted)}`, EXIT.server);
         if (!flags.wait) {
           if (flags.json) return out(jsonText(accepted));
           out(`${id}\n`);
-          ctx.stderr.write(`accepted: document ${id} (${String(accepted.processing_step ?? 'processing')}); it is findable once indexed\n`);
+          ctx.stderr.write(`accepted: document ${id} (${textOf(accepted.processing_step, 'processing')}); it is findable once indexed\n`);
           return;
         }
         const path = `/training/${encodeURIComponent(id)}`;
         const doc = await pollUntil(session, flags, path, `training ${id}`, (d) => {
-          const step = String(d.processing_step ?? 'unknown');
+          const step = textOf(d.processing_step, 'unknown');
           return FINISHED_STEPS.has(step) ? 'done' : d.error != null || step === 'failed' ? 'failed' : step;
         });
         if (doc.error != null || doc.processing_step === 'failed') {
@@ -170,7 +171,7 @@ export function apiCommands(ctx: ClientContext): Command[] {
         const body = asObject(res);
         const state = classify(body);
         if (state === 'done' || state === 'failed') {
-          progress.stop(`${label}: ${state === 'done' ? String(body.status ?? body.processing_step ?? 'done') : 'failed'} after ${progress.elapsed}`);
+          progress.stop(`${label}: ${state === 'done' ? textOf(body.status ?? body.processing_step, 'done') : 'failed'} after ${progress.elapsed}`);
           return body;
         }
         progress.update(`${label}: ${state}`);

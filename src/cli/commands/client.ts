@@ -143,7 +143,7 @@ export function clientCommands(ctx: ClientContext): Command[] {
           const login = record.login;
           if (!login) return { result: { base_url: session.baseUrl, was_logged_in: false, revoked: false, note: 'not logged in' } };
           let revoked = false;
-          let note = '';
+          let note: string;
           try {
             const { as } = await session.discover();
             const token = login.refresh_token ?? login.access_token;
@@ -174,14 +174,14 @@ export function clientCommands(ctx: ClientContext): Command[] {
       let header: Record<string, unknown>;
       let claims: Record<string, unknown>;
       try {
-        header = decodeProtectedHeader(token) as Record<string, unknown>;
-        claims = decodeJwt(token) as Record<string, unknown>;
+        header = decodeProtectedHeader(token);
+        claims = decodeJwt(token);
       } catch (e) {
         throw new CliError(`not a JWT: ${(e as Error).message} (opaque tokens cannot be decoded)`, EXIT.failure, 'client.not_jwt');
       }
       if (flags.json) return out(jsonText({ header, claims }));
       const now = ctx.clock.now();
-      const when = (key: string) => (typeof claims[key] === 'number' ? `  # ${new Date((claims[key] as number) * 1_000).toISOString()}, ${relativeTime((claims[key] as number) * 1_000 - now)}` : '');
+      const when = (key: string) => (typeof claims[key] === 'number' ? `  # ${new Date((claims[key]) * 1_000).toISOString()}, ${relativeTime((claims[key]) * 1_000 - now)}` : '');
       const lines = Object.entries(claims).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}${['iat', 'exp', 'nbf', 'auth_time'].includes(k) ? when(k) : ''}`);
       out(`header:\n${Object.entries(header).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`).join('\n')}\nclaims:\n${lines.join('\n')}\n`);
     });
