@@ -36,7 +36,7 @@ describe('faults observed by a client (issue 7.4)', () => {
       const res = await ask(emu, access_token);
       expect(res.status).toBe(429);
       expect(res.headers).toMatchObject({ 'retry-after': '7', 'ratelimit-remaining': '0', 'ratelimit-limit': '60' });
-      expect(res.json()).toMatchObject({ title: 'rate_limited', status: 429 });
+      expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:rate_limit_exceeded', status: 429 });
     }
     expect((await ask(emu, access_token)).status).toBe(200);
     expect(await charges(emu)).toHaveLength(1);
@@ -64,7 +64,7 @@ describe('faults observed by a client (issue 7.4)', () => {
     const failed = await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token));
     expect(failed.status).toBe(503);
     expect(failed.headers['retry-after']).toBe('1');
-    expect(failed.json()).toMatchObject({ title: 'server_error', status: 503 });
+    expect(failed.json()).toMatchObject({ type: 'urn:agent-access:error:server_error', status: 503 });
     expect((await snapshot(emu)).research).toEqual([]);
     expect(await charges(emu)).toEqual([]);
     expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(202);
@@ -101,7 +101,7 @@ describe('faults observed by a client (issue 7.4)', () => {
     await emu.faults.add({ kind: 'ask_timeout', match: 'hufschmied' });
     const res = await ask(emu, access_token, 'Wann kommt der Hufschmied?');
     expect(res.status).toBe(504);
-    expect(res.json()).toMatchObject({ title: 'ask_timeout' });
+    expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:ask_timeout' });
     expect((await ask(emu, access_token, 'Was steht in der Hausordnung?')).status).toBe(200);
     expect(await charges(emu)).toHaveLength(1);
   });
