@@ -1,5 +1,5 @@
 /**
- * Faults on purpose (issue 7.4): each one armed through the programmatic API (the admin API underneath) or a serve
+ * Faults on purpose (README "Faults"): each one armed through the programmatic API (the admin API underneath) or a serve
  * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -27,7 +27,7 @@ const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Huf
 const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json();
 const charges = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
 
-describe('faults observed by a client (issue 7.4)', () => {
+describe('faults observed by a client (README "Faults")', () => {
   it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {
     const emu = await start();
     const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
@@ -190,7 +190,7 @@ describe('faults observed by a client (issue 7.4)', () => {
   });
 });
 
-describe('faults: edges (issue 7.4)', () => {
+describe('faults: edges (README "Faults")', () => {
   it('a revocation due on the clock fires on the next request even between ticks, and that refused request is marked in the log', async () => {
     // The emulator's own tick (every 250 ms) also fires due faults; held still here, so that a tick cannot come
     // between the clock's move and the request and fire it first (then the request would not be the one marked).
@@ -250,7 +250,7 @@ describe('faults: edges (issue 7.4)', () => {
   });
 });
 
-describe('serve --fault (issue 7.4: from flags)', () => {
+describe('serve --fault (README "Faults": from flags)', () => {
   it('arms faults at start; the request log on stderr marks the answers they shaped', async () => {
     const serve = await startServe(['--in-memory', '--fault', 'rate_limit:count=1', '--fault', '{"kind":"server_error","route":"GET /.well-known/jwks.json","count":1}']);
     try {
