@@ -29,7 +29,7 @@ export function sendProblem(reply: FastifyReply, code: ProblemCode, detail: stri
 
 /** The code of a framework error (a body too large, a media type not parsed) that carries only its status. */
 const CODE_OF_STATUS: Partial<Record<number, ProblemCode>> = { 413: 'body_too_large', 415: 'unsupported_media_type' };
-export const problemCodeOfStatus = (status: number): ProblemCode => (status >= 500 ? 'server_error' : (CODE_OF_STATUS[status] ?? 'invalid_request'));
+const problemCodeOfStatus = (status: number): ProblemCode => (status >= 500 ? 'server_error' : (CODE_OF_STATUS[status] ?? 'invalid_request'));
 
 export function sendOAuthError(reply: FastifyReply, error: OAuthError) {
   if (error.challenge) reply.header('www-authenticate', error.challenge);
