@@ -1,5 +1,5 @@
 /**
- * Consent as code (issue 7.3): a policy per client or for all answers the consent screen through the same decision
+ * Consent as code (README "Consent as code"): a policy per client or for all answers the consent screen through the same decision
  * its form posts, recorded as the policy's answer; scripted person actions (revoke, approve or reject a write action).
  * The browser cases run Debian Chromium on the real authorize endpoint.
  */
@@ -47,7 +47,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
     }
   }
 
-  it('issue 7.3: a deny policy answers the real consent page with access_denied (state and iss kept), and no grant', async () => {
+  it('a deny policy answers the real consent page with access_denied (state and iss kept), and no grant', async () => {
     const emu = await startRunning({ consent: 'deny' });
     const cb = await callbackServer();
     try {
@@ -65,7 +65,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
     }
   });
 
-  it('issue 7.3: an approve policy sends the browser back with a code that exchanges for tokens; a per-client "page" still shows the page', async () => {
+  it('an approve policy sends the browser back with a code that exchanges for tokens; a per-client "page" still shows the page', async () => {
     const emu = await startRunning({ consent: 'approve' });
     const cb = await callbackServer();
     try {
@@ -90,7 +90,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
   });
 });
 
-describe('consent policies (issue 7.3)', () => {
+describe('consent policies (README "Consent as code")', () => {
   it('approve a subset: only the requested scopes in the policy are granted, the token response says so, and the events name the policy', async () => {
     const emulator = await startEmulator({ consent: [{ clientId: null, policy: { decision: 'approve', scopes: ['ask'] } }] });
     const events: AppEvent[] = [];
@@ -158,7 +158,7 @@ describe('consent policies (issue 7.3)', () => {
   });
 });
 
-describe('scripted person actions (issue 7.3)', () => {
+describe('scripted person actions (README "Consent as code")', () => {
   it('person.revokeGrant revokes as the person (settings), refused on the next request', async () => {
     const emu = await startRunning();
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
@@ -194,7 +194,7 @@ describe('scripted person actions (issue 7.3)', () => {
   });
 });
 
-describe('login --headless under a consent policy (issue 7.3, 7.7: CI without a person)', () => {
+describe('login --headless under a consent policy (README "Consent as code", "Recipes": CI without a person)', () => {
   it('approve: login completes without a browser and the token works; the default page: exit 5 naming the fix; deny: exit 5 access denied', async () => {
     const home = await scratchDir();
     const env = { AGENT_ACCESS_CONFIG_DIR: join(home, 'cfg'), AGENT_ACCESS_BASE_URL: '', BROWSER: 'false' };

@@ -1,5 +1,5 @@
 /**
- * Faults on purpose (issue 7.4): each one armed through the programmatic API (the admin API underneath) or a serve
+ * Faults on purpose (README "Faults"): each one armed through the programmatic API (the admin API underneath) or a serve
  * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
  */
 import { describe, expect, it, vi } from 'vitest';
@@ -17,7 +17,7 @@ const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Huf
 const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json();
 const charges = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
 
-describe('faults observed by a client (issue 7.4)', () => {
+describe('faults observed by a client (README "Faults")', () => {
   it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {
     const emu = await start();
     const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
@@ -26,7 +26,7 @@ describe('faults observed by a client (issue 7.4)', () => {
       const res = await ask(emu, access_token);
       expect(res.status).toBe(429);
       expect(res.headers).toMatchObject({ 'retry-after': '7', 'ratelimit-remaining': '0', 'ratelimit-limit': '60' });
-      expect(res.json()).toMatchObject({ title: 'rate_limited', status: 429 });
+      expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:rate_limit_exceeded', status: 429 });
     }
     expect((await ask(emu, access_token)).status).toBe(200);
     expect(await charges(emu)).toHaveLength(1);
@@ -54,7 +54,7 @@ describe('faults observed by a client (issue 7.4)', () => {
     const failed = await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token));
     expect(failed.status).toBe(503);
     expect(failed.headers['retry-after']).toBe('1');
-    expect(failed.json()).toMatchObject({ title: 'server_error', status: 503 });
+    expect(failed.json()).toMatchObject({ type: 'urn:agent-access:error:server_error', status: 503 });
     expect((await snapshot(emu)).research).toEqual([]);
     expect(await charges(emu)).toEqual([]);
     expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(202);
@@ -91,7 +91,7 @@ describe('faults observed by a client (issue 7.4)', () => {
     await emu.faults.add({ kind: 'ask_timeout', match: 'hufschmied' });
     const res = await ask(emu, access_token, 'Wann kommt der Hufschmied?');
     expect(res.status).toBe(504);
-    expect(res.json()).toMatchObject({ title: 'ask_timeout' });
+    expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:ask_timeout' });
     expect((await ask(emu, access_token, 'Was steht in der Hausordnung?')).status).toBe(200);
     expect(await charges(emu)).toHaveLength(1);
   });
@@ -180,7 +180,7 @@ describe('faults observed by a client (issue 7.4)', () => {
   });
 });
 
-describe('faults: edges (issue 7.4)', () => {
+describe('faults: edges (README "Faults")', () => {
   it('a revocation due on the clock fires on the next request even between ticks, and that refused request is marked in the log', async () => {
     // The emulator's own tick (every 250 ms) also fires due faults; held still here, so that a tick cannot come
     // between the clock's move and the request and fire it first (then the request would not be the one marked).
@@ -240,7 +240,7 @@ describe('faults: edges (issue 7.4)', () => {
   });
 });
 
-describe('serve --fault (issue 7.4: from flags)', () => {
+describe('serve --fault (README "Faults": from flags)', () => {
   it('arms faults at start; the request log on stderr marks the answers they shaped', async () => {
     const serve = await startServe(['--in-memory', '--fault', 'rate_limit:count=1', '--fault', '{"kind":"server_error","route":"GET /.well-known/jwks.json","count":1}']);
     try {

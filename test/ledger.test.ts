@@ -207,7 +207,7 @@ describe('serve checks the charge ledger against the state at start', () => {
     await writeFile(ledger, `${lines[0]}\n{"seq":2}\n`);
     const res = await http(`${s.ready.admin_url}/charges`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
     expect(res.status).toBe(500);
-    expect(res.json()).toMatchObject({ title: 'ledger_damaged' });
+    expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:ledger_damaged' });
     expect(res.json().detail).toContain('line 2 is not charge seq 2');
     expect(res.text).not.toContain('    at ');
   });

@@ -361,7 +361,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const second = await connectWithOAuth(emulator, 'ask workspace.write');
     const other = await call(second.client, 'continue_ask', { action_id: asked.data.action_id });
     expect(other.result.isError).toBe(true);
-    expect(other.data).toMatchObject({ error: 'not_found', status: 404 });
+    expect(other.data).toMatchObject({ error: 'action_not_found', status: 404 });
     await first.client.close();
     await second.client.close();
   });

@@ -1,5 +1,5 @@
 /**
- * The README's CI recipe (issue 7.7) run as written, with the built CLI in place of `npx --no-install agent-access`
+ * The README's CI recipe (README "Recipes") run as written, with the built CLI in place of `npx --no-install agent-access`
  * and free ports: serve --json in the background, readiness, login --headless under an approve policy, ask, the
  * clock moved past the access token's 900 s, ask again (refreshed by the client).
  */
@@ -24,7 +24,7 @@ async function recipe(heading: RegExp): Promise<string> {
 }
 
 describe('README recipes', () => {
-  it('issue 7.7: the CI job with login under an approve policy runs as written', async () => {
+  it('the CI job with login under an approve policy runs as written', async () => {
     const dir = await scratchDir();
     const script = (await recipe(/A CI job that runs the emulator in the background, waits for it to be ready, and runs a script that logs in/))
       .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)

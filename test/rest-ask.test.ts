@@ -90,7 +90,7 @@ describe('spec 2.4 / 4.4 rules 1-2: POST /chat/ask', () => {
     const { emu, token } = await withToken();
     const res = await http(`${emu.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"question":' });
     expect(res.status).toBe(400);
-    expect(res.json().title).toBe('invalid_json');
+    expect(res.json().type).toBe('urn:agent-access:error:invalid_json');
   });
 });
 
@@ -134,7 +134,7 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
     await ask(emu, token, 'Kaution', { 'idempotency-key': 'k-2' });
     const res = await ask(emu, token, 'Hufschmied', { 'idempotency-key': 'k-2' });
     expect(res.status).toBe(409);
-    expect(res.json().title).toBe('idempotency_key_reused');
+    expect(res.json().type).toBe('urn:agent-access:error:idempotency_key_reused');
     expect(await ledger(emu)).toHaveLength(1);
   });
 
@@ -146,7 +146,7 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
     await reached.promise;
     const dup = await ask(emu, token, 'Kaution', { 'idempotency-key': 'k-3' });
     expect(dup.status).toBe(409);
-    expect(dup.json().title).toBe('idempotency_key_in_flight');
+    expect(dup.json().type).toBe('urn:agent-access:error:idempotency_key_in_flight');
     expect((await first).status).toBe(200);
   });
 
@@ -205,7 +205,7 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
     const { emu, token } = await withToken();
     const res = await ask(emu, token, 'Kaution', { 'idempotency-key': key });
     expect(res.status).toBe(400);
-    expect(res.json().title).toBe('invalid_idempotency_key');
+    expect(res.json().type).toBe('urn:agent-access:error:invalid_idempotency_key');
     expect(await ledger(emu)).toHaveLength(0);
   });
 

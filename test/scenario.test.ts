@@ -29,8 +29,8 @@ const minimal = {
   grants: [{ id: 'grant_a', client_id: 'client_a', scopes: ['ask'], resource: 'mcp', refresh_token: `aa1.${'A'.repeat(22)}.${'s'.repeat(43)}` }],
 };
 
-describe('issue 7.5: serve --scenario preloads every kind of record', () => {
-  it('issue 7.5: the example scenario loads clients, grants, knowledge, research jobs and charges, and each works through the API', async () => {
+describe('README "Scenarios and snapshots": serve --scenario preloads every kind of record', () => {
+  it('the example scenario loads clients, grants, knowledge, research jobs and charges, and each works through the API', async () => {
     const emu = await startEmulator({ scenario: EXAMPLE, clock: new ManualClock(Date.UTC(2026, 1, 1, 9)) });
     const admin = { authorization: `Bearer ${emu.adminToken}` };
     expect(Object.keys(emu.core.state.clients).sort()).toEqual(['client_dokumente_alt', 'client_kalender', 'client_wetter']);
@@ -89,7 +89,7 @@ describe('issue 7.5: serve --scenario preloads every kind of record', () => {
     expect(emu.core.state.scenario).toMatchObject({ file: EXAMPLE, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
   });
 
-  it('issue 7.5: a shared document belongs to no person: another person finds it; a training document only its own person', async () => {
+  it('a shared document belongs to no person: another person finds it; a training document only its own person', async () => {
     const file = await writeScenario({
       ...minimal,
       grants: [...minimal.grants, { id: 'grant_max', client_id: 'client_a', person_id: 'person_max', scopes: ['ask'], resource: 'mcp', refresh_token: `aa1.${'M'.repeat(22)}.${'s'.repeat(43)}` }],
@@ -105,8 +105,8 @@ describe('issue 7.5: serve --scenario preloads every kind of record', () => {
   });
 });
 
-describe('issue 7.5: a scenario with mistakes is refused before anything is created', () => {
-  it('issue 7.5: each mistake is named by its JSON path, in a message that names the file', async () => {
+describe('README "Scenarios and snapshots": a scenario with mistakes is refused before anything is created', () => {
+  it('each mistake is named by its JSON path, in a message that names the file', async () => {
     const file = await writeScenario({
       version: 1,
       clients: [{ client_id: 'client_a', client_name: 'Agent A', redirect_uris: ['http://127.0.0.1/cb'], clientSecret: 'x' }],
@@ -136,7 +136,7 @@ describe('issue 7.5: a scenario with mistakes is refused before anything is crea
     ['another version', { ...minimal, version: 2 }, '$.version: must be 1 (found 2)'],
     ['a missing field', { version: 1, clients: [{ client_id: 'c', client_name: 'C' }] }, '$.clients[0].redirect_uris: is required'],
     ['not JSON', '{"version": 1,', 'is not valid JSON'],
-  ])('issue 7.5: %s', async (_what, content, expected) => {
+  ])('%s', async (_what, content, expected) => {
     const file = await writeScenario(content);
     const error = await startEmulator({ scenario: file }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ScenarioError);
@@ -144,7 +144,7 @@ describe('issue 7.5: a scenario with mistakes is refused before anything is crea
     expect((error as Error).message).toContain(expected);
   });
 
-  it('issue 7.5: serve --scenario with a bad file exits 2 with the path of the mistake; a missing file too', async () => {
+  it('serve --scenario with a bad file exits 2 with the path of the mistake; a missing file too', async () => {
     const file = await writeScenario({ ...minimal, charges: [{ grant: 'grant_b', route: 'POST /chat/ask', amount: 0.1 }] });
     const bad = await runCli(['serve', '--in-memory', '--port', '0', '--auth-port', '0', '--scenario', file]);
     expect(bad.code).toBe(2);
@@ -156,8 +156,8 @@ describe('issue 7.5: a scenario with mistakes is refused before anything is crea
   });
 });
 
-describe('issue 7.5: a scenario fills a new state only', () => {
-  it('issue 7.5: a state file created from the scenario continues as it is; the scenario is not loaded again', async () => {
+describe('README "Scenarios and snapshots": a scenario fills a new state only', () => {
+  it('a state file created from the scenario continues as it is; the scenario is not loaded again', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const first = await startEmulator({ state, scenario: EXAMPLE });
@@ -170,7 +170,7 @@ describe('issue 7.5: a scenario fills a new state only', () => {
     expect(second.core.state.charges.count).toBe(3);
   });
 
-  it('issue 7.5: a state file created otherwise stops the server with a message naming it and the fix; the file is left untouched', async () => {
+  it('a state file created otherwise stops the server with a message naming it and the fix; the file is left untouched', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const plain = await startEmulator({ state });

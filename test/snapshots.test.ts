@@ -41,8 +41,8 @@ async function fileEmulator(options: { scenario?: string } = {}) {
   return { emu, state, clock, dir, admin: adminOf(emu) };
 }
 
-describe('issue 7.5: snapshots of the whole state', () => {
-  it('issue 7.5: snapshot restore is byte-identical (state file and ledger), and the API behaves as at save time', async () => {
+describe('README "Scenarios and snapshots": snapshots of the whole state', () => {
+  it('snapshot restore is byte-identical (state file and ledger), and the API behaves as at save time', async () => {
     const { emu, state, clock, dir, admin } = await fileEmulator({ scenario: EXAMPLE_SCENARIO });
     // Some history before the save: a refresh, a charged ask.
     const first = (await refresh(emu.baseUrl, KALENDER)).json();
@@ -100,7 +100,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect((await ask(emu, again.json().access_token)).status).toBe(401);
   });
 
-  it('issue 7.5: reset returns to the state as loaded from the scenario, not to empty', async () => {
+  it('reset returns to the state as loaded from the scenario, not to empty', async () => {
     const { emu, state, admin } = await fileEmulator({ scenario: EXAMPLE_SCENARIO });
     const created = await files(state);
     const createdFile = await readFile(state);
@@ -126,7 +126,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect(list.baseline).toMatchObject({ name: '_baseline', state_sha256: createHashHex(createdFile) });
   });
 
-  it('issue 7.5: without a scenario, reset returns to the state as created from the fixtures', async () => {
+  it('without a scenario, reset returns to the state as created from the fixtures', async () => {
     const { emu, state, admin } = await fileEmulator();
     const created = await files(state);
     expect(created.ledger).toBeNull();
@@ -141,7 +141,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect((await ask(emu, tokens.access_token)).status).toBe(401);
   });
 
-  it('issue 7.5: the workspace follows a restore: a change applied after the save is gone, search and rate limits start over', async () => {
+  it('the workspace follows a restore: a change applied after the save is gone, search and rate limits start over', async () => {
     const clock = new ManualClock(T0);
     const emu = await startEmulator({ clock, rateLimit: '3/min' });
     const admin = adminOf(emu);
@@ -168,7 +168,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
   });
 
-  it('issue 7.5: snapshot names are checked, an unknown one is 404, a damaged one 409; none of them changes anything', async () => {
+  it('snapshot names are checked, an unknown one is 404, a damaged one 409; none of them changes anything', async () => {
     const { emu, state, dir, admin } = await fileEmulator();
     await admin.post('/snapshots/gut');
     const before = await files(state);
@@ -199,7 +199,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect((await http(`${emu.adminUrl}/snapshots/gut`, { method: 'POST' })).status).toBe(401);
   });
 
-  it('issue 7.5: a state file that predates snapshots has no baseline: reset is 409 and says why', async () => {
+  it('a state file that predates snapshots has no baseline: reset is 409 and says why', async () => {
     const { emu, dir } = await fileEmulator();
     await emu.stop();
     await rm(join(dir, 'state.snapshots'), { recursive: true });
@@ -210,7 +210,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect((await adminOf(again).get('/snapshots')).json()).toMatchObject({ snapshots: [], baseline: null });
   });
 
-  it('issue 7.5: a restore amid charged requests leaves the state file and the ledger agreeing line for line', async () => {
+  it('a restore amid charged requests leaves the state file and the ledger agreeing line for line', async () => {
     const { emu, state, admin } = await fileEmulator();
     const tokens = (await admin.post('/tokens', { scopes: ['ask'] })).json();
     await admin.post('/snapshots/leer');
@@ -229,7 +229,7 @@ describe('issue 7.5: snapshots of the whole state', () => {
     expect(saved.charges.by_grant[tokens.grant_id] ?? 0).toBeCloseTo(lines.reduce((sum, l) => sum + l.amount, 0), 6);
   });
 
-  it('issue 7.5: the dashboard stream sends a fresh snapshot after a restore, so the dashboard shows the restored state', async () => {
+  it('the dashboard stream sends a fresh snapshot after a restore, so the dashboard shows the restored state', async () => {
     const { emu, admin } = await fileEmulator();
     const tokens = (await admin.post('/tokens', { scopes: ['ask'] })).json();
     await ask(emu, tokens.access_token);
@@ -254,9 +254,9 @@ describe('issue 7.5: snapshots of the whole state', () => {
   });
 });
 
-describe('issue 7.5: snapshots from test code and CI', () => {
+describe('README "Scenarios and snapshots": snapshots from test code and CI', () => {
 
-  it('issue 7.5: startEmulator({ scenario }) in memory: snapshots.save, restore, reset and list', async () => {
+  it('startEmulator({ scenario }) in memory: snapshots.save, restore, reset and list', async () => {
     const emu = await startRunning({ scenario: EXAMPLE_SCENARIO, clock: T0 });
     const first = (await refresh(emu.baseUrl, KALENDER)).json();
     const saved = await emu.snapshots.save('nach-dem-login');
@@ -282,7 +282,7 @@ describe('issue 7.5: snapshots from test code and CI', () => {
     await expect(emu.snapshots.save('nicht/erlaubt')).rejects.toMatchObject({ status: 400 });
   });
 
-  it('issue 7.5: the same through a child `agent-access serve --scenario`', async () => {
+  it('the same through a child `agent-access serve --scenario`', async () => {
     const emu = await startRunning({ mode: 'child', scenario: EXAMPLE_SCENARIO, clock: 'manual' });
     const saved = await emu.snapshots.save('s1');
     const legacy = await refresh(emu.baseUrl, LEGACY);
@@ -295,7 +295,7 @@ describe('issue 7.5: snapshots from test code and CI', () => {
     expect((await emu.snapshots.list()).snapshots).toEqual([saved]);
   });
 
-  it('issue 7.5: agent-access snapshot save / list / restore / reset against a running serve', async () => {
+  it('agent-access snapshot save / list / restore / reset against a running serve', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const s = await startServe(['--state', state, '--scenario', EXAMPLE_SCENARIO, '--clock', 'manual']);

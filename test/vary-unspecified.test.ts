@@ -76,8 +76,8 @@ function expectElementShape(element: unknown, variant: string, fields: { objects
 const SOURCE_FIELDS = { objects: ['kind', 'id', 'title', 'snippet'], renamed: ['type', 'ref', 'name', 'excerpt'], nested: ['record', 'quote'] };
 const CITATION_FIELDS = { objects: ['id', 'title', 'file_name', 'snippet'], renamed: ['source_id', 'name', 'file', 'excerpt'], nested: ['ref', 'document', 'quote'] };
 
-describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
-  it('issue 7.6: ask — each sources shape, extra fields and message_id form within five asks; answer, sources and message_id keep their types', async () => {
+describe('README "Varying what the spec leaves open": serve --vary-unspecified, end to end over HTTP', () => {
+  it('ask — each sources shape, extra fields and message_id form within five asks; answer, sources and message_id keep their types', async () => {
     const { post } = await start({ varyUnspecified: { seed: 11 } });
     const seen: Array<Record<string, string>> = [];
     for (let i = 0; i < 5; i++) {
@@ -101,7 +101,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expectEveryVariant('ask', seen);
   });
 
-  it('issue 7.6: research — status values vary among the unlisted ones while queued→succeeded stays; report, citations and error take each shape', async () => {
+  it('research — status values vary among the unlisted ones while queued→succeeded stays; report, citations and error take each shape', async () => {
     const { emu, post, get } = await start({ varyUnspecified: { seed: 23 } });
     // Five jobs the knowledge base has nothing on (they fail), then four it can answer: consecutive ordinals show each variant.
     const questions = [...Array(5).fill('Quantenchromodynamik Gluonen'), ...Array(4).fill('Wie läuft der Weidegang und wann kommt der Hufschmied?')];
@@ -196,7 +196,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expectEveryVariant('research', jobs.filter((j) => !j.fails).map((j) => j.variant), ['report', 'citations']);
   });
 
-  it('issue 7.6: training — each processing_step vocabulary, 202 field names, url response and extra fields; processing_step is always there', async () => {
+  it('training — each processing_step vocabulary, 202 field names, url response and extra fields; processing_step is always there', async () => {
     const { emu, post, get } = await start({ varyUnspecified: { seed: 5 } });
     // Four readable documents (indexed), then four that are not text (they fail at parsing).
     const docs: Array<{ id: string; variant: Record<string, string>; fails: boolean; steps: string[] }> = [];
@@ -240,7 +240,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expectEveryVariant('training', docs.map((d) => d.variant));
   });
 
-  it('issue 7.6: the same seed gives the same sequence of variants and shapes; another seed another one', async () => {
+  it('the same seed gives the same sequence of variants and shapes; another seed another one', async () => {
     const runOnce = async (seed: number) => {
       const { post, emu } = await start({ varyUnspecified: { seed } });
       const out: string[] = [];
@@ -264,7 +264,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expect(await runOnce(4321)).not.toEqual(first);
   });
 
-  it('issue 7.6: idempotent replays stay byte for byte in variation mode, with the same variant header, and take no new variant', async () => {
+  it('idempotent replays stay byte for byte in variation mode, with the same variant header, and take no new variant', async () => {
     const { post } = await start({ varyUnspecified: { seed: 3 } });
     for (const [path, body] of [
       ['/chat/ask', { question: 'Wann kommt der Hufschmied?' }],
@@ -284,7 +284,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     }
   });
 
-  it('issue 7.6: the MCP tools vary as their REST twins and name the variant in _meta', async () => {
+  it('the MCP tools vary as their REST twins and name the variant in _meta', async () => {
     const { emu, mcp, get } = await start({ varyUnspecified: { seed: 9 } });
     const call = async (name: string, args: Record<string, unknown>) => {
       const res = await mcp(name, args);
@@ -306,7 +306,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expect(viaTool.variant).toBe(started.variant);
   });
 
-  it('issue 7.6: a job keeps its variant across a restart, also when the emulator comes back without the mode', async () => {
+  it('a job keeps its variant across a restart, also when the emulator comes back without the mode', async () => {
     const state = join(await scratchDir(), 'state.json');
     const first = await start({ state, varyUnspecified: { seed: 77 } });
     // Ordinal 1, so that what it got is not simply the seed's first choice.
@@ -328,7 +328,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expect(variantOf(after)).toMatchObject({ seed: '77', ordinal: '1' });
   });
 
-  it('issue 7.6: off by default — no variant header, the emulator’s own shapes, varyUnspecified false', async () => {
+  it('off by default — no variant header, the emulator’s own shapes, varyUnspecified false', async () => {
     const { emu, post, get } = await start();
     expect(emu.varyUnspecified).toBe(false);
     const asked = await post('/chat/ask', { question: 'Wann kommt der Hufschmied?' });
@@ -347,7 +347,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expect(Object.keys(trained.json())).toEqual(['document_id', 'job_id', 'processing_step', 'status']);
   });
 
-  it('issue 7.6: a child emulator and `serve` take the flag: a given seed, a random one announced, a bad one refused (exit 2)', async () => {
+  it('a child emulator and `serve` take the flag: a given seed, a random one announced, a bad one refused (exit 2)', async () => {
     const child = await startEmulator({ mode: 'child', varyUnspecified: { seed: 99 } });
     running.push(child);
     expect(child.varyUnspecified).toEqual({ seed: 99 });
@@ -364,7 +364,7 @@ describe('issue 7.6: serve --vary-unspecified, end to end over HTTP', () => {
     expect(bad.stderr).toContain('seed');
   });
 
-  it('issue 7.6: the emulator’s own client (ask, research --wait, train --wait) gets through every variant', async () => {
+  it('the emulator’s own client (ask, research --wait, train --wait) gets through every variant', async () => {
     const clock = new ManualClock();
     // Polls count against the rate limit; this test is about shapes, not limits.
     const emulator = await startInProcess({ clock, rateLimit: '10000/min', varyUnspecified: { seed: 8 } });

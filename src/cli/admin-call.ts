@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { ClientContext } from '../client/context.js';
-import { CliError, EXIT } from './errors.js';
+import { CLIENT_EXIT, CliError, EXIT } from './errors.js';
 
 /** How a command names the running emulator it acts on: the admin file beside `--state`, or `--url` with a token. */
 export interface AdminTargetFlags {
@@ -20,7 +20,7 @@ export const withAdminTarget = (command: Command): Command =>
 
 /**
  * One admin call on the running emulator the flags name. An emulator that is not there is EXIT.server; its
- * refusals keep their meaning: 400 usage, 404 not found, 409 conflict.
+ * refusals keep their meaning: the exit code of their problem code (src/protocol/problems.ts).
  */
 export async function callAdmin<T>(ctx: ClientContext, flags: AdminTargetFlags, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
   const [{ locateAdmin }, { adminRequest, AdminError }] = await Promise.all([import('../protocol/locate.js'), import('../protocol/admin-client.js')]);
@@ -30,7 +30,6 @@ export async function callAdmin<T>(ctx: ClientContext, flags: AdminTargetFlags, 
     return await adminRequest<T>(found, method, path, body);
   } catch (e) {
     if (!(e instanceof AdminError)) throw new CliError(`the emulator does not answer at ${found.adminUrl} (${(e as Error).message})`, EXIT.server);
-    const code = ({ 400: EXIT.usage, 404: EXIT.notFound, 409: EXIT.conflict } as Record<number, number>)[e.status] ?? EXIT.server;
-    throw new CliError(e.message, code);
+    throw new CliError(e.message, CLIENT_EXIT[e.kind]);
   }
 }

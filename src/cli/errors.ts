@@ -1,5 +1,6 @@
-import { AgentAccessError, OAuthError, StateFileError } from '../core/errors.js';
+import { AgentAccessError, OAuthError } from '../core/errors.js';
 import { ClientError, type ClientErrorKind } from '../protocol/errors.js';
+import { kindOfCode, type ProcessErrorCode } from '../protocol/problems.js';
 import { StateLockedError } from '../store/lock.js';
 
 /** Exit codes of every command (documented in the README). */
@@ -18,10 +19,11 @@ export const EXIT = {
   interrupted: 130,
 } as const;
 
-/** The exit code of each kind of client-side failure. */
-const CLIENT_EXIT: Record<ClientErrorKind, number> = {
+/** The exit code of each kind of failure: of the client side's, and of every code in the registry (src/protocol/problems.ts). */
+export const CLIENT_EXIT: Record<ClientErrorKind, number> = {
   usage: EXIT.usage,
   failed: EXIT.failure,
+  state: EXIT.state,
   auth_required: EXIT.authRequired,
   denied: EXIT.denied,
   unreachable: EXIT.server,
@@ -35,7 +37,7 @@ const CLIENT_EXIT: Record<ClientErrorKind, number> = {
 /** An expected failure: printed as one line on stderr, no stack trace. */
 export class CliError extends AgentAccessError {
   readonly exitCode: number;
-  constructor(message: string, exitCode: number = EXIT.failure, code = 'cli.failed') {
+  constructor(message: string, exitCode: number = EXIT.failure, code: ProcessErrorCode = 'cli_failed') {
     super(code, message);
     this.exitCode = exitCode;
   }
@@ -45,16 +47,19 @@ export class CliError extends AgentAccessError {
 export function describeCliError(error: unknown): { message: string; exitCode: number } {
   if (error instanceof CliError) return { message: error.message, exitCode: error.exitCode };
   if (error instanceof ClientError) return { message: error.message, exitCode: CLIENT_EXIT[error.kind] };
-  if (error instanceof StateFileError) return { message: error.message, exitCode: EXIT.state };
-  if (error instanceof StateLockedError) return { message: `${error.message}. Stop the other process, or use another --state file.`, exitCode: EXIT.state };
-  if (error instanceof OAuthError) return { message: `${error.error}: ${error.message}`, exitCode: EXIT.failure };
-  // A scenario file is input given on the command line: a bad one is a usage error.
-  if (error instanceof AgentAccessError && error.code === 'scenario.invalid') return { message: error.message, exitCode: EXIT.usage };
-  if (error instanceof AgentAccessError) return { message: error.message, exitCode: error.code.endsWith('not_found') ? EXIT.notFound : EXIT.failure };
+  if (error instanceof StateLockedError) return { message: `${error.message}. Stop the other process, or use another --state file.`, exitCode: exitCodeOf(error.code) };
+  if (error instanceof OAuthError) return { message: `${error.error}: ${error.message}`, exitCode: exitCodeOf(error.code) };
+  if (error instanceof AgentAccessError) return { message: error.message, exitCode: exitCodeOf(error.code) };
   const err = error as NodeJS.ErrnoException;
   if (err?.code === 'EADDRINUSE') return { message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.`, exitCode: EXIT.failure };
   if (err?.code === 'EACCES' && err.syscall === 'listen') return { message: `not allowed to listen: ${err.message}`, exitCode: EXIT.failure };
   return { message: err?.stack ?? String(error), exitCode: EXIT.failure };
+}
+
+/** The exit code of a code in the registry; a code it does not hold is a plain failure. */
+export function exitCodeOf(code: string): number {
+  const kind = kindOfCode(code);
+  return kind ? CLIENT_EXIT[kind] : EXIT.failure;
 }
 
 export function failWith(error: unknown): never {

@@ -12,7 +12,7 @@ import { StateLockedError, lockStateFile, realStatePath } from '../store/lock.js
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
 import { ADMIN_ROUTES, adminPath } from '../protocol/admin-api.js';
 import { announcedHolder } from '../server/admin-file.js';
-import { CliError, EXIT } from './errors.js';
+import { CLIENT_EXIT, CliError, EXIT } from './errors.js';
 
 /** The operations the CLI needs, whether a running emulator answers them or the file is edited under its lock. */
 export interface StateTarget {
@@ -51,8 +51,8 @@ class EmulatorTarget implements StateTarget {
       return await adminRequest<T>({ adminUrl: this.admin.admin_url, token: this.admin.admin_token }, method, path);
     } catch (e) {
       if (!(e instanceof AdminError)) throw new CliError(`the emulator that holds the state file (pid ${this.admin.pid}) does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it is stopped (Ctrl+Z), let it continue; if it died, retry in a few seconds`, EXIT.server);
-      if (e.status === 404) throw new CliError(e.message, EXIT.notFound);
-      throw new CliError(`the emulator answered ${e.status}: ${e.message}`, EXIT.server);
+      if (e.kind === 'not_found') throw new CliError(e.message, EXIT.notFound);
+      throw new CliError(`the emulator answered ${e.status}: ${e.message}`, CLIENT_EXIT[e.kind]);
     }
   }
   async listGrants(filter: { person_id?: string; client_id?: string }) {

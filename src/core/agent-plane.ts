@@ -93,7 +93,7 @@ export class AgentPlane {
   async continueAsk(access: AccessContext, actionId: string): Promise<Answer<AgentAnswer>> {
     const action = this.core.repo.get('pending_actions', actionId);
     // Bound to the grant it was prepared under: after a revocation, a new grant of the same client cannot apply it.
-    if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id) throw new Refusal('not_found', `no action "${actionId}"`);
+    if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id) throw new Refusal('action_not_found', `no action "${actionId}"`);
     // The action as stored when the reply is made: applying it replaces the entry.
     const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): Answer<AgentAnswer> => ({
       value: { outcome, answer: text, ...this.#actionFields(this.core.repo.get('pending_actions', action.id) ?? action), ...extra },
@@ -164,9 +164,9 @@ export class AgentPlane {
   /** The person approves or rejects a pending action; a decided action stays as decided. */
   async decide(personId: string, actionId: string, decision: 'approve' | 'reject'): Promise<PendingAction> {
     const action = this.actionOf(personId, actionId);
-    if (!action) throw new ProblemError(404, 'not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
-    if (action.status !== 'pending') throw new ProblemError(409, 'already_decided', 'Über diese Aktion wurde bereits entschieden.');
-    if (this.core.state.grants[action.grant_id]?.status !== 'active') throw new ProblemError(409, 'grant_revoked', 'Der Zugriff dieser Anwendung wurde widerrufen; die Aktion kann nicht mehr freigegeben werden.');
+    if (!action) throw new ProblemError('action_not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
+    if (action.status !== 'pending') throw new ProblemError('action_already_decided', 'Über diese Aktion wurde bereits entschieden.');
+    if (this.core.state.grants[action.grant_id]?.status !== 'active') throw new ProblemError('grant_revoked', 'Der Zugriff dieser Anwendung wurde widerrufen; die Aktion kann nicht mehr freigegeben werden.');
     const decided = this.core.repo.update('pending_actions', action.id, { status: decision === 'approve' ? 'approved' : 'rejected', decided_at: this.core.clock.now() });
     this.core.events.emit(decision === 'approve' ? 'action.approved' : 'action.rejected', { action_id: action.id, client_id: action.client_id, person_id: personId });
     await this.core.commit();

@@ -18,7 +18,7 @@ export interface ConsentPolicyView {
 
 /** Checks an untrusted policy (flag, admin API): a known decision, and scopes only with approve, all supported. */
 export function parseConsentPolicy(input: { decision: string; scopes?: string[] }): ConsentPolicy {
-  const bad = (message: string) => new ProblemError(400, 'invalid_consent_policy', message);
+  const bad = (message: string) => new ProblemError('invalid_consent_policy', message);
   if (!(CONSENT_DECISIONS as readonly string[]).includes(input.decision)) throw bad(`decision "${input.decision}" is not one of ${CONSENT_DECISIONS.join(', ')}`);
   if (input.scopes === undefined) return { decision: input.decision } as ConsentPolicy;
   if (input.decision !== 'approve') throw bad('scopes go with decision "approve" only (approve a subset of what is requested)');

@@ -49,7 +49,7 @@ export function findInteraction(core: CoreContext, id: string, binding: string):
  */
 export async function decideConsent(core: CoreContext, id: string, binding: string, decision: 'approve' | 'deny', answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' }): Promise<string> {
   const interaction = findInteraction(core, id, binding);
-  if (!interaction) throw new ProblemError(400, 'consent.expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
+  if (!interaction) throw new ProblemError('consent_expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
   core.interactions.delete(id);
   const { request } = interaction;
   const granted = answer.scopes ? request.scopes.filter((s) => answer.scopes!.includes(s)) : [...request.scopes];

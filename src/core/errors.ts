@@ -1,31 +1,20 @@
+import { OAUTH_ERRORS, PROBLEMS, type ErrorCode, type OAuthErrorCode, type ProblemCode } from '../protocol/problems.js';
+
+export type { OAuthErrorCode } from '../protocol/problems.js';
+
 /**
- * Typed errors with stable codes. OAuth errors carry the RFC 6749 `error` code, the HTTP status, and
- * whether they may be sent to the client's redirect URI (never when the client or redirect is in doubt).
+ * Typed errors with stable codes from the one registry (src/protocol/problems.ts). OAuth errors carry the RFC 6749
+ * `error` code, the HTTP status, and whether they may be sent to the client's redirect URI (never when the client
+ * or redirect is in doubt).
  */
 export class AgentAccessError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: ErrorOptions) {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
   }
 }
-
-export type OAuthErrorCode =
-  | 'invalid_request'
-  | 'invalid_client'
-  | 'invalid_grant'
-  | 'unauthorized_client'
-  | 'unsupported_grant_type'
-  | 'unsupported_response_type'
-  | 'invalid_scope'
-  | 'invalid_target'
-  | 'access_denied'
-  | 'server_error'
-  | 'temporarily_unavailable'
-  | 'invalid_redirect_uri'
-  | 'invalid_client_metadata'
-  | 'unsupported_token_type';
 
 /** Maps text onto the error_description character set: quotes become apostrophes, anything else outside it '?'. */
 export const oauthText = (text: string): string => text.replace(/"/g, "'").replace(/\\/g, '/').replace(/[^\x20-\x7e]/g, '?');
@@ -38,9 +27,9 @@ export class OAuthError extends AgentAccessError {
   /** WWW-Authenticate value, for a 401 to client authentication sent in the Authorization header (RFC 6749 §5.2). */
   readonly challenge: string | undefined;
   constructor(error: OAuthErrorCode, description: string, options: { status?: number; redirectable?: boolean; challenge?: string } = {}) {
-    super(`oauth.${error}`, description);
+    super(error, description);
     this.error = error;
-    this.status = options.status ?? (error === 'invalid_client' ? 401 : 400);
+    this.status = options.status ?? OAUTH_ERRORS[error].status;
     this.redirectable = options.redirectable ?? true;
     this.challenge = options.challenge;
   }
@@ -57,23 +46,26 @@ export class OAuthError extends AgentAccessError {
 
 /** A refusal by the resource guard (RFC 6750 §3): 401 without or with a bad token, 403 for a missing scope. */
 export class BearerError extends AgentAccessError {
+  declare readonly code: 'access_token_required' | 'invalid_token' | 'insufficient_scope';
   readonly status: 401 | 403;
   readonly error: 'invalid_token' | 'insufficient_scope' | undefined;
   readonly scope: string;
   constructor(status: 401 | 403, error: BearerError['error'], description: string, scope: string) {
-    super(error ? `bearer.${error}` : 'bearer.missing', description);
+    // RFC 6750 §3.1: a request without a token gets no error code; its problem says a token is required.
+    super(error ?? 'access_token_required', description);
     this.status = status;
     this.error = error;
     this.scope = scope;
   }
 }
 
-/** Not found, conflict and the like, for admin and later REST routes (rendered as RFC 9457 problems). */
+/** Not found, conflict and the like (rendered as RFC 9457 problems): a registry code, its status, and the specific sentence. */
 export class ProblemError extends AgentAccessError {
+  declare readonly code: ProblemCode;
   readonly status: number;
-  constructor(status: number, code: string, message: string) {
+  constructor(code: ProblemCode, message: string) {
     super(code, message);
-    this.status = status;
+    this.status = PROBLEMS[code].status;
   }
 }
 
@@ -81,7 +73,7 @@ export class ProblemError extends AgentAccessError {
 export class StateFileError extends AgentAccessError {
   readonly file: string;
   constructor(file: string, message: string, options?: ErrorOptions) {
-    super('state.unusable', message, options);
+    super('state_unusable', message, options);
     this.file = file;
   }
 }

@@ -87,7 +87,7 @@ const REQUEST_KINDS: readonly FaultKind[] = ['rate_limit', 'server_error', 'late
 const GRANT_KINDS: readonly FaultKind[] = ['refresh_replay', 'revoke'];
 export const FAULT_LIMIT = 100;
 
-const bad = (message: string) => new ProblemError(400, 'invalid_fault', message);
+const bad = (message: string) => new ProblemError('invalid_fault', message);
 
 /** Which fields each kind takes; anything else is an error, so a misspelt intent never arms a different fault. */
 const FIELDS: Record<FaultKind, readonly (keyof FaultSpec)[]> = {
@@ -233,15 +233,15 @@ export class Faults {
     const now = this.core.clock.now();
     const parsed = parseFaultSpec(spec, now);
     if (parsed.grant_id !== null && GRANT_KINDS.includes(parsed.kind) && !Object.hasOwn(this.core.state.grants, parsed.grant_id)) {
-      throw new ProblemError(404, 'grant.not_found', `no grant with id "${parsed.grant_id}"`);
+      throw new ProblemError('grant_not_found', `no grant with id "${parsed.grant_id}"`);
     }
     // A replay "now" with nothing to replay would report a fault that did nothing.
     const liveFamily = Object.values(this.core.state.families).some((f) => f.grant_id === parsed.grant_id && f.status === 'active');
     if (parsed.kind === 'refresh_replay' && parsed.at !== null && parsed.at <= now && !liveFamily) {
-      throw new ProblemError(409, 'no_live_family', `grant "${parsed.grant_id}" has no live token family whose refresh token could be replayed`);
+      throw new ProblemError('token_family_missing', `grant "${parsed.grant_id}" has no live token family whose refresh token could be replayed`);
     }
     this.#dropEnded();
-    if (this.#faults.size >= FAULT_LIMIT) throw new ProblemError(409, 'too_many_faults', `at most ${FAULT_LIMIT} faults at once; clear some first`);
+    if (this.#faults.size >= FAULT_LIMIT) throw new ProblemError('fault_limit_reached', `at most ${FAULT_LIMIT} faults at once; clear some first`);
     const base = { ...parsed, id: `fault_${++this.#seq}`, created_at: now, seen: 0, fired: 0, last_fired_at: null, state: 'armed' as const };
     const fault: Fault = { ...base, description: describe(base) };
     this.#faults.set(fault.id, fault);
@@ -266,7 +266,7 @@ export class Faults {
   /** Clears one fault (404 if unknown) or, without an id, every armed one. */
   clear(id?: string): Fault[] {
     const targets = id === undefined ? [...this.#faults.values()].filter((f) => f.state === 'armed') : [this.#faults.get(id)];
-    if (targets[0] === undefined && id !== undefined) throw new ProblemError(404, 'fault.not_found', `no fault with id "${id}"`);
+    if (targets[0] === undefined && id !== undefined) throw new ProblemError('fault_not_found', `no fault with id "${id}"`);
     const cleared: Fault[] = [];
     for (const fault of targets as Fault[]) {
       if (fault.state !== 'armed') continue;

@@ -58,7 +58,7 @@ export function listGrants(core: CoreContext, filter: { person_id?: string; clie
  */
 export async function revokeGrant(core: CoreContext, id: string, by: GrantRevoker, personId?: string): Promise<Grant> {
   const grant = Object.hasOwn(core.state.grants, id) ? core.state.grants[id] : undefined;
-  if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError(404, 'grant.not_found', `no grant with id "${id}"`);
+  if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError('grant_not_found', `no grant with id "${id}"`);
   if (grant.status === 'revoked') return grant;
   const revoked = core.repo.update('grants', id, { status: 'revoked', revoked_at: core.clock.now(), revoked_by: by });
   for (const family of Object.values(core.state.families)) if (family.grant_id === id) invalidateFamily(core, family, by === 'client' ? 'token_revoked' : 'grant_revoked');

@@ -65,8 +65,8 @@ export async function issueTokensWithoutConsent(core: CoreContext, options: { sc
   // Everything is checked before anything is created.
   const scopes = requireSupportedScopes(options.scopes.join(' '));
   const person = options.person_id ? core.person(options.person_id) : core.defaultPerson;
-  if (!person) throw new ProblemError(404, 'person_not_found', `no person "${options.person_id}" in the fixtures`);
-  if (options.client_id && !Object.hasOwn(core.state.clients, options.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${options.client_id}"; leave it out to register one`);
+  if (!person) throw new ProblemError('person_not_found', `no person "${options.person_id}" in the fixtures`);
+  if (options.client_id && !Object.hasOwn(core.state.clients, options.client_id)) throw new ProblemError('client_not_found', `no client "${options.client_id}"; leave it out to register one`);
   const client = options.client_id
     ? (core.state.clients[options.client_id] as Client)
     : await registerClient(core, { client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });

@@ -15,8 +15,9 @@ export interface RateLimitState {
 
 /** Spec 7, 8: over the limit → 429 with Retry-After. */
 export class RateLimitedError extends AgentAccessError {
+  declare readonly code: 'rate_limit_exceeded';
   constructor(readonly state: RateLimitState) {
-    super('rate_limited', `rate limit of ${state.limit} requests exceeded; retry in ${state.reset} s`);
+    super('rate_limit_exceeded', `rate limit of ${state.limit} requests exceeded; retry in ${state.reset} s`);
   }
 }
 

@@ -1,22 +1,27 @@
+import type { ProblemCode } from '../protocol/problems.js';
 import { AgentAccessError } from './errors.js';
 
 /**
- * Why a metered operation (spec 4.4, 4.5) refused, as a stable code. The core names the reason only; each
- * transport decides what it looks like (REST: a status and a problem body, src/server/refusal-status.ts; MCP: a
- * tool error that carries the same status).
+ * Why a metered operation (spec 4.4, 4.5) refused, as a stable code of the registry (src/protocol/problems.ts),
+ * which also holds its status. The core names the reason only; each transport decides what it looks like (REST: a
+ * problem body with that status; MCP: a tool error that carries the same status).
  */
-export type RefusalCode =
+export type RefusalCode = Extract<
+  ProblemCode,
   | 'invalid_request'
   | 'invalid_idempotency_key'
   | 'invalid_file_name'
-  | 'empty_content'
+  | 'content_empty'
   | 'content_too_large'
-  | 'not_found'
+  | 'research_job_not_found'
+  | 'training_document_not_found'
+  | 'action_not_found'
   | 'idempotency_key_reused'
   | 'idempotency_key_in_flight'
   | 'ask_timeout'
   | 'insufficient_scope'
-  | 'record_gone';
+  | 'record_gone'
+>;
 
 export class Refusal extends AgentAccessError {
   declare readonly code: RefusalCode;

@@ -194,7 +194,7 @@ export class ResourceService {
   async researchView(access: AccessContext, jobId: string): Promise<Answer<ResearchJobView>> {
     await this.settle();
     const job = this.core.repo.get('research_jobs', jobId);
-    if (!job || !belongsTo(job, access)) throw new Refusal('not_found', `no research job "${jobId}"`);
+    if (!job || !belongsTo(job, access)) throw new Refusal('research_job_not_found', `no research job "${jobId}"`);
     const view: ResearchJobView = {
       job_id: job.id,
       status: job.status,
@@ -214,7 +214,7 @@ export class ResourceService {
   /** Accepts a document for ingest (REST: 202): it becomes findable only once indexed. Free. */
   async startTraining(access: AccessContext, fileName: string, content: string): Promise<Answer<TrainingAccepted>> {
     validateFileName(fileName);
-    if (content.trim() === '') throw new Refusal('empty_content', 'content is empty');
+    if (content.trim() === '') throw new Refusal('content_empty', 'content is empty');
     const size = Buffer.byteLength(content, 'utf8');
     if (size > TRAINING_MAX_BYTES) throw new Refusal('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
     const now = this.core.clock.now();
@@ -267,7 +267,7 @@ export class ResourceService {
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
     const doc = this.core.repo.get('training_documents', documentId);
-    if (!doc || !belongsTo(doc, access)) throw new Refusal('not_found', `no training document "${documentId}"`);
+    if (!doc || !belongsTo(doc, access)) throw new Refusal('training_document_not_found', `no training document "${documentId}"`);
     return doc;
   }
 

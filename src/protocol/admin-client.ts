@@ -1,5 +1,7 @@
 import { request } from 'undici';
 import { textOf } from './format.js';
+import type { ClientErrorKind } from './errors.js';
+import { kindOfAnswer, problemCodeOf, type ProblemCode } from './problems.js';
 
 /** Where the admin API of a running emulator is, and the token it wants. */
 export interface AdminEndpoint {
@@ -7,14 +9,21 @@ export interface AdminEndpoint {
   token: string;
 }
 
-/** The admin API answered with an error: its status and problem body. */
+/**
+ * The admin API answered with an error: its status and problem body, the problem's registry code, and what it means
+ * to a client (its `kind`, which the CLI turns into an exit code).
+ */
 export class AdminError extends Error {
+  readonly code: ProblemCode | undefined;
+  readonly kind: ClientErrorKind;
   constructor(
     readonly status: number,
     readonly body: Record<string, unknown>,
     readonly path: string,
   ) {
     super(textOf(body.detail ?? body.error_description, `the emulator answered ${status}`));
+    this.code = problemCodeOf(body);
+    this.kind = kindOfAnswer(status, body);
   }
 }
 

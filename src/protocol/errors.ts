@@ -7,6 +7,8 @@ export type ClientErrorKind =
   | 'usage'
   /** Anything else that failed (a login that timed out, a damaged token store). */
   | 'failed'
+  /** The state file cannot be used: damaged, held by another process, or its lock was lost. */
+  | 'state'
   /** No valid login: the person must log in (again). */
   | 'auth_required'
   /** Refused: the person said no, or the token lacks the scope. */

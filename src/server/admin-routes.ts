@@ -51,12 +51,12 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     admin.options('/*', (_request, reply) => reply.callNotFound());
     admin.addHook('onRequest', async (request, reply) => {
       if (request.method === 'OPTIONS') return;
-      if (!isLoopbackAddress(request.socket.remoteAddress)) return sendProblem(reply, 403, 'admin_loopback_only', 'the admin API answers loopback peers only');
-      if (!isAllowedHost(request.headers.host, options.port() ?? -1)) return sendProblem(reply, 421, 'host_not_allowed', 'the admin API answers only requests addressed to a loopback host name');
+      if (!isLoopbackAddress(request.socket.remoteAddress)) return sendProblem(reply, 'admin_loopback_only', 'the admin API answers loopback peers only');
+      if (!isAllowedHost(request.headers.host, options.port() ?? -1)) return sendProblem(reply, 'host_not_allowed', 'the admin API answers only requests addressed to a loopback host name');
       const match = /^bearer[ \t]+(\S+)$/i.exec(request.headers.authorization ?? '');
       if (!match || !safeEqual(match[1] as string, adminToken)) {
         reply.header('www-authenticate', 'Bearer realm="agent-access-admin"');
-        return sendProblem(reply, 401, 'admin_token_required', 'send the admin token written next to the state file as a bearer token');
+        return sendProblem(reply, 'admin_token_required', 'send the admin token written next to the state file as a bearer token');
       }
     });
     // Admin bodies are exact: a misspelt field (clientId for client_id) is an error, not silently dropped as
@@ -65,7 +65,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       const properties = (request.routeOptions.schema?.body as { properties?: Record<string, unknown> } | undefined)?.properties;
       if (!properties || typeof request.body !== 'object' || request.body === null) return;
       const unknown = Object.keys(request.body).filter((k) => !Object.hasOwn(properties, k));
-      if (unknown.length > 0) return sendProblem(reply, 400, 'invalid_request', `unknown field ${unknown.join(', ')}; allowed: ${Object.keys(properties).join(', ')}`);
+      if (unknown.length > 0) return sendProblem(reply, 'invalid_request', `unknown field ${unknown.join(', ')}; allowed: ${Object.keys(properties).join(', ')}`);
     });
     admin.get(ADMIN_ROUTES.health, async () => ({ ok: true, pid: process.pid, base_url: core.urls.baseUrl, auth_url: core.urls.authUrl }));
     admin.get(ADMIN_ROUTES.grants, { schema: adminGrantsSchema }, async (request) => ({ grants: listGrants(core, request.query as { person_id?: string; client_id?: string }) }));
@@ -75,7 +75,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       try {
         return chargesReport(core, committedEntries(await core.persistence.readLedger(), location && ledgerFileFor(location)));
       } catch (e) {
-        if (e instanceof StateFileError) throw new ProblemError(500, 'ledger_damaged', e.message);
+        if (e instanceof StateFileError) throw new ProblemError('ledger_damaged', e.message);
         throw e;
       }
     });
@@ -93,13 +93,13 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     const clockView = () => ({ mode: core.clock instanceof ManualClock ? 'manual' : 'system', now: core.clock.now(), iso: new Date(core.clock.now()).toISOString() });
     admin.get(ADMIN_ROUTES.clock, async () => clockView());
     admin.post(ADMIN_ROUTES.advanceClock, { schema: adminAdvanceSchema }, async (request) => {
-      if (!(core.clock instanceof ManualClock)) throw new ProblemError(409, 'clock_is_real_time', 'the clock is real time; start the emulator with --clock manual (or clock: "manual") to move it');
+      if (!(core.clock instanceof ManualClock)) throw new ProblemError('clock_not_manual', 'the clock is real time; start the emulator with --clock manual (or clock: "manual") to move it');
       const { by } = request.body as { by: string | number };
       let duration: number;
       try {
         duration = parseDuration(by);
       } catch (e) {
-        throw new ProblemError(400, 'invalid_duration', (e as Error).message);
+        throw new ProblemError('invalid_duration', (e as Error).message);
       }
       core.clock.advance(duration);
       // Everything that runs on the clock catches up before the answer: jobs, training steps, expired records.
@@ -114,7 +114,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     admin.post(ADMIN_ROUTES.consent, { schema: adminConsentSchema }, async (request) => {
       const body = request.body as { decision: string; scopes?: string[]; client_id?: string };
       const policy = parseConsentPolicy(body);
-      if (body.client_id !== undefined && !Object.hasOwn(core.state.clients, body.client_id)) throw new ProblemError(404, 'client_not_found', `no client "${body.client_id}"; leave client_id out to set the policy for all clients`);
+      if (body.client_id !== undefined && !Object.hasOwn(core.state.clients, body.client_id)) throw new ProblemError('client_not_found', `no client "${body.client_id}"; leave client_id out to set the policy for all clients`);
       setConsentPolicy(core, body.client_id ?? null, policy);
       return core.consentPolicies.view();
     });
@@ -136,7 +136,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
       return { actions: Object.values(core.state.pending_actions).filter((a) => !status || a.status === status).sort((a, b) => a.created_at - b.created_at) };
     });
     const snapshots = (): Snapshots => {
-      if (!options.snapshots) throw new ProblemError(501, 'not_implemented', 'this server runs without snapshots');
+      if (!options.snapshots) throw new ProblemError('snapshots_disabled', 'this server runs without snapshots');
       return options.snapshots;
     };
     admin.get(ADMIN_ROUTES.snapshots, { schema: adminSnapshotListSchema }, async () => snapshots().list());
@@ -147,11 +147,11 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
     admin.post(ADMIN_ROUTES.restoreSnapshot, { schema: adminSnapshotRestoreSchema }, async (request) => snapshots().restore((request.params as { name: string }).name));
     admin.post(ADMIN_ROUTES.reset, { schema: adminResetSchema }, async () => snapshots().reset());
     admin.post(ADMIN_ROUTES.decideAction, { schema: adminDecideSchema }, async (request) => {
-      if (!plane) throw new ProblemError(501, 'not_implemented', 'this server runs without the agent plane');
+      if (!plane) throw new ProblemError('agent_plane_disabled', 'this server runs without the agent plane');
       const { id } = request.params as { id: string };
       const { decision } = request.body as { decision: 'approve' | 'reject' };
       const action = Object.hasOwn(core.state.pending_actions, id) ? core.state.pending_actions[id] : undefined;
-      if (!action) throw new ProblemError(404, 'not_found', `no write action ${id}`);
+      if (!action) throw new ProblemError('action_not_found', `no write action ${id}`);
       // Decided as the person it belongs to, through the same operation as the approval page.
       return { action: await plane.decide(action.person_id, id, decision) };
     });

@@ -76,7 +76,7 @@ function sendInjectedError(request: FastifyRequest, reply: FastifyReply, fault: 
   const style = request.routeOptions.config?.errorStyle ?? 'problem';
   if (style === 'oauth' || style === 'registration') return sendOAuthError(reply, new OAuthError(status === 503 ? 'temporarily_unavailable' : 'server_error', detail, { status }));
   if (style === 'html') return pageHeaders(reply.code(status)).send(errorPage('Der Dienst ist gestört', 'server_error', detail));
-  return sendProblem(reply, status, 'server_error', detail);
+  return sendProblem(reply, 'server_error', detail, {}, status);
 }
 
 /**
@@ -155,9 +155,9 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   // Callback-style hooks: they run on every request, and async ones cost a promise each.
   app.addHook('onRequest', (request, reply, done) => {
     const port = options.port();
-    if (port === undefined) return void sendProblem(reply, 503, 'starting', 'the emulator is still starting');
+    if (port === undefined) return void sendProblem(reply, 'server_starting', 'the emulator is still starting');
     if (options.checkHost && !isAllowedHost(request.headers.host, port, options.bindHost)) {
-      return void sendProblem(reply, 421, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
+      return void sendProblem(reply, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
     }
     done();
   });
@@ -197,7 +197,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
 
 /** The 404 of both servers; each sets it in the context whose hooks its 404s need (the API's: CORS). */
 export const notFound = (request: FastifyRequest, reply: FastifyReply) =>
-  sendProblem(reply, 404, 'not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`);
+  sendProblem(reply, 'route_not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`);
 
 export function newFastify(options: AppOptions): FastifyInstance {
   return Fastify({
@@ -211,7 +211,7 @@ export function newFastify(options: AppOptions): FastifyInstance {
     // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status = (error as { statusCode?: number }).statusCode ?? 400;
-      void sendProblem(reply, status >= 400 && status < 500 ? status : 400, 'invalid_request', error.message);
+      void sendProblem(reply, 'invalid_request', error.message, {}, status >= 400 && status < 500 ? status : 400);
     },
   });
 }
@@ -238,7 +238,7 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     if (options.resources) registerRestRoutes(open, core, options.resources);
     // The agent plane (spec 4.5): MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP authorization).
     if (options.resources && options.plane) registerMcpRoute(open, core, options.resources, options.plane, options.onServerError);
-    else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 501, 'not_implemented', 'this server runs without the agent plane'));
+    else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 'agent_plane_disabled', 'this server runs without the agent plane'));
     await extend?.(open);
   });
   const { sessions, workspace } = options;

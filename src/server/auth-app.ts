@@ -50,7 +50,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const body = request.body as { interaction: string; csrf: string; decision: 'approve' | 'deny' };
     const session = sessions.current(request);
     if (!session || !sessions.checkCsrf(session, body.interaction, body.csrf)) {
-      throw new ProblemError(403, 'consent.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
+      throw new ProblemError('csrf_check_failed', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
     }
     const location = await decideConsent(core, body.interaction, session.id, body.decision);
     return reply.header('cache-control', 'no-store').redirect(location, 302);
@@ -62,7 +62,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   app.get('/documents/:id', { schema: { params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 200 } } } }, config: { errorStyle: 'html' } }, async (request, reply) => {
     const session = sessions.ensure(request, reply);
     const doc = options.documents?.(session.person_id, (request.params as { id: string }).id);
-    if (!doc) throw new ProblemError(404, 'not_found', 'Dieses Dokument gibt es nicht, oder es gehört nicht zu Ihrem Konto.');
+    if (!doc) throw new ProblemError('training_document_not_found', 'Dieses Dokument gibt es nicht, oder es gehört nicht zu Ihrem Konto.');
     return pageHeaders(reply).send(documentPage(doc));
   });
 
@@ -78,7 +78,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const session = sessions.current(request);
     const { csrf } = request.body as { csrf: string };
     if (!session || !sessions.checkCsrf(session, SETTINGS_PURPOSE, csrf)) {
-      throw new ProblemError(403, 'settings.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Einstellungen neu.');
+      throw new ProblemError('csrf_check_failed', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Einstellungen neu.');
     }
     await revokeGrant(core, (request.params as { id: string }).id, 'person', session.person_id);
     return reply.redirect('/settings?revoked=1', 303);
@@ -97,7 +97,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     app.get('/actions/:id', { schema: { params: actionDecisionSchema.params }, config: { errorStyle: 'html' } }, async (request, reply) => {
       const session = sessions.ensure(request, reply);
       const action = plane.actionOf(session.person_id, (request.params as { id: string }).id);
-      if (!action) throw new ProblemError(404, 'not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
+      if (!action) throw new ProblemError('action_not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
       const notice = { approved: 'Freigegeben.', rejected: 'Abgelehnt.' }[(request.query as { decided?: string }).decided ?? ''];
       return pageHeaders(reply).send(actionPage({ action, clientName: clientName(action.client_id), csrf: sessions.csrfToken(session, actionPurpose(action.id)), notice }));
     });
@@ -106,7 +106,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       const { id } = request.params as { id: string };
       const { csrf, decision } = request.body as { csrf: string; decision: 'approve' | 'reject' };
       if (!session || !sessions.checkCsrf(session, actionPurpose(id), csrf)) {
-        throw new ProblemError(403, 'action.csrf', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Seite neu.');
+        throw new ProblemError('csrf_check_failed', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Seite neu.');
       }
       const action = await plane.decide(session.person_id, id, decision);
       return reply.redirect(`/actions/${encodeURIComponent(id)}?decided=${action.status}`, 303);

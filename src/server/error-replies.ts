@@ -2,8 +2,8 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { BearerError, OAuthError, ProblemError } from '../core/errors.js';
 import { RateLimitedError } from '../core/rate-limit.js';
 import { Refusal } from '../core/refusal.js';
+import { PROBLEM_TYPE_PREFIX, PROBLEMS, type ProblemCode } from '../protocol/problems.js';
 import { pageHeaders } from './page-headers.js';
-import { REFUSAL_STATUS } from './refusal-status.js';
 
 /** How a route reports errors: OAuth endpoints in RFC 6749 JSON, everything else as RFC 9457 problems. */
 export type ErrorStyle = 'oauth' | 'registration' | 'problem' | 'html';
@@ -14,14 +14,22 @@ declare module 'fastify' {
   }
 }
 
-/** The one documented error shape for non-OAuth routes (RFC 9457 application/problem+json). */
-export function sendProblem(reply: FastifyReply, status: number, code: string, detail: string, extra: Record<string, unknown> = {}) {
+/**
+ * The one documented error shape for non-OAuth routes (RFC 9457 application/problem+json): the registry's code as
+ * `type`, its public message as `title`, the specific sentence as `detail`. The status is the code's, unless the
+ * caller names the one it must keep (an injected 5xx, a framework's 4xx).
+ */
+export function sendProblem(reply: FastifyReply, code: ProblemCode, detail: string, extra: Record<string, unknown> = {}, status: number = PROBLEMS[code].status) {
   return reply
     .code(status)
     .type('application/problem+json; charset=utf-8')
     .header('cache-control', 'no-store')
-    .send({ type: `urn:agent-access:error:${code}`, title: code, status, detail, ...extra });
+    .send({ type: `${PROBLEM_TYPE_PREFIX}${code}`, title: PROBLEMS[code].title, status, detail, ...extra });
 }
+
+/** The code of a framework error (a body too large, a media type not parsed) that carries only its status. */
+const CODE_OF_STATUS: Partial<Record<number, ProblemCode>> = { 413: 'body_too_large', 415: 'unsupported_media_type' };
+const problemCodeOfStatus = (status: number): ProblemCode => (status >= 500 ? 'server_error' : (CODE_OF_STATUS[status] ?? 'invalid_request'));
 
 export function sendOAuthError(reply: FastifyReply, error: OAuthError) {
   if (error.challenge) reply.header('www-authenticate', error.challenge);
@@ -66,20 +74,20 @@ export function errorReplier(options: { resourceMetadataUrl: () => string; htmlE
     if (error instanceof RateLimitedError) {
       const { limit, reset } = error.state;
       reply.header('retry-after', reset).header('ratelimit-limit', limit).header('ratelimit-remaining', 0).header('ratelimit-reset', reset);
-      return sendProblem(reply, 429, 'rate_limited', error.message);
+      return sendProblem(reply, error.code, error.message);
     }
     if (error instanceof BearerError) {
       reply.header('www-authenticate', bearerChallenge(error, options.resourceMetadataUrl()));
-      return sendProblem(reply, error.status, error.error ?? 'unauthorized', error.message, { scope: error.scope });
+      return sendProblem(reply, error.code, error.message, { scope: error.scope }, error.status);
     }
     if (error instanceof OAuthError) {
       if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message));
       return sendOAuthError(reply, error);
     }
-    if (error instanceof Refusal) return sendProblem(reply, REFUSAL_STATUS[error.code], error.code, error.message);
+    if (error instanceof Refusal) return sendProblem(reply, error.code, error.message);
     if (error instanceof ProblemError) {
       if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message));
-      return sendProblem(reply, error.status, error.code, error.message);
+      return sendProblem(reply, error.code, error.message);
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status === 500) options.onServerError?.(Object.assign(new Error(`${request.method} ${request.url.split('?')[0]} failed: ${error.message}`), { cause: error, stack: error.stack }));
@@ -93,6 +101,6 @@ export function errorReplier(options: { resourceMetadataUrl: () => string; htmlE
       return sendOAuthError(reply, new OAuthError(code, description, { status: status === 413 ? 413 : 400 }));
     }
     if (style === 'html') return pageHeaders(reply.code(status)).send(options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description));
-    return sendProblem(reply, status, status === 500 ? 'internal_error' : error.validation ? 'invalid_request' : (error.code ?? 'error').toLowerCase(), described.description);
+    return sendProblem(reply, error.validation ? 'invalid_request' : problemCodeOfStatus(status), described.description, {}, status);
   };
 }

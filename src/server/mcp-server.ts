@@ -9,8 +9,8 @@ import type { Answer, Charged } from '../core/metering.js';
 import { Refusal } from '../core/refusal.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
+import { PROBLEMS } from '../protocol/problems.js';
 import { routeOf, VARIANT_META, type ToolName } from './mcp-tools.js';
-import { REFUSAL_STATUS } from './refusal-status.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
 export { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -50,10 +50,10 @@ async function run(operation: () => Promise<Answer<unknown>>, onServerError: (er
   try {
     return toolResult(await operation());
   } catch (e) {
-    if (e instanceof Refusal) return toolResult({ value: { error: e.code, detail: e.message, status: REFUSAL_STATUS[e.code] } }, true);
+    if (e instanceof Refusal) return toolResult({ value: { error: e.code, detail: e.message, status: PROBLEMS[e.code].status } }, true);
     if (e instanceof ProblemError) return toolResult({ value: { error: e.code, detail: e.message, status: e.status } }, true);
     onServerError(e instanceof Error ? e : new Error(String(e)));
-    return toolResult({ value: { error: 'internal_error', detail: 'the tool failed inside the emulator; see its log', status: 500 } }, true);
+    return toolResult({ value: { error: 'server_error', detail: 'the tool failed inside the emulator; see its log', status: 500 } }, true);
   }
 }
 

@@ -9,7 +9,7 @@ import { setRateLimitHeaders } from './rest-routes.js';
 
 /**
  * The MCP SDK and zod weigh more than the rest of the server: loaded on the first /mcp request, so `serve` is
- * ready sooner (issue 2's ready-time target), and never for a run that does not use the agent plane.
+ * ready sooner (the ready-time targets of README "Benchmark"), and never for a run that does not use the agent plane.
  */
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;
 const loadMcpServer = () =>
@@ -31,7 +31,8 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, resources: Re
   const preload = async () => void loadMcpServer().catch(() => undefined);
 
   app.route({
-    // Every method reaches the guard, so any request without a token gets the 401 challenge (STANDARDS: /mcp, every method).
+    // Every method reaches the guard, so any request without a token gets the 401 challenge (spec 5 rule 5; RFC 9728 §5.1,
+    // https://www.rfc-editor.org/rfc/rfc9728#section-5.1: the challenge is where a client starts discovery, whatever it sent).
     method: ['GET', 'POST', 'DELETE', 'PUT', 'PATCH'],
     url: '/mcp',
     // Any valid agent token opens the plane; each tool then needs its own scope. The 401 challenge names `ask`, the minimal scope.

@@ -35,7 +35,7 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
       try {
         done(null, JSON.parse(body as string));
       } catch {
-        done(new ProblemError(400, 'invalid_json', 'the request body is not valid JSON'), undefined);
+        done(new ProblemError('invalid_json', 'the request body is not valid JSON'), undefined);
       }
     });
 
@@ -50,7 +50,7 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
       async function jsonOnly(request: FastifyRequest) {
         if (request.method !== 'POST') return;
         const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-        if (type !== 'application/json') throw new ProblemError(415, 'unsupported_media_type', 'send the body as application/json');
+        if (type !== 'application/json') throw new ProblemError('unsupported_media_type', 'send the body as application/json');
       },
     ];
 

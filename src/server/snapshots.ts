@@ -76,7 +76,7 @@ export class Snapshots {
     checkName(name);
     return this.#serial(async () => {
       const record = await this.#get(name);
-      if (!record) throw new ProblemError(404, 'snapshot_not_found', `no snapshot "${name}"; \`agent-access snapshot list\` (GET /_admin/snapshots) shows the saved ones`);
+      if (!record) throw new ProblemError('snapshot_not_found', `no snapshot "${name}"; \`agent-access snapshot list\` (GET /_admin/snapshots) shows the saved ones`);
       return this.#apply(record);
     });
   }
@@ -88,8 +88,7 @@ export class Snapshots {
       if (!record) {
         const where = this.#store.fileOf(BASELINE);
         throw new ProblemError(
-          409,
-          'no_baseline',
+          'snapshot_baseline_missing',
           `this state has no baseline to reset to${where ? ` (${where} is missing)` : ''}: it was created before snapshots existed, or the file was removed. Save a snapshot and restore that instead, or start with a new state file.`,
         );
       }
@@ -108,7 +107,7 @@ export class Snapshots {
     try {
       return await this.#store.get(name);
     } catch (e) {
-      if (e instanceof SnapshotFileError) throw new ProblemError(409, 'snapshot_damaged', e.message);
+      if (e instanceof SnapshotFileError) throw new ProblemError('snapshot_damaged', e.message);
       throw e;
     }
   }
@@ -124,7 +123,7 @@ export class Snapshots {
         this.#core.events.emit('state.restored', { snapshot: record.name, reset: record.name === BASELINE });
       });
     } catch (e) {
-      if (e instanceof StateFileError) throw new ProblemError(409, 'snapshot_damaged', `${e.message.replace(/ Nothing was changed\..*$/s, '')}; nothing was restored`);
+      if (e instanceof StateFileError) throw new ProblemError('snapshot_damaged', `${e.message.replace(/ Nothing was changed\..*$/s, '')}; nothing was restored`);
       throw e;
     }
     return infoOf(record, file);
@@ -133,7 +132,7 @@ export class Snapshots {
 
 function checkName(name: string): void {
   if (!SNAPSHOT_NAME.test(name)) {
-    throw new ProblemError(400, 'invalid_snapshot_name', `snapshot name ${JSON.stringify(name)} is not allowed: 1–64 letters, digits, ".", "_" or "-", starting with a letter or digit`);
+    throw new ProblemError('invalid_snapshot_name', `snapshot name ${JSON.stringify(name)} is not allowed: 1–64 letters, digits, ".", "_" or "-", starting with a letter or digit`);
   }
 }
 

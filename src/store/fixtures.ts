@@ -17,7 +17,7 @@ export interface Fixtures {
   knowledge: KnowledgeDocument[];
 }
 
-const fail = (file: string, what: string) => new AgentAccessError('fixtures.invalid', `fixture ${file}: ${what}`);
+const fail = (file: string, what: string) => new AgentAccessError('fixtures_invalid', `fixture ${file}: ${what}`);
 
 async function readJson(file: string, optional: boolean): Promise<unknown> {
   let text: string;

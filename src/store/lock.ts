@@ -13,7 +13,7 @@ const STALE_MS = 5_000;
 export class StateLockedError extends AgentAccessError {
   readonly pid: number | null;
   constructor(file: string, pid: number | null) {
-    super('state.locked', `state file ${file} is in use by another agent-access process${pid ? ` (pid ${pid})` : ''}`);
+    super('state_locked', `state file ${file} is in use by another agent-access process${pid ? ` (pid ${pid})` : ''}`);
     this.pid = pid;
   }
 }

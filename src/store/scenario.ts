@@ -12,7 +12,7 @@ import type { Fixtures } from './fixtures.js';
 export class ScenarioError extends AgentAccessError {
   readonly file: string;
   constructor(file: string, message: string) {
-    super('scenario.invalid', message);
+    super('scenario_invalid', message);
     this.file = file;
   }
 }

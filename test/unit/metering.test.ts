@@ -268,12 +268,12 @@ describe('metered call: spec 1, 4.5 (the same reach on both planes)', () => {
 
     const missing = await app.inject({ method: 'GET', url: '/research/job_nope', headers });
     const toolMissing = await client.callTool({ name: 'get_research', arguments: { job_id: 'job_nope' } });
-    expect([missing.statusCode, missing.json().title]).toEqual([404, 'not_found']);
-    expect(toolMissing).toMatchObject({ isError: true, structuredContent: { error: 'not_found', status: 404, detail: missing.json().detail } });
+    expect([missing.statusCode, missing.json().type]).toEqual([404, 'urn:agent-access:error:research_job_not_found']);
+    expect(toolMissing).toMatchObject({ isError: true, structuredContent: { error: 'research_job_not_found', status: 404, detail: missing.json().detail } });
 
     const blank = await app.inject({ method: 'POST', url: '/research', headers, payload: { question: '   ' } });
     const toolBlank = await client.callTool({ name: 'start_research', arguments: { question: '   ' } });
-    expect([blank.statusCode, blank.json().title]).toEqual([400, 'invalid_request']);
+    expect([blank.statusCode, blank.json().type]).toEqual([400, 'urn:agent-access:error:invalid_request']);
     expect(toolBlank).toMatchObject({ isError: true, structuredContent: { error: 'invalid_request', status: 400 } });
 
     // Charged alike: an ask and a research job on each plane, under each plane's route name.

@@ -1,5 +1,5 @@
 /**
- * The pure module behind `serve --vary-unspecified` (issue 7.6): the catalogue, how variants are assigned, and
+ * The pure module behind `serve --vary-unspecified` (README "Varying what the spec leaves open"): the catalogue, how variants are assigned, and
  * the transforms from the emulator's canonical answers. The end-to-end test over HTTP is vary-unspecified.test.ts.
  */
 import { describe, expect, it } from 'vitest';
@@ -65,7 +65,7 @@ const docView = (step: TrainingDocumentView['processing_step']): TrainingDocumen
   url: '/training/doc_1/url',
 });
 
-describe('issue 7.6: the variation catalogue and how variants are assigned', () => {
+describe('the variation catalogue and how variants are assigned', () => {
   it('the first variant of every dimension is what the emulator answers without the mode, byte for byte', () => {
     expect(JSON.stringify(varyAskAnswer(answer, selection('ask')))).toBe(JSON.stringify(answer));
     for (const status of ['queued', 'running', 'succeeded', 'failed'] as const) {
@@ -130,7 +130,7 @@ describe('issue 7.6: the variation catalogue and how variants are assigned', () 
   });
 });
 
-describe('issue 7.6: every variant keeps what the spec promises', () => {
+describe('every variant keeps what the spec promises', () => {
   it('ask (spec 2.4): answer a string, sources an array, message_id a string, in each sources shape and with unknown fields', () => {
     const shapes = new Map<string, unknown[]>();
     for (const sources of CATALOGUE.ask.sources) {

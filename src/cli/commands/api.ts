@@ -99,7 +99,7 @@ export function apiCommands(ctx: ClientContext): Command[] {
         const poll = typeof job.poll === 'string' && job.poll.startsWith('/') ? job.poll : `/research/${encodeURIComponent(jobId)}`;
         if (flags.wait) job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) => (j.status === 'succeeded' ? 'done' : j.error != null ? 'failed' : textOf(j.status, 'unknown')));
         if (flags.json) out(jsonText(job));
-        if (job.error != null) throw new CliError(`research job ${jobId} failed: ${describeError(job.error)}`, EXIT.failure, 'client.job_failed');
+        if (job.error != null) throw new CliError(`research job ${jobId} failed: ${describeError(job.error)}`, EXIT.failure, 'job_failed');
         if (flags.json) return;
         if (job.status !== 'succeeded') {
           out(`${jobId}\n`);
@@ -121,7 +121,7 @@ export function apiCommands(ctx: ClientContext): Command[] {
       try {
         content = await readFile(file, 'utf8');
       } catch (e) {
-        throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, EXIT.failure, 'client.file');
+        throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, EXIT.failure, 'file_unreadable');
       }
       await withSession(ctx, flags, async (session) => {
         const accepted = asObject(await session.call({ method: 'POST', path: '/training', body: { file_name: flags.fileName ?? basename(file), content }, ...key(flags) }));
@@ -140,7 +140,7 @@ export function apiCommands(ctx: ClientContext): Command[] {
         });
         if (doc.error != null || doc.processing_step === 'failed') {
           if (flags.json) out(jsonText(doc));
-          throw new CliError(`training document ${id} failed at processing: ${describeError(doc.error ?? doc.processing_step)}`, EXIT.failure, 'client.job_failed');
+          throw new CliError(`training document ${id} failed at processing: ${describeError(doc.error ?? doc.processing_step)}`, EXIT.failure, 'job_failed');
         }
         const link = asObject(await session.call({ method: 'GET', path: `${path}/url` }));
         if (flags.json) return out(jsonText({ ...doc, link }));
@@ -178,10 +178,10 @@ export function apiCommands(ctx: ClientContext): Command[] {
         const retryAfter = Number(res.headers['retry-after']);
         const pause = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1_000 : flags.interval * 1_000;
         if (Date.now() + pause > deadline) {
-          throw new CliError(`${label} is still ${state} after ${progress.elapsed}; it goes on at the server (follow it again later)`, EXIT.failure, 'client.wait_timeout');
+          throw new CliError(`${label} is still ${state} after ${progress.elapsed}; it goes on at the server (follow it again later)`, EXIT.failure, 'wait_timed_out');
         }
         await sleep(pause, undefined, { signal: wake.signal }).catch(() => undefined);
-        if (interrupted) throw new CliError(`stopped waiting; ${label} goes on at the server`, EXIT.interrupted, 'client.cancelled');
+        if (interrupted) throw new CliError(`stopped waiting; ${label} goes on at the server`, EXIT.interrupted, 'wait_cancelled');
       }
     } finally {
       progress.stop();

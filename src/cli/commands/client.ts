@@ -93,7 +93,7 @@ export function clientCommands(ctx: ClientContext): Command[] {
         const now = ctx.clock.now();
         if (!login) {
           if (flags.json) out(jsonText({ base_url: session.baseUrl, logged_in: false }));
-          throw new CliError(`not logged in to ${session.baseUrl}; run \`agent-access login\``, EXIT.authRequired, 'client.not_logged_in');
+          throw new CliError(`not logged in to ${session.baseUrl}; run \`agent-access login\``, EXIT.authRequired, 'login_required');
         }
         const view = describeLogin(session.baseUrl, record.issuer ?? session.baseUrl, login, false);
         const expiresIn = Math.floor((login.expires_at - now) / 1_000);
@@ -177,7 +177,7 @@ export function clientCommands(ctx: ClientContext): Command[] {
         header = decodeProtectedHeader(token);
         claims = decodeJwt(token);
       } catch (e) {
-        throw new CliError(`not a JWT: ${(e as Error).message} (opaque tokens cannot be decoded)`, EXIT.failure, 'client.not_jwt');
+        throw new CliError(`not a JWT: ${(e as Error).message} (opaque tokens cannot be decoded)`, EXIT.failure, 'token_not_jwt');
       }
       if (flags.json) return out(jsonText({ header, claims }));
       const now = ctx.clock.now();
