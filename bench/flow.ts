@@ -22,12 +22,7 @@ interface HttpResult {
   text: string;
 }
 
-async function http(
-  method: 'GET' | 'POST',
-  url: string,
-  headers: Record<string, string> = {},
-  body?: string,
-): Promise<HttpResult> {
+async function http(method: 'GET' | 'POST', url: string, headers: Record<string, string> = {}, body?: string): Promise<HttpResult> {
   // undici.request never follows redirects, which is what the consent POST needs.
   const res = await request(url, { method, headers, body, ...TIMEOUT });
   const text = await res.body.text();

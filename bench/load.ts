@@ -176,7 +176,11 @@ function writerClients(w: WriterConfig, rec: Recorder, onOk: () => void): (c: Cl
       method: 'POST',
       path,
       setupRequest: (req) => {
-        req.headers = { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'idempotency-key': `${w.keyPrefix}-${i}-${n++}` };
+        req.headers = {
+          'content-type': 'application/json',
+          authorization: `Bearer ${token}`,
+          'idempotency-key': `${w.keyPrefix}-${i}-${n++}`,
+        };
         req.body = JSON.stringify({ question: w.questions[question++ % w.questions.length] });
         return req;
       },
@@ -259,7 +263,10 @@ async function runSoak(cfg: LoadConfig, durationSec: number): Promise<{ main: Ru
       setupClient: writerClients(w, writerRec, () => writes.hit()),
     }),
   ]);
-  return { main: summarize(r, refreshRec), soak: { refreshPerSec: refreshes.counts, writesPerSec: writes.counts, writers: summarize(wr, writerRec) } };
+  return {
+    main: summarize(r, refreshRec),
+    soak: { refreshPerSec: refreshes.counts, writesPerSec: writes.counts, writers: summarize(wr, writerRec) },
+  };
 }
 
 async function main(): Promise<void> {

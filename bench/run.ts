@@ -72,7 +72,8 @@ interface Opts {
 
 const runsRefresh = (o: Opts): boolean => o.scenario === 'all' || o.scenario === 'refresh';
 const runsAsk = (o: Opts): boolean => o.scenario === 'all' || o.scenario === 'ask';
-const runsStorage = (o: Opts): boolean => (o.scenario === 'all' || o.scenario === 'storage') && o.only !== 'baselines' && !o.skip.has('load');
+const runsStorage = (o: Opts): boolean =>
+  (o.scenario === 'all' || o.scenario === 'storage') && o.only !== 'baselines' && !o.skip.has('load');
 
 /** Other processes using more than this many cores counts as a noisy machine. */
 const QUIET_CORES = 0.3;
@@ -119,7 +120,8 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--quiet-wait') o.quietWaitSec = Math.max(0, Math.min(120, Number(v())));
     else if (a === '--storage-sizes') {
       const xs = v().split(',').map(Number);
-      if (xs.some((x) => !Number.isInteger(x) || x < 100 || x > 4 * MAX_LIST_ITEMS)) throw new Error(`--storage-sizes N,N,... (records, 100..${4 * MAX_LIST_ITEMS})`);
+      if (xs.some((x) => !Number.isInteger(x) || x < 100 || x > 4 * MAX_LIST_ITEMS))
+        throw new Error(`--storage-sizes N,N,... (records, 100..${4 * MAX_LIST_ITEMS})`);
       o.storageSizes = xs.sort((x, y) => x - y);
     } else if (a === '--storage-starts') o.storageStarts = Math.max(1, Math.min(15, Number(v())));
     else if (a === '--storage-duration') o.storageDurationSec = Math.max(1, Math.min(120, Number(v())));
@@ -245,7 +247,6 @@ interface ReadyResults {
   /** CPU cores used by processes outside the bench during this phase */
   foreign_cpu_cores?: number;
 }
-
 
 async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> {
   let specs: Spec[] = [];
@@ -415,52 +416,53 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
     });
   }
 
-  if (o.only !== 'baselines' && runsRefresh(o)) await guarded('ours (load)', async () => {
-    const meter = new NoiseMeter();
-    const { p, dir, stateFile, baseUrl, authUrl } = await startOursOnTempState('ours (--state)', 'aa-bench-load-', []);
-    try {
-      const ep: Endpoints = { baseUrl, authUrl };
-      const n = o.connections * 2; // fresh chains for warm-up and for the measured run
-      log(`ours: minting ${n} refresh-token families via register/authorize/consent/token/refresh (base ${baseUrl}, auth ${authUrl})`);
-      const fams = [];
-      const t0 = performance.now();
-      for (let i = 0; i < n; i++) fams.push(await obtainFamily(ep));
-      log(`ours: ${n} families in ${round(performance.now() - t0, 0)} ms`);
-      res.flow_warnings = [...new Set(fams.flatMap((f) => f.warnings))];
-      for (const w of res.flow_warnings) log(`ours flow warning: ${w}`);
-      const tokenUrl = new URL(`${baseUrl.replace(/\/+$/, '')}/oauth/token`);
-      log('load: ours POST /oauth/token grant_type=refresh_token (rotating, per-connection chains)');
-      const r = await runLoad({
-        ...base,
-        origin: tokenUrl.origin,
-        path: tokenUrl.pathname,
-        mode: 'refresh',
-        warmupChains: fams.slice(0, o.connections).map((f) => ({ clientId: f.clientId, refreshToken: f.refreshToken })),
-        chains: fams.slice(o.connections).map((f) => ({ clientId: f.clientId, refreshToken: f.refreshToken })),
-      });
-      res.ours_warmup = r.warmup;
-      res.ours_refresh = r.main;
-      log(briefRun('ours warm-up', r.warmup));
-      log(briefRun('ours refresh', r.main));
-      for (const [phase, s] of [
-        ['warm-up', r.warmup],
-        ['measured run', r.main],
-      ] as const) {
-        if (s.non2xx > 0 || s.errors > 0) {
-          const msg =
-            `OURS RETURNED ${s.non2xx} NON-2XX (${JSON.stringify(s.statusCodes)}), ${s.errors} errors, ${s.timeouts} timeouts in the ${phase}\n` +
-            s.badSamples.map((b) => `    ${b}`).join('\n');
-          failures.push(msg);
+  if (o.only !== 'baselines' && runsRefresh(o))
+    await guarded('ours (load)', async () => {
+      const meter = new NoiseMeter();
+      const { p, dir, stateFile, baseUrl, authUrl } = await startOursOnTempState('ours (--state)', 'aa-bench-load-', []);
+      try {
+        const ep: Endpoints = { baseUrl, authUrl };
+        const n = o.connections * 2; // fresh chains for warm-up and for the measured run
+        log(`ours: minting ${n} refresh-token families via register/authorize/consent/token/refresh (base ${baseUrl}, auth ${authUrl})`);
+        const fams = [];
+        const t0 = performance.now();
+        for (let i = 0; i < n; i++) fams.push(await obtainFamily(ep));
+        log(`ours: ${n} families in ${round(performance.now() - t0, 0)} ms`);
+        res.flow_warnings = [...new Set(fams.flatMap((f) => f.warnings))];
+        for (const w of res.flow_warnings) log(`ours flow warning: ${w}`);
+        const tokenUrl = new URL(`${baseUrl.replace(/\/+$/, '')}/oauth/token`);
+        log('load: ours POST /oauth/token grant_type=refresh_token (rotating, per-connection chains)');
+        const r = await runLoad({
+          ...base,
+          origin: tokenUrl.origin,
+          path: tokenUrl.pathname,
+          mode: 'refresh',
+          warmupChains: fams.slice(0, o.connections).map((f) => ({ clientId: f.clientId, refreshToken: f.refreshToken })),
+          chains: fams.slice(o.connections).map((f) => ({ clientId: f.clientId, refreshToken: f.refreshToken })),
+        });
+        res.ours_warmup = r.warmup;
+        res.ours_refresh = r.main;
+        log(briefRun('ours warm-up', r.warmup));
+        log(briefRun('ours refresh', r.main));
+        for (const [phase, s] of [
+          ['warm-up', r.warmup],
+          ['measured run', r.main],
+        ] as const) {
+          if (s.non2xx > 0 || s.errors > 0) {
+            const msg =
+              `OURS RETURNED ${s.non2xx} NON-2XX (${JSON.stringify(s.statusCodes)}), ${s.errors} errors, ${s.timeouts} timeouts in the ${phase}\n` +
+              s.badSamples.map((b) => `    ${b}`).join('\n');
+            failures.push(msg);
+          }
         }
+      } finally {
+        await stopProc(p);
+        if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours exited with code ${p.child.exitCode} after SIGTERM`);
+        if (existsSync(stateFile)) res.ours_state_file_bytes = statSync(stateFile).size;
+        removeTempDir(dir);
+        noteNoise('ours', meter);
       }
-    } finally {
-      await stopProc(p);
-      if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours exited with code ${p.child.exitCode} after SIGTERM`);
-      if (existsSync(stateFile)) res.ours_state_file_bytes = statSync(stateFile).size;
-      removeTempDir(dir);
-      noteNoise('ours', meter);
-    }
-  });
+    });
 
   if (runsAsk(o)) await measureAsk(o, res, guarded, noteNoise, failures);
   return res;
@@ -515,7 +517,11 @@ function answerProblems(text: string): { problems: string[]; messageId?: string 
 }
 
 /** Starts ours on a fresh temp state file and waits for its ready line; the caller stops it and removes `dir`. */
-async function startOursOnTempState(label: string, tmpPrefix: string, extraArgs: string[]): Promise<{ p: Proc; dir: string; stateFile: string; baseUrl: string; authUrl: string }> {
+async function startOursOnTempState(
+  label: string,
+  tmpPrefix: string,
+  extraArgs: string[],
+): Promise<{ p: Proc; dir: string; stateFile: string; baseUrl: string; authUrl: string }> {
   const dir = makeTempDir(tmpPrefix);
   const stateFile = path.join(dir, 'state.json');
   let p: Proc;
@@ -565,7 +571,8 @@ async function measureAsk(
         const origin = `http://127.0.0.1:${ports[0]}`;
         const url = `${origin}/chat/ask`;
         const anon = await postAsk(url, undefined);
-        if (anon.status !== 401) throw new BenchError(`bare verify: expected 401 without a token${describeAsk(url, undefined, undefined, anon)}`);
+        if (anon.status !== 401)
+          throw new BenchError(`bare verify: expected 401 without a token${describeAsk(url, undefined, undefined, anon)}`);
         const ok = await postAsk(url, token);
         if (ok.status !== 200 || answerProblems(ok.text).problems.length > 0)
           throw new BenchError(`bare verify: sanity ask failed${describeAsk(url, token, undefined, ok)}`);
@@ -606,16 +613,21 @@ async function measureAsk(
 
         // Sanity: route present, answer shape, fresh calls are distinct, replays byte for byte.
         const anon = await postAsk(url, undefined);
-        if (anon.status === 404) throw new BenchError(`ours does not serve POST /chat/ask yet (404)${describeAsk(url, undefined, undefined, anon)}`);
+        if (anon.status === 404)
+          throw new BenchError(`ours does not serve POST /chat/ask yet (404)${describeAsk(url, undefined, undefined, anon)}`);
         if (anon.status !== 401) info.warnings.push(`no token: expected 401, got ${anon.status}: ${anon.text.slice(0, 300)}`);
         else if (!/ask/.test(String(anon.headers['www-authenticate'] ?? '')))
-          info.warnings.push(`no token: 401 without a WWW-Authenticate naming the scope (got ${JSON.stringify(anon.headers['www-authenticate'])})`);
+          info.warnings.push(
+            `no token: 401 without a WWW-Authenticate naming the scope (got ${JSON.stringify(anon.headers['www-authenticate'])})`,
+          );
         const fresh: AskReply[] = [];
         for (let i = 0; i < 2; i++) {
           const r = await postAsk(url, token);
           const { problems } = answerProblems(r.text);
           if (r.status !== 200 || problems.length > 0)
-            throw new BenchError(`ours: fresh ask ${i + 1} failed${problems.length ? ` (${problems.join(', ')})` : ''}${describeAsk(url, token, undefined, r)}`);
+            throw new BenchError(
+              `ours: fresh ask ${i + 1} failed${problems.length ? ` (${problems.join(', ')})` : ''}${describeAsk(url, token, undefined, r)}`,
+            );
           fresh.push(r);
         }
         info.fresh_sample = fresh[0]!.text.slice(0, 2000);
@@ -637,7 +649,11 @@ async function measureAsk(
             `ours: replay body differs from the stored response\n  first call:${describeAsk(url, token, REPLAY_KEY, rec)}\n  replay:${describeAsk(url, token, REPLAY_KEY, rep)}`,
           );
         info.replay_sample = rec.text.slice(0, 2000);
-        res.ask_response_bytes = { ...res.ask_response_bytes, ours_fresh: Buffer.byteLength(fresh[0]!.text), ours_replay: Buffer.byteLength(rec.text) };
+        res.ask_response_bytes = {
+          ...res.ask_response_bytes,
+          ours_fresh: Buffer.byteLength(fresh[0]!.text),
+          ours_replay: Buffer.byteLength(rec.text),
+        };
 
         const common = {
           ...base,
@@ -648,8 +664,14 @@ async function measureAsk(
           contentType: 'application/json',
         };
         // Replays first: they should write nothing, so they are measured before the fresh run grows the state.
-        log(`load: ours POST /chat/ask replay (Idempotency-Key: ${REPLAY_KEY})${info.server_args.length ? ` [${info.server_args.join(' ')}]` : ''}`);
-        const rr = await runLoad({ ...common, headers: { authorization: `Bearer ${token}`, 'idempotency-key': REPLAY_KEY }, expectBody: rec.text });
+        log(
+          `load: ours POST /chat/ask replay (Idempotency-Key: ${REPLAY_KEY})${info.server_args.length ? ` [${info.server_args.join(' ')}]` : ''}`,
+        );
+        const rr = await runLoad({
+          ...common,
+          headers: { authorization: `Bearer ${token}`, 'idempotency-key': REPLAY_KEY },
+          expectBody: rec.text,
+        });
         res.ours_ask_replay_warmup = rr.warmup;
         res.ours_ask_replay = rr.main;
         log(briefRun('ours ask replay', rr.main));
@@ -667,7 +689,9 @@ async function measureAsk(
         // The stored record must survive the fresh run.
         const after = await postAsk(url, token, REPLAY_KEY);
         if (after.status !== 200 || after.text !== rec.text)
-          failures.push(`ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ${rec.text.slice(0, 2000)}`);
+          failures.push(
+            `ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ${rec.text.slice(0, 2000)}`,
+          );
       } finally {
         await stopProc(p);
         if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours (ask) exited with code ${p.child.exitCode} after SIGTERM`);
@@ -695,13 +719,16 @@ async function main(): Promise<void> {
     root: ROOT,
   };
   installCleanupHandlers(
-    (Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) + (runsStorage(o) ? storageBudgetSec(storageOpts) : 0)) * 1000,
+    (Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) +
+      (runsStorage(o) ? storageBudgetSec(storageOpts) : 0)) *
+      1000,
   );
   const loadAtStart = os.loadavg().map((x) => round(x, 2));
   // The machine may be shared (tests, browsers): wait a bounded time for it to go quiet, else say so.
   let busyBefore = await cpuBusyCores(1000);
   for (let i = 0; i < o.quietWaitSec / 5 && busyBefore !== undefined && busyBefore > QUIET_CORES; i++) {
-    if (i === 0) log(`machine busy (${round(busyBefore, 2)} cores in use by other processes); waiting up to ${o.quietWaitSec} s for it to go quiet`);
+    if (i === 0)
+      log(`machine busy (${round(busyBefore, 2)} cores in use by other processes); waiting up to ${o.quietWaitSec} s for it to go quiet`);
     await sleep(4000);
     busyBefore = await cpuBusyCores(1000);
   }
@@ -772,25 +799,42 @@ async function main(): Promise<void> {
   const invalid = (s?: RunSummary): string => (s && !validRun(s) ? ' (INVALID: non-2xx/errors/body mismatch)' : '');
   if (runsAsk(o)) {
     rows.push(
-      ['bare fastify + jwtVerify', '', askCell(load?.bare_verify_ask), `POST /chat/ask, ES256 jwtVerify + small JSON${invalid(load?.bare_verify_ask)}`],
-      ['ours ask (--state file)', '', askCell(load?.ours_ask_fresh), `POST /chat/ask fresh, no Idempotency-Key (charged)${invalid(load?.ours_ask_fresh)}`],
+      [
+        'bare fastify + jwtVerify',
+        '',
+        askCell(load?.bare_verify_ask),
+        `POST /chat/ask, ES256 jwtVerify + small JSON${invalid(load?.bare_verify_ask)}`,
+      ],
+      [
+        'ours ask (--state file)',
+        '',
+        askCell(load?.ours_ask_fresh),
+        `POST /chat/ask fresh, no Idempotency-Key (charged)${invalid(load?.ours_ask_fresh)}`,
+      ],
       ['', '', askCell(load?.ours_ask_replay), `POST /chat/ask replay, Idempotency-Key: ${REPLAY_KEY}${invalid(load?.ours_ask_replay)}`],
     );
   }
   const lines: string[] = [];
   lines.push('');
-  lines.push(`agent-access bench  node ${process.version}  ${os.cpus().length} cpus  ready: median of ${o.runs}  load: ${o.connections} conns, ${o.warmupSec}s warm-up + ${o.durationSec}s`);
+  lines.push(
+    `agent-access bench  node ${process.version}  ${os.cpus().length} cpus  ready: median of ${o.runs}  load: ${o.connections} conns, ${o.warmupSec}s warm-up + ${o.durationSec}s`,
+  );
   lines.push('');
   lines.push(`${pad('server', 26)}${pad('ready ms', 11)}${pad('req/s', 10)}what was loaded`);
   lines.push('-'.repeat(90));
   for (const [a, b, c, d] of rows) lines.push(`${pad(a, 26)}${pad(b, 11)}${pad(c, 10)}${d}`);
-  if (ready?.ours_first_start_ms !== undefined) lines.push(`${pad('  ours first start', 26)}${pad(fmt(ready.ours_first_start_ms), 11)}(fresh state file, informational)`);
+  if (ready?.ours_first_start_ms !== undefined)
+    lines.push(`${pad('  ours first start', 26)}${pad(fmt(ready.ours_first_start_ms), 11)}(fresh state file, informational)`);
   if (r['ours_in_memory']) lines.push(`${pad('  ours --in-memory', 26)}${pad(fmt(r['ours_in_memory'].median_ms), 11)}(informational)`);
   if (r['ours']?.ready_line_median_ms !== undefined)
-    lines.push(`${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`);
+    lines.push(
+      `${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`,
+    );
   if (load?.ours_refresh) {
     const s = load.ours_refresh;
-    lines.push(`${pad('  ours non-2xx', 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, p50 ${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`);
+    lines.push(
+      `${pad('  ours non-2xx', 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, p50 ${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`,
+    );
   }
   for (const [label, s] of [
     ['  bare verify non-2xx', load?.bare_verify_ask],
@@ -804,10 +848,16 @@ async function main(): Promise<void> {
   }
   if (load?.ours_ask) {
     const a = load.ours_ask;
-    lines.push(`  ours ask server args: ${a.server_args.length ? a.server_args.join(' ') : '(none)'}${a.rate_limit_headers ? `, rate-limit headers ${JSON.stringify(a.rate_limit_headers)}` : ''}`);
+    lines.push(
+      `  ours ask server args: ${a.server_args.length ? a.server_args.join(' ') : '(none)'}${a.rate_limit_headers ? `, rate-limit headers ${JSON.stringify(a.rate_limit_headers)}` : ''}`,
+    );
   }
   if (load?.ask_response_bytes)
-    lines.push(`  ask response body bytes: ${Object.entries(load.ask_response_bytes).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    lines.push(
+      `  ask response body bytes: ${Object.entries(load.ask_response_bytes)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
   if (storage) lines.push(...storageReport(storage));
   lines.push('');
   lines.push('targets');
@@ -829,7 +879,10 @@ async function main(): Promise<void> {
       `${worst > QUIET_CORES ? 'WARNING: noisy machine, ' : ''}cores used by other processes during the bench: ${foreign.map(([k, v]) => `${k} ${v}`).join(', ')}`,
     );
   }
-  if (noisy) lines.push(`WARNING: ${round(busyBefore!, 2)} of ${os.cpus().length} cores were busy with other processes at the start; figures are noisy`);
+  if (noisy)
+    lines.push(
+      `WARNING: ${round(busyBefore!, 2)} of ${os.cpus().length} cores were busy with other processes at the start; figures are noisy`,
+    );
   for (const w of load?.flow_warnings ?? []) lines.push(`flow warning: ${w}`);
   for (const w of load?.ours_ask?.warnings ?? []) lines.push(`ask warning: ${w}`);
   lines.push(`total bench time ${round((performance.now() - startedAt) / 1000, 0)} s`);
@@ -853,7 +906,13 @@ async function main(): Promise<void> {
       scenario: o.scenario,
       skip: [...o.skip],
       ...(storage
-        ? { storage_sizes: o.storageSizes, storage_starts: o.storageStarts, storage_duration_s: o.storageDurationSec, soak_s: o.soakSec, soak_write_rate: o.soakWriteRate }
+        ? {
+            storage_sizes: o.storageSizes,
+            storage_starts: o.storageStarts,
+            storage_duration_s: o.storageDurationSec,
+            soak_s: o.soakSec,
+            soak_write_rate: o.soakWriteRate,
+          }
         : {}),
     },
     ready,

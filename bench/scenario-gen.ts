@@ -155,12 +155,27 @@ export function writeBenchScenario(file: string, records: number, opts: { seed?:
   };
   try {
     w.write(`{"version":1,"description":${JSON.stringify(`agent-access storage bench: ${n * 4} records (seed ${opts.seed ?? 1})`)}`);
-    list('clients', false, (i) => ({ client_id: `client-${pad(i)}`, client_name: `Bench-Agent ${i}`, redirect_uris: ['http://127.0.0.1/callback'] }));
+    list('clients', false, (i) => ({
+      client_id: `client-${pad(i)}`,
+      client_name: `Bench-Agent ${i}`,
+      redirect_uris: ['http://127.0.0.1/callback'],
+    }));
     list('grants', false, (i) => {
       // The handle carries the index, so it is unique; the secret is 43 base64url characters, like a minted one.
-      const g: BenchGrant = { grantId: `grant-${pad(i)}`, clientId: `client-${pad(i)}`, refreshToken: `aa1.bench${i.toString(36)}${b64url(r, 12)}.${b64url(r, 43)}` };
+      const g: BenchGrant = {
+        grantId: `grant-${pad(i)}`,
+        clientId: `client-${pad(i)}`,
+        refreshToken: `aa1.bench${i.toString(36)}${b64url(r, 12)}.${b64url(r, 43)}`,
+      };
       grants.push(g);
-      return { id: g.grantId, client_id: g.clientId, scopes: ['ask', 'research'], resource: 'mcp', refresh_token: g.refreshToken, created_at: timeAt(i) };
+      return {
+        id: g.grantId,
+        client_id: g.clientId,
+        scopes: ['ask', 'research'],
+        resource: 'mcp',
+        refresh_token: g.refreshToken,
+        created_at: timeAt(i),
+      };
     });
     list('research_jobs', false, (i) => researchJob(r, i, `grant-${pad(i % n)}`, timeAt(i)));
     list('charges', false, (i) => {
@@ -184,7 +199,10 @@ export function writeBenchScenario(file: string, records: number, opts: { seed?:
 
 function cli(argv: string[]): void {
   const usage = 'usage: scenario-gen --records N --out FILE [--seed 1]';
-  const { values } = parseArgs({ args: argv, options: { records: { type: 'string', default: '1000' }, out: { type: 'string' }, seed: { type: 'string', default: '1' } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { records: { type: 'string', default: '1000' }, out: { type: 'string' }, seed: { type: 'string', default: '1' } },
+  });
   const records = Number(values.records);
   if (values.out === undefined || !Number.isInteger(records) || records < 4) throw new Error(usage);
   const g = writeBenchScenario(path.resolve(values.out), records, { seed: Number(values.seed) });

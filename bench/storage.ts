@@ -185,7 +185,13 @@ const chainOf = (g: BenchGrant): Chain => ({ clientId: g.clientId, refreshToken:
 /** One HTTP POST with the load's long timeout (a write of a large state takes seconds); any failure is a BenchError. */
 async function post(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
   try {
-    const r = await request(url, { method: 'POST', headers, body, headersTimeout: LOAD_TIMEOUT_SEC * 1000, bodyTimeout: LOAD_TIMEOUT_SEC * 1000 });
+    const r = await request(url, {
+      method: 'POST',
+      headers,
+      body,
+      headersTimeout: LOAD_TIMEOUT_SEC * 1000,
+      bodyTimeout: LOAD_TIMEOUT_SEC * 1000,
+    });
     return { status: r.statusCode, text: await r.body.text() };
   } catch (e) {
     throw new BenchError(`POST ${url}: ${e instanceof Error ? e.message : String(e)}`);
@@ -203,7 +209,8 @@ async function refreshGrant(baseUrl: string, g: BenchGrant): Promise<Record<stri
 function checkRun(failures: string[], who: string, s: RunSummary): void {
   if (s.non2xx > 0 || s.errors > 0)
     failures.push(
-      `${who} RETURNED ${s.non2xx} NON-2XX (${JSON.stringify(s.statusCodes)}), ${s.errors} errors, ${s.timeouts} timeouts\n` + s.badSamples.map((b) => `    ${b}`).join('\n'),
+      `${who} RETURNED ${s.non2xx} NON-2XX (${JSON.stringify(s.statusCodes)}), ${s.errors} errors, ${s.timeouts} timeouts\n` +
+        s.badSamples.map((b) => `    ${b}`).join('\n'),
     );
 }
 
@@ -217,7 +224,9 @@ async function createState(o: StorageOpts, scenario: string, state: string, out:
   out.state_bytes = fileBytes(state);
   out.ledger_bytes = fileBytes(state.replace(/\.json$/, '.charges.jsonl'));
   if (out.state_bytes === undefined) throw new BenchError(`no state file at ${state} after creating it`);
-  log(`storage ${sizeLabel(out.records)}: state created in ${round((performance.now() - t0) / 1000, 1)} s (first 200 after ${round(s.ms / 1000, 2)} s), ${round(out.state_bytes / 1e6, 1)} MB`);
+  log(
+    `storage ${sizeLabel(out.records)}: state created in ${round((performance.now() - t0) / 1000, 1)} s (first 200 after ${round(s.ms / 1000, 2)} s), ${round(out.state_bytes / 1e6, 1)} MB`,
+  );
 }
 
 async function measureSize(o: StorageOpts, dir: string, records: number, res: StorageResults, failures: string[]): Promise<void> {
@@ -226,7 +235,11 @@ async function measureSize(o: StorageOpts, dir: string, records: number, res: St
   const gen = writeBenchScenario(scenarioFile, records);
   const out: StorageSize = { records, counts: gen.counts, scenario_bytes: gen.bytes };
   res.sizes.push(out);
-  log(`storage ${label}: scenario ${round(gen.bytes / 1e6, 1)} MB (${Object.entries(gen.counts).map(([k, v]) => `${v} ${k}`).join(', ')})`);
+  log(
+    `storage ${label}: scenario ${round(gen.bytes / 1e6, 1)} MB (${Object.entries(gen.counts)
+      .map(([k, v]) => `${v} ${k}`)
+      .join(', ')})`,
+  );
   const state = path.join(dir, `state-${label}.json`);
   await createState(o, scenarioFile, state, out, res.notes);
 
@@ -293,10 +306,16 @@ async function measureSoak(o: StorageOpts, dir: string, res: StorageResults, fai
   const scenarioFile = path.join(dir, `scenario-soak-${label}.json`);
   const gen = writeBenchScenario(scenarioFile, records);
   const c = o.connections;
-  if (gen.grants.length < 2 * c + SOAK_WRITERS) throw new BenchError(`storage soak: ${gen.grants.length} grants, it needs ${2 * c + SOAK_WRITERS}`);
+  if (gen.grants.length < 2 * c + SOAK_WRITERS)
+    throw new BenchError(`storage soak: ${gen.grants.length} grants, it needs ${2 * c + SOAK_WRITERS}`);
   const state = path.join(dir, `state-soak-${label}.json`);
   const meter = new NoiseMeter();
-  const s = await startOurs(o, `ours (soak ${label})`, ['--scenario', scenarioFile, '--state', state, ...SOAK_SERVER_ARGS], CREATE_DEADLINE_MS);
+  const s = await startOurs(
+    o,
+    `ours (soak ${label})`,
+    ['--scenario', scenarioFile, '--state', state, ...SOAK_SERVER_ARGS],
+    CREATE_DEADLINE_MS,
+  );
   try {
     // Access tokens for the writers (scopes ask and research, audience {base_url}/mcp), one grant each.
     const tokens: string[] = [];
@@ -312,7 +331,9 @@ async function measureSoak(o: StorageOpts, dir: string, res: StorageResults, fai
     if (job.status !== 202) throw new BenchError(`storage soak: sanity POST /research -> ${job.status} ${job.text.slice(0, 500)}`);
     const before = fileBytes(state) ?? 0;
     const window = Math.max(1, Math.min(SOAK_WINDOW_SEC, Math.floor(o.soakSec / 2)));
-    log(`storage soak: ${o.soakSec} s of refreshes (${c} connections) with keyed asks and research jobs (${SOAK_WRITERS} connections, ${o.soakWriteRate}/s) on a new ${label} state`);
+    log(
+      `storage soak: ${o.soakSec} s of refreshes (${c} connections) with keyed asks and research jobs (${SOAK_WRITERS} connections, ${o.soakWriteRate}/s) on a new ${label} state`,
+    );
     const r = await runLoad({
       origin: new URL(s.baseUrl).origin,
       path: '/oauth/token',
@@ -323,7 +344,14 @@ async function measureSoak(o: StorageOpts, dir: string, res: StorageResults, fai
       timeoutSec: LOAD_TIMEOUT_SEC,
       warmupChains: gen.grants.slice(0, c).map(chainOf),
       chains: gen.grants.slice(c, 2 * c).map(chainOf),
-      writers: { tokens, askPath: '/chat/ask', researchPath: '/research', rate: o.soakWriteRate, keyPrefix, questions: [...BENCH_QUESTIONS] },
+      writers: {
+        tokens,
+        askPath: '/chat/ask',
+        researchPath: '/research',
+        rate: o.soakWriteRate,
+        keyPrefix,
+        questions: [...BENCH_QUESTIONS],
+      },
     });
     const soak: SoakOutput = r.soak!;
     const peak = peakRssKb(s.pid);
@@ -390,7 +418,8 @@ export async function measureStorage(o: StorageOpts, failures: string[]): Promis
 
 // ---------- targets and report ----------
 
-const validRps = (s?: RunSummary): number | undefined => (s !== undefined && s.non2xx === 0 && s.errors === 0 ? s.reqPerSecMean : undefined);
+const validRps = (s?: RunSummary): number | undefined =>
+  s !== undefined && s.non2xx === 0 && s.errors === 0 ? s.reqPerSecMean : undefined;
 const ratio = (a?: number, b?: number): number | null => (a !== undefined && b !== undefined && b > 0 ? a / b : null);
 
 export function storageTargets(res: StorageResults): Target[] {
@@ -419,7 +448,12 @@ export function storageTargets(res: StorageResults): Target[] {
     const s = res.soak;
     const valid = validRps(s.refresh) !== undefined;
     const t = valid ? ratio(s.refresh_last_window_rps, s.refresh_first_window_rps) : null;
-    targets.push({ name: `storage soak: refresh last ${s.window_s} s / first ${s.window_s} s`, value: t, target: '>= 0.8', ok: t === null ? null : t >= 0.8 });
+    targets.push({
+      name: `storage soak: refresh last ${s.window_s} s / first ${s.window_s} s`,
+      value: t,
+      target: '>= 0.8',
+      ok: t === null ? null : t >= 0.8,
+    });
   }
   return targets;
 }
@@ -432,7 +466,9 @@ export function storageReport(res: StorageResults): string[] {
   lines.push('');
   lines.push('storage (generated scenarios; a second serve on the state each created)');
   lines.push('-'.repeat(90));
-  lines.push(`${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}`);
+  lines.push(
+    `${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}`,
+  );
   for (const s of res.sizes) {
     const rps = validRps(s.refresh);
     lines.push(
@@ -457,7 +493,9 @@ export function storageReport(res: StorageResults): string[] {
   }
   for (const s of res.sizes) {
     if (s.refresh)
-      lines.push(`  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms`);
+      lines.push(
+        `  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms`,
+      );
   }
   if (res.soak) {
     const s = res.soak;

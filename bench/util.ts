@@ -275,8 +275,7 @@ export async function waitForJsonLineTimed(
       if (!line.startsWith('{')) continue;
       try {
         const obj = JSON.parse(line) as unknown;
-        if (obj !== null && typeof obj === 'object' && key in obj)
-          return { obj: obj as Record<string, unknown>, atMs: p.lineTimes[seen]! };
+        if (obj !== null && typeof obj === 'object' && key in obj) return { obj: obj as Record<string, unknown>, atMs: p.lineTimes[seen]! };
       } catch {
         /* not JSON */
       }
@@ -305,7 +304,10 @@ function readOwnTicks(): number | undefined {
   try {
     // Fields after the ")" of comm: utime stime cutime cstime are the 12th..15th (ours + reaped children).
     const st = readFileSync('/proc/self/stat', 'utf8');
-    const f = st.slice(st.lastIndexOf(')') + 2).split(' ').map(Number);
+    const f = st
+      .slice(st.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
     return (f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0);
   } catch {
     return undefined;

@@ -57,7 +57,10 @@ export interface StartEmulatorOptions {
    */
   varyUnspecified?: boolean | VaryUnspecified;
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
-  emulator?: Omit<EmulatorOptions, 'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'varyUnspecified' | 'scenario'>;
+  emulator?: Omit<
+    EmulatorOptions,
+    'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'varyUnspecified' | 'scenario'
+  >;
 }
 
 export interface IssueTokensOptions {
@@ -155,7 +158,8 @@ interface Endpoints {
   varyUnspecified: VaryUnspecified | false;
 }
 
-const admin = <T>(e: Endpoints, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> => adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
+const admin = <T>(e: Endpoints, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> =>
+  adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
 
 function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<void>): RunningEmulator {
   return {
@@ -165,20 +169,37 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
       now: async () => (await admin<{ now: number }>(e, 'GET', ADMIN_ROUTES.clock)).now,
       advance: async (by) => (await admin<{ now: number }>(e, 'POST', ADMIN_ROUTES.advanceClock, { by })).now,
     },
-    issueTokens: (o) => admin<IssuedTokens>(e, 'POST', ADMIN_ROUTES.tokens, { scopes: o.scopes, identity: o.identity, client_id: o.clientId, client_name: o.clientName, person_id: o.personId }),
+    issueTokens: (o) =>
+      admin<IssuedTokens>(e, 'POST', ADMIN_ROUTES.tokens, {
+        scopes: o.scopes,
+        identity: o.identity,
+        client_id: o.clientId,
+        client_name: o.clientName,
+        person_id: o.personId,
+      }),
     consent: {
-      set: (p) => admin<ConsentPolicyView>(e, 'POST', ADMIN_ROUTES.consent, { decision: p.decision, scopes: p.scopes, client_id: p.clientId }),
+      set: (p) =>
+        admin<ConsentPolicyView>(e, 'POST', ADMIN_ROUTES.consent, { decision: p.decision, scopes: p.scopes, client_id: p.clientId }),
       get: () => admin<ConsentPolicyView>(e, 'GET', ADMIN_ROUTES.consent),
     },
     faults: {
       add: async (spec) => (await admin<{ fault: Fault }>(e, 'POST', ADMIN_ROUTES.faults, spec)).fault,
       list: async () => (await admin<{ faults: Fault[] }>(e, 'GET', ADMIN_ROUTES.faults)).faults,
-      clear: async (id) => (await admin<{ cleared: Fault[] }>(e, 'DELETE', id === undefined ? ADMIN_ROUTES.faults : adminPath('fault', { id }))).cleared,
+      clear: async (id) =>
+        (await admin<{ cleared: Fault[] }>(e, 'DELETE', id === undefined ? ADMIN_ROUTES.faults : adminPath('fault', { id }))).cleared,
     },
     person: {
       revokeGrant: async (id) => (await admin<{ grant: GrantView }>(e, 'POST', `${adminPath('revokeGrant', { id })}?by=person`)).grant,
-      actions: async (status) => (await admin<{ actions: PendingAction[] }>(e, 'GET', `${ADMIN_ROUTES.actions}${status ? `?status=${encodeURIComponent(status)}` : ''}`)).actions,
-      decideAction: async (id, decision) => (await admin<{ action: PendingAction }>(e, 'POST', adminPath('decideAction', { id }), { decision })).action,
+      actions: async (status) =>
+        (
+          await admin<{ actions: PendingAction[] }>(
+            e,
+            'GET',
+            `${ADMIN_ROUTES.actions}${status ? `?status=${encodeURIComponent(status)}` : ''}`,
+          )
+        ).actions,
+      decideAction: async (id, decision) =>
+        (await admin<{ action: PendingAction }>(e, 'POST', adminPath('decideAction', { id }), { decision })).action,
     },
     snapshots: {
       save: (name) => admin<SnapshotInfo>(e, 'POST', adminPath('saveSnapshot', { name })),
@@ -196,16 +217,33 @@ const READY_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 15_000;
 
 async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manual'): Promise<RunningEmulator> {
-  if (typeof options.clock === 'number') throw new Error('a child emulator starts its manual clock at the current time; pass clock: "manual"');
+  if (typeof options.clock === 'number')
+    throw new Error('a child emulator starts its manual clock at the current time; pass clock: "manual"');
   if (options.emulator) throw new Error('the `emulator` options apply in-process only; a child takes serve flags');
-  const args = ['serve', '--json', '--quiet', '--port', String(options.port ?? 0), '--auth-port', String(options.authPort ?? 0), '--clock', mode, ...(options.state ? ['--state', options.state] : ['--in-memory'])];
+  const args = [
+    'serve',
+    '--json',
+    '--quiet',
+    '--port',
+    String(options.port ?? 0),
+    '--auth-port',
+    String(options.authPort ?? 0),
+    '--clock',
+    mode,
+    ...(options.state ? ['--state', options.state] : ['--in-memory']),
+  ];
   if (options.fixtures) args.push('--fixtures', options.fixtures);
   if (options.scenario) args.push('--scenario', options.scenario);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
   const consent = consentOption(options);
   for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
-  if (consent) args.push('--consent', `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`);
-  if (options.varyUnspecified) args.push(options.varyUnspecified === true ? '--vary-unspecified' : `--vary-unspecified=${checkSeed(options.varyUnspecified.seed)}`);
+  if (consent)
+    args.push(
+      '--consent',
+      `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`,
+    );
+  if (options.varyUnspecified)
+    args.push(options.varyUnspecified === true ? '--vary-unspecified' : `--vary-unspecified=${checkSeed(options.varyUnspecified.seed)}`);
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   // The child never outlives this process, even when a test run ends without calling stop().
   const killChild = () => child.kill('SIGKILL');
@@ -217,7 +255,10 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   let line: string;
   try {
     line = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`agent-access serve was not ready within ${READY_TIMEOUT_MS / 1000} s: ${stderr.trim()}`)), READY_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => reject(new Error(`agent-access serve was not ready within ${READY_TIMEOUT_MS / 1000} s: ${stderr.trim()}`)),
+        READY_TIMEOUT_MS,
+      );
       createInterface({ input: child.stdout! }).once('line', (l) => {
         clearTimeout(timer);
         resolve(l);
@@ -232,20 +273,37 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     process.off('exit', killChild);
     throw e;
   }
-  const ready = JSON.parse(line) as { base_url: string; auth_url: string; issuer: string; admin_url: string; admin_token: string; vary_unspecified?: VaryUnspecified };
-  const e: Endpoints = { baseUrl: ready.base_url, authUrl: ready.auth_url, issuer: ready.issuer, adminUrl: ready.admin_url, adminToken: ready.admin_token, varyUnspecified: ready.vary_unspecified ?? false };
+  const ready = JSON.parse(line) as {
+    base_url: string;
+    auth_url: string;
+    issuer: string;
+    admin_url: string;
+    admin_token: string;
+    vary_unspecified?: VaryUnspecified;
+  };
+  const e: Endpoints = {
+    baseUrl: ready.base_url,
+    authUrl: ready.auth_url,
+    issuer: ready.issuer,
+    adminUrl: ready.admin_url,
+    adminToken: ready.admin_token,
+    varyUnspecified: ready.vary_unspecified ?? false,
+  };
   let stopping: Promise<void> | undefined;
-  return controls(e, mode, () =>
-    (stopping ??= (async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        // A clean stop flushes the state; one that hangs is cut off.
-        const timer = setTimeout(killChild, STOP_TIMEOUT_MS);
-        await exited.catch(() => undefined);
-        clearTimeout(timer);
-      }
-      process.off('exit', killChild);
-    })()),
+  return controls(
+    e,
+    mode,
+    () =>
+      (stopping ??= (async () => {
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill('SIGTERM');
+          // A clean stop flushes the state; one that hangs is cut off.
+          const timer = setTimeout(killChild, STOP_TIMEOUT_MS);
+          await exited.catch(() => undefined);
+          clearTimeout(timer);
+        }
+        process.off('exit', killChild);
+      })()),
   );
 }
 
@@ -267,7 +325,8 @@ function consentOption(options: StartEmulatorOptions) {
  * ```
  */
 export async function startEmulator(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
-  if (typeof options.clock === 'number' && !Number.isFinite(options.clock)) throw new RangeError(`clock: ${options.clock} is not a time (epoch milliseconds)`);
+  if (typeof options.clock === 'number' && !Number.isFinite(options.clock))
+    throw new RangeError(`clock: ${options.clock} is not a time (epoch milliseconds)`);
   // Checked here, so a bad fault fails the call rather than a child's start.
   for (const spec of options.faults ?? []) parseFaultSpec(spec, Date.now());
   const mode = options.clock === 'manual' || typeof options.clock === 'number' ? 'manual' : 'system';
@@ -286,6 +345,13 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,
     varyUnspecified: options.varyUnspecified === true ? { seed: randomInt(1_000_000) } : options.varyUnspecified || false,
   });
-  const e = { baseUrl: emulator.baseUrl, authUrl: emulator.authUrl, issuer: emulator.issuer, adminUrl: emulator.adminUrl, adminToken: emulator.adminToken, varyUnspecified: emulator.varyUnspecified };
+  const e = {
+    baseUrl: emulator.baseUrl,
+    authUrl: emulator.authUrl,
+    issuer: emulator.issuer,
+    adminUrl: emulator.adminUrl,
+    adminToken: emulator.adminToken,
+    varyUnspecified: emulator.varyUnspecified,
+  };
   return controls(e, mode, () => emulator.stop());
 }

@@ -79,7 +79,12 @@ describe('spec 5.4, 3.3: over HTTP, a token used before is still checked on ever
     const clock = new ManualClock(T0);
     const emu = await startEmulator({ clock });
     const flow = await authorizeAndApprove(emu);
-    const ask = () => http(`${emu.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${flow.tokens!.access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ question: 'Wann kommt der Hufschmied?' }) });
+    const ask = () =>
+      http(`${emu.baseUrl}/chat/ask`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${flow.tokens!.access_token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ question: 'Wann kommt der Hufschmied?' }),
+      });
     expect((await ask()).status).toBe(200);
     clock.advance(899_000);
     expect((await ask()).status).toBe(200);
@@ -89,7 +94,12 @@ describe('spec 5.4, 3.3: over HTTP, a token used before is still checked on ever
     expect(expired.headers['www-authenticate']).toContain('the access token has expired');
 
     const again = await authorizeAndApprove(emu);
-    const askAgain = () => http(`${emu.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${again.tokens!.access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ question: 'Wann kommt der Hufschmied?' }) });
+    const askAgain = () =>
+      http(`${emu.baseUrl}/chat/ask`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${again.tokens!.access_token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ question: 'Wann kommt der Hufschmied?' }),
+      });
     expect((await askAgain()).status).toBe(200);
     await revokeGrant(emu.core, decodeJwt(again.tokens!.access_token).payload.grant_id, 'person');
     const revoked = await askAgain();

@@ -59,7 +59,17 @@ describe('admin stream: GET /_admin/events', () => {
     const flow = await authorizeAndApprove(emu, { scope: 'ask' });
     await stream.until((m) => m.some((x) => x.event === 'tokens.issued'), 'tokens.issued');
     const events = stream.messages.filter((m) => m.event !== 'snapshot' && m.event !== 'tick');
-    expect(events.map((e) => e.event)).toEqual(expect.arrayContaining(['client.registered', 'consent.shown', 'consent.approved', 'grant.created', 'code.issued', 'tokens.issued', 'request.served']));
+    expect(events.map((e) => e.event)).toEqual(
+      expect.arrayContaining([
+        'client.registered',
+        'consent.shown',
+        'consent.approved',
+        'grant.created',
+        'code.issued',
+        'tokens.issued',
+        'request.served',
+      ]),
+    );
     // Consecutive sequence numbers from the snapshot's on: nothing lost, nothing twice.
     expect(events.map((e) => Number(e.id))).toEqual(events.map((_, i) => snapshot.data.seq + 1 + i));
     expect(events.every((e) => e.data.seq === Number(e.id) && e.data.name === e.event)).toBe(true);
@@ -72,13 +82,17 @@ describe('admin stream: GET /_admin/events', () => {
 
   it('events raised while the snapshot is built are sent after it if newer, never twice, never lost', async () => {
     const { core, feed, raw, written, open } = await gatedFeed();
-    const registered = (n: number) => core.events.emit('client.registered', { client_id: `client-${n}`, client_name: `C${n}`, redirect_uris: [] });
+    const registered = (n: number) =>
+      core.events.emit('client.registered', { client_id: `client-${n}`, client_name: `C${n}`, redirect_uris: [] });
     const streaming = feed.stream(raw as never);
     registered(1); // during the snapshot: in the backlog, and (seq 1 <= snapshot seq) already in what the snapshot shows
     open();
     await streaming;
     registered(2); // live
-    const frames = written.join('').split('\n\n').filter((f) => f.startsWith('event:'));
+    const frames = written
+      .join('')
+      .split('\n\n')
+      .filter((f) => f.startsWith('event:'));
     const names = frames.map((f) => /^event: (\S+)/.exec(f)![1]);
     const ids = frames.map((f) => /\nid: (\d+)/.exec(f)?.[1]).map(Number);
     expect(names).toEqual(['snapshot', 'client.registered']);
@@ -160,13 +174,18 @@ describe('admin API protection (stream and snapshot)', () => {
     const evil = await http(`${emu.adminUrl}/snapshot`, { headers: { ...auth, host: `rebound.example:${port}` } });
     expect(evil.status).toBe(421);
     // The service itself answers any Host on 0.0.0.0; only the admin API insists.
-    expect((await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: { host: `rebound.example:${port}` } })).status).toBe(200);
+    expect(
+      (await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: { host: `rebound.example:${port}` } })).status,
+    ).toBe(200);
     expect((await http(`${emu.adminUrl}/snapshot`, { headers: { ...auth, host: `localhost:${port}` } })).status).toBe(200);
   });
 
   it('a browser preflight gets no CORS answer, so a web page cannot read the stream', async () => {
     const emu = await startEmulator();
-    const res = await http(`${emu.adminUrl}/events`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+    const res = await http(`${emu.adminUrl}/events`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+    });
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 });

@@ -30,7 +30,9 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
 
   it('missing client_id or redirect_uri → error page (JSON when the client asks for JSON)', async () => {
     const { emu, client_id, challenge } = await setup();
-    const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id: '' }, challenge), { headers: { accept: 'application/json' } });
+    const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id: '' }, challenge), {
+      headers: { accept: 'application/json' },
+    });
     expect(res.status).toBe(400);
     expect(res.json().error).toBe('invalid_request');
     const noRedirect = await http(`${emu.authUrl}/oauth/authorize?client_id=${client_id}&response_type=code`);
@@ -39,8 +41,13 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
 
   it('RFC 8252 §7.3: a loopback redirect URI matches with any port, but path and host must match', async () => {
     const { emu, client_id, challenge } = await setup();
-    expect((await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: 'http://127.0.0.1:53123/callback' }, challenge))).status).toBe(200);
-    expect((await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: 'http://localhost:9/callback' }, challenge))).status).toBe(400);
+    expect(
+      (await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: 'http://127.0.0.1:53123/callback' }, challenge)))
+        .status,
+    ).toBe(200);
+    expect(
+      (await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: 'http://localhost:9/callback' }, challenge))).status,
+    ).toBe(400);
   });
 });
 
@@ -90,14 +97,18 @@ describe('spec 4.2 / RFC 9207: later errors redirect back with error, state and 
 describe('spec 5.6 / 3.3: the consent screen, every time', () => {
   it('lists each scope in plain German, marks writes, labels client_name unverified and names the return host', async () => {
     const { emu, client_id, challenge } = await setup();
-    const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, scope: 'ask workspace.write research training.write' }, challenge));
+    const res = await http(
+      authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, scope: 'ask workspace.write research training.write' }, challenge),
+    );
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toContain('text/html');
     expect(res.text).toContain('<html lang="de">');
     expect(res.text).toContain('nicht verifiziert');
     expect(res.text).toContain('Fragen zu Ihrem Arbeitsbereich');
     expect(res.text).toContain('Recherchen in der Wissensdatenbank');
-    const writes = [...res.text.matchAll(/<li data-scope="([^"]+)">[^]*?<\/li>/g)].filter((m) => m[0].includes('schreibt')).map((m) => m[1]);
+    const writes = [...res.text.matchAll(/<li data-scope="([^"]+)">[^]*?<\/li>/g)]
+      .filter((m) => m[0].includes('schreibt'))
+      .map((m) => m[1]);
     expect(writes).toEqual(['workspace.write', 'training.write']);
     expect(res.text).toContain('<strong id="redirect-host">127.0.0.1:9</strong>');
     expect(res.text).toContain('name="decision" value="approve" class="primary">Zulassen</button>');

@@ -53,7 +53,15 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(params.get('redirect_uri')).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
 
     const result = JSON.parse(first.stdout);
-    expect(result).toMatchObject({ base_url: emulator.baseUrl, issuer: emulator.baseUrl, subject: 'person_erika', scope: 'ask', audience: `${emulator.baseUrl}/mcp`, client_registered: true, refresh_token: true });
+    expect(result).toMatchObject({
+      base_url: emulator.baseUrl,
+      issuer: emulator.baseUrl,
+      subject: 'person_erika',
+      scope: 'ask',
+      audience: `${emulator.baseUrl}/mcp`,
+      client_registered: true,
+      refresh_token: true,
+    });
 
     const { file, record } = await storedLogin(config);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
@@ -75,7 +83,9 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const emulator = await startEmulator();
     let requests = 0;
     emulator.core.events.subscribe((e) => e.name === 'request.served' && requests++);
-    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask contacts.read', '--no-browser'], { env: clientEnv(await scratchDir()) });
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask contacts.read', '--no-browser'], {
+      env: clientEnv(await scratchDir()),
+    });
     expect(res.code).toBe(2);
     expect(res.stderr).toMatch(/"contacts\.read" is retired/);
     expect(res.stderr).not.toMatch(/\n\s+at /);
@@ -113,7 +123,9 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     const sent = new URL(url!).searchParams;
-    const landed = await fetch(`${sent.get('redirect_uri')}?code=abc&state=${sent.get('state')}&iss=${encodeURIComponent('https://attacker.example')}`);
+    const landed = await fetch(
+      `${sent.get('redirect_uri')}?code=abc&state=${sent.get('state')}&iss=${encodeURIComponent('https://attacker.example')}`,
+    );
     expect(landed.status).toBe(400);
     expect(await cli.exit).toBe(1);
     expect(cli.stderr()).toMatch(/authorization: .*"iss"/);
@@ -139,12 +151,18 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
 
   it('a request with a malformed Host header does not crash the listener', async () => {
     const emulator = await startEmulator();
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '5'], { env: clientEnv(await scratchDir()) });
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '5'], {
+      env: clientEnv(await scratchDir()),
+    });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     const callback = new URL(new URL(url!).searchParams.get('redirect_uri')!);
     const { request } = await import('node:http');
     const status = await new Promise<number>((resolve, reject) => {
-      request({ host: '127.0.0.1', port: callback.port, path: '/callback?state=x', headers: { host: 'a b' } }, (res) => resolve(res.statusCode ?? 0)).on('error', reject).end();
+      request({ host: '127.0.0.1', port: callback.port, path: '/callback?state=x', headers: { host: 'a b' } }, (res) =>
+        resolve(res.statusCode ?? 0),
+      )
+        .on('error', reject)
+        .end();
     });
     expect(status).toBe(400);
     expect(await cli.exit).toBe(1); // the timeout, not a crash
@@ -154,7 +172,11 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
 
   it('bad option values are usage errors (exit 2) without a stack trace', async () => {
     const env = clientEnv(await scratchDir());
-    for (const args of [['--callback-port', '70000'], ['--timeout', '0'], ['--timeout', '3000000']]) {
+    for (const args of [
+      ['--callback-port', '70000'],
+      ['--timeout', '0'],
+      ['--timeout', '3000000'],
+    ]) {
       const res = await runCli(['login', '--base-url', 'http://127.0.0.1:9', ...args], { env });
       expect(res.code, args.join(' ')).toBe(2);
       expect(res.stderr).not.toMatch(/\n\s+at /);
@@ -176,7 +198,9 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
 
   it('--timeout: no answer from the browser ends the wait with a message, and the listener is closed', async () => {
     const emulator = await startEmulator();
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '1'], { env: clientEnv(await scratchDir()) });
+    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '1'], {
+      env: clientEnv(await scratchDir()),
+    });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     expect(await cli.exit).toBe(1);
     expect(cli.stderr()).toMatch(/no answer from the browser within 1 s/);
@@ -200,13 +224,22 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
   it('spec 5.3: one second past 900 s of virtual time the old token is refused; `token` refreshes with rotation', async () => {
     const clock = new ManualClock();
     const emulator = await startEmulator({ clock });
-    const ctx = memoryContext({ clock, env: clientEnv(await scratchDir()), openUrl: async (url) => void (await decideInBrowser(url, 'approve')) });
+    const ctx = memoryContext({
+      clock,
+      env: clientEnv(await scratchDir()),
+      openUrl: async (url) => void (await decideInBrowser(url, 'approve')),
+    });
     expect((await runInProcess(['login', '--base-url', emulator.baseUrl], ctx)).code).toBe(0);
     const first = (await runInProcess(['token', '--base-url', emulator.baseUrl, '--min-ttl', '0'], ctx)).stdout.trim();
 
     clock.advance(899 * SECOND);
     expect((await runInProcess(['token', '--base-url', emulator.baseUrl, '--min-ttl', '0'], ctx)).stdout.trim()).toBe(first);
-    const askAt = (token: string) => fetch(`${emulator.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ question: 'Wer ist Josef Huber?' }) });
+    const askAt = (token: string) =>
+      fetch(`${emulator.baseUrl}/chat/ask`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ question: 'Wer ist Josef Huber?' }),
+      });
     expect((await askAt(first)).status).toBe(200);
 
     clock.advance(2 * SECOND);
@@ -261,7 +294,11 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const stolen = record.login.refresh_token as string;
     expect((await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env })).code).toBe(0);
     // Someone replays the rotated token: the whole family dies (spec 3.2).
-    const replay = await postForm(`${emulator.baseUrl}/oauth/token`, { grant_type: 'refresh_token', refresh_token: stolen, client_id: record.login.client_id });
+    const replay = await postForm(`${emulator.baseUrl}/oauth/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: stolen,
+      client_id: record.login.client_id,
+    });
     expect(replay.status).toBe(400);
 
     const res = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
@@ -330,7 +367,11 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const res = await runCli(['logout', '--base-url', emulator.baseUrl], { env });
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/revoked at the server/);
-    const ask = await fetch(`${emulator.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"question":"Hallo"}' });
+    const ask = await fetch(`${emulator.baseUrl}/chat/ask`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"question":"Hallo"}',
+    });
     expect(ask.status).toBe(401);
     expect((await storedLogin(config)).record.login).toBeNull();
     expect((await runCli(['logout', '--base-url', emulator.baseUrl], { env })).stdout).toMatch(/Not logged in/);
@@ -366,7 +407,8 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env)).code).toBe(0);
-    const ask = (question: string, ...extra: string[]) => runCli(['ask', question, '--base-url', emulator.baseUrl, '--json', ...extra], { env });
+    const ask = (question: string, ...extra: string[]) =>
+      runCli(['ask', question, '--base-url', emulator.baseUrl, '--json', ...extra], { env });
     const charges = () => emulator.core.state.charges.count;
 
     const keyed = await ask('Wer ist Josef Huber?', '--idempotency-key', 'k-1');
@@ -416,7 +458,12 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const res = await cli('research', 'Wie läuft das Onboarding neuer Kunden?', '--wait', '--interval', '0.01');
     expect(res.code, res.stderr).toBe(0);
     const lines = res.stderr.split('\n').filter((l) => l.startsWith('research '));
-    expect(lines.map((l) => l.replace(/job_[^:\s]+/, 'JOB'))).toEqual(['research JOB: waiting', 'research JOB: queued', 'research JOB: running', expect.stringMatching(/^research JOB: succeeded after \d+s$/)]);
+    expect(lines.map((l) => l.replace(/job_[^:\s]+/, 'JOB'))).toEqual([
+      'research JOB: waiting',
+      'research JOB: queued',
+      'research JOB: running',
+      expect.stringMatching(/^research JOB: succeeded after \d+s$/),
+    ]);
     expect(res.stderr).not.toMatch(/\x1b/); // no terminal: plain lines
     expect(res.stdout).toMatch(/\nCitations:\n {2}\[1\] /);
     expect(res.stdout.split('\nCitations:')[0]).toBe(`${Object.values(emulator.core.state.research_jobs)[0]!.report}\n`);
@@ -430,7 +477,9 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const jobId = started.stdout.trim();
     expect(jobId).toMatch(/^job_/);
     expect(started.stderr).toContain(`agent-access research --job ${jobId} --wait`);
-    const followed = await runCli(['research', '--job', jobId, '--wait', '--interval', '0.1', '--json', '--base-url', emulator.baseUrl], { env });
+    const followed = await runCli(['research', '--job', jobId, '--wait', '--interval', '0.1', '--json', '--base-url', emulator.baseUrl], {
+      env,
+    });
     expect(followed.code, followed.stderr).toBe(0);
     expect(JSON.parse(followed.stdout)).toMatchObject({ job_id: jobId, status: 'succeeded' });
     expect(followed.stderr).toMatch(/succeeded after \d+s/);
@@ -449,10 +498,16 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     expect((await cli('login', '--scope', 'ask training.write')).code).toBe(0);
     const dir = await scratchDir();
     const file = join(dir, 'wartung-aufzug.md');
-    await writeFile(file, '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird jeden zweiten Dienstag von der Firma Hebetech gewartet.\n');
+    await writeFile(
+      file,
+      '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird jeden zweiten Dienstag von der Firma Hebetech gewartet.\n',
+    );
     const res = await cli('train', file, '--wait', '--interval', '0.01');
     expect(res.code, res.stderr).toBe(0);
-    const steps = res.stderr.split('\n').filter((l) => l.startsWith('training ')).map((l) => l.replace(/^training \S+: /, ''));
+    const steps = res.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('training '))
+      .map((l) => l.replace(/^training \S+: /, ''));
     expect(steps).toEqual(['waiting', 'received', 'parsing', 'chunking', 'indexing', expect.stringMatching(/^indexed after \d+s$/)]);
     expect(res.stderr).toMatch(/open it at http:\/\/127\.0\.0\.1:\d+\/documents\//);
     const ask = await cli('ask', 'Wer wartet den Aufzug im Nordflügel?', '--json');
@@ -479,7 +534,9 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
 
     const unkeyed = await cli('ask', 'Hallo');
     expect(unkeyed.code).toBe(9);
-    expect(unkeyed.stderr).toMatch(/rate limited \(limit 1\); try again in 1 s \(a POST without --idempotency-key is never retried automatically\)/);
+    expect(unkeyed.stderr).toMatch(
+      /rate limited \(limit 1\); try again in 1 s \(a POST without --idempotency-key is never retried automatically\)/,
+    );
 
     const keyed = await cli('ask', 'Hallo', '--idempotency-key', 'retry-me');
     expect(keyed.code, keyed.stderr).toBe(0);

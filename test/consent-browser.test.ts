@@ -39,7 +39,9 @@ async function startCallbackServer(host: '127.0.0.1' | '::1' = '127.0.0.1'): Pro
     }
     received.push(url);
     wake?.();
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Client</title><p>Zurück beim Client.</p>');
+    res
+      .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+      .end('<!doctype html><title>Client</title><p>Zurück beim Client.</p>');
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -108,13 +110,20 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
   const newState = () => randomBytes(12).toString('base64url');
 
   /** Registers a public client whose only redirect URI is this test's callback server. */
-  const registerClient = (emulator: Emulator, client_name = 'Browser-Agent') => register(emulator.baseUrl, { client_name, redirect_uris: [callback.url] });
+  const registerClient = (emulator: Emulator, client_name = 'Browser-Agent') =>
+    register(emulator.baseUrl, { client_name, redirect_uris: [callback.url] });
 
   /** Opens the authorization URL in the browser and expects the consent page. */
-  async function openConsent(emulator: Emulator, client_id: string, options: { scope?: string; state?: string } = {}): Promise<{ state: string; pkce: Pkce }> {
+  async function openConsent(
+    emulator: Emulator,
+    client_id: string,
+    options: { scope?: string; state?: string } = {},
+  ): Promise<{ state: string; pkce: Pkce }> {
     const p = pkce();
     const state = options.state ?? newState();
-    const response = await page.goto(authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, redirect_uri: callback.url, scope: options.scope, state }, p.challenge));
+    const response = await page.goto(
+      authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, redirect_uri: callback.url, scope: options.scope, state }, p.challenge),
+    );
     expect(response?.status()).toBe(200);
     await expect(page.locator('h1').innerText()).resolves.toBe('Zugriff erlauben?');
     return { state, pkce: p };
@@ -143,7 +152,12 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     expect(landed.searchParams.getAll('iss')).toEqual([emulator.issuer]);
     expect(landed.searchParams.get('error')).toBeNull();
 
-    const res = await exchangeCode(emulator.baseUrl, { client_id, code: landed.searchParams.get('code')!, code_verifier: p.verifier, redirect_uri: callback.url });
+    const res = await exchangeCode(emulator.baseUrl, {
+      client_id,
+      code: landed.searchParams.get('code')!,
+      code_verifier: p.verifier,
+      redirect_uri: callback.url,
+    });
     expect(res.status, res.text).toBe(200);
     const tokens = res.json();
     expect(tokens).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'ask' });
@@ -228,7 +242,8 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
       const paragraph = document.querySelector('#client-name')!.parentElement!;
       const walker = document.createTreeWalker(paragraph, NodeFilter.SHOW_TEXT);
       let text: Text | null = null;
-      for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) if (node.textContent!.includes('möchte')) text = node as Text;
+      for (let node = walker.nextNode(); node !== null; node = walker.nextNode())
+        if (node.textContent!.includes('möchte')) text = node as Text;
       const at = text!.textContent.indexOf('möchte');
       const letter = (i: number) => {
         const range = document.createRange();
@@ -252,7 +267,12 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const { client_id } = await registerClient(emulator, 'Widerruf-Agent');
     const { pkce: p } = await openConsent(emulator, client_id);
     const landed = await decide('Zulassen');
-    const res = await exchangeCode(emulator.baseUrl, { client_id, code: landed.searchParams.get('code')!, code_verifier: p.verifier, redirect_uri: callback.url });
+    const res = await exchangeCode(emulator.baseUrl, {
+      client_id,
+      code: landed.searchParams.get('code')!,
+      code_verifier: p.verifier,
+      redirect_uri: callback.url,
+    });
     expect(res.status, res.text).toBe(200);
     const tokens = res.json();
     await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
@@ -270,7 +290,10 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     await expect(page.locator(`tr[data-grant="${grant!.id}"]`).innerText()).resolves.toContain('widerrufen');
     await expect(page.locator(`tr[data-grant="${grant!.id}"] button`).count()).resolves.toBe(0);
 
-    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+    });
     const refreshed = await refresh(emulator.baseUrl, { client_id, refresh_token: tokens.refresh_token });
     expect(refreshed.status).toBe(400);
     expect(refreshed.json().error).toBe('invalid_grant');
@@ -282,13 +305,20 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
       const { client_id } = await register(emulator.baseUrl, { client_name: 'IPv6-Agent', redirect_uris: [v6.url] });
       const p = pkce();
       const state = newState();
-      const response = await page.goto(authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, redirect_uri: v6.url, state }, p.challenge));
+      const response = await page.goto(
+        authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, redirect_uri: v6.url, state }, p.challenge),
+      );
       expect(response?.status()).toBe(200);
       await page.getByRole('button', { name: 'Zulassen', exact: true }).click();
       const landed = await v6.next();
       expect(landed.searchParams.get('state')).toBe(state);
       expect(landed.searchParams.get('iss')).toBe(emulator.issuer);
-      const res = await exchangeCode(emulator.baseUrl, { client_id, code: landed.searchParams.get('code')!, code_verifier: p.verifier, redirect_uri: v6.url });
+      const res = await exchangeCode(emulator.baseUrl, {
+        client_id,
+        code: landed.searchParams.get('code')!,
+        code_verifier: p.verifier,
+        redirect_uri: v6.url,
+      });
       expect(res.status, res.text).toBe(200);
     } finally {
       await v6.close();

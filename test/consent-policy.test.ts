@@ -17,12 +17,16 @@ import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator, startRunning } from './helpers/emulator.js';
 import { authorizeUrl, exchangeCode, http, pkce, postJson, register } from './helpers/oauth.js';
 
-
 /** A client's loopback redirect target that answers 200 to /callback. */
 async function callbackServer(): Promise<{ url: string; close: () => Promise<void> }> {
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Client</title>'));
+  const server = createServer((_req, res) =>
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Client</title>'),
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 const plan = chromiumPlan('consent-policy.test.ts');
@@ -71,7 +75,9 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
     try {
       const { client_id } = await register(emu.baseUrl, { redirect_uris: [cb.url] });
       const p = pkce();
-      const landed = await navigate(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: cb.url, scope: 'ask research', state: 'st-ok' }, p.challenge));
+      const landed = await navigate(
+        authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: cb.url, scope: 'ask research', state: 'st-ok' }, p.challenge),
+      );
       expect(landed.searchParams.get('state')).toBe('st-ok');
       expect(landed.searchParams.get('iss')).toBe(emu.issuer);
       const code = landed.searchParams.get('code')!;
@@ -104,10 +110,19 @@ describe('consent policies (README "Consent as code")', () => {
     // RFC 6749 §5.1: the response names the granted scope when it differs from the request.
     expect(tokens.json()).toMatchObject({ scope: 'ask' });
     const approved = events.find((e) => e.name === 'consent.approved');
-    expect(approved?.data).toMatchObject({ by: 'policy', scopes: ['ask'], requested_scopes: ['ask', 'research'], person_id: emulator.core.defaultPerson.id });
+    expect(approved?.data).toMatchObject({
+      by: 'policy',
+      scopes: ['ask'],
+      requested_scopes: ['ask', 'research'],
+      person_id: emulator.core.defaultPerson.id,
+    });
     expect(events.some((e) => e.name === 'consent.shown')).toBe(true);
     // The research route is refused: the grant does not hold it.
-    const research = await postJson(`${emulator.baseUrl}/research`, { question: 'Hausordnung' }, { authorization: `Bearer ${tokens.json().access_token}` });
+    const research = await postJson(
+      `${emulator.baseUrl}/research`,
+      { question: 'Hausordnung' },
+      { authorization: `Bearer ${tokens.json().access_token}` },
+    );
     expect(research.status).toBe(403);
   });
 
@@ -128,7 +143,10 @@ describe('consent policies (README "Consent as code")', () => {
     await adminRequest(admin, 'POST', '/consent', { decision: 'approve' });
     const view = await adminRequest(admin, 'POST', '/consent', { decision: 'deny', client_id: b.client_id });
     expect(view).toEqual({ default: { decision: 'approve' }, clients: { [b.client_id]: { decision: 'deny' } } });
-    const go = async (client_id: string, scope = 'ask') => new URL((await http(authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, scope }, pkce().challenge))).headers.location as string).searchParams;
+    const go = async (client_id: string, scope = 'ask') =>
+      new URL(
+        (await http(authorizeUrl(emulator.authUrl, emulator.baseUrl, { client_id, scope }, pkce().challenge))).headers.location as string,
+      ).searchParams;
     expect((await go(a.client_id)).has('code')).toBe(true);
     expect((await go(b.client_id)).get('error')).toBe('access_denied');
     expect((await go(a.client_id, 'contacts.read')).get('error')).toBe('invalid_scope');
@@ -137,10 +155,19 @@ describe('consent policies (README "Consent as code")', () => {
   it('bad policies get 400 (or 404 for an unknown client) and change nothing', async () => {
     const emulator = await startEmulator();
     const admin = { adminUrl: emulator.adminUrl, token: emulator.adminToken };
-    for (const body of [{ decision: 'maybe' }, { decision: 'deny', scopes: ['ask'] }, { decision: 'approve', scopes: ['documents.read'] }, { decision: 'approve', scopes: ['nope'] }, { decision: 'approve', scopes: [] }, { decision: 'approve', clientId: 'x' }]) {
+    for (const body of [
+      { decision: 'maybe' },
+      { decision: 'deny', scopes: ['ask'] },
+      { decision: 'approve', scopes: ['documents.read'] },
+      { decision: 'approve', scopes: ['nope'] },
+      { decision: 'approve', scopes: [] },
+      { decision: 'approve', clientId: 'x' },
+    ]) {
       await expect(adminRequest(admin, 'POST', '/consent', body)).rejects.toMatchObject({ status: 400 });
     }
-    await expect(adminRequest(admin, 'POST', '/consent', { decision: 'approve', client_id: 'client_nobody' })).rejects.toMatchObject({ status: 404 });
+    await expect(adminRequest(admin, 'POST', '/consent', { decision: 'approve', client_id: 'client_nobody' })).rejects.toMatchObject({
+      status: 404,
+    });
     expect(emulator.core.consentPolicies.view()).toEqual({ default: { decision: 'page' }, clients: {} });
   });
 
@@ -174,15 +201,24 @@ describe('scripted person actions (README "Consent as code")', () => {
     const emu = await startRunning();
     const { access_token } = await emu.issueTokens({ scopes: ['ask', 'workspace.write'] });
     const client = new Client({ name: 'scripted', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${emu.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${access_token}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${emu.baseUrl}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${access_token}` } },
+      }),
+    );
     try {
-      const askFor = async (question: string) => (await client.callTool({ name: 'ask', arguments: { question } })).structuredContent as Record<string, string>;
+      const askFor = async (question: string) =>
+        (await client.callTool({ name: 'ask', arguments: { question } })).structuredContent as Record<string, string>;
       const first = await askFor('Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678.');
       expect(first).toMatchObject({ outcome: 'pending_approval' });
       const pending = await emu.person.actions('pending');
       expect(pending.map((a) => a.id)).toEqual([first.action_id]);
-      expect(await emu.person.decideAction(first.action_id!, 'approve')).toMatchObject({ id: first.action_id, status: expect.stringMatching(/approved|applied/) });
-      const applied = (await client.callTool({ name: 'continue_ask', arguments: { action_id: first.action_id } })).structuredContent as Record<string, string>;
+      expect(await emu.person.decideAction(first.action_id!, 'approve')).toMatchObject({
+        id: first.action_id,
+        status: expect.stringMatching(/approved|applied/),
+      });
+      const applied = (await client.callTool({ name: 'continue_ask', arguments: { action_id: first.action_id } }))
+        .structuredContent as Record<string, string>;
       expect(applied.outcome).toBe('applied');
 
       const second = await askFor('Lege einen Kontakt „Bernd Maier“ an.');

@@ -117,21 +117,37 @@ interface HttpAnswer {
 
 async function send(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<HttpAnswer> {
   if (!url.startsWith('http://127.0.0.1:')) throw new Error(`not a loopback URL: ${url}`);
-  const res = await request(url, { method: (init.method ?? 'GET') as 'GET', headers: init.headers, body: init.body, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  const res = await request(url, {
+    method: (init.method ?? 'GET') as 'GET',
+    headers: init.headers,
+    body: init.body,
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
   const text = await res.body.text();
   return { status: res.statusCode, text, json: () => JSON.parse(text) };
 }
 
-const jsonHeaders = (token: string, key?: string) => bearer(token, { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) });
+const jsonHeaders = (token: string, key?: string) =>
+  bearer(token, { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) });
 
-const QUESTIONS = ['Wird mit Salz gestreut?', 'Wann wird geräumt?', 'Wer räumt den Hof?', 'Wann kommt der Hufschmied?', 'Was gilt am Sonntag?'];
+const QUESTIONS = [
+  'Wird mit Salz gestreut?',
+  'Wann wird geräumt?',
+  'Wer räumt den Hof?',
+  'Wann kommt der Hufschmied?',
+  'Was gilt am Sonntag?',
+];
 const RESEARCH = ['Streusalz oder Splitt auf den Wegen', 'Räumzeiten am Wochenende', 'Winterdienst am Mustermannhof'];
 
 function scenario(): unknown {
   return {
     version: 1,
     description: 'crash-consistency: several grants with refresh tokens, ask + research',
-    clients: Array.from({ length: FAMILIES }, (_, i) => ({ client_id: `client_crash_${i}`, client_name: `Crash-Agent ${i}`, redirect_uris: ['http://127.0.0.1/callback'] })),
+    clients: Array.from({ length: FAMILIES }, (_, i) => ({
+      client_id: `client_crash_${i}`,
+      client_name: `Crash-Agent ${i}`,
+      redirect_uris: ['http://127.0.0.1/callback'],
+    })),
     grants: Array.from({ length: FAMILIES }, (_, i) => ({
       id: `grant_crash_${i}`,
       client_id: `client_crash_${i}`,
@@ -143,7 +159,8 @@ function scenario(): unknown {
       {
         id: 'kb-winter',
         file_name: 'winterdienst.md',
-        content: '# Winterdienst\n\nWerktags bis 7 Uhr geräumt, sonntags bis 9 Uhr. Gestreut wird mit Splitt, nicht mit Salz.\n\n## Hof\n\nDen Mustermannhof räumt Georg mit dem Traktor.',
+        content:
+          '# Winterdienst\n\nWerktags bis 7 Uhr geräumt, sonntags bis 9 Uhr. Gestreut wird mit Splitt, nicht mit Salz.\n\n## Hof\n\nDen Mustermannhof räumt Georg mit dem Traktor.',
       },
     ],
   };
@@ -175,7 +192,16 @@ async function describeDisk(dir: string): Promise<string> {
 async function runCampaign(): Promise<Campaign> {
   const started = Date.now();
   const deadline = started + CAMPAIGN_MAX_MS;
-  const violations: Record<Rule, string[]> = { restart: [], load: [], disk: [], families: [], ledger: [], research: [], replay: [], reader: [] };
+  const violations: Record<Rule, string[]> = {
+    restart: [],
+    load: [],
+    disk: [],
+    families: [],
+    ledger: [],
+    research: [],
+    replay: [],
+    reader: [],
+  };
   const flag = (rule: Rule, what: string) => {
     if (violations[rule].length < 50) violations[rule].push(what);
   };
@@ -186,7 +212,18 @@ async function runCampaign(): Promise<Campaign> {
     reported.add(`${rule} ${item}`);
     flag(rule, what);
   };
-  const campaign: Campaign = { violations, rounds: [], checkedRestarts: 0, ackedRotations: 0, ackedKeyed: 0, ackedKeyless: 0, ackedJobs: 0, durableUnanswered: 0, reads: 0, ms: 0 };
+  const campaign: Campaign = {
+    violations,
+    rounds: [],
+    checkedRestarts: 0,
+    ackedRotations: 0,
+    ackedKeyed: 0,
+    ackedKeyless: 0,
+    ackedJobs: 0,
+    durableUnanswered: 0,
+    reads: 0,
+    ms: 0,
+  };
   const schedule = rng(SEED);
   const mix = rng(SEED ^ 0x5bd1e995);
 
@@ -195,7 +232,18 @@ async function runCampaign(): Promise<Campaign> {
   const ledgerFile = join(dir, 'state.charges.jsonl');
   const scenarioFile = join(dir, 'scenario.json');
   await writeFile(scenarioFile, JSON.stringify(scenario()));
-  const serveArgs = ['--state', stateFile, '--scenario', scenarioFile, '--journal-limit', '64kb', '--rate-limit', '1000000/min', '--research-duration', '300'];
+  const serveArgs = [
+    '--state',
+    stateFile,
+    '--scenario',
+    scenarioFile,
+    '--journal-limit',
+    '64kb',
+    '--rate-limit',
+    '1000000/min',
+    '--research-duration',
+    '300',
+  ];
 
   // The reader: the state file, read whole over and over for the whole campaign, must parse every time.
   let readerStop = false;
@@ -219,7 +267,10 @@ async function runCampaign(): Promise<Campaign> {
         if (typeof seq !== 'number' || seq < lastSeq) flag('reader', `read #${n}: journal_seq ${seq} after ${lastSeq}`);
         lastSeq = seq;
       } catch (e) {
-        flag('reader', `read #${n}: ${text.length} bytes that are not JSON (${(e as Error).message}); ends with ${JSON.stringify(text.slice(-40))}`);
+        flag(
+          'reader',
+          `read #${n}: ${text.length} bytes that are not JSON (${(e as Error).message}); ends with ${JSON.stringify(text.slice(-40))}`,
+        );
       }
       await sleep(3);
     }
@@ -257,14 +308,26 @@ async function runCampaign(): Promise<Campaign> {
     if (!state) return flag('disk', `${when}: no state on disk`);
     for (const r of keyed) {
       const record = state.idempotency[JSON.stringify([r.client_id, r.person_id, r.route, r.key])];
-      const id = record ? (storedResult(record).value as Record<string, unknown>)[r.route === 'POST /chat/ask' ? 'message_id' : 'job_id'] : undefined;
-      if (id !== r.answer_id) flagOnce('disk', `idempotency ${r.key}`, `${when}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${typeof id === 'string' ? id : 'missing'}, acknowledged ${r.answer_id}`);
+      const id = record
+        ? (storedResult(record).value as Record<string, unknown>)[r.route === 'POST /chat/ask' ? 'message_id' : 'job_id']
+        : undefined;
+      if (id !== r.answer_id)
+        flagOnce(
+          'disk',
+          `idempotency ${r.key}`,
+          `${when}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}): stored answer ${typeof id === 'string' ? id : 'missing'}, acknowledged ${r.answer_id}`,
+        );
     }
-    for (const job of jobs) if (!state.research_jobs[job.job_id]) flagOnce('disk', `job ${job.job_id}`, `${when}: acknowledged research job ${job.job_id} (round ${job.round}) is not on disk`);
+    for (const job of jobs)
+      if (!state.research_jobs[job.job_id])
+        flagOnce('disk', `job ${job.job_id}`, `${when}: acknowledged research job ${job.job_id} (round ${job.round}) is not on disk`);
     for (const [i, f] of families.entries()) {
       const generation = state.families[f.family_id]?.current.generation;
       if (generation !== f.generation && !(f.rotation_unanswered && generation === f.generation + 1)) {
-        flag('disk', `${when}: family ${i} is at generation ${generation} on disk; acknowledged: ${f.generation}${f.rotation_unanswered ? ' (one rotation unanswered)' : ''}`);
+        flag(
+          'disk',
+          `${when}: family ${i} is at generation ${generation} on disk; acknowledged: ${f.generation}${f.rotation_unanswered ? ' (one rotation unanswered)' : ''}`,
+        );
       }
     }
     const charged = campaign.ackedKeyed + campaign.ackedKeyless;
@@ -320,23 +383,49 @@ async function runCampaign(): Promise<Campaign> {
         }
         for (const r of keyed) {
           const n = byKey.get(`${r.route} ${r.key}`) ?? 0;
-          if (n !== 1) flagOnce('ledger', `${r.route} ${r.key}`, `after kill ${round}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}) has ${n} ledger lines, not 1`);
+          if (n !== 1)
+            flagOnce(
+              'ledger',
+              `${r.route} ${r.key}`,
+              `after kill ${round}: acknowledged ${r.route} with Idempotency-Key ${r.key} (round ${r.round}) has ${n} ledger lines, not 1`,
+            );
         }
         for (const [k, acked] of keylessAcked) {
           const n = keyless.get(k) ?? 0;
-          if (n < acked) flagOnce('ledger', `${k} ${acked}`, `after kill ${round}: ${k} without a key: ${acked} acknowledged, only ${n} ledger lines`);
+          if (n < acked)
+            flagOnce('ledger', `${k} ${acked}`, `after kill ${round}: ${k} without a key: ${acked} acknowledged, only ${n} ledger lines`);
         }
         for (const [k, n] of keyless) {
-          if (n > (keylessSent.get(k) ?? 0)) flag('ledger', `after kill ${round}: ${k} without a key: ${n} ledger lines, but only ${keylessSent.get(k) ?? 0} requests were sent`);
+          if (n > (keylessSent.get(k) ?? 0))
+            flag(
+              'ledger',
+              `after kill ${round}: ${k} without a key: ${n} ledger lines, but only ${keylessSent.get(k) ?? 0} requests were sent`,
+            );
         }
 
         // Families: the newest acknowledged refresh token works, or one rotation was durable but never answered.
-        const grants = (await send(`${admin}/grants`, { headers: adminHeaders })).json().grants as Array<{ id: string; families: Array<{ id: string; status: string; generation: number }> }>;
+        const grants = (await send(`${admin}/grants`, { headers: adminHeaders })).json().grants as Array<{
+          id: string;
+          families: Array<{ id: string; status: string; generation: number }>;
+        }>;
         const generations = new Map(grants.flatMap((g) => g.families.map((f) => [f.id, f] as const)));
         // A family the client can no longer use: it starts a new grant, as a client does after invalid_grant.
         const replace = async (f: Family) => {
-          const t = (await send(`${admin}/tokens`, { method: 'POST', headers: { ...adminHeaders, 'content-type': 'application/json' }, body: JSON.stringify({ scopes: SCOPES, client_id: f.client_id, person_id: f.person_id }) })).json();
-          Object.assign(f, { grant_id: t.grant_id, family_id: decodeJwt(t.access_token).payload.family_id, refresh_token: t.refresh_token, access_token: t.access_token, generation: 1, rotation_unanswered: false });
+          const t = (
+            await send(`${admin}/tokens`, {
+              method: 'POST',
+              headers: { ...adminHeaders, 'content-type': 'application/json' },
+              body: JSON.stringify({ scopes: SCOPES, client_id: f.client_id, person_id: f.person_id }),
+            })
+          ).json();
+          Object.assign(f, {
+            grant_id: t.grant_id,
+            family_id: decodeJwt(t.access_token).payload.family_id,
+            refresh_token: t.refresh_token,
+            access_token: t.access_token,
+            generation: 1,
+            rotation_unanswered: false,
+          });
         };
         await Promise.all(
           families.map(async (f, i) => {
@@ -348,16 +437,28 @@ async function runCampaign(): Promise<Campaign> {
             if (!stored) return broken('is gone');
             if (stored.status !== 'active') return broken(`is ${stored.status}`);
             if (stored.generation === f.generation) {
-              const res = await send(`${base}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form({ grant_type: 'refresh_token', client_id: f.client_id, refresh_token: f.refresh_token }) });
-              if (res.status !== 200) return broken(`: the newest acknowledged refresh token (generation ${f.generation}) answered ${res.status} ${res.text}`);
+              const res = await send(`${base}/oauth/token`, {
+                method: 'POST',
+                headers: { 'content-type': 'application/x-www-form-urlencoded' },
+                body: form({ grant_type: 'refresh_token', client_id: f.client_id, refresh_token: f.refresh_token }),
+              });
+              if (res.status !== 200)
+                return broken(`: the newest acknowledged refresh token (generation ${f.generation}) answered ${res.status} ${res.text}`);
               const t = res.json();
-              Object.assign(f, { refresh_token: t.refresh_token, access_token: t.access_token, generation: f.generation + 1, rotation_unanswered: false });
+              Object.assign(f, {
+                refresh_token: t.refresh_token,
+                access_token: t.access_token,
+                generation: f.generation + 1,
+                rotation_unanswered: false,
+              });
             } else if (stored.generation === f.generation + 1 && f.rotation_unanswered) {
               // Durable, never answered: the client cannot know the new token.
               campaign.durableUnanswered++;
               await replace(f);
             } else {
-              await broken(`is at generation ${stored.generation}; acknowledged: ${f.generation}${f.rotation_unanswered ? ' (one rotation unanswered)' : ''}`);
+              await broken(
+                `is at generation ${stored.generation}; acknowledged: ${f.generation}${f.rotation_unanswered ? ' (one rotation unanswered)' : ''}`,
+              );
             }
           }),
         );
@@ -368,7 +469,12 @@ async function runCampaign(): Promise<Campaign> {
           await Promise.all(
             jobs.slice(i, i + 16).map(async (job) => {
               const res = await send(`${base}/research/${job.job_id}`, { headers: bearer(clientToken.get(job.client_id)!) });
-              if (res.status !== 200 || res.json().job_id !== job.job_id) flagOnce('research', job.job_id, `after kill ${round}: acknowledged job ${job.job_id} (round ${job.round}) polls ${res.status} ${res.text.slice(0, 120)}`);
+              if (res.status !== 200 || res.json().job_id !== job.job_id)
+                flagOnce(
+                  'research',
+                  job.job_id,
+                  `after kill ${round}: acknowledged job ${job.job_id} (round ${job.round}) polls ${res.status} ${res.text.slice(0, 120)}`,
+                );
             }),
           );
         }
@@ -378,9 +484,17 @@ async function runCampaign(): Promise<Campaign> {
         for (let n = 0; n < 8 && lastRound.length > 0; n++) {
           const r = lastRound[Math.floor(mix() * lastRound.length)]!;
           const f = families.find((x) => x.client_id === r.client_id)!;
-          const res = await send(`${base}${r.route.slice('POST '.length)}`, { method: 'POST', headers: jsonHeaders(f.access_token, r.key), body: r.body });
+          const res = await send(`${base}${r.route.slice('POST '.length)}`, {
+            method: 'POST',
+            headers: jsonHeaders(f.access_token, r.key),
+            body: r.body,
+          });
           const id = res.status < 300 ? (res.json().message_id ?? res.json().job_id) : null;
-          if (id !== r.answer_id) flag('replay', `after kill ${round}: ${r.route} with Idempotency-Key ${r.key} sent again answered ${res.status} ${id ?? res.text.slice(0, 120)}, first answer ${r.answer_id}`);
+          if (id !== r.answer_id)
+            flag(
+              'replay',
+              `after kill ${round}: ${r.route} with Idempotency-Key ${r.key} sent again answered ${res.status} ${id ?? res.text.slice(0, 120)}, first answer ${r.answer_id}`,
+            );
         }
         campaign.checkedRestarts++;
         report.checkMs = Date.now() - startAt - startMs;
@@ -389,10 +503,19 @@ async function runCampaign(): Promise<Campaign> {
         const grants = (await send(`${admin}/grants`, { headers: adminHeaders })).json().grants as Array<{ id: string; person_id: string }>;
         for (const f of families) {
           f.person_id = grants.find((g) => g.id === f.grant_id)!.person_id;
-          const res = await send(`${base}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form({ grant_type: 'refresh_token', client_id: f.client_id, refresh_token: f.refresh_token }) });
+          const res = await send(`${base}/oauth/token`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: form({ grant_type: 'refresh_token', client_id: f.client_id, refresh_token: f.refresh_token }),
+          });
           if (res.status !== 200) throw new Error(`the scenario's refresh token answered ${res.status} ${res.text}`);
           const t = res.json();
-          Object.assign(f, { refresh_token: t.refresh_token, access_token: t.access_token, generation: 2, family_id: decodeJwt(t.access_token).payload.family_id });
+          Object.assign(f, {
+            refresh_token: t.refresh_token,
+            access_token: t.access_token,
+            generation: 2,
+            family_id: decodeJwt(t.access_token).payload.family_id,
+          });
         }
       }
       if (round === ROUNDS) break;
@@ -419,7 +542,8 @@ async function runCampaign(): Promise<Campaign> {
       };
       const loadDeadline = Date.now() + ROUND_LOAD_MAX_MS;
       const running = () => !killed && Date.now() < loadDeadline;
-      const unexpected = (what: string, res: HttpAnswer) => flag('load', `round ${round}: ${what} answered ${res.status} ${res.text.slice(0, 160)}`);
+      const unexpected = (what: string, res: HttpAnswer) =>
+        flag('load', `round ${round}: ${what} answered ${res.status} ${res.text.slice(0, 160)}`);
       /** A request that got no answer: expected once the kill was sent, a failure before. */
       const unanswered = (what: string, e: unknown) => {
         if (!killSent) flag('load', `round ${round}: ${what} got no answer before the kill: ${(e as Error).message}`);
@@ -430,7 +554,11 @@ async function runCampaign(): Promise<Campaign> {
           let res: HttpAnswer;
           f.rotation_unanswered = true;
           try {
-            res = await send(`${base}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form({ grant_type: 'refresh_token', client_id: f.client_id, refresh_token: f.refresh_token }) });
+            res = await send(`${base}/oauth/token`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/x-www-form-urlencoded' },
+              body: form({ grant_type: 'refresh_token', client_id: f.client_id, refresh_token: f.refresh_token }),
+            });
           } catch (e) {
             unanswered(`refresh of ${f.family_id}`, e);
             return; // rotation_unanswered stays set
@@ -451,7 +579,9 @@ async function runCampaign(): Promise<Campaign> {
             const route = pick < 0.7 ? ('POST /chat/ask' as const) : ('POST /research' as const);
             const withKey = route === 'POST /chat/ask' ? pick < 0.45 : pick < 0.92;
             const key = withKey ? `crash-${SEED}-${++keySerial}` : undefined;
-            const body = JSON.stringify({ question: route === 'POST /chat/ask' ? QUESTIONS[n % QUESTIONS.length] : `${RESEARCH[n % RESEARCH.length]} (${keySerial})` });
+            const body = JSON.stringify({
+              question: route === 'POST /chat/ask' ? QUESTIONS[n % QUESTIONS.length] : `${RESEARCH[n % RESEARCH.length]} (${keySerial})`,
+            });
             const grant = f.grant_id;
             if (key) attemptedKeys.add(`${route} ${key}`);
             else bump(keylessSent, `${grant} ${route}`);
@@ -510,7 +640,8 @@ async function runCampaign(): Promise<Campaign> {
         await Promise.race([killDone, sleep(2_000)]);
       }
       const afterMs = Date.now() - loadStart;
-      if (!killSent && (child.exitCode !== null || child.signalCode !== null)) flag('load', `round ${round}: serve exited by itself (${child.exitCode ?? child.signalCode}): ${serve.stderr().slice(-400)}`);
+      if (!killSent && (child.exitCode !== null || child.signalCode !== null))
+        flag('load', `round ${round}: serve exited by itself (${child.exitCode ?? child.signalCode}): ${serve.stderr().slice(-400)}`);
       kill();
       await serve.exit;
       killed = true;
@@ -548,7 +679,10 @@ describe('kill -9 at any moment loses no acknowledged write (README "How the sta
   let campaign: Campaign;
   beforeAll(async () => {
     campaign = await runCampaign();
-    const summary = campaign.rounds.map((r) => `  kill ${r.round + 1} (${r.plan}, ${r.afterMs} ms, ${r.acked} acked; start ${r.startMs} ms, check ${r.checkMs} ms): ${r.onDisk}${r.notices.length ? `\n    restart: ${r.notices.join(' | ')}` : ''}`);
+    const summary = campaign.rounds.map(
+      (r) =>
+        `  kill ${r.round + 1} (${r.plan}, ${r.afterMs} ms, ${r.acked} acked; start ${r.startMs} ms, check ${r.checkMs} ms): ${r.onDisk}${r.notices.length ? `\n    restart: ${r.notices.join(' | ')}` : ''}`,
+    );
     console.log(
       [
         `crash campaign, seed ${SEED}: ${campaign.ms} ms, ${campaign.checkedRestarts} restarts checked, ${campaign.ackedRotations} rotations, ${campaign.ackedKeyed} keyed and ${campaign.ackedKeyless} key-less charged answers, ${campaign.ackedJobs} jobs, ${campaign.durableUnanswered} rotations durable but unanswered, ${campaign.reads} reads of the state file`,
@@ -599,6 +733,9 @@ describe('kill -9 at any moment loses no acknowledged write (README "How the sta
     holds('restart');
     const during = (what: RegExp) => campaign.rounds.filter((r) => what.test(r.onDisk)).length;
     expect(during(/compaction/), `seed ${SEED}: no kill landed during a compaction`).toBeGreaterThan(0);
-    expect(campaign.rounds.filter((r) => r.notices.some((n) => n.startsWith('replayed'))).length, `seed ${SEED}: no restart replayed the journal`).toBeGreaterThan(0);
+    expect(
+      campaign.rounds.filter((r) => r.notices.some((n) => n.startsWith('replayed'))).length,
+      `seed ${SEED}: no restart replayed the journal`,
+    ).toBeGreaterThan(0);
   });
 });

@@ -21,95 +21,131 @@ const killed = async (s: ServeProcess) => {
 const notices = (stderr: string) => stderr.split('\n').filter((line) => line.startsWith('agent-access: ') && !/ (GET|POST) /.test(line));
 
 describe('serve after kill -9', () => {
-  it('the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; uncommitted ledger lines are dropped with another', { timeout: 30_000 }, async () => {
-    const dir = await scratchDir();
-    const state = join(dir, 'state.json');
-    const ledger = join(dir, 'state.charges.jsonl');
-    const first = await startServe(['--state', state]);
-    const flow = await authorizeAndApprove({ baseUrl: first.ready.base_url, authUrl: first.ready.auth_url });
-    expect((await postJson(`${first.ready.base_url}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flow.tokens!.access_token}` })).status).toBe(200);
-    await killed(first);
-    expect(existsSync(`${state}.lock`)).toBe(true);
-    // What a commit that never completed leaves: its line appended, the state not renamed yet.
-    const committed = await readFile(ledger, 'utf8');
-    await appendFile(ledger, `${JSON.stringify({ ...JSON.parse(committed), seq: 2 })}\n`);
-    const started = Date.now();
-    const second = await startServe(['--state', state]);
-    const wait = Date.now() - started;
-    // Before: 3.4–5.7 s, waiting for the dead holder's lock to go stale. Now a start like any other (about 0.5 s here).
-    expect(wait).toBeLessThan(3_500);
-    const lines = notices(second.stderr());
-    expect(lines).toEqual([
-      expect.stringMatching(new RegExp(`^agent-access: took over the lock on ${state} from pid ${first.child.pid} \\(named in ${join(dir, 'state.admin.json')}\\), whose process is gone; the lock was last refreshed \\d+\\.\\d s ago$`)),
-      // The answered requests were in the journal only: replayed.
-      expect.stringMatching(/^agent-access: replayed \d+ journal records? from .*state\.journal\.jsonl \(the last stop was not clean\)$/),
-      expect.stringContaining(`agent-access: dropped 1 uncommitted line (seq 2) from the end of charge ledger ${ledger}`),
-    ]);
-    expect(second.stdoutRest()).toBe('');
-    expect(await readFile(ledger, 'utf8')).toBe(committed);
-    expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
-    // While the second one lives, a third is refused at once.
-    const third = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
-    expect(third.code).toBe(3);
-    expect(third.stderr).toContain('in use');
-  });
+  it(
+    'the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; uncommitted ledger lines are dropped with another',
+    { timeout: 30_000 },
+    async () => {
+      const dir = await scratchDir();
+      const state = join(dir, 'state.json');
+      const ledger = join(dir, 'state.charges.jsonl');
+      const first = await startServe(['--state', state]);
+      const flow = await authorizeAndApprove({ baseUrl: first.ready.base_url, authUrl: first.ready.auth_url });
+      expect(
+        (
+          await postJson(
+            `${first.ready.base_url}/chat/ask`,
+            { question: 'Kaution' },
+            { authorization: `Bearer ${flow.tokens!.access_token}` },
+          )
+        ).status,
+      ).toBe(200);
+      await killed(first);
+      expect(existsSync(`${state}.lock`)).toBe(true);
+      // What a commit that never completed leaves: its line appended, the state not renamed yet.
+      const committed = await readFile(ledger, 'utf8');
+      await appendFile(ledger, `${JSON.stringify({ ...JSON.parse(committed), seq: 2 })}\n`);
+      const started = Date.now();
+      const second = await startServe(['--state', state]);
+      const wait = Date.now() - started;
+      // Before: 3.4–5.7 s, waiting for the dead holder's lock to go stale. Now a start like any other (about 0.5 s here).
+      expect(wait).toBeLessThan(3_500);
+      const lines = notices(second.stderr());
+      expect(lines).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^agent-access: took over the lock on ${state} from pid ${first.child.pid} \\(named in ${join(dir, 'state.admin.json')}\\), whose process is gone; the lock was last refreshed \\d+\\.\\d s ago$`,
+          ),
+        ),
+        // The answered requests were in the journal only: replayed.
+        expect.stringMatching(/^agent-access: replayed \d+ journal records? from .*state\.journal\.jsonl \(the last stop was not clean\)$/),
+        expect.stringContaining(`agent-access: dropped 1 uncommitted line (seq 2) from the end of charge ledger ${ledger}`),
+      ]);
+      expect(second.stdoutRest()).toBe('');
+      expect(await readFile(ledger, 'utf8')).toBe(committed);
+      expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
+      // While the second one lives, a third is refused at once.
+      const third = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
+      expect(third.code).toBe(3);
+      expect(third.stderr).toContain('in use');
+    },
+  );
 
-  it.runIf(process.platform === 'linux')('an admin file whose pid now belongs to a process started after the file was written (a restarted container) holds nothing: the lock is taken at once', { timeout: 30_000 }, async () => {
-    const dir = await scratchDir();
-    const state = join(dir, 'state.json');
-    const adminFile = join(dir, 'state.admin.json');
-    const first = await startServe(['--state', state]);
-    await killed(first);
-    const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
-    // Wall-clock time is the subject: a pid counts as reused only when its process started more than a second
-    // (the margin for clock-tick rounding) after the admin file was written.
-    await sleep(1_500);
-    // The dead server's pid now belongs to a process that started after it announced itself.
-    const newcomer = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
-    cleanups.push(() => newcomer.kill('SIGKILL'));
-    await once(newcomer, 'spawn');
-    await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: newcomer.pid }));
-    await utimes(adminFile, mtime, mtime);
-    const started = Date.now();
-    const second = await startServe(['--state', state]);
-    expect(Date.now() - started).toBeLessThan(3_500);
-    expect(notices(second.stderr())).toEqual([expect.stringContaining(`took over the lock on ${state} from pid ${newcomer.pid}`)]);
-  });
+  it.runIf(process.platform === 'linux')(
+    'an admin file whose pid now belongs to a process started after the file was written (a restarted container) holds nothing: the lock is taken at once',
+    { timeout: 30_000 },
+    async () => {
+      const dir = await scratchDir();
+      const state = join(dir, 'state.json');
+      const adminFile = join(dir, 'state.admin.json');
+      const first = await startServe(['--state', state]);
+      await killed(first);
+      const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
+      // Wall-clock time is the subject: a pid counts as reused only when its process started more than a second
+      // (the margin for clock-tick rounding) after the admin file was written.
+      await sleep(1_500);
+      // The dead server's pid now belongs to a process that started after it announced itself.
+      const newcomer = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+      cleanups.push(() => newcomer.kill('SIGKILL'));
+      await once(newcomer, 'spawn');
+      await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: newcomer.pid }));
+      await utimes(adminFile, mtime, mtime);
+      const started = Date.now();
+      const second = await startServe(['--state', state]);
+      expect(Date.now() - started).toBeLessThan(3_500);
+      expect(notices(second.stderr())).toEqual([expect.stringContaining(`took over the lock on ${state} from pid ${newcomer.pid}`)]);
+    },
+  );
 
-  it('an admin file whose pid is alive and older than the file (a serve that is stopping, its port closed) is no proof: serve waits with a notice, and is refused while the lock is refreshed', { timeout: 30_000 }, async () => {
-    const dir = await scratchDir();
-    const state = join(dir, 'state.json');
-    const adminFile = join(dir, 'state.admin.json');
-    const first = await startServe(['--state', state]);
-    await killed(first);
-    // A live process holds the lock, then the admin file names it: a pid alive since before the file, its port closed.
-    const release = await lockStateFile(state);
-    try {
-      await sleep(50);
-      await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
-      const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state], { timeoutMs: 25_000 });
-      expect(res.code).toBe(3);
-      expect(res.stdout).toBe('');
-      expect(res.stderr).toContain('in use');
-      expect(notices(res.stderr)[0]).toMatch(new RegExp(`^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${process.pid} \\(named in ${adminFile}\\), whose admin port does not take connections`));
-    } finally {
-      await release();
-    }
-  });
+  it(
+    'an admin file whose pid is alive and older than the file (a serve that is stopping, its port closed) is no proof: serve waits with a notice, and is refused while the lock is refreshed',
+    { timeout: 30_000 },
+    async () => {
+      const dir = await scratchDir();
+      const state = join(dir, 'state.json');
+      const adminFile = join(dir, 'state.admin.json');
+      const first = await startServe(['--state', state]);
+      await killed(first);
+      // A live process holds the lock, then the admin file names it: a pid alive since before the file, its port closed.
+      const release = await lockStateFile(state);
+      try {
+        await sleep(50);
+        await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
+        const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state], { timeoutMs: 25_000 });
+        expect(res.code).toBe(3);
+        expect(res.stdout).toBe('');
+        expect(res.stderr).toContain('in use');
+        expect(notices(res.stderr)[0]).toMatch(
+          new RegExp(
+            `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${process.pid} \\(named in ${adminFile}\\), whose admin port does not take connections`,
+          ),
+        );
+      } finally {
+        await release();
+      }
+    },
+  );
 
-  it('an admin file written in another pid namespace or on another host proves nothing: its lock is waited out until stale, with a notice', { timeout: 30_000 }, async () => {
-    const dir = await scratchDir();
-    const state = join(dir, 'state.json');
-    const adminFile = join(dir, 'state.admin.json');
-    const first = await startServe(['--state', state]);
-    await killed(first);
-    const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
-    await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid_namespace: 'elsewhere' }));
-    await utimes(adminFile, mtime, mtime);
-    const started = Date.now();
-    const second = await startServe(['--state', state]);
-    // Staleness: 5 s after the last refresh, which was at most a second before the kill.
-    expect(Date.now() - started).toBeGreaterThan(3_000);
-    expect(notices(second.stderr())[0]).toMatch(new RegExp(`^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${first.child.pid} \\(named in ${adminFile}\\)`));
-  });
+  it(
+    'an admin file written in another pid namespace or on another host proves nothing: its lock is waited out until stale, with a notice',
+    { timeout: 30_000 },
+    async () => {
+      const dir = await scratchDir();
+      const state = join(dir, 'state.json');
+      const adminFile = join(dir, 'state.admin.json');
+      const first = await startServe(['--state', state]);
+      await killed(first);
+      const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
+      await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid_namespace: 'elsewhere' }));
+      await utimes(adminFile, mtime, mtime);
+      const started = Date.now();
+      const second = await startServe(['--state', state]);
+      // Staleness: 5 s after the last refresh, which was at most a second before the kill.
+      expect(Date.now() - started).toBeGreaterThan(3_000);
+      expect(notices(second.stderr())[0]).toMatch(
+        new RegExp(
+          `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${first.child.pid} \\(named in ${adminFile}\\)`,
+        ),
+      );
+    },
+  );
 });

@@ -56,7 +56,11 @@ describe('dashboard end to end, on a running emulator', () => {
 
     // A research job on a second login (the first family is dead): queued, then succeeded as the clock moves.
     const second = await authorizeAndApprove(emu, { client_id: login.client_id, scope: 'research' });
-    const created = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Regeln gelten für Hunde?' }, { authorization: `Bearer ${second.tokens!.access_token}` });
+    const created = await postJson(
+      `${emu.baseUrl}/research`,
+      { question: 'Welche Regeln gelten für Hunde?' },
+      { authorization: `Bearer ${second.tokens!.access_token}` },
+    );
     expect(created.status).toBe(202);
     await ui.press('3');
     await ui.waitFor((x) => /research\s+queued/.test(x), 'the queued job');
@@ -87,7 +91,11 @@ describe('dashboard end to end, on a running emulator', () => {
     await ui.waitFor((x) => x.includes('status   revoked by admin'), 'the revocation');
     const grant = Object.values(emu.core.state.grants)[0]!;
     expect(grant).toMatchObject({ status: 'revoked', revoked_by: 'admin' });
-    const ask = await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Wer ist Luna?' }, { authorization: `Bearer ${login.tokens!.access_token}` });
+    const ask = await postJson(
+      `${emu.baseUrl}/chat/ask`,
+      { question: 'Wer ist Luna?' },
+      { authorization: `Bearer ${login.tokens!.access_token}` },
+    );
     expect(ask.status).toBe(401);
   });
 
@@ -111,7 +119,12 @@ describe('dashboard end to end, on a running emulator', () => {
     let target: { adminUrl: string; adminToken: string } = first;
     const { subscribe, actions } = connectDashboard(async () => ({ adminUrl: target.adminUrl, token: target.adminToken }));
     const app = render(createElement(Dashboard, { subscribe, actions, colors: false }));
-    const waitFor = (text: string) => waitForFrame(() => frameText(app.lastFrame()), (f) => f.includes(text), text);
+    const waitFor = (text: string) =>
+      waitForFrame(
+        () => frameText(app.lastFrame()),
+        (f) => f.includes(text),
+        text,
+      );
     await waitFor('● live');
     await first.stop();
     await waitFor('DISCONNECTED');

@@ -45,7 +45,11 @@ class Terminal {
   }
   async waitFor(test: (screen: string) => boolean, what: string): Promise<string> {
     let screen = '';
-    await pollUntil(async () => test((screen = await this.screen().catch(() => ''))), what, { timeoutMs: 15_000, intervalMs: 100, describe: () => screen });
+    await pollUntil(async () => test((screen = await this.screen().catch(() => ''))), what, {
+      timeoutMs: 15_000,
+      intervalMs: 100,
+      describe: () => screen,
+    });
     return screen;
   }
   keys(...keys: string[]) {
@@ -72,7 +76,11 @@ async function setup(env: Record<string, string>): Promise<{ term: Terminal; ser
   const term = new Terminal();
   cleanups.push(() => term.kill());
   // CI=true as in CI runs: the dashboard still draws live (Ink would otherwise print only its last frame).
-  await term.start(`${process.execPath} ${BIN} dashboard --state ${state}; echo "EXIT=$?"; sleep 60`, { TERM: 'xterm-256color', CI: 'true', ...env });
+  await term.start(`${process.execPath} ${BIN} dashboard --state ${state}; echo "EXIT=$?"; sleep 60`, {
+    TERM: 'xterm-256color',
+    CI: 'true',
+    ...env,
+  });
   return { term, serve };
 }
 
@@ -100,7 +108,11 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     const raw = join(await scratchDir(), 'pane.raw');
     await term.tmux('pipe-pane', '-o', `cat >> ${raw}`);
     // Two frames the dashboard drew on its own (its clock ticks every second), then one for a key.
-    await pollUntil(async () => (await readFile(raw, 'latin1').catch(() => '')).split('\u001B[?2026h').length > 2, 'two frames drawn by the clock', { intervalMs: 100 });
+    await pollUntil(
+      async () => (await readFile(raw, 'latin1').catch(() => '')).split('\u001B[?2026h').length > 2,
+      'two frames drawn by the clock',
+      { intervalMs: 100 },
+    );
     await term.keys('2');
     screen = await term.waitFor((s) => s.includes('─ Token families'), 'the families view');
     await term.tmux('pipe-pane');
@@ -121,7 +133,10 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
 
   it('colours alarms and states, and shows none under NO_COLOR', async () => {
     const sgrColour = /\u001B\[[0-9;]*(?:3[0-7]|9[0-7]|38;[0-9;]+)m/;
-    for (const [env, coloured] of [[{}, true], [{ NO_COLOR: '1' }, false]] as const) {
+    for (const [env, coloured] of [
+      [{}, true],
+      [{ NO_COLOR: '1' }, false],
+    ] as const) {
       const { term, serve } = await setup(env);
       await term.waitFor((s) => s.includes('● live'), 'the live header');
       await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask' });
@@ -137,7 +152,10 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     const state = join(dir, 'state.json');
     const term = new Terminal();
     cleanups.push(() => term.kill());
-    await term.start(`${process.execPath} ${BIN} serve --ui --state ${state} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`, { TERM: 'xterm-256color', CI: 'true' });
+    await term.start(`${process.execPath} ${BIN} serve --ui --state ${state} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`, {
+      TERM: 'xterm-256color',
+      CI: 'true',
+    });
     const screen = await term.waitFor((s) => s.includes('● live'), 'the live header');
     const baseUrl = /● live {2}(http:\/\/127\.0\.0\.1:\d+)/.exec(screen)![1]!;
     const admin = JSON.parse(await readFile(join(dir, 'state.admin.json'), 'utf8')) as { auth_url: string };

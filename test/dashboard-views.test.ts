@@ -12,21 +12,90 @@ export function session(s = new Script()) {
   return [
     { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 } as const,
     { type: 'snapshot', snapshot: snapshot() } as const,
-    s.event('grant.created', { grant_id: 'grant-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask', 'workspace.write'], resource: MCP }),
-    s.event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-aaaaaaaa1', scopes: ['ask'], audience: MCP, expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
+    s.event('grant.created', {
+      grant_id: 'grant-1',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      scopes: ['ask', 'workspace.write'],
+      resource: MCP,
+    }),
+    s.event('tokens.issued', {
+      grant_id: 'grant-1',
+      client_id: 'client-1',
+      family_id: 'fam-1',
+      jti: 'jti-aaaaaaaa1',
+      scopes: ['ask'],
+      audience: MCP,
+      expires_at: T0 + 902_000,
+      generation: 1,
+      grant_type: 'authorization_code',
+    }),
     s.event('refresh.rotated', { grant_id: 'grant-1', family_id: 'fam-1', from_generation: 1, to_generation: 2 }),
-    s.event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-bbbbbbbb2', scopes: ['ask'], audience: MCP, expires_at: T0 + 903_000, generation: 2, grant_type: 'refresh_token' }),
+    s.event('tokens.issued', {
+      grant_id: 'grant-1',
+      client_id: 'client-1',
+      family_id: 'fam-1',
+      jti: 'jti-bbbbbbbb2',
+      scopes: ['ask'],
+      audience: MCP,
+      expires_at: T0 + 903_000,
+      generation: 2,
+      grant_type: 'refresh_token',
+    }),
     s.event('family.invalidated', { grant_id: 'grant-1', family_id: 'fam-1', reason: 'refresh_replay', replayed_generation: 1 }),
-    s.event('research.created', { job_id: 'job-1', client_id: 'client-1', grant_id: 'grant-1', question: 'Welche Regeln gelten für Hunde im Büro?' }),
+    s.event('research.created', {
+      job_id: 'job-1',
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      question: 'Welche Regeln gelten für Hunde im Büro?',
+    }),
     s.event('research.running', { job_id: 'job-1', client_id: 'client-1' }),
-    s.event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'hausordnung.md', size: 2048 }),
+    s.event('training.received', {
+      document_id: 'doc-1',
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      file_name: 'hausordnung.md',
+      size: 2048,
+    }),
     s.event('training.step', { document_id: 'doc-1', client_id: 'client-1', processing_step: 'chunking' }),
-    s.event('charge.recorded', { seq: 1, at: s.at, client_id: 'client-1', grant_id: 'grant-1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'key-1' }),
+    s.event('charge.recorded', {
+      seq: 1,
+      at: s.at,
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      route: 'POST /research',
+      amount: 2,
+      unit: 'AKh',
+      idempotency_key: 'key-1',
+    }),
     s.event('idempotency.replayed', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /research', key: 'key-1' }),
-    s.event('request.served', { server: 'api', method: 'POST', path: '/research', status: 202, ms: 4.5, client_id: 'client-1', grant_id: 'grant-1' }),
-    s.event('request.served', { server: 'api', method: 'GET', path: '/research/job-1', status: 200, ms: 1.1, client_id: 'client-1', grant_id: 'grant-1' }),
+    s.event('request.served', {
+      server: 'api',
+      method: 'POST',
+      path: '/research',
+      status: 202,
+      ms: 4.5,
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+    }),
+    s.event('request.served', {
+      server: 'api',
+      method: 'GET',
+      path: '/research/job-1',
+      status: 200,
+      ms: 1.1,
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+    }),
     s.event('request.served', { server: 'auth', method: 'GET', path: '/oauth/authorize', status: 200, ms: 2 }),
-    s.event('action.pending', { action_id: 'act-1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'update', description: 'Telefonnummer von Jonas Weber ändern' }),
+    s.event('action.pending', {
+      action_id: 'act-1',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      kind: 'contacts',
+      operation: 'update',
+      description: 'Telefonnummer von Jonas Weber ändern',
+    }),
   ];
 }
 
@@ -138,7 +207,16 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
   it('Tab, Shift+Tab and number keys switch views; j/k and arrows move; ? shows help; q quits', async () => {
     const ui = renderDashboard();
     const s = new Script();
-    ui.send(...session(s), s.event('grant.created', { grant_id: 'grant-2', client_id: 'client-1', person_id: 'person-anna', scopes: ['research'], resource: null }));
+    ui.send(
+      ...session(s),
+      s.event('grant.created', {
+        grant_id: 'grant-2',
+        client_id: 'client-1',
+        person_id: 'person-anna',
+        scopes: ['research'],
+        resource: null,
+      }),
+    );
     await ui.waitFor((x) => x.includes('grant grant-2'));
     await ui.press('j');
     await ui.waitFor((x) => x.includes('grant grant-1'));
@@ -168,10 +246,21 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
   it('fits 80×24 exactly (no line wider, no more than 23 lines), and uses the full width when there is more', async () => {
     const ui = renderDashboard({ columns: 80, rows: 24 });
     ui.send(...session());
-    const markers: Record<string, string> = { '1': '─ Grants', '2': '─ Token families', '3': '─ Jobs', '4': '─ Charges', '5': '─ Requests', '6': '─ Approvals', '7': '─ Faults', '?': 'this help' };
+    const markers: Record<string, string> = {
+      '1': '─ Grants',
+      '2': '─ Token families',
+      '3': '─ Jobs',
+      '4': '─ Charges',
+      '5': '─ Requests',
+      '6': '─ Approvals',
+      '7': '─ Faults',
+      '?': 'this help',
+    };
     for (const [key, marker] of Object.entries(markers)) {
       await ui.press(key);
-      const lines = (await ui.waitFor((x) => x.includes(marker) && (key === '?' || key === '7' || x.includes('Wetter-Agent')), marker)).split('\n');
+      const lines = (
+        await ui.waitFor((x) => x.includes(marker) && (key === '?' || key === '7' || x.includes('Wetter-Agent')), marker)
+      ).split('\n');
       expect(lines.length, `view ${key}`).toBeLessThanOrEqual(23);
       for (const l of lines) expect(l.length, `view ${key}: ${l}`).toBeLessThanOrEqual(80);
     }
@@ -207,7 +296,10 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     const s = new Script();
     const evil = 'Evil\u001B]52;c;ZWNobyBoaQ==\u0007\u001B[2J\rAgent';
     ui.send(
-      { type: 'snapshot', snapshot: snapshot({ clients: { 'client-x': { client_id: 'client-x', client_name: evil, registered_at: T0 } } }) },
+      {
+        type: 'snapshot',
+        snapshot: snapshot({ clients: { 'client-x': { client_id: 'client-x', client_name: evil, registered_at: T0 } } }),
+      },
       s.event('grant.created', { grant_id: 'grant-x', client_id: 'client-x', person_id: 'person-anna', scopes: ['ask'], resource: null }),
       s.event('research.created', { job_id: 'job-x', client_id: 'client-x', grant_id: 'grant-x', question: 'Frage\u001B[31m rot' }),
     );

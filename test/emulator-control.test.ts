@@ -9,7 +9,6 @@ import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startRunning } from './helpers/emulator.js';
 import { decodeJwt, http, postJson, refresh } from './helpers/oauth.js';
 
-
 const ask = (emu: RunningEmulator, token: string, headers: Record<string, string> = {}) =>
   postJson(`${emu.baseUrl}/chat/ask`, { question: 'Wann kommt der Hufschmied?' }, { authorization: `Bearer ${token}`, ...headers });
 
@@ -20,7 +19,12 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
     expect(emu.issuer).toBe(emu.baseUrl);
     const tokens = await emu.issueTokens({ scopes: ['ask', 'research'] });
     expect(tokens).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'ask research' });
-    expect(decodeJwt(tokens.access_token).payload).toMatchObject({ aud: `${emu.baseUrl}/mcp`, iss: emu.issuer, client_id: tokens.client_id, scope: 'ask research' });
+    expect(decodeJwt(tokens.access_token).payload).toMatchObject({
+      aud: `${emu.baseUrl}/mcp`,
+      iss: emu.issuer,
+      client_id: tokens.client_id,
+      scope: 'ask research',
+    });
     expect((await ask(emu, tokens.access_token)).status).toBe(200);
     // The refresh token is a real one: it rotates.
     const rotated = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
@@ -42,7 +46,11 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
     await expect(emu.issueTokens({ scopes: ['ask'], clientId: 'client_unknown' })).rejects.toMatchObject({ status: 404 });
     await expect(emu.issueTokens({ scopes: ['ask'], personId: 'person_unknown' })).rejects.toMatchObject({ status: 404 });
     // A misspelt field is refused, not dropped (which would register a new client).
-    const misspelt = await postJson(`${emu.adminUrl}/tokens`, { scopes: ['ask'], clientId: 'x' }, { authorization: `Bearer ${emu.adminToken}` });
+    const misspelt = await postJson(
+      `${emu.adminUrl}/tokens`,
+      { scopes: ['ask'], clientId: 'x' },
+      { authorization: `Bearer ${emu.adminToken}` },
+    );
     expect(misspelt.status).toBe(400);
     expect(misspelt.json().detail).toContain('unknown field clientId');
     const snap = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
@@ -112,7 +120,11 @@ describe('one virtual clock (serve --clock manual)', () => {
     const tokens = await emu.issueTokens({ scopes: ['research', 'training.write'] });
     const bearer = { authorization: `Bearer ${tokens.access_token}` };
     const job = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Regeln gelten für Hunde?' }, bearer);
-    const doc = await postJson(`${emu.baseUrl}/training`, { file_name: 'notiz.md', content: '# Notiz\n\nDer Hufschmied kommt am Dienstag.' }, bearer);
+    const doc = await postJson(
+      `${emu.baseUrl}/training`,
+      { file_name: 'notiz.md', content: '# Notiz\n\nDer Hufschmied kommt am Dienstag.' },
+      bearer,
+    );
     expect([job.status, doc.status]).toEqual([202, 202]);
     await emu.clock.advance('10m');
     // Read through the admin snapshot, which does not move jobs itself: the advance did.
@@ -128,7 +140,11 @@ describe('one virtual clock (serve --clock manual)', () => {
     await expect(manual.clock.advance('soon')).rejects.toMatchObject({ status: 400 });
     await expect(manual.clock.advance('300000y')).rejects.toMatchObject({ status: 400 });
     await expect(manual.clock.advance(1e300)).rejects.toMatchObject({ status: 400 });
-    const extra = await postJson(`${manual.adminUrl}/clock/advance`, { by: '1m', extra: 1 }, { authorization: `Bearer ${manual.adminToken}` });
+    const extra = await postJson(
+      `${manual.adminUrl}/clock/advance`,
+      { by: '1m', extra: 1 },
+      { authorization: `Bearer ${manual.adminToken}` },
+    );
     expect(extra.status).toBe(400);
     expect(await manual.clock.now()).toBe(Date.UTC(2026, 0, 1));
     expect(await manual.clock.advance('24h')).toBe(Date.UTC(2026, 0, 2));

@@ -13,9 +13,11 @@ import { bearer, http, postJson, refresh } from './helpers/oauth.js';
 
 const start = (options: StartEmulatorOptions = {}) => startRunning({ clock: 'manual', ...options });
 
-const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Hufschmied?') => postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
+const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Hufschmied?') =>
+  postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
 const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json();
-const charges = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
+const charges = async (emu: RunningEmulator) =>
+  (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
 
 describe('faults observed by a client (README "Faults")', () => {
   it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {
@@ -31,7 +33,9 @@ describe('faults observed by a client (README "Faults")', () => {
     expect((await ask(emu, access_token)).status).toBe(200);
     expect(await charges(emu)).toHaveLength(1);
     const snap = await snapshot(emu);
-    expect(snap.requests.filter((r: { faults?: string[] }) => r.faults).map((r: { status: number; faults: string[] }) => [r.status, r.faults])).toEqual([
+    expect(
+      snap.requests.filter((r: { faults?: string[] }) => r.faults).map((r: { status: number; faults: string[] }) => [r.status, r.faults]),
+    ).toEqual([
       [429, [`${fault.id} rate_limit`]],
       [429, [`${fault.id} rate_limit`]],
     ]);
@@ -57,7 +61,9 @@ describe('faults observed by a client (README "Faults")', () => {
     expect(failed.json()).toMatchObject({ type: 'urn:agent-access:error:server_error', status: 503 });
     expect((await snapshot(emu)).research).toEqual([]);
     expect(await charges(emu)).toEqual([]);
-    expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(202);
+    expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(
+      202,
+    );
 
     await emu.faults.add({ kind: 'server_error', route: '/oauth/token', count: 1 });
     const tokenFailure = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
@@ -188,7 +194,9 @@ describe('faults: edges (README "Faults")', () => {
     const clock = new ManualClock(Date.UTC(2026, 10, 21, 12));
     const emulator = await startInProcess({ clock });
     try {
-      const served = new Promise<AppEvent>((resolve) => emulator.core.events.subscribe((e) => e.name === 'request.served' && e.data.path === '/chat/ask' && resolve(e)));
+      const served = new Promise<AppEvent>((resolve) =>
+        emulator.core.events.subscribe((e) => e.name === 'request.served' && e.data.path === '/chat/ask' && resolve(e)),
+      );
       const tokens = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
       const fault = emulator.faults.arm({ kind: 'revoke', grant_id: tokens.grant_id, in: '1h' });
       // The clock moves without the admin API (which would fire it): only the request's own check can.
@@ -225,7 +233,11 @@ describe('faults: edges (README "Faults")', () => {
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
     await emu.faults.add({ kind: 'server_error', route: 'GET /settings', status: 503, count: 1 });
     const page = await http(`${emu.authUrl}/settings`);
-    expect([page.status, page.headers['retry-after'], String(page.headers['content-type'])]).toEqual([503, '1', expect.stringContaining('text/html')]);
+    expect([page.status, page.headers['retry-after'], String(page.headers['content-type'])]).toEqual([
+      503,
+      '1',
+      expect.stringContaining('text/html'),
+    ]);
     await emu.faults.add({ kind: 'server_error', route: 'POST /oauth/token', status: 503, count: 1 });
     const token = await refresh(emu.baseUrl, { client_id: tokens.client_id, refresh_token: tokens.refresh_token! });
     expect([token.status, token.headers['cache-control']]).toEqual([503, 'no-store']);
@@ -242,14 +254,25 @@ describe('faults: edges (README "Faults")', () => {
 
 describe('serve --fault (README "Faults": from flags)', () => {
   it('arms faults at start; the request log on stderr marks the answers they shaped', async () => {
-    const serve = await startServe(['--in-memory', '--fault', 'rate_limit:count=1', '--fault', '{"kind":"server_error","route":"GET /.well-known/jwks.json","count":1}']);
+    const serve = await startServe([
+      '--in-memory',
+      '--fault',
+      'rate_limit:count=1',
+      '--fault',
+      '{"kind":"server_error","route":"GET /.well-known/jwks.json","count":1}',
+    ]);
     try {
       const admin = bearer(serve.ready.admin_token);
       const tokens = (await postJson(`${serve.ready.admin_url}/tokens`, { scopes: ['ask'] }, admin)).json();
-      expect((await postJson(`${serve.ready.base_url}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token))).status).toBe(429);
+      expect((await postJson(`${serve.ready.base_url}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token))).status).toBe(
+        429,
+      );
       expect((await http(`${serve.ready.base_url}/.well-known/jwks.json`)).status).toBe(500);
       const faults = (await http(`${serve.ready.admin_url}/faults`, { headers: admin })).json().faults;
-      expect(faults.map((f: { kind: string; state: string }) => [f.kind, f.state])).toEqual([['rate_limit', 'spent'], ['server_error', 'spent']]);
+      expect(faults.map((f: { kind: string; state: string }) => [f.kind, f.state])).toEqual([
+        ['rate_limit', 'spent'],
+        ['server_error', 'spent'],
+      ]);
       await expect.poll(() => serve.stderr()).toMatch(/POST \/chat\/ask 429 [\d.]+ms \S+ FAULT fault_1 rate_limit/);
       expect(serve.stderr()).toMatch(/GET \/.well-known\/jwks.json 500 [\d.]+ms FAULT fault_2 server_error/);
       expect(serve.stderr()).toMatch(/fault\.fired .*"fault_id":"fault_1"/);

@@ -31,9 +31,14 @@ async function open(file: string, options: FilePersistenceOptions = {}) {
 }
 
 const agentTokens = (core: Core) => issueTokensWithoutConsent(core, { scopes: ['ask', 'research'] });
-const rotate = (core: Core, clientId: string, refreshToken: string) => exchangeToken(core, { grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken });
+const rotate = (core: Core, clientId: string, refreshToken: string) =>
+  exchangeToken(core, { grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken });
 const journalOf = (file: string) => file.replace(/\.json$/, '.journal.jsonl');
-const records = async (file: string) => (await readFile(journalOf(file), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { seq: number; changes: [string[], unknown?][] });
+const records = async (file: string) =>
+  (await readFile(journalOf(file), 'utf8'))
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { seq: number; changes: [string[], unknown?][] });
 
 describe('the journal: a commit writes what changed, a start replays it', () => {
   it('a new state has its state file (0600) before open resolves; a commit then appends one record with only the places it changed', async () => {
@@ -61,7 +66,9 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
     // No close: as after kill -9, the journal holds what the state file does not.
     const second = await open(file);
     expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
-    expect(second.notices).toEqual([expect.stringMatching(/^replayed \d+ journal records from .*state\.journal\.jsonl \(the last stop was not clean\)$/)]);
+    expect(second.notices).toEqual([
+      expect.stringMatching(/^replayed \d+ journal records from .*state\.journal\.jsonl \(the last stop was not clean\)$/),
+    ]);
     // The newest refresh token works after the restart; the one before it is a replay.
     expect((await rotate(second.core, tokens.client_id, refreshToken)).refresh_token).toMatch(/^aa1\./);
     await second.persistence.close();
@@ -148,8 +155,21 @@ describe('the state file is read entry by entry', () => {
   it('a file in the entry-per-line layout and the same state written compactly (older versions) read the same, odd keys and strings included', async () => {
     const dir = await scratchDir();
     const state = emptyState();
-    const client = (id: string, name: string) => ({ client_id: id, client_id_issued_at: 1, client_name: name, redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' as const });
-    Object.defineProperty(state.clients, '__proto__', { value: client('__proto__', 'proto'), enumerable: true, writable: true, configurable: true });
+    const client = (id: string, name: string) => ({
+      client_id: id,
+      client_id_issued_at: 1,
+      client_name: name,
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none' as const,
+    });
+    Object.defineProperty(state.clients, '__proto__', {
+      value: client('__proto__', 'proto'),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
     state.clients['x'] = client('x', 'Zeile\n}\n"grants":{ ü 𝄞');
     state.clients['"quoted":{'] = client('q', '{}');
     const lines = join(dir, 'lines.json');
@@ -173,7 +193,15 @@ describe('a commit that could not be written', () => {
   it('fails its requests and loses nothing: its changes go into the next record, and a state file begun right after it is not written', async () => {
     const file = join(await scratchDir(), 'state.json');
     const { core } = await open(file);
-    const client = (n: number) => ({ client_id: `client_${n}`, client_id_issued_at: 1, client_name: `C${n}`, redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' as const });
+    const client = (n: number) => ({
+      client_id: `client_${n}`,
+      client_id_issued_at: 1,
+      client_name: `C${n}`,
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none' as const,
+    });
     // The journal cannot be opened (a directory stands in its place): the next append fails.
     expect(existsSync(journalOf(file))).toBe(false);
     const { mkdir, rmdir } = await import('node:fs/promises');
@@ -196,7 +224,15 @@ describe('a first start that was killed', () => {
     // Record 1 of a new state holds all of it: here a signing key and a client, as a first start writes them.
     const repo = new Repository(emptyState());
     repo.addSigningKey(await generateSigningKey(T0));
-    repo.put('clients', 'client_a', { client_id: 'client_a', client_id_issued_at: 1, client_name: 'A', redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' });
+    repo.put('clients', 'client_a', {
+      client_id: 'client_a',
+      client_id_issued_at: 1,
+      client_name: 'A',
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    });
     await writeFile(journalOf(file), journalLine({ seq: 1, changes: repo.drain().changes }), { mode: 0o600 });
     const { core, persistence, notices } = await open(file);
     expect(JSON.stringify(core.state)).toBe(JSON.stringify(repo.state));

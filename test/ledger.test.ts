@@ -11,7 +11,6 @@ import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
-
 const entry = (seq: number, client_id: string, amount: number, grant_id = `grant_${client_id}`): ChargeEntry => ({
   seq,
   at: 1_700_000_000_000 + seq,
@@ -46,13 +45,21 @@ describe('charge ledger: the first count lines are the committed charges, and th
 
   it('committed lines that sum (in thousandths) to the totals are accepted; nothing to drop', () => {
     const tenths = [1, 2, 3].map((seq) => entry(seq, 'c1', 0.1));
-    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(tenths), text(tenths))).toEqual({ committed: 3, uncommitted: 0, keep: null });
+    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(tenths), text(tenths))).toEqual({
+      committed: 3,
+      uncommitted: 0,
+      keep: null,
+    });
     expect(totalsOf(tenths).by_client.c1).toBe(0.3);
   });
 
   it('lines beyond the count, and a torn last line without its newline, are uncommitted: dropped, and counted', () => {
     const ledger = `${text([...three, entry(4, 'c1', 0.1), entry(5, 'c2', 0.1)])}{"seq":6,"at":17`;
-    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(three), ledger)).toEqual({ committed: 3, uncommitted: 3, keep: text(three) });
+    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(three), ledger)).toEqual({
+      committed: 3,
+      uncommitted: 3,
+      keep: text(three),
+    });
   });
 
   it('no state file and no ledger, or an empty one: a fresh start', () => {
@@ -112,16 +119,23 @@ async function stateWithCharges(dir: string) {
   const ledger = join(dir, 'state.charges.jsonl');
   const emu = await Emulator.start({ port: 0, authPort: 0, state, prices: { ask: 0.5 } });
   const flow = await authorizeAndApprove(emu);
-  for (let i = 0; i < 2; i++) expect((await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flow.tokens!.access_token}` })).status).toBe(200);
+  for (let i = 0; i < 2; i++)
+    expect(
+      (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flow.tokens!.access_token}` })).status,
+    ).toBe(200);
   await emu.stop();
   return { state, ledger, client_id: flow.client_id, lines: (await readFile(ledger, 'utf8')).trim().split('\n') };
 }
 
-const serveOn = (state: string, ...flags: string[]) => runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state, ...flags]);
+const serveOn = (state: string, ...flags: string[]) =>
+  runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state, ...flags]);
 
 /** Serve refused: exit 3, one message on stderr naming both files and the way out, nothing on stdout, both files as they were. */
 async function expectRefusal(state: string, ledger: string, what: RegExp) {
-  const before = { state: existsSync(state) ? await readFile(state, 'utf8') : null, ledger: existsSync(ledger) ? await readFile(ledger, 'utf8') : null };
+  const before = {
+    state: existsSync(state) ? await readFile(state, 'utf8') : null,
+    ledger: existsSync(ledger) ? await readFile(ledger, 'utf8') : null,
+  };
   const res = await serveOn(state);
   expect(res.code, res.stderr).toBe(3);
   expect(res.stdout).toBe('');
@@ -164,7 +178,11 @@ describe('serve checks the charge ledger against the state at start', () => {
     const json = JSON.parse(await readFile(state, 'utf8'));
     json.charges.by_client[client_id] = 0.5;
     await writeFile(state, JSON.stringify(json));
-    await expectRefusal(state, ledger, new RegExp(`client ${client_id} is 0.5 AKh, but the ledger's committed lines \\(seq 1–2\\) sum to 1 AKh`));
+    await expectRefusal(
+      state,
+      ledger,
+      new RegExp(`client ${client_id} is 0.5 AKh, but the ledger's committed lines \\(seq 1–2\\) sum to 1 AKh`),
+    );
   });
 
   it('a truncated ledger: exit 3 naming the first missing seq', async () => {
@@ -193,7 +211,12 @@ describe('serve checks the charge ledger against the state at start', () => {
     const s = await startServe(['--state', state]);
     expect(JSON.parse(s.readyLine)).toHaveProperty('base_url');
     expect(s.stderr()).toContain(`agent-access: dropped 2 uncommitted lines (seq 3–4) from the end of charge ledger ${ledger}`);
-    expect(s.stderr().split('\n').filter((line) => line.includes('uncommitted'))).toHaveLength(1);
+    expect(
+      s
+        .stderr()
+        .split('\n')
+        .filter((line) => line.includes('uncommitted')),
+    ).toHaveLength(1);
     expect(await readFile(ledger, 'utf8')).toBe(committed);
     const report = await http(`${s.ready.admin_url}/charges`, { headers: { authorization: `Bearer ${s.ready.admin_token}` } });
     expect(report.json()).toMatchObject({ total: 1, entries: [{ seq: 1 }, { seq: 2 }] });
@@ -214,47 +237,67 @@ describe('serve checks the charge ledger against the state at start', () => {
 });
 
 describe('GET /_admin/charges: one consistent view', () => {
-  it('its total is the sum of its entries, per client too, and its entries are seq 1…n, while charges are recorded concurrently', { timeout: 60_000 }, async () => {
-    const dir = await scratchDir();
-    const emu = await Emulator.start({ port: 0, authPort: 0, state: join(dir, 'state.json'), prices: { ask: 0.1 }, rateLimit: '100000/min' });
-    try {
-      const flows = await Promise.all([authorizeAndApprove(emu), authorizeAndApprove(emu)]);
-      const admin = { authorization: `Bearer ${emu.adminToken}` };
-      let asking = true;
-      const asks = (async () => {
-        const all: Promise<unknown>[] = [];
-        for (let wave = 0; wave < 15; wave++) {
-          const batch = Array.from({ length: 20 }, (_, i) => postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flows[i % 2]!.tokens!.access_token}` }));
-          all.push(...batch);
-          await Promise.all(batch);
+  it(
+    'its total is the sum of its entries, per client too, and its entries are seq 1…n, while charges are recorded concurrently',
+    { timeout: 60_000 },
+    async () => {
+      const dir = await scratchDir();
+      const emu = await Emulator.start({
+        port: 0,
+        authPort: 0,
+        state: join(dir, 'state.json'),
+        prices: { ask: 0.1 },
+        rateLimit: '100000/min',
+      });
+      try {
+        const flows = await Promise.all([authorizeAndApprove(emu), authorizeAndApprove(emu)]);
+        const admin = { authorization: `Bearer ${emu.adminToken}` };
+        let asking = true;
+        const asks = (async () => {
+          const all: Promise<unknown>[] = [];
+          for (let wave = 0; wave < 15; wave++) {
+            const batch = Array.from({ length: 20 }, (_, i) =>
+              postJson(
+                `${emu.baseUrl}/chat/ask`,
+                { question: 'Kaution' },
+                { authorization: `Bearer ${flows[i % 2]!.tokens!.access_token}` },
+              ),
+            );
+            all.push(...batch);
+            await Promise.all(batch);
+          }
+          await Promise.all(all);
+          asking = false;
+        })();
+        const thousandths = (n: number) => Math.round(n * 1000);
+        let views = 0;
+        let sawPartial = false;
+        while (asking || views === 0) {
+          const report = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json() as {
+            total: number;
+            clients: Array<{ client_id: string; total: number; charges: number }>;
+            entries: ChargeEntry[];
+          };
+          views++;
+          expect(report.entries.map((e) => e.seq)).toEqual(report.entries.map((_e, i) => i + 1));
+          expect(thousandths(report.total)).toBe(report.entries.reduce((sum, e) => sum + thousandths(e.amount), 0));
+          for (const c of report.clients) {
+            const mine = report.entries.filter((e) => e.client_id === c.client_id);
+            expect(c.charges).toBe(mine.length);
+            expect(thousandths(c.total)).toBe(mine.reduce((sum, e) => sum + thousandths(e.amount), 0));
+          }
+          if (report.entries.length > 0 && report.entries.length < 300) sawPartial = true;
         }
-        await Promise.all(all);
-        asking = false;
-      })();
-      const thousandths = (n: number) => Math.round(n * 1000);
-      let views = 0;
-      let sawPartial = false;
-      while (asking || views === 0) {
-        const report = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json() as { total: number; clients: Array<{ client_id: string; total: number; charges: number }>; entries: ChargeEntry[] };
-        views++;
-        expect(report.entries.map((e) => e.seq)).toEqual(report.entries.map((_e, i) => i + 1));
-        expect(thousandths(report.total)).toBe(report.entries.reduce((sum, e) => sum + thousandths(e.amount), 0));
-        for (const c of report.clients) {
-          const mine = report.entries.filter((e) => e.client_id === c.client_id);
-          expect(c.charges).toBe(mine.length);
-          expect(thousandths(c.total)).toBe(mine.reduce((sum, e) => sum + thousandths(e.amount), 0));
-        }
-        if (report.entries.length > 0 && report.entries.length < 300) sawPartial = true;
+        await asks;
+        const final = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json();
+        expect(final.entries).toHaveLength(300);
+        expect(final.total).toBe(30);
+        // The views above were taken while charges were being recorded, not only before or after.
+        expect(sawPartial).toBe(true);
+        expect(views).toBeGreaterThan(3);
+      } finally {
+        await emu.stop();
       }
-      await asks;
-      const final = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json();
-      expect(final.entries).toHaveLength(300);
-      expect(final.total).toBe(30);
-      // The views above were taken while charges were being recorded, not only before or after.
-      expect(sawPartial).toBe(true);
-      expect(views).toBeGreaterThan(3);
-    } finally {
-      await emu.stop();
-    }
-  });
+    },
+  );
 });

@@ -25,7 +25,11 @@ async function recordingBrowser(dir: string): Promise<{ command: string; nextUrl
   return {
     command: `${process.execPath} ${script}`,
     async nextUrl() {
-      const url = await pollUntil(async () => (await readFile(urls, 'utf8').catch(() => '')).split('\n').filter(Boolean)[taken], 'the login command to open a browser', { timeoutMs: 15_000, intervalMs: 50 });
+      const url = await pollUntil(
+        async () => (await readFile(urls, 'utf8').catch(() => '')).split('\n').filter(Boolean)[taken],
+        'the login command to open a browser',
+        { timeoutMs: 15_000, intervalMs: 50 },
+      );
       taken++;
       return url;
     },
@@ -72,7 +76,9 @@ describe.skipIf(!plan.run)(`agent-access login in Chromium${plan.note}`, () => {
     expect(url.searchParams.get('resource')).toBe(`${emulator.baseUrl}/mcp`);
     expect(shown).toContain('Sie können diesen Tab jetzt schließen');
     expect(cli.stderr()).toContain('Opening the consent page in your browser');
-    expect(cli.stdout()).toMatch(/^Logged in to http:\/\/127\.0\.0\.1:\d+ as person_erika \(client \S+, newly registered\)\.\nScopes: ask research;/);
+    expect(cli.stdout()).toMatch(
+      /^Logged in to http:\/\/127\.0\.0\.1:\d+ as person_erika \(client \S+, newly registered\)\.\nScopes: ask research;/,
+    );
 
     const [file] = await readdir(join(config, 'servers'));
     const record = JSON.parse(await readFile(join(config, 'servers', file!), 'utf8'));

@@ -32,7 +32,14 @@ class ConsentingProvider implements OAuthClientProvider {
     return REDIRECT;
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'MCP SDK test agent', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none', scope: this.scope };
+    return {
+      client_name: 'MCP SDK test agent',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      scope: this.scope,
+    };
   }
   /** Spec 4.2: state is required (the SDK sends one only when the provider makes it). */
   state() {
@@ -96,9 +103,15 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('every unauthenticated request to /mcp, GET included, gets 401 with resource_metadata and scope', async () => {
     const emulator = await startEmulator();
     for (const method of ['GET', 'POST', 'DELETE', 'PUT', 'PATCH']) {
-      const res = await http(`${emulator.baseUrl}/mcp`, { method, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, ...(method === 'POST' ? { body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' } : {}) });
+      const res = await http(`${emulator.baseUrl}/mcp`, {
+        method,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        ...(method === 'POST' ? { body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' } : {}),
+      });
       expect(res.status, method).toBe(401);
-      expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emulator.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
+      expect(res.headers['www-authenticate']).toBe(
+        `Bearer resource_metadata="${emulator.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`,
+      );
     }
   });
 
@@ -109,7 +122,15 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
     expect(provider.authorizationUrl!.searchParams.get('code_challenge_method')).toBe('S256');
     expect(provider.authorizationUrl!.searchParams.get('scope')).toBe('ask'); // from the 401 challenge
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['add_training_document', 'ask', 'continue_ask', 'get_research', 'get_training_document', 'get_training_document_url', 'start_research']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'add_training_document',
+      'ask',
+      'continue_ask',
+      'get_research',
+      'get_training_document',
+      'get_training_document_url',
+      'start_research',
+    ]);
     for (const tool of tools) {
       expect(tool.description, tool.name).toMatch(/[äöüß]|\b(der|die|das|und)\b/); // German
       expect(tool.inputSchema.type).toBe('object');
@@ -130,7 +151,15 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('spec 5.8: an identity token (no resource) is refused with 401 invalid_token', async () => {
     const emulator = await startEmulator();
     const { tokens } = await authorizeAndApprove(emulator, { resource: null });
-    const res = await http(`${emulator.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${tokens!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${tokens!.access_token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    });
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toMatch(/error="invalid_token", error_description="identity token refused/);
   });
@@ -140,8 +169,17 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
     const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
     const res = await http(`${emulator.baseUrl}/mcp`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${tokens!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'start_research', arguments: { question: 'Onboarding?' } } }),
+      headers: {
+        authorization: `Bearer ${tokens!.access_token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'start_research', arguments: { question: 'Onboarding?' } },
+      }),
     });
     expect(res.status).toBe(403);
     const challenge = res.headers['www-authenticate'] as string;
@@ -160,9 +198,16 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
     await revokeGrant(emulator.core, grant!.id, 'person');
     // The SDK client gets 401, tries its refresh token, and is refused there too (invalid_grant).
     provider.redirectToAuthorization = async () => undefined;
-    await expect(client.callTool({ name: 'ask', arguments: { question: 'Und danach?' } })).rejects.toMatchObject({ name: 'InvalidGrantError', message: expect.stringMatching(/invalidated|revoked/) });
+    await expect(client.callTool({ name: 'ask', arguments: { question: 'Und danach?' } })).rejects.toMatchObject({
+      name: 'InvalidGrantError',
+      message: expect.stringMatching(/invalidated|revoked/),
+    });
     // On the wire: the same (unexpired) token is now 401 invalid_token.
-    const res = await http(`${emulator.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    });
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toMatch(/error="invalid_token", error_description="access was revoked by the person"/);
     await client.close();
@@ -171,8 +216,21 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('JSON-RPC batches are refused whole (MCP 2025-06-18 removed them), before any call counts', async () => {
     const emulator = await startEmulator();
     const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
-    const calls = [1, 2].map((id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'ask', arguments: { question: 'Hallo?' } } }));
-    const res = await http(`${emulator.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${tokens!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(calls) });
+    const calls = [1, 2].map((id) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'ask', arguments: { question: 'Hallo?' } },
+    }));
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${tokens!.access_token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify(calls),
+    });
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: { code: -32600 } });
     expect(emulator.core.state.charges.count).toBe(0);
@@ -181,7 +239,9 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('GET /mcp with a valid token: 405, this server is stateless and answers POST only', async () => {
     const emulator = await startEmulator();
     const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
-    const res = await http(`${emulator.baseUrl}/mcp`, { headers: { authorization: `Bearer ${tokens!.access_token}`, accept: 'text/event-stream' } });
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      headers: { authorization: `Bearer ${tokens!.access_token}`, accept: 'text/event-stream' },
+    });
     expect(res.status).toBe(405);
     expect(res.headers.allow).toBe('POST');
   });
@@ -229,19 +289,26 @@ describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', (
     const clock = new ManualClock();
     const emulator = await startEmulator({ clock, timings: FAST_JOBS });
     const { client } = await connectWithOAuth(emulator, 'ask training.write');
-    const added = await call(client, 'add_training_document', { file_name: 'aufzug.md', content: '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird von der Firma Hebetech gewartet.\n' });
+    const added = await call(client, 'add_training_document', {
+      file_name: 'aufzug.md',
+      content: '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird von der Firma Hebetech gewartet.\n',
+    });
     const id = added.data.document_id as string;
-    expect((await call(client, 'ask', { question: 'Wer wartet den Aufzug im Nordflügel?' })).data.sources.map((s: Structured) => s.title)).not.toContain('Wartung Aufzug Nordflügel');
+    expect(
+      (await call(client, 'ask', { question: 'Wer wartet den Aufzug im Nordflügel?' })).data.sources.map((s: Structured) => s.title),
+    ).not.toContain('Wartung Aufzug Nordflügel');
     clock.advance(10 * SECOND);
     expect((await call(client, 'get_training_document', { document_id: id })).data.processing_step).toBe('indexed');
-    expect((await call(client, 'ask', { question: 'Wer wartet den Aufzug im Nordflügel?' })).data.sources.map((s: Structured) => s.title)).toContain('Wartung Aufzug Nordflügel');
+    expect(
+      (await call(client, 'ask', { question: 'Wer wartet den Aufzug im Nordflügel?' })).data.sources.map((s: Structured) => s.title),
+    ).toContain('Wartung Aufzug Nordflügel');
     expect((await call(client, 'get_training_document_url', { document_id: id })).data.url).toBe(`${emulator.authUrl}/documents/${id}`);
     await client.close();
   });
 });
 
 describe('the same charges and rate limits as the REST twins (spec 1, 7, 8)', () => {
-  it('start_research is charged once like POST /research; tools/call counts against the grant\'s window and a call over it gets 429 with Retry-After', async () => {
+  it("start_research is charged once like POST /research; tools/call counts against the grant's window and a call over it gets 429 with Retry-After", async () => {
     const emulator = await startEmulator({ rateLimit: '3/min' });
     const { client, provider } = await connectWithOAuth(emulator, 'ask research');
     const byRoute = () => emulator.core.state.charges.count;
@@ -255,7 +322,12 @@ describe('the same charges and rate limits as the REST twins (spec 1, 7, 8)', ()
     const res = await http(`${emulator.baseUrl}/mcp`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'ask', arguments: { question: 'Noch eine Frage?' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'tools/call',
+        params: { name: 'ask', arguments: { question: 'Noch eine Frage?' } },
+      }),
     });
     expect(res.status).toBe(429);
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
@@ -269,11 +341,19 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const state = join(await scratchDir(), 'state.json');
     const emulator = await startEmulator({ state });
     const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
-    const asked = await call(client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678, Firma: Schmidt Gartenbau, Ort: Lenggries.' });
+    const asked = await call(client, 'ask', {
+      question: 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678, Firma: Schmidt Gartenbau, Ort: Lenggries.',
+    });
     expect(asked.data).toMatchObject({ outcome: 'pending_approval', status: 'pending', kind: 'contacts', operation: 'create' });
-    expect(asked.data.description).toBe('Neuen Eintrag der Art Kontakt „Anna Schmidt“ anlegen mit Telefon „0171 2345678“, Firma „Schmidt Gartenbau“, Ort „Lenggries“.');
+    expect(asked.data.description).toBe(
+      'Neuen Eintrag der Art Kontakt „Anna Schmidt“ anlegen mit Telefon „0171 2345678“, Firma „Schmidt Gartenbau“, Ort „Lenggries“.',
+    );
     expect(asked.text).toMatch(/noch nichts geändert/);
-    expect((await call(client, 'ask', { question: 'Welche Telefonnummer hat Anna Schmidt?' })).data.sources.some((s: Structured) => s.title === 'Anna Schmidt')).toBe(false);
+    expect(
+      (await call(client, 'ask', { question: 'Welche Telefonnummer hat Anna Schmidt?' })).data.sources.some(
+        (s: Structured) => s.title === 'Anna Schmidt',
+      ),
+    ).toBe(false);
 
     const waiting = await call(client, 'continue_ask', { action_id: asked.data.action_id });
     expect(waiting.data).toMatchObject({ outcome: 'pending_approval' });
@@ -285,7 +365,11 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const page = await decide(asked.data.approve_url, 'approve');
     expect(page).toContain('Freigegeben.');
     const applied = await call(client, 'continue_ask', { action_id: asked.data.action_id });
-    expect(applied.data).toMatchObject({ outcome: 'applied', status: 'applied', record: { title: 'Anna Schmidt', phone: '0171 2345678', company: 'Schmidt Gartenbau', city: 'Lenggries' } });
+    expect(applied.data).toMatchObject({
+      outcome: 'applied',
+      status: 'applied',
+      record: { title: 'Anna Schmidt', phone: '0171 2345678', company: 'Schmidt Gartenbau', city: 'Lenggries' },
+    });
     expect(applied.text).toMatch(/^Erledigt: /);
     const found = await call(client, 'ask', { question: 'Welche Telefonnummer hat Anna Schmidt?' });
     expect(found.data.sources.map((s: Structured) => s.title)).toContain('Anna Schmidt');
@@ -306,25 +390,43 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const emulator = await startEmulator();
     const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
     const asked = await call(client, 'ask', { question: 'Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf „+49 170 1234567“.' });
-    expect(asked.data).toMatchObject({ outcome: 'pending_approval', operation: 'update', record_id: 'con-002', fields: { phone: '+49 170 1234567' } });
-    expect(asked.data.description).toBe('Eintrag Kontakt „Josef Huber“ (con-002) ändern: Telefon von „+49 8041 771230“ auf „+49 170 1234567“.');
+    expect(asked.data).toMatchObject({
+      outcome: 'pending_approval',
+      operation: 'update',
+      record_id: 'con-002',
+      fields: { phone: '+49 170 1234567' },
+    });
+    expect(asked.data.description).toBe(
+      'Eintrag Kontakt „Josef Huber“ (con-002) ändern: Telefon von „+49 8041 771230“ auf „+49 170 1234567“.',
+    );
     await decide(asked.data.approve_url, 'approve');
     const applied = await call(client, 'continue_ask', { action_id: asked.data.action_id });
-    expect(applied.data.record).toMatchObject({ id: 'con-002', title: 'Josef Huber', phone: '+49 170 1234567', company: 'Hufbeschlag Huber' });
+    expect(applied.data.record).toMatchObject({
+      id: 'con-002',
+      title: 'Josef Huber',
+      phone: '+49 170 1234567',
+      company: 'Hufbeschlag Huber',
+    });
     await client.close();
   });
 
   it('rejected: continue_ask reports the rejection and nothing changes', async () => {
     const emulator = await startEmulator();
     const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
-    const asked = await call(client, 'ask', { question: 'Lege eine Aufgabe „Dachrinne reinigen“ an, Fälligkeit: 2026-12-01, Zuständig: Georg Mustermann.' });
+    const asked = await call(client, 'ask', {
+      question: 'Lege eine Aufgabe „Dachrinne reinigen“ an, Fälligkeit: 2026-12-01, Zuständig: Georg Mustermann.',
+    });
     expect(asked.data).toMatchObject({ outcome: 'pending_approval', kind: 'work_items' });
     expect(await decide(asked.data.approve_url, 'reject')).toContain('Abgelehnt.');
     const rejected = await call(client, 'continue_ask', { action_id: asked.data.action_id });
     expect(rejected.data).toMatchObject({ outcome: 'rejected', status: 'rejected' });
     expect(rejected.text).toMatch(/abgelehnt; es wurde nichts geändert/);
     expect(emulator.core.state.workspace_changes).toHaveLength(0);
-    expect((await call(client, 'ask', { question: 'Dachrinne reinigen' })).data.sources.some((s: Structured) => s.title === 'Dachrinne reinigen')).toBe(false);
+    expect(
+      (await call(client, 'ask', { question: 'Dachrinne reinigen' })).data.sources.some(
+        (s: Structured) => s.title === 'Dachrinne reinigen',
+      ),
+    ).toBe(false);
     await client.close();
   });
 

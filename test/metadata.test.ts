@@ -35,25 +35,38 @@ describe('RFC 8414: authorization-server metadata', () => {
 });
 
 describe('RFC 9728: protected-resource metadata', () => {
-  it.each(['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource'])('%s names resource {base_url}/mcp and the issuer', async (path) => {
-    const emu = await startEmulator();
-    const res = await http(`${emu.baseUrl}${path}`);
-    expect(res.status).toBe(200);
-    expect(res.json()).toMatchObject({
-      resource: `${emu.baseUrl}/mcp`,
-      authorization_servers: [emu.baseUrl],
-      scopes_supported: ['ask', 'workspace.write', 'research', 'training.write'],
-      bearer_methods_supported: ['header'],
-    });
-  });
+  it.each(['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource'])(
+    '%s names resource {base_url}/mcp and the issuer',
+    async (path) => {
+      const emu = await startEmulator();
+      const res = await http(`${emu.baseUrl}${path}`);
+      expect(res.status).toBe(200);
+      expect(res.json()).toMatchObject({
+        resource: `${emu.baseUrl}/mcp`,
+        authorization_servers: [emu.baseUrl],
+        scopes_supported: ['ask', 'workspace.write', 'research', 'training.write'],
+        bearer_methods_supported: ['header'],
+      });
+    },
+  );
 });
 
 describe('CORS: browser-based MCP clients reach metadata, registration, token and revocation; not authorize or admin', () => {
-  it.each(['/.well-known/oauth-authorization-server', '/oauth/register', '/oauth/token', '/oauth/revoke', '/.well-known/oauth-protected-resource/mcp'])('preflight to %s allows MCP-Protocol-Version', async (path) => {
+  it.each([
+    '/.well-known/oauth-authorization-server',
+    '/oauth/register',
+    '/oauth/token',
+    '/oauth/revoke',
+    '/.well-known/oauth-protected-resource/mcp',
+  ])('preflight to %s allows MCP-Protocol-Version', async (path) => {
     const emu = await startEmulator();
     const res = await http(`${emu.baseUrl}${path}`, {
       method: 'OPTIONS',
-      headers: { origin: 'http://localhost:6274', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,mcp-protocol-version' },
+      headers: {
+        origin: 'http://localhost:6274',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type,mcp-protocol-version',
+      },
     });
     expect(res.status).toBe(204);
     expect(res.headers['access-control-allow-origin']).toBe('*');
@@ -70,7 +83,8 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
   it('a 404 on {base_url} carries the CORS headers of the metadata: a browser client probing discovery paths reads "not found", not a network error', async () => {
     const emu = await startEmulator();
     const origin = { origin: 'http://x.example' };
-    const cors = (headers: Record<string, unknown>) => Object.fromEntries(Object.entries(headers).filter(([k]) => k.startsWith('access-control-')));
+    const cors = (headers: Record<string, unknown>) =>
+      Object.fromEntries(Object.entries(headers).filter(([k]) => k.startsWith('access-control-')));
     const metadata = await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: origin });
     const missing = await http(`${emu.baseUrl}/.well-known/openid-configuration`, { headers: origin });
     expect(missing.status).toBe(404);
@@ -95,7 +109,10 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
 
   it('the admin API answers no CORS', async () => {
     const emu = await startEmulator();
-    const res = await http(`${emu.baseUrl}/_admin/grants`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+    const res = await http(`${emu.baseUrl}/_admin/grants`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+    });
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 });
@@ -108,6 +125,8 @@ describe('DNS rebinding: loopback servers check Host', () => {
       expect(res.status).toBe(421);
     }
     const port = new URL(emu.baseUrl).port;
-    expect((await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: { host: `localhost:${port}` } })).status).toBe(200);
+    expect((await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: { host: `localhost:${port}` } })).status).toBe(
+      200,
+    );
   });
 });

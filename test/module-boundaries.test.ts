@@ -53,11 +53,15 @@ afterAll(async () => {
 
 /** Every module URL that loading all of `folder` (under dist/) brings in. */
 async function loadedBy(folder: string): Promise<string[]> {
-  const modules = (await readdir(join(DIST, folder))).filter((f) => f.endsWith('.js')).map((f) => pathToFileURL(join(DIST, folder, f)).href);
+  const modules = (await readdir(join(DIST, folder)))
+    .filter((f) => f.endsWith('.js'))
+    .map((f) => pathToFileURL(join(DIST, folder, f)).href);
   expect(modules.length).toBeGreaterThan(0);
   const out = join(dir, `${folder}.txt`);
   await writeFile(out, '');
-  await promisify(execFile)(process.execPath, ['--input-type=module', '-e', RUNNER, hooksUrl, out, ...modules], { env: { ...process.env, NO_COLOR: '1' } });
+  await promisify(execFile)(process.execPath, ['--input-type=module', '-e', RUNNER, hooksUrl, out, ...modules], {
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   return [...new Set((await readFile(out, 'utf8')).split('\n').filter(Boolean))];
 }
 

@@ -26,7 +26,9 @@ async function recipe(heading: RegExp): Promise<string> {
 describe('README recipes', () => {
   it('the CI job with login under an approve policy runs as written', async () => {
     const dir = await scratchDir();
-    const script = (await recipe(/A CI job that runs the emulator in the background, waits for it to be ready, and runs a script that logs in/))
+    const script = (
+      await recipe(/A CI job that runs the emulator in the background, waits for it to be ready, and runs a script that logs in/)
+    )
       .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)
       .replace('serve --json', 'serve --json --port 0 --auth-port 0');
     await writeFile(join(dir, 'ci.sh'), `set -eu\n${script}`);

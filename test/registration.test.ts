@@ -23,7 +23,10 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
 
   it('RFC 7591 §2: unknown fields sent by real clients are ignored', async () => {
     const emu = await startEmulator();
-    const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ application_type: 'native', software_id: 'x', client_uri: 'https://example.com', logo_uri: 5 }));
+    const res = await postJson(
+      `${emu.baseUrl}/oauth/register`,
+      clientMetadata({ application_type: 'native', software_id: 'x', client_uri: 'https://example.com', logo_uri: 5 }),
+    );
     expect(res.status).toBe(201);
     expect(res.json()).not.toHaveProperty('software_id');
   });
@@ -42,10 +45,13 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     expect(Object.keys(emu.core.state.clients)).toHaveLength(0);
   });
 
-  it.each([['http://127.0.0.1:8080/cb'], ['http://[::1]/cb'], ['http://localhost:3000/cb'], ['https://app.example/cb?x=1']])('RFC 8252: %s is accepted', async (uri) => {
-    const emu = await startEmulator();
-    expect((await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: [uri] }))).status).toBe(201);
-  });
+  it.each([['http://127.0.0.1:8080/cb'], ['http://[::1]/cb'], ['http://localhost:3000/cb'], ['https://app.example/cb?x=1']])(
+    'RFC 8252: %s is accepted',
+    async (uri) => {
+      const emu = await startEmulator();
+      expect((await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: [uri] }))).status).toBe(201);
+    },
+  );
 
   it.each([
     ['client_name missing', { client_name: undefined }, 'client_name'],
@@ -69,7 +75,11 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     const form = await postForm(`${emu.baseUrl}/oauth/register`, { client_name: 'x' });
     expect(form.status).toBe(400);
     expect(form.json()).toMatchObject({ error: 'invalid_client_metadata', error_description: expect.stringContaining('application/json') });
-    const broken = await http(`${emu.baseUrl}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"client_name":' });
+    const broken = await http(`${emu.baseUrl}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"client_name":',
+    });
     expect(broken.status).toBe(400);
     expect(broken.json().error).toBe('invalid_client_metadata');
     const array = await postJson(`${emu.baseUrl}/oauth/register`, [clientMetadata()]);

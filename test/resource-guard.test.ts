@@ -12,11 +12,14 @@ const guarded = (options: Parameters<typeof startEmulator>[0] = {}) =>
   startEmulator({
     ...options,
     extendApi: (app, core) => {
-      app.get('/probe/ask', { preHandler: requireScope(core, 'ask') }, async (request) => ({ ok: true, client_id: request.access!.client_id, sub: request.access!.person_id }));
+      app.get('/probe/ask', { preHandler: requireScope(core, 'ask') }, async (request) => ({
+        ok: true,
+        client_id: request.access!.client_id,
+        sub: request.access!.person_id,
+      }));
       app.get('/probe/research', { preHandler: requireScope(core, 'research') }, async () => ({ ok: true }));
     },
   });
-
 
 const legacyTokenOf = (handle: string) => `aa1.${handle.repeat(22)}.${'s'.repeat(43)}`;
 
@@ -45,7 +48,9 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const emu = await guarded();
     const res = await http(`${emu.baseUrl}/probe/ask`);
     expect(res.status).toBe(401);
-    expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
+    expect(res.headers['www-authenticate']).toBe(
+      `Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`,
+    );
     expect(res.headers['content-type']).toContain('application/problem+json');
   });
 
@@ -72,17 +77,26 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const flow = await authorizeAndApprove(emu, { resource: null });
     const res = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
     expect(res.status).toBe(401);
-    expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token", error_description="identity token refused[^"]*", resource_metadata="[^"]+", scope="ask"$/);
+    expect(res.headers['www-authenticate']).toMatch(
+      /^Bearer error="invalid_token", error_description="identity token refused[^"]*", resource_metadata="[^"]+", scope="ask"$/,
+    );
   });
 
   it('a forged, malformed or foreign-signed token → 401 invalid_token', async () => {
     const emu = await guarded();
     const flow = await authorizeAndApprove(emu);
     const [h, p] = flow.tokens!.access_token.split('.');
-    const forgedPayload = Buffer.from(JSON.stringify({ ...decodeJwt(flow.tokens!.access_token).payload, scope: 'ask research' })).toString('base64url');
+    const forgedPayload = Buffer.from(JSON.stringify({ ...decodeJwt(flow.tokens!.access_token).payload, scope: 'ask research' })).toString(
+      'base64url',
+    );
     const other = await guarded();
     const foreign = await authorizeAndApprove(other);
-    for (const token of [`${h}.${forgedPayload}.${flow.tokens!.access_token.split('.')[2]}`, `${h}.${p}`, 'x', foreign.tokens!.access_token]) {
+    for (const token of [
+      `${h}.${forgedPayload}.${flow.tokens!.access_token.split('.')[2]}`,
+      `${h}.${p}`,
+      'x',
+      foreign.tokens!.access_token,
+    ]) {
       const res = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(token) });
       expect(res.status).toBe(401);
       expect(res.headers['www-authenticate']).toContain('error="invalid_token"');
@@ -114,7 +128,7 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('widerrufen');
   });
 
-  it('the settings form is refused without its CSRF token; a person cannot revoke another person\'s grant', async () => {
+  it("the settings form is refused without its CSRF token; a person cannot revoke another person's grant", async () => {
     const emu = await guarded();
     const browser = new Browser();
     await authorizeAndApprove(emu, { browser });
@@ -129,20 +143,40 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
 describe('RFC 9728 §5 / MCP authorization: {base_url}/mcp starts discovery', () => {
   it.each(['GET', 'POST', 'DELETE'])('%s /mcp without a token → 401 with resource_metadata and scope', async (method) => {
     const emu = await guarded();
-    const res = await http(`${emu.baseUrl}/mcp`, { method, ...(method === 'POST' ? { headers: { 'content-type': 'application/json' }, body: '{}' } : {}) });
+    const res = await http(`${emu.baseUrl}/mcp`, {
+      method,
+      ...(method === 'POST' ? { headers: { 'content-type': 'application/json' }, body: '{}' } : {}),
+    });
     expect(res.status).toBe(401);
-    expect(res.headers['www-authenticate']).toBe(`Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`);
+    expect(res.headers['www-authenticate']).toBe(
+      `Bearer resource_metadata="${emu.baseUrl}/.well-known/oauth-protected-resource/mcp", scope="ask"`,
+    );
   });
 
   it('spec 5.8: an identity token is refused at /mcp; an agent token passes the guard to the MCP server', async () => {
     const emu = await guarded();
     const identity = await authorizeAndApprove(emu, { resource: null });
-    expect((await http(`${emu.baseUrl}/mcp`, { headers: bearer(identity.tokens!.access_token) })).headers['www-authenticate']).toContain('invalid_token');
+    expect((await http(`${emu.baseUrl}/mcp`, { headers: bearer(identity.tokens!.access_token) })).headers['www-authenticate']).toContain(
+      'invalid_token',
+    );
     const agent = await authorizeAndApprove(emu);
-    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '1' } } };
-    const res = await http(`${emu.baseUrl}/mcp`, { method: 'POST', headers: { ...bearer(agent.tokens!.access_token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(init) });
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
+    };
+    const res = await http(`${emu.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { ...bearer(agent.tokens!.access_token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(init),
+    });
     expect(res.status).toBe(200);
-    expect(res.json()).toMatchObject({ jsonrpc: '2.0', id: 1, result: { serverInfo: { name: 'agent-access' }, capabilities: { tools: {} } } });
+    expect(res.json()).toMatchObject({
+      jsonrpc: '2.0',
+      id: 1,
+      result: { serverInfo: { name: 'agent-access' }, capabilities: { tools: {} } },
+    });
   });
 });
 
@@ -170,10 +204,16 @@ describe('RFC 7009: token revocation', () => {
   it('revoking a refresh token ends its grant: refresh and access tokens are refused', async () => {
     const emu = await guarded();
     const flow = await authorizeAndApprove(emu);
-    const res = await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.refresh_token, token_type_hint: 'refresh_token', client_id: flow.client_id });
+    const res = await postForm(`${emu.baseUrl}/oauth/revoke`, {
+      token: flow.tokens!.refresh_token,
+      token_type_hint: 'refresh_token',
+      client_id: flow.client_id,
+    });
     expect(res.status).toBe(200);
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(401);
-    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe(
+      'invalid_grant',
+    );
     expect(listGrants(emu.core)[0]).toMatchObject({ status: 'revoked', revoked_by: 'client' });
   });
 
@@ -181,17 +221,21 @@ describe('RFC 7009: token revocation', () => {
     const emu = await guarded();
     const flow = await authorizeAndApprove(emu);
     const next = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
-    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.access_token, client_id: flow.client_id })).status).toBe(200);
+    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.access_token, client_id: flow.client_id })).status).toBe(
+      200,
+    );
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(401);
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(next.access_token) })).status).toBe(200);
   });
 
-  it('an unknown token or another client\'s token → 200 and nothing changes', async () => {
+  it("an unknown token or another client's token → 200 and nothing changes", async () => {
     const emu = await guarded();
     const flow = await authorizeAndApprove(emu);
     const other = await authorizeAndApprove(emu);
     expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: 'whatever', client_id: flow.client_id })).status).toBe(200);
-    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: other.tokens!.refresh_token, client_id: flow.client_id })).status).toBe(200);
+    expect((await postForm(`${emu.baseUrl}/oauth/revoke`, { token: other.tokens!.refresh_token, client_id: flow.client_id })).status).toBe(
+      200,
+    );
     expect(listGrants(emu.core).every((g) => g.status === 'active')).toBe(true);
   });
 
@@ -209,11 +253,22 @@ describe('spec 9: grants carrying retired scopes keep working and lose them at t
     const dir = await scratchDir();
     const fixtures = join(dir, 'fixtures');
     await mkdir(fixtures);
-    await writeFile(join(fixtures, 'persons.json'), JSON.stringify([{ id: 'person_erika', name: 'Erika Mustermann', email: 'erika@example.de' }]));
+    await writeFile(
+      join(fixtures, 'persons.json'),
+      JSON.stringify([{ id: 'person_erika', name: 'Erika Mustermann', email: 'erika@example.de' }]),
+    );
     const legacyToken = `aa1.${'L'.repeat(22)}.${'s'.repeat(43)}`;
     await writeFile(
       join(fixtures, 'grants.json'),
-      JSON.stringify([{ client: { client_id: 'client_legacy', client_name: 'Alter Agent', redirect_uris: ['http://127.0.0.1/cb'] }, person_id: 'person_erika', scopes: ['ask', 'documents.read', 'contacts.read'], resource: 'mcp', refresh_token: legacyToken }]),
+      JSON.stringify([
+        {
+          client: { client_id: 'client_legacy', client_name: 'Alter Agent', redirect_uris: ['http://127.0.0.1/cb'] },
+          person_id: 'person_erika',
+          scopes: ['ask', 'documents.read', 'contacts.read'],
+          resource: 'mcp',
+          refresh_token: legacyToken,
+        },
+      ]),
     );
     const emu = await guarded({ fixtures });
     const before = listGrants(emu.core)[0]!;
@@ -224,7 +279,11 @@ describe('spec 9: grants carrying retired scopes keep working and lose them at t
     expect(decodeJwt(res.json().access_token).payload.aud).toBe(`${emu.baseUrl}/mcp`);
     expect(listGrants(emu.core)[0]!.scopes).toEqual(['ask']);
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(res.json().access_token) })).status).toBe(200);
-    const retiredAsk = await refresh(emu.baseUrl, { client_id: 'client_legacy', refresh_token: res.json().refresh_token, scope: 'documents.read' });
+    const retiredAsk = await refresh(emu.baseUrl, {
+      client_id: 'client_legacy',
+      refresh_token: res.json().refresh_token,
+      scope: 'documents.read',
+    });
     expect(retiredAsk.json().error).toBe('invalid_scope');
   });
 
@@ -237,7 +296,10 @@ describe('spec 9: grants carrying retired scopes keep working and lose them at t
   });
 
   it('two seed grants with one refresh-token handle are refused when the fixtures load', async () => {
-    const fixtures = await legacyFixtures([{ scopes: ['ask'], handle: 'D' }, { scopes: ['ask'], handle: 'D' }]);
+    const fixtures = await legacyFixtures([
+      { scopes: ['ask'], handle: 'D' },
+      { scopes: ['ask'], handle: 'D' },
+    ]);
     await expect(startEmulator({ fixtures })).rejects.toThrow(/handle .* is used by another grant/);
   });
 });
@@ -254,8 +316,16 @@ describe('typed events: every change is published as entity.verb', () => {
     await revokeGrant(emu.core, listGrants(emu.core)[0]!.id, 'admin');
     const names = events.filter((e) => e.name !== 'request.served').map((e) => e.name);
     expect(names).toEqual([
-      'client.registered', 'consent.shown', 'consent.approved', 'grant.created', 'code.issued', 'tokens.issued',
-      'refresh.rotated', 'tokens.issued', 'family.invalidated', 'grant.revoked',
+      'client.registered',
+      'consent.shown',
+      'consent.approved',
+      'grant.created',
+      'code.issued',
+      'tokens.issued',
+      'refresh.rotated',
+      'tokens.issued',
+      'family.invalidated',
+      'grant.revoked',
     ]);
     const served = events.filter((e) => e.name === 'request.served').map((e) => e.data);
     expect(served).toContainEqual(expect.objectContaining({ server: 'api', method: 'GET', path: '/probe/ask', status: 401 }));

@@ -30,14 +30,18 @@ describe('spec 2.4 / 4.4 rules 1-2: POST /chat/ask', () => {
     expect(body).toEqual({ answer: expect.any(String), sources: expect.any(Array), message_id: expect.stringMatching(/^msg_/) });
     expect(body.answer).toContain('Folgendes gefunden');
     expect(body.sources.length).toBeGreaterThan(0);
-    for (const source of body.sources) expect(source).toEqual({ kind: expect.any(String), id: expect.any(String), title: expect.any(String), snippet: expect.any(String) });
+    for (const source of body.sources)
+      expect(source).toEqual({ kind: expect.any(String), id: expect.any(String), title: expect.any(String), snippet: expect.any(String) });
     expect(body.sources.map((s: { snippet: string }) => s.snippet).join(' ')).toMatch(/Hufschmied/i);
     expect(res.headers['ratelimit-limit']).toBe('60');
   });
 
   it('the same state and question give the same answer (and a new message_id)', async () => {
     const { emu, token } = await withToken();
-    const [a, b] = [(await ask(emu, token, 'Wie hoch ist die Kaution?')).json(), (await ask(emu, token, 'Wie hoch ist die Kaution?')).json()];
+    const [a, b] = [
+      (await ask(emu, token, 'Wie hoch ist die Kaution?')).json(),
+      (await ask(emu, token, 'Wie hoch ist die Kaution?')).json(),
+    ];
     expect(a.answer).toBe(b.answer);
     expect(a.sources).toEqual(b.sources);
     expect(a.message_id).not.toBe(b.message_id);
@@ -52,7 +56,10 @@ describe('spec 2.4 / 4.4 rules 1-2: POST /chat/ask', () => {
   it('nothing found → a German answer that says so, with empty sources', async () => {
     const { emu, token } = await withToken();
     const body = (await ask(emu, token, 'Quantenchromodynamik Gluonen')).json();
-    expect(body).toMatchObject({ answer: 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.', sources: [] });
+    expect(body).toMatchObject({
+      answer: 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.',
+      sources: [],
+    });
   });
 
   it('rule 1: read-only even with workspace.write: a request for a change is answered, and nothing changes', async () => {
@@ -88,7 +95,11 @@ describe('spec 2.4 / 4.4 rules 1-2: POST /chat/ask', () => {
 
   it('broken JSON → 400 invalid_json', async () => {
     const { emu, token } = await withToken();
-    const res = await http(`${emu.baseUrl}/chat/ask`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"question":' });
+    const res = await http(`${emu.baseUrl}/chat/ask`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"question":',
+    });
     expect(res.status).toBe(400);
     expect(res.json().type).toBe('urn:agent-access:error:invalid_json');
   });
@@ -141,7 +152,10 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
   it('a duplicate while the first is still in flight → 409', async () => {
     // The duplicate is sent once the first has reached its handler; the first then thinks for 300 ms.
     const reached = deferred();
-    const { emu, token } = await withToken({ askLatencyMs: 300, extendApi: (app) => void app.addHook('preHandler', async (request) => void (request.url === '/chat/ask' && reached.resolve())) });
+    const { emu, token } = await withToken({
+      askLatencyMs: 300,
+      extendApi: (app) => void app.addHook('preHandler', async (request) => void (request.url === '/chat/ask' && reached.resolve())),
+    });
     const first = ask(emu, token, 'Kaution', { 'idempotency-key': 'k-3' });
     await reached.promise;
     const dup = await ask(emu, token, 'Kaution', { 'idempotency-key': 'k-3' });
@@ -223,7 +237,10 @@ describe('spec 1: charges', () => {
     await ask(emu, token, 'Kaution');
     await ask(emu, token, 'Kaution');
     const lines = await ledger(emu);
-    expect(lines.map((l) => [l.seq, l.amount, l.idempotency_key])).toEqual([[1, 0.25, null], [2, 0.25, null]]);
+    expect(lines.map((l) => [l.seq, l.amount, l.idempotency_key])).toEqual([
+      [1, 0.25, null],
+      [2, 0.25, null],
+    ]);
     expect(emu.core.state.charges.by_client[client_id]).toBe(0.5);
   });
 

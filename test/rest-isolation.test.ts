@@ -29,14 +29,20 @@ describe('one person\u2019s data never reaches another person using the same cli
     clock.advance(10_000);
     await emu.resources.settle();
 
-    const erikaAsk = (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zebraschnecke Tresorcode' }, { ...auth(erika), 'idempotency-key': 'k' })).json();
+    const erikaAsk = (
+      await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zebraschnecke Tresorcode' }, { ...auth(erika), 'idempotency-key': 'k' })
+    ).json();
     expect(erikaAsk.sources.map((s: { id: string }) => s.id)).toContain(document_id);
 
     const maxAsk = (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zebraschnecke Tresorcode' }, auth(max))).json();
     // Only Erika's document holds "4711" and her document id; Max's own question may echo the other words.
     expect(JSON.stringify(maxAsk)).not.toContain('4711');
     expect(JSON.stringify(maxAsk)).not.toContain(document_id);
-    const maxReplay = await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zebraschnecke Tresorcode' }, { ...auth(max), 'idempotency-key': 'k' });
+    const maxReplay = await postJson(
+      `${emu.baseUrl}/chat/ask`,
+      { question: 'Zebraschnecke Tresorcode' },
+      { ...auth(max), 'idempotency-key': 'k' },
+    );
     expect(maxReplay.text).not.toContain('4711');
     expect(maxReplay.json().message_id).not.toBe(erikaAsk.message_id);
     const maxResearch = (await postJson(`${emu.baseUrl}/research`, { question: 'Zebraschnecke Tresorcode' }, auth(max))).json();
@@ -68,7 +74,11 @@ describe('spec 5.5, 7: the REST routes check the token before they read the body
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { scope: 'ask research training.write' });
     for (const path of ['/chat/ask', '/research', '/training']) {
-      const res = await postForm(`${emu.baseUrl}${path}`, { question: 'Kaution', file_name: 'a.md', content: 'x' }, { ...auth(flow.tokens!.access_token), 'idempotency-key': 'f' });
+      const res = await postForm(
+        `${emu.baseUrl}${path}`,
+        { question: 'Kaution', file_name: 'a.md', content: 'x' },
+        { ...auth(flow.tokens!.access_token), 'idempotency-key': 'f' },
+      );
       expect(res.status, path).toBe(415);
       expect(res.headers['content-type']).toContain('application/problem+json');
     }
@@ -85,7 +95,10 @@ describe('spec 5.5, 7: the REST routes check the token before they read the body
 
   it('the retired per-kind routes answer no CORS preflight', async () => {
     const emu = await startEmulator();
-    const res = await http(`${emu.baseUrl}/contacts`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET' } });
+    const res = await http(`${emu.baseUrl}/contacts`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET' },
+    });
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 });

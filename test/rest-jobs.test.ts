@@ -6,7 +6,8 @@ import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, bearer, Browser, http, postJson } from './helpers/oauth.js';
 
 const get = (emu: Emulator, token: string, path: string) => http(`${emu.baseUrl}${path}`, { headers: bearer(token) });
-const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) => postJson(`${emu.baseUrl}${path}`, body, { ...bearer(token), ...headers });
+const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+  postJson(`${emu.baseUrl}${path}`, body, { ...bearer(token), ...headers });
 const ledger = (emu: Emulator) => emu.core.persistence.readLedger();
 
 async function setup(options: EmulatorOptions = {}, scope = 'ask research training.write') {
@@ -41,7 +42,12 @@ describe('spec 2.5, 3.1, 4.4 rule 3: research jobs', () => {
     expect(done.report).toContain('## Quellen');
     expect(done.citations.length).toBeGreaterThan(0);
     for (const c of done.citations) {
-      expect(c).toEqual({ id: expect.stringMatching(/^kb-/), title: expect.any(String), file_name: expect.stringMatching(/\.md$/), snippet: expect.any(String) });
+      expect(c).toEqual({
+        id: expect.stringMatching(/^kb-/),
+        title: expect.any(String),
+        file_name: expect.stringMatching(/\.md$/),
+        snippet: expect.any(String),
+      });
     }
   });
 
@@ -103,7 +109,12 @@ describe('spec 2.6, 4.4 rule 4: training documents', () => {
     const res = await post(emu, token, '/training', doc);
     expect(res.status).toBe(202);
     const body = res.json();
-    expect(body).toEqual({ document_id: expect.stringMatching(/^doc_/), job_id: body.document_id, processing_step: 'received', status: `/training/${body.document_id}` });
+    expect(body).toEqual({
+      document_id: expect.stringMatching(/^doc_/),
+      job_id: body.document_id,
+      processing_step: 'received',
+      status: `/training/${body.document_id}`,
+    });
     const steps: string[] = [];
     for (let i = 0; i < 5; i++) {
       steps.push((await get(emu, token, body.status)).json().processing_step);
@@ -116,7 +127,8 @@ describe('spec 2.6, 4.4 rule 4: training documents', () => {
   it('the document is invisible to ask and research before indexed, and found after', async () => {
     const { emu, clock, token } = await setup();
     const { document_id } = (await post(emu, token, '/training', doc)).json();
-    const mentions = (body: { sources?: Array<{ id: string }>; citations?: Array<{ id: string }> }) => [...(body.sources ?? []), ...(body.citations ?? [])].some((s) => s.id === document_id);
+    const mentions = (body: { sources?: Array<{ id: string }>; citations?: Array<{ id: string }> }) =>
+      [...(body.sources ?? []), ...(body.citations ?? [])].some((s) => s.id === document_id);
     const askBefore = (await post(emu, token, '/chat/ask', { question: 'Quokkabrücke Mühlbach' })).json();
     expect(mentions(askBefore)).toBe(false);
     const { poll } = (await post(emu, token, '/research', { question: 'Quokkabrücke Mühlbach' })).json();
@@ -136,7 +148,9 @@ describe('spec 2.6, 4.4 rule 4: training documents', () => {
 
   it('GET /training/{id}/url links to {auth_url}, where the person opens the document, escaped', async () => {
     const { emu, token } = await setup();
-    const { document_id } = (await post(emu, token, '/training', { file_name: 'x.md', content: '# Titel\n\n<script>alert(1)</script>' })).json();
+    const { document_id } = (
+      await post(emu, token, '/training', { file_name: 'x.md', content: '# Titel\n\n<script>alert(1)</script>' })
+    ).json();
     const { url } = (await get(emu, token, `/training/${document_id}/url`)).json();
     expect(url).toBe(`${emu.authUrl}/documents/${document_id}`);
     const page = await new Browser().get(url);

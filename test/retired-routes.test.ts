@@ -12,7 +12,10 @@ describe('spec 4.4 rule 6, 9: the fourteen retired per-kind read routes', () => 
       for (const path of [`/${kind}`, `/${kind}/any-id`]) {
         const res = await http(`${emu.baseUrl}${path}`, { headers: { authorization: `Bearer ${flow.tokens!.access_token}` } });
         expect(res.status, path).toBe(403);
-        expect(res.json()).toMatchObject({ type: 'urn:agent-access:error:agent_token_refused', detail: expect.stringContaining('/chat/ask') });
+        expect(res.json()).toMatchObject({
+          type: 'urn:agent-access:error:agent_token_refused',
+          detail: expect.stringContaining('/chat/ask'),
+        });
         routes++;
       }
     }

@@ -16,7 +16,6 @@ import { EXAMPLE_SCENARIO, KALENDER, LEGACY } from './helpers/scenario.js';
 
 const EXAMPLE = EXAMPLE_SCENARIO;
 
-
 async function writeScenario(content: unknown): Promise<string> {
   const file = join(await scratchDir(), 'scenario.json');
   await writeFile(file, typeof content === 'string' ? content : JSON.stringify(content, null, 2));
@@ -26,7 +25,9 @@ async function writeScenario(content: unknown): Promise<string> {
 const minimal = {
   version: 1,
   clients: [{ client_id: 'client_a', client_name: 'Agent A', redirect_uris: ['http://127.0.0.1/cb'] }],
-  grants: [{ id: 'grant_a', client_id: 'client_a', scopes: ['ask'], resource: 'mcp', refresh_token: `aa1.${'A'.repeat(22)}.${'s'.repeat(43)}` }],
+  grants: [
+    { id: 'grant_a', client_id: 'client_a', scopes: ['ask'], resource: 'mcp', refresh_token: `aa1.${'A'.repeat(22)}.${'s'.repeat(43)}` },
+  ],
 };
 
 describe('README "Scenarios and snapshots": serve --scenario preloads every kind of record', () => {
@@ -34,23 +35,65 @@ describe('README "Scenarios and snapshots": serve --scenario preloads every kind
     const emu = await startEmulator({ scenario: EXAMPLE, clock: new ManualClock(Date.UTC(2026, 1, 1, 9)) });
     const admin = { authorization: `Bearer ${emu.adminToken}` };
     expect(Object.keys(emu.core.state.clients).sort()).toEqual(['client_dokumente_alt', 'client_kalender', 'client_wetter']);
-    expect(emu.core.state.clients.client_kalender).toMatchObject({ client_name: 'Kalender-Assistent', redirect_uris: ['http://127.0.0.1/callback'], token_endpoint_auth_method: 'none' });
+    expect(emu.core.state.clients.client_kalender).toMatchObject({
+      client_name: 'Kalender-Assistent',
+      redirect_uris: ['http://127.0.0.1/callback'],
+      token_endpoint_auth_method: 'none',
+    });
 
     // Charges: ledger lines and totals, as if they had been charged.
     const charges = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json();
     expect(charges.total).toBe(2.2);
     expect(charges.entries).toEqual([
-      { seq: 1, at: Date.parse('2026-01-15T09:00:00Z'), client_id: 'client_kalender', grant_id: 'grant_kalender', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'recherche-streusalz' },
-      { seq: 2, at: Date.parse('2026-01-16T07:12:00Z'), client_id: 'client_kalender', grant_id: 'grant_kalender', route: 'POST /chat/ask', amount: 0.1, unit: 'AKh', idempotency_key: null },
-      { seq: 3, at: Date.parse('2026-01-18T11:30:00Z'), client_id: 'client_dokumente_alt', grant_id: 'grant_dokumente_alt', route: 'tool ask', amount: 0.1, unit: 'AKh', idempotency_key: null },
+      {
+        seq: 1,
+        at: Date.parse('2026-01-15T09:00:00Z'),
+        client_id: 'client_kalender',
+        grant_id: 'grant_kalender',
+        route: 'POST /research',
+        amount: 2,
+        unit: 'AKh',
+        idempotency_key: 'recherche-streusalz',
+      },
+      {
+        seq: 2,
+        at: Date.parse('2026-01-16T07:12:00Z'),
+        client_id: 'client_kalender',
+        grant_id: 'grant_kalender',
+        route: 'POST /chat/ask',
+        amount: 0.1,
+        unit: 'AKh',
+        idempotency_key: null,
+      },
+      {
+        seq: 3,
+        at: Date.parse('2026-01-18T11:30:00Z'),
+        client_id: 'client_dokumente_alt',
+        grant_id: 'grant_dokumente_alt',
+        route: 'tool ask',
+        amount: 0.1,
+        unit: 'AKh',
+        idempotency_key: null,
+      },
     ]);
     expect(charges.clients).toEqual([
       { client_id: 'client_kalender', client_name: 'Kalender-Assistent', total: 2.1, charges: 2 },
       { client_id: 'client_dokumente_alt', client_name: 'Dokumenten-Agent (alte Version)', total: 0.1, charges: 1 },
     ]);
-    const grants = (await http(`${emu.adminUrl}/grants`, { headers: admin })).json().grants as Array<{ id: string; scopes: string[]; status: string; person_id: string; created_at: number }>;
+    const grants = (await http(`${emu.adminUrl}/grants`, { headers: admin })).json().grants as Array<{
+      id: string;
+      scopes: string[];
+      status: string;
+      person_id: string;
+      created_at: number;
+    }>;
     const byId = Object.fromEntries(grants.map((g) => [g.id, g]));
-    expect(byId.grant_kalender).toMatchObject({ scopes: ['ask', 'research', 'training.write'], status: 'active', person_id: 'person_erika', created_at: Date.parse('2026-01-12T08:30:00Z') });
+    expect(byId.grant_kalender).toMatchObject({
+      scopes: ['ask', 'research', 'training.write'],
+      status: 'active',
+      person_id: 'person_erika',
+      created_at: Date.parse('2026-01-12T08:30:00Z'),
+    });
     expect(byId.grant_wetter).toMatchObject({ status: 'revoked', person_id: 'person_max' });
 
     // Spec 9: the legacy grant works, and loses its retired scopes at its first refresh.
@@ -58,8 +101,14 @@ describe('README "Scenarios and snapshots": serve --scenario preloads every kind
     const legacy = await refresh(emu.baseUrl, LEGACY);
     expect(legacy.status).toBe(200);
     expect(legacy.json().scope).toBe('ask');
-    expect(decodeJwt(legacy.json().access_token).payload).toMatchObject({ aud: `${emu.baseUrl}/mcp`, client_id: LEGACY.client_id, grant_id: 'grant_dokumente_alt' });
-    expect((await http(`${emu.adminUrl}/grants?client_id=${LEGACY.client_id}`, { headers: admin })).json().grants[0].scopes).toEqual(['ask']);
+    expect(decodeJwt(legacy.json().access_token).payload).toMatchObject({
+      aud: `${emu.baseUrl}/mcp`,
+      client_id: LEGACY.client_id,
+      grant_id: 'grant_dokumente_alt',
+    });
+    expect((await http(`${emu.adminUrl}/grants?client_id=${LEGACY.client_id}`, { headers: admin })).json().grants[0].scopes).toEqual([
+      'ask',
+    ]);
 
     const kalender = await refresh(emu.baseUrl, KALENDER);
     expect(kalender.status).toBe(200);
@@ -78,7 +127,11 @@ describe('README "Scenarios and snapshots": serve --scenario preloads every kind
 
     // A succeeded job is pollable with its report; a queued one runs its course on the clock.
     const job = await http(`${emu.baseUrl}/research/job-streusalz`, { headers: bearer(token) });
-    expect(job.json()).toMatchObject({ job_id: 'job-streusalz', status: 'succeeded', citations: [{ id: 'kb-winterdienst', file_name: 'winterdienst.md' }] });
+    expect(job.json()).toMatchObject({
+      job_id: 'job-streusalz',
+      status: 'succeeded',
+      citations: [{ id: 'kb-winterdienst', file_name: 'winterdienst.md' }],
+    });
     expect(job.json().report).toContain('Splitt');
     expect((await http(`${emu.baseUrl}/research/job-heizung`, { headers: bearer(token) })).json().status).toBe('queued');
     (emu.core.clock as ManualClock).advance(10 * 60_000);
@@ -92,14 +145,25 @@ describe('README "Scenarios and snapshots": serve --scenario preloads every kind
   it('a shared document belongs to no person: another person finds it; a training document only its own person', async () => {
     const file = await writeScenario({
       ...minimal,
-      grants: [...minimal.grants, { id: 'grant_max', client_id: 'client_a', person_id: 'person_max', scopes: ['ask'], resource: 'mcp', refresh_token: `aa1.${'M'.repeat(22)}.${'s'.repeat(43)}` }],
+      grants: [
+        ...minimal.grants,
+        {
+          id: 'grant_max',
+          client_id: 'client_a',
+          person_id: 'person_max',
+          scopes: ['ask'],
+          resource: 'mcp',
+          refresh_token: `aa1.${'M'.repeat(22)}.${'s'.repeat(43)}`,
+        },
+      ],
       knowledge: [
         { file_name: 'geteilt.md', content: '# Geteilt\n\nDer Zirbelkiefernweg wird im März geteert.' },
         { file_name: 'privat.md', content: '# Privat\n\nDer Zirbelkiefernhain gehört Erika.', grant: 'grant_a' },
       ],
     });
     const emu = await startEmulator({ scenario: file });
-    const max = (await refresh(emu.baseUrl, { client_id: 'client_a', refresh_token: `aa1.${'M'.repeat(22)}.${'s'.repeat(43)}` })).json().access_token;
+    const max = (await refresh(emu.baseUrl, { client_id: 'client_a', refresh_token: `aa1.${'M'.repeat(22)}.${'s'.repeat(43)}` })).json()
+      .access_token;
     const answer = (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zirbelkiefernweg Zirbelkiefernhain' }, bearer(max))).json();
     expect(answer.sources.map((s: { title: string }) => s.title)).toEqual(['Geteilt']);
   });
@@ -122,17 +186,61 @@ describe('README "Scenarios and snapshots": a scenario with mistakes is refused 
   });
 
   it.each([
-    ['an unknown client', { ...minimal, grants: [{ ...minimal.grants[0], client_id: 'client_b' }] }, '$.grants[0].client_id: no client "client_b" in $.clients'],
-    ['an unknown grant of a charge', { ...minimal, charges: [{ grant: 'grant_b', route: 'POST /chat/ask', amount: 0.1 }] }, '$.charges[0].grant: no grant "grant_b" in $.grants'],
-    ['an unknown grant of a job', { ...minimal, research_jobs: [{ grant: 'grant_x', question: 'Was?', status: 'queued' }] }, '$.research_jobs[0].grant: no grant "grant_x" in $.grants'],
-    ['an unknown person', { ...minimal, grants: [{ ...minimal.grants[0], person_id: 'person_nobody' }] }, '$.grants[0].person_id: no person "person_nobody" in the fixtures (person_erika, person_max)'],
-    ['a succeeded job without report', { ...minimal, research_jobs: [{ grant: 'grant_a', question: 'Was?', status: 'succeeded' }] }, '$.research_jobs[0].report: is required when status is "succeeded"'],
-    ['a grant id used twice', { ...minimal, grants: [minimal.grants[0], { ...minimal.grants[0], refresh_token: undefined }] }, '$.grants[1].id: grant id "grant_a" is used twice'],
-    ['a refresh-token handle used twice', { ...minimal, grants: [minimal.grants[0], { ...minimal.grants[0], id: 'grant_b' }] }, '$.grants[1].refresh_token: its handle "AAAAAAAAAAAAAAAAAAAAAA" is used by $.grants[0].refresh_token too'],
-    ['a shared document in ingest', { ...minimal, knowledge: [{ file_name: 'a.md', content: '# A', processing_step: 'parsing' }] }, '$.knowledge[0].processing_step: a document without "grant" is shared knowledge'],
-    ['a file name with a path', { ...minimal, knowledge: [{ file_name: '../a.md', content: '# A' }] }, '$.knowledge[0].file_name: must be a plain file name (no path)'],
-    ['a time without zone', { ...minimal, charges: [{ grant: 'grant_a', route: 'POST /chat/ask', amount: 0.1, at: '2026-01-01 10:00' }] }, '$.charges[0].at: must be an ISO 8601 time with its zone'],
-    ['an unknown route', { ...minimal, charges: [{ grant: 'grant_a', route: 'POST /training', amount: 1 }] }, '$.charges[0].route: must be one of "POST /chat/ask", "POST /research", "tool ask", "tool start_research"'],
+    [
+      'an unknown client',
+      { ...minimal, grants: [{ ...minimal.grants[0], client_id: 'client_b' }] },
+      '$.grants[0].client_id: no client "client_b" in $.clients',
+    ],
+    [
+      'an unknown grant of a charge',
+      { ...minimal, charges: [{ grant: 'grant_b', route: 'POST /chat/ask', amount: 0.1 }] },
+      '$.charges[0].grant: no grant "grant_b" in $.grants',
+    ],
+    [
+      'an unknown grant of a job',
+      { ...minimal, research_jobs: [{ grant: 'grant_x', question: 'Was?', status: 'queued' }] },
+      '$.research_jobs[0].grant: no grant "grant_x" in $.grants',
+    ],
+    [
+      'an unknown person',
+      { ...minimal, grants: [{ ...minimal.grants[0], person_id: 'person_nobody' }] },
+      '$.grants[0].person_id: no person "person_nobody" in the fixtures (person_erika, person_max)',
+    ],
+    [
+      'a succeeded job without report',
+      { ...minimal, research_jobs: [{ grant: 'grant_a', question: 'Was?', status: 'succeeded' }] },
+      '$.research_jobs[0].report: is required when status is "succeeded"',
+    ],
+    [
+      'a grant id used twice',
+      { ...minimal, grants: [minimal.grants[0], { ...minimal.grants[0], refresh_token: undefined }] },
+      '$.grants[1].id: grant id "grant_a" is used twice',
+    ],
+    [
+      'a refresh-token handle used twice',
+      { ...minimal, grants: [minimal.grants[0], { ...minimal.grants[0], id: 'grant_b' }] },
+      '$.grants[1].refresh_token: its handle "AAAAAAAAAAAAAAAAAAAAAA" is used by $.grants[0].refresh_token too',
+    ],
+    [
+      'a shared document in ingest',
+      { ...minimal, knowledge: [{ file_name: 'a.md', content: '# A', processing_step: 'parsing' }] },
+      '$.knowledge[0].processing_step: a document without "grant" is shared knowledge',
+    ],
+    [
+      'a file name with a path',
+      { ...minimal, knowledge: [{ file_name: '../a.md', content: '# A' }] },
+      '$.knowledge[0].file_name: must be a plain file name (no path)',
+    ],
+    [
+      'a time without zone',
+      { ...minimal, charges: [{ grant: 'grant_a', route: 'POST /chat/ask', amount: 0.1, at: '2026-01-01 10:00' }] },
+      '$.charges[0].at: must be an ISO 8601 time with its zone',
+    ],
+    [
+      'an unknown route',
+      { ...minimal, charges: [{ grant: 'grant_a', route: 'POST /training', amount: 1 }] },
+      '$.charges[0].route: must be one of "POST /chat/ask", "POST /research", "tool ask", "tool start_research"',
+    ],
     ['another version', { ...minimal, version: 2 }, '$.version: must be 1 (found 2)'],
     ['a missing field', { version: 1, clients: [{ client_id: 'c', client_name: 'C' }] }, '$.clients[0].redirect_uris: is required'],
     ['not JSON', '{"version": 1,', 'is not valid JSON'],

@@ -22,7 +22,9 @@ const T0 = Date.UTC(2026, 1, 2, 9, 0, 0);
 const adminOf = (emu: { adminUrl: string; adminToken: string }) => ({
   get: (path: string) => http(`${emu.adminUrl}${path}`, { headers: bearer(emu.adminToken) }),
   post: (path: string, body?: unknown) =>
-    body === undefined ? http(`${emu.adminUrl}${path}`, { method: 'POST', headers: bearer(emu.adminToken) }) : postJson(`${emu.adminUrl}${path}`, body, bearer(emu.adminToken)),
+    body === undefined
+      ? http(`${emu.adminUrl}${path}`, { method: 'POST', headers: bearer(emu.adminToken) })
+      : postJson(`${emu.adminUrl}${path}`, body, bearer(emu.adminToken)),
 });
 
 /** The stored state (the state file with its journal replayed, as JSON) and the ledger, as bytes (the ledger null while it does not exist). */
@@ -31,7 +33,8 @@ async function files(state: string): Promise<{ state: Buffer; ledger: Buffer | n
   return { state: Buffer.from(JSON.stringify(await readStateAt(state))), ledger: existsSync(ledger) ? await readFile(ledger) : null };
 }
 
-const ask = (emu: { baseUrl: string }, token: string, question = 'Wann kommt der Hufschmied?') => postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
+const ask = (emu: { baseUrl: string }, token: string, question = 'Wann kommt der Hufschmied?') =>
+  postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
 
 async function fileEmulator(options: { scenario?: string } = {}) {
   const dir = await scratchDir();
@@ -52,7 +55,12 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
     expect(saved.status).toBe(201);
     const atSave = await files(state);
     const chargesAtSave = (await admin.get('/charges')).text;
-    expect(saved.json()).toMatchObject({ name: 'vorher', charges: 4, clock: { mode: 'manual', now: T0 }, file: join(dir, 'state.snapshots', 'vorher.json') });
+    expect(saved.json()).toMatchObject({
+      name: 'vorher',
+      charges: 4,
+      clock: { mode: 'manual', now: T0 },
+      file: join(dir, 'state.snapshots', 'vorher.json'),
+    });
     // A snapshot folds the journal into the state file first, and saves that file as it is.
     expect(saved.json().state_sha256).toBe(createHashHex(await readFile(state)));
     expect(saved.json().ledger_sha256).toBe(createHashHex(atSave.ledger!));
@@ -64,7 +72,11 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
     expect((await ask(emu, first.access_token, 'Wird mit Salz gestreut?')).status).toBe(200);
     const rotated = await refresh(emu.baseUrl, { client_id: KALENDER.client_id, refresh_token: first.refresh_token });
     expect(rotated.status).toBe(200);
-    const job = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Räumzeiten gelten im Winter?' }, bearer(rotated.json().access_token));
+    const job = await postJson(
+      `${emu.baseUrl}/research`,
+      { question: 'Welche Räumzeiten gelten im Winter?' },
+      bearer(rotated.json().access_token),
+    );
     expect(job.status).toBe(202);
     const jobId = job.json().job_id as string;
     expect((await admin.post('/clock/advance', { by: '20m' })).status).toBe(200);
@@ -74,7 +86,11 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
 
     const restored = await admin.post('/snapshots/vorher/restore');
     expect(restored.status).toBe(200);
-    expect(restored.json()).toMatchObject({ name: 'vorher', state_sha256: saved.json().state_sha256, ledger_sha256: saved.json().ledger_sha256 });
+    expect(restored.json()).toMatchObject({
+      name: 'vorher',
+      state_sha256: saved.json().state_sha256,
+      ledger_sha256: saved.json().ledger_sha256,
+    });
     const afterRestore = await files(state);
     expect(afterRestore.state.equals(atSave.state)).toBe(true);
     expect(afterRestore.ledger!.equals(atSave.ledger!)).toBe(true);
@@ -117,7 +133,11 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
     expect(after.state.equals(created.state)).toBe(true);
     expect(after.ledger!.equals(created.ledger!)).toBe(true);
     // The legacy grant carries its retired scopes again, and its scenario refresh token works again.
-    expect((await admin.get('/grants?client_id=client_dokumente_alt')).json().grants[0].scopes).toEqual(['ask', 'documents.read', 'contacts.read']);
+    expect((await admin.get('/grants?client_id=client_dokumente_alt')).json().grants[0].scopes).toEqual([
+      'ask',
+      'documents.read',
+      'contacts.read',
+    ]);
     expect((await refresh(emu.baseUrl, LEGACY)).status).toBe(200);
     expect((await admin.get('/charges')).json().total).toBe(2.2);
     // Snapshots are kept across a reset; the list shows them and the baseline.
@@ -223,10 +243,19 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
     await emu.stop();
     const saved = JSON.parse((await readFile(state)).toString());
     const { ledger } = await files(state);
-    const lines = ledger ? ledger.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { seq: number; amount: number }) : [];
+    const lines = ledger
+      ? ledger
+          .toString()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { seq: number; amount: number })
+      : [];
     expect(lines.map((l) => l.seq)).toEqual(lines.map((_, i) => i + 1));
     expect(saved.charges.count).toBe(lines.length);
-    expect(saved.charges.by_grant[tokens.grant_id] ?? 0).toBeCloseTo(lines.reduce((sum, l) => sum + l.amount, 0), 6);
+    expect(saved.charges.by_grant[tokens.grant_id] ?? 0).toBeCloseTo(
+      lines.reduce((sum, l) => sum + l.amount, 0),
+      6,
+    );
   });
 
   it('the dashboard stream sends a fresh snapshot after a restore, so the dashboard shows the restored state', async () => {
@@ -255,7 +284,6 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
 });
 
 describe('README "Scenarios and snapshots": snapshots from test code and CI', () => {
-
   it('startEmulator({ scenario }) in memory: snapshots.save, restore, reset and list', async () => {
     const emu = await startRunning({ scenario: EXAMPLE_SCENARIO, clock: T0 });
     const first = (await refresh(emu.baseUrl, KALENDER)).json();
@@ -313,10 +341,25 @@ describe('README "Scenarios and snapshots": snapshots from test code and CI', ()
       await ask({ baseUrl: s.ready.base_url }, token);
       await admin.post('/clock/advance', { by: '5m' });
       const list = await runCli(['snapshot', 'list', '--state', state, '--json']);
-      expect(JSON.parse(list.stdout)).toMatchObject({ snapshots: [{ name: 'ci-1', charges: 4 }], baseline: { name: '_baseline', charges: 3 }, location: join(dir, 'state.snapshots') });
-      expect((await runCli(['snapshot', 'list', '--state', state])).stdout).toMatch(/^NAME +SAVED +CLOCK +CHARGES +STATE SHA256\nci-1 .* 4 +[0-9a-f]{12}…\nbaseline \(reset\): saved /);
+      expect(JSON.parse(list.stdout)).toMatchObject({
+        snapshots: [{ name: 'ci-1', charges: 4 }],
+        baseline: { name: '_baseline', charges: 3 },
+        location: join(dir, 'state.snapshots'),
+      });
+      expect((await runCli(['snapshot', 'list', '--state', state])).stdout).toMatch(
+        /^NAME +SAVED +CLOCK +CHARGES +STATE SHA256\nci-1 .* 4 +[0-9a-f]{12}…\nbaseline \(reset\): saved /,
+      );
 
-      const restore = await runCli(['snapshot', 'restore', 'ci-1', '--url', s.ready.base_url, '--admin-token', s.ready.admin_token, '--json']);
+      const restore = await runCli([
+        'snapshot',
+        'restore',
+        'ci-1',
+        '--url',
+        s.ready.base_url,
+        '--admin-token',
+        s.ready.admin_token,
+        '--json',
+      ]);
       expect(restore.code).toBe(0);
       expect(JSON.parse(restore.stdout)).toMatchObject({ name: 'ci-1', charges: 4 });
       const afterRestore = await files(state);

@@ -67,7 +67,8 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
     const flow = await authorizeAndApprove(emu);
     const raw = await readFile(state, 'utf8');
     const [, handle, secret] = flow.tokens!.refresh_token.split('.');
-    for (const secretValue of [pending.code, flow.code, flow.tokens!.refresh_token, handle!, secret!]) expect(raw).not.toContain(secretValue);
+    for (const secretValue of [pending.code, flow.code, flow.tokens!.refresh_token, handle!, secret!])
+      expect(raw).not.toContain(secretValue);
   });
 
   it('survives a restart: same signing key, grants and families; the refresh token still works', async () => {
@@ -87,9 +88,31 @@ describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () =>
   it.each([
     ['not JSON', '{"version": 1, "keys": ['],
     ['another version', JSON.stringify({ version: 2, keys: [] })],
-    ['a malformed grant', JSON.stringify({ version: 1, keys: [], clients: {}, grants: { g: { scopes: 'ask' } }, codes: {}, families: {}, revoked_access_tokens: {} })],
+    [
+      'a malformed grant',
+      JSON.stringify({
+        version: 1,
+        keys: [],
+        clients: {},
+        grants: { g: { scopes: 'ask' } },
+        codes: {},
+        families: {},
+        revoked_access_tokens: {},
+      }),
+    ],
     ['an array', '[]'],
-    ['a signing key without its private part', JSON.stringify({ version: 1, keys: [{ kid: 'k', alg: 'ES256', created_at: 0, private_jwk: {}, public_jwk: {} }], clients: {}, grants: {}, codes: {}, families: {}, revoked_access_tokens: {} })],
+    [
+      'a signing key without its private part',
+      JSON.stringify({
+        version: 1,
+        keys: [{ kid: 'k', alg: 'ES256', created_at: 0, private_jwk: {}, public_jwk: {} }],
+        clients: {},
+        grants: {},
+        codes: {},
+        families: {},
+        revoked_access_tokens: {},
+      }),
+    ],
   ])('a state file that is %s stops the server with the file named and the way out; the file is untouched', async (_why, content) => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');

@@ -49,7 +49,11 @@ interface FrontChannel {
 }
 
 /** Builds the authorization URL as oauth4webapi users do, and answers the consent page like a browser. */
-async function authorize(s: Setup, decision: 'approve' | 'deny' = 'approve', options: { scope?: string; resource?: string | null } = {}): Promise<FrontChannel> {
+async function authorize(
+  s: Setup,
+  decision: 'approve' | 'deny' = 'approve',
+  options: { scope?: string; resource?: string | null } = {},
+): Promise<FrontChannel> {
   const verifier = oauth.generateRandomCodeVerifier();
   const state = oauth.generateRandomState();
   const url = new URL(s.as.authorization_endpoint!);
@@ -246,7 +250,10 @@ describe('OAuth 2.1 §4.3: refresh token grant', () => {
     const second = await oauth.processRefreshTokenResponse(
       s.as,
       s.client,
-      await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), first.refresh_token!, { ...insecure, additionalParameters: { resource: s.resource } }),
+      await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), first.refresh_token!, {
+        ...insecure,
+        additionalParameters: { resource: s.resource },
+      }),
     );
     expect(second.refresh_token).toBeTypeOf('string');
     expect(second.refresh_token).not.toBe(first.refresh_token);
@@ -260,7 +267,11 @@ describe('OAuth 2.1 §4.3: refresh token grant', () => {
     const s = await setup();
     const first = await exchange(s, await authorize(s));
     const refreshWith = async (token: string) =>
-      oauth.processRefreshTokenResponse(s.as, s.client, await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), token, insecure));
+      oauth.processRefreshTokenResponse(
+        s.as,
+        s.client,
+        await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), token, insecure),
+      );
     await refreshWith(first.refresh_token!);
     const error = await thrown(() => refreshWith(first.refresh_token!));
     expect(error).toBeInstanceOf(oauth.ResponseBodyError);
@@ -273,25 +284,49 @@ describe('RFC 7009: token revocation', () => {
     const s = await setup();
     const tokens = await exchange(s, await authorize(s));
     await expect(
-      oauth.processRevocationResponse(await oauth.revocationRequest(s.as, s.client, oauth.None(), tokens.refresh_token!, { ...insecure, additionalParameters: { token_type_hint: 'refresh_token' } })),
+      oauth.processRevocationResponse(
+        await oauth.revocationRequest(s.as, s.client, oauth.None(), tokens.refresh_token!, {
+          ...insecure,
+          additionalParameters: { token_type_hint: 'refresh_token' },
+        }),
+      ),
     ).resolves.toBeUndefined();
     const error = await thrown(async () =>
-      oauth.processRefreshTokenResponse(s.as, s.client, await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), tokens.refresh_token!, insecure)),
+      oauth.processRefreshTokenResponse(
+        s.as,
+        s.client,
+        await oauth.refreshTokenGrantRequest(s.as, s.client, oauth.None(), tokens.refresh_token!, insecure),
+      ),
     );
     expect(error).toMatchObject({ status: 400, error: 'invalid_grant' });
-    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+    });
   });
 
   it('RFC 7009 §2.1: a revoked access token is refused from the next request on', async () => {
     const s = await setup();
     const tokens = await exchange(s, await authorize(s));
-    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id: s.client.client_id });
-    await oauth.processRevocationResponse(await oauth.revocationRequest(s.as, s.client, oauth.None(), tokens.access_token, { ...insecure, additionalParameters: { token_type_hint: 'access_token' } }));
-    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
+    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({
+      client_id: s.client.client_id,
+    });
+    await oauth.processRevocationResponse(
+      await oauth.revocationRequest(s.as, s.client, oauth.None(), tokens.access_token, {
+        ...insecure,
+        additionalParameters: { token_type_hint: 'access_token' },
+      }),
+    );
+    await expect(authenticate(s.emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+    });
   });
 
   it('RFC 7009 §2.2: revoking an unknown token also answers 200', async () => {
     const s = await setup();
-    await expect(oauth.processRevocationResponse(await oauth.revocationRequest(s.as, s.client, oauth.None(), 'not-a-token', insecure))).resolves.toBeUndefined();
+    await expect(
+      oauth.processRevocationResponse(await oauth.revocationRequest(s.as, s.client, oauth.None(), 'not-a-token', insecure)),
+    ).resolves.toBeUndefined();
   });
 });

@@ -13,7 +13,13 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     expect(res.status).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
     const body = res.json();
-    expect(body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 900, refresh_token: expect.stringMatching(/^aa1\./), scope: 'ask research' });
+    expect(body).toEqual({
+      access_token: expect.any(String),
+      token_type: 'Bearer',
+      expires_in: 900,
+      refresh_token: expect.stringMatching(/^aa1\./),
+      scope: 'ask research',
+    });
   });
 
   it('spec 2.3 / RFC 9068: the access token is an ES256 at+jwt with iss, sub, aud={base_url}/mcp, client_id, scope, iat, exp, jti and the grant', async () => {
@@ -21,7 +27,15 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     const flow = await authorizeAndApprove(emu);
     const { header, payload } = decodeJwt(flow.tokens!.access_token);
     expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.state.keys[0]!.kid });
-    expect(payload).toMatchObject({ iss: emu.issuer, sub: 'person_erika', aud: `${emu.baseUrl}/mcp`, client_id: flow.client_id, scope: 'ask', grant_id: expect.stringMatching(/^grant_/), jti: expect.any(String) });
+    expect(payload).toMatchObject({
+      iss: emu.issuer,
+      sub: 'person_erika',
+      aud: `${emu.baseUrl}/mcp`,
+      client_id: flow.client_id,
+      scope: 'ask',
+      grant_id: expect.stringMatching(/^grant_/),
+      jti: expect.any(String),
+    });
     expect(payload.exp - payload.iat).toBe(900);
   });
 
@@ -36,7 +50,17 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   it('accepts application/x-www-form-urlencoded;charset=UTF-8', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { exchange: false });
-    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'authorization_code', code: flow.code, redirect_uri: 'http://127.0.0.1:9/callback', client_id: flow.client_id, code_verifier: flow.pkce.verifier }, { 'content-type': 'application/x-www-form-urlencoded;charset=UTF-8' });
+    const res = await postForm(
+      `${emu.baseUrl}/oauth/token`,
+      {
+        grant_type: 'authorization_code',
+        code: flow.code,
+        redirect_uri: 'http://127.0.0.1:9/callback',
+        client_id: flow.client_id,
+        code_verifier: flow.pkce.verifier,
+      },
+      { 'content-type': 'application/x-www-form-urlencoded;charset=UTF-8' },
+    );
     expect(res.status).toBe(200);
   });
 
@@ -46,7 +70,9 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     const wrong = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: 'x'.repeat(43) });
     expect(wrong.status).toBe(400);
     expect(wrong.json().error).toBe('invalid_grant');
-    expect((await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status).toBe(200);
+    expect(
+      (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status,
+    ).toBe(200);
   });
 
   it('RFC 7636: a missing code_verifier → invalid_request', async () => {
@@ -60,7 +86,12 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   it('OAuth 2.1 §4.1.3: redirect_uri must equal the one of the authorization request → invalid_grant', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { exchange: false });
-    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier, redirect_uri: 'http://127.0.0.1:10/callback' });
+    const res = await exchangeCode(emu.baseUrl, {
+      client_id: flow.client_id,
+      code: flow.code,
+      code_verifier: flow.pkce.verifier,
+      redirect_uri: 'http://127.0.0.1:10/callback',
+    });
     expect(res.json().error).toBe('invalid_grant');
   });
 
@@ -99,9 +130,19 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   it('RFC 8707: a resource at the token endpoint must be the one authorized → invalid_target', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { exchange: false });
-    const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier, resource: 'https://other.example/mcp' });
+    const res = await exchangeCode(emu.baseUrl, {
+      client_id: flow.client_id,
+      code: flow.code,
+      code_verifier: flow.pkce.verifier,
+      resource: 'https://other.example/mcp',
+    });
     expect(res.json().error).toBe('invalid_target');
-    const ok = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier, resource: `${emu.baseUrl}/mcp` });
+    const ok = await exchangeCode(emu.baseUrl, {
+      client_id: flow.client_id,
+      code: flow.code,
+      code_verifier: flow.pkce.verifier,
+      resource: `${emu.baseUrl}/mcp`,
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -115,13 +156,17 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     expect(replay.status).toBe(400);
     expect(replay.json().error).toBe('invalid_grant');
     await expect(authenticate(emu.core, `Bearer ${first.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token' });
-    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: first.refresh_token })).json().error).toBe('invalid_grant');
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: first.refresh_token })).json().error).toBe(
+      'invalid_grant',
+    );
   });
 
   it('a replayed code without the right verifier does not revoke anything', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { exchange: false });
-    const first = (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).json();
+    const first = (
+      await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })
+    ).json();
     await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: 'y'.repeat(43) });
     await expect(authenticate(emu.core, `Bearer ${first.access_token}`, 'ask')).resolves.toBeTruthy();
   });
@@ -140,7 +185,11 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
 
   it('a JSON body is refused with invalid_request naming the media type', async () => {
     const emu = await startEmulator();
-    const res = await http(`${emu.baseUrl}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"grant_type":"refresh_token"}' });
+    const res = await http(`${emu.baseUrl}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"grant_type":"refresh_token"}',
+    });
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining('x-www-form-urlencoded') });
   });
@@ -185,7 +234,9 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
     const other = await register(emu.baseUrl);
-    expect((await refresh(emu.baseUrl, { client_id: other.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    expect((await refresh(emu.baseUrl, { client_id: other.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe(
+      'invalid_grant',
+    );
     expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).status).toBe(200);
   });
 
@@ -201,21 +252,37 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   it('scope may narrow, never widen', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { scope: 'ask research' });
-    const narrowed = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token, scope: 'research' })).json();
+    const narrowed = (
+      await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token, scope: 'research' })
+    ).json();
     expect(narrowed.scope).toBe('research');
     expect(decodeJwt(narrowed.access_token).payload.scope).toBe('research');
-    const wider = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: narrowed.refresh_token, scope: 'research training.write' });
+    const wider = await refresh(emu.baseUrl, {
+      client_id: flow.client_id,
+      refresh_token: narrowed.refresh_token,
+      scope: 'research training.write',
+    });
     expect(wider.json().error).toBe('invalid_scope');
     // The grant keeps its scopes: the next refresh without scope gets them all back.
-    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: narrowed.refresh_token })).json().scope).toBe('ask research');
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: narrowed.refresh_token })).json().scope).toBe(
+      'ask research',
+    );
   });
 
   it('clients send resource on refresh too: accepted when it is {base_url}/mcp, invalid_target otherwise', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
-    const ok = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token, resource: `${emu.baseUrl}/mcp` });
+    const ok = await refresh(emu.baseUrl, {
+      client_id: flow.client_id,
+      refresh_token: flow.tokens!.refresh_token,
+      resource: `${emu.baseUrl}/mcp`,
+    });
     expect(ok.status).toBe(200);
-    const bad = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: ok.json().refresh_token, resource: 'https://x.example/mcp' });
+    const bad = await refresh(emu.baseUrl, {
+      client_id: flow.client_id,
+      refresh_token: ok.json().refresh_token,
+      resource: 'https://x.example/mcp',
+    });
     expect(bad.json().error).toBe('invalid_target');
   });
 
@@ -224,7 +291,9 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
     const flow = await authorizeAndApprove(emu);
     const grant = listGrants(emu.core)[0]!;
     await revokeGrant(emu.core, grant.id, 'person');
-    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe('invalid_grant');
+    expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe(
+      'invalid_grant',
+    );
   });
 
   it('spec 5.3: access tokens live 900 s on the emulator clock; refresh still works after expiry', async () => {
@@ -234,7 +303,10 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
     clock.advance(899_000);
     await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
     clock.advance(2_000);
-    await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).rejects.toMatchObject({ error: 'invalid_token', message: expect.stringContaining('expired') });
+    await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).rejects.toMatchObject({
+      error: 'invalid_token',
+      message: expect.stringContaining('expired'),
+    });
     const fresh = (await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json();
     await expect(authenticate(emu.core, `Bearer ${fresh.access_token}`, 'ask')).resolves.toBeTruthy();
   });
@@ -242,7 +314,9 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   it('two concurrent refreshes with the same token: exactly one rotates, the other is a replay', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
-    const results = await Promise.all([1, 2].map(() => refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })));
+    const results = await Promise.all(
+      [1, 2].map(() => refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })),
+    );
     expect(results.map((r) => r.status).sort()).toEqual([200, 400]);
   });
 });
@@ -254,18 +328,31 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     // client_secret_basic with an empty secret, and no client_id in the body: what clients defaulting to it send.
-    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'authorization_code', code: flow.code, redirect_uri: REDIRECT, code_verifier: flow.pkce.verifier }, { authorization: basic(flow.client_id) });
+    const res = await postForm(
+      `${emu.baseUrl}/oauth/token`,
+      { grant_type: 'authorization_code', code: flow.code, redirect_uri: REDIRECT, code_verifier: flow.pkce.verifier },
+      { authorization: basic(flow.client_id) },
+    );
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toBe(`Basic realm="${emu.issuer}"`);
     expect(res.headers['cache-control']).toBe('no-store');
-    expect(res.json()).toEqual({ error: 'invalid_client', error_description: expect.stringMatching(/public.*client_id in the form body.*token_endpoint_auth_method 'none'/) });
-    expect((await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status).toBe(200);
+    expect(res.json()).toEqual({
+      error: 'invalid_client',
+      error_description: expect.stringMatching(/public.*client_id in the form body.*token_endpoint_auth_method 'none'/),
+    });
+    expect(
+      (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status,
+    ).toBe(200);
   });
 
   it('RFC 6749 §5.2: any scheme, even with client_id in the body → 401 invalid_client naming that scheme; the refresh token is not rotated', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
-    const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'refresh_token', client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token }, { authorization: `Bearer ${flow.tokens!.access_token}` });
+    const res = await postForm(
+      `${emu.baseUrl}/oauth/token`,
+      { grant_type: 'refresh_token', client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token },
+      { authorization: `Bearer ${flow.tokens!.access_token}` },
+    );
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toBe(`Bearer realm="${emu.issuer}"`);
     expect(res.json().error).toBe('invalid_client');
@@ -276,7 +363,11 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
   it('RFC 7009 §2.1: client authentication in the Authorization header at the revocation endpoint → 401 invalid_client with a challenge, and nothing is revoked', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);
-    const res = await postForm(`${emu.baseUrl}/oauth/revoke`, { token: flow.tokens!.refresh_token, token_type_hint: 'refresh_token' }, { authorization: basic(flow.client_id) });
+    const res = await postForm(
+      `${emu.baseUrl}/oauth/revoke`,
+      { token: flow.tokens!.refresh_token, token_type_hint: 'refresh_token' },
+      { authorization: basic(flow.client_id) },
+    );
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toBe(`Basic realm="${emu.issuer}"`);
     expect(res.headers['cache-control']).toBe('no-store');
@@ -305,7 +396,9 @@ describe('RFC 7591 §2: grant_types are the grant types the client can use at th
   it('RFC 6749 §5.2: "unauthorized_client: The authenticated client is not authorized to use this authorization grant type": refresh from such a client → 400 naming its grant_types; no family is touched', async () => {
     const emu = await startEmulator();
     const flow = await withoutRefresh(emu);
-    expect((await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status).toBe(200);
+    expect(
+      (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status,
+    ).toBe(200);
     const other = await authorizeAndApprove(emu);
     const families = JSON.stringify(emu.core.state.families);
     const res = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: other.tokens!.refresh_token });

@@ -33,9 +33,14 @@ async function start(options: StartEmulatorOptions = {}) {
     emu,
     client_id,
     get: (path: string) => http(`${emu.baseUrl}${path}`, { headers }),
-    post: (path: string, body: unknown, extra: Record<string, string> = {}) => postJson(`${emu.baseUrl}${path}`, body, { ...headers, ...extra }),
+    post: (path: string, body: unknown, extra: Record<string, string> = {}) =>
+      postJson(`${emu.baseUrl}${path}`, body, { ...headers, ...extra }),
     mcp: (name: string, args: Record<string, unknown>) =>
-      postJson(`${emu.baseUrl}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }, { ...headers, accept: 'application/json, text/event-stream' }),
+      postJson(
+        `${emu.baseUrl}/mcp`,
+        { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } },
+        { ...headers, accept: 'application/json, text/event-stream' },
+      ),
   };
 }
 
@@ -64,7 +69,12 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 const unknownKeys = (body: Record<string, unknown>, known: string[]) => Object.keys(body).filter((k) => !known.includes(k));
 
 /** Checks one element of sources or citations against the shape its variant names. */
-function expectElementShape(element: unknown, variant: string, fields: { objects: string[]; renamed: string[]; nested: string[] }, unknown: boolean) {
+function expectElementShape(
+  element: unknown,
+  variant: string,
+  fields: { objects: string[]; renamed: string[]; nested: string[] },
+  unknown: boolean,
+) {
   if (variant === 'strings') return expect(element).toEqual(expect.any(String));
   expect(isObject(element)).toBe(true);
   const keys = Object.keys(element as object);
@@ -73,8 +83,16 @@ function expectElementShape(element: unknown, variant: string, fields: { objects
   expect(keys.filter((k) => k.startsWith('x_'))).toHaveLength(unknown ? 1 : 0);
 }
 
-const SOURCE_FIELDS = { objects: ['kind', 'id', 'title', 'snippet'], renamed: ['type', 'ref', 'name', 'excerpt'], nested: ['record', 'quote'] };
-const CITATION_FIELDS = { objects: ['id', 'title', 'file_name', 'snippet'], renamed: ['source_id', 'name', 'file', 'excerpt'], nested: ['ref', 'document', 'quote'] };
+const SOURCE_FIELDS = {
+  objects: ['kind', 'id', 'title', 'snippet'],
+  renamed: ['type', 'ref', 'name', 'excerpt'],
+  nested: ['record', 'quote'],
+};
+const CITATION_FIELDS = {
+  objects: ['id', 'title', 'file_name', 'snippet'],
+  renamed: ['source_id', 'name', 'file', 'excerpt'],
+  nested: ['ref', 'document', 'quote'],
+};
 
 describe('README "Varying what the spec leaves open": serve --vary-unspecified, end to end over HTTP', () => {
   it('ask — each sources shape, extra fields and message_id form within five asks; answer, sources and message_id keep their types', async () => {
@@ -88,7 +106,11 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
       seen.push(variant);
       const body = res.json();
       // Spec 2.4.
-      expect(body).toMatchObject({ answer: expect.stringContaining('Hufschmied'), sources: expect.any(Array), message_id: expect.any(String) });
+      expect(body).toMatchObject({
+        answer: expect.stringContaining('Hufschmied'),
+        sources: expect.any(Array),
+        message_id: expect.any(String),
+      });
       expect(body.message_id).toMatch(ID_FORMS[variant['ask.ids']!]!);
       const unknown = variant['ask.extra_fields'] === 'unknown';
       expect(unknownKeys(body, ['answer', 'sources', 'message_id'])).toHaveLength(unknown ? 2 : 0);
@@ -104,7 +126,10 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
   it('research — status values vary among the unlisted ones while queued→succeeded stays; report, citations and error take each shape', async () => {
     const { emu, post, get } = await start({ varyUnspecified: { seed: 23 } });
     // Five jobs the knowledge base has nothing on (they fail), then four it can answer: consecutive ordinals show each variant.
-    const questions = [...Array(5).fill('Quantenchromodynamik Gluonen'), ...Array(4).fill('Wie läuft der Weidegang und wann kommt der Hufschmied?')];
+    const questions = [
+      ...Array(5).fill('Quantenchromodynamik Gluonen'),
+      ...Array(4).fill('Wie läuft der Weidegang und wann kommt der Hufschmied?'),
+    ];
     const jobs: Array<{ poll: string; job_id: string; variant: Record<string, string>; fails: boolean }> = [];
     for (const [i, question] of questions.entries()) {
       const res = await post('/research', { question });
@@ -123,7 +148,11 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
       const res = await get(job.poll);
       expect(res.status).toBe(200);
       // The job keeps the variant it was created with, on every poll.
-      expect(res.headers['agent-access-variant']).toBe(Object.entries(job.variant).map(([k, v]) => `${k}=${v}`).join(', '));
+      expect(res.headers['agent-access-variant']).toBe(
+        Object.entries(job.variant)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(', '),
+      );
       const body = res.json();
       expect(body.job_id).toBe(job.job_id);
       const extras = job.variant['research.extra_fields'];
@@ -161,7 +190,9 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
         expect(['queued', 'succeeded']).not.toContain(body.status);
         const error = body.error;
         expect(error ?? null).not.toBeNull();
-        const shape = { code_message: ['code', 'message'], problem: ['type', 'title', 'detail'], renamed: ['reason', 'details'] }[job.variant['research.error'] as string];
+        const shape = { code_message: ['code', 'message'], problem: ['type', 'title', 'detail'], renamed: ['reason', 'details'] }[
+          job.variant['research.error'] as string
+        ];
         if (shape) expect(Object.keys(error)).toEqual(shape);
         else expect(error).toEqual(expect.stringContaining('Wissensdatenbank'));
         absent(job, body, ['report', 'citations']);
@@ -184,7 +215,10 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
           expect(report).toEqual(expect.arrayContaining([expect.objectContaining({ heading: 'Quellen', level: 2 })]));
           break;
         case 'structured':
-          expect(report).toMatchObject({ title: expect.stringMatching(/^Recherche: /), sections: expect.arrayContaining([expect.objectContaining({ heading: 'Zusammenfassung' })]) });
+          expect(report).toMatchObject({
+            title: expect.stringMatching(/^Recherche: /),
+            sections: expect.arrayContaining([expect.objectContaining({ heading: 'Zusammenfassung' })]),
+          });
           break;
         default:
           throw new Error(`unexpected report variant ${job.variant['research.report']}`);
@@ -192,8 +226,16 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
     }
     const variants = jobs.map((j) => j.variant);
     expectEveryVariant('research', variants, ['status.running', 'absent_fields', 'extra_fields', 'ids']);
-    expectEveryVariant('research', jobs.filter((j) => j.fails).map((j) => j.variant), ['status.failed', 'error']);
-    expectEveryVariant('research', jobs.filter((j) => !j.fails).map((j) => j.variant), ['report', 'citations']);
+    expectEveryVariant(
+      'research',
+      jobs.filter((j) => j.fails).map((j) => j.variant),
+      ['status.failed', 'error'],
+    );
+    expectEveryVariant(
+      'research',
+      jobs.filter((j) => !j.fails).map((j) => j.variant),
+      ['report', 'citations'],
+    );
   });
 
   it('training — each processing_step vocabulary, 202 field names, url response and extra fields; processing_step is always there', async () => {
@@ -202,12 +244,20 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
     const docs: Array<{ id: string; variant: Record<string, string>; fails: boolean; steps: string[] }> = [];
     for (let i = 0; i < 8; i++) {
       const fails = i >= 4;
-      const res = await post('/training', { file_name: `notiz-${i}.md`, content: fails ? `# Kaputt\u0001\u0002 ${i}` : `# Notiz ${i}\n\nDie Quokkabrücke ${i} ist gesperrt.\n` });
+      const res = await post('/training', {
+        file_name: `notiz-${i}.md`,
+        content: fails ? `# Kaputt\u0001\u0002 ${i}` : `# Notiz ${i}\n\nDie Quokkabrücke ${i} ist gesperrt.\n`,
+      });
       expect(res.status).toBe(202);
       const variant = variantOf(res);
       const body = res.json();
       // Spec 4.4: the 202 carries a job id (the emulator's job id is the document id), under a name that varies.
-      const names = { emulator: ['document_id', 'job_id', 'processing_step', 'status'], job_id: ['job_id'], id: ['id', 'status'], document_id: ['document_id', 'processing_step'] }[variant['training.accepted']!]!;
+      const names = {
+        emulator: ['document_id', 'job_id', 'processing_step', 'status'],
+        job_id: ['job_id'],
+        id: ['id', 'status'],
+        document_id: ['document_id', 'processing_step'],
+      }[variant['training.accepted']!]!;
       expect(Object.keys(body).filter((k) => !/_[0-9a-f]{6}$/.test(k))).toEqual(names);
       const id = [body.document_id, body.job_id, body.id].find((v): v is string => typeof v === 'string');
       expect(id).toMatch(ID_FORMS[variant['training.ids']!]!);
@@ -230,21 +280,28 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
     for (const doc of docs) {
       const vocabulary = PROCESSING_STEPS[doc.variant['training.processing_step'] as keyof typeof PROCESSING_STEPS];
       if (doc.fails) expect(doc.steps).toEqual([vocabulary.received, vocabulary.failed]);
-      else expect(doc.steps).toEqual([...new Set([vocabulary.received, vocabulary.parsing, vocabulary.chunking, vocabulary.indexing, vocabulary.indexed])]);
+      else
+        expect(doc.steps).toEqual([
+          ...new Set([vocabulary.received, vocabulary.parsing, vocabulary.chunking, vocabulary.indexing, vocabulary.indexed]),
+        ]);
       const link = await get(`/training/${encodeURIComponent(doc.id)}/url`);
       expect(link.status).toBe(200);
       const body = link.json();
       const url = { emulator: body.url, url: body.url, href: body.href }[doc.variant['training.url']!];
       expect(url).toBe(`${emu.authUrl}/documents/${encodeURIComponent(doc.id)}`);
     }
-    expectEveryVariant('training', docs.map((d) => d.variant));
+    expectEveryVariant(
+      'training',
+      docs.map((d) => d.variant),
+    );
   });
 
   it('the same seed gives the same sequence of variants and shapes; another seed another one', async () => {
     const runOnce = async (seed: number) => {
       const { post, emu } = await start({ varyUnspecified: { seed } });
       const out: string[] = [];
-      const record = (res: HttpResult, ids: string[]) => out.push(`${String(res.headers['agent-access-variant'])}\n${ids.reduce((text, id) => text.split(id).join('<id>'), res.text)}`);
+      const record = (res: HttpResult, ids: string[]) =>
+        out.push(`${String(res.headers['agent-access-variant'])}\n${ids.reduce((text, id) => text.split(id).join('<id>'), res.text)}`);
       for (const question of ['Wann kommt der Hufschmied?', 'Wie hoch ist die Kaution?', 'Wann kommt der Hufschmied?']) {
         const res = await post('/chat/ask', { question });
         record(res, [res.json().message_id]);
@@ -295,7 +352,12 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
     };
     const asked = await call('ask', { question: 'Wann kommt der Hufschmied?' });
     expect(asked.variant).toMatch(/^seed=9, ordinal=0, ask\.sources=/);
-    expect(asked.content).toMatchObject({ outcome: 'answered', answer: expect.any(String), sources: expect.any(Array), message_id: expect.any(String) });
+    expect(asked.content).toMatchObject({
+      outcome: 'answered',
+      answer: expect.any(String),
+      sources: expect.any(Array),
+      message_id: expect.any(String),
+    });
     const started = await call('start_research', { question: 'Hufschmied' });
     expect(started.content).toMatchObject({ status: 'queued', poll: `/research/${started.content.job_id}` });
     await emu.clock.advance('5s');
@@ -372,7 +434,11 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
     emulator.core.events.subscribe((e) => {
       if (e.name === 'request.served' && e.data.method === 'GET' && /^\/(research|training)\//.test(e.data.path)) clock.advance(SECOND);
     });
-    const ctx = memoryContext({ clock, env: clientEnv(await scratchDir()), openUrl: async (url) => void (await decideInBrowser(url, 'approve')) });
+    const ctx = memoryContext({
+      clock,
+      env: clientEnv(await scratchDir()),
+      openUrl: async (url) => void (await decideInBrowser(url, 'approve')),
+    });
     const cli = (...args: string[]) => runInProcess([...args, '--base-url', emulator.baseUrl], ctx);
     expect((await cli('login', '--scope', 'ask research training.write')).code).toBe(0);
     for (let i = 0; i < 5; i++) {
@@ -401,13 +467,23 @@ describe('README "Varying what the spec leaves open": serve --vary-unspecified, 
       const res = await cli('train', file, '--wait', '--interval', '0.01');
       expect(res.code, res.stderr).toBe(readable ? 0 : 1);
       // The link is found whatever the url response names its field (url, href, ...).
-      expect(res.stderr).toMatch(readable ? /^document \S+ is (indexed|ready|done|completed); open it at http:\/\/127\.0\.0\.1:\d+\/documents\//m : /failed at processing: unreadable_content/);
+      expect(res.stderr).toMatch(
+        readable
+          ? /^document \S+ is (indexed|ready|done|completed); open it at http:\/\/127\.0\.0\.1:\d+\/documents\//m
+          : /failed at processing: unreadable_content/,
+      );
     }
     // What the client got through: every variant of every research and training dimension (asks: seen above).
-    const selections = (records: Array<{ variation?: { kind: string; choices: object } }>) => records.map((r) => Object.fromEntries(Object.entries(r.variation!.choices).map(([d, v]) => [`${r.variation!.kind}.${d}`, v as string])));
+    const selections = (records: Array<{ variation?: { kind: string; choices: object } }>) =>
+      records.map((r) =>
+        Object.fromEntries(Object.entries(r.variation!.choices).map(([d, v]) => [`${r.variation!.kind}.${d}`, v as string])),
+      );
     const jobs = Object.values(emulator.core.state.research_jobs);
     expectEveryVariant('research', selections(jobs.filter((j) => j.status === 'succeeded')), ['status.running', 'report', 'citations']);
     expectEveryVariant('research', selections(jobs.filter((j) => j.status === 'failed')), ['status.failed', 'error']);
-    expectEveryVariant('training', selections(Object.values(emulator.core.state.training_documents).filter((d) => d.processing_step === 'indexed')));
+    expectEveryVariant(
+      'training',
+      selections(Object.values(emulator.core.state.training_documents).filter((d) => d.processing_step === 'indexed')),
+    );
   });
 });

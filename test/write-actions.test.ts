@@ -46,30 +46,62 @@ describe('planning one action from a German request', () => {
       operation: 'create',
       fields: { title: 'Anna Schmidt', phone: '0171 2345678', company: 'Schmidt Gartenbau', city: 'Lenggries' },
     });
-    expect(action('Erstelle einen neuen Kontakt namens Anna Schmidt mit der Telefonnummer 0171 2345678')).toMatchObject({ fields: { title: 'Anna Schmidt', phone: '0171 2345678' } });
+    expect(action('Erstelle einen neuen Kontakt namens Anna Schmidt mit der Telefonnummer 0171 2345678')).toMatchObject({
+      fields: { title: 'Anna Schmidt', phone: '0171 2345678' },
+    });
   });
 
   it('a quoted new title that contains an existing title and an update verb is still a create', () => {
-    expect(action('Lege eine Aufgabe „Heizungswartung Isarstraße 21 verschieben“ an, Status: offen, Fälligkeit: 2026-06-01.')).toMatchObject({
+    expect(
+      action('Lege eine Aufgabe „Heizungswartung Isarstraße 21 verschieben“ an, Status: offen, Fälligkeit: 2026-06-01.'),
+    ).toMatchObject({
       operation: 'create',
       fields: { title: 'Heizungswartung Isarstraße 21 verschieben', status: 'offen', due: '2026-06-01' },
     });
   });
 
   it('update: the record named before the value, never a record named inside the new value', () => {
-    expect(action('Ändere bei Luna die Notiz auf „Tierarzt ist Dr. Anna Berger“.')).toMatchObject({ kind: 'animals', record_id: 'ani-001', fields: { notes: 'Tierarzt ist Dr. Anna Berger' } });
-    expect(action('Ändere bei Luna die Notiz auf Hufschmied Josef Huber kommt am Mittwoch.')).toMatchObject({ record_id: 'ani-001', fields: { notes: 'Hufschmied Josef Huber kommt am Mittwoch' } });
+    expect(action('Ändere bei Luna die Notiz auf „Tierarzt ist Dr. Anna Berger“.')).toMatchObject({
+      kind: 'animals',
+      record_id: 'ani-001',
+      fields: { notes: 'Tierarzt ist Dr. Anna Berger' },
+    });
+    expect(action('Ändere bei Luna die Notiz auf Hufschmied Josef Huber kommt am Mittwoch.')).toMatchObject({
+      record_id: 'ani-001',
+      fields: { notes: 'Hufschmied Josef Huber kommt am Mittwoch' },
+    });
   });
 
   it('update: several fields joined by "und", field words that are also kind words, dates, status and renaming', () => {
-    expect(action('Ändere bei Josef Huber die Firma auf Huber GmbH und die Telefonnummer auf 0170 111')).toMatchObject({ record_id: 'con-002', fields: { company: 'Huber GmbH', phone: '0170 111' } });
+    expect(action('Ändere bei Josef Huber die Firma auf Huber GmbH und die Telefonnummer auf 0170 111')).toMatchObject({
+      record_id: 'con-002',
+      fields: { company: 'Huber GmbH', phone: '0170 111' },
+    });
     expect(action('Ändere bei Josef Huber den Ort auf München')).toMatchObject({ record_id: 'con-002', fields: { city: 'München' } });
-    expect(action('Verschiebe die Aufgabe „Heizungswartung Isarstraße 21“ auf den 2026-05-01')).toMatchObject({ record_id: 'wi-001', fields: { due: '2026-05-01' } });
-    expect(action('Setze die Aufgabe „Heizungswartung Isarstraße 21“ auf erledigt')).toMatchObject({ record_id: 'wi-001', fields: { status: 'erledigt' } });
-    expect(action('Markiere die Aufgabe „Heizungswartung Isarstraße 21“ als erledigt.')).toMatchObject({ fields: { status: 'erledigt' }, before: { status: 'in Arbeit' } });
-    expect(action('Benenne den Kontakt Josef Huber um in Sepp Huber')).toMatchObject({ record_id: 'con-002', fields: { title: 'Sepp Huber' } });
-    expect(action('Ändere den Namen von Josef Huber auf Sepp Huber')).toMatchObject({ record_id: 'con-002', fields: { title: 'Sepp Huber' } });
-    expect(action('Trage bei Josef Huber die Telefonnummer 0170 999 ein.')).toMatchObject({ record_id: 'con-002', fields: { phone: '0170 999' } });
+    expect(action('Verschiebe die Aufgabe „Heizungswartung Isarstraße 21“ auf den 2026-05-01')).toMatchObject({
+      record_id: 'wi-001',
+      fields: { due: '2026-05-01' },
+    });
+    expect(action('Setze die Aufgabe „Heizungswartung Isarstraße 21“ auf erledigt')).toMatchObject({
+      record_id: 'wi-001',
+      fields: { status: 'erledigt' },
+    });
+    expect(action('Markiere die Aufgabe „Heizungswartung Isarstraße 21“ als erledigt.')).toMatchObject({
+      fields: { status: 'erledigt' },
+      before: { status: 'in Arbeit' },
+    });
+    expect(action('Benenne den Kontakt Josef Huber um in Sepp Huber')).toMatchObject({
+      record_id: 'con-002',
+      fields: { title: 'Sepp Huber' },
+    });
+    expect(action('Ändere den Namen von Josef Huber auf Sepp Huber')).toMatchObject({
+      record_id: 'con-002',
+      fields: { title: 'Sepp Huber' },
+    });
+    expect(action('Trage bei Josef Huber die Telefonnummer 0170 999 ein.')).toMatchObject({
+      record_id: 'con-002',
+      fields: { phone: '0170 999' },
+    });
   });
 
   it('the description says exactly what changes, old and new', () => {
@@ -80,12 +112,23 @@ describe('planning one action from a German request', () => {
 
   it('deleting, sending and unreadable requests prepare nothing and say why, in German', () => {
     expect(plan('Lösche den Kontakt Josef Huber')).toMatchObject({ kind: 'unclear', reason: expect.stringMatching(/^Löschen, Versenden/) });
-    expect(plan('Erstelle bitte etwas Schönes.')).toMatchObject({ kind: 'unclear', reason: expect.stringMatching(/welche Art von Eintrag/) });
-    expect(plan('Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf „+49 8041 771230“.')).toMatchObject({ kind: 'unclear', reason: expect.stringMatching(/steht das schon so/) });
+    expect(plan('Erstelle bitte etwas Schönes.')).toMatchObject({
+      kind: 'unclear',
+      reason: expect.stringMatching(/welche Art von Eintrag/),
+    });
+    expect(plan('Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf „+49 8041 771230“.')).toMatchObject({
+      kind: 'unclear',
+      reason: expect.stringMatching(/steht das schon so/),
+    });
   });
 
   it('adversarial input of the largest accepted size (4 000 characters) is planned without catastrophic backtracking', () => {
-    const heads = ['Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf', 'Lege einen Kontakt „A“ an', 'Trage bei Josef Huber', 'Setze'];
+    const heads = [
+      'Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf',
+      'Lege einen Kontakt „A“ an',
+      'Trage bei Josef Huber',
+      'Setze',
+    ];
     const pads = [' ', ' und', ', ', '„', 'leg ', 'Telefon: ', 'auf ', '\t', '! '];
     for (const head of heads) {
       for (const pad of pads) {

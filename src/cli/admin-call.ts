@@ -22,14 +22,24 @@ export const withAdminTarget = (command: Command): Command =>
  * One admin call on the running emulator the flags name. An emulator that is not there is EXIT.server; its
  * refusals keep their meaning: the exit code of their problem code (src/protocol/problems.ts).
  */
-export async function callAdmin<T>(ctx: ClientContext, flags: AdminTargetFlags, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-  const [{ locateAdmin }, { adminRequest, AdminError }] = await Promise.all([import('../protocol/locate.js'), import('../protocol/admin-client.js')]);
+export async function callAdmin<T>(
+  ctx: ClientContext,
+  flags: AdminTargetFlags,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<T> {
+  const [{ locateAdmin }, { adminRequest, AdminError }] = await Promise.all([
+    import('../protocol/locate.js'),
+    import('../protocol/admin-client.js'),
+  ]);
   const found = await locateAdmin({ ...flags, env: ctx.env, cwd: ctx.cwd })();
   if ('unavailable' in found) throw new CliError(found.unavailable, EXIT.server);
   try {
     return await adminRequest<T>(found, method, path, body);
   } catch (e) {
-    if (!(e instanceof AdminError)) throw new CliError(`the emulator does not answer at ${found.adminUrl} (${(e as Error).message})`, EXIT.server);
+    if (!(e instanceof AdminError))
+      throw new CliError(`the emulator does not answer at ${found.adminUrl} (${(e as Error).message})`, EXIT.server);
     throw new CliError(e.message, CLIENT_EXIT[e.kind]);
   }
 }

@@ -47,12 +47,18 @@ export class CliError extends AgentAccessError {
 export function describeCliError(error: unknown): { message: string; exitCode: number } {
   if (error instanceof CliError) return { message: error.message, exitCode: error.exitCode };
   if (error instanceof ClientError) return { message: error.message, exitCode: CLIENT_EXIT[error.kind] };
-  if (error instanceof StateLockedError) return { message: `${error.message}. Stop the other process, or use another --state file.`, exitCode: exitCodeOf(error.code) };
+  if (error instanceof StateLockedError)
+    return { message: `${error.message}. Stop the other process, or use another --state file.`, exitCode: exitCodeOf(error.code) };
   if (error instanceof OAuthError) return { message: `${error.error}: ${error.message}`, exitCode: exitCodeOf(error.code) };
   if (error instanceof AgentAccessError) return { message: error.message, exitCode: exitCodeOf(error.code) };
   const err = error as NodeJS.ErrnoException;
-  if (err?.code === 'EADDRINUSE') return { message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.`, exitCode: EXIT.failure };
-  if (err?.code === 'EACCES' && err.syscall === 'listen') return { message: `not allowed to listen: ${err.message}`, exitCode: EXIT.failure };
+  if (err?.code === 'EADDRINUSE')
+    return {
+      message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.`,
+      exitCode: EXIT.failure,
+    };
+  if (err?.code === 'EACCES' && err.syscall === 'listen')
+    return { message: `not allowed to listen: ${err.message}`, exitCode: EXIT.failure };
   return { message: err?.stack ?? String(error), exitCode: EXIT.failure };
 }
 

@@ -61,9 +61,11 @@ export function parseRetentionFlag(value: string, previous: Partial<Retention> =
   const result = { ...previous };
   for (const part of value.split(',')) {
     const [name, duration] = part.split('=').map((s) => s.trim());
-    if (!name || !Object.hasOwn(RETENTION_NAMES, name)) throw new InvalidArgumentError(`unknown kind "${name ?? ''}"; use ${Object.keys(RETENTION_NAMES).join(', ')} (e.g. jobs=1d)`);
+    if (!name || !Object.hasOwn(RETENTION_NAMES, name))
+      throw new InvalidArgumentError(`unknown kind "${name ?? ''}"; use ${Object.keys(RETENTION_NAMES).join(', ')} (e.g. jobs=1d)`);
     const millis = duration ? ms(duration as StringValue) : undefined;
-    if (millis === undefined || !Number.isFinite(millis) || millis <= 0) throw new InvalidArgumentError(`${name}=${duration ?? ''}: a duration is like 30m, 12h or 7d`);
+    if (millis === undefined || !Number.isFinite(millis) || millis <= 0)
+      throw new InvalidArgumentError(`${name}=${duration ?? ''}: a duration is like 30m, 12h or 7d`);
     result[RETENTION_NAMES[name as keyof typeof RETENTION_NAMES]] = millis;
   }
   return result;
@@ -75,9 +77,15 @@ export function parseRetentionFlag(value: string, previous: Partial<Retention> =
  */
 export function parseConsentFlag(value: string): { clientId: string | null; policy: ConsentPolicy } {
   const match = /^(?:([^:=\s]+):)?(page|approve|deny)(?:=(.+))?$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError(`"${value}" is not a consent policy; use page, approve, deny or approve=SCOPE,SCOPE, optionally prefixed CLIENT_ID:`);
+  if (!match)
+    throw new InvalidArgumentError(
+      `"${value}" is not a consent policy; use page, approve, deny or approve=SCOPE,SCOPE, optionally prefixed CLIENT_ID:`,
+    );
   const [, clientId, decision, scopes] = match;
-  return { clientId: clientId ?? null, policy: validated(() => parseConsentPolicy({ decision: decision!, scopes: scopes?.split(/[,\s]+/).filter(Boolean) })) };
+  return {
+    clientId: clientId ?? null,
+    policy: validated(() => parseConsentPolicy({ decision: decision!, scopes: scopes?.split(/[,\s]+/).filter(Boolean) })),
+  };
 }
 
 const NUMERIC_FAULT_FIELDS: ReadonlySet<string> = new Set(['count', 'rate', 'status', 'ms', 'retry_after', 'after_requests']);

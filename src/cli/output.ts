@@ -10,4 +10,10 @@ export function table(rows: string[][]): string {
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
 }
 
-export const time = (ms: number | null | undefined): string => (ms ? new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-');
+export const time = (ms: number | null | undefined): string =>
+  ms
+    ? new Date(ms)
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, 'Z')
+    : '-';

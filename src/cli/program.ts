@@ -13,7 +13,10 @@ const COMMAND_MODULES: Array<{ names: readonly string[]; load: (ctx: ClientConte
   { names: ['dashboard'], load: async (ctx) => [(await import('./commands/dashboard.js')).dashboardCommand(ctx)] },
   { names: ['clock'], load: async (ctx) => [(await import('./commands/clock.js')).clockCommand(ctx)] },
   { names: ['snapshot'], load: async (ctx) => [(await import('./commands/snapshot.js')).snapshotCommand(ctx)] },
-  { names: ['login', 'token', 'status', 'logout', 'decode'], load: async (ctx) => (await import('./commands/client.js')).clientCommands(ctx) },
+  {
+    names: ['login', 'token', 'status', 'logout', 'decode'],
+    load: async (ctx) => (await import('./commands/client.js')).clientCommands(ctx),
+  },
   { names: ['ask', 'research', 'train'], load: async (ctx) => (await import('./commands/api.js')).apiCommands(ctx) },
 ];
 

@@ -52,7 +52,10 @@ interface Log {
 /** With --ui the terminal belongs to the dashboard: the log goes to a file beside the state (0600). */
 async function openLog(flags: ServeFlags): Promise<Log> {
   if (!flags.ui) return { write: (text) => void process.stderr.write(text), file: null, close: async () => undefined };
-  const file = resolve(flags.logFile ?? (flags.inMemory ? '.agent-access/serve.log' : `${resolve(flags.state ?? DEFAULT_STATE_FILE).replace(/\.json$/i, '')}.log`));
+  const file = resolve(
+    flags.logFile ??
+      (flags.inMemory ? '.agent-access/serve.log' : `${resolve(flags.state ?? DEFAULT_STATE_FILE).replace(/\.json$/i, '')}.log`),
+  );
   let handle;
   try {
     await mkdir(dirname(file), { recursive: true });
@@ -80,7 +83,11 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   try {
     if (flags.ui) {
       // The dashboard reaches the admin API over loopback; a bind to one other address would leave it outside.
-      if (!isLoopbackBind(flags.host) && flags.host !== '0.0.0.0' && flags.host !== '::') throw new CliError(`serve --ui needs a loopback or wildcard --host (the dashboard talks to the admin API over loopback), not ${flags.host}`, EXIT.usage);
+      if (!isLoopbackBind(flags.host) && flags.host !== '0.0.0.0' && flags.host !== '::')
+        throw new CliError(
+          `serve --ui needs a loopback or wildcard --host (the dashboard talks to the admin API over loopback), not ${flags.host}`,
+          EXIT.usage,
+        );
       requireTerminal('serve --ui');
     }
     log = await openLog(flags);
@@ -105,9 +112,14 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         ...(flags.researchDuration !== undefined ? { researchRunMs: flags.researchDuration } : {}),
         ...(flags.trainingStep !== undefined ? { trainingStepMs: flags.trainingStep } : {}),
       },
-      prices: { ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}), ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}) },
+      prices: {
+        ...(flags.priceAsk !== undefined ? { ask: flags.priceAsk } : {}),
+        ...(flags.priceResearch !== undefined ? { research: flags.priceResearch } : {}),
+      },
       // Without a seed, a short random one: announced, so a run can be repeated with it.
-      ...(flags.varyUnspecified !== undefined ? { varyUnspecified: { seed: flags.varyUnspecified === true ? randomInt(1_000_000) : flags.varyUnspecified } } : {}),
+      ...(flags.varyUnspecified !== undefined
+        ? { varyUnspecified: { seed: flags.varyUnspecified === true ? randomInt(1_000_000) : flags.varyUnspecified } }
+        : {}),
       // One line each, on stderr (never stdout, which carries the ready line); with --ui in the log as well.
       onNotice: (line) => {
         process.stderr.write(`agent-access: ${line}\n`);
@@ -147,7 +159,11 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         `  auth_url  ${ready.auth_url}   (authorize, consent, ${ready.auth_url}/settings)`,
         `  metadata  ${ready.base_url}/.well-known/oauth-authorization-server`,
         `  state     ${ready.state ?? 'in memory'}`,
-        ...(emulator.varyUnspecified ? [`  varying   what the spec leaves open, seed ${emulator.varyUnspecified.seed} (--vary-unspecified=${emulator.varyUnspecified.seed} repeats it; see the Agent-Access-Variant header)`] : []),
+        ...(emulator.varyUnspecified
+          ? [
+              `  varying   what the spec leaves open, seed ${emulator.varyUnspecified.seed} (--vary-unspecified=${emulator.varyUnspecified.seed} repeats it; see the Agent-Access-Variant header)`,
+            ]
+          : []),
         '  Ctrl+C stops it.',
         '',
       ].join('\n'),
@@ -157,8 +173,15 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     emulator.core.events.subscribe((event) => {
       if (event.name === 'request.served') {
         const d = event.data;
-        log.write(`${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}${d.variant ? ` variant: ${d.variant}` : ''}\n`);
-      } else if (event.name === 'family.invalidated' || event.name === 'grant.revoked' || event.name === 'code.replayed' || event.name.startsWith('fault.')) {
+        log.write(
+          `${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}${d.variant ? ` variant: ${d.variant}` : ''}\n`,
+        );
+      } else if (
+        event.name === 'family.invalidated' ||
+        event.name === 'grant.revoked' ||
+        event.name === 'code.replayed' ||
+        event.name.startsWith('fault.')
+      ) {
         log.write(`${new Date(event.at).toISOString()} ${event.name} ${JSON.stringify(event.data)}\n`);
       }
     });

@@ -25,7 +25,10 @@ export interface StateTarget {
 
 class FileTarget implements StateTarget {
   readonly via = 'file';
-  constructor(private readonly core: Core, private readonly release: () => Promise<void>) {}
+  constructor(
+    private readonly core: Core,
+    private readonly release: () => Promise<void>,
+  ) {}
   async listGrants(filter: { person_id?: string; client_id?: string }) {
     return listGrants(this.core, filter);
   }
@@ -34,7 +37,10 @@ class FileTarget implements StateTarget {
     return listGrants(this.core).find((g) => g.id === id) as GrantView;
   }
   async charges() {
-    return chargesReport(this.core, committedEntries(await this.core.persistence.readLedger(), ledgerFileFor(this.core.persistence.location!)));
+    return chargesReport(
+      this.core,
+      committedEntries(await this.core.persistence.readLedger(), ledgerFileFor(this.core.persistence.location!)),
+    );
   }
   async close() {
     await this.core.persistence.close();
@@ -50,7 +56,11 @@ class EmulatorTarget implements StateTarget {
     try {
       return await adminRequest<T>({ adminUrl: this.admin.admin_url, token: this.admin.admin_token }, method, path);
     } catch (e) {
-      if (!(e instanceof AdminError)) throw new CliError(`the emulator that holds the state file (pid ${this.admin.pid}) does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it is stopped (Ctrl+Z), let it continue; if it died, retry in a few seconds`, EXIT.server);
+      if (!(e instanceof AdminError))
+        throw new CliError(
+          `the emulator that holds the state file (pid ${this.admin.pid}) does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it is stopped (Ctrl+Z), let it continue; if it died, retry in a few seconds`,
+          EXIT.server,
+        );
       if (e.kind === 'not_found') throw new CliError(e.message, EXIT.notFound);
       throw new CliError(`the emulator answered ${e.status}: ${e.message}`, CLIENT_EXIT[e.kind]);
     }
@@ -104,5 +114,8 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
       throw e;
     }
   }
-  throw new CliError(`state file ${file} is locked by another process and no running emulator announced itself (${adminFileFor(file)})`, EXIT.state);
+  throw new CliError(
+    `state file ${file} is locked by another process and no running emulator announced itself (${adminFileFor(file)})`,
+    EXIT.state,
+  );
 }

@@ -21,7 +21,6 @@ export function normalizeBaseUrl(value: string, from: string): string {
   return url.toString().replace(/\/+$/, '');
 }
 
-
 /** An emulator started with `agent-access serve` in this directory (its default state file) that is still running. */
 export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> {
   const admin = await readAdminFile(adminFileFor(resolve(cwd, DEFAULT_STATE_FILE)));
@@ -30,7 +29,7 @@ export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> 
   try {
     const url = new URL(admin.base_url);
     if (url.protocol !== 'http:' || !isLoopbackHost(url.hostname)) return null;
-    return normalizeBaseUrl(admin.base_url, 'the emulator\'s admin file');
+    return normalizeBaseUrl(admin.base_url, "the emulator's admin file");
   } catch {
     return null;
   }
@@ -40,7 +39,11 @@ export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> 
  * Which server a command talks to: `--base-url`, else `$AGENT_ACCESS_BASE_URL`, else an emulator running from
  * this directory, else the server of the newest login. Explicit settings win over discovery.
  */
-export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefined, store: TokenStore): Promise<{ baseUrl: string; source: BaseUrlSource }> {
+export async function resolveBaseUrl(
+  ctx: ClientContext,
+  flag: string | undefined,
+  store: TokenStore,
+): Promise<{ baseUrl: string; source: BaseUrlSource }> {
   if (flag) return { baseUrl: normalizeBaseUrl(flag, '--base-url'), source: 'flag' };
   const fromEnv = ctx.env[ENV.baseUrl]?.trim();
   if (fromEnv) return { baseUrl: normalizeBaseUrl(fromEnv, ENV.baseUrl), source: 'env' };

@@ -30,7 +30,15 @@ export interface RetryPolicy {
 export const DEFAULT_RETRY: RetryPolicy = { attempts: 4, maxWaitMs: 30_000 };
 
 /** Network failures after which the request may be sent again (the server may not have seen it). */
-const TRANSIENT_NETWORK = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const TRANSIENT_NETWORK = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
 
 /**
  * The client's HTTP: one undici agent per command run (closed at its end so the process exits at once),
@@ -154,12 +162,20 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
   const detail = challenge.error_description ?? errorDetail(res);
   switch (res.status) {
     case 401:
-      return new ClientError('auth_required', `${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`, 'client.auth_required');
+      return new ClientError(
+        'auth_required',
+        `${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`,
+        'client.auth_required',
+      );
     case 403:
       if (challenge.error === 'insufficient_scope' || challenge.scope) {
         const scope = challenge.scope ?? textOf((res.body as Record<string, unknown> | undefined)?.scope);
         const wanted = [...new Set([...heldScope.split(' '), ...scope.split(' ')].filter(Boolean))].join(' ');
-        return new ClientError('denied', `${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${wanted}"\``, 'client.insufficient_scope');
+        return new ClientError(
+          'denied',
+          `${route} needs the scope "${scope}", which this login does not hold. Log in with it: \`agent-access login --scope "${wanted}"\``,
+          'client.insufficient_scope',
+        );
       }
       return new ClientError('denied', `${route}: refused (${detail})`, 'client.forbidden');
     case 404:
@@ -180,6 +196,10 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
       );
     }
     default:
-      return new ClientError(res.status >= 500 ? 'server' : 'failed', `${route}: ${res.status >= 500 ? 'server error' : 'refused'} ${res.status}: ${detail}`, 'client.http_error');
+      return new ClientError(
+        res.status >= 500 ? 'server' : 'failed',
+        `${route}: ${res.status >= 500 ? 'server error' : 'refused'} ${res.status}: ${detail}`,
+        'client.http_error',
+      );
   }
 }

@@ -43,9 +43,17 @@ export function checkScopes(scope: string, supported?: string[]): string {
   const scopes = splitScope(scope.replace(/[,\s]+/g, ' '));
   if (scopes.length === 0) throw new ClientError('usage', '--scope is empty: name at least one scope, e.g. --scope ask');
   const retired = scopes.filter(isRetiredScope);
-  if (retired.length) throw new ClientError('usage', `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`);
+  if (retired.length)
+    throw new ClientError(
+      'usage',
+      `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`,
+    );
   const unknown = supported ? scopes.filter((s) => !supported.includes(s)) : [];
-  if (unknown.length) throw new ClientError('usage', `the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`);
+  if (unknown.length)
+    throw new ClientError(
+      'usage',
+      `the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`,
+    );
   return scopes.join(' ');
 }
 
@@ -65,7 +73,11 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
   const receiver = await LoopbackReceiver.listen<Done>(options.callbackPort, async (url): Promise<CallbackOutcome<Done>> => {
     if (!pending || url.searchParams.get('state') !== pending.state) {
       // A stale tab, a reload after the first answer, or a forged request: not ours, keep waiting for the real redirect.
-      return { status: 400, title: 'Unbekannte Anmeldung', message: 'Diese Antwort gehört zu keiner laufenden Anmeldung von agent-access. Sie können diesen Tab schließen.' };
+      return {
+        status: 400,
+        title: 'Unbekannte Anmeldung',
+        message: 'Diese Antwort gehört zu keiner laufenden Anmeldung von agent-access. Sie können diesen Tab schließen.',
+      };
     }
     // Single use (RFC 6749 §10.12): taken before anything is awaited, so a reload cannot exchange the code twice.
     const p = pending;
@@ -75,17 +87,49 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
       params = validateRedirect(discovered.as, p.clientId, url, p.state);
     } catch (e) {
       if (e instanceof oauth.AuthorizationResponseError && e.error === 'access_denied') {
-        return { status: 200, title: 'Zugriff abgelehnt', message: 'Sie haben den Zugriff abgelehnt; agent-access erhält keine Tokens. Sie können diesen Tab schließen.', done: { error: new ClientError('denied', 'access denied: the person clicked "Ablehnen" on the consent screen; no tokens were issued', 'client.access_denied') } };
+        return {
+          status: 200,
+          title: 'Zugriff abgelehnt',
+          message: 'Sie haben den Zugriff abgelehnt; agent-access erhält keine Tokens. Sie können diesen Tab schließen.',
+          done: {
+            error: new ClientError(
+              'denied',
+              'access denied: the person clicked "Ablehnen" on the consent screen; no tokens were issued',
+              'client.access_denied',
+            ),
+          },
+        };
       }
       const failure = oauthFailure('authorization', e);
-      return { status: 400, title: 'Anmeldung fehlgeschlagen', message: `${failure.message}. Sie können diesen Tab schließen.`, done: { error: failure } };
+      return {
+        status: 400,
+        title: 'Anmeldung fehlgeschlagen',
+        message: `${failure.message}. Sie können diesen Tab schließen.`,
+        done: { error: failure },
+      };
     }
     try {
-      const tokens = await exchangeCode(session.http, discovered.as, { clientId: p.clientId, redirectUri: p.redirectUri, params, verifier: p.verifier, resource });
-      return { status: 200, title: 'Anmeldung abgeschlossen', message: 'agent-access ist angemeldet. Sie können diesen Tab jetzt schließen.', done: { value: { tokens, clientId: p.clientId, redirectUri: p.redirectUri } } };
+      const tokens = await exchangeCode(session.http, discovered.as, {
+        clientId: p.clientId,
+        redirectUri: p.redirectUri,
+        params,
+        verifier: p.verifier,
+        resource,
+      });
+      return {
+        status: 200,
+        title: 'Anmeldung abgeschlossen',
+        message: 'agent-access ist angemeldet. Sie können diesen Tab jetzt schließen.',
+        done: { value: { tokens, clientId: p.clientId, redirectUri: p.redirectUri } },
+      };
     } catch (e) {
       const failure = oauthFailure('code exchange', e);
-      return { status: 502, title: 'Anmeldung fehlgeschlagen', message: `${failure.message}. Sie können diesen Tab schließen.`, done: { error: failure } };
+      return {
+        status: 502,
+        title: 'Anmeldung fehlgeschlagen',
+        message: `${failure.message}. Sie können diesen Tab schließen.`,
+        done: { error: failure },
+      };
     }
   });
 
@@ -97,7 +141,17 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
     receiver.abort(error);
   };
   const offInterrupt = ctx.onInterrupt?.(() => end(new ClientError('interrupted', 'login cancelled', 'client.cancelled')));
-  const timer = setTimeout(() => end(new ClientError('failed', `no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`, 'client.login_timeout')), options.timeoutMs);
+  const timer = setTimeout(
+    () =>
+      end(
+        new ClientError(
+          'failed',
+          `no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`,
+          'client.login_timeout',
+        ),
+      ),
+    options.timeoutMs,
+  );
   try {
     const redirectUri = `http://127.0.0.1:${receiver.port}${CALLBACK_PATH}`;
     const { clientId, fresh } = await clientFor(session, discovered, { scope, resource, redirectUri });
@@ -106,22 +160,34 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
     pending = { clientId, state: request.state, verifier: request.verifier, redirectUri };
 
     if (options.browser === 'none') {
-      void answerWithoutBrowser(session, request.url, new URL(redirectUri).origin).catch((e: unknown) => end(e instanceof ClientError ? e : new ClientError('failed', (e as Error).message)));
+      void answerWithoutBrowser(session, request.url, new URL(redirectUri).origin).catch((e: unknown) =>
+        end(e instanceof ClientError ? e : new ClientError('failed', (e as Error).message)),
+      );
     } else if (options.browser === 'open') {
       ctx.stderr.write(`Opening the consent page in your browser. If it does not open, visit:\n  ${request.url}\n`);
-      await ctx.openUrl(request.url).catch((e: Error) => ctx.stderr.write(`agent-access: could not open a browser (${e.message}); open the URL above yourself\n`));
+      await ctx
+        .openUrl(request.url)
+        .catch((e: Error) => ctx.stderr.write(`agent-access: could not open a browser (${e.message}); open the URL above yourself\n`));
     } else {
       ctx.stderr.write(`Open this URL in a browser to log in:\n  ${request.url}\n`);
     }
     const where = new URL(request.url).origin;
-    progress = new Progress(ctx, options.browser === 'none' ? `Requesting the consent page on ${where} without a browser…` : `Waiting for the consent page on ${where} (Ctrl-C cancels)…`);
+    progress = new Progress(
+      ctx,
+      options.browser === 'none'
+        ? `Requesting the consent page on ${where} without a browser…`
+        : `Waiting for the consent page on ${where} (Ctrl-C cancels)…`,
+    );
     const done = await receiver.result;
     progress.stop();
     progress = undefined;
 
     const now = ctx.clock.now();
     const stored = loginFrom(done.tokens, now, { client_id: done.clientId, redirect_uri: REGISTERED_REDIRECT_URI, resource });
-    await session.store.update(session.baseUrl, async (record) => ({ record: { ...record, issuer: discovered.as.issuer, login: stored }, result: undefined }));
+    await session.store.update(session.baseUrl, async (record) => ({
+      record: { ...record, issuer: discovered.as.issuer, login: stored },
+      result: undefined,
+    }));
     return describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh);
   } finally {
     progress?.stop();
@@ -141,14 +207,27 @@ async function answerWithoutBrowser(session: Session, url: string, listener: str
   if (answer.status >= 300 && answer.status < 400 && typeof location === 'string') {
     const target = new URL(location, url);
     // Only our own listener: an error redirect elsewhere would be a server bug, and no code goes anywhere else.
-    if (target.origin !== listener) throw new ClientError('failed', `the authorization endpoint redirected to ${target.origin}, not to this login's listener ${listener}`, 'client.login_redirect');
+    if (target.origin !== listener)
+      throw new ClientError(
+        'failed',
+        `the authorization endpoint redirected to ${target.origin}, not to this login's listener ${listener}`,
+        'client.login_redirect',
+      );
     await session.http.send({ method: 'GET', url: target.href });
     return;
   }
   if (answer.status === 200) {
-    throw new ClientError('denied', 'the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve --consent approve, or consent.set in test code)', 'client.consent_needs_person');
+    throw new ClientError(
+      'denied',
+      'the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve --consent approve, or consent.set in test code)',
+      'client.consent_needs_person',
+    );
   }
-  throw new ClientError('failed', `the authorization endpoint answered ${answer.status}: ${answer.text.slice(0, 300)}`, 'client.login_failed');
+  throw new ClientError(
+    'failed',
+    `the authorization endpoint answered ${answer.status}: ${answer.text.slice(0, 300)}`,
+    'client.login_failed',
+  );
 }
 
 /**
@@ -156,12 +235,18 @@ async function answerWithoutBrowser(session: Session, url: string, listener: str
  * against the authorization endpoint: a server that forgot it (an emulator started afresh) answers with an error
  * page instead of a redirect, and the client is registered again instead of sending the person there.
  */
-async function clientFor(session: Session, discovered: Discovered, p: { scope: string; resource: string | null; redirectUri: string }): Promise<{ clientId: string; fresh: boolean }> {
+async function clientFor(
+  session: Session,
+  discovered: Discovered,
+  p: { scope: string; resource: string | null; redirectUri: string },
+): Promise<{ clientId: string; fresh: boolean }> {
   const { as } = discovered;
   const cached = await session.store.read(session.baseUrl);
   const known = cached.issuer === as.issuer ? cached.clients[REGISTERED_REDIRECT_URI] : undefined;
   if (known) {
-    const probe = new URL((await authorizationRequest(as, { clientId: known.client_id, redirectUri: p.redirectUri, scope: p.scope, resource: p.resource })).url);
+    const probe = new URL(
+      (await authorizationRequest(as, { clientId: known.client_id, redirectUri: p.redirectUri, scope: p.scope, resource: p.resource })).url,
+    );
     // Without its PKCE challenge the request stops before consent (a known client gets an error redirect, an unknown
     // one an error page), so probing never shows a page nor lets a consent policy answer it.
     probe.searchParams.delete('code_challenge');
@@ -172,7 +257,17 @@ async function clientFor(session: Session, discovered: Discovered, p: { scope: s
   const registeredAt = session.ctx.clock.now();
   await session.store.update(session.baseUrl, async (record) => {
     const clients = record.issuer === as.issuer ? record.clients : {};
-    return { record: { ...record, issuer: as.issuer, clients: { ...clients, [REGISTERED_REDIRECT_URI]: { client_id: clientId, redirect_uri: REGISTERED_REDIRECT_URI, registered_at: registeredAt } } }, result: undefined };
+    return {
+      record: {
+        ...record,
+        issuer: as.issuer,
+        clients: {
+          ...clients,
+          [REGISTERED_REDIRECT_URI]: { client_id: clientId, redirect_uri: REGISTERED_REDIRECT_URI, registered_at: registeredAt },
+        },
+      },
+      result: undefined,
+    };
   });
   return { clientId, fresh: true };
 }

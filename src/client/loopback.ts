@@ -39,7 +39,11 @@ export class LoopbackReceiver<T> {
         return;
       }
       if (finished) {
-        send(res, { status: 410, title: 'Bereits abgeschlossen', message: 'Diese Anmeldung ist schon abgeschlossen. Sie können diesen Tab schließen.' });
+        send(res, {
+          status: 410,
+          title: 'Bereits abgeschlossen',
+          message: 'Diese Anmeldung ist schon abgeschlossen. Sie können diesen Tab schließen.',
+        });
         return;
       }
       // The base is fixed: the Host header is the sender's to choose and must not decide anything (or throw).
@@ -94,5 +98,11 @@ function send(res: ServerResponse, outcome: { status: number; title: string; mes
     'referrer-policy': 'no-referrer',
     'x-content-type-options': 'nosniff',
   });
-  res.end(page(`${outcome.title} · agent-access`, html`<h1>${outcome.title}</h1><p role="status">${outcome.message}</p>`));
+  res.end(
+    page(
+      `${outcome.title} · agent-access`,
+      html`<h1>${outcome.title}</h1>
+        <p role="status">${outcome.message}</p>`,
+    ),
+  );
 }

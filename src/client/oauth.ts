@@ -15,8 +15,12 @@ export const CLIENT_NAME = 'agent-access CLI';
 /** Plain http is allowed for loopback servers only (the local emulator); everything else must be https. */
 function requestOptions(http: HttpClient, url: string) {
   const { protocol, hostname } = new URL(url);
-  if (protocol === 'http:' && !isLoopbackHost(hostname)) throw new ClientError('usage', `refusing plain http to ${new URL(url).origin}: only loopback servers may use http`);
-  return { [oauth.customFetch]: http.fetch as unknown as typeof fetch, ...(protocol === 'http:' ? { [oauth.allowInsecureRequests]: true } : {}) };
+  if (protocol === 'http:' && !isLoopbackHost(hostname))
+    throw new ClientError('usage', `refusing plain http to ${new URL(url).origin}: only loopback servers may use http`);
+  return {
+    [oauth.customFetch]: http.fetch as unknown as typeof fetch,
+    ...(protocol === 'http:' ? { [oauth.allowInsecureRequests]: true } : {}),
+  };
 }
 
 /** oauth4webapi's errors as one line each, of the kind that fits. */
@@ -24,15 +28,24 @@ export function oauthFailure(step: string, e: unknown): ClientError {
   if (e instanceof ClientError) return e;
   if (e instanceof oauth.ResponseBodyError) {
     const kind = e.status >= 500 ? 'server' : e.error === 'invalid_grant' ? 'auth_required' : 'failed';
-    return new ClientError(kind, `${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''} (HTTP ${e.status})`, `oauth.${e.error}`);
+    return new ClientError(
+      kind,
+      `${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''} (HTTP ${e.status})`,
+      `oauth.${e.error}`,
+    );
   }
   if (e instanceof oauth.AuthorizationResponseError) {
-    return new ClientError(e.error === 'access_denied' ? 'denied' : 'failed', `${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''}`, `oauth.${e.error}`);
+    return new ClientError(
+      e.error === 'access_denied' ? 'denied' : 'failed',
+      `${step}: ${e.error}${e.error_description ? `: ${e.error_description}` : ''}`,
+      `oauth.${e.error}`,
+    );
   }
   const err = e as Error & { code?: string; cause?: unknown };
   const cause = err.cause instanceof Response ? ` (HTTP ${err.cause.status} from ${err.cause.url})` : '';
   const network = (err.cause as { code?: string } | undefined)?.code;
-  if (err instanceof TypeError && network) return new ClientError('unreachable', `${step}: cannot reach the server (${network})`, 'client.unreachable');
+  if (err instanceof TypeError && network)
+    return new ClientError('unreachable', `${step}: cannot reach the server (${network})`, 'client.unreachable');
   return new ClientError('failed', `${step}: ${err.message ?? String(e)}${cause}`, 'oauth.failed');
 }
 
@@ -44,7 +57,10 @@ export async function discover(http: HttpClient, baseUrl: string): Promise<Disco
   const resourceId = new URL(`${baseUrl}/mcp`);
   let rs: oauth.ResourceServer;
   try {
-    rs = await oauth.processResourceDiscoveryResponse(resourceId, await oauth.resourceDiscoveryRequest(resourceId, requestOptions(http, baseUrl)));
+    rs = await oauth.processResourceDiscoveryResponse(
+      resourceId,
+      await oauth.resourceDiscoveryRequest(resourceId, requestOptions(http, baseUrl)),
+    );
   } catch (e) {
     throw oauthFailure(`discovery of ${baseUrl}/.well-known/oauth-protected-resource/mcp`, e);
   }
@@ -53,12 +69,17 @@ export async function discover(http: HttpClient, baseUrl: string): Promise<Disco
   const issuer = new URL(issuerText);
   let as: oauth.AuthorizationServer;
   try {
-    as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...requestOptions(http, issuerText) }));
+    as = await oauth.processDiscoveryResponse(
+      issuer,
+      await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...requestOptions(http, issuerText) }),
+    );
   } catch (e) {
     throw oauthFailure(`discovery of the authorization server ${issuerText}`, e);
   }
-  if (!as.code_challenge_methods_supported?.includes('S256')) throw new ClientError('server', `${issuerText} does not announce PKCE with S256 (code_challenge_methods_supported)`);
-  if (!as.authorization_endpoint || !as.token_endpoint) throw new ClientError('server', `${issuerText} announces no authorization or token endpoint`);
+  if (!as.code_challenge_methods_supported?.includes('S256'))
+    throw new ClientError('server', `${issuerText} does not announce PKCE with S256 (code_challenge_methods_supported)`);
+  if (!as.authorization_endpoint || !as.token_endpoint)
+    throw new ClientError('server', `${issuerText} announces no authorization or token endpoint`);
   return { as, resource: rs.resource };
 }
 
@@ -70,7 +91,13 @@ export async function registerClient(http: HttpClient, as: oauth.AuthorizationSe
   try {
     const response = await oauth.dynamicClientRegistrationRequest(
       as,
-      { client_name: CLIENT_NAME, redirect_uris: [redirectUri], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' },
+      {
+        client_name: CLIENT_NAME,
+        redirect_uris: [redirectUri],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      },
       requestOptions(http, as.registration_endpoint),
     );
     return (await oauth.processDynamicClientRegistrationResponse(response)).client_id;
@@ -86,7 +113,10 @@ export interface AuthorizationRequest {
 }
 
 /** Spec 4.2: PKCE S256 and a single-use state; `resource` unless an identity token is wanted. */
-export async function authorizationRequest(as: oauth.AuthorizationServer, p: { clientId: string; redirectUri: string; scope: string; resource: string | null }): Promise<AuthorizationRequest> {
+export async function authorizationRequest(
+  as: oauth.AuthorizationServer,
+  p: { clientId: string; redirectUri: string; scope: string; resource: string | null },
+): Promise<AuthorizationRequest> {
   const verifier = oauth.generateRandomCodeVerifier();
   const state = oauth.generateRandomState();
   const url = new URL(as.authorization_endpoint!);
@@ -108,27 +138,48 @@ export function validateRedirect(as: oauth.AuthorizationServer, clientId: string
 
 const extra = (resource: string | null) => (resource ? { additionalParameters: { resource } } : {});
 
-export async function exchangeCode(http: HttpClient, as: oauth.AuthorizationServer, p: { clientId: string; redirectUri: string; params: URLSearchParams; verifier: string; resource: string | null }): Promise<oauth.TokenEndpointResponse> {
+export async function exchangeCode(
+  http: HttpClient,
+  as: oauth.AuthorizationServer,
+  p: { clientId: string; redirectUri: string; params: URLSearchParams; verifier: string; resource: string | null },
+): Promise<oauth.TokenEndpointResponse> {
   try {
     const client = publicClient(p.clientId);
-    const response = await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), p.params, p.redirectUri, p.verifier, { ...extra(p.resource), ...requestOptions(http, as.token_endpoint!) });
+    const response = await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), p.params, p.redirectUri, p.verifier, {
+      ...extra(p.resource),
+      ...requestOptions(http, as.token_endpoint!),
+    });
     return await oauth.processAuthorizationCodeResponse(as, client, response);
   } catch (e) {
     throw oauthFailure('code exchange', e);
   }
 }
 
-export async function refreshTokens(http: HttpClient, as: oauth.AuthorizationServer, p: { clientId: string; refreshToken: string; resource: string | null }): Promise<oauth.TokenEndpointResponse> {
+export async function refreshTokens(
+  http: HttpClient,
+  as: oauth.AuthorizationServer,
+  p: { clientId: string; refreshToken: string; resource: string | null },
+): Promise<oauth.TokenEndpointResponse> {
   const client = publicClient(p.clientId);
-  const response = await oauth.refreshTokenGrantRequest(as, client, oauth.None(), p.refreshToken, { ...extra(p.resource), ...requestOptions(http, as.token_endpoint!) });
+  const response = await oauth.refreshTokenGrantRequest(as, client, oauth.None(), p.refreshToken, {
+    ...extra(p.resource),
+    ...requestOptions(http, as.token_endpoint!),
+  });
   return oauth.processRefreshTokenResponse(as, client, response);
 }
 
 /** RFC 7009. Returns false when the server offers no revocation endpoint. */
-export async function revokeToken(http: HttpClient, as: oauth.AuthorizationServer, p: { clientId: string; token: string; hint: 'refresh_token' | 'access_token' }): Promise<boolean> {
+export async function revokeToken(
+  http: HttpClient,
+  as: oauth.AuthorizationServer,
+  p: { clientId: string; token: string; hint: 'refresh_token' | 'access_token' },
+): Promise<boolean> {
   if (!as.revocation_endpoint) return false;
   try {
-    const response = await oauth.revocationRequest(as, publicClient(p.clientId), oauth.None(), p.token, { additionalParameters: { token_type_hint: p.hint }, ...requestOptions(http, as.revocation_endpoint) });
+    const response = await oauth.revocationRequest(as, publicClient(p.clientId), oauth.None(), p.token, {
+      additionalParameters: { token_type_hint: p.hint },
+      ...requestOptions(http, as.revocation_endpoint),
+    });
     await oauth.processRevocationResponse(response);
     return true;
   } catch (e) {

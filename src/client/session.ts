@@ -17,7 +17,12 @@ export class LoginRequiredError extends ClientError {
 }
 
 /** Stored tokens from a token endpoint answer, timed on the client's clock. */
-export function loginFrom(tokens: oauth.TokenEndpointResponse, now: number, base: Pick<StoredLogin, 'client_id' | 'redirect_uri' | 'resource'> & Partial<StoredLogin>, previous?: StoredLogin): StoredLogin {
+export function loginFrom(
+  tokens: oauth.TokenEndpointResponse,
+  now: number,
+  base: Pick<StoredLogin, 'client_id' | 'redirect_uri' | 'resource'> & Partial<StoredLogin>,
+  previous?: StoredLogin,
+): StoredLogin {
   const rotated = typeof tokens.refresh_token === 'string';
   return {
     client_id: base.client_id,
@@ -82,29 +87,39 @@ export class Session {
     // Ctrl-C between the server's rotation and the write would leave a spent refresh token on disk, and the
     // next refresh would be a replay that ends the family: the refresh-and-write step is not interrupted.
     const offInterrupt = this.ctx.onInterrupt?.(() => this.ctx.stderr.write('agent-access: finishing the token refresh first\n'));
-    const outcome = await this.store.update<{ login: StoredLogin } | { error: string }>(this.baseUrl, async (record) => {
-      const current = record.login;
-      if (!current) return { result: { error: `not logged in to ${this.baseUrl} (logged out meanwhile)` } };
-      if (current.refresh_token !== seen.refresh_token || current.access_token !== seen.access_token) return { result: { login: current } };
-      if (!current.refresh_token) return { result: { error: 'the access token expired and the server gave no refresh token' } };
-      const { as } = await this.discover();
-      let tokens: oauth.TokenEndpointResponse;
-      try {
-        tokens = await refreshTokens(this.http, as, { clientId: current.client_id, refreshToken: current.refresh_token, resource: current.resource });
-      } catch (e) {
-        if (e instanceof oauth.ResponseBodyError && (e.error === 'invalid_grant' || e.error === 'invalid_client')) {
-          // Spent for good: keep the client registration, forget the tokens.
-          const why =
-            e.error === 'invalid_grant'
-              ? `the login to ${this.baseUrl} is no longer valid: the grant was revoked or its token family was invalidated (${e.error_description ?? 'invalid_grant'})`
-              : `the server no longer knows client ${current.client_id}`;
-          return { record: { ...record, login: null, clients: e.error === 'invalid_client' ? {} : record.clients }, result: { error: why } };
+    const outcome = await this.store
+      .update<{ login: StoredLogin } | { error: string }>(this.baseUrl, async (record) => {
+        const current = record.login;
+        if (!current) return { result: { error: `not logged in to ${this.baseUrl} (logged out meanwhile)` } };
+        if (current.refresh_token !== seen.refresh_token || current.access_token !== seen.access_token)
+          return { result: { login: current } };
+        if (!current.refresh_token) return { result: { error: 'the access token expired and the server gave no refresh token' } };
+        const { as } = await this.discover();
+        let tokens: oauth.TokenEndpointResponse;
+        try {
+          tokens = await refreshTokens(this.http, as, {
+            clientId: current.client_id,
+            refreshToken: current.refresh_token,
+            resource: current.resource,
+          });
+        } catch (e) {
+          if (e instanceof oauth.ResponseBodyError && (e.error === 'invalid_grant' || e.error === 'invalid_client')) {
+            // Spent for good: keep the client registration, forget the tokens.
+            const why =
+              e.error === 'invalid_grant'
+                ? `the login to ${this.baseUrl} is no longer valid: the grant was revoked or its token family was invalidated (${e.error_description ?? 'invalid_grant'})`
+                : `the server no longer knows client ${current.client_id}`;
+            return {
+              record: { ...record, login: null, clients: e.error === 'invalid_client' ? {} : record.clients },
+              result: { error: why },
+            };
+          }
+          throw oauthFailure('refresh', e);
         }
-        throw oauthFailure('refresh', e);
-      }
-      const login = loginFrom(tokens, this.ctx.clock.now(), current, current);
-      return { record: { ...record, login }, result: { login } };
-    }).finally(() => offInterrupt?.());
+        const login = loginFrom(tokens, this.ctx.clock.now(), current, current);
+        return { record: { ...record, login }, result: { login } };
+      })
+      .finally(() => offInterrupt?.());
     if ('error' in outcome) throw new LoginRequiredError(this.baseUrl, outcome.error);
     return outcome.login;
   }

@@ -121,10 +121,14 @@ export class TokenStore {
     }
     try {
       const record = JSON.parse(text) as ServerRecord;
-      if (typeof record.base_url !== 'string' || (baseUrl !== null && record.base_url !== baseUrl)) throw new Error('it belongs to another server');
+      if (typeof record.base_url !== 'string' || (baseUrl !== null && record.base_url !== baseUrl))
+        throw new Error('it belongs to another server');
       return { ...emptyRecord(record.base_url), ...record, clients: record.clients ?? {} };
     } catch (e) {
-      throw new ClientError('failed', `the token store ${file} is damaged (${(e as Error).message}); delete it and run \`agent-access login\` again`);
+      throw new ClientError(
+        'failed',
+        `the token store ${file} is damaged (${(e as Error).message}); delete it and run \`agent-access login\` again`,
+      );
     }
   }
 

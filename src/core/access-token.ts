@@ -64,7 +64,9 @@ export class AccessTokenSigner {
   /** RFC 9068 §2: a JWS over the claims with header `typ: at+jwt`. The claims are complete, so jose's JWS layer signs them directly. */
   async sign(claims: AccessTokenClaims): Promise<string> {
     const [{ CompactSign }, key] = await Promise.all([loadJose(), this.#private()]);
-    return new CompactSign(encoder.encode(JSON.stringify(claims))).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: this.#key.kid }).sign(key);
+    return new CompactSign(encoder.encode(JSON.stringify(claims)))
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: this.#key.kid })
+      .sign(key);
   }
 
   /**

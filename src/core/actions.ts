@@ -49,20 +49,54 @@ const KIND_WORDS: Array<[RegExp, WorkspaceKind]> = [
 
 /** Field names people use, per kind; the first word of each list is how the description names the field. */
 export const FIELD_WORDS: Record<WorkspaceKind, Record<string, string[]>> = {
-  contacts: { title: ['Name', 'Namen'], company: ['Firma', 'Unternehmen'], role: ['Rolle', 'Funktion'], email: ['E-Mail', 'Email', 'Mail', 'E-Mail-Adresse'], phone: ['Telefon', 'Telefonnummer', 'Tel', 'Handy', 'Handynummer', 'Mobil', 'Mobilnummer'], city: ['Ort', 'Stadt', 'Wohnort'], notes: ['Notiz', 'Notizen', 'Bemerkung'] },
-  work_items: { title: ['Titel'], description: ['Beschreibung'], status: ['Status'], due: ['Fälligkeit', 'fällig', 'Frist', 'Termin', 'Fälligkeitsdatum'], assignee: ['Zuständig', 'Zuständige', 'Zuständiger', 'Bearbeiter', 'verantwortlich'] },
-  letters: { title: ['Betreff', 'Titel'], sender: ['Absender'], recipient: ['Empfänger', 'Empfängerin'], date: ['Datum'], body: ['Text', 'Inhalt'] },
+  contacts: {
+    title: ['Name', 'Namen'],
+    company: ['Firma', 'Unternehmen'],
+    role: ['Rolle', 'Funktion'],
+    email: ['E-Mail', 'Email', 'Mail', 'E-Mail-Adresse'],
+    phone: ['Telefon', 'Telefonnummer', 'Tel', 'Handy', 'Handynummer', 'Mobil', 'Mobilnummer'],
+    city: ['Ort', 'Stadt', 'Wohnort'],
+    notes: ['Notiz', 'Notizen', 'Bemerkung'],
+  },
+  work_items: {
+    title: ['Titel'],
+    description: ['Beschreibung'],
+    status: ['Status'],
+    due: ['Fälligkeit', 'fällig', 'Frist', 'Termin', 'Fälligkeitsdatum'],
+    assignee: ['Zuständig', 'Zuständige', 'Zuständiger', 'Bearbeiter', 'verantwortlich'],
+  },
+  letters: {
+    title: ['Betreff', 'Titel'],
+    sender: ['Absender'],
+    recipient: ['Empfänger', 'Empfängerin'],
+    date: ['Datum'],
+    body: ['Text', 'Inhalt'],
+  },
   documents: { title: ['Titel'], summary: ['Zusammenfassung'], content: ['Inhalt', 'Text'], tags: ['Schlagworte', 'Tags'] },
-  places: { title: ['Name', 'Namen'], address: ['Adresse', 'Anschrift'], city: ['Ort', 'Stadt'], category: ['Kategorie'], notes: ['Notiz', 'Notizen'] },
+  places: {
+    title: ['Name', 'Namen'],
+    address: ['Adresse', 'Anschrift'],
+    city: ['Ort', 'Stadt'],
+    category: ['Kategorie'],
+    notes: ['Notiz', 'Notizen'],
+  },
   listings: { title: ['Titel'], description: ['Beschreibung'], price_eur: ['Preis', 'Miete'], location: ['Lage'], status: ['Status'] },
-  animals: { title: ['Name', 'Namen'], species: ['Tierart', 'Art'], breed: ['Rasse'], born: ['Geburtsdatum', 'geboren'], owner: ['Besitzer', 'Besitzerin', 'Halter', 'Eigentümer'], notes: ['Notiz', 'Notizen'] },
+  animals: {
+    title: ['Name', 'Namen'],
+    species: ['Tierart', 'Art'],
+    breed: ['Rasse'],
+    born: ['Geburtsdatum', 'geboren'],
+    owner: ['Besitzer', 'Besitzerin', 'Halter', 'Eigentümer'],
+    notes: ['Notiz', 'Notizen'],
+  },
 };
 
 export const fieldLabel = (kind: WorkspaceKind, field: string): string => FIELD_WORDS[kind][field]?.[0] ?? field;
 const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const QUOTED = /[„“"»«‚‘'’]([^„“”"»«‚‘’']{1,200})[“”"«»‘’']/;
-const CREATE_VERB = /(?<!\p{L})(erstell|anleg|leg\w*\b.*\ban\b|hinzufüg|füg\w*\b.*\bhinzu\b|trag\w*\b.*\bein\b|schreib|verfass|neue[nrs]?\b)/iu;
+const CREATE_VERB =
+  /(?<!\p{L})(erstell|anleg|leg\w*\b.*\ban\b|hinzufüg|füg\w*\b.*\bhinzu\b|trag\w*\b.*\bein\b|schreib|verfass|neue[nrs]?\b)/iu;
 const UPDATE_VERB = /(?<!\p{L})(änder|aktualisier|setz|verschieb|markier|trag\w*\b.*\bum\b)/iu;
 const UNSUPPORTED_VERB = /(?<!\p{L})(lösch|entfern|send|schick|storn|kündig|bestell|buch)/iu;
 
@@ -104,7 +138,27 @@ function fieldsIn(text: string, kind: WorkspaceKind): Record<string, string> {
 }
 
 /** Words that end a request but are not part of a value ("… auf X ändern", "… X und die …"). */
-const TRAILING_WORDS = new Set(['und', 'ein', 'an', 'hinzu', 'um', 'der', 'die', 'das', 'den', 'dem', 'bitte', 'ändern', 'setzen', 'aktualisieren', 'verschieben', 'markieren', 'umtragen', 'umbenennen', 'eintragen']);
+const TRAILING_WORDS = new Set([
+  'und',
+  'ein',
+  'an',
+  'hinzu',
+  'um',
+  'der',
+  'die',
+  'das',
+  'den',
+  'dem',
+  'bitte',
+  'ändern',
+  'setzen',
+  'aktualisieren',
+  'verschieben',
+  'markieren',
+  'umtragen',
+  'umbenennen',
+  'eintragen',
+]);
 const TRAILING_CHARS = new Set([' ', '\t', '\n', '\r', ',', ';', '.', '!', '?', ':']);
 
 /** Strips trailing punctuation and filler words, in linear time (no regex: the input is up to 4 000 characters). */
@@ -134,13 +188,18 @@ const unquoted = (question: string): string => question.replace(new RegExp(QUOTE
 /** Where a value begins ("… auf X", "… als erledigt", "… in X"): a target is never looked for after it. */
 const VALUE_START = /(?<!\p{L})(?:auf|als|zu|in)\s/iu;
 
-const containsWord = (text: string, phrase: string): boolean => new RegExp(`(?<![\\p{L}\\d])${escapeRe(phrase)}(?![\\p{L}\\d])`, 'iu').test(text);
+const containsWord = (text: string, phrase: string): boolean =>
+  new RegExp(`(?<![\\p{L}\\d])${escapeRe(phrase)}(?![\\p{L}\\d])`, 'iu').test(text);
 
 /**
  * The record a request names: a quoted string that is exactly a title, else the longest title found (as whole
  * words) before the first value, in the named kind first, then in every kind.
  */
-function findRecord(question: string, workspace: Workspace, kind?: WorkspaceKind): { kind: WorkspaceKind; record: WorkspaceRecord } | undefined {
+function findRecord(
+  question: string,
+  workspace: Workspace,
+  kind?: WorkspaceKind,
+): { kind: WorkspaceKind; record: WorkspaceRecord } | undefined {
   const kinds = (first?: WorkspaceKind) => (first ? [first, ...WORKSPACE_KINDS.filter((k) => k !== first)] : [...WORKSPACE_KINDS]);
   const quotes = [...question.matchAll(new RegExp(QUOTED.source, 'g'))].map((m) => m[1]!.trim().toLowerCase());
   for (const k of kinds(kind)) {
@@ -174,7 +233,11 @@ export function planChange(question: string, workspace: Workspace, newRecordId: 
   const creates = CREATE_VERB.test(verbs);
   const updates = UPDATE_VERB.test(verbs) || /(?<!\p{L})benenn/iu.test(verbs);
   if (UNSUPPORTED_VERB.test(verbs) && !creates && !updates) {
-    return { kind: 'unclear', reason: 'Löschen, Versenden, Kündigen oder Buchen bietet die Agentenebene nicht an; möglich sind das Anlegen und das Ändern einzelner Einträge.' };
+    return {
+      kind: 'unclear',
+      reason:
+        'Löschen, Versenden, Kündigen oder Buchen bietet die Agentenebene nicht an; möglich sind das Anlegen und das Ändern einzelner Einträge.',
+    };
   }
   const named = kindIn(question);
   const target = updates || creates ? findRecord(question, workspace, named) : undefined;
@@ -195,7 +258,8 @@ export function planChange(question: string, workspace: Workspace, newRecordId: 
       (details.length ? ` mit ${details.map(([f, v]) => `${fieldLabel(named, f)} „${v}“`).join(', ')}.` : ' (ohne weitere Angaben).');
     return { kind: 'action', action: { kind: named, operation: 'create', record_id, fields: all, description } };
   }
-  if (updates) return { kind: 'unclear', reason: `Ich habe keinen Eintrag gefunden, dessen Name oder Titel in der Anfrage vorkommt. ${HOW}` };
+  if (updates)
+    return { kind: 'unclear', reason: `Ich habe keinen Eintrag gefunden, dessen Name oder Titel in der Anfrage vorkommt. ${HOW}` };
   return { kind: 'unclear', reason: `Ich konnte nicht eindeutig erkennen, was geändert werden soll. ${HOW}` };
 }
 
@@ -252,9 +316,13 @@ function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceReco
   if (Object.keys(fields).length === 0) fields = fieldsByMarker(rest, kind);
   const changed = Object.fromEntries(Object.entries(fields).filter(([f, v]) => v !== '' && textOf(record[f]) !== v));
   if (Object.keys(fields).length === 0) {
-    return { kind: 'unclear', reason: `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen Wert bekommen soll. ${HOW}` };
+    return {
+      kind: 'unclear',
+      reason: `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen Wert bekommen soll. ${HOW}`,
+    };
   }
-  if (Object.keys(changed).length === 0) return { kind: 'unclear', reason: `Beim Eintrag ${KIND_LABELS[kind]} „${record.title}“ steht das schon so; es gibt nichts zu ändern.` };
+  if (Object.keys(changed).length === 0)
+    return { kind: 'unclear', reason: `Beim Eintrag ${KIND_LABELS[kind]} „${record.title}“ steht das schon so; es gibt nichts zu ändern.` };
   const before = Object.fromEntries(Object.keys(changed).map((f) => [f, textOf(record[f])]));
   const description = `Eintrag ${KIND_LABELS[kind]} „${record.title}“ (${record.id}) ändern: ${Object.entries(changed)
     .map(([f, v]) => `${fieldLabel(kind, f)} von ${before[f] ? `„${before[f]}“` : '(leer)'} auf „${v}“`)

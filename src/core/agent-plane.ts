@@ -15,7 +15,15 @@ export type AgentOutcome = 'answered' | 'refused' | 'unclear' | 'pending_approva
 /** The `ask` and `continue_ask` tools' answer: the outcome and the answer text, with the fields the outcome brings. */
 export type AgentAnswer = { outcome: AgentOutcome; answer: string } & Record<string, unknown>;
 
-const RECORD_PREFIX: Record<WorkspaceKind, string> = { documents: 'doc', contacts: 'con', places: 'pla', work_items: 'wi', listings: 'lis', animals: 'ani', letters: 'let' };
+const RECORD_PREFIX: Record<WorkspaceKind, string> = {
+  documents: 'doc',
+  contacts: 'con',
+  places: 'pla',
+  work_items: 'wi',
+  listings: 'lis',
+  animals: 'ani',
+  letters: 'let',
+};
 
 /**
  * The agent plane's own logic (spec 2.7 workspace.write, 4.4 rule 1, 4.5): `ask` that may prepare a write
@@ -59,7 +67,9 @@ export class AgentPlane {
         { needed_scope: 'workspace.write' },
       );
     }
-    const waiting = this.core.repo.values('pending_actions').find((a) => a.grant_id === access.grant.id && (a.status === 'pending' || a.status === 'approved'));
+    const waiting = this.core.repo
+      .values('pending_actions')
+      .find((a) => a.grant_id === access.grant.id && (a.status === 'pending' || a.status === 'approved'));
     if (waiting) {
       return answer(
         'refused',
@@ -80,7 +90,14 @@ export class AgentPlane {
       created_at: this.core.clock.now(),
     };
     this.core.repo.put('pending_actions', action.id, action);
-    this.core.events.emit('action.pending', { action_id: action.id, client_id: action.client_id, person_id: action.person_id, kind: action.kind, operation: action.operation, description: action.description });
+    this.core.events.emit('action.pending', {
+      action_id: action.id,
+      client_id: action.client_id,
+      person_id: action.person_id,
+      kind: action.kind,
+      operation: action.operation,
+      description: action.description,
+    });
     return answer(
       'pending_approval',
       `Ich habe diese Änderung vorbereitet, aber noch nichts geändert: ${action.description} Sie wird erst ausgeführt, wenn die Person sie freigibt (${this.approvalUrl(action.id)}). ` +
@@ -93,18 +110,23 @@ export class AgentPlane {
   async continueAsk(access: AccessContext, actionId: string): Promise<Answer<AgentAnswer>> {
     const action = this.core.repo.get('pending_actions', actionId);
     // Bound to the grant it was prepared under: after a revocation, a new grant of the same client cannot apply it.
-    if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id) throw new Refusal('action_not_found', `no action "${actionId}"`);
+    if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id)
+      throw new Refusal('action_not_found', `no action "${actionId}"`);
     // The action as stored when the reply is made: applying it replaces the entry.
     const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): Answer<AgentAnswer> => ({
       value: { outcome, answer: text, ...this.#actionFields(this.core.repo.get('pending_actions', action.id) ?? action), ...extra },
     });
     switch (action.status) {
       case 'pending':
-        return reply('pending_approval', `Die Aktion wartet noch auf die Freigabe durch die Person; es wurde nichts geändert. ${action.description} Freigabe: ${this.approvalUrl(action.id)}`);
+        return reply(
+          'pending_approval',
+          `Die Aktion wartet noch auf die Freigabe durch die Person; es wurde nichts geändert. ${action.description} Freigabe: ${this.approvalUrl(action.id)}`,
+        );
       case 'rejected':
         return reply('rejected', `Die Person hat die Aktion abgelehnt; es wurde nichts geändert. (${action.description})`);
       case 'approved': {
-        if (!access.scopes.includes('workspace.write')) throw new Refusal('insufficient_scope', 'applying a change needs scope "workspace.write"');
+        if (!access.scopes.includes('workspace.write'))
+          throw new Refusal('insufficient_scope', 'applying a change needs scope "workspace.write"');
         const record = this.#apply(action);
         if (!record) throw new Refusal('record_gone', `the record ${action.record_id} no longer exists; nothing was changed`);
         await this.core.commit();
@@ -125,7 +147,12 @@ export class AgentPlane {
     this.core.repo.update('pending_actions', action.id, { status: 'applied', applied_at: now });
     // The workspace itself changed already; a failed re-index only delays when search finds it (rebuilt on restart).
     void this.resources.search.putRecord(action.kind, result).catch(() => undefined);
-    this.core.events.emit('action.applied', { action_id: action.id, client_id: action.client_id, kind: action.kind, record_id: action.record_id });
+    this.core.events.emit('action.applied', {
+      action_id: action.id,
+      client_id: action.client_id,
+      kind: action.kind,
+      record_id: action.record_id,
+    });
     return result;
   }
 
@@ -151,7 +178,8 @@ export class AgentPlane {
   /** The person's actions, pending first, newest first. */
   actionsOf(personId: string): PendingAction[] {
     const order = { pending: 0, approved: 1, rejected: 2, applied: 3 } as const;
-    return this.core.repo.values('pending_actions')
+    return this.core.repo
+      .values('pending_actions')
       .filter((a) => a.person_id === personId)
       .sort((a, b) => order[a.status] - order[b.status] || b.created_at - a.created_at);
   }
@@ -166,9 +194,20 @@ export class AgentPlane {
     const action = this.actionOf(personId, actionId);
     if (!action) throw new ProblemError('action_not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
     if (action.status !== 'pending') throw new ProblemError('action_already_decided', 'Über diese Aktion wurde bereits entschieden.');
-    if (this.core.state.grants[action.grant_id]?.status !== 'active') throw new ProblemError('grant_revoked', 'Der Zugriff dieser Anwendung wurde widerrufen; die Aktion kann nicht mehr freigegeben werden.');
-    const decided = this.core.repo.update('pending_actions', action.id, { status: decision === 'approve' ? 'approved' : 'rejected', decided_at: this.core.clock.now() });
-    this.core.events.emit(decision === 'approve' ? 'action.approved' : 'action.rejected', { action_id: action.id, client_id: action.client_id, person_id: personId });
+    if (this.core.state.grants[action.grant_id]?.status !== 'active')
+      throw new ProblemError(
+        'grant_revoked',
+        'Der Zugriff dieser Anwendung wurde widerrufen; die Aktion kann nicht mehr freigegeben werden.',
+      );
+    const decided = this.core.repo.update('pending_actions', action.id, {
+      status: decision === 'approve' ? 'approved' : 'rejected',
+      decided_at: this.core.clock.now(),
+    });
+    this.core.events.emit(decision === 'approve' ? 'action.approved' : 'action.rejected', {
+      action_id: action.id,
+      client_id: action.client_id,
+      person_id: personId,
+    });
     await this.core.commit();
     return decided;
   }
@@ -177,6 +216,7 @@ export class AgentPlane {
 /** Replays applied changes over a freshly loaded workspace (on start). */
 export function replayWorkspaceChanges(workspace: Workspace, core: Core, warn: (message: string) => void = () => undefined): void {
   for (const change of core.state.workspace_changes) {
-    if (!applyChange(workspace, change)) warn(`workspace change of action ${String(change?.action_id)} skipped: its record is not in these fixtures`);
+    if (!applyChange(workspace, change))
+      warn(`workspace change of action ${String(change?.action_id)} skipped: its record is not in these fixtures`);
   }
 }

@@ -24,7 +24,12 @@ export function chargesReport(core: Core, entries: ChargeEntry[]): ChargesReport
     total = addAmount(total, e.amount);
   }
   const clients = [...perClient]
-    .map(([client_id, c]) => ({ client_id, client_name: core.state.clients[client_id]?.client_name ?? '(unbekannter Client)', total: c.total, charges: c.charges }))
+    .map(([client_id, c]) => ({
+      client_id,
+      client_name: core.state.clients[client_id]?.client_name ?? '(unbekannter Client)',
+      total: c.total,
+      charges: c.charges,
+    }))
     .sort((a, b) => b.total - a.total);
   return { unit: 'AKh', total, clients, entries };
 }

@@ -19,7 +19,8 @@ export interface ConsentPolicyView {
 /** Checks an untrusted policy (flag, admin API): a known decision, and scopes only with approve, all supported. */
 export function parseConsentPolicy(input: { decision: string; scopes?: string[] }): ConsentPolicy {
   const bad = (message: string) => new ProblemError('invalid_consent_policy', message);
-  if (!(CONSENT_DECISIONS as readonly string[]).includes(input.decision)) throw bad(`decision "${input.decision}" is not one of ${CONSENT_DECISIONS.join(', ')}`);
+  if (!(CONSENT_DECISIONS as readonly string[]).includes(input.decision))
+    throw bad(`decision "${input.decision}" is not one of ${CONSENT_DECISIONS.join(', ')}`);
   if (input.scopes === undefined) return { decision: input.decision } as ConsentPolicy;
   if (input.decision !== 'approve') throw bad('scopes go with decision "approve" only (approve a subset of what is requested)');
   if (input.scopes.length === 0) throw bad('scopes is empty; leave it out to approve everything requested, or use decision "deny"');

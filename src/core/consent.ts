@@ -1,4 +1,10 @@
-import { redirectWith, validateAuthorizationRequest, type AuthorizationOutcome, type AuthorizationRequest, type QueryValue } from './authorize.js';
+import {
+  redirectWith,
+  validateAuthorizationRequest,
+  type AuthorizationOutcome,
+  type AuthorizationRequest,
+  type QueryValue,
+} from './authorize.js';
 import type { ConsentPolicy } from './consent-policy.js';
 import type { CoreContext } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
@@ -18,7 +24,13 @@ export function checkAuthorizationRequest(core: CoreContext, query: Record<strin
 export function beginConsent(core: CoreContext, request: AuthorizationRequest, personId: string, binding: string): Interaction {
   const answeredBy = core.consentPolicies.for(request.client.client_id).decision === 'page' ? 'person' : 'policy';
   core.interactions.prune(core.clock.now());
-  const interaction: Interaction = { id: randomToken(18), request, person_id: personId, binding, expires_at: core.clock.now() + core.lifetimes.interaction };
+  const interaction: Interaction = {
+    id: randomToken(18),
+    request,
+    person_id: personId,
+    binding,
+    expires_at: core.clock.now() + core.lifetimes.interaction,
+  };
   core.interactions.add(interaction);
   core.events.emit('consent.shown', {
     interaction_id: interaction.id,
@@ -47,17 +59,35 @@ export function findInteraction(core: CoreContext, id: string, binding: string):
  * Returns where to send the browser (always with `state` and `iss`, RFC 9207). A consent policy answers through
  * here too (`by: 'policy'`), and may approve only some of the requested scopes (`scopes`, RFC 6749 §3.3).
  */
-export async function decideConsent(core: CoreContext, id: string, binding: string, decision: 'approve' | 'deny', answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' }): Promise<string> {
+export async function decideConsent(
+  core: CoreContext,
+  id: string,
+  binding: string,
+  decision: 'approve' | 'deny',
+  answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' },
+): Promise<string> {
   const interaction = findInteraction(core, id, binding);
-  if (!interaction) throw new ProblemError('consent_expired', 'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
+  if (!interaction)
+    throw new ProblemError(
+      'consent_expired',
+      'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.',
+    );
   core.interactions.delete(id);
   const { request } = interaction;
   const granted = answer.scopes ? request.scopes.filter((s) => answer.scopes!.includes(s)) : [...request.scopes];
   const base = { client_id: request.client.client_id, person_id: interaction.person_id, by: answer.by };
   if (decision === 'deny' || granted.length === 0) {
     core.events.emit('consent.denied', { interaction_id: id, ...base, scopes: request.scopes });
-    const description = decision === 'deny' ? `the ${answer.by === 'policy' ? 'consent policy' : 'person'} denied access` : 'the consent policy approves none of the requested scopes';
-    return redirectWith(request.redirect_uri, { error: 'access_denied', error_description: description, state: request.state, iss: core.issuer });
+    const description =
+      decision === 'deny'
+        ? `the ${answer.by === 'policy' ? 'consent policy' : 'person'} denied access`
+        : 'the consent policy approves none of the requested scopes';
+    return redirectWith(request.redirect_uri, {
+      error: 'access_denied',
+      error_description: description,
+      state: request.state,
+      iss: core.issuer,
+    });
   }
   const now = core.clock.now();
   const grant: Grant = {
@@ -84,8 +114,20 @@ export async function decideConsent(core: CoreContext, id: string, binding: stri
     family_id: null,
   });
   await core.commit();
-  core.events.emit('consent.approved', { interaction_id: id, ...base, scopes: granted, requested_scopes: request.scopes, grant_id: grant.id });
-  core.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
+  core.events.emit('consent.approved', {
+    interaction_id: id,
+    ...base,
+    scopes: granted,
+    requested_scopes: request.scopes,
+    grant_id: grant.id,
+  });
+  core.events.emit('grant.created', {
+    grant_id: grant.id,
+    client_id: grant.client_id,
+    person_id: grant.person_id,
+    scopes: grant.scopes,
+    resource: grant.resource,
+  });
   core.events.emit('code.issued', { grant_id: grant.id, client_id: grant.client_id, expires_at: now + core.lifetimes.code });
   return redirectWith(request.redirect_uri, { code, state: request.state, iss: core.issuer });
 }
@@ -98,7 +140,10 @@ export async function decideConsent(core: CoreContext, id: string, binding: stri
 export function answerByPolicy(core: CoreContext, interaction: Interaction): Promise<string> | null {
   const policy = core.consentPolicies.for(interaction.request.client.client_id);
   if (policy.decision === 'page') return null;
-  return decideConsent(core, interaction.id, interaction.binding, policy.decision, { by: 'policy', scopes: policy.decision === 'approve' ? policy.scopes : undefined });
+  return decideConsent(core, interaction.id, interaction.binding, policy.decision, {
+    by: 'policy',
+    scopes: policy.decision === 'approve' ? policy.scopes : undefined,
+  });
 }
 
 /** Consent as code (emulator control): sets who answers the consent screen, for one client or (null) all. */

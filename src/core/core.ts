@@ -91,7 +91,8 @@ export class Core implements CoreContext {
     defaultPerson(options.persons);
     let state = await options.persistence.load();
     const fresh = state === null;
-    if (state && options.scenario && state.scenario?.sha256 !== options.scenario.sha256) throw scenarioMismatch(options.persistence.location ?? '(in memory)', state, options.scenario);
+    if (state && options.scenario && state.scenario?.sha256 !== options.scenario.sha256)
+      throw scenarioMismatch(options.persistence.location ?? '(in memory)', state, options.scenario);
     state ??= emptyState();
     const newKey = state.keys.length === 0 ? await generateSigningKey(options.clock.now()) : null;
     const core = new Core(options, state, fresh, newKey);
@@ -210,7 +211,9 @@ export class Core implements CoreContext {
 
 /** An existing state that was not created from this scenario: the state is kept, the server does not start. */
 function scenarioMismatch(file: string, state: State, scenario: LoadedScenario): StateFileError {
-  const made = state.scenario ? `it was created from ${state.scenario.file === scenario.file ? 'another version of that file' : state.scenario.file} (sha256 ${state.scenario.sha256.slice(0, 12)}…)` : 'it was created without a scenario';
+  const made = state.scenario
+    ? `it was created from ${state.scenario.file === scenario.file ? 'another version of that file' : state.scenario.file} (sha256 ${state.scenario.sha256.slice(0, 12)}…)`
+    : 'it was created without a scenario';
   return new StateFileError(
     file,
     `state file ${file} was not created from scenario ${scenario.file} (sha256 ${scenario.sha256.slice(0, 12)}…): ${made}. A scenario is loaded into a new state only. ` +

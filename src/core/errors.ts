@@ -17,7 +17,11 @@ export class AgentAccessError extends Error {
 }
 
 /** Maps text onto the error_description character set: quotes become apostrophes, anything else outside it '?'. */
-export const oauthText = (text: string): string => text.replace(/"/g, "'").replace(/\\/g, '/').replace(/[^\x20-\x7e]/g, '?');
+export const oauthText = (text: string): string =>
+  text
+    .replace(/"/g, "'")
+    .replace(/\\/g, '/')
+    .replace(/[^\x20-\x7e]/g, '?');
 
 export class OAuthError extends AgentAccessError {
   readonly error: OAuthErrorCode;

@@ -101,7 +101,10 @@ const FIELDS: Record<FaultKind, readonly (keyof FaultSpec)[]> = {
 };
 
 /** A moment on the emulator clock (`at`) or a duration from now (`in`): a number of milliseconds, or text. */
-const TIME_OR_TEXT = [{ type: 'integer', minimum: 0 }, { type: 'string', minLength: 1, maxLength: 40 }] as const satisfies readonly InputSchema[];
+const TIME_OR_TEXT = [
+  { type: 'integer', minimum: 0 },
+  { type: 'string', minLength: 1, maxLength: 40 },
+] as const satisfies readonly InputSchema[];
 
 /**
  * Each field of a fault spec, defined once: the admin API's route schema is built from these (src/server/schemas.ts),
@@ -116,7 +119,12 @@ export const FAULT_FIELDS = {
     description: '"PATH" or "METHOD PATH" of at most 200 characters (e.g. "POST /research", "/research/{job_id}", "/oauth/*", "*")',
   },
   count: { type: 'integer', minimum: 1, maximum: 1_000_000 },
-  rate: { type: 'number', exclusiveMinimum: 0, maximum: 1, description: 'a share of requests, more than 0 and at most 1 (0.25: every fourth)' },
+  rate: {
+    type: 'number',
+    exclusiveMinimum: 0,
+    maximum: 1,
+    description: 'a share of requests, more than 0 and at most 1 (0.25: every fourth)',
+  },
   match: { type: 'string', minLength: 1, maxLength: 500, pattern: '\\S', description: 'a non-empty text of at most 500 characters' },
   status: { type: 'integer', minimum: 500, maximum: 599 },
   ms: { type: 'integer', minimum: 1, maximum: 120_000 },
@@ -135,7 +143,10 @@ function parseAt(value: number | string, name: string): number {
 }
 
 /** Checks an untrusted fault (FAULT_FIELDS, then what each kind takes) and resolves its times against `now`. */
-export function parseFaultSpec(spec: FaultSpec, now: number): Omit<Fault, 'id' | 'created_at' | 'seen' | 'fired' | 'last_fired_at' | 'state' | 'description'> {
+export function parseFaultSpec(
+  spec: FaultSpec,
+  now: number,
+): Omit<Fault, 'id' | 'created_at' | 'seen' | 'fired' | 'last_fired_at' | 'state' | 'description'> {
   const kindViolation = violation(FAULT_FIELDS.kind, spec.kind, 'kind');
   if (kindViolation) throw bad(`${kindViolation}; not ${JSON.stringify(spec.kind)}`);
   const allowed = FIELDS[spec.kind];
@@ -196,11 +207,19 @@ function routeMatches(pattern: string | null, ctx: FaultContext): boolean {
 
 function describe(f: Omit<Fault, 'description'>): string {
   const where = f.route && f.route !== '*' ? ` on ${f.route}` : '';
-  const who = [f.client_id ? `client ${f.client_id}` : '', f.kind !== 'revoke' && f.kind !== 'refresh_replay' && f.grant_id ? `grant ${f.grant_id}` : ''].filter(Boolean).join(', ');
+  const who = [
+    f.client_id ? `client ${f.client_id}` : '',
+    f.kind !== 'revoke' && f.kind !== 'refresh_replay' && f.grant_id ? `grant ${f.grant_id}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
   const scope = `${who ? ` for ${who}` : ''}${f.match ? ` when the question contains "${f.match}"` : ''}`;
-  const how = [f.count !== null ? `${f.count}×` : '', f.rate !== null && f.rate < 1 ? `${Math.round(f.rate * 100)}% of requests` : ''].filter(Boolean).join(', ');
+  const how = [f.count !== null ? `${f.count}×` : '', f.rate !== null && f.rate < 1 ? `${Math.round(f.rate * 100)}% of requests` : '']
+    .filter(Boolean)
+    .join(', ');
   const suffix = how ? ` (${how})` : '';
-  const when = f.after_requests !== null ? `after ${f.after_requests} more requests` : f.at !== null ? `at ${new Date(f.at).toISOString()}` : '';
+  const when =
+    f.after_requests !== null ? `after ${f.after_requests} more requests` : f.at !== null ? `at ${new Date(f.at).toISOString()}` : '';
   switch (f.kind) {
     case 'rate_limit':
       return `429 Too Many Requests${where || ' on rate-limited routes'}${scope}${suffix}`;
@@ -238,11 +257,23 @@ export class Faults {
     // A replay "now" with nothing to replay would report a fault that did nothing.
     const liveFamily = Object.values(this.core.state.families).some((f) => f.grant_id === parsed.grant_id && f.status === 'active');
     if (parsed.kind === 'refresh_replay' && parsed.at !== null && parsed.at <= now && !liveFamily) {
-      throw new ProblemError('token_family_missing', `grant "${parsed.grant_id}" has no live token family whose refresh token could be replayed`);
+      throw new ProblemError(
+        'token_family_missing',
+        `grant "${parsed.grant_id}" has no live token family whose refresh token could be replayed`,
+      );
     }
     this.#dropEnded();
-    if (this.#faults.size >= FAULT_LIMIT) throw new ProblemError('fault_limit_reached', `at most ${FAULT_LIMIT} faults at once; clear some first`);
-    const base = { ...parsed, id: `fault_${++this.#seq}`, created_at: now, seen: 0, fired: 0, last_fired_at: null, state: 'armed' as const };
+    if (this.#faults.size >= FAULT_LIMIT)
+      throw new ProblemError('fault_limit_reached', `at most ${FAULT_LIMIT} faults at once; clear some first`);
+    const base = {
+      ...parsed,
+      id: `fault_${++this.#seq}`,
+      created_at: now,
+      seen: 0,
+      fired: 0,
+      last_fired_at: null,
+      state: 'armed' as const,
+    };
     const fault: Fault = { ...base, description: describe(base) };
     this.#faults.set(fault.id, fault);
     this.core.events.emit('fault.armed', { fault_id: fault.id, kind: fault.kind, description: fault.description, remaining: fault.count });
@@ -256,7 +287,16 @@ export class Faults {
 
   /** The faults as the dashboard lists them. */
   views(): FaultView[] {
-    return this.list().map((f) => ({ id: f.id, kind: f.kind, description: f.description, state: f.state, fired: f.fired, remaining: f.count === null ? null : f.count - f.fired, created_at: f.created_at, last_fired_at: f.last_fired_at }));
+    return this.list().map((f) => ({
+      id: f.id,
+      kind: f.kind,
+      description: f.description,
+      state: f.state,
+      fired: f.fired,
+      remaining: f.count === null ? null : f.count - f.fired,
+      created_at: f.created_at,
+      last_fired_at: f.last_fired_at,
+    }));
   }
 
   get(id: string): Fault | undefined {

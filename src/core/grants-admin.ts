@@ -37,7 +37,14 @@ export function listGrants(core: CoreContext, filter: { person_id?: string; clie
   // Families by grant, in one pass: a state of many grants must not cost grants × families.
   const familiesOf = new Map<string, GrantView['families']>();
   for (const f of Object.values(core.state.families)) {
-    const view = { id: f.id, status: f.status, rotations: f.rotations, generation: f.current.generation, invalidated_reason: f.invalidated_reason, invalidated_at: f.invalidated_at };
+    const view = {
+      id: f.id,
+      status: f.status,
+      rotations: f.rotations,
+      generation: f.current.generation,
+      invalidated_reason: f.invalidated_reason,
+      invalidated_at: f.invalidated_at,
+    };
     const list = familiesOf.get(f.grant_id);
     if (list) list.push(view);
     else familiesOf.set(f.grant_id, [view]);
@@ -58,10 +65,12 @@ export function listGrants(core: CoreContext, filter: { person_id?: string; clie
  */
 export async function revokeGrant(core: CoreContext, id: string, by: GrantRevoker, personId?: string): Promise<Grant> {
   const grant = Object.hasOwn(core.state.grants, id) ? core.state.grants[id] : undefined;
-  if (!grant || (personId !== undefined && grant.person_id !== personId)) throw new ProblemError('grant_not_found', `no grant with id "${id}"`);
+  if (!grant || (personId !== undefined && grant.person_id !== personId))
+    throw new ProblemError('grant_not_found', `no grant with id "${id}"`);
   if (grant.status === 'revoked') return grant;
   const revoked = core.repo.update('grants', id, { status: 'revoked', revoked_at: core.clock.now(), revoked_by: by });
-  for (const family of Object.values(core.state.families)) if (family.grant_id === id) invalidateFamily(core, family, by === 'client' ? 'token_revoked' : 'grant_revoked');
+  for (const family of Object.values(core.state.families))
+    if (family.grant_id === id) invalidateFamily(core, family, by === 'client' ? 'token_revoked' : 'grant_revoked');
   await core.commit();
   core.events.emit('grant.revoked', { grant_id: grant.id, client_id: grant.client_id, by });
   return revoked;

@@ -75,7 +75,8 @@ export function parseIdempotencyKey(header: string | string[] | undefined): stri
 
 /** A key as the tools take it (no quoting): IDEMPOTENCY_KEY or `invalid_idempotency_key`. */
 export function checkIdempotencyKey(key: string): string {
-  if (!satisfies(IDEMPOTENCY_KEY, key)) throw new Refusal('invalid_idempotency_key', `Idempotency-Key must be ${IDEMPOTENCY_KEY.description}`);
+  if (!satisfies(IDEMPOTENCY_KEY, key))
+    throw new Refusal('invalid_idempotency_key', `Idempotency-Key must be ${IDEMPOTENCY_KEY.description}`);
   return key;
 }
 
@@ -83,4 +84,5 @@ export function checkIdempotencyKey(key: string): string {
  * The state key of a record: keys are scoped to the client, the person it acts for, and the route; one
  * person's stored answer is never replayed to another person using the same client.
  */
-export const idempotencyId = (clientId: string, personId: string, route: string, key: string): string => JSON.stringify([clientId, personId, route, key]);
+export const idempotencyId = (clientId: string, personId: string, route: string, key: string): string =>
+  JSON.stringify([clientId, personId, route, key]);

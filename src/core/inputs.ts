@@ -22,7 +22,13 @@ export const FILE_NAME = { type: 'string', minLength: 1, maxLength: 255 } as con
 export const CONTENT = { type: 'string' } as const satisfies InputSchema;
 
 const bounds = (min: number | undefined, max: number | undefined, unit: string): string =>
-  min !== undefined && max !== undefined ? `from ${min} to ${max}${unit}` : min !== undefined ? `at least ${min}${unit}` : max !== undefined ? `at most ${max}${unit}` : '';
+  min !== undefined && max !== undefined
+    ? `from ${min} to ${max}${unit}`
+    : min !== undefined
+      ? `at least ${min}${unit}`
+      : max !== undefined
+        ? `at most ${max}${unit}`
+        : '';
 
 /** What a value of `schema` is, in words: "a whole number from 1 to 1000000". */
 export function describeInput(schema: InputSchema): string {

@@ -11,8 +11,13 @@ import { startFamily, withAccessToken } from './token-family.js';
 /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */
 export function checkTokenResource(core: CoreContext, grant: Grant, requested: string | undefined): void {
   if (requested === undefined) return;
-  if (grant.resource === null) throw new OAuthError('invalid_target', 'this grant was given without a resource (identity token); authorize again with resource to get an agent token');
-  if (requested !== core.resource) throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${core.resource}`);
+  if (grant.resource === null)
+    throw new OAuthError(
+      'invalid_target',
+      'this grant was given without a resource (identity token); authorize again with resource to get an agent token',
+    );
+  if (requested !== core.resource)
+    throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${core.resource}`);
 }
 
 /**
@@ -20,7 +25,14 @@ export function checkTokenResource(core: CoreContext, grant: Grant, requested: s
  * token is left out for a client that did not register the refresh_token grant (RFC 7591 §2, RFC 6749 §5.1); its
  * family still exists, to track and revoke the access tokens.
  */
-export async function issueTokens(core: CoreContext, grant: Grant, family: TokenFamily, refreshToken: string, scopes: readonly string[], grantType: 'authorization_code' | 'refresh_token'): Promise<TokenResponse> {
+export async function issueTokens(
+  core: CoreContext,
+  grant: Grant,
+  family: TokenFamily,
+  refreshToken: string,
+  scopes: readonly string[],
+  grantType: 'authorization_code' | 'refresh_token',
+): Promise<TokenResponse> {
   const now = core.clock.now();
   const times = tokenTimes(now, core.lifetimes.accessToken);
   // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
@@ -38,7 +50,11 @@ export async function issueTokens(core: CoreContext, grant: Grant, family: Token
   };
   core.repo.update('grants', grant.id, { last_used_at: now });
   // The family as it is now: the caller's copy may be from before its rotation.
-  const issuedFrom = core.repo.put('families', family.id, withAccessToken(core.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }));
+  const issuedFrom = core.repo.put(
+    'families',
+    family.id,
+    withAccessToken(core.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }),
+  );
   const [accessToken] = await Promise.all([core.signer.sign(claims), core.commit()]);
   core.events.emit('tokens.issued', {
     grant_id: grant.id,
@@ -52,7 +68,13 @@ export async function issueTokens(core: CoreContext, grant: Grant, family: Token
     grant_type: grantType,
   });
   const refreshable = core.state.clients[grant.client_id]?.grant_types.includes('refresh_token') ?? true;
-  return { access_token: accessToken, token_type: 'Bearer', expires_in: times.exp - times.iat, ...(refreshable ? { refresh_token: refreshToken } : {}), scope: claims.scope };
+  return {
+    access_token: accessToken,
+    token_type: 'Bearer',
+    expires_in: times.exp - times.iat,
+    ...(refreshable ? { refresh_token: refreshToken } : {}),
+    scope: claims.scope,
+  };
 }
 
 /**
@@ -61,15 +83,25 @@ export async function issueTokens(core: CoreContext, grant: Grant, family: Token
  * the grant, family and tokens are the real ones (refresh, revocation and the resource guard treat them as any
  * other). Recorded as `grant.created`.
  */
-export async function issueTokensWithoutConsent(core: CoreContext, options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string }): Promise<TokenResponse & { client_id: string; grant_id: string }> {
+export async function issueTokensWithoutConsent(
+  core: CoreContext,
+  options: { scopes: string[]; identity?: boolean; client_id?: string; client_name?: string; person_id?: string },
+): Promise<TokenResponse & { client_id: string; grant_id: string }> {
   // Everything is checked before anything is created.
   const scopes = requireSupportedScopes(options.scopes.join(' '));
   const person = options.person_id ? core.person(options.person_id) : core.defaultPerson;
   if (!person) throw new ProblemError('person_not_found', `no person "${options.person_id}" in the fixtures`);
-  if (options.client_id && !Object.hasOwn(core.state.clients, options.client_id)) throw new ProblemError('client_not_found', `no client "${options.client_id}"; leave it out to register one`);
+  if (options.client_id && !Object.hasOwn(core.state.clients, options.client_id))
+    throw new ProblemError('client_not_found', `no client "${options.client_id}"; leave it out to register one`);
   const client = options.client_id
     ? (core.state.clients[options.client_id] as Client)
-    : await registerClient(core, { client_name: options.client_name ?? 'Test client (issueTokens)', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' });
+    : await registerClient(core, {
+        client_name: options.client_name ?? 'Test client (issueTokens)',
+        redirect_uris: ['http://127.0.0.1/callback'],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      });
   const grant: Grant = {
     id: newId('grant'),
     client_id: client.client_id,
@@ -81,7 +113,13 @@ export async function issueTokensWithoutConsent(core: CoreContext, options: { sc
     status: 'active',
   };
   core.repo.put('grants', grant.id, grant);
-  core.events.emit('grant.created', { grant_id: grant.id, client_id: grant.client_id, person_id: grant.person_id, scopes: grant.scopes, resource: grant.resource });
+  core.events.emit('grant.created', {
+    grant_id: grant.id,
+    client_id: grant.client_id,
+    person_id: grant.person_id,
+    scopes: grant.scopes,
+    resource: grant.resource,
+  });
   const { family, refreshToken } = startFamily(core, grant);
   const tokens = await issueTokens(core, grant, family, refreshToken, grant.scopes, 'authorization_code');
   return { ...tokens, client_id: client.client_id, grant_id: grant.id };

@@ -33,7 +33,6 @@ export interface ResearchJob {
   variation?: VariantSelection<'research'>;
 }
 
-
 export interface TrainingDocument {
   id: string;
   client_id: string;

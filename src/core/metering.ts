@@ -78,14 +78,16 @@ export class Metering {
    * RateLimit-* headers.
    */
   admit(access: AccessContext, gate: Gate): RateLimitState {
-    if (!access.scopes.includes(gate.scope)) throw new BearerError(403, 'insufficient_scope', `${gate.needs} needs scope "${gate.scope}"`, gate.scope);
+    if (!access.scopes.includes(gate.scope))
+      throw new BearerError(403, 'insufficient_scope', `${gate.needs} needs scope "${gate.scope}"`, gate.scope);
     try {
       const [method, template] = gate.route.split(' ');
       const fault = requestFault(this.faults, 'rate_limit', access, { method, route: template, path: gate.path ?? template });
       if (fault) throw new RateLimitedError({ limit: this.limiter.config.limit, remaining: 0, reset: fault.retry_after ?? 1 });
       return this.limiter.take(access.grant.id);
     } catch (e) {
-      if (e instanceof RateLimitedError) this.core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter });
+      if (e instanceof RateLimitedError)
+        this.core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter });
       throw e;
     }
   }
@@ -104,17 +106,27 @@ export class Metering {
     const id = idempotencyId(access.client_id, access.person_id, call.meter, key);
     const fingerprint = sha256(call.body);
     // In flight first: until the first answer is durable, a duplicate is told to wait, never replayed.
-    if (this.#inFlight.has(id)) throw new Refusal('idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
+    if (this.#inFlight.has(id))
+      throw new Refusal('idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
     const existing = this.core.repo.get('idempotency', id);
     if (existing && existing.expires_at > now) {
-      if (existing.fingerprint !== fingerprint) throw new Refusal('idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
+      if (existing.fingerprint !== fingerprint)
+        throw new Refusal('idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
       this.core.events.emit('idempotency.replayed', { client_id: access.client_id, grant_id: access.grant.id, route: call.meter, key });
       return { ...(storedResult(existing) as Answer<T>), replayed: true };
     }
     this.#inFlight.add(id);
     try {
       const answer = await this.#charge(access, call, key, operation, (result) => {
-        this.core.repo.put('idempotency', id, { client_id: access.client_id, route: call.meter, key, fingerprint, created_at: now, expires_at: now + IDEMPOTENCY_WINDOW, result });
+        this.core.repo.put('idempotency', id, {
+          client_id: access.client_id,
+          route: call.meter,
+          key,
+          fingerprint,
+          created_at: now,
+          expires_at: now + IDEMPOTENCY_WINDOW,
+          result,
+        });
       });
       return { ...answer, replayed: false };
     } finally {
@@ -123,7 +135,13 @@ export class Metering {
   }
 
   /** Runs the operation; its answer is stored (with a key), charged and durable together, before it is handed out. */
-  async #charge<T>(access: AccessContext, call: Call, key: string | null, operation: () => Promise<Charged<T>>, store?: (result: StoredResult) => void): Promise<Answer<T>> {
+  async #charge<T>(
+    access: AccessContext,
+    call: Call,
+    key: string | null,
+    operation: () => Promise<Charged<T>>,
+    store?: (result: StoredResult) => void,
+  ): Promise<Answer<T>> {
     const { charge, ...answer } = await operation();
     store?.(answer);
     if (charge) this.core.recordCharge(this.#chargeEntry(access, call.meter, charge, key));
@@ -132,6 +150,14 @@ export class Metering {
   }
 
   #chargeEntry(access: AccessContext, route: string, amount: number, key: string | null): Omit<ChargeEntry, 'seq'> {
-    return { at: this.core.clock.now(), client_id: access.client_id, grant_id: access.grant.id, route, amount, unit: 'AKh', idempotency_key: key };
+    return {
+      at: this.core.clock.now(),
+      client_id: access.client_id,
+      grant_id: access.grant.id,
+      route,
+      amount,
+      unit: 'AKh',
+      idempotency_key: key,
+    };
   }
 }

@@ -21,7 +21,16 @@ export class RateLimitedError extends AgentAccessError {
   }
 }
 
-const UNITS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, m: 60_000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 };
+const UNITS: Record<string, number> = {
+  s: 1000,
+  sec: 1000,
+  second: 1000,
+  m: 60_000,
+  min: 60_000,
+  minute: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+};
 
 /** Parses `60/min`, `10/s`, `1000/h`. */
 export function parseRateLimit(text: string): RateLimitConfig {
@@ -37,7 +46,10 @@ export function parseRateLimit(text: string): RateLimitConfig {
  */
 export class RateLimiter {
   readonly #windows = new Map<string, { start: number; used: number }>();
-  constructor(private readonly clock: Clock, readonly config: RateLimitConfig) {}
+  constructor(
+    private readonly clock: Clock,
+    readonly config: RateLimitConfig,
+  ) {}
 
   /** Forgets every window (a snapshot restore: the clock may have gone back). */
   clear(): void {

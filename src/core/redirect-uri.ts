@@ -6,8 +6,7 @@ import { OAuthError } from './errors.js';
  * Throws `invalid_redirect_uri` naming the offending value.
  */
 export function validateRedirectUri(value: string): void {
-  const fail = (why: string) =>
-    new OAuthError('invalid_redirect_uri', `redirect_uris: "${value}" ${why}`, { redirectable: false });
+  const fail = (why: string) => new OAuthError('invalid_redirect_uri', `redirect_uris: "${value}" ${why}`, { redirectable: false });
   let url: URL;
   try {
     url = new URL(value);

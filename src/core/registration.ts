@@ -36,22 +36,28 @@ const stringList = (value: unknown, field: string): string[] => {
  * Throws `invalid_redirect_uri` or `invalid_client_metadata` naming the field.
  */
 export function validateClientMetadata(input: ClientMetadataInput): ClientMetadata {
-  if (typeof input.client_name !== 'string' || input.client_name.trim() === '') throw bad('client_name is required and must be a non-empty string');
+  if (typeof input.client_name !== 'string' || input.client_name.trim() === '')
+    throw bad('client_name is required and must be a non-empty string');
   if (input.client_name.length > 200) throw bad('client_name must be at most 200 characters');
   if (!Array.isArray(input.redirect_uris) || input.redirect_uris.length === 0 || !input.redirect_uris.every((v) => typeof v === 'string')) {
-    throw new OAuthError('invalid_redirect_uri', 'redirect_uris is required and must be a non-empty array of strings', { redirectable: false });
+    throw new OAuthError('invalid_redirect_uri', 'redirect_uris is required and must be a non-empty array of strings', {
+      redirectable: false,
+    });
   }
   const redirect_uris = [...new Set(input.redirect_uris)];
   redirect_uris.forEach(validateRedirectUri);
   const grant_types = stringList(input.grant_types, 'grant_types');
   const unsupportedGrant = grant_types.filter((g) => g !== 'authorization_code' && g !== 'refresh_token');
-  if (unsupportedGrant.length > 0) throw bad(`grant_types: ${unsupportedGrant.join(', ')} not supported; allowed: authorization_code, refresh_token`);
+  if (unsupportedGrant.length > 0)
+    throw bad(`grant_types: ${unsupportedGrant.join(', ')} not supported; allowed: authorization_code, refresh_token`);
   if (!grant_types.includes('authorization_code')) throw bad('grant_types must include authorization_code');
   const response_types = stringList(input.response_types, 'response_types');
   if (response_types.some((r) => r !== 'code')) throw bad('response_types: only "code" is supported');
   if (input.token_endpoint_auth_method === undefined) throw bad('token_endpoint_auth_method is required and must be "none"');
   if (input.token_endpoint_auth_method !== 'none') {
-    throw bad(`token_endpoint_auth_method ${JSON.stringify(input.token_endpoint_auth_method)} is not supported; clients are public: use "none"`);
+    throw bad(
+      `token_endpoint_auth_method ${JSON.stringify(input.token_endpoint_auth_method)} is not supported; clients are public: use "none"`,
+    );
   }
   return { client_name: input.client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: 'none' };
 }
@@ -65,7 +71,11 @@ export async function registerClient(core: CoreContext, input: ClientMetadataInp
   const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(core.clock.now()), ...metadata };
   core.repo.put('clients', client.client_id, client);
   await core.commit();
-  core.events.emit('client.registered', { client_id: client.client_id, client_name: client.client_name, redirect_uris: client.redirect_uris });
+  core.events.emit('client.registered', {
+    client_id: client.client_id,
+    client_name: client.client_name,
+    redirect_uris: client.redirect_uris,
+  });
   return client;
 }
 

@@ -3,7 +3,16 @@ import { addAmount, type ChargeEntry } from './charges.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import { frozen } from './immutable.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
-import { COLLECTION_NAMES, type AuthorizationCode, type Client, type Grant, type ScenarioOrigin, type SigningKey, type State, type TokenFamily } from './state.js';
+import {
+  COLLECTION_NAMES,
+  type AuthorizationCode,
+  type Client,
+  type Grant,
+  type ScenarioOrigin,
+  type SigningKey,
+  type State,
+  type TokenFamily,
+} from './state.js';
 import type { KnowledgeDocument } from './workspace.js';
 
 /** The keyed collections of the state and what one entry of each is. */
@@ -32,7 +41,11 @@ export type ReadonlyState = Readonly<Omit<State, CollectionName | 'keys' | 'work
 } & {
   readonly keys: readonly SigningKey[];
   readonly workspace_changes: readonly WorkspaceChange[];
-  readonly charges: { readonly count: number; readonly by_client: Readonly<Record<string, number>>; readonly by_grant: Readonly<Record<string, number>> };
+  readonly charges: {
+    readonly count: number;
+    readonly by_client: Readonly<Record<string, number>>;
+    readonly by_grant: Readonly<Record<string, number>>;
+  };
 };
 
 /**
@@ -218,7 +231,8 @@ function lookup(root: unknown, path: readonly string[]): { present: true; value:
 function checkPath(path: readonly string[]): boolean {
   const [head, ...rest] = path;
   if ((COLLECTION_NAMES as readonly string[]).includes(head as string)) return rest.length === 1;
-  if (head === 'charges') return (rest.length === 1 && rest[0] === 'count') || (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'));
+  if (head === 'charges')
+    return (rest.length === 1 && rest[0] === 'count') || (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'));
   if (head === 'workspace_changes' || head === 'keys') return rest.length === 1 && /^(0|[1-9]\d{0,8})$/.test(rest[0] as string);
   return head === 'scenario' && rest.length === 0;
 }
@@ -230,7 +244,14 @@ function checkPath(path: readonly string[]): boolean {
 export function applyChanges(state: State, changes: readonly unknown[]): void {
   const root = state as unknown as Record<string, unknown>;
   for (const raw of changes) {
-    if (!Array.isArray(raw) || raw.length < 1 || raw.length > 2 || !Array.isArray(raw[0]) || !raw[0].every((s) => typeof s === 'string') || !checkPath(raw[0])) {
+    if (
+      !Array.isArray(raw) ||
+      raw.length < 1 ||
+      raw.length > 2 ||
+      !Array.isArray(raw[0]) ||
+      !raw[0].every((s) => typeof s === 'string') ||
+      !checkPath(raw[0])
+    ) {
       throw new Error(`not a change this version writes: ${JSON.stringify(raw).slice(0, 120)}`);
     }
     const path = raw[0];
@@ -267,4 +288,3 @@ export function freezeEntries(state: State): State {
   if (state.scenario) frozen(state.scenario);
   return state;
 }
-

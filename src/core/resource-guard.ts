@@ -21,11 +21,17 @@ export interface AccessContext {
  * active, the family alive and the token not revoked, and finally the route's scope (`null`: any agent token; the
  * caller checks scopes itself, and a 401 challenge names `challengeScope`). Throws `BearerError` (401 or 403).
  */
-export async function authenticate(core: CoreContext, authorization: string | undefined, required: string | null, challengeScope: string = required ?? 'ask'): Promise<AccessContext> {
+export async function authenticate(
+  core: CoreContext,
+  authorization: string | undefined,
+  required: string | null,
+  challengeScope: string = required ?? 'ask',
+): Promise<AccessContext> {
   const scope = challengeScope;
   const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
   if (!match) {
-    if (authorization && /^bearer\b/i.test(authorization)) throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
+    if (authorization && /^bearer\b/i.test(authorization))
+      throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
     throw new BearerError(401, undefined, `a bearer token with scope "${scope}" is required`, scope);
   }
   let claims: AccessTokenClaims;
@@ -33,7 +39,12 @@ export async function authenticate(core: CoreContext, authorization: string | un
     claims = await core.signer.verify(match[1] as string, core.issuer, core.clock.now());
   } catch (e) {
     const code = (e as { code?: string }).code;
-    throw new BearerError(401, 'invalid_token', code === 'ERR_JWT_EXPIRED' ? 'the access token has expired' : 'the access token is not valid here', scope);
+    throw new BearerError(
+      401,
+      'invalid_token',
+      code === 'ERR_JWT_EXPIRED' ? 'the access token has expired' : 'the access token is not valid here',
+      scope,
+    );
   }
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
   if (!audiences.includes(core.resource)) {
@@ -46,9 +57,11 @@ export async function authenticate(core: CoreContext, authorization: string | un
   }
   const family = core.state.families[claims.family_id];
   if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
-  if (Object.hasOwn(core.state.revoked_access_tokens, claims.jti)) throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
+  if (Object.hasOwn(core.state.revoked_access_tokens, claims.jti))
+    throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
   const scopes = splitScope(claims.scope);
-  if (required !== null && !scopes.includes(required)) throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
+  if (required !== null && !scopes.includes(required))
+    throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
   const used = core.repo.update('grants', grant.id, { last_used_at: core.clock.now() });
   return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
 }

@@ -9,7 +9,16 @@ import { Refusal } from './refusal.js';
 import { SearchIndex } from './search.js';
 import type { Faults } from './faults.js';
 import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
-import { QUICK_TIMINGS, TRAINING_STEPS, researchReport, trainingStepAt, unreadable, type JobTimings, type ResearchJob, type TrainingDocument } from './jobs.js';
+import {
+  QUICK_TIMINGS,
+  TRAINING_STEPS,
+  researchReport,
+  trainingStepAt,
+  unreadable,
+  type JobTimings,
+  type ResearchJob,
+  type TrainingDocument,
+} from './jobs.js';
 import {
   Variation,
   describeVariant,
@@ -98,7 +107,10 @@ export class ResourceService {
   /** The clock time the newest scheduled settle run covers at least. */
   #settlingTo = -Infinity;
 
-  constructor(private readonly core: Core, options: ResourceServiceOptions) {
+  constructor(
+    private readonly core: Core,
+    options: ResourceServiceOptions,
+  ) {
     this.knowledge = options.knowledge;
     this.search = new SearchIndex(options.workspace, this.#findable());
     this.timings = { ...QUICK_TIMINGS, ...options.timings };
@@ -116,7 +128,10 @@ export class ResourceService {
    * documents once indexed (so those indexed before a restart are findable again at once).
    */
   #findable(): KnowledgeDocument[] {
-    const trained = this.core.repo.values('training_documents').filter((d) => d.processing_step === 'indexed').map(asKnowledge);
+    const trained = this.core.repo
+      .values('training_documents')
+      .filter((d) => d.processing_step === 'indexed')
+      .map(asKnowledge);
     const docs = [...this.knowledge, ...this.core.repo.values('shared_knowledge'), ...trained];
     this.#fileNames.clear();
     for (const doc of docs) this.#fileNames.set(doc.id, doc.file_name);
@@ -137,7 +152,8 @@ export class ResourceService {
    */
   async ask(access: AccessContext, question: string): Promise<Charged<AskAnswer>> {
     checkQuestion(question);
-    const timedOut = () => new Refusal('ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
+    const timedOut = () =>
+      new Refusal('ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
     if (requestFault(this.faults, 'ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
     const answer = (async () => {
       if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs);
@@ -146,7 +162,10 @@ export class ResourceService {
     })();
     const cancel = new AbortController();
     const timeout = new Promise<never>((_, reject) => {
-      this.#sleep(this.askTimeoutMs, cancel.signal).then(() => reject(timedOut()), () => undefined);
+      this.#sleep(this.askTimeoutMs, cancel.signal).then(
+        () => reject(timedOut()),
+        () => undefined,
+      );
     });
     try {
       const composed = await Promise.race([answer, timeout]);
@@ -216,7 +235,8 @@ export class ResourceService {
     validateFileName(fileName);
     if (content.trim() === '') throw new Refusal('content_empty', 'content is empty');
     const size = Buffer.byteLength(content, 'utf8');
-    if (size > TRAINING_MAX_BYTES) throw new Refusal('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
+    if (size > TRAINING_MAX_BYTES)
+      throw new Refusal('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
     const now = this.core.clock.now();
     const variant = this.variation?.next('training');
     const doc: TrainingDocument = {
@@ -234,7 +254,13 @@ export class ResourceService {
       ...(variant ? { variation: variant } : {}),
     };
     this.core.repo.put('training_documents', doc.id, doc);
-    this.core.events.emit('training.received', { document_id: doc.id, client_id: doc.client_id, grant_id: doc.grant_id, file_name: fileName, size });
+    this.core.events.emit('training.received', {
+      document_id: doc.id,
+      client_id: doc.client_id,
+      grant_id: doc.grant_id,
+      file_name: fileName,
+      size,
+    });
     if (!variant) return { value: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
     return { value: varyTrainingAccepted(doc.id, variant), variant: describeVariant(variant) };
   }
@@ -295,9 +321,11 @@ export class ResourceService {
     const run = { promise: previous.then(() => this.#settle()) };
     this.#settling = run;
     this.#settlingTo = this.core.clock.now();
-    void run.promise.finally(() => {
-      if (this.#settling === run) this.#settling = null;
-    }).catch(() => undefined);
+    void run.promise
+      .finally(() => {
+        if (this.#settling === run) this.#settling = null;
+      })
+      .catch(() => undefined);
     return run.promise;
   }
 
@@ -323,7 +351,12 @@ export class ResourceService {
         this.#fileNames.set(moved.id, moved.file_name);
         await this.search.addKnowledge(asKnowledge(moved));
       }
-      this.core.events.emit('training.step', { document_id: doc.id, client_id: doc.client_id, processing_step: step, ...(error ? { error: `${error.code}: ${error.message}` } : {}) });
+      this.core.events.emit('training.step', {
+        document_id: doc.id,
+        client_id: doc.client_id,
+        processing_step: step,
+        ...(error ? { error: `${error.code}: ${error.message}` } : {}),
+      });
       changed = true;
     }
     for (const job of this.core.repo.values('research_jobs')) {
@@ -336,8 +369,14 @@ export class ResourceService {
         const finished = { finished_at: job.running_until };
         if (job.fault_id || hits.length === 0) {
           const error = job.fault_id
-            ? { code: 'research_failed', message: `Die Recherche ist fehlgeschlagen; es wurde kein Bericht erstellt. (Absichtlich eingespeister Fehler ${job.fault_id}.)` }
-            : { code: 'no_sources', message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.' };
+            ? {
+                code: 'research_failed',
+                message: `Die Recherche ist fehlgeschlagen; es wurde kein Bericht erstellt. (Absichtlich eingespeister Fehler ${job.fault_id}.)`,
+              }
+            : {
+                code: 'no_sources',
+                message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.',
+              };
           this.core.repo.update('research_jobs', job.id, { ...finished, status: 'failed', error });
           this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: error.code, message: error.message });
         } else {
@@ -365,7 +404,13 @@ const idFor = (variant: VariantSelection | undefined, prefix: string, plain: () 
 const belongsTo = (record: { client_id: string; person_id: string }, access: AccessContext): boolean =>
   record.client_id === access.client_id && record.person_id === access.person_id;
 
-const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({ id: doc.id, title: doc.title, file_name: doc.file_name, content: doc.content, owner: doc.person_id });
+const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({
+  id: doc.id,
+  title: doc.title,
+  file_name: doc.file_name,
+  content: doc.content,
+  owner: doc.person_id,
+});
 
 /** A plain file name: 1–255 characters, no path, no control characters, a text extension. */
 function validateFileName(name: string): void {

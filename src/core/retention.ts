@@ -20,13 +20,26 @@ export interface Retention {
   expiredCodes: number;
 }
 
-export const DEFAULT_RETENTION: Retention = { researchJobs: 7 * DAY, failedTraining: 7 * DAY, decidedActions: 7 * DAY, deadFamilies: 7 * DAY, expiredCodes: DAY };
+export const DEFAULT_RETENTION: Retention = {
+  researchJobs: 7 * DAY,
+  failedTraining: 7 * DAY,
+  decidedActions: 7 * DAY,
+  deadFamilies: 7 * DAY,
+  expiredCodes: DAY,
+};
 
 /** The names `serve --retention` takes, and the field each sets. */
-export const RETENTION_NAMES = { jobs: 'researchJobs', 'failed-training': 'failedTraining', actions: 'decidedActions', families: 'deadFamilies', codes: 'expiredCodes' } as const satisfies Record<string, keyof Retention>;
+export const RETENTION_NAMES = {
+  jobs: 'researchJobs',
+  'failed-training': 'failedTraining',
+  actions: 'decidedActions',
+  families: 'deadFamilies',
+  codes: 'expiredCodes',
+} as const satisfies Record<string, keyof Retention>;
 
 /** When a family stopped being of use: invalidated, or its current refresh token expired. */
-export const familyEndedAt = (family: TokenFamily): number => (family.status === 'invalidated' ? (family.invalidated_at ?? family.created_at) : family.current.expires_at);
+export const familyEndedAt = (family: TokenFamily): number =>
+  family.status === 'invalidated' ? (family.invalidated_at ?? family.created_at) : family.current.expires_at;
 
 /**
  * Removes what retention lets go of as of `now`, plus what is expired by rule: idempotency records past their
@@ -49,9 +62,11 @@ export function applyRetention(repo: Repository, now: number, retention: Retenti
     }
   }
   for (const [id, job] of repo.entries('research_jobs')) {
-    if ((job.status === 'succeeded' || job.status === 'failed') && (job.finished_at ?? job.created_at) + retention.researchJobs <= now) drop('research_jobs', id);
+    if ((job.status === 'succeeded' || job.status === 'failed') && (job.finished_at ?? job.created_at) + retention.researchJobs <= now)
+      drop('research_jobs', id);
   }
-  for (const [id, doc] of repo.entries('training_documents')) if (doc.processing_step === 'failed' && doc.created_at + retention.failedTraining <= now) drop('training_documents', id);
+  for (const [id, doc] of repo.entries('training_documents'))
+    if (doc.processing_step === 'failed' && doc.created_at + retention.failedTraining <= now) drop('training_documents', id);
   for (const [id, action] of repo.entries('pending_actions')) {
     const decidedAt = action.status === 'applied' ? action.applied_at : action.status === 'rejected' ? action.decided_at : undefined;
     if (decidedAt !== undefined && decidedAt + retention.decidedActions <= now) drop('pending_actions', id);

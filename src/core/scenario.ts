@@ -2,7 +2,15 @@ import { epochSeconds } from './clock.js';
 import type { CoreContext } from './context.js';
 import { newId } from './crypto.js';
 import { seedGrant } from './grants-admin.js';
-import { TRAINING_STEPS, type Citation, type JobTimings, type ResearchJob, type ResearchStatus, type TrainingDocument, type TrainingStep } from './jobs.js';
+import {
+  TRAINING_STEPS,
+  type Citation,
+  type JobTimings,
+  type ResearchJob,
+  type ResearchStatus,
+  type TrainingDocument,
+  type TrainingStep,
+} from './jobs.js';
 import type { ScenarioOrigin } from './state.js';
 import { markdownTitle } from './workspace.js';
 
@@ -105,7 +113,12 @@ export function applyScenario(core: CoreContext, loaded: LoadedScenario, timings
   for (const k of scenario.knowledge) {
     const id = k.id ?? newId('doc');
     if (k.grant === undefined) {
-      core.repo.put('shared_knowledge', id, { id, title: markdownTitle(k.content, k.file_name), file_name: k.file_name, content: k.content });
+      core.repo.put('shared_knowledge', id, {
+        id,
+        title: markdownTitle(k.content, k.file_name),
+        file_name: k.file_name,
+        content: k.content,
+      });
       continue;
     }
     const owner = grant(k.grant);
@@ -154,7 +167,15 @@ export function applyScenario(core: CoreContext, loaded: LoadedScenario, timings
   }
   for (const c of scenario.charges) {
     const owner = grant(c.grant);
-    core.recordCharge({ at: c.at ?? now, client_id: owner.client_id, grant_id: owner.id, route: c.route, amount: c.amount, unit: 'AKh', idempotency_key: c.idempotency_key ?? null });
+    core.recordCharge({
+      at: c.at ?? now,
+      client_id: owner.client_id,
+      grant_id: owner.id,
+      route: c.route,
+      amount: c.amount,
+      unit: 'AKh',
+      idempotency_key: c.idempotency_key ?? null,
+    });
   }
   core.repo.setScenario({ file: loaded.file, sha256: loaded.sha256 });
 }

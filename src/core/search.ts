@@ -74,14 +74,19 @@ export class SearchIndex {
 
   #index(): Promise<{ orama: Orama; db: Db }> {
     return (this.#ready ??= (async () => {
-      const [orama, { stemmer, language }, { stopwords }] = await Promise.all([import('@orama/orama'), import('@orama/stemmers/german'), import('@orama/stopwords/german')]);
+      const [orama, { stemmer, language }, { stopwords }] = await Promise.all([
+        import('@orama/orama'),
+        import('@orama/stemmers/german'),
+        import('@orama/stopwords/german'),
+      ]);
       const db = orama.create({
         schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string' } as const,
         components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
       });
       const entries: Entry[] = [];
       for (const kind of WORKSPACE_KINDS) {
-        for (const record of this.#workspace[kind]) entries.push(entry(`${kind}:${record.id}`, kind, SHARED, record.id, record.title, recordText(record)));
+        for (const record of this.#workspace[kind])
+          entries.push(entry(`${kind}:${record.id}`, kind, SHARED, record.id, record.title, recordText(record)));
       }
       for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
       await orama.insertMultiple(db, entries);
@@ -123,7 +128,10 @@ export class SearchIndex {
    * Best hits first, among what `person` may see: the shared workspace and knowledge base and the person's own
    * training documents. `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7).
    */
-  async search(question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Promise<Array<Source & { score: number }>> {
+  async search(
+    question: string,
+    options: { person: string; limit?: number; knowledgeOnly?: boolean },
+  ): Promise<Array<Source & { score: number }>> {
     const index = this.#index();
     const { orama, db } = await index;
     const key = JSON.stringify([question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
@@ -139,9 +147,17 @@ export class SearchIndex {
     return hits.map((hit) => ({ ...hit }));
   }
 
-  #rank(orama: Orama, db: Db, question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Array<Source & { score: number }> {
+  #rank(
+    orama: Orama,
+    db: Db,
+    question: string,
+    options: { person: string; limit?: number; knowledgeOnly?: boolean },
+  ): Array<Source & { score: number }> {
     // Orama's generic result types are too deep for tsc here; the shape is its documented search result.
-    const search = orama.search as unknown as (db: Db, params: Record<string, unknown>) => { hits: Array<{ score: number; document: Entry }> };
+    const search = orama.search as unknown as (
+      db: Db,
+      params: Record<string, unknown>,
+    ) => { hits: Array<{ score: number; document: Entry }> };
     const result = search(db, {
       term: question,
       properties: ['title', 'text'],
@@ -162,17 +178,32 @@ export class SearchIndex {
 
 function knowledgeEntries(doc: KnowledgeDocument): Entry[] {
   return markdownSections(doc).map((section, i) =>
-    entry(`knowledge:${doc.id}:${i}`, 'knowledge', doc.owner ?? SHARED, doc.id, section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`, section.text),
+    entry(
+      `knowledge:${doc.id}:${i}`,
+      'knowledge',
+      doc.owner ?? SHARED,
+      doc.id,
+      section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`,
+      section.text,
+    ),
   );
 }
 
 /** The question's words that can place a snippet: four letters or more, in lower case. */
-const questionWords = (question: string): string[] => question.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length >= 4);
+const questionWords = (question: string): string[] =>
+  question
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((w) => w.length >= 4);
 
 /** A short excerpt around the first word of the question that occurs in the text. */
 function snippet({ text: flat, lower }: Entry, words: string[]): string {
   if (flat.length <= SNIPPET) return flat;
-  const at = words.map((w) => lower.indexOf(w.slice(0, Math.max(4, w.length - 2)))).filter((i) => i >= 0).sort((a, b) => a - b)[0] ?? 0;
+  const at =
+    words
+      .map((w) => lower.indexOf(w.slice(0, Math.max(4, w.length - 2))))
+      .filter((i) => i >= 0)
+      .sort((a, b) => a - b)[0] ?? 0;
   const start = Math.max(0, at - 60);
   const cut = flat.slice(start, start + SNIPPET);
   return `${start > 0 ? '…' : ''}${cut}${start + SNIPPET < flat.length ? '…' : ''}`;

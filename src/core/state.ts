@@ -121,7 +121,12 @@ export interface TokenFamily {
   /** Generation of the replayed token when a replay killed the family (null: older than the kept history). */
   readonly replayed_generation?: number | null;
   /** The newest access tokens issued from the family (bounded), for display. */
-  readonly access_tokens: ReadonlyArray<{ readonly jti: string; readonly issued_at: number; readonly expires_at: number; readonly scopes: readonly string[] }>;
+  readonly access_tokens: ReadonlyArray<{
+    readonly jti: string;
+    readonly issued_at: number;
+    readonly expires_at: number;
+    readonly scopes: readonly string[];
+  }>;
 }
 
 export const emptyState = (): State => ({
@@ -142,14 +147,30 @@ export const emptyState = (): State => ({
 });
 
 /** The keyed tables of the state, in the order a state file holds them. */
-export const COLLECTION_NAMES = ['clients', 'grants', 'codes', 'families', 'revoked_access_tokens', 'idempotency', 'research_jobs', 'training_documents', 'pending_actions', 'shared_knowledge'] as const;
+export const COLLECTION_NAMES = [
+  'clients',
+  'grants',
+  'codes',
+  'families',
+  'revoked_access_tokens',
+  'idempotency',
+  'research_jobs',
+  'training_documents',
+  'pending_actions',
+  'shared_knowledge',
+] as const;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A P-256 coordinate or private scalar: 32 bytes, base64url without padding. */
 const COORDINATE = /^[A-Za-z0-9_-]{43}$/;
 const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
-  isRecord(v) && v.kty === 'EC' && v.crv === 'P-256' && COORDINATE.test(String(v.x)) && COORDINATE.test(String(v.y)) && (!withPrivate || COORDINATE.test(String(v.d)));
+  isRecord(v) &&
+  v.kty === 'EC' &&
+  v.crv === 'P-256' &&
+  COORDINATE.test(String(v.x)) &&
+  COORDINATE.test(String(v.y)) &&
+  (!withPrivate || COORDINATE.test(String(v.d)));
 
 /**
  * Parses what was read from a state file. Anything but the shape written by this version is refused
@@ -166,11 +187,13 @@ export function parseState(text: string, file: string): State {
 }
 
 /** The refusal of a state file whose text is not JSON: names the file and the way out. */
-export const notValidJson = (file: string, error: Error): StateFileError => new StateFileError(file, `state file ${file} is not valid JSON (${error.message}). ${resetAdvice(file)}`);
+export const notValidJson = (file: string, error: Error): StateFileError =>
+  new StateFileError(file, `state file ${file} is not valid JSON (${error.message}). ${resetAdvice(file)}`);
 
 /** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */
 export function checkState(json: unknown, file: string, what = `state file ${file}`): State {
-  const problem = (detail: string) => new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${resetAdvice(file)}`);
+  const problem = (detail: string) =>
+    new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${resetAdvice(file)}`);
   if (!isRecord(json)) throw problem('the top level is not an object');
   if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
   // Collections added after the first release: a file written before them gets them empty.
@@ -182,10 +205,22 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
   json.workspace_changes ??= [];
   json.shared_knowledge ??= {};
   if (!Array.isArray(json.workspace_changes)) throw problem('"workspace_changes" is not a list');
-  if (!isRecord(json.charges) || typeof json.charges.count !== 'number' || !isRecord(json.charges.by_client) || !isRecord(json.charges.by_grant)) throw problem('"charges" is malformed');
+  if (
+    !isRecord(json.charges) ||
+    typeof json.charges.count !== 'number' ||
+    !isRecord(json.charges.by_client) ||
+    !isRecord(json.charges.by_grant)
+  )
+    throw problem('"charges" is malformed');
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
   for (const [i, key] of json.keys.entries()) {
-    if (!isRecord(key) || typeof key.kid !== 'string' || key.alg !== 'ES256' || !isP256Jwk(key.private_jwk, true) || !isP256Jwk(key.public_jwk, false)) {
+    if (
+      !isRecord(key) ||
+      typeof key.kid !== 'string' ||
+      key.alg !== 'ES256' ||
+      !isP256Jwk(key.private_jwk, true) ||
+      !isP256Jwk(key.public_jwk, false)
+    ) {
       throw problem(`keys[${i}] is not an ES256 (P-256) signing key`);
     }
   }
@@ -202,7 +237,13 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
       throw problem(`grants["${id}"] is malformed`);
     }
   }
-  if (json.scenario !== undefined && (!isRecord(json.scenario) || typeof json.scenario.file !== 'string' || typeof json.scenario.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(json.scenario.sha256))) {
+  if (
+    json.scenario !== undefined &&
+    (!isRecord(json.scenario) ||
+      typeof json.scenario.file !== 'string' ||
+      typeof json.scenario.sha256 !== 'string' ||
+      !/^[0-9a-f]{64}$/.test(json.scenario.sha256))
+  ) {
     throw problem('"scenario" is malformed');
   }
   for (const [id, family] of Object.entries(json.families as Record<string, Record<string, unknown>>)) {

@@ -26,7 +26,12 @@ export function parseRefreshToken(token: string): { handleHash: string; tokenHas
 const mintToken = (handle: string) => `${PREFIX}.${handle}.${randomToken(32)}`;
 
 /** A new family for a grant, with its first refresh token (a value; `startFamily` stores it). */
-function createFamily(grant: Grant, now: number, refreshLifetime: number, presetToken?: string): { family: TokenFamily; refreshToken: string } {
+function createFamily(
+  grant: Grant,
+  now: number,
+  refreshLifetime: number,
+  presetToken?: string,
+): { family: TokenFamily; refreshToken: string } {
   let handle: string;
   let refreshToken: string;
   if (presetToken) {
@@ -56,7 +61,12 @@ function createFamily(grant: Grant, now: number, refreshLifetime: number, preset
 }
 
 /** Spec 3.2: the current token becomes rotated and a new one is the only one that works. Returns the rotated family (a value). */
-function rotateFamily(family: TokenFamily, refreshToken: string, now: number, refreshLifetime: number): { family: TokenFamily; refreshToken: string } {
+function rotateFamily(
+  family: TokenFamily,
+  refreshToken: string,
+  now: number,
+  refreshLifetime: number,
+): { family: TokenFamily; refreshToken: string } {
   const handle = refreshToken.split('.')[1] as string;
   const next = mintToken(handle);
   const { expires_at: _expired, ...previous } = family.current;
@@ -64,7 +74,13 @@ function rotateFamily(family: TokenFamily, refreshToken: string, now: number, re
     family: {
       ...family,
       history: [...family.history, { ...previous, hash: fingerprint(previous.hash), rotated_at: now }].slice(-FAMILY_HISTORY),
-      current: { generation: family.current.generation + 1, hash: sha256(next), issued_at: now, rotated_at: null, expires_at: now + refreshLifetime },
+      current: {
+        generation: family.current.generation + 1,
+        hash: sha256(next),
+        issued_at: now,
+        rotated_at: null,
+        expires_at: now + refreshLifetime,
+      },
       rotations: family.rotations + 1,
     },
     refreshToken: next,
@@ -100,18 +116,37 @@ export function startFamily(core: CoreContext, grant: Grant, presetToken?: strin
 }
 
 /** Spec 3.2, OAuth 2.1 §4.3: rotates the family on a refresh; returns the rotated family and its new refresh token. */
-export function rotateRefreshToken(core: CoreContext, family: TokenFamily, presented: string): { family: TokenFamily; refreshToken: string } {
+export function rotateRefreshToken(
+  core: CoreContext,
+  family: TokenFamily,
+  presented: string,
+): { family: TokenFamily; refreshToken: string } {
   const rotated = rotateFamily(family, presented, core.clock.now(), core.lifetimes.refreshToken);
   core.repo.put('families', family.id, rotated.family);
-  core.events.emit('refresh.rotated', { grant_id: family.grant_id, family_id: family.id, from_generation: family.current.generation, to_generation: rotated.family.current.generation });
+  core.events.emit('refresh.rotated', {
+    grant_id: family.grant_id,
+    family_id: family.id,
+    from_generation: family.current.generation,
+    to_generation: rotated.family.current.generation,
+  });
   return rotated;
 }
 
 /** Spec 3.2, 7: every refresh and access token of the family stops working. A family already invalid stays as it is. */
 export function invalidateFamily(core: CoreContext, family: TokenFamily, reason: FamilyEndReason, replayed: number | null = null): void {
   if (core.state.families[family.id]?.status !== 'active') return;
-  core.repo.update('families', family.id, { status: 'invalidated', invalidated_at: core.clock.now(), invalidated_reason: reason, ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}) });
-  core.events.emit('family.invalidated', { grant_id: family.grant_id, family_id: family.id, reason, ...(replayed !== null ? { replayed_generation: replayed } : {}) });
+  core.repo.update('families', family.id, {
+    status: 'invalidated',
+    invalidated_at: core.clock.now(),
+    invalidated_reason: reason,
+    ...(reason === 'refresh_replay' ? { replayed_generation: replayed } : {}),
+  });
+  core.events.emit('family.invalidated', {
+    grant_id: family.grant_id,
+    family_id: family.id,
+    reason,
+    ...(replayed !== null ? { replayed_generation: replayed } : {}),
+  });
 }
 
 /**

@@ -23,7 +23,8 @@ export interface VaryUnspecified {
 export const MAX_SEED = 0xffff_ffff;
 
 export function checkSeed(seed: number): number {
-  if (!Number.isInteger(seed) || seed < 0 || seed > MAX_SEED) throw new RangeError(`a variation seed is a whole number from 0 to ${MAX_SEED}, not ${seed}`);
+  if (!Number.isInteger(seed) || seed < 0 || seed > MAX_SEED)
+    throw new RangeError(`a variation seed is a whole number from 0 to ${MAX_SEED}, not ${seed}`);
   return seed;
 }
 
@@ -70,7 +71,9 @@ export const VARIANT_HEADER = 'agent-access-variant';
  * dimension of the object, also those that show only later (a job's failed status while it still runs).
  */
 export function describeVariant(selection: VariantSelection): string {
-  const choices = Object.entries(selection.choices as Record<string, string>).map(([dimension, variant]) => `${selection.kind}.${dimension}=${variant}`);
+  const choices = Object.entries(selection.choices as Record<string, string>).map(
+    ([dimension, variant]) => `${selection.kind}.${dimension}=${variant}`,
+  );
   return [`seed=${selection.seed}`, `ordinal=${selection.ordinal}`, ...choices].join(', ');
 }
 
@@ -100,7 +103,16 @@ export function formatId(format: IdFormat, prefix: string, random: Uint8Array): 
 // ---- unknown fields -----------------------------------------------------------------------------
 
 const WORDS = ['quorvex', 'tilbard', 'munsk', 'prevalt', 'orrin', 'zefta', 'kalmor', 'vindle'];
-const VALUES: readonly unknown[] = [{ nested: { depth: 2, items: [1, 'zwei', null] } }, 'unbekannt', 42, null, true, [3, 1, 4], 1.5, { enabled: false }];
+const VALUES: readonly unknown[] = [
+  { nested: { depth: 2, items: [1, 'zwei', null] } },
+  'unbekannt',
+  42,
+  null,
+  true,
+  [3, 1, 4],
+  1.5,
+  { enabled: false },
+];
 const hex6 = (n: number) => n.toString(16).padStart(8, '0').slice(0, 6);
 
 /** Fields no client could know: one `x_` prefixed, one arbitrary; stable for the same object and place. */
@@ -118,7 +130,11 @@ function unknownElementField(selection: VariantSelection, place: string): Record
 
 /** Adds an unknown field to each element that is an object; strings stay strings. */
 function withUnknownInElements(items: unknown[], selection: VariantSelection, place: string): unknown[] {
-  return items.map((item, i) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? { ...item, ...unknownElementField(selection, `${place}[${i}]`) } : item));
+  return items.map((item, i) =>
+    typeof item === 'object' && item !== null && !Array.isArray(item)
+      ? { ...item, ...unknownElementField(selection, `${place}[${i}]`) }
+      : item,
+  );
 }
 
 // ---- ask (spec 2.4) -----------------------------------------------------------------------------
@@ -141,7 +157,12 @@ export function varyAskAnswer(answer: AskAnswer, selection: VariantSelection<'as
   const { sources: shape, extra_fields: extras } = selection.choices;
   let sources: unknown[] = shape === 'empty' ? [] : answer.sources.map((s) => varySource(s, shape));
   if (extras === 'unknown') sources = withUnknownInElements(sources, selection, 'sources');
-  return { answer: answer.answer, sources, message_id: answer.message_id, ...(extras === 'unknown' ? unknownFields(selection, 'answer') : {}) };
+  return {
+    answer: answer.answer,
+    sources,
+    message_id: answer.message_id,
+    ...(extras === 'unknown' ? unknownFields(selection, 'answer') : {}),
+  };
 }
 
 // ---- research (spec 2.5, 3.1) ---------------------------------------------------------------------
@@ -181,7 +202,10 @@ export function varyReport(report: string, variant: Choices<'research'>['report'
       const [first, ...rest] = markdownSections(report);
       const title = first && first.level === 1 ? first.heading : '';
       const sections = first && first.level === 1 ? rest : [first, ...rest].filter((s) => s !== undefined);
-      return { title, sections: sections.map((s) => ({ heading: s.heading, paragraphs: s.text.split(/\n{2,}/).filter((p) => p.trim() !== '') })) };
+      return {
+        title,
+        sections: sections.map((s) => ({ heading: s.heading, paragraphs: s.text.split(/\n{2,}/).filter((p) => p.trim() !== '') })),
+      };
     }
     default:
       return report;
@@ -195,7 +219,11 @@ export function varyCitation(citation: Citation, index: number, variant: Choices
     case 'strings':
       return `${citation.title} (${citation.file_name})`;
     case 'nested':
-      return { ref: index + 1, document: { id: citation.id, title: citation.title, file_name: citation.file_name }, quote: citation.snippet };
+      return {
+        ref: index + 1,
+        document: { id: citation.id, title: citation.title, file_name: citation.file_name },
+        quote: citation.snippet,
+      };
     default:
       return citation;
   }
@@ -223,7 +251,10 @@ export function researchStatus(status: ResearchStatus, choices: Choices<'researc
 }
 
 /** POST /research (202): job_id, status queued and poll stay; unknown fields when selected. */
-export function varyResearchCreated(body: { job_id: string; status: 'queued'; poll: string }, selection: VariantSelection<'research'>): Record<string, unknown> {
+export function varyResearchCreated(
+  body: { job_id: string; status: 'queued'; poll: string },
+  selection: VariantSelection<'research'>,
+): Record<string, unknown> {
   return { ...body, ...(selection.choices.extra_fields === 'unknown' ? unknownFields(selection, 'created') : {}) };
 }
 
@@ -259,12 +290,27 @@ export function varyResearchJob(view: ResearchJobView, selection: VariantSelecti
  */
 export const PROCESSING_STEPS: Record<Choices<'training'>['processing_step'], Record<TrainingStep, string>> = {
   emulator: { received: 'received', parsing: 'parsing', chunking: 'chunking', indexing: 'indexing', indexed: 'indexed', failed: 'failed' },
-  pipeline: { received: 'uploaded', parsing: 'extracting', chunking: 'splitting', indexing: 'embedding', indexed: 'ready', failed: 'error' },
+  pipeline: {
+    received: 'uploaded',
+    parsing: 'extracting',
+    chunking: 'splitting',
+    indexing: 'embedding',
+    indexed: 'ready',
+    failed: 'error',
+  },
   coarse: { received: 'queued', parsing: 'processing', chunking: 'processing', indexing: 'processing', indexed: 'done', failed: 'failed' },
-  verbose: { received: 'pending', parsing: 'in_progress', chunking: 'in_progress', indexing: 'finalizing', indexed: 'completed', failed: 'rejected' },
+  verbose: {
+    received: 'pending',
+    parsing: 'in_progress',
+    chunking: 'in_progress',
+    indexing: 'finalizing',
+    indexed: 'completed',
+    failed: 'rejected',
+  },
 };
 
-export const processingStep = (step: TrainingStep, choices: Choices<'training'>): string => (PROCESSING_STEPS[choices.processing_step] ?? PROCESSING_STEPS.emulator)[step] ?? step;
+export const processingStep = (step: TrainingStep, choices: Choices<'training'>): string =>
+  (PROCESSING_STEPS[choices.processing_step] ?? PROCESSING_STEPS.emulator)[step] ?? step;
 
 /** The document as the emulator shows it without the mode (GET /training/{document_id}). */
 export interface TrainingDocumentView {
@@ -307,7 +353,10 @@ export function varyTrainingDocument(view: TrainingDocumentView, selection: Vari
 }
 
 /** GET /training/{document_id}/url: the link under another field name, or alone. */
-export function varyTrainingUrl(body: { document_id: string; url: string }, selection: VariantSelection<'training'>): Record<string, unknown> {
+export function varyTrainingUrl(
+  body: { document_id: string; url: string },
+  selection: VariantSelection<'training'>,
+): Record<string, unknown> {
   const c = selection.choices;
   const shaped = c.url === 'url' ? { url: body.url } : c.url === 'href' ? { href: body.url } : body;
   return { ...shaped, ...(c.extra_fields === 'unknown' ? unknownFields(selection, 'url') : {}) };

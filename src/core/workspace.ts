@@ -36,7 +36,6 @@ export interface KnowledgeDocument {
 
 export const emptyWorkspace = (): Workspace => Object.fromEntries(WORKSPACE_KINDS.map((k) => [k, []])) as unknown as Workspace;
 
-
 /** All text of a record except its id, for indexing and snippets. */
 export function recordText(record: WorkspaceRecord): string {
   return Object.entries(record)

@@ -1,7 +1,21 @@
 import { Box, Text, useApp, useInput, useStdout } from 'ink';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
-import { VIEWS, VIEW_TITLES, clockTime, detail, fitColumns, printable, rowText, table, widthsFor, type Line, type Row, type Tone, type ViewName } from './views.js';
+import {
+  VIEWS,
+  VIEW_TITLES,
+  clockTime,
+  detail,
+  fitColumns,
+  printable,
+  rowText,
+  table,
+  widthsFor,
+  type Line,
+  type Row,
+  type Tone,
+  type ViewName,
+} from './views.js';
 
 export interface DashboardActions {
   revokeGrant(grantId: string): Promise<void>;
@@ -18,7 +32,11 @@ export interface DashboardProps {
   batchMs?: number;
 }
 
-type Mode = { kind: 'normal' } | { kind: 'help' } | { kind: 'filter'; text: string } | { kind: 'confirm'; question: string; run: () => Promise<void> };
+type Mode =
+  | { kind: 'normal' }
+  | { kind: 'help' }
+  | { kind: 'filter'; text: string }
+  | { kind: 'confirm'; question: string; run: () => Promise<void> };
 
 const TONE_COLORS: Record<Tone, string | undefined> = { normal: undefined, alarm: 'red', ok: 'green', warn: 'yellow', dim: undefined };
 const WIDE = 120;
@@ -70,7 +88,10 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   const t = useMemo(() => table(state, view), [state, view]);
   const filter = filters[view] ?? '';
   const rows = useMemo(() => (filter ? t.rows.filter((r) => rowText(r).includes(filter.toLowerCase())) : t.rows), [t, filter]);
-  const index = Math.max(0, rows.findIndex((r) => r.key === selected[view]));
+  const index = Math.max(
+    0,
+    rows.findIndex((r) => r.key === selected[view]),
+  );
   const current = rows[index];
 
   const height = Math.max(8, screenRows - 1);
@@ -86,7 +107,11 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     setMode({
       kind: 'confirm',
       question,
-      run: () => run().then(() => setMessage({ text: done, tone: 'ok' }), (e: Error) => setMessage({ text: `failed: ${e.message}`, tone: 'alarm' })),
+      run: () =>
+        run().then(
+          () => setMessage({ text: done, tone: 'ok' }),
+          (e: Error) => setMessage({ text: `failed: ${e.message}`, tone: 'alarm' }),
+        ),
     });
 
   // Keys act on what is on screen now: the handler is rebuilt each render and read through a ref, because Ink
@@ -130,13 +155,21 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     if (input === 'r' && view === 'grants' && current) {
       const grant = state.grants[current.key];
       if (grant?.status !== 'active') return setMessage({ text: 'this grant is already revoked', tone: 'dim' });
-      return confirm(`Revoke the grant of “${clientName(state, grant.client_id)}” (${grant.id})? y/n`, () => actions.revokeGrant(grant.id), `revoked ${grant.id}`);
+      return confirm(
+        `Revoke the grant of “${clientName(state, grant.client_id)}” (${grant.id})? y/n`,
+        () => actions.revokeGrant(grant.id),
+        `revoked ${grant.id}`,
+      );
     }
     if ((input === 'a' || input === 'x') && view === 'approvals' && current) {
       const action = state.actions[current.key];
       if (action?.status !== 'pending') return setMessage({ text: 'this action is already decided', tone: 'dim' });
       const decision = input === 'a' ? 'approve' : 'reject';
-      return confirm(`${decision === 'approve' ? 'Approve' : 'Reject'} “${action.description}”? y/n`, () => actions.decideAction(action.id, decision), `${decision === 'approve' ? 'approved' : 'rejected'} ${action.id}`);
+      return confirm(
+        `${decision === 'approve' ? 'Approve' : 'Reject'} “${action.description}”? y/n`,
+        () => actions.decideAction(action.id, decision),
+        `${decision === 'approve' ? 'approved' : 'rejected'} ${action.id}`,
+      );
     }
   };
   useInput(useCallback((input, key) => onKey.current(input, key), []));
@@ -219,7 +252,9 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
       ) : (
         <Box flexDirection={wide ? 'row' : 'column'} height={bodyHeight}>
           <Box flexDirection="column" width={listWidth}>
-            {listLines.map(([key, content, tone, isSelected]) => text(key, `${isSelected ? '›' : ' '}${content}`.slice(0, listWidth), tone, isSelected, listWidth))}
+            {listLines.map(([key, content, tone, isSelected]) =>
+              text(key, `${isSelected ? '›' : ' '}${content}`.slice(0, listWidth), tone, isSelected, listWidth),
+            )}
           </Box>
           {wide ? <Box width={1} /> : text('rule', `─ ${VIEW_TITLES[view]} `.padEnd(columns, '─'), 'dim')}
           <Box flexDirection="column" width={detailWidth}>

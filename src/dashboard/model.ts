@@ -1,6 +1,15 @@
 import { addAmount, type ChargeEntry } from '../protocol/charges.js';
 import type { AppEvent, EventMap } from '../protocol/events.js';
-import type { ActionView, FamilyView, FaultView, ReplayEntry, RequestEntry, ResearchView, Snapshot, TrainingView } from '../protocol/snapshot.js';
+import type {
+  ActionView,
+  FamilyView,
+  FaultView,
+  ReplayEntry,
+  RequestEntry,
+  ResearchView,
+  Snapshot,
+  TrainingView,
+} from '../protocol/snapshot.js';
 
 /**
  * The dashboard's state and the pure reducer that folds the admin stream into it. The UI never reads the
@@ -79,7 +88,10 @@ export function reduce(state: DashboardState, message: StreamMessage): Dashboard
   switch (message.type) {
     case 'connection':
       if (state.connection.status === message.status && state.connection.detail === (message.detail ?? null)) return state;
-      return { ...state, connection: { status: message.status, detail: message.detail ?? null, url: message.url ?? state.connection.url, since: message.at } };
+      return {
+        ...state,
+        connection: { status: message.status, detail: message.detail ?? null, url: message.url ?? state.connection.url, since: message.at },
+      };
     case 'tick':
       return message.now === state.now ? state : { ...state, now: message.now };
     case 'snapshot':
@@ -109,7 +121,10 @@ function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
     charges: {
       by_client: s.charges.by_client,
       by_grant: s.charges.by_grant,
-      entries: capped([...s.charges.entries.map((e) => ({ ...e, free: false })), ...s.charges.replays.map(replayRow)].sort((a, b) => a.at - b.at), LIMITS.charges),
+      entries: capped(
+        [...s.charges.entries.map((e) => ({ ...e, free: false })), ...s.charges.replays.map(replayRow)].sort((a, b) => a.at - b.at),
+        LIMITS.charges,
+      ),
     },
     actions: byId(s.actions),
     requests: capped(s.requests, LIMITS.requests),
@@ -118,12 +133,23 @@ function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
 }
 
 /** A replay as a ledger row: free. Its key is the negative event number, apart from the ledger's own numbers. */
-const replayRow = (r: ReplayEntry): ChargeRow => ({ seq: -r.seq, at: r.at, client_id: r.client_id, grant_id: r.grant_id, route: r.route, amount: 0, unit: 'AKh', idempotency_key: r.key, free: true });
+const replayRow = (r: ReplayEntry): ChargeRow => ({
+  seq: -r.seq,
+  at: r.at,
+  client_id: r.client_id,
+  grant_id: r.grant_id,
+  route: r.route,
+  amount: 0,
+  unit: 'AKh',
+  idempotency_key: r.key,
+  free: true,
+});
 
 type EventOf<N extends keyof EventMap> = Extract<AppEvent, { name: N }>;
 
 /** "the policy" or the person's id: a policy's answer must never read as the person's own click. */
-const answerer = (data: { by: string; person_id: string }): string => (data.by === 'policy' ? `policy (for ${data.person_id})` : data.person_id);
+const answerer = (data: { by: string; person_id: string }): string =>
+  data.by === 'policy' ? `policy (for ${data.person_id})` : data.person_id;
 
 function note(state: DashboardState, event: AppEvent, text: string, alarm = false): DashboardState {
   return { ...state, activity: capped([...state.activity, { seq: event.seq, at: event.at, text, alarm }], LIMITS.activity) };
@@ -146,11 +172,19 @@ function onTokensIssued(state: DashboardState, event: EventOf<'tokens.issued'>):
   const existing = state.families[d.family_id];
   let family: FamilyView;
   if (!existing) {
-    family = { ...emptyFamily(d.family_id, d.grant_id, d.client_id, event.at), chain: [{ generation: d.generation, issued_at: event.at, rotated_at: null }], access_tokens: [token] };
+    family = {
+      ...emptyFamily(d.family_id, d.grant_id, d.client_id, event.at),
+      chain: [{ generation: d.generation, issued_at: event.at, rotated_at: null }],
+      access_tokens: [token],
+    };
   } else {
     // The snapshot may already hold this token (taken between the core's change and its event): once only.
     const known = existing.access_tokens.some((t) => t.jti === d.jti);
-    family = { ...existing, chain: withGeneration(existing.chain, d.generation, event.at), access_tokens: known ? existing.access_tokens : capped([...existing.access_tokens, token], LIMITS.accessTokens) };
+    family = {
+      ...existing,
+      chain: withGeneration(existing.chain, d.generation, event.at),
+      access_tokens: known ? existing.access_tokens : capped([...existing.access_tokens, token], LIMITS.accessTokens),
+    };
   }
   const next = { ...state, families: { ...state.families, [family.id]: family } };
   return patch(next, 'grants', d.grant_id, (g) => ({ ...g, last_used_at: event.at }));
@@ -172,34 +206,76 @@ const emptyFamily = (id: string, grantId: string, clientId: string, at: number):
 /** Adds a generation to the chain once; the one before it is rotated from then on. */
 function withGeneration(chain: FamilyView['chain'], generation: number, at: number): FamilyView['chain'] {
   if (chain.some((g) => g.generation === generation)) return chain;
-  return [...chain.map((g) => (g.generation < generation && g.rotated_at === null ? { ...g, rotated_at: at } : g)), { generation, issued_at: at, rotated_at: null }];
+  return [
+    ...chain.map((g) => (g.generation < generation && g.rotated_at === null ? { ...g, rotated_at: at } : g)),
+    { generation, issued_at: at, rotated_at: null },
+  ];
 }
 
 function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
   switch (event.name) {
     case 'client.registered': {
       const d = event.data;
-      return note({ ...state, clients: { ...state.clients, [d.client_id]: { client_id: d.client_id, client_name: d.client_name, registered_at: event.at } } }, event, `client registered: ${d.client_name}`);
+      return note(
+        {
+          ...state,
+          clients: { ...state.clients, [d.client_id]: { client_id: d.client_id, client_name: d.client_name, registered_at: event.at } },
+        },
+        event,
+        `client registered: ${d.client_name}`,
+      );
     }
     case 'consent.shown':
-      return note(state, event, `${event.data.answered_by === 'policy' ? 'consent asked, for the policy to answer' : 'consent page shown'}: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`);
+      return note(
+        state,
+        event,
+        `${event.data.answered_by === 'policy' ? 'consent asked, for the policy to answer' : 'consent page shown'}: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`,
+      );
     case 'consent.approved':
-      return note(state, event, `consent approved by ${answerer(event.data)}: ${clientName(state, event.data.client_id)} (${event.data.scopes.join(' ')})`);
+      return note(
+        state,
+        event,
+        `consent approved by ${answerer(event.data)}: ${clientName(state, event.data.client_id)} (${event.data.scopes.join(' ')})`,
+      );
     case 'consent.denied':
       return note(state, event, `consent denied by ${answerer(event.data)}: ${clientName(state, event.data.client_id)}`, true);
     case 'consent_policy.set':
-      return note(state, event, `consent policy for ${event.data.client_id ? clientName(state, event.data.client_id) : 'all clients'}: ${event.data.decision}${event.data.scopes ? ` ${event.data.scopes.join(' ')}` : ''}`);
+      return note(
+        state,
+        event,
+        `consent policy for ${event.data.client_id ? clientName(state, event.data.client_id) : 'all clients'}: ${event.data.decision}${event.data.scopes ? ` ${event.data.scopes.join(' ')}` : ''}`,
+      );
     case 'grant.created': {
       const d = event.data;
       // Already in the snapshot (taken between the core's change and its event): keep what it shows.
       if (state.grants[d.grant_id]) return state;
-      const grant: GrantRow = { id: d.grant_id, client_id: d.client_id, person_id: d.person_id, scopes: d.scopes, resource: d.resource, created_at: event.at, last_used_at: null, status: 'active', revoked_at: null, revoked_by: null };
+      const grant: GrantRow = {
+        id: d.grant_id,
+        client_id: d.client_id,
+        person_id: d.person_id,
+        scopes: d.scopes,
+        resource: d.resource,
+        created_at: event.at,
+        last_used_at: null,
+        status: 'active',
+        revoked_at: null,
+        revoked_by: null,
+      };
       return { ...state, grants: { ...state.grants, [grant.id]: grant } };
     }
     case 'grant.scopes_reduced':
-      return note(patch(state, 'grants', event.data.grant_id, (g) => ({ ...g, scopes: event.data.scopes })), event, `grant ${event.data.grant_id} lost retired scopes ${event.data.removed.join(' ')}`);
+      return note(
+        patch(state, 'grants', event.data.grant_id, (g) => ({ ...g, scopes: event.data.scopes })),
+        event,
+        `grant ${event.data.grant_id} lost retired scopes ${event.data.removed.join(' ')}`,
+      );
     case 'grant.revoked': {
-      const next = patch(state, 'grants', event.data.grant_id, (g) => ({ ...g, status: 'revoked', revoked_at: event.at, revoked_by: event.data.by }));
+      const next = patch(state, 'grants', event.data.grant_id, (g) => ({
+        ...g,
+        status: 'revoked',
+        revoked_at: event.at,
+        revoked_by: event.data.by,
+      }));
       return note(next, event, `grant of ${clientName(state, event.data.client_id)} revoked by ${event.data.by}`, true);
     }
     case 'code.issued':
@@ -215,14 +291,34 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     case 'family.invalidated': {
       const d = event.data;
       // A code replay can kill a family before the event of its first tokens arrives: keep it, as invalidated.
-      const known = state.families[d.family_id] ? state : { ...state, families: { ...state.families, [d.family_id]: emptyFamily(d.family_id, d.grant_id, state.grants[d.grant_id]?.client_id ?? '', event.at) } };
-      const next = patch(known, 'families', d.family_id, (f) => ({ ...f, status: 'invalidated', invalidated_at: event.at, invalidated_reason: d.reason, replayed_generation: d.replayed_generation ?? null }));
-      const why = d.reason === 'refresh_replay' ? `refresh token generation ${d.replayed_generation ?? '?'} replayed` : d.reason.replace('_', ' ');
+      const known = state.families[d.family_id]
+        ? state
+        : {
+            ...state,
+            families: {
+              ...state.families,
+              [d.family_id]: emptyFamily(d.family_id, d.grant_id, state.grants[d.grant_id]?.client_id ?? '', event.at),
+            },
+          };
+      const next = patch(known, 'families', d.family_id, (f) => ({
+        ...f,
+        status: 'invalidated',
+        invalidated_at: event.at,
+        invalidated_reason: d.reason,
+        replayed_generation: d.replayed_generation ?? null,
+      }));
+      const why =
+        d.reason === 'refresh_replay' ? `refresh token generation ${d.replayed_generation ?? '?'} replayed` : d.reason.replace('_', ' ');
       return note(next, event, `token family ${d.family_id} invalidated: ${why}`, true);
     }
     case 'access_token.revoked': {
       const family = Object.values(state.families).find((f) => f.access_tokens.some((t) => t.jti === event.data.jti));
-      const next = family ? patch(state, 'families', family.id, (f) => ({ ...f, access_tokens: f.access_tokens.map((t) => (t.jti === event.data.jti ? { ...t, revoked: true } : t)) })) : state;
+      const next = family
+        ? patch(state, 'families', family.id, (f) => ({
+            ...f,
+            access_tokens: f.access_tokens.map((t) => (t.jti === event.data.jti ? { ...t, revoked: true } : t)),
+          }))
+        : state;
       return note(next, event, `access token revoked by ${clientName(state, event.data.client_id)}`);
     }
     case 'charge.recorded': {
@@ -238,13 +334,28 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       };
     }
     case 'idempotency.replayed':
-      return { ...state, charges: { ...state.charges, entries: capped([...state.charges.entries, replayRow({ ...event.data, seq: event.seq, at: event.at })], LIMITS.charges) } };
+      return {
+        ...state,
+        charges: {
+          ...state.charges,
+          entries: capped([...state.charges.entries, replayRow({ ...event.data, seq: event.seq, at: event.at })], LIMITS.charges),
+        },
+      };
     case 'rate_limit.exceeded':
       return note(state, event, `rate limit hit by ${clientName(state, event.data.client_id)} on ${event.data.route}`, true);
     case 'research.created': {
       const d = event.data;
       if (state.research[d.job_id]) return state;
-      const job: ResearchView = { id: d.job_id, client_id: d.client_id, grant_id: d.grant_id, question: d.question, status: 'queued', created_at: event.at, finished_at: null, error: null };
+      const job: ResearchView = {
+        id: d.job_id,
+        client_id: d.client_id,
+        grant_id: d.grant_id,
+        question: d.question,
+        status: 'queued',
+        created_at: event.at,
+        finished_at: null,
+        error: null,
+      };
       return { ...state, research: { ...state.research, [job.id]: job } };
     }
     case 'research.running':
@@ -253,7 +364,12 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       return patch(state, 'research', event.data.job_id, (j) => ({ ...j, status: 'succeeded', finished_at: event.at }));
     case 'research.failed':
       return note(
-        patch(state, 'research', event.data.job_id, (j) => ({ ...j, status: 'failed', finished_at: event.at, error: `${event.data.error}: ${event.data.message}` })),
+        patch(state, 'research', event.data.job_id, (j) => ({
+          ...j,
+          status: 'failed',
+          finished_at: event.at,
+          error: `${event.data.error}: ${event.data.message}`,
+        })),
         event,
         `research job ${event.data.job_id} failed: ${event.data.error}`,
         true,
@@ -261,19 +377,48 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     case 'training.received': {
       const d = event.data;
       if (state.training[d.document_id]) return state;
-      const doc: TrainingView = { id: d.document_id, client_id: d.client_id, grant_id: d.grant_id, file_name: d.file_name, size: d.size, processing_step: 'received', created_at: event.at, finished_at: null, error: null };
+      const doc: TrainingView = {
+        id: d.document_id,
+        client_id: d.client_id,
+        grant_id: d.grant_id,
+        file_name: d.file_name,
+        size: d.size,
+        processing_step: 'received',
+        created_at: event.at,
+        finished_at: null,
+        error: null,
+      };
       return { ...state, training: { ...state.training, [doc.id]: doc } };
     }
     case 'training.step': {
       const d = event.data;
       const done = d.processing_step === 'indexed' || d.processing_step === 'failed';
-      return patch(state, 'training', d.document_id, (doc) => ({ ...doc, processing_step: d.processing_step, finished_at: done ? event.at : null, error: d.error ?? null }));
+      return patch(state, 'training', d.document_id, (doc) => ({
+        ...doc,
+        processing_step: d.processing_step,
+        finished_at: done ? event.at : null,
+        error: d.error ?? null,
+      }));
     }
     case 'action.pending': {
       const d = event.data;
       if (state.actions[d.action_id]) return state;
-      const action: ActionView = { id: d.action_id, client_id: d.client_id, person_id: d.person_id, kind: d.kind, operation: d.operation, description: d.description, status: 'pending', created_at: event.at, decided_at: null };
-      return note({ ...state, actions: { ...state.actions, [action.id]: action } }, event, `write action waits for approval: ${d.description}`);
+      const action: ActionView = {
+        id: d.action_id,
+        client_id: d.client_id,
+        person_id: d.person_id,
+        kind: d.kind,
+        operation: d.operation,
+        description: d.description,
+        status: 'pending',
+        created_at: event.at,
+        decided_at: null,
+      };
+      return note(
+        { ...state, actions: { ...state.actions, [action.id]: action } },
+        event,
+        `write action waits for approval: ${d.description}`,
+      );
     }
     case 'action.approved':
       return patch(state, 'actions', event.data.action_id, (a) => ({ ...a, status: 'approved', decided_at: event.at }));
@@ -284,19 +429,47 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
     case 'fault.armed': {
       const d = event.data;
       if (state.faults[d.fault_id]) return state;
-      const fault: FaultView = { id: d.fault_id, kind: d.kind, description: d.description, state: 'armed', fired: 0, remaining: d.remaining, created_at: event.at, last_fired_at: null };
+      const fault: FaultView = {
+        id: d.fault_id,
+        kind: d.kind,
+        description: d.description,
+        state: 'armed',
+        fired: 0,
+        remaining: d.remaining,
+        created_at: event.at,
+        last_fired_at: null,
+      };
       return note({ ...state, faults: { ...state.faults, [fault.id]: fault } }, event, `fault armed: ${d.description}`);
     }
     case 'fault.fired': {
       const d = event.data;
-      const next = patch(state, 'faults', d.fault_id, (f) => ({ ...f, fired: f.fired + 1, remaining: d.remaining, state: d.state, last_fired_at: event.at }));
+      const next = patch(state, 'faults', d.fault_id, (f) => ({
+        ...f,
+        fired: f.fired + 1,
+        remaining: d.remaining,
+        state: d.state,
+        last_fired_at: event.at,
+      }));
       return note(next, event, `fault ${d.fault_id} fired${d.method ? ` on ${d.method} ${d.path ?? ''}` : ''}: ${d.description}`, true);
     }
     case 'fault.cleared':
-      return note(patch(state, 'faults', event.data.fault_id, (f) => ({ ...f, state: 'cleared' })), event, `fault ${event.data.fault_id} cleared`);
+      return note(
+        patch(state, 'faults', event.data.fault_id, (f) => ({ ...f, state: 'cleared' })),
+        event,
+        `fault ${event.data.fault_id} cleared`,
+      );
     case 'state.restored': {
       // Everything shown came from the replaced state: it goes at once, and the snapshot the server sends next fills it.
-      const cleared = { ...state, clients: {}, grants: {}, families: {}, research: {}, training: {}, charges: { by_client: {}, by_grant: {}, entries: [] }, actions: {} };
+      const cleared = {
+        ...state,
+        clients: {},
+        grants: {},
+        families: {},
+        research: {},
+        training: {},
+        charges: { by_client: {}, by_grant: {}, entries: [] },
+        actions: {},
+      };
       return note(cleared, event, event.data.reset ? 'state reset to the baseline' : `state restored from snapshot ${event.data.snapshot}`);
     }
     case 'request.served': {

@@ -58,7 +58,13 @@ async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: 
     if (response.statusCode !== 200) {
       const body = (await response.body.json().catch(() => ({}))) as { detail?: string };
       const hint = response.statusCode === 401 ? ' (the admin token does not match this emulator)' : '';
-      onMessage({ type: 'connection', status: 'disconnected', detail: `${url} answered ${response.statusCode}: ${body.detail ?? ''}${hint}`, url, at: now() });
+      onMessage({
+        type: 'connection',
+        status: 'disconnected',
+        detail: `${url} answered ${response.statusCode}: ${body.detail ?? ''}${hint}`,
+        url,
+        at: now(),
+      });
       return false;
     }
     const parser = createParser({
@@ -70,7 +76,13 @@ async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: 
         } else if (event === 'tick') {
           onMessage({ type: 'tick', now: (JSON.parse(data) as { now: number }).now });
         } else if (event === 'error') {
-          onMessage({ type: 'connection', status: 'disconnected', detail: (JSON.parse(data) as { message: string }).message, url, at: now() });
+          onMessage({
+            type: 'connection',
+            status: 'disconnected',
+            detail: (JSON.parse(data) as { message: string }).message,
+            url,
+            at: now(),
+          });
         } else if (event) {
           onMessage({ type: 'event', event: JSON.parse(data) as AppEvent });
         }
@@ -78,7 +90,8 @@ async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: 
     });
     const decoder = new TextDecoder();
     for await (const chunk of response.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
-    if (!signal.aborted) onMessage({ type: 'connection', status: 'disconnected', detail: 'the emulator closed the stream', url, at: now() });
+    if (!signal.aborted)
+      onMessage({ type: 'connection', status: 'disconnected', detail: 'the emulator closed the stream', url, at: now() });
   } catch (e) {
     if (!signal.aborted) onMessage({ type: 'connection', status: 'disconnected', detail: describe(e as Error), url, at: now() });
   }

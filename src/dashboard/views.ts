@@ -67,7 +67,14 @@ export function table(state: DashboardState, view: ViewName): Table {
         widths: [7, 19, 12, 20, 8, 8],
         rows: newestFirst(Object.values(state.grants)).map((g) => ({
           key: g.id,
-          cells: [g.status, clientName(state, g.client_id), state.persons[g.person_id] ?? g.person_id, markScopes(g.scopes) || '(identity)', clockTime(g.created_at), clockTime(g.last_used_at)],
+          cells: [
+            g.status,
+            clientName(state, g.client_id),
+            state.persons[g.person_id] ?? g.person_id,
+            markScopes(g.scopes) || '(identity)',
+            clockTime(g.created_at),
+            clockTime(g.last_used_at),
+          ],
           tone: g.status === 'revoked' ? 'dim' : 'normal',
         })),
       };
@@ -81,8 +88,20 @@ export function table(state: DashboardState, view: ViewName): Table {
           const status = f.status === 'active' ? 'active' : f.invalidated_reason === 'refresh_replay' ? 'REPLAYED' : 'invalidated';
           return {
             key: f.id,
-            cells: [status, clientName(state, f.client_id), f.id, String(current), String(f.access_tokens.length), last ? expiry(state, last.expires_at) : '-'],
-            tone: f.status === 'active' ? 'normal' : f.invalidated_reason === 'refresh_replay' || f.invalidated_reason === 'code_replay' ? 'alarm' : 'dim',
+            cells: [
+              status,
+              clientName(state, f.client_id),
+              f.id,
+              String(current),
+              String(f.access_tokens.length),
+              last ? expiry(state, last.expires_at) : '-',
+            ],
+            tone:
+              f.status === 'active'
+                ? 'normal'
+                : f.invalidated_reason === 'refresh_replay' || f.invalidated_reason === 'code_replay'
+                  ? 'alarm'
+                  : 'dim',
           };
         }),
       };
@@ -90,13 +109,27 @@ export function table(state: DashboardState, view: ViewName): Table {
       const research = Object.values(state.research).map((j) => ({
         key: j.id,
         created_at: j.created_at,
-        cells: ['research', j.status, progress(['queued', 'running', 'succeeded'], j.status), age((j.finished_at ?? state.now) - j.created_at), clientName(state, j.client_id), j.question],
+        cells: [
+          'research',
+          j.status,
+          progress(['queued', 'running', 'succeeded'], j.status),
+          age((j.finished_at ?? state.now) - j.created_at),
+          clientName(state, j.client_id),
+          j.question,
+        ],
         tone: toneOf(j.status === 'failed', j.status === 'succeeded'),
       }));
       const training = Object.values(state.training).map((d) => ({
         key: d.id,
         created_at: d.created_at,
-        cells: ['training', d.processing_step, progress(TRAINING_STEPS, d.processing_step), age((d.finished_at ?? state.now) - d.created_at), clientName(state, d.client_id), d.file_name],
+        cells: [
+          'training',
+          d.processing_step,
+          progress(TRAINING_STEPS, d.processing_step),
+          age((d.finished_at ?? state.now) - d.created_at),
+          clientName(state, d.client_id),
+          d.file_name,
+        ],
         tone: toneOf(d.processing_step === 'failed', d.processing_step === 'indexed'),
       }));
       return {
@@ -111,7 +144,13 @@ export function table(state: DashboardState, view: ViewName): Table {
         widths: [8, 17, 15, 13, 22],
         rows: [...state.charges.entries].reverse().map((e) => ({
           key: String(e.seq),
-          cells: [clockTime(e.at), clientName(state, e.client_id), e.route, e.free ? 'free (replay)' : amount(e.amount), e.idempotency_key ?? '-'],
+          cells: [
+            clockTime(e.at),
+            clientName(state, e.client_id),
+            e.route,
+            e.free ? 'free (replay)' : amount(e.amount),
+            e.idempotency_key ?? '-',
+          ],
           tone: e.free ? 'dim' : 'normal',
         })),
       };
@@ -122,7 +161,14 @@ export function table(state: DashboardState, view: ViewName): Table {
         rows: [...state.requests].reverse().map((r) => ({
           key: String(r.seq),
           // "F": an injected fault shaped this answer (see the Faults view).
-          cells: [clockTime(r.at), r.method, r.path, `${r.status}${r.faults?.length ? ' F' : ''}`, String(r.ms), r.client_id ? clientName(state, r.client_id) : '-'],
+          cells: [
+            clockTime(r.at),
+            r.method,
+            r.path,
+            `${r.status}${r.faults?.length ? ' F' : ''}`,
+            String(r.ms),
+            r.client_id ? clientName(state, r.client_id) : '-',
+          ],
           tone: r.status >= 500 || r.faults?.length ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         })),
       };
@@ -149,7 +195,13 @@ export function table(state: DashboardState, view: ViewName): Table {
           .sort((a, b) => order[a.state] - order[b.state] || b.created_at - a.created_at)
           .map((f) => ({
             key: f.id,
-            cells: [f.state, f.id, f.kind, `${f.fired}${f.remaining !== null && f.state === 'armed' ? `/${f.fired + f.remaining}` : ''}`, f.description],
+            cells: [
+              f.state,
+              f.id,
+              f.kind,
+              `${f.fired}${f.remaining !== null && f.state === 'armed' ? `/${f.fired + f.remaining}` : ''}`,
+              f.description,
+            ],
             tone: f.state === 'armed' ? 'warn' : 'dim',
           })),
       };
@@ -182,10 +234,18 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(`client   “${clientName(state, g.client_id)}” (unverified name) ${g.client_id}`),
         line(`person   ${state.persons[g.person_id] ?? '?'} (${g.person_id})`),
         line(`kind     ${g.resource ? `agent token for ${g.resource}` : 'identity only (no resource)'}`),
-        line(`scopes   ${g.scopes.map((s) => (isWriteScope(s) ? `${s} (writes)` : s)).join(', ') || '-'}`, g.scopes.some(isWriteScope) ? 'warn' : 'normal'),
-        line(`status   ${g.status}${g.revoked_at ? ` by ${g.revoked_by ?? '?'} at ${clockTime(g.revoked_at)}` : ''}`, g.status === 'revoked' ? 'alarm' : 'ok'),
+        line(
+          `scopes   ${g.scopes.map((s) => (isWriteScope(s) ? `${s} (writes)` : s)).join(', ') || '-'}`,
+          g.scopes.some(isWriteScope) ? 'warn' : 'normal',
+        ),
+        line(
+          `status   ${g.status}${g.revoked_at ? ` by ${g.revoked_by ?? '?'} at ${clockTime(g.revoked_at)}` : ''}`,
+          g.status === 'revoked' ? 'alarm' : 'ok',
+        ),
         line(`created  ${clockTime(g.created_at)}   last used ${clockTime(g.last_used_at)}`),
-        line(`families ${families.length} (${families.filter((f) => f.status === 'active').length} active)   charged ${amount(state.charges.by_grant[g.id] ?? 0)}`),
+        line(
+          `families ${families.length} (${families.filter((f) => f.status === 'active').length} active)   charged ${amount(state.charges.by_grant[g.id] ?? 0)}`,
+        ),
         line(g.status === 'active' ? 'r revokes this grant (asks first)' : '', 'dim'),
       ];
     }
@@ -218,7 +278,12 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       }
       lines.push(line('access tokens (newest last):', 'dim'));
       for (const t of f.access_tokens) {
-        lines.push(line(`  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}  ${t.revoked ? 'revoked' : expiry(state, t.expires_at)}`, t.revoked || t.expires_at <= state.now ? 'dim' : 'normal'));
+        lines.push(
+          line(
+            `  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}  ${t.revoked ? 'revoked' : expiry(state, t.expires_at)}`,
+            t.revoked || t.expires_at <= state.now ? 'dim' : 'normal',
+          ),
+        );
       }
       return lines;
     }
@@ -229,8 +294,13 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
           line(`research job ${j.id}`),
           line(`client   ${clientName(state, j.client_id)}   grant ${j.grant_id}`),
           line(`question ${j.question}`),
-          line(`status   ${j.status}  ${progress(['queued', 'running', 'succeeded'], j.status)}`, j.status === 'failed' ? 'alarm' : j.status === 'succeeded' ? 'ok' : 'normal'),
-          line(`created  ${clockTime(j.created_at)}   ${j.finished_at ? `finished ${clockTime(j.finished_at)} after` : 'running for'} ${age((j.finished_at ?? state.now) - j.created_at)}`),
+          line(
+            `status   ${j.status}  ${progress(['queued', 'running', 'succeeded'], j.status)}`,
+            j.status === 'failed' ? 'alarm' : j.status === 'succeeded' ? 'ok' : 'normal',
+          ),
+          line(
+            `created  ${clockTime(j.created_at)}   ${j.finished_at ? `finished ${clockTime(j.finished_at)} after` : 'running for'} ${age((j.finished_at ?? state.now) - j.created_at)}`,
+          ),
           ...(j.error ? [line(`error    ${j.error}`, 'alarm')] : []),
         ];
       }
@@ -240,8 +310,13 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(`training document ${d.id}`),
         line(`client   ${clientName(state, d.client_id)}   grant ${d.grant_id}`),
         line(`file     ${d.file_name} (${d.size} bytes)`),
-        line(`step     ${TRAINING_STEPS.map((s) => (s === d.processing_step ? `[${s}]` : s)).join(' › ')}${d.processing_step === 'failed' ? ' › [failed]' : ''}`, d.processing_step === 'failed' ? 'alarm' : d.processing_step === 'indexed' ? 'ok' : 'normal'),
-        line(`created  ${clockTime(d.created_at)}   ${d.finished_at ? `done ${clockTime(d.finished_at)} after` : 'running for'} ${age((d.finished_at ?? state.now) - d.created_at)}`),
+        line(
+          `step     ${TRAINING_STEPS.map((s) => (s === d.processing_step ? `[${s}]` : s)).join(' › ')}${d.processing_step === 'failed' ? ' › [failed]' : ''}`,
+          d.processing_step === 'failed' ? 'alarm' : d.processing_step === 'indexed' ? 'ok' : 'normal',
+        ),
+        line(
+          `created  ${clockTime(d.created_at)}   ${d.finished_at ? `done ${clockTime(d.finished_at)} after` : 'running for'} ${age((d.finished_at ?? state.now) - d.created_at)}`,
+        ),
         ...(d.error ? [line(`error    ${d.error}`, 'alarm')] : []),
       ];
     }
@@ -250,7 +325,10 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       if (!r) return [];
       return [
         line(`${r.method} ${r.path}`),
-        line(`status   ${r.status}   ${r.ms} ms   on ${r.server === 'api' ? '{base_url}' : '{auth_url}'}   at ${clockTime(r.at)}`, r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal'),
+        line(
+          `status   ${r.status}   ${r.ms} ms   on ${r.server === 'api' ? '{base_url}' : '{auth_url}'}   at ${clockTime(r.at)}`,
+          r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
+        ),
         line(`client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : '- (no bearer token)'}`),
         ...(r.grant_id ? [line(`grant    ${r.grant_id}`)] : []),
         ...(r.faults?.length ? [line(`faults   ${r.faults.join(', ')} (injected on purpose)`, 'alarm')] : []),
@@ -262,7 +340,9 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       return [
         line(`fault ${f.id} (${f.kind}), armed at ${clockTime(f.created_at)}`),
         line(f.description, f.state === 'armed' ? 'warn' : 'normal'),
-        line(`state    ${f.state}   fired ${f.fired}×${f.remaining !== null ? `, ${f.remaining} left` : ''}${f.last_fired_at ? `, last at ${clockTime(f.last_fired_at)}` : ''}`),
+        line(
+          `state    ${f.state}   fired ${f.fired}×${f.remaining !== null ? `, ${f.remaining} left` : ''}${f.last_fired_at ? `, last at ${clockTime(f.last_fired_at)}` : ''}`,
+        ),
         line('faults are armed with serve --fault, POST /_admin/faults or faults.add()', 'dim'),
       ];
     }
@@ -274,7 +354,10 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(`client   ${clientName(state, a.client_id)}   person ${a.person_id}`),
         line(`change   ${a.operation} ${a.kind}`),
         line(a.description),
-        line(`status   ${a.status}${a.decided_at ? ` (decided ${clockTime(a.decided_at)})` : ''}`, a.status === 'pending' ? 'warn' : 'normal'),
+        line(
+          `status   ${a.status}${a.decided_at ? ` (decided ${clockTime(a.decided_at)})` : ''}`,
+          a.status === 'pending' ? 'warn' : 'normal',
+        ),
         line(a.status === 'pending' ? 'a approves, x rejects (asks first)' : '', 'dim'),
       ];
     }

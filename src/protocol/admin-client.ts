@@ -31,7 +31,12 @@ export class AdminError extends Error {
  * One call to the admin API (grants, charges, clock, tokens, decisions). Answers >= 400 throw AdminError;
  * a connection that fails throws undici's error, for the caller to say the emulator is not there.
  */
-export async function adminRequest<T>(endpoint: AdminEndpoint, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+export async function adminRequest<T>(
+  endpoint: AdminEndpoint,
+  method: 'GET' | 'POST' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<T> {
   const response = await request(`${endpoint.adminUrl}${path}`, {
     method,
     headers: { authorization: `Bearer ${endpoint.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },

@@ -5,9 +5,25 @@
 export interface EventMap {
   'client.registered': { client_id: string; client_name: string; redirect_uris: readonly string[] };
   /** `answered_by`: `policy` when a consent policy answers it instead of the person seeing the page. */
-  'consent.shown': { interaction_id: string; client_id: string; client_name: string; person_id: string; scopes: readonly string[]; resource: string | null; answered_by: ConsentAnswerer };
+  'consent.shown': {
+    interaction_id: string;
+    client_id: string;
+    client_name: string;
+    person_id: string;
+    scopes: readonly string[];
+    resource: string | null;
+    answered_by: ConsentAnswerer;
+  };
   /** `scopes`: what was granted; a policy may approve fewer than were requested (`requested_scopes`). */
-  'consent.approved': { interaction_id: string; client_id: string; person_id: string; scopes: readonly string[]; requested_scopes: readonly string[]; grant_id: string; by: ConsentAnswerer };
+  'consent.approved': {
+    interaction_id: string;
+    client_id: string;
+    person_id: string;
+    scopes: readonly string[];
+    requested_scopes: readonly string[];
+    grant_id: string;
+    by: ConsentAnswerer;
+  };
   'consent.denied': { interaction_id: string; client_id: string; person_id: string; scopes: readonly string[]; by: ConsentAnswerer };
   'consent_policy.set': { client_id: string | null; decision: 'page' | 'approve' | 'deny'; scopes?: readonly string[] };
   'grant.created': { grant_id: string; client_id: string; person_id: string; scopes: readonly string[]; resource: string | null };
@@ -15,11 +31,30 @@ export interface EventMap {
   'grant.revoked': { grant_id: string; client_id: string; by: GrantRevoker };
   'code.issued': { grant_id: string; client_id: string; expires_at: number };
   'code.replayed': { grant_id: string; client_id: string; family_id: string | null };
-  'tokens.issued': { grant_id: string; client_id: string; family_id: string; jti: string; scopes: readonly string[]; audience: string; expires_at: number; generation: number; grant_type: 'authorization_code' | 'refresh_token' };
+  'tokens.issued': {
+    grant_id: string;
+    client_id: string;
+    family_id: string;
+    jti: string;
+    scopes: readonly string[];
+    audience: string;
+    expires_at: number;
+    generation: number;
+    grant_type: 'authorization_code' | 'refresh_token';
+  };
   'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
   'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
   'access_token.revoked': { jti: string; client_id: string };
-  'charge.recorded': { seq: number; at: number; client_id: string; grant_id: string; route: string; amount: number; unit: 'AKh'; idempotency_key: string | null };
+  'charge.recorded': {
+    seq: number;
+    at: number;
+    client_id: string;
+    grant_id: string;
+    route: string;
+    amount: number;
+    unit: 'AKh';
+    idempotency_key: string | null;
+  };
   'idempotency.replayed': { client_id: string; grant_id: string; route: string; key: string };
   'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
   'research.created': { job_id: string; client_id: string; grant_id: string; question: string };
@@ -28,16 +63,43 @@ export interface EventMap {
   'research.failed': { job_id: string; client_id: string; error: string; message: string };
   'training.received': { document_id: string; client_id: string; grant_id: string; file_name: string; size: number };
   'training.step': { document_id: string; client_id: string; processing_step: string; error?: string };
-  'action.pending': { action_id: string; client_id: string; person_id: string; kind: string; operation: 'create' | 'update'; description: string };
+  'action.pending': {
+    action_id: string;
+    client_id: string;
+    person_id: string;
+    kind: string;
+    operation: 'create' | 'update';
+    description: string;
+  };
   'action.approved': { action_id: string; client_id: string; person_id: string };
   'action.rejected': { action_id: string; client_id: string; person_id: string };
   'action.applied': { action_id: string; client_id: string; kind: string; record_id: string };
   /** `faults`: the injected faults that shaped this answer (`fault_1 server_error`). */
   /** `variant`: with --vary-unspecified, what the response varied (its Agent-Access-Variant header). */
-  'request.served': { server: 'api' | 'auth'; method: string; path: string; status: number; ms: number; client_id?: string; grant_id?: string; faults?: readonly string[]; variant?: string };
+  'request.served': {
+    server: 'api' | 'auth';
+    method: string;
+    path: string;
+    status: number;
+    ms: number;
+    client_id?: string;
+    grant_id?: string;
+    faults?: readonly string[];
+    variant?: string;
+  };
   'fault.armed': { fault_id: string; kind: string; description: string; remaining: number | null };
   /** `state` after firing: `spent` once its count is used up (a grant fault fires once). */
-  'fault.fired': { fault_id: string; kind: string; description: string; state: 'armed' | 'spent' | 'cleared'; remaining: number | null; method?: string; path?: string; client_id?: string; grant_id?: string };
+  'fault.fired': {
+    fault_id: string;
+    kind: string;
+    description: string;
+    state: 'armed' | 'spent' | 'cleared';
+    remaining: number | null;
+    method?: string;
+    path?: string;
+    client_id?: string;
+    grant_id?: string;
+  };
   'fault.cleared': { fault_id: string; kind: string };
   /** The whole state was replaced by a snapshot (`reset`: the baseline): readers start again from a fresh snapshot. */
   'state.restored': { snapshot: string; reset: boolean };

@@ -16,7 +16,13 @@ export class SafeHtml {
 export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
   let out = strings[0] ?? '';
   values.forEach((v, i) => {
-    const part = Array.isArray(v) ? v.map((x) => (x instanceof SafeHtml ? x.value : escapeHtml(x))).join('') : v instanceof SafeHtml ? v.value : v === undefined || v === null || v === false ? '' : escapeHtml(v);
+    const part = Array.isArray(v)
+      ? v.map((x) => (x instanceof SafeHtml ? x.value : escapeHtml(x))).join('')
+      : v instanceof SafeHtml
+        ? v.value
+        : v === undefined || v === null || v === false
+          ? ''
+          : escapeHtml(v);
     out += part + (strings[i + 1] ?? '');
   });
   return new SafeHtml(out);
@@ -35,12 +41,17 @@ table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1p
 /** A whole page in the house style (German, as the service's pages are). */
 export function page(title: string, body: SafeHtml): string {
   return html`<!doctype html>
-<html lang="de">
-<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title}</title>
-<style>${new SafeHtml(STYLE)}</style></head>
-<body>
-${body}
-</body>
-</html>
-`.value;
+    <html lang="de">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>${title}</title>
+        <style>
+          ${new SafeHtml(STYLE)}
+        </style>
+      </head>
+      <body>
+        ${body}
+      </body>
+    </html> `.value;
 }

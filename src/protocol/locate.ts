@@ -30,7 +30,10 @@ export function adminUrlOf(url: string): URL {
     throw new ClientError('usage', `--url ${url} is not a URL; give the emulator's base URL, e.g. http://127.0.0.1:4100`);
   }
   if (parsed.protocol !== 'http:' || !(isLoopbackHost(parsed.hostname) || parsed.hostname.startsWith('127.'))) {
-    throw new ClientError('usage', `--url ${url}: the admin API answers on loopback only (http://127.0.0.1:PORT); the admin token is not sent elsewhere`);
+    throw new ClientError(
+      'usage',
+      `--url ${url}: the admin API answers on loopback only (http://127.0.0.1:PORT); the admin token is not sent elsewhere`,
+    );
   }
   const path = parsed.pathname.replace(/\/+$/, '');
   parsed.pathname = path.endsWith(ADMIN_PREFIX) ? path : `${path}${ADMIN_PREFIX}`;
@@ -60,11 +63,18 @@ export function locateAdmin(options: LocateOptions): ResolveAdmin {
     if (target) {
       const adminUrl = target.href.replace(/\/$/, '');
       // The admin file is read anew each time: a restarted emulator on the same port has a new token.
-      const token = options.adminToken ?? options.env[ENV.adminToken] ?? (info && sameLoopbackServer(target, info.admin_url) ? info.admin_token : undefined);
-      if (!token) return { unavailable: `no admin token for ${adminUrl}: set ${ENV.adminToken} or pass --admin-token (serve --json prints it)` };
+      const token =
+        options.adminToken ??
+        options.env[ENV.adminToken] ??
+        (info && sameLoopbackServer(target, info.admin_url) ? info.admin_token : undefined);
+      if (!token)
+        return { unavailable: `no admin token for ${adminUrl}: set ${ENV.adminToken} or pass --admin-token (serve --json prints it)` };
       return { adminUrl, token };
     }
-    if (!info) return { unavailable: `no emulator serves ${relative(options.cwd, stateFile) || stateFile}: start \`agent-access serve\`, or pass --url` };
+    if (!info)
+      return {
+        unavailable: `no emulator serves ${relative(options.cwd, stateFile) || stateFile}: start \`agent-access serve\`, or pass --url`,
+      };
     return { adminUrl: info.admin_url, token: options.adminToken ?? info.admin_token };
   };
 }

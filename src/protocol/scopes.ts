@@ -9,7 +9,8 @@ export const SCOPES = {
     writes: true,
   },
   research: {
-    label: 'Recherchen in der Wissensdatenbank durchführen und schriftliche Berichte erhalten (kostet AKh, liest keine Arbeitsbereichsdaten)',
+    label:
+      'Recherchen in der Wissensdatenbank durchführen und schriftliche Berichte erhalten (kostet AKh, liest keine Arbeitsbereichsdaten)',
     writes: false,
   },
   'training.write': {

@@ -9,7 +9,8 @@ export const TICK_MS = 1000;
 /** A dashboard that falls this far behind (beyond its snapshot) is cut off; it reconnects from a fresh snapshot. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 
-const frame = (event: string, data: unknown, id?: number): string => `event: ${event}\n${id !== undefined ? `id: ${id}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+const frame = (event: string, data: unknown, id?: number): string =>
+  `event: ${event}\n${id !== undefined ? `id: ${id}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 
 /** Keeps the newest `limit` items of a list that only grows at its end. */
 function pushCapped<T>(list: T[], item: T, limit: number): void {
@@ -45,9 +46,11 @@ export class AdminFeed {
         this.#ledger = undefined;
         this.#charges.length = 0;
         this.#replays.length = 0;
-      } else if (event.name === 'request.served') pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
+      } else if (event.name === 'request.served')
+        pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
       else if (event.name === 'charge.recorded') pushCapped(this.#charges, event.data, SNAPSHOT_LIMITS.charges);
-      else if (event.name === 'idempotency.replayed') pushCapped(this.#replays, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.charges);
+      else if (event.name === 'idempotency.replayed')
+        pushCapped(this.#replays, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.charges);
     });
   }
 
@@ -72,7 +75,12 @@ export class AdminFeed {
     const bySeq = new Map<number, ChargeEntry>();
     for (const entry of [...ledger, ...this.#charges]) bySeq.set(entry.seq, entry);
     const charges = [...bySeq.values()].sort((a, b) => a.seq - b.seq);
-    return buildSnapshot(this.#core, { charges, replays: [...this.#replays], requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests), faults: this.#faults?.() });
+    return buildSnapshot(this.#core, {
+      charges,
+      replays: [...this.#replays],
+      requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests),
+      faults: this.#faults?.(),
+    });
   }
 
   /**

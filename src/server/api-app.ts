@@ -4,7 +4,12 @@ import formbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { OAuthError } from '../core/errors.js';
 import type { Core } from '../core/core.js';
-import { PROTECTED_RESOURCE_METADATA_PATH, authorizationServerMetadata, protectedResourceMetadata, resourceMetadataUrl } from '../core/metadata.js';
+import {
+  PROTECTED_RESOURCE_METADATA_PATH,
+  authorizationServerMetadata,
+  protectedResourceMetadata,
+  resourceMetadataUrl,
+} from '../core/metadata.js';
 import { publicJwks } from '../core/keys.js';
 import { registerClient } from '../core/registration.js';
 import { exchangeToken } from '../core/token-endpoint.js';
@@ -74,7 +79,8 @@ function sendInjectedError(request: FastifyRequest, reply: FastifyReply, fault: 
   const detail = `the service failed (${fault.id}, an injected ${status})`;
   if (status === 503) reply.header('retry-after', 1);
   const style = request.routeOptions.config?.errorStyle ?? 'problem';
-  if (style === 'oauth' || style === 'registration') return sendOAuthError(reply, new OAuthError(status === 503 ? 'temporarily_unavailable' : 'server_error', detail, { status }));
+  if (style === 'oauth' || style === 'registration')
+    return sendOAuthError(reply, new OAuthError(status === 503 ? 'temporarily_unavailable' : 'server_error', detail, { status }));
   if (style === 'html') return pageHeaders(reply.code(status)).send(errorPage('Der Dienst ist gestört', 'server_error', detail));
   return sendProblem(reply, 'server_error', detail, {}, status);
 }
@@ -101,7 +107,13 @@ function installFaultHooks(app: FastifyInstance, core: Core, faults: Faults): vo
     const body = request.body as { client_id?: unknown } | undefined;
     const query = request.query as { client_id?: unknown } | undefined;
     const clientId = request.access?.client_id ?? [body?.client_id, query?.client_id].find((v): v is string => typeof v === 'string');
-    const ctx = { method: request.method, route: request.routeOptions.url, path: request.url.split('?')[0], client_id: clientId, grant_id: request.access?.grant.id };
+    const ctx = {
+      method: request.method,
+      route: request.routeOptions.url,
+      path: request.url.split('?')[0],
+      client_id: clientId,
+      grant_id: request.access?.grant.id,
+    };
     const note = (fault: Fault) => (request.faults ??= []).push(`${fault.id} ${fault.kind}`);
     const failure = faults.take('server_error', ctx);
     if (failure) {
@@ -121,7 +133,8 @@ const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
 function requireMediaType(type: 'application/x-www-form-urlencoded' | 'application/json', style: 'oauth' | 'registration') {
   return async (request: FastifyRequest) => {
     const actual = (request.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
-    if (actual !== type) throw new OAuthError(style === 'oauth' ? 'invalid_request' : 'invalid_client_metadata', `Content-Type must be ${type}`);
+    if (actual !== type)
+      throw new OAuthError(style === 'oauth' ? 'invalid_request' : 'invalid_client_metadata', `Content-Type must be ${type}`);
   };
 }
 const formOnly = requireMediaType('application/x-www-form-urlencoded', 'oauth');
@@ -182,7 +195,8 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
       });
     }
     // A revocation or replay "after N requests" counts answered requests of the grant.
-    if (request.access && options.faults?.armed) void options.faults.countRequest(request.access.grant.id).catch((e: Error) => options.onServerError?.(e));
+    if (request.access && options.faults?.armed)
+      void options.faults.countRequest(request.access.grant.id).catch((e: Error) => options.onServerError?.(e));
     done();
   });
   if (options.faults) installFaultHooks(app, core, options.faults);
@@ -217,7 +231,11 @@ export function newFastify(options: AppOptions): FastifyInstance {
 }
 
 /** `{base_url}`: OAuth endpoints for clients, metadata, and (in later parts) the REST allowlist and /mcp. */
-export async function buildApiApp(core: Core, options: AppOptions, extend?: (app: FastifyInstance) => void | Promise<void>): Promise<FastifyInstance> {
+export async function buildApiApp(
+  core: Core,
+  options: AppOptions,
+  extend?: (app: FastifyInstance) => void | Promise<void>,
+): Promise<FastifyInstance> {
   const app = newFastify(options);
   installCommonHooks(app, core, 'api', options);
   await app.register(formbody);
@@ -238,7 +256,10 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     if (options.resources) registerRestRoutes(open, core, options.resources);
     // The agent plane (spec 4.5): MCP clients begin discovery with the 401 challenge here (RFC 9728 §5, MCP authorization).
     if (options.resources && options.plane) registerMcpRoute(open, core, options.resources, options.plane, options.onServerError);
-    else open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) => sendProblem(reply, 'agent_plane_disabled', 'this server runs without the agent plane'));
+    else
+      open.all('/mcp', { onRequest: requireScope(core, null, 'ask') }, async (_request, reply) =>
+        sendProblem(reply, 'agent_plane_disabled', 'this server runs without the agent plane'),
+      );
     await extend?.(open);
   });
   const { sessions, workspace } = options;
@@ -251,7 +272,14 @@ export async function buildApiApp(core: Core, options: AppOptions, extend?: (app
     });
   }
   if (options.adminToken) {
-    registerAdminRoutes(app, core, { adminToken: options.adminToken, port: options.port, plane: options.plane, resources: options.resources, faults: options.faults, snapshots: options.snapshots });
+    registerAdminRoutes(app, core, {
+      adminToken: options.adminToken,
+      port: options.port,
+      plane: options.plane,
+      resources: options.resources,
+      faults: options.faults,
+      snapshots: options.snapshots,
+    });
     // Unknown admin paths get the 404 of the admin prefix, outside the CORS context: the admin API never answers CORS.
     await app.register(async (admin) => admin.setNotFoundHandler(notFound), { prefix: ADMIN_PREFIX });
   }
@@ -271,10 +299,14 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
     return publicJwks(core.state.keys);
   });
 
-  app.post('/oauth/register', { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') }, async (request, reply) => {
-    const client = await registerClient(core, request.body as Record<string, unknown>);
-    return reply.code(201).headers(NO_STORE).send(client);
-  });
+  app.post(
+    '/oauth/register',
+    { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') },
+    async (request, reply) => {
+      const client = await registerClient(core, request.body as Record<string, unknown>);
+      return reply.code(201).headers(NO_STORE).send(client);
+    },
+  );
 
   // What the token and revocation endpoints share: RFC 6749 errors, form bodies, public clients only.
   const clientEndpoint = { config: { errorStyle: 'oauth' as const }, onRequest: refuseClientAuthentication(core), preValidation: formOnly };

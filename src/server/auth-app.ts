@@ -22,17 +22,28 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   app.setNotFoundHandler(notFound);
   await app.register(cookie);
   await app.register(formbody);
-  const sessions = options.sessions ?? new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${options.port() ?? 0}`);
+  const sessions =
+    options.sessions ??
+    new BrowserSessions(
+      () => core.defaultPerson.id,
+      () => `aa_session_${options.port() ?? 0}`,
+    );
 
   // Spec 4.2, OAuth 2.1 §4.1.1. No CORS here: it is a top-level browser navigation.
   app.get('/oauth/authorize', { schema: authorizeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
     const query = request.query as Record<string, QueryValue>;
-    const hint = typeof query.login_hint === 'string' ? core.persons.find((p) => p.id === query.login_hint || p.email === query.login_hint) : undefined;
+    const hint =
+      typeof query.login_hint === 'string'
+        ? core.persons.find((p) => p.id === query.login_hint || p.email === query.login_hint)
+        : undefined;
     const outcome = checkAuthorizationRequest(core, query);
     if (outcome.kind === 'error_page') {
       const accept = request.headers.accept ?? '';
-      if (accept.includes('application/json') && !accept.includes('text/html')) return reply.code(400).header('cache-control', 'no-store').send(outcome.error.toJSON());
-      return pageHeaders(reply.code(400)).send(errorPage('Anfrage kann nicht bearbeitet werden', outcome.error.error, outcome.error.message));
+      if (accept.includes('application/json') && !accept.includes('text/html'))
+        return reply.code(400).header('cache-control', 'no-store').send(outcome.error.toJSON());
+      return pageHeaders(reply.code(400)).send(
+        errorPage('Anfrage kann nicht bearbeitet werden', outcome.error.error, outcome.error.message),
+      );
     }
     if (outcome.kind === 'redirect') return reply.code(302).header('cache-control', 'no-store').redirect(outcome.location, 302);
     const session = sessions.ensure(request, reply, hint?.id);
@@ -41,7 +52,13 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     // Consent as code: the page's interaction is answered by the policy, as the form would, and the browser sent on.
     const answered = answerByPolicy(core, interaction);
     if (answered) return reply.header('cache-control', 'no-store').redirect(await answered, 302);
-    const html = consentPage({ request: outcome.request, person, interactionId: interaction.id, csrf: sessions.csrfToken(session, interaction.id), resource: core.resource });
+    const html = consentPage({
+      request: outcome.request,
+      person,
+      interactionId: interaction.id,
+      csrf: sessions.csrfToken(session, interaction.id),
+      resource: core.resource,
+    });
     return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);
   });
 
@@ -50,7 +67,10 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const body = request.body as { interaction: string; csrf: string; decision: 'approve' | 'deny' };
     const session = sessions.current(request);
     if (!session || !sessions.checkCsrf(session, body.interaction, body.csrf)) {
-      throw new ProblemError('csrf_check_failed', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte starten Sie die Anmeldung in der Anwendung erneut.');
+      throw new ProblemError(
+        'csrf_check_failed',
+        'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte starten Sie die Anmeldung in der Anwendung erneut.',
+      );
     }
     const location = await decideConsent(core, body.interaction, session.id, body.decision);
     return reply.header('cache-control', 'no-store').redirect(location, 302);
@@ -59,18 +79,33 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   app.get('/', async (_request, reply) => reply.redirect('/settings', 302));
 
   // Where GET /training/{id}/url leads: the person's own documents and the shared knowledge base, escaped.
-  app.get('/documents/:id', { schema: { params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 200 } } } }, config: { errorStyle: 'html' } }, async (request, reply) => {
-    const session = sessions.ensure(request, reply);
-    const doc = options.documents?.(session.person_id, (request.params as { id: string }).id);
-    if (!doc) throw new ProblemError('training_document_not_found', 'Dieses Dokument gibt es nicht, oder es gehört nicht zu Ihrem Konto.');
-    return pageHeaders(reply).send(documentPage(doc));
-  });
+  app.get(
+    '/documents/:id',
+    {
+      schema: { params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 200 } } } },
+      config: { errorStyle: 'html' },
+    },
+    async (request, reply) => {
+      const session = sessions.ensure(request, reply);
+      const doc = options.documents?.(session.person_id, (request.params as { id: string }).id);
+      if (!doc)
+        throw new ProblemError('training_document_not_found', 'Dieses Dokument gibt es nicht, oder es gehört nicht zu Ihrem Konto.');
+      return pageHeaders(reply).send(documentPage(doc));
+    },
+  );
 
   app.get('/settings', { config: { errorStyle: 'html' } }, async (request, reply) => {
     const session = sessions.ensure(request, reply);
     const person = core.person(session.person_id) ?? core.defaultPerson;
     const notice = (request.query as { revoked?: string }).revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
-    return pageHeaders(reply).send(settingsPage({ person, grants: listGrants(core, { person_id: person.id }), csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
+    return pageHeaders(reply).send(
+      settingsPage({
+        person,
+        grants: listGrants(core, { person_id: person.id }),
+        csrf: sessions.csrfToken(session, SETTINGS_PURPOSE),
+        notice,
+      }),
+    );
   });
 
   // Spec 3.3, 5.7: the person revokes; it applies from the next request.
@@ -99,7 +134,14 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       const action = plane.actionOf(session.person_id, (request.params as { id: string }).id);
       if (!action) throw new ProblemError('action_not_found', 'Diese Aktion gibt es nicht, oder sie gehört nicht zu Ihrem Konto.');
       const notice = { approved: 'Freigegeben.', rejected: 'Abgelehnt.' }[(request.query as { decided?: string }).decided ?? ''];
-      return pageHeaders(reply).send(actionPage({ action, clientName: clientName(action.client_id), csrf: sessions.csrfToken(session, actionPurpose(action.id)), notice }));
+      return pageHeaders(reply).send(
+        actionPage({
+          action,
+          clientName: clientName(action.client_id),
+          csrf: sessions.csrfToken(session, actionPurpose(action.id)),
+          notice,
+        }),
+      );
     });
     app.post('/actions/:id', { schema: actionDecisionSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
       const session = sessions.current(request);

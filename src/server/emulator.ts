@@ -182,7 +182,8 @@ export class Emulator {
     const host = options.host ?? '127.0.0.1';
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
     const statePath = options.inMemory ? null : await realStatePath(options.state ?? DEFAULT_STATE_FILE);
-    const onError: NonNullable<EmulatorOptions['onError']> = options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
+    const onError: NonNullable<EmulatorOptions['onError']> =
+      options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
     const onNotice: NonNullable<EmulatorOptions['onNotice']> = options.onNotice ?? ((line) => process.emitWarning(`agent-access: ${line}`));
     let emulator: Emulator | undefined;
     let persistence: StatePersistence | undefined;
@@ -252,38 +253,88 @@ export class Emulator {
       });
       const plane = new AgentPlane(core, resources, fixtures.workspace);
       // After a restore, what lives in memory beside the state follows it: the workspace, search, rate limits.
-      const snapshots = new Snapshots(core, statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(), () => {
-        for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
-        replay();
-        resources.reload();
-      });
+      const snapshots = new Snapshots(
+        core,
+        statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(),
+        () => {
+          for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
+          replay();
+          resources.reload();
+        },
+      );
       // The state as created is what `reset` returns to.
       if (core.created) await snapshots.captureBaseline();
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore
       // ports); the auth port in its name keeps two emulators in one browser apart.
-      const sessions = new BrowserSessions(() => core.defaultPerson.id, () => `aa_session_${ports.auth ?? 0}`);
-      const common = { faults, sessions, checkHost, bindHost: host, stopping: () => lifecycle.stopping, compilers: new LazySchemaCompilers(), onServerError: (error: Error) => onError(error, 'request') };
+      const sessions = new BrowserSessions(
+        () => core.defaultPerson.id,
+        () => `aa_session_${ports.auth ?? 0}`,
+      );
+      const common = {
+        faults,
+        sessions,
+        checkHost,
+        bindHost: host,
+        stopping: () => lifecycle.stopping,
+        compilers: new LazySchemaCompilers(),
+        onServerError: (error: Error) => onError(error, 'request'),
+      };
       const [api, auth] = await Promise.all([
-        buildApiApp(core, { ...common, port: () => ports.api, adminToken, resources, plane, snapshots, workspace: fixtures.workspace }, options.extendApi ? (app) => options.extendApi!(app, core) : undefined),
+        buildApiApp(
+          core,
+          { ...common, port: () => ports.api, adminToken, resources, plane, snapshots, workspace: fixtures.workspace },
+          options.extendApi ? (app) => options.extendApi!(app, core) : undefined,
+        ),
         buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => resources.documentFor(person, id) }),
       ]);
       apps = [api, auth];
-      emulator = new Emulator(core, resources, plane, faults, snapshots, api, auth, statePath, adminToken, release, lifecycle, varyUnspecified);
-      await Promise.all([api.listen({ port: options.port ?? DEFAULT_PORT, host }), auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host })]);
+      emulator = new Emulator(
+        core,
+        resources,
+        plane,
+        faults,
+        snapshots,
+        api,
+        auth,
+        statePath,
+        adminToken,
+        release,
+        lifecycle,
+        varyUnspecified,
+      );
+      await Promise.all([
+        api.listen({ port: options.port ?? DEFAULT_PORT, host }),
+        auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host }),
+      ]);
       ports.api = (api.server.address() as AddressInfo).port;
       ports.auth = (auth.server.address() as AddressInfo).port;
       const urlHost = urlHostFor(host);
       core.setUrls({ baseUrl: `http://${urlHost}:${ports.api}`, authUrl: `http://${urlHost}:${ports.auth}` });
       if (emulator.adminFile) {
-        await writeAdminFile(emulator.adminFile, { admin_url: emulator.adminUrl, admin_token: adminToken, base_url: emulator.baseUrl, auth_url: emulator.authUrl, pid: process.pid, pid_namespace: pidNamespace() });
+        await writeAdminFile(emulator.adminFile, {
+          admin_url: emulator.adminUrl,
+          admin_token: adminToken,
+          base_url: emulator.baseUrl,
+          auth_url: emulator.authUrl,
+          pid: process.pid,
+          pid_namespace: pidNamespace(),
+        });
       }
       emulator.#pruneTimer = setInterval(() => {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
       }, 60_000).unref();
       // Research jobs and training steps move on the clock; the ticker publishes each step as it happens.
-      emulator.#settleTimer = setInterval(() => void Promise.all([resources.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')), SETTLE_EVERY_MS).unref();
+      emulator.#settleTimer = setInterval(
+        () => void Promise.all([resources.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')),
+        SETTLE_EVERY_MS,
+      ).unref();
       // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(() => void Promise.all([core.warmUp(), common.compilers.warmUp(), resources.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
+      setImmediate(
+        () =>
+          void Promise.all([core.warmUp(), common.compilers.warmUp(), resources.search.warmUp()]).catch((e: Error) =>
+            onError(e, 'warm-up'),
+          ),
+      );
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {
         emulator.#lockLost = true;

@@ -19,7 +19,13 @@ declare module 'fastify' {
  * `type`, its public message as `title`, the specific sentence as `detail`. The status is the code's, unless the
  * caller names the one it must keep (an injected 5xx, a framework's 4xx).
  */
-export function sendProblem(reply: FastifyReply, code: ProblemCode, detail: string, extra: Record<string, unknown> = {}, status: number = PROBLEMS[code].status) {
+export function sendProblem(
+  reply: FastifyReply,
+  code: ProblemCode,
+  detail: string,
+  extra: Record<string, unknown> = {},
+  status: number = PROBLEMS[code].status,
+) {
   return reply
     .code(status)
     .type('application/problem+json; charset=utf-8')
@@ -29,7 +35,8 @@ export function sendProblem(reply: FastifyReply, code: ProblemCode, detail: stri
 
 /** The code of a framework error (a body too large, a media type not parsed) that carries only its status. */
 const CODE_OF_STATUS: Partial<Record<number, ProblemCode>> = { 413: 'body_too_large', 415: 'unsupported_media_type' };
-const problemCodeOfStatus = (status: number): ProblemCode => (status >= 500 ? 'server_error' : (CODE_OF_STATUS[status] ?? 'invalid_request'));
+const problemCodeOfStatus = (status: number): ProblemCode =>
+  status >= 500 ? 'server_error' : (CODE_OF_STATUS[status] ?? 'invalid_request');
 
 export function sendOAuthError(reply: FastifyReply, error: OAuthError) {
   if (error.challenge) reply.header('www-authenticate', error.challenge);
@@ -60,7 +67,8 @@ export function describeValidation(error: FastifyError): { field: string; descri
   if (first.keyword === 'type' && (first.params as { type?: string }).type === 'string' && error.validationContext !== 'body') {
     return { field, description: `${where} must be given once, as a string` };
   }
-  if (first.keyword === 'type' && (first.params as { type?: string }).type === 'string') return { field, description: `${where} must be a string, given once` };
+  if (first.keyword === 'type' && (first.params as { type?: string }).type === 'string')
+    return { field, description: `${where} must be a string, given once` };
   return { field, description: `${where} ${first.message ?? 'is invalid'}` };
 }
 
@@ -68,7 +76,11 @@ export function describeValidation(error: FastifyError): { field: string; descri
  * The error handler of both servers. Known errors keep their status and code; anything else is a 500
  * whose details stay in the log.
  */
-export function errorReplier(options: { resourceMetadataUrl: () => string; htmlError: (status: number, error: string, description: string) => string; onServerError?: (error: Error) => void }) {
+export function errorReplier(options: {
+  resourceMetadataUrl: () => string;
+  htmlError: (status: number, error: string, description: string) => string;
+  onServerError?: (error: Error) => void;
+}) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? 'problem';
     if (error instanceof RateLimitedError) {
@@ -90,17 +102,34 @@ export function errorReplier(options: { resourceMetadataUrl: () => string; htmlE
       return sendProblem(reply, error.code, error.message);
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
-    if (status === 500) options.onServerError?.(Object.assign(new Error(`${request.method} ${request.url.split('?')[0]} failed: ${error.message}`), { cause: error, stack: error.stack }));
-    const described = error.validation ? describeValidation(error) : { field: '', description: status === 500 ? 'internal error' : error.message };
+    if (status === 500)
+      options.onServerError?.(
+        Object.assign(new Error(`${request.method} ${request.url.split('?')[0]} failed: ${error.message}`), {
+          cause: error,
+          stack: error.stack,
+        }),
+      );
+    const described = error.validation
+      ? describeValidation(error)
+      : { field: '', description: status === 500 ? 'internal error' : error.message };
     if (style === 'oauth' || style === 'registration') {
       if (status === 500) return sendOAuthError(reply, new OAuthError('server_error', 'internal error', { status: 500 }));
-      const code = style === 'registration' ? (described.field === 'redirect_uris' ? 'invalid_redirect_uri' : 'invalid_client_metadata') : 'invalid_request';
-      const description = error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-        ? `Content-Type must be ${style === 'registration' ? 'application/json' : 'application/x-www-form-urlencoded'}`
-        : described.description;
+      const code =
+        style === 'registration'
+          ? described.field === 'redirect_uris'
+            ? 'invalid_redirect_uri'
+            : 'invalid_client_metadata'
+          : 'invalid_request';
+      const description =
+        error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+          ? `Content-Type must be ${style === 'registration' ? 'application/json' : 'application/x-www-form-urlencoded'}`
+          : described.description;
       return sendOAuthError(reply, new OAuthError(code, description, { status: status === 413 ? 413 : 400 }));
     }
-    if (style === 'html') return pageHeaders(reply.code(status)).send(options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description));
+    if (style === 'html')
+      return pageHeaders(reply.code(status)).send(
+        options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description),
+      );
     return sendProblem(reply, error.validation ? 'invalid_request' : problemCodeOfStatus(status), described.description, {}, status);
   };
 }

@@ -36,7 +36,9 @@ export class LazySchemaCompilers {
   readonly buildSerializer: Builder<(data: unknown) => string> = (externalSchemas, options) => {
     let compiler: RouteCompiler<(data: unknown) => string> | undefined;
     const compilerFor = () =>
-      (compiler ??= (require('@fastify/fast-json-stringify-compiler') as { SerializerSelector: () => Builder<(data: unknown) => string> }).SerializerSelector()(externalSchemas, options));
+      (compiler ??= (
+        require('@fastify/fast-json-stringify-compiler') as { SerializerSelector: () => Builder<(data: unknown) => string> }
+      ).SerializerSelector()(externalSchemas, options));
     return (routeSchema) => {
       let serialize: ((data: unknown) => string) | undefined;
       const compiled = () => (serialize ??= compilerFor()(routeSchema));

@@ -38,7 +38,12 @@ const id = (what: string) => zodString(RESOURCE_ID, what);
 function toolResult({ value, variant }: Answer<unknown>, isError = false): CallToolResult {
   const structured = (typeof value === 'object' && value !== null ? value : { value }) as Record<string, unknown>;
   const text = typeof structured.answer === 'string' ? structured.answer : JSON.stringify(structured, null, 2);
-  return { content: [{ type: 'text', text }], structuredContent: structured, ...(isError ? { isError: true } : {}), ...(variant ? { _meta: { [VARIANT_META]: variant } } : {}) };
+  return {
+    content: [{ type: 'text', text }],
+    structuredContent: structured,
+    ...(isError ? { isError: true } : {}),
+    ...(variant ? { _meta: { [VARIANT_META]: variant } } : {}),
+  };
 }
 
 /**
@@ -57,8 +62,20 @@ async function run(operation: () => Promise<Answer<unknown>>, onServerError: (er
   }
 }
 
-export function buildServer(access: AccessContext, resources: ResourceService, plane: AgentPlane, onServerError: (error: Error) => void): McpServer {
-  const server = new McpServer({ name: 'agent-access', version: '1' }, { capabilities: { tools: {} }, instructions: 'Agent Access Service (Emulator). Antworten auf Deutsch. Änderungen am Arbeitsbereich nur mit workspace.write und nach Freigabe durch die Person.' });
+export function buildServer(
+  access: AccessContext,
+  resources: ResourceService,
+  plane: AgentPlane,
+  onServerError: (error: Error) => void,
+): McpServer {
+  const server = new McpServer(
+    { name: 'agent-access', version: '1' },
+    {
+      capabilities: { tools: {} },
+      instructions:
+        'Agent Access Service (Emulator). Antworten auf Deutsch. Änderungen am Arbeitsbereich nur mit workspace.write und nach Freigabe durch die Person.',
+    },
+  );
 
   /** The metered call of the REST routes (idempotency, charges, commit); the arguments (without the key) are the body. */
   const metered = (tool: ToolName, key: string | undefined, args: Record<string, unknown>, operation: () => Promise<Charged<unknown>>) =>
@@ -96,18 +113,21 @@ export function buildServer(access: AccessContext, resources: ResourceService, p
     'start_research',
     {
       title: 'Recherche starten',
-      description: 'Startet eine Recherche in der Wissensdatenbank (liest keine Arbeitsbereichsdaten) und antwortet sofort mit job_id und Status queued; das Ergebnis holt get_research. Kostet AKh, einmal pro Auftrag.',
+      description:
+        'Startet eine Recherche in der Wissensdatenbank (liest keine Arbeitsbereichsdaten) und antwortet sofort mit job_id und Status queued; das Ergebnis holt get_research. Kostet AKh, einmal pro Auftrag.',
       inputSchema: { question: zodString(QUESTION, 'Die Recherchefrage, auf Deutsch'), idempotency_key: idempotencyKey },
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     },
-    async ({ question, idempotency_key }) => metered('start_research', idempotency_key, { question }, () => resources.startResearch(access, question)),
+    async ({ question, idempotency_key }) =>
+      metered('start_research', idempotency_key, { question }, () => resources.startResearch(access, question)),
   );
 
   server.registerTool(
     'get_research',
     {
       title: 'Recherche abfragen',
-      description: 'Liest den Stand einer Recherche: status (queued bei Annahme, succeeded wenn fertig, dazwischen und bei einem Fehler andere Werte); bei succeeded mit report und citations, bei einem Fehler mit error. Kostenlos.',
+      description:
+        'Liest den Stand einer Recherche: status (queued bei Annahme, succeeded wenn fertig, dazwischen und bei einem Fehler andere Werte); bei succeeded mit report und citations, bei einem Fehler mit error. Kostenlos.',
       inputSchema: { job_id: id('Die job_id von start_research') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
@@ -118,7 +138,8 @@ export function buildServer(access: AccessContext, resources: ResourceService, p
     'add_training_document',
     {
       title: 'Dokument zur Wissensdatenbank hinzufügen',
-      description: 'Nimmt ein Textdokument (z. B. Markdown) für die Wissensdatenbank an. Es wird asynchron verarbeitet (processing_step) und ist erst nach der Indexierung auffindbar. Kostenlos.',
+      description:
+        'Nimmt ein Textdokument (z. B. Markdown) für die Wissensdatenbank an. Es wird asynchron verarbeitet (processing_step) und ist erst nach der Indexierung auffindbar. Kostenlos.',
       inputSchema: {
         file_name: zodString(FILE_NAME, 'Dateiname, z. B. hausordnung.md'),
         content: zodString(CONTENT, 'Der Text des Dokuments'),
@@ -126,14 +147,16 @@ export function buildServer(access: AccessContext, resources: ResourceService, p
       },
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     },
-    async ({ file_name, content, idempotency_key }) => metered('add_training_document', idempotency_key, { file_name, content }, () => resources.startTraining(access, file_name, content)),
+    async ({ file_name, content, idempotency_key }) =>
+      metered('add_training_document', idempotency_key, { file_name, content }, () => resources.startTraining(access, file_name, content)),
   );
 
   server.registerTool(
     'get_training_document',
     {
       title: 'Verarbeitungsstand abfragen',
-      description: 'Liest den Stand eines hinzugefügten Dokuments, vor allem processing_step (der Verarbeitungsschritt; die Werte sind nicht festgelegt).',
+      description:
+        'Liest den Stand eines hinzugefügten Dokuments, vor allem processing_step (der Verarbeitungsschritt; die Werte sind nicht festgelegt).',
       inputSchema: { document_id: id('Die document_id von add_training_document') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },

@@ -26,7 +26,13 @@ type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: 
  * request, JSON responses), behind the same resource guard as the REST routes. Tools call the same core
  * operations as the REST routes: one implementation, two adapters.
  */
-export function registerMcpRoute(app: FastifyInstance, core: Core, resources: ResourceService, plane: AgentPlane, onServerError: (error: Error) => void = () => undefined): void {
+export function registerMcpRoute(
+  app: FastifyInstance,
+  core: Core,
+  resources: ResourceService,
+  plane: AgentPlane,
+  onServerError: (error: Error) => void = () => undefined,
+): void {
   // The import starts while the token is checked; a failed import surfaces in the handler, which awaits it.
   const preload = async () => void loadMcpServer().catch(() => undefined);
 
@@ -40,12 +46,27 @@ export function registerMcpRoute(app: FastifyInstance, core: Core, resources: Re
     handler: async (request, reply) => {
       if (request.method !== 'POST') {
         // MCP Streamable HTTP: a server without a standalone event stream or sessions answers 405.
-        return reply.code(405).header('allow', 'POST').type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Method not allowed: this MCP server is stateless and answers POST only' } });
+        return reply
+          .code(405)
+          .header('allow', 'POST')
+          .type('application/json')
+          .send({
+            jsonrpc: '2.0',
+            id: null,
+            error: { code: -32000, message: 'Method not allowed: this MCP server is stateless and answers POST only' },
+          });
       }
       const access = request.access!;
       if (Array.isArray(request.body)) {
         // JSON-RPC batches left MCP with protocol version 2025-06-18; refused whole, before any call counts.
-        return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: JSON-RPC batches are not supported; send one message per POST' } });
+        return reply
+          .code(400)
+          .type('application/json')
+          .send({
+            jsonrpc: '2.0',
+            id: null,
+            error: { code: -32600, message: 'Invalid Request: JSON-RPC batches are not supported; send one message per POST' },
+          });
       }
       const refusal = checkToolCalls(request.body, access, resources, reply);
       if (refusal) return reply.type('application/json').send(refusal);
@@ -74,10 +95,17 @@ function checkToolCalls(body: unknown, access: AccessContext, resources: Resourc
   if (message?.method !== 'tools/call') return undefined;
   const name = typeof message.params?.name === 'string' ? message.params.name : '';
   if (RETIRED_TOOLS.includes(name)) {
-    return { jsonrpc: '2.0', id: message.id ?? null, error: { code: -32602, message: `tool "${name}" was retired for agent tokens (spec 4.4 rule 6, 9); read through the "ask" tool` } };
+    return {
+      jsonrpc: '2.0',
+      id: message.id ?? null,
+      error: { code: -32602, message: `tool "${name}" was retired for agent tokens (spec 4.4 rule 6, 9); read through the "ask" tool` },
+    };
   }
   const scope = (TOOL_SCOPES as Record<string, string>)[name];
   if (!scope) return undefined; // unknown: the MCP server answers "not found"
-  setRateLimitHeaders(reply, resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: 'POST /mcp', meter: routeOf(name as ToolName) }));
+  setRateLimitHeaders(
+    reply,
+    resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: 'POST /mcp', meter: routeOf(name as ToolName) }),
+  );
   return undefined;
 }

@@ -14,5 +14,8 @@ export function pageHeaders(reply: FastifyReply, formTargets: string[] = []): Fa
     .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
     .header('x-content-type-options', 'nosniff')
-    .header('content-security-policy', `default-src 'none'; style-src 'unsafe-inline';${formAction} frame-ancestors 'none'; base-uri 'none'`);
+    .header(
+      'content-security-policy',
+      `default-src 'none'; style-src 'unsafe-inline';${formAction} frame-ancestors 'none'; base-uri 'none'`,
+    );
 }

@@ -58,23 +58,35 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
      * A POST of the allowlist: guarded, metered (idempotent, spec 4.4 rule 5), answered with `status`. A replay
      * renders the stored result the same way, so it gets the same status and the same bytes.
      */
-    const meteredPost = (path: string, status: 200 | 202, scope: string, schema: object, operation: (access: AccessContext, body: Record<string, string>) => Promise<Charged<unknown>>) => {
+    const meteredPost = (
+      path: string,
+      status: 200 | 202,
+      scope: string,
+      schema: object,
+      operation: (access: AccessContext, body: Record<string, string>) => Promise<Charged<unknown>>,
+    ) => {
       const route = `POST ${path}`;
       rest.post(path, { schema, onRequest: guarded(scope, route) }, async (request, reply) => {
         const key = parseIdempotencyKey(request.headers['idempotency-key']);
         const body = request.body as Record<string, string>;
-        const answer = await resources.meter.run(request.access!, { meter: route, key, body: request.rawBody ?? '' }, () => operation(request.access!, body));
+        const answer = await resources.meter.run(request.access!, { meter: route, key, body: request.rawBody ?? '' }, () =>
+          operation(request.access!, body),
+        );
         setVariantHeader(reply, answer.variant);
         return reply.code(status).type('application/json; charset=utf-8').send(JSON.stringify(answer.value));
       });
     };
     /** A GET of the allowlist: guarded, free, answered with the view (and its variant header). */
     const view = (path: string, scope: string, param: string, read: (access: AccessContext, id: string) => Promise<Answer<unknown>>) => {
-      rest.get(path, { schema: idParams(param), onRequest: guarded(scope, `GET ${path.replace(`:${param}`, `{${param}}`)}`) }, async (request, reply) => {
-        const answer = await read(request.access!, (request.params as Record<string, string>)[param]!);
-        setVariantHeader(reply, answer.variant);
-        return answer.value;
-      });
+      rest.get(
+        path,
+        { schema: idParams(param), onRequest: guarded(scope, `GET ${path.replace(`:${param}`, `{${param}}`)}`) },
+        async (request, reply) => {
+          const answer = await read(request.access!, (request.params as Record<string, string>)[param]!);
+          setVariantHeader(reply, answer.variant);
+          return answer.value;
+        },
+      );
     };
 
     // Spec 2.4, 4.4 rules 1, 2.
@@ -85,7 +97,9 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
     view('/research/:job_id', 'research', 'job_id', (access, id) => resources.researchView(access, id));
 
     // Spec 2.6, 4.4 rule 4: accepted, not yet indexed.
-    meteredPost('/training', 202, 'training.write', trainingSchema, (access, body) => resources.startTraining(access, body.file_name!, body.content!));
+    meteredPost('/training', 202, 'training.write', trainingSchema, (access, body) =>
+      resources.startTraining(access, body.file_name!, body.content!),
+    );
     view('/training/:document_id', 'training.write', 'document_id', (access, id) => resources.trainingView(access, id));
     view('/training/:document_id/url', 'training.write', 'document_id', (access, id) => resources.trainingUrl(access, id));
   });

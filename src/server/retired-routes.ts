@@ -11,7 +11,10 @@ import type { BrowserSessions } from './browser-session.js';
 export function registerRetiredRoutes(app: FastifyInstance, sessions: BrowserSessions, workspace: Workspace, authUrl: () => string): void {
   const admit = (authorization: string | undefined, request: Parameters<BrowserSessions['current']>[0]) => {
     if (authorization) {
-      throw new ProblemError('agent_token_refused', 'this per-kind read route was retired for agent tokens; agents read through POST /chat/ask (scope ask) or the agent plane');
+      throw new ProblemError(
+        'agent_token_refused',
+        'this per-kind read route was retired for agent tokens; agents read through POST /chat/ask (scope ask) or the agent plane',
+      );
     }
     if (!sessions.current(request)) {
       throw new ProblemError('browser_session_required', `this route serves the browser application only; sign in at ${authUrl()}`);
@@ -25,12 +28,16 @@ export function registerRetiredRoutes(app: FastifyInstance, sessions: BrowserSes
       admit(request.headers.authorization, request);
       return { kind, items: workspace[kind] };
     });
-    app.get(`/${kind}/:id`, { schema: { params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 200 } } } } }, async (request) => {
-      admit(request.headers.authorization, request);
-      const { id } = request.params as { id: string };
-      const item = workspace[kind].find((r) => r.id === id);
-      if (!item) throw new ProblemError('record_not_found', `no ${kind} record "${id}"`);
-      return item;
-    });
+    app.get(
+      `/${kind}/:id`,
+      { schema: { params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 200 } } } } },
+      async (request) => {
+        admit(request.headers.authorization, request);
+        const { id } = request.params as { id: string };
+        const item = workspace[kind].find((r) => r.id === id);
+        if (!item) throw new ProblemError('record_not_found', `no ${kind} record "${id}"`);
+        return item;
+      },
+    );
   }
 }

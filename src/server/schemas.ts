@@ -106,7 +106,17 @@ export const authorizeSchema = {
   querystring: {
     type: 'object',
     properties: Object.fromEntries(
-      ['client_id', 'redirect_uri', 'response_type', 'code_challenge', 'code_challenge_method', 'state', 'scope', 'resource', 'login_hint'].map((k) => [k, queryValue]),
+      [
+        'client_id',
+        'redirect_uri',
+        'response_type',
+        'code_challenge',
+        'code_challenge_method',
+        'state',
+        'scope',
+        'resource',
+        'login_hint',
+      ].map((k) => [k, queryValue]),
     ),
     additionalProperties: true,
   },
@@ -128,7 +138,12 @@ export const settingsRevokeSchema = {
 
 export const actionDecisionSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
-  body: { type: 'object', required: ['csrf', 'decision'], properties: { csrf: str(200), decision: { type: 'string', enum: ['approve', 'reject'] } }, additionalProperties: false },
+  body: {
+    type: 'object',
+    required: ['csrf', 'decision'],
+    properties: { csrf: str(200), decision: { type: 'string', enum: ['approve', 'reject'] } },
+    additionalProperties: false,
+  },
 } as const;
 
 const grantView = {
@@ -162,7 +177,19 @@ export const adminRevokeSchema = {
 } as const;
 
 export const adminAdvanceSchema = {
-  body: { type: 'object', required: ['by'], properties: { by: { anyOf: [{ type: 'string', minLength: 1, maxLength: 40 }, { type: 'number', minimum: 0, maximum: 3_153_600_000_000 }] } }, additionalProperties: false },
+  body: {
+    type: 'object',
+    required: ['by'],
+    properties: {
+      by: {
+        anyOf: [
+          { type: 'string', minLength: 1, maxLength: 40 },
+          { type: 'number', minimum: 0, maximum: 3_153_600_000_000 },
+        ],
+      },
+    },
+    additionalProperties: false,
+  },
 } as const;
 
 export const adminTokensSchema = {
@@ -203,7 +230,11 @@ export const adminFaultIdSchema = {
 } as const;
 
 export const adminActionsSchema = {
-  querystring: { type: 'object', properties: { status: { type: 'string', enum: ['pending', 'approved', 'rejected', 'applied'] } }, additionalProperties: false },
+  querystring: {
+    type: 'object',
+    properties: { status: { type: 'string', enum: ['pending', 'approved', 'rejected', 'applied'] } },
+    additionalProperties: false,
+  },
 } as const;
 
 const snapshotInfo = {
@@ -243,14 +274,26 @@ export const adminResetSchema = {
 
 export const adminSnapshotListSchema = {
   response: {
-    200: { type: 'object', properties: { snapshots: { type: 'array', items: snapshotInfo }, baseline: { anyOf: [{ type: 'null' }, snapshotInfo] }, location: { type: ['string', 'null'] } } },
+    200: {
+      type: 'object',
+      properties: {
+        snapshots: { type: 'array', items: snapshotInfo },
+        baseline: { anyOf: [{ type: 'null' }, snapshotInfo] },
+        location: { type: ['string', 'null'] },
+      },
+    },
     '4xx': problemSchema,
   },
 } as const;
 
 export const adminDecideSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
-  body: { type: 'object', required: ['decision'], properties: { decision: { type: 'string', enum: ['approve', 'reject'] } }, additionalProperties: false },
+  body: {
+    type: 'object',
+    required: ['decision'],
+    properties: { decision: { type: 'string', enum: ['approve', 'reject'] } },
+    additionalProperties: false,
+  },
 } as const;
 
 /** Spec 4.4: POST /chat/ask. The 200 body is the stored answer, sent as the exact bytes of its first answer. */

@@ -1,7 +1,14 @@
 import { ManualClock } from '../core/clock.js';
 import type { Core } from '../core/core.js';
 import { ProblemError, StateFileError } from '../core/errors.js';
-import { BASELINE, SNAPSHOT_NAME, SnapshotFileError, textSha256, type SnapshotRecord, type SnapshotStore } from '../store/snapshot-store.js';
+import {
+  BASELINE,
+  SNAPSHOT_NAME,
+  SnapshotFileError,
+  textSha256,
+  type SnapshotRecord,
+  type SnapshotStore,
+} from '../store/snapshot-store.js';
 
 /** What the admin API answers about a snapshot (never its content: that holds the signing key). */
 export interface SnapshotInfo {
@@ -66,7 +73,12 @@ export class Snapshots {
   async #save(name: string): Promise<SnapshotInfo> {
     const stored = await this.#core.exportStored();
     const clock = this.#core.clock;
-    const record: SnapshotRecord = { name, saved_at: new Date().toISOString(), clock: { mode: clock instanceof ManualClock ? 'manual' : 'system', now: clock.now() }, ...stored };
+    const record: SnapshotRecord = {
+      name,
+      saved_at: new Date().toISOString(),
+      clock: { mode: clock instanceof ManualClock ? 'manual' : 'system', now: clock.now() },
+      ...stored,
+    };
     const file = await this.#store.put(record);
     return infoOf(record, file);
   }
@@ -76,7 +88,11 @@ export class Snapshots {
     checkName(name);
     return this.#serial(async () => {
       const record = await this.#get(name);
-      if (!record) throw new ProblemError('snapshot_not_found', `no snapshot "${name}"; \`agent-access snapshot list\` (GET /_admin/snapshots) shows the saved ones`);
+      if (!record)
+        throw new ProblemError(
+          'snapshot_not_found',
+          `no snapshot "${name}"; \`agent-access snapshot list\` (GET /_admin/snapshots) shows the saved ones`,
+        );
       return this.#apply(record);
     });
   }
@@ -100,7 +116,11 @@ export class Snapshots {
     const records = await this.#store.list();
     const info = (r: SnapshotRecord) => infoOf(r, this.#store.fileOf(r.name));
     const baseline = records.find((r) => r.name === BASELINE);
-    return { snapshots: records.filter((r) => r.name !== BASELINE).map(info), baseline: baseline ? info(baseline) : null, location: this.#store.location };
+    return {
+      snapshots: records.filter((r) => r.name !== BASELINE).map(info),
+      baseline: baseline ? info(baseline) : null,
+      location: this.#store.location,
+    };
   }
 
   async #get(name: string): Promise<SnapshotRecord | null> {
@@ -123,7 +143,8 @@ export class Snapshots {
         this.#core.events.emit('state.restored', { snapshot: record.name, reset: record.name === BASELINE });
       });
     } catch (e) {
-      if (e instanceof StateFileError) throw new ProblemError('snapshot_damaged', `${e.message.replace(/ Nothing was changed\..*$/s, '')}; nothing was restored`);
+      if (e instanceof StateFileError)
+        throw new ProblemError('snapshot_damaged', `${e.message.replace(/ Nothing was changed\..*$/s, '')}; nothing was restored`);
       throw e;
     }
     return infoOf(record, file);
@@ -132,7 +153,10 @@ export class Snapshots {
 
 function checkName(name: string): void {
   if (!SNAPSHOT_NAME.test(name)) {
-    throw new ProblemError('invalid_snapshot_name', `snapshot name ${JSON.stringify(name)} is not allowed: 1–64 letters, digits, ".", "_" or "-", starting with a letter or digit`);
+    throw new ProblemError(
+      'invalid_snapshot_name',
+      `snapshot name ${JSON.stringify(name)} is not allowed: 1–64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
+    );
   }
 }
 

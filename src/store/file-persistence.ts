@@ -14,7 +14,6 @@ import { reconcileLedgerFile } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
-
 export interface FilePersistenceOptions {
   /** Fold the journal into the state file once it holds this many bytes, or half the state file's size if that is more. Default 8 MiB. */
   journalLimit?: number;
@@ -165,7 +164,11 @@ class StateFileAdapter implements Adapter<Base | null> {
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
       if (e instanceof SyntaxError) throw notValidJson(this.file, e);
-      throw new StateFileError(this.file, `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`, { cause: e });
+      throw new StateFileError(
+        this.file,
+        `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`,
+        { cause: e },
+      );
     }
     return checkBase(json, this.file);
   }
@@ -180,7 +183,11 @@ function checkBase(json: unknown, file: string): Base {
   let seq = 0;
   if (typeof json === 'object' && json !== null && Object.hasOwn(json, 'journal_seq')) {
     seq = (json as { journal_seq: unknown }).journal_seq as number;
-    if (!Number.isSafeInteger(seq) || seq < 0) throw new StateFileError(file, `state file ${file} is not an agent-access state file: "journal_seq" is malformed. ${resetAdvice(file)}`);
+    if (!Number.isSafeInteger(seq) || seq < 0)
+      throw new StateFileError(
+        file,
+        `state file ${file} is not an agent-access state file: "journal_seq" is malformed. ${resetAdvice(file)}`,
+      );
     delete (json as { journal_seq?: unknown }).journal_seq;
   }
   return { state: checkState(json, file), seq };
@@ -189,7 +196,9 @@ function checkBase(json: unknown, file: string): Base {
 /** A stored state text with its `journal_seq` set to `seq` (a snapshot restored continues the journal's numbering). */
 export function withJournalSeq(text: string, seq: number): string {
   const body = text.replace(/\n$/, '');
-  const marked = /,"journal_seq":\d+}$/.test(body) ? body.replace(/,"journal_seq":\d+}$/, `,"journal_seq":${seq}}`) : body.replace(/}$/, `${body === '{}' ? '' : ','}"journal_seq":${seq}}`);
+  const marked = /,"journal_seq":\d+}$/.test(body)
+    ? body.replace(/,"journal_seq":\d+}$/, `,"journal_seq":${seq}}`)
+    : body.replace(/}$/, `${body === '{}' ? '' : ','}"journal_seq":${seq}}`);
   return `${marked}\n`;
 }
 
@@ -205,10 +214,22 @@ export async function readStateAt(file: string): Promise<State | null> {
 async function replayJournal(
   file: string,
   base: Base | null,
-): Promise<{ state: State | null; seq: number; journalBytes: number; dropped: number; replayed: number; stale: number; records: JournalRecord[] }> {
+): Promise<{
+  state: State | null;
+  seq: number;
+  journalBytes: number;
+  dropped: number;
+  replayed: number;
+  stale: number;
+  records: JournalRecord[];
+}> {
   const journalFile = journalFileFor(file);
   const journalText = await readOptional(journalFile).catch((e: NodeJS.ErrnoException) => {
-    throw new StateFileError(file, `cannot read journal ${journalFile} (${e.code ?? e.message}). Check its permissions. ${resetAdvice(file)}`, { cause: e });
+    throw new StateFileError(
+      file,
+      `cannot read journal ${journalFile} (${e.code ?? e.message}). Check its permissions. ${resetAdvice(file)}`,
+      { cause: e },
+    );
   });
   let state = base?.state ?? null;
   let seq = base?.seq ?? 0;
@@ -222,7 +243,10 @@ async function replayJournal(
     );
   }
   if (pending.length > 0 && pending[0]!.seq !== seq + 1) {
-    throw new StateFileError(file, `journal ${journalFile} starts at record ${pending[0]!.seq}, but state file ${file} ends at record ${seq}: records are missing. ${resetAdvice(file)}`);
+    throw new StateFileError(
+      file,
+      `journal ${journalFile} starts at record ${pending[0]!.seq}, but state file ${file} ends at record ${seq}: records are missing. ${resetAdvice(file)}`,
+    );
   }
   if (pending.length > 0) {
     state ??= emptyState();
@@ -236,7 +260,15 @@ async function replayJournal(
     state = checkState(state, file, `state file ${file} with its journal replayed`);
   }
   seq = Math.max(seq, records.at(-1)?.seq ?? 0);
-  return { state, seq, journalBytes: Buffer.byteLength(journalText, 'utf8') - dropped, dropped, replayed: pending.length, stale: records.length - pending.length, records };
+  return {
+    state,
+    seq,
+    journalBytes: Buffer.byteLength(journalText, 'utf8') - dropped,
+    dropped,
+    replayed: pending.length,
+    stale: records.length - pending.length,
+    records,
+  };
 }
 
 /** Where the writer thread's code is: beside this module once built; under the sources (tests), in the build. */
@@ -310,11 +342,20 @@ export class FilePersistence implements StatePersistence {
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
     // Before anything is appended, the journal holds just the records newer than the state file, whole.
-    if (read.dropped > 0 || read.stale > 0) this.#journalRewrite = read.records.filter((r) => r.seq > (base?.seq ?? 0)).map(journalLine).join('');
+    if (read.dropped > 0 || read.stale > 0)
+      this.#journalRewrite = read.records
+        .filter((r) => r.seq > (base?.seq ?? 0))
+        .map(journalLine)
+        .join('');
     if (read.dropped > 0) {
-      this.#notice(`dropped an unfinished journal record (${read.dropped} bytes) at the end of ${this.journalFile}: its request was never answered`);
+      this.#notice(
+        `dropped an unfinished journal record (${read.dropped} bytes) at the end of ${this.journalFile}: its request was never answered`,
+      );
     }
-    if (base && read.replayed > 0) this.#notice(`replayed ${read.replayed} journal record${read.replayed === 1 ? '' : 's'} from ${this.journalFile} (the last stop was not clean)`);
+    if (base && read.replayed > 0)
+      this.#notice(
+        `replayed ${read.replayed} journal record${read.replayed === 1 ? '' : 's'} from ${this.journalFile} (the last stop was not clean)`,
+      );
     // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
     // appended by a commit that never completed: dropped.
     await reconcileLedgerFile(this.location, this.ledgerFile, read.state?.charges ?? null, this.#notice);
@@ -373,11 +414,13 @@ export class FilePersistence implements StatePersistence {
     const record = journalLine({ seq, changes });
     this.#inWriter = true;
     const opened = this.#opened ?? Promise.resolve();
-    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') }).catch(async (e: unknown) => {
-      // The writer could not start on the files: that is the cause to report.
-      await opened;
-      throw e;
-    });
+    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') }).catch(
+      async (e: unknown) => {
+        // The writer could not start on the files: that is the cause to report.
+        await opened;
+        throw e;
+      },
+    );
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
     this.#maybeBeginBase(repo);
     written.then(
@@ -389,7 +432,8 @@ export class FilePersistence implements StatePersistence {
           this.#requestBase().then(() => settle(), settle);
         } else {
           settle();
-          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes / 2)) void this.#requestBase().catch(() => undefined);
+          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes / 2))
+            void this.#requestBase().catch(() => undefined);
         }
         this.#next();
       },
@@ -549,17 +593,30 @@ export class FilePersistence implements StatePersistence {
     const rewrite = this.#journalRewrite;
     this.#journalRewrite = null;
     if (rewrite !== null) this.#journalBytes = Buffer.byteLength(rewrite, 'utf8');
-    this.#opened = this.#call({ op: 'open', id: 0, file: this.location, journal: this.journalFile, ledger: this.ledgerFile, journalText: rewrite }).then((reply) => {
-      if (reply.swept) this.#notice(`removed ${reply.swept} temp file${reply.swept === 1 ? '' : 's'} left by a writer that was stopped mid-write, beside ${this.location}`);
+    this.#opened = this.#call({
+      op: 'open',
+      id: 0,
+      file: this.location,
+      journal: this.journalFile,
+      ledger: this.ledgerFile,
+      journalText: rewrite,
+    }).then((reply) => {
+      if (reply.swept)
+        this.#notice(
+          `removed ${reply.swept} temp file${reply.swept === 1 ? '' : 's'} left by a writer that was stopped mid-write, beside ${this.location}`,
+        );
     });
     // A failure shows on the first commit, which waits for this.
     this.#opened.catch(() => undefined);
-    this.#ageTimer = setInterval(() => {
-      if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held) void this.#requestBase().catch(() => undefined);
-    }, Math.min(this.#maxAgeMs, 5_000));
+    this.#ageTimer = setInterval(
+      () => {
+        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held)
+          void this.#requestBase().catch(() => undefined);
+      },
+      Math.min(this.#maxAgeMs, 5_000),
+    );
     this.#ageTimer.unref();
   }
-
 
   #post(message: WriterMessage): void {
     (this.#worker ??= this.#startWorker()).postMessage(message);
@@ -578,7 +635,8 @@ export class FilePersistence implements StatePersistence {
       const onMessage = (reply: WriterReply) => {
         if (reply.id !== id) return;
         done();
-        if (reply.error) reject(Object.assign(new Error(`cannot write state file ${this.location}: ${reply.error.message}`), { code: reply.error.code }));
+        if (reply.error)
+          reject(Object.assign(new Error(`cannot write state file ${this.location}: ${reply.error.message}`), { code: reply.error.code }));
         else resolve(reply);
       };
       const onError = (e: Error) => {
@@ -605,4 +663,3 @@ export class FilePersistence implements StatePersistence {
     return worker;
   }
 }
-

@@ -4,7 +4,14 @@ import { fileURLToPath } from 'node:url';
 import type { GrantSeed } from '../core/core.js';
 import { AgentAccessError } from '../core/errors.js';
 import type { Person } from '../core/persons.js';
-import { WORKSPACE_KINDS, emptyWorkspace, markdownTitle, type KnowledgeDocument, type Workspace, type WorkspaceRecord } from '../core/workspace.js';
+import {
+  WORKSPACE_KINDS,
+  emptyWorkspace,
+  markdownTitle,
+  type KnowledgeDocument,
+  type Workspace,
+  type WorkspaceRecord,
+} from '../core/workspace.js';
 
 /** The fixtures shipped with the package. */
 export const DEFAULT_FIXTURES_DIR = fileURLToPath(new URL('../../fixtures/', import.meta.url));
@@ -58,20 +65,38 @@ export async function loadFixtures(dir: string = DEFAULT_FIXTURES_DIR): Promise<
   grants.forEach((g, i) => {
     const ok =
       isObject(g) &&
-      isObject(g.client) && isString(g.client.client_id) && isString(g.client.client_name) &&
-      isList(g.client.redirect_uris) && g.client.redirect_uris.every(isString) &&
-      isString(g.person_id) && isList(g.scopes) && g.scopes.every(isString) &&
-      (g.resource === 'mcp' || g.resource === null) && isString(g.refresh_token);
-    if (!ok) throw fail(grantsFile, `entry ${i} needs client {client_id, client_name, redirect_uris}, person_id, scopes, resource ("mcp" or null) and refresh_token`);
+      isObject(g.client) &&
+      isString(g.client.client_id) &&
+      isString(g.client.client_name) &&
+      isList(g.client.redirect_uris) &&
+      g.client.redirect_uris.every(isString) &&
+      isString(g.person_id) &&
+      isList(g.scopes) &&
+      g.scopes.every(isString) &&
+      (g.resource === 'mcp' || g.resource === null) &&
+      isString(g.refresh_token);
+    if (!ok)
+      throw fail(
+        grantsFile,
+        `entry ${i} needs client {client_id, client_name, redirect_uris}, person_id, scopes, resource ("mcp" or null) and refresh_token`,
+      );
   });
   const handles = new Set<string>();
   (grants as Array<GrantSeed & { refresh_token: string }>).forEach((g, i) => {
     const handle = g.refresh_token.split('.')[1] ?? '';
-    if (!/^aa1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(g.refresh_token)) throw fail(grantsFile, `entry ${i}: refresh_token must have the form aa1.<handle>.<secret> (base64url parts)`);
-    if (handles.has(handle)) throw fail(grantsFile, `entry ${i}: refresh_token handle "${handle}" is used by another grant; every grant needs its own`);
+    if (!/^aa1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(g.refresh_token))
+      throw fail(grantsFile, `entry ${i}: refresh_token must have the form aa1.<handle>.<secret> (base64url parts)`);
+    if (handles.has(handle))
+      throw fail(grantsFile, `entry ${i}: refresh_token handle "${handle}" is used by another grant; every grant needs its own`);
     handles.add(handle);
   });
-  return { dir, persons: persons as Person[], grants: grants as GrantSeed[], workspace: await loadWorkspace(dir), knowledge: await loadKnowledge(dir) };
+  return {
+    dir,
+    persons: persons as Person[],
+    grants: grants as GrantSeed[],
+    workspace: await loadWorkspace(dir),
+    knowledge: await loadKnowledge(dir),
+  };
 }
 
 /** `workspace/<kind>.json` (each optional): arrays of records with string `id` and `title`, ids unique. */

@@ -2,7 +2,6 @@ import { StateFileError } from '../core/errors.js';
 import { resetAdvice } from '../core/state-files.js';
 import type { Change } from '../core/repository.js';
 
-
 /** One commit in the journal: its number (consecutive, from 1) and the changes it made. One JSON line each. */
 export interface JournalRecord {
   seq: number;
@@ -23,7 +22,10 @@ export function parseJournal(text: string, file: string, stateFile: string): { r
   // The text after the last newline is a torn append (or nothing).
   let dropped = Buffer.byteLength(lines.pop() ?? '', 'utf8');
   const damaged = (line: number, what: string) =>
-    new StateFileError(file, `journal ${file} is damaged at line ${line}: ${what}. It belongs to state file ${stateFile}. ${resetAdvice(stateFile)}`);
+    new StateFileError(
+      file,
+      `journal ${file} is damaged at line ${line}: ${what}. It belongs to state file ${stateFile}. ${resetAdvice(stateFile)}`,
+    );
   for (const [i, line] of lines.entries()) {
     let record: unknown;
     try {
@@ -31,7 +33,11 @@ export function parseJournal(text: string, file: string, stateFile: string): { r
     } catch {
       record = undefined;
     }
-    const valid = typeof record === 'object' && record !== null && Number.isSafeInteger((record as JournalRecord).seq) && Array.isArray((record as JournalRecord).changes);
+    const valid =
+      typeof record === 'object' &&
+      record !== null &&
+      Number.isSafeInteger((record as JournalRecord).seq) &&
+      Array.isArray((record as JournalRecord).changes);
     if (!valid) {
       // Only the last line may be a torn append.
       if (i === lines.length - 1) {

@@ -96,8 +96,12 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
   const { lines, torn } = splitLedger(ledger ?? '');
   const count = totals?.count ?? 0;
   const refuse = (what: string, wayOut = bothWaysOut(stateFile)) =>
-    new StateFileError(stateFile, `charge ledger ${ledgerFile} does not belong to state file ${stateFile}: ${what}. Nothing was changed. ${wayOut}`);
-  if (!Number.isSafeInteger(count) || count < 0) throw refuse(`the state's charges.count is ${JSON.stringify(count)}, not a number of lines`);
+    new StateFileError(
+      stateFile,
+      `charge ledger ${ledgerFile} does not belong to state file ${stateFile}: ${what}. Nothing was changed. ${wayOut}`,
+    );
+  if (!Number.isSafeInteger(count) || count < 0)
+    throw refuse(`the state's charges.count is ${JSON.stringify(count)}, not a number of lines`);
   // An old ledger beside a state that counts none of it: the state was replaced or moved away, never a crash (a
   // crash leaves at most the lines of one commit beyond the count, and those follow committed ones only when count > 0).
   if (count === 0 && lines.length > 0) {
@@ -109,7 +113,10 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
     );
   }
   if (count > 0 && ledger === null) throw refuse(`the ledger is missing, and the state counts ${plural(count, 'charge')}`);
-  if (lines.length < count) throw refuse(`the ledger holds ${plural(lines.length, 'complete line')}, but the state counts ${plural(count, 'charge')} (${seqRange(lines.length + 1, count)} missing)`);
+  if (lines.length < count)
+    throw refuse(
+      `the ledger holds ${plural(lines.length, 'complete line')}, but the state counts ${plural(count, 'charge')} (${seqRange(lines.length + 1, count)} missing)`,
+    );
   let entries: ChargeEntry[];
   try {
     entries = parseLedgerLines(lines.slice(0, count));
@@ -117,7 +124,10 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
     if (!(e instanceof LedgerLineError)) throw e;
     throw refuse(`ledger ${e.message}`);
   }
-  for (const [key, field] of [['client_id', 'by_client'], ['grant_id', 'by_grant']] as const) {
+  for (const [key, field] of [
+    ['client_id', 'by_client'],
+    ['grant_id', 'by_grant'],
+  ] as const) {
     const sums = sumBy(entries, key);
     const recorded = totals?.[field] ?? {};
     const names = [...sums.keys(), ...Object.keys(recorded).filter((name) => !sums.has(name))];
@@ -126,14 +136,26 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
       const total = Object.hasOwn(recorded, name) ? recorded[name] : undefined;
       if (sum !== total) {
         const which = key === 'client_id' ? 'client' : 'grant';
-        const ledgerSays = count === 0 ? 'the ledger has no committed lines' : `the ledger's committed lines (${seqRange(1, count)}) sum to ${sum === undefined ? 'nothing for it' : `${sum} AKh`}`;
-        throw refuse(`the state's total for ${which} ${name} is ${total === undefined ? 'missing' : `${JSON.stringify(total)} AKh`}, but ${ledgerSays}`);
+        const ledgerSays =
+          count === 0
+            ? 'the ledger has no committed lines'
+            : `the ledger's committed lines (${seqRange(1, count)}) sum to ${sum === undefined ? 'nothing for it' : `${sum} AKh`}`;
+        throw refuse(
+          `the state's total for ${which} ${name} is ${total === undefined ? 'missing' : `${JSON.stringify(total)} AKh`}, but ${ledgerSays}`,
+        );
       }
     }
   }
   const uncommitted = lines.length - count + (torn.length > 0 ? 1 : 0);
   if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null };
-  return { committed: count, uncommitted, keep: lines.slice(0, count).map((line) => `${line}\n`).join('') };
+  return {
+    committed: count,
+    uncommitted,
+    keep: lines
+      .slice(0, count)
+      .map((line) => `${line}\n`)
+      .join(''),
+  };
 }
 
 function bothWaysOut(stateFile: string): string {
@@ -147,7 +169,11 @@ export async function readLedgerText(stateFile: string, ledgerFile: string): Pro
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'ENOENT') return null;
-    throw new StateFileError(stateFile, `cannot read charge ledger ${ledgerFile} of state file ${stateFile} (${err.code ?? err.message}). Check its permissions; nothing was changed.`, { cause: e });
+    throw new StateFileError(
+      stateFile,
+      `cannot read charge ledger ${ledgerFile} of state file ${stateFile} (${err.code ?? err.message}). Check its permissions; nothing was changed.`,
+      { cause: e },
+    );
   }
 }
 
@@ -157,7 +183,12 @@ export async function readLedgerText(stateFile: string, ledgerFile: string): Pro
  * committed line, and a ledger that is a symlink is replaced, never written through). `onNotice` hears one line
  * when lines were dropped. Throws StateFileError, leaving both files untouched, when they disagree otherwise.
  */
-export async function reconcileLedgerFile(stateFile: string, ledgerFile: string, totals: ChargeTotals | null, onNotice?: (line: string) => void): Promise<void> {
+export async function reconcileLedgerFile(
+  stateFile: string,
+  ledgerFile: string,
+  totals: ChargeTotals | null,
+  onNotice?: (line: string) => void,
+): Promise<void> {
   const text = await readLedgerText(stateFile, ledgerFile);
   const result = reconcileLedger(stateFile, ledgerFile, totals, text);
   if (result.keep === null) return;
@@ -173,6 +204,9 @@ export function committedEntries(lines: readonly string[], ledgerFile: string | 
     return parseLedgerLines(lines);
   } catch (e) {
     if (!(e instanceof LedgerLineError)) throw e;
-    throw new StateFileError(ledgerFile ?? '(in memory)', `charge ledger ${ledgerFile ?? '(in memory)'} is damaged: ${e.message}; it was changed while the emulator ran`);
+    throw new StateFileError(
+      ledgerFile ?? '(in memory)',
+      `charge ledger ${ledgerFile ?? '(in memory)'} is damaged: ${e.message}; it was changed while the emulator ran`,
+    );
   }
 }

@@ -58,12 +58,17 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     await mkdir(dirname(file), { recursive: true, mode: 0o700 });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-    throw new StateFileError(file, `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`, { cause: e });
+    throw new StateFileError(
+      file,
+      `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`,
+      { cause: e },
+    );
   }
   const holder = async (): Promise<AnnouncedHolder | null> => (await options.holder?.()) ?? null;
   const announced = await holder();
   // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
-  if (announced?.live && (await lockfile.check(file, { realpath: false, stale: Number.MAX_SAFE_INTEGER }))) throw new StateLockedError(file, announced.pid);
+  if (announced?.live && (await lockfile.check(file, { realpath: false, stale: Number.MAX_SAFE_INTEGER })))
+    throw new StateLockedError(file, announced.pid);
   const takenOver = announced?.gone ? await removeLockOfGoneHolder(file, announced) : null;
   try {
     const release = await takeLock(file, 0, options);
@@ -75,7 +80,10 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     if (now?.live) throw new StateLockedError(file, now.pid);
     // A holder that died, or one that announced nothing (a short CLI call, or a start in progress): wait for release or staleness.
     const age = await lockAge(file);
-    if (age !== null) options.onNotice?.(`waiting for the lock on ${file}, last refreshed ${seconds(age)} ago ${heldBy(now)}; it is taken once released, or once not refreshed for ${STALE_MS / 1000} s`);
+    if (age !== null)
+      options.onNotice?.(
+        `waiting for the lock on ${file}, last refreshed ${seconds(age)} ago ${heldBy(now)}; it is taken once released, or once not refreshed for ${STALE_MS / 1000} s`,
+      );
     return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
   }
 }
@@ -84,8 +92,10 @@ const lockDirOf = (file: string): string => `${file}.lock`;
 const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
 
 function heldBy(holder: AnnouncedHolder | null): string {
-  if (!holder) return 'by a process that did not announce itself (a short CLI call, or a serve that is starting, or was killed before it announced itself)';
-  if (holder.gone) return `by a process other than pid ${holder.pid} (named in ${holder.file}, which is gone): the lock is newer than that file, or its age unknown`;
+  if (!holder)
+    return 'by a process that did not announce itself (a short CLI call, or a serve that is starting, or was killed before it announced itself)';
+  if (holder.gone)
+    return `by a process other than pid ${holder.pid} (named in ${holder.file}, which is gone): the lock is newer than that file, or its age unknown`;
   return `by pid ${holder.pid} (named in ${holder.file}), whose admin port does not take connections: it is stopping, or it died`;
 }
 
@@ -100,7 +110,8 @@ async function lockAge(file: string): Promise<number | null> {
  * and created a new one (mkdir), born later. Birth times come from statx; where a file system has none, Node
  * reports 0 (never the holder's then) or the change time, which every refresh moves past the announcement.
  */
-const isLockOf = (lock: { birthtimeMs: number }, holder: AnnouncedHolder): boolean => lock.birthtimeMs > 0 && lock.birthtimeMs < holder.announcedAt;
+const isLockOf = (lock: { birthtimeMs: number }, holder: AnnouncedHolder): boolean =>
+  lock.birthtimeMs > 0 && lock.birthtimeMs < holder.announcedAt;
 
 /**
  * Removes the lock of a holder that is gone, if it is still that holder's (see isLockOf): nobody refreshes it,
@@ -139,7 +150,8 @@ function readPidNamespace(): string {
   };
   // Linux: the boot and the pid namespace exactly. Elsewhere (no pid namespaces): the boot time to the minute; a
   // mismatch only costs the wait for staleness.
-  const boot = read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')) || `boot ${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
+  const boot =
+    read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')) || `boot ${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
   let pids = '';
   if (process.platform === 'linux') {
     // Unknown namespace: matching nobody, not everybody (two containers could share host name and boot).
@@ -209,7 +221,11 @@ async function takeLock(file: string, retries: number, options: LockOptions): Pr
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ELOCKED') throw new StateLockedError(file, null);
-    throw new StateFileError(file, `cannot lock state file ${file} (${code ?? (e as Error).message}). Check that its directory is writable, or use --state OTHER_FILE or --in-memory.`, { cause: e });
+    throw new StateFileError(
+      file,
+      `cannot lock state file ${file} (${code ?? (e as Error).message}). Check that its directory is writable, or use --state OTHER_FILE or --in-memory.`,
+      { cause: e },
+    );
   }
 }
 

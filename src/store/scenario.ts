@@ -20,14 +20,23 @@ export class ScenarioError extends AgentAccessError {
 /** The routes that charge (spec 1): the REST allowlist's and their agent-plane twins. */
 export const CHARGED_ROUTES = ['POST /chat/ask', 'POST /research', 'tool ask', 'tool start_research'] as const;
 
-const ID = { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$', description: 'must be 1–100 letters, digits, ".", "_", ":" or "-", starting with a letter or digit' } as const;
+const ID = {
+  type: 'string',
+  pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$',
+  description: 'must be 1–100 letters, digits, ".", "_", ":" or "-", starting with a letter or digit',
+} as const;
 const TIME = {
   type: 'string',
   pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,3})?)?(Z|[+-]\\d{2}:\\d{2})$',
   description: 'must be an ISO 8601 time with its zone, e.g. 2026-03-01T09:00:00Z',
 } as const;
 const TEXT = (maxLength: number) => ({ type: 'string', minLength: 1, maxLength }) as const;
-const ERROR = { type: 'object', required: ['code', 'message'], additionalProperties: false, properties: { code: TEXT(100), message: TEXT(2000) } } as const;
+const ERROR = {
+  type: 'object',
+  required: ['code', 'message'],
+  additionalProperties: false,
+  properties: { code: TEXT(100), message: TEXT(2000) },
+} as const;
 /** The most entries a scenario list holds (README: "Scenarios and snapshots"). */
 const SCENARIO_LIST_MAX = 100_000;
 const list = (items: object, maxItems: number = SCENARIO_LIST_MAX) => ({ type: 'array', maxItems, items }) as const;
@@ -54,9 +63,19 @@ export const SCENARIO_SCHEMA = {
         id: ID,
         client_id: ID,
         person_id: TEXT(200),
-        scopes: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: [...SUPPORTED_SCOPES, ...RETIRED_SCOPES] } },
+        scopes: {
+          type: 'array',
+          minItems: 1,
+          uniqueItems: true,
+          items: { type: 'string', enum: [...SUPPORTED_SCOPES, ...RETIRED_SCOPES] },
+        },
         resource: { type: ['string', 'null'], enum: ['mcp', null] },
-        refresh_token: { type: 'string', maxLength: 500, pattern: '^aa1\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$', description: 'must have the form aa1.<handle>.<secret> (base64url parts)' },
+        refresh_token: {
+          type: 'string',
+          maxLength: 500,
+          pattern: '^aa1\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$',
+          description: 'must have the form aa1.<handle>.<secret> (base64url parts)',
+        },
         status: { type: 'string', enum: ['active', 'revoked'] },
         created_at: TIME,
       },
@@ -67,7 +86,12 @@ export const SCENARIO_SCHEMA = {
       additionalProperties: false,
       properties: {
         id: ID,
-        file_name: { type: 'string', maxLength: 255, pattern: '^[^/\\\\\\u0000-\\u001f\\u007f]+\\.(md|markdown|txt)$', description: 'must be a plain file name (no path) ending in .md, .markdown or .txt' },
+        file_name: {
+          type: 'string',
+          maxLength: 255,
+          pattern: '^[^/\\\\\\u0000-\\u001f\\u007f]+\\.(md|markdown|txt)$',
+          description: 'must be a plain file name (no path) ending in .md, .markdown or .txt',
+        },
         content: { type: 'string', minLength: 1, maxLength: 256 * 1024 },
         grant: ID,
         processing_step: { type: 'string', enum: [...TRAINING_STEPS, 'failed'] },
@@ -116,8 +140,19 @@ export const SCENARIO_SCHEMA = {
 type Raw = {
   version: 1;
   clients?: Scenario['clients'];
-  grants?: Array<Omit<Scenario['grants'][number], 'person_id' | 'status' | 'created_at'> & { person_id?: string; status?: 'active' | 'revoked'; created_at?: string }>;
-  knowledge?: Array<Omit<Scenario['knowledge'][number], 'processing_step' | 'created_at'> & { processing_step?: Scenario['knowledge'][number]['processing_step']; created_at?: string }>;
+  grants?: Array<
+    Omit<Scenario['grants'][number], 'person_id' | 'status' | 'created_at'> & {
+      person_id?: string;
+      status?: 'active' | 'revoked';
+      created_at?: string;
+    }
+  >;
+  knowledge?: Array<
+    Omit<Scenario['knowledge'][number], 'processing_step' | 'created_at'> & {
+      processing_step?: Scenario['knowledge'][number]['processing_step'];
+      created_at?: string;
+    }
+  >;
   research_jobs?: Array<Omit<Scenario['research_jobs'][number], 'created_at'> & { created_at?: string }>;
   charges?: Array<Omit<Scenario['charges'][number], 'at'> & { at?: string }>;
 };
@@ -127,7 +162,10 @@ const validator = () => (compiled ??= new Ajv({ allErrors: true, verbose: true, 
 
 /** `/grants/0/scopes/1` → `$.grants[0].scopes[1]`. */
 function jsonPath(pointer: string, child?: string): string {
-  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
   if (child !== undefined) parts.push(child);
   return `$${parts.map((p) => (/^\d+$/.test(p) ? `[${p}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join('')}`;
 }
@@ -184,7 +222,10 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
   const fail = (problems: string[]): never => {
     const shownProblems = problems.slice(0, 10);
     const more = problems.length > shownProblems.length ? `\n  … and ${problems.length - shownProblems.length} more` : '';
-    throw new ScenarioError(path, `scenario ${path} is not valid:\n${shownProblems.map((p) => `  ${p}`).join('\n')}${more}\nThe format is described in the README, section "Scenarios and snapshots".`);
+    throw new ScenarioError(
+      path,
+      `scenario ${path} is not valid:\n${shownProblems.map((p) => `  ${p}`).join('\n')}${more}\nThe format is described in the README, section "Scenarios and snapshots".`,
+    );
   };
   const validate = validator();
   if (!validate(json)) {
@@ -208,26 +249,41 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
   const clientIds = new Set<string>();
   (raw.clients ?? []).forEach((c, i) => {
     unique(clientIds, c.client_id, `$.clients[${i}].client_id`, 'client_id');
-    if (fixtureClients.has(c.client_id)) problems.push(`$.clients[${i}].client_id: ${shown(c.client_id)} is a client of the fixtures' grants.json already`);
+    if (fixtureClients.has(c.client_id))
+      problems.push(`$.clients[${i}].client_id: ${shown(c.client_id)} is a client of the fixtures' grants.json already`);
   });
 
   const persons = fixtures.persons;
   const defaultPerson = (persons.find((p) => p.default) ?? persons[0])!.id;
-  const handles = new Map<string, string>(fixtures.grants.flatMap((g) => (g.refresh_token ? [[g.refresh_token.split('.')[1]!, "the fixtures' grants.json"] as [string, string]] : [])));
+  const handles = new Map<string, string>(
+    fixtures.grants.flatMap((g) =>
+      g.refresh_token ? [[g.refresh_token.split('.')[1]!, "the fixtures' grants.json"] as [string, string]] : [],
+    ),
+  );
   const grantIds = new Set<string>();
   const grants: Scenario['grants'] = (raw.grants ?? []).map((g, i) => {
     const at = `$.grants[${i}]`;
     unique(grantIds, g.id, `${at}.id`, 'grant id');
     if (!clientIds.has(g.client_id)) problems.push(`${at}.client_id: no client ${shown(g.client_id)} in $.clients`);
     const person = g.person_id ?? defaultPerson;
-    if (!persons.some((p) => p.id === person)) problems.push(`${at}.person_id: no person ${shown(person)} in the fixtures (${persons.map((p) => p.id).join(', ')})`);
+    if (!persons.some((p) => p.id === person))
+      problems.push(`${at}.person_id: no person ${shown(person)} in the fixtures (${persons.map((p) => p.id).join(', ')})`);
     if (g.refresh_token) {
       const handle = g.refresh_token.split('.')[1]!;
       const other = handles.get(handle);
       if (other) problems.push(`${at}.refresh_token: its handle ${shown(handle)} is used by ${other} too; every grant needs its own`);
       handles.set(handle, `${at}.refresh_token`);
     }
-    return { id: g.id, client_id: g.client_id, person_id: person, scopes: g.scopes, resource: g.resource, refresh_token: g.refresh_token, status: g.status ?? 'active', created_at: time(g.created_at, `${at}.created_at`) };
+    return {
+      id: g.id,
+      client_id: g.client_id,
+      person_id: person,
+      scopes: g.scopes,
+      resource: g.resource,
+      refresh_token: g.refresh_token,
+      status: g.status ?? 'active',
+      created_at: time(g.created_at, `${at}.created_at`),
+    };
   });
   const knownGrant = (id: string, at: string) => {
     if (!grantIds.has(id)) problems.push(`${at}: no grant ${shown(id)} in $.grants`);
@@ -237,16 +293,29 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
   const knowledge: Scenario['knowledge'] = (raw.knowledge ?? []).map((k, i) => {
     const at = `$.knowledge[${i}]`;
     if (k.id !== undefined) {
-      if (fixtures.knowledge.some((f) => f.id === k.id)) problems.push(`${at}.id: ${shown(k.id)} is a document of the fixtures' knowledge/ already`);
+      if (fixtures.knowledge.some((f) => f.id === k.id))
+        problems.push(`${at}.id: ${shown(k.id)} is a document of the fixtures' knowledge/ already`);
       else unique(docIds, k.id, `${at}.id`, 'document id');
     }
     const step = k.processing_step ?? 'indexed';
     if (k.grant !== undefined) knownGrant(k.grant, `${at}.grant`);
-    else if (step !== 'indexed') problems.push(`${at}.processing_step: a document without "grant" is shared knowledge, always indexed; give it a grant to have it in ingest`);
+    else if (step !== 'indexed')
+      problems.push(
+        `${at}.processing_step: a document without "grant" is shared knowledge, always indexed; give it a grant to have it in ingest`,
+      );
     if (step === 'failed' && !k.error) problems.push(`${at}.error: is required when processing_step is "failed"`);
     if (step !== 'failed' && k.error) problems.push(`${at}.error: only a document whose processing_step is "failed" has an error`);
-    if (step !== 'indexed' && step !== 'failed' && k.created_at !== undefined) problems.push(`${at}.created_at: a document in ingest (${step}) starts at load time and moves on the clock; leave created_at out`);
-    return { ...(k.id !== undefined ? { id: k.id } : {}), file_name: k.file_name, content: k.content, grant: k.grant, processing_step: step, created_at: time(k.created_at, `${at}.created_at`), error: k.error };
+    if (step !== 'indexed' && step !== 'failed' && k.created_at !== undefined)
+      problems.push(`${at}.created_at: a document in ingest (${step}) starts at load time and moves on the clock; leave created_at out`);
+    return {
+      ...(k.id !== undefined ? { id: k.id } : {}),
+      file_name: k.file_name,
+      content: k.content,
+      grant: k.grant,
+      processing_step: step,
+      created_at: time(k.created_at, `${at}.created_at`),
+      error: k.error,
+    };
   });
 
   const jobIds = new Set<string>();
@@ -255,7 +324,8 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
     if (j.id !== undefined) unique(jobIds, j.id, `${at}.id`, 'job id');
     knownGrant(j.grant, `${at}.grant`);
     if (j.status === 'succeeded' && j.report === undefined) problems.push(`${at}.report: is required when status is "succeeded"`);
-    if (j.status !== 'succeeded' && (j.report !== undefined || j.citations !== undefined)) problems.push(`${at}: only a job whose status is "succeeded" has a report and citations`);
+    if (j.status !== 'succeeded' && (j.report !== undefined || j.citations !== undefined))
+      problems.push(`${at}: only a job whose status is "succeeded" has a report and citations`);
     if (j.status === 'failed' && !j.error) problems.push(`${at}.error: is required when status is "failed"`);
     if (j.status !== 'failed' && j.error) problems.push(`${at}.error: only a job whose status is "failed" has an error`);
     return { ...j, created_at: time(j.created_at, `${at}.created_at`) };

@@ -33,7 +33,10 @@ export interface SnapshotStore {
 }
 
 export class SnapshotFileError extends Error {
-  constructor(readonly file: string, message: string) {
+  constructor(
+    readonly file: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -102,7 +105,10 @@ export class FileSnapshotStore implements SnapshotStore {
       text = await readFile(file, 'utf8');
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw new SnapshotFileError(file, `snapshot file ${file} cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new SnapshotFileError(
+        file,
+        `snapshot file ${file} cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      );
     }
     return parseSnapshot(text, file, name);
   }
@@ -127,18 +133,23 @@ export class FileSnapshotStore implements SnapshotStore {
 }
 
 function parseSnapshot(text: string, file: string, name: string): SnapshotRecord {
-  const bad = (what: string) => new SnapshotFileError(file, `snapshot file ${file} is damaged (${what}); it was not restored. Save it again, or delete the file.`);
+  const bad = (what: string) =>
+    new SnapshotFileError(file, `snapshot file ${file} is damaged (${what}); it was not restored. Save it again, or delete the file.`);
   let json: Record<string, unknown>;
   try {
     json = JSON.parse(text) as Record<string, unknown>;
   } catch (e) {
     throw bad(`not JSON: ${(e as Error).message}`);
   }
-  if (typeof json !== 'object' || json === null || json.format !== FORMAT || json.version !== 1) throw bad('not an agent-access snapshot of version 1');
+  if (typeof json !== 'object' || json === null || json.format !== FORMAT || json.version !== 1)
+    throw bad('not an agent-access snapshot of version 1');
   const clock = json.clock as { mode?: unknown; now?: unknown } | undefined;
-  if (typeof json.state !== 'string' || !(typeof json.ledger === 'string' || json.ledger === null) || typeof json.saved_at !== 'string') throw bad('missing state, ledger or saved_at');
-  if (!clock || (clock.mode !== 'system' && clock.mode !== 'manual') || typeof clock.now !== 'number' || !Number.isFinite(clock.now)) throw bad('missing clock');
+  if (typeof json.state !== 'string' || !(typeof json.ledger === 'string' || json.ledger === null) || typeof json.saved_at !== 'string')
+    throw bad('missing state, ledger or saved_at');
+  if (!clock || (clock.mode !== 'system' && clock.mode !== 'manual') || typeof clock.now !== 'number' || !Number.isFinite(clock.now))
+    throw bad('missing clock');
   if (json.name !== name) throw bad(`it names itself ${JSON.stringify(json.name)}`);
-  if (json.state_sha256 !== textSha256(json.state) || json.ledger_sha256 !== (json.ledger === null ? null : textSha256(json.ledger))) throw bad('its content does not match its SHA-256');
+  if (json.state_sha256 !== textSha256(json.state) || json.ledger_sha256 !== (json.ledger === null ? null : textSha256(json.ledger)))
+    throw bad('its content does not match its SHA-256');
   return { name, saved_at: json.saved_at, clock: { mode: clock.mode, now: clock.now }, state: json.state, ledger: json.ledger };
 }

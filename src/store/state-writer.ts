@@ -10,7 +10,21 @@
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
  */
-import { closeSync, constants, mkdirSync, fdatasyncSync, fstatSync, ftruncateSync, fsyncSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  mkdirSync,
+  fdatasyncSync,
+  fstatSync,
+  ftruncateSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
@@ -60,12 +74,17 @@ const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${ran
 /** Exactly the names `tempName` makes for this file. */
 const isTempOf = (file: string, name: string) => {
   const prefix = `.${basename(file)}.`;
-  return name.length === prefix.length + 16 && name.startsWith(prefix) && name.endsWith('.tmp') && /^[A-Za-z0-9_-]{12}$/.test(name.slice(prefix.length, -4));
+  return (
+    name.length === prefix.length + 16 &&
+    name.startsWith(prefix) &&
+    name.endsWith('.tmp') &&
+    /^[A-Za-z0-9_-]{12}$/.test(name.slice(prefix.length, -4))
+  );
 };
 
 /** write(2) may write less than asked (a full disk, a signal): go on until all of it is written, or fail. */
 function writeAll(fd: number, buffer: Uint8Array, position: number | null = null): void {
-  for (let offset = 0; offset < buffer.length; ) {
+  for (let offset = 0; offset < buffer.length;) {
     const written = writeSync(fd, buffer, offset, buffer.length - offset, position === null ? null : position + offset);
     if (written === 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' });
     offset += written;
@@ -168,7 +187,7 @@ function journalTail(p: Paths, offset: number): Buffer {
   if (tail.length === 0) return tail;
   const fd = openSync(p.journal, O_RDONLY | O_NOFOLLOW);
   try {
-    for (let read = 0; read < tail.length; ) {
+    for (let read = 0; read < tail.length;) {
       const n = readSync(fd, tail, read, tail.length - read, offset + read);
       if (n === 0) throw Object.assign(new Error('journal shorter than written'), { code: 'EIO' });
       read += n;

@@ -13,9 +13,16 @@ export interface AdminStreamMessage {
  * Opens the stream; `until(test)` resolves as soon as the messages so far satisfy `test` (checked on each new
  * message), or fails after `timeoutMs` naming what was seen.
  */
-export async function openAdminStream(emu: { adminUrl: string; adminToken: string }, headers: Record<string, string> = {}, timeoutMs = 5_000) {
+export async function openAdminStream(
+  emu: { adminUrl: string; adminToken: string },
+  headers: Record<string, string> = {},
+  timeoutMs = 5_000,
+) {
   const controller = new AbortController();
-  const res = await request(`${emu.adminUrl}/events`, { headers: { authorization: `Bearer ${emu.adminToken}`, ...headers }, signal: controller.signal });
+  const res = await request(`${emu.adminUrl}/events`, {
+    headers: { authorization: `Bearer ${emu.adminToken}`, ...headers },
+    signal: controller.signal,
+  });
   const messages: AdminStreamMessage[] = [];
   const waiters = new Set<() => void>();
   const parser = createParser({
@@ -52,4 +59,10 @@ export async function openAdminStream(emu: { adminUrl: string; adminToken: strin
 
 /** The stream's messages as the dashboard's stream client hands them to its reducer (ticks left out). */
 export const dashboardMessages = (messages: readonly AdminStreamMessage[]): StreamMessage[] =>
-  messages.flatMap((m): StreamMessage[] => (m.event === 'snapshot' ? [{ type: 'snapshot', snapshot: m.data }] : m.event !== 'tick' && m.event !== 'message' ? [{ type: 'event', event: m.data }] : []));
+  messages.flatMap((m): StreamMessage[] =>
+    m.event === 'snapshot'
+      ? [{ type: 'snapshot', snapshot: m.data }]
+      : m.event !== 'tick' && m.event !== 'message'
+        ? [{ type: 'event', event: m.data }]
+        : [],
+  );

@@ -4,7 +4,15 @@ import { chromium, type Browser } from 'playwright-core';
 /** Debian's Chromium (`apt-get install chromium`). Playwright's own browser downloads are never used. */
 export const CHROMIUM_PATH = '/usr/bin/chromium';
 
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 /** True when an executable Chromium is installed at {@link CHROMIUM_PATH}. */
 export function chromiumAvailable(): boolean {

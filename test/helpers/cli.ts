@@ -13,8 +13,15 @@ export interface RunResult {
 }
 
 /** Runs the built CLI to completion. */
-export async function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<RunResult> {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: { ...process.env, NO_COLOR: '1', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runCli(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: options.cwd,
+    env: { ...process.env, NO_COLOR: '1', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -49,7 +56,10 @@ afterEach(async () => {
 
 /** Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running. */
 export async function startServe(args: string[], options: { cwd?: string } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], {
+    cwd: options.cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   let rest = '';
   child.stderr.on('data', (d) => (stderr += d));
@@ -68,7 +78,15 @@ export async function startServe(args: string[], options: { cwd?: string } = {})
     child.kill('SIGTERM');
     return exit;
   };
-  const started: ServeProcess = { child, ready: JSON.parse(readyLine), readyLine, stderr: () => stderr, stdoutRest: () => rest, exit, stop };
+  const started: ServeProcess = {
+    child,
+    ready: JSON.parse(readyLine),
+    readyLine,
+    stderr: () => stderr,
+    stdoutRest: () => rest,
+    exit,
+    stop,
+  };
   serving.push(started);
   return started;
 }

@@ -71,7 +71,15 @@ export function startCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?
           waiters.delete(check);
           reject(new Error(`stderr never matched ${pattern}; stderr so far:\n${stderr}`));
         }, timeoutMs);
-        void exit.then(() => setImmediate(() => check() || (waiters.delete(check), clearTimeout(timer), reject(new Error(`the command exited before stderr matched ${pattern}:\n${stderr}`)))));
+        void exit.then(() =>
+          setImmediate(
+            () =>
+              check() ||
+              (waiters.delete(check),
+              clearTimeout(timer),
+              reject(new Error(`the command exited before stderr matched ${pattern}:\n${stderr}`))),
+          ),
+        );
         if (!check()) waiters.add(check);
       });
     },
@@ -82,7 +90,13 @@ export function startCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?
 export const AUTHORIZE_URL = /^\s+(http:\/\/\S+\/oauth\/authorize\?\S+)$/m;
 
 /** A context for running commands in-process: captured output, a given clock, a scripted browser. */
-export function memoryContext(options: { clock: Clock; env: NodeJS.ProcessEnv; cwd?: string; openUrl?: (url: string) => Promise<void>; onStderr?: (text: string) => void }): ClientContext & { out: () => string; err: () => string } {
+export function memoryContext(options: {
+  clock: Clock;
+  env: NodeJS.ProcessEnv;
+  cwd?: string;
+  openUrl?: (url: string) => Promise<void>;
+  onStderr?: (text: string) => void;
+}): ClientContext & { out: () => string; err: () => string } {
   let out = '';
   let err = '';
   const stdout: Output = { write: (s: string) => (out += s) };
@@ -105,7 +119,10 @@ export function memoryContext(options: { clock: Clock; env: NodeJS.ProcessEnv; c
 }
 
 /** Runs one command line in-process; resolves with the exit code and what it printed. */
-export async function runInProcess(args: string[], ctx: ReturnType<typeof memoryContext>): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runInProcess(
+  args: string[],
+  ctx: ReturnType<typeof memoryContext>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const before = { out: ctx.out().length, err: ctx.err().length };
   const code = await run(args, ctx);
   return { code, stdout: ctx.out().slice(before.out), stderr: ctx.err().slice(before.err) };

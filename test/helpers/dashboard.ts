@@ -46,11 +46,20 @@ export class Script {
 export const frameText = (frame: string | undefined): string => stripVTControlCharacters(frame ?? '');
 
 /** Waits until the newest frame satisfies `test` (renders are batched and asynchronous); returns that frame. */
-export async function waitForFrame(frame: () => string, test: (frame: string) => boolean, what: string, timeoutMs = 10_000): Promise<string> {
-  const match = await pollUntil(() => {
-    const f = frame();
-    return test(f) ? { frame: f } : undefined;
-  }, what, { timeoutMs, describe: frame });
+export async function waitForFrame(
+  frame: () => string,
+  test: (frame: string) => boolean,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<string> {
+  const match = await pollUntil(
+    () => {
+      const f = frame();
+      return test(f) ? { frame: f } : undefined;
+    },
+    what,
+    { timeoutMs, describe: frame },
+  );
   return match.frame;
 }
 
@@ -106,4 +115,12 @@ export function renderDashboard(options: { columns?: number; rows?: number; colo
   };
 }
 
-export const KEYS = { tab: '\t', shiftTab: '\u001B[Z', down: '\u001B[B', up: '\u001B[A', escape: '\u001B', enter: '\r', backspace: '\u007F' } as const;
+export const KEYS = {
+  tab: '\t',
+  shiftTab: '\u001B[Z',
+  down: '\u001B[B',
+  up: '\u001B[A',
+  escape: '\u001B',
+  enter: '\r',
+  backspace: '\u007F',
+} as const;

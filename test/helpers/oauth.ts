@@ -21,14 +21,20 @@ export interface HttpResult {
 }
 
 /** One HTTP exchange; never follows redirects. */
-export async function http(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<HttpResult> {
+export async function http(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<HttpResult> {
   const res = await request(url, { method: (init.method ?? 'GET') as 'GET', headers: init.headers, body: init.body });
   const text = await res.body.text();
   return { status: res.statusCode, headers: res.headers, text, json: () => JSON.parse(text) };
 }
 
 /** RFC 6750 §2.1: the Authorization header for a bearer token, with any other headers. */
-export const bearer = (token: string, extra: Record<string, string> = {}): Record<string, string> => ({ authorization: `Bearer ${token}`, ...extra });
+export const bearer = (token: string, extra: Record<string, string> = {}): Record<string, string> => ({
+  authorization: `Bearer ${token}`,
+  ...extra,
+});
 
 export const form = (fields: Record<string, string | undefined>): string =>
   new URLSearchParams(Object.entries(fields).filter((e): e is [string, string] => e[1] !== undefined)).toString();
@@ -48,13 +54,23 @@ export const clientMetadata = (overrides: Record<string, unknown> = {}) => ({
   ...overrides,
 });
 
-export async function register(baseUrl: string, overrides: Record<string, unknown> = {}): Promise<{ client_id: string } & Record<string, unknown>> {
+export async function register(
+  baseUrl: string,
+  overrides: Record<string, unknown> = {},
+): Promise<{ client_id: string } & Record<string, unknown>> {
   const res = await postJson(`${baseUrl}/oauth/register`, clientMetadata(overrides));
   if (res.status !== 201) throw new Error(`registration failed: ${res.status} ${res.text}`);
   return res.json();
 }
 
-const decodeEntities = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&#96;/g, '`').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const decodeEntities = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&#96;/g, '`')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** A minimal browser: keeps cookies per test, reads forms from HTML. */
 export class Browser {
@@ -66,7 +82,7 @@ export class Browser {
 
   #keep(res: HttpResult) {
     const set = res.headers['set-cookie'];
-    for (const c of (Array.isArray(set) ? set : set ? [set] : [])) {
+    for (const c of Array.isArray(set) ? set : set ? [set] : []) {
       const [pair] = c.split(';');
       const [k, ...v] = (pair ?? '').split('=');
       if (k) this.cookies.set(k.trim(), v.join('='));
@@ -103,7 +119,8 @@ export class Browser {
     const match = forms[index];
     if (!match) throw new Error(`no form #${index} on page:\n${pageHtml}`);
     const fields: Record<string, string> = {};
-    for (const input of (match[2] ?? '').matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) fields[input[1] as string] = decodeEntities(input[2] as string);
+    for (const input of (match[2] ?? '').matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g))
+      fields[input[1] as string] = decodeEntities(input[2] as string);
     return { action: decodeEntities(match[1] as string), fields };
   }
 }
@@ -152,7 +169,14 @@ export interface FlowResult {
  */
 export async function authorizeAndApprove(
   urls: { baseUrl: string; authUrl: string },
-  options: { client_id?: string; scope?: string; resource?: string | null; browser?: Browser; exchange?: boolean; decision?: 'approve' | 'deny' } = {},
+  options: {
+    client_id?: string;
+    scope?: string;
+    resource?: string | null;
+    browser?: Browser;
+    exchange?: boolean;
+    decision?: 'approve' | 'deny';
+  } = {},
 ): Promise<FlowResult> {
   const client_id = options.client_id ?? (await register(urls.baseUrl)).client_id;
   const p = pkce();
@@ -172,8 +196,10 @@ export async function authorizeAndApprove(
   return result;
 }
 
-export const exchangeCode = (baseUrl: string, p: { client_id: string; code: string; code_verifier?: string; redirect_uri?: string; resource?: string }) =>
-  postForm(`${baseUrl}/oauth/token`, { grant_type: 'authorization_code', redirect_uri: REDIRECT, ...p });
+export const exchangeCode = (
+  baseUrl: string,
+  p: { client_id: string; code: string; code_verifier?: string; redirect_uri?: string; resource?: string },
+) => postForm(`${baseUrl}/oauth/token`, { grant_type: 'authorization_code', redirect_uri: REDIRECT, ...p });
 
 export const refresh = (baseUrl: string, p: { client_id: string; refresh_token: string; scope?: string; resource?: string }) =>
   postForm(`${baseUrl}/oauth/token`, { grant_type: 'refresh_token', ...p });

@@ -18,14 +18,21 @@ function showConsent(core: Core, client: Client, query: Record<string, string | 
   return beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
 }
 
-const check = (core: Core, client: Client, query: Record<string, string | string[] | undefined>) => checkAuthorizationRequest(core, authorizeQuery(client, pkce().challenge, query));
+const check = (core: Core, client: Client, query: Record<string, string | string[] | undefined>) =>
+  checkAuthorizationRequest(core, authorizeQuery(client, pkce().challenge, query));
 
 describe('authorization request', () => {
   it('OAuth 2.1 §4.1.2.1: an unknown client or an unregistered redirect_uri is answered directly, never redirected', async () => {
     const { core } = await openCore();
     const client = await register(core);
-    expect(check(core, client, { client_id: 'client_nobody' })).toMatchObject({ kind: 'error_page', error: { error: 'invalid_client', redirectable: false } });
-    expect(check(core, client, { redirect_uri: 'https://attacker.example/cb' })).toMatchObject({ kind: 'error_page', error: { error: 'invalid_request' } });
+    expect(check(core, client, { client_id: 'client_nobody' })).toMatchObject({
+      kind: 'error_page',
+      error: { error: 'invalid_client', redirectable: false },
+    });
+    expect(check(core, client, { redirect_uri: 'https://attacker.example/cb' })).toMatchObject({
+      kind: 'error_page',
+      error: { error: 'invalid_request' },
+    });
     expect(check(core, client, { redirect_uri: undefined })).toMatchObject({ kind: 'error_page' });
   });
 
@@ -86,7 +93,14 @@ describe('consent', () => {
     const { core, eventsNamed } = await openCore();
     const client = await register(core, { client_name: 'Kalender-Agent' });
     showConsent(core, client, { scope: 'ask workspace.write' });
-    expect(eventsNamed('consent.shown')).toEqual([expect.objectContaining({ client_name: 'Kalender-Agent', scopes: ['ask', 'workspace.write'], resource: RESOURCE, answered_by: 'person' })]);
+    expect(eventsNamed('consent.shown')).toEqual([
+      expect.objectContaining({
+        client_name: 'Kalender-Agent',
+        scopes: ['ask', 'workspace.write'],
+        resource: RESOURCE,
+        answered_by: 'person',
+      }),
+    ]);
   });
 
   it('OAuth 2.1 §4.1.2.1: the person denies: access_denied with state and iss, and no grant or code is stored', async () => {
@@ -107,7 +121,15 @@ describe('consent', () => {
     const a = await authorize(core, client, { state: 'exact state ä' });
     expect(a.location.searchParams.get('state')).toBe('exact state ä');
     expect(a.location.searchParams.get('iss')).toBe(BASE_URL);
-    expect(Object.values(core.state.grants)).toEqual([expect.objectContaining({ client_id: client.client_id, person_id: 'person_erika', scopes: ['ask'], resource: RESOURCE, status: 'active' })]);
+    expect(Object.values(core.state.grants)).toEqual([
+      expect.objectContaining({
+        client_id: client.client_id,
+        person_id: 'person_erika',
+        scopes: ['ask'],
+        resource: RESOURCE,
+        status: 'active',
+      }),
+    ]);
   });
 
   it('a consent screen can be answered for 10 minutes on the clock; after that it has expired', async () => {

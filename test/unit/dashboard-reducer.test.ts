@@ -11,12 +11,40 @@ function started() {
   const s = new Script();
   const state = fold([
     { type: 'snapshot', snapshot: snapshot() },
-    s.event('grant.created', { grant_id: 'grant-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask', 'workspace.write'], resource: 'http://127.0.0.1:4100/mcp' }),
-    s.event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-1', scopes: ['ask'], audience: 'http://127.0.0.1:4100/mcp', expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
+    s.event('grant.created', {
+      grant_id: 'grant-1',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      scopes: ['ask', 'workspace.write'],
+      resource: 'http://127.0.0.1:4100/mcp',
+    }),
+    s.event('tokens.issued', {
+      grant_id: 'grant-1',
+      client_id: 'client-1',
+      family_id: 'fam-1',
+      jti: 'jti-1',
+      scopes: ['ask'],
+      audience: 'http://127.0.0.1:4100/mcp',
+      expires_at: T0 + 902_000,
+      generation: 1,
+      grant_type: 'authorization_code',
+    }),
     s.event('research.created', { job_id: 'job-1', client_id: 'client-1', grant_id: 'grant-1', question: 'Was gilt für Hunde?' }),
     s.event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'hunde.md', size: 120 }),
-    s.event('action.pending', { action_id: 'act-1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'update', description: 'Telefon von Jonas ändern' }),
-    s.event('fault.armed', { fault_id: 'fault_0', kind: 'rate_limit', description: '429 Too Many Requests on rate-limited routes (1×)', remaining: 1 }),
+    s.event('action.pending', {
+      action_id: 'act-1',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      kind: 'contacts',
+      operation: 'update',
+      description: 'Telefon von Jonas ändern',
+    }),
+    s.event('fault.armed', {
+      fault_id: 'fault_0',
+      kind: 'rate_limit',
+      description: '429 Too Many Requests on rate-limited routes (1×)',
+      remaining: 1,
+    }),
   ]);
   return { s, state };
 }
@@ -28,15 +56,41 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.clients['client-2']?.client_name).toBe('Kalender-Bot'),
   }),
   'consent.shown': (s) => ({
-    message: s.event('consent.shown', { interaction_id: 'i-1', client_id: 'client-1', client_name: 'Wetter-Agent', person_id: 'person-anna', scopes: ['ask'], resource: null, answered_by: 'person' }),
+    message: s.event('consent.shown', {
+      interaction_id: 'i-1',
+      client_id: 'client-1',
+      client_name: 'Wetter-Agent',
+      person_id: 'person-anna',
+      scopes: ['ask'],
+      resource: null,
+      answered_by: 'person',
+    }),
     check: (n) => expect(n.activity.at(-1)?.text).toMatch(/consent page shown: Wetter-Agent asks person-anna for ask/),
   }),
   'consent.approved': (s) => ({
-    message: s.event('consent.approved', { interaction_id: 'i-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], requested_scopes: ['ask', 'research'], grant_id: 'grant-1', by: 'policy' }),
-    check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/consent approved by policy \(for person-anna\): Wetter-Agent \(ask\)/), alarm: false }),
+    message: s.event('consent.approved', {
+      interaction_id: 'i-1',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      scopes: ['ask'],
+      requested_scopes: ['ask', 'research'],
+      grant_id: 'grant-1',
+      by: 'policy',
+    }),
+    check: (n) =>
+      expect(n.activity.at(-1)).toMatchObject({
+        text: expect.stringMatching(/consent approved by policy \(for person-anna\): Wetter-Agent \(ask\)/),
+        alarm: false,
+      }),
   }),
   'consent.denied': (s) => ({
-    message: s.event('consent.denied', { interaction_id: 'i-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], by: 'person' }),
+    message: s.event('consent.denied', {
+      interaction_id: 'i-1',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      scopes: ['ask'],
+      by: 'person',
+    }),
     check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/consent denied by person-anna/), alarm: true }),
   }),
   'consent_policy.set': (s) => ({
@@ -44,8 +98,15 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.activity.at(-1)?.text).toBe('consent policy for all clients: approve ask'),
   }),
   'grant.created': (s) => ({
-    message: s.event('grant.created', { grant_id: 'grant-2', client_id: 'client-1', person_id: 'person-anna', scopes: ['research'], resource: null }),
-    check: (n) => expect(n.grants['grant-2']).toMatchObject({ status: 'active', scopes: ['research'], created_at: s.at, last_used_at: null }),
+    message: s.event('grant.created', {
+      grant_id: 'grant-2',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      scopes: ['research'],
+      resource: null,
+    }),
+    check: (n) =>
+      expect(n.grants['grant-2']).toMatchObject({ status: 'active', scopes: ['research'], created_at: s.at, last_used_at: null }),
   }),
   'grant.scopes_reduced': (s) => ({
     message: s.event('grant.scopes_reduced', { grant_id: 'grant-1', removed: ['documents.read'], scopes: ['ask'] }),
@@ -64,22 +125,44 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/code replayed/), alarm: true }),
   }),
   'tokens.issued': (s) => ({
-    message: s.event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-2', scopes: ['ask'], audience: 'a', expires_at: T0 + 1_000_000, generation: 2, grant_type: 'refresh_token' }),
+    message: s.event('tokens.issued', {
+      grant_id: 'grant-1',
+      client_id: 'client-1',
+      family_id: 'fam-1',
+      jti: 'jti-2',
+      scopes: ['ask'],
+      audience: 'a',
+      expires_at: T0 + 1_000_000,
+      generation: 2,
+      grant_type: 'refresh_token',
+    }),
     check: (n) => {
       const f = n.families['fam-1']!;
-      expect(f.chain.map((g) => [g.generation, g.rotated_at])).toEqual([[1, s.at], [2, null]]);
+      expect(f.chain.map((g) => [g.generation, g.rotated_at])).toEqual([
+        [1, s.at],
+        [2, null],
+      ]);
       expect(f.access_tokens.map((t) => t.jti)).toEqual(['jti-1', 'jti-2']);
       expect(n.grants['grant-1']?.last_used_at).toBe(s.at);
     },
   }),
   'refresh.rotated': (s) => ({
     message: s.event('refresh.rotated', { grant_id: 'grant-1', family_id: 'fam-1', from_generation: 1, to_generation: 2 }),
-    check: (n) => expect(n.families['fam-1']?.chain).toEqual([{ generation: 1, issued_at: T0 + 2000, rotated_at: s.at }, { generation: 2, issued_at: s.at, rotated_at: null }]),
+    check: (n) =>
+      expect(n.families['fam-1']?.chain).toEqual([
+        { generation: 1, issued_at: T0 + 2000, rotated_at: s.at },
+        { generation: 2, issued_at: s.at, rotated_at: null },
+      ]),
   }),
   'family.invalidated': (s) => ({
     message: s.event('family.invalidated', { grant_id: 'grant-1', family_id: 'fam-1', reason: 'refresh_replay', replayed_generation: 1 }),
     check: (n) => {
-      expect(n.families['fam-1']).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay', replayed_generation: 1, invalidated_at: s.at });
+      expect(n.families['fam-1']).toMatchObject({
+        status: 'invalidated',
+        invalidated_reason: 'refresh_replay',
+        replayed_generation: 1,
+        invalidated_at: s.at,
+      });
       expect(n.activity.at(-1)).toMatchObject({ text: 'token family fam-1 invalidated: refresh token generation 1 replayed', alarm: true });
     },
   }),
@@ -88,7 +171,16 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.families['fam-1']?.access_tokens[0]?.revoked).toBe(true),
   }),
   'charge.recorded': (s) => ({
-    message: s.event('charge.recorded', { seq: 7, at: s.at, client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', amount: 0.1, unit: 'AKh', idempotency_key: null }),
+    message: s.event('charge.recorded', {
+      seq: 7,
+      at: s.at,
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      route: 'POST /chat/ask',
+      amount: 0.1,
+      unit: 'AKh',
+      idempotency_key: null,
+    }),
     check: (n) => {
       expect(n.charges.by_client['client-1']).toBe(0.1);
       expect(n.charges.by_grant['grant-1']).toBe(0.1);
@@ -127,11 +219,28 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     check: (n) => expect(n.training['doc-2']).toMatchObject({ processing_step: 'received', file_name: 'b.md' }),
   }),
   'training.step': (s) => ({
-    message: s.event('training.step', { document_id: 'doc-1', client_id: 'client-1', processing_step: 'failed', error: 'unreadable_content: Steuerzeichen' }),
-    check: (n) => expect(n.training['doc-1']).toMatchObject({ processing_step: 'failed', finished_at: s.at, error: 'unreadable_content: Steuerzeichen' }),
+    message: s.event('training.step', {
+      document_id: 'doc-1',
+      client_id: 'client-1',
+      processing_step: 'failed',
+      error: 'unreadable_content: Steuerzeichen',
+    }),
+    check: (n) =>
+      expect(n.training['doc-1']).toMatchObject({
+        processing_step: 'failed',
+        finished_at: s.at,
+        error: 'unreadable_content: Steuerzeichen',
+      }),
   }),
   'action.pending': (s) => ({
-    message: s.event('action.pending', { action_id: 'act-2', client_id: 'client-1', person_id: 'person-anna', kind: 'places', operation: 'create', description: 'Ort anlegen' }),
+    message: s.event('action.pending', {
+      action_id: 'act-2',
+      client_id: 'client-1',
+      person_id: 'person-anna',
+      kind: 'places',
+      operation: 'create',
+      description: 'Ort anlegen',
+    }),
     check: (n) => expect(n.actions['act-2']).toMatchObject({ status: 'pending', kind: 'places' }),
   }),
   'action.approved': (s) => ({
@@ -156,7 +265,16 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     },
   }),
   'request.served': (s) => ({
-    message: s.event('request.served', { server: 'api', method: 'POST', path: '/chat/ask', status: 429, ms: 3.2, client_id: 'client-1', grant_id: 'grant-1', faults: ['fault_0 rate_limit'] }),
+    message: s.event('request.served', {
+      server: 'api',
+      method: 'POST',
+      path: '/chat/ask',
+      status: 429,
+      ms: 3.2,
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      faults: ['fault_0 rate_limit'],
+    }),
     check: (n) => {
       expect(n.requests.at(-1)).toMatchObject({ path: '/chat/ask', status: 429, at: s.at, faults: ['fault_0 rate_limit'] });
       expect(n.grants['grant-1']?.last_used_at).toBe(s.at);
@@ -165,14 +283,33 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     },
   }),
   'fault.armed': (s) => ({
-    message: s.event('fault.armed', { fault_id: 'fault_1', kind: 'server_error', description: '503 server error on POST /research (2×)', remaining: 2 }),
+    message: s.event('fault.armed', {
+      fault_id: 'fault_1',
+      kind: 'server_error',
+      description: '503 server error on POST /research (2×)',
+      remaining: 2,
+    }),
     check: (n) => {
       expect(n.faults['fault_1']).toMatchObject({ state: 'armed', fired: 0, remaining: 2, created_at: s.at });
-      expect(table(n, 'faults').rows[0]?.cells).toEqual(['armed', 'fault_1', 'server_error', '0/2', '503 server error on POST /research (2×)']);
+      expect(table(n, 'faults').rows[0]?.cells).toEqual([
+        'armed',
+        'fault_1',
+        'server_error',
+        '0/2',
+        '503 server error on POST /research (2×)',
+      ]);
     },
   }),
   'fault.fired': (s) => ({
-    message: s.event('fault.fired', { fault_id: 'fault_0', kind: 'rate_limit', description: '429 Too Many Requests on rate-limited routes (1×)', state: 'spent', remaining: 0, method: 'POST', path: '/chat/ask' }),
+    message: s.event('fault.fired', {
+      fault_id: 'fault_0',
+      kind: 'rate_limit',
+      description: '429 Too Many Requests on rate-limited routes (1×)',
+      state: 'spent',
+      remaining: 0,
+      method: 'POST',
+      path: '/chat/ask',
+    }),
     check: (n) => {
       expect(n.faults['fault_0']).toMatchObject({ state: 'spent', fired: 1, remaining: 0, last_fired_at: s.at });
       expect(n.activity.at(-1)).toMatchObject({ text: expect.stringMatching(/fault fault_0 fired on POST \/chat\/ask/), alarm: true });
@@ -207,9 +344,22 @@ describe('dashboard reducer: the stream around the events', () => {
   it('an event at or below the snapshot sequence is ignored (it is already in the snapshot)', () => {
     const s = new Script({ seq: 10 });
     const state = fold([{ type: 'snapshot', snapshot: snapshot({ seq: 10 }) }]);
-    const old = { type: 'event', event: { seq: 10, at: T0, name: 'grant.created', data: { grant_id: 'g', client_id: 'client-1', person_id: 'p', scopes: [], resource: null } } } as StreamMessage;
+    const old = {
+      type: 'event',
+      event: {
+        seq: 10,
+        at: T0,
+        name: 'grant.created',
+        data: { grant_id: 'g', client_id: 'client-1', person_id: 'p', scopes: [], resource: null },
+      },
+    } as StreamMessage;
     expect(reduce(state, old)).toBe(state);
-    expect(Object.keys(reduce(state, s.event('grant.created', { grant_id: 'g', client_id: 'client-1', person_id: 'p', scopes: [], resource: null })).grants)).toEqual(['g']);
+    expect(
+      Object.keys(
+        reduce(state, s.event('grant.created', { grant_id: 'g', client_id: 'client-1', person_id: 'p', scopes: [], resource: null }))
+          .grants,
+      ),
+    ).toEqual(['g']);
   });
 
   it('a snapshot after a reconnect replaces what was known, and keeps the connection state', () => {
@@ -225,17 +375,80 @@ describe('dashboard reducer: the stream around the events', () => {
   it('a snapshot fills every view: grants, families, jobs, charges, actions, requests', () => {
     const snap = snapshot({
       seq: 5,
-      grants: [{ id: 'g1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], resource: null, created_at: T0, last_used_at: null, status: 'active', revoked_at: null, revoked_by: null }],
-      families: [{ id: 'f1', grant_id: 'g1', client_id: 'client-1', status: 'active', created_at: T0, invalidated_at: null, invalidated_reason: null, replayed_generation: null, chain: [{ generation: 1, issued_at: T0, rotated_at: null }], access_tokens: [] }],
-      research: [{ id: 'j1', client_id: 'client-1', grant_id: 'g1', question: 'q', status: 'running', created_at: T0, finished_at: null, error: null }],
-      training: [{ id: 'd1', client_id: 'client-1', grant_id: 'g1', file_name: 'a.md', size: 1, processing_step: 'parsing', created_at: T0, finished_at: null, error: null }],
+      grants: [
+        {
+          id: 'g1',
+          client_id: 'client-1',
+          person_id: 'person-anna',
+          scopes: ['ask'],
+          resource: null,
+          created_at: T0,
+          last_used_at: null,
+          status: 'active',
+          revoked_at: null,
+          revoked_by: null,
+        },
+      ],
+      families: [
+        {
+          id: 'f1',
+          grant_id: 'g1',
+          client_id: 'client-1',
+          status: 'active',
+          created_at: T0,
+          invalidated_at: null,
+          invalidated_reason: null,
+          replayed_generation: null,
+          chain: [{ generation: 1, issued_at: T0, rotated_at: null }],
+          access_tokens: [],
+        },
+      ],
+      research: [
+        {
+          id: 'j1',
+          client_id: 'client-1',
+          grant_id: 'g1',
+          question: 'q',
+          status: 'running',
+          created_at: T0,
+          finished_at: null,
+          error: null,
+        },
+      ],
+      training: [
+        {
+          id: 'd1',
+          client_id: 'client-1',
+          grant_id: 'g1',
+          file_name: 'a.md',
+          size: 1,
+          processing_step: 'parsing',
+          created_at: T0,
+          finished_at: null,
+          error: null,
+        },
+      ],
       charges: {
         by_client: { 'client-1': 2 },
         by_grant: { g1: 2 },
-        entries: [{ seq: 1, at: T0, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'k' }],
+        entries: [
+          { seq: 1, at: T0, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'k' },
+        ],
         replays: [{ seq: 3, at: T0 + 1, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', key: 'k' }],
       },
-      actions: [{ id: 'a1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'create', description: 'd', status: 'pending', created_at: T0, decided_at: null }],
+      actions: [
+        {
+          id: 'a1',
+          client_id: 'client-1',
+          person_id: 'person-anna',
+          kind: 'contacts',
+          operation: 'create',
+          description: 'd',
+          status: 'pending',
+          created_at: T0,
+          decided_at: null,
+        },
+      ],
       requests: [{ seq: 4, at: T0, server: 'api', method: 'GET', path: '/x', status: 200, ms: 1 }],
     });
     const n = reduce(initialState(), { type: 'snapshot', snapshot: snap });
@@ -243,14 +456,29 @@ describe('dashboard reducer: the stream around the events', () => {
     expect(Object.keys(n.families)).toEqual(['f1']);
     expect(n.research.j1?.status).toBe('running');
     expect(n.training.d1?.processing_step).toBe('parsing');
-    expect(n.charges.entries).toEqual([expect.objectContaining({ seq: 1, free: false }), expect.objectContaining({ free: true, amount: 0, idempotency_key: 'k' })]);
+    expect(n.charges.entries).toEqual([
+      expect.objectContaining({ seq: 1, free: false }),
+      expect.objectContaining({ free: true, amount: 0, idempotency_key: 'k' }),
+    ]);
     expect(n.actions.a1?.status).toBe('pending');
     expect(n.requests).toHaveLength(1);
   });
 
   it('a charge already in the snapshot is not counted twice when its event follows', () => {
-    const entry = { seq: 1, at: T0, client_id: 'client-1', grant_id: 'g1', route: 'POST /research', amount: 2, unit: 'AKh' as const, idempotency_key: null };
-    const state = reduce(initialState(), { type: 'snapshot', snapshot: snapshot({ seq: 5, charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [entry], replays: [] } }) });
+    const entry = {
+      seq: 1,
+      at: T0,
+      client_id: 'client-1',
+      grant_id: 'g1',
+      route: 'POST /research',
+      amount: 2,
+      unit: 'AKh' as const,
+      idempotency_key: null,
+    };
+    const state = reduce(initialState(), {
+      type: 'snapshot',
+      snapshot: snapshot({ seq: 5, charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [entry], replays: [] } }),
+    });
     const next = reduce(state, new Script({ seq: 5 }).event('charge.recorded', entry));
     expect(next.charges.by_client['client-1']).toBe(2);
   });
@@ -259,11 +487,45 @@ describe('dashboard reducer: the stream around the events', () => {
   it('an event whose change the snapshot already shows is not applied twice (tokens, grants, jobs, actions)', () => {
     const { s, state } = started();
     const again = [
-      new Script({ seq: s.seq, at: s.at }).event('tokens.issued', { grant_id: 'grant-1', client_id: 'client-1', family_id: 'fam-1', jti: 'jti-1', scopes: ['ask'], audience: 'a', expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
-      new Script({ seq: s.seq, at: s.at }).event('grant.created', { grant_id: 'grant-1', client_id: 'client-1', person_id: 'person-anna', scopes: ['ask'], resource: null }),
-      new Script({ seq: s.seq, at: s.at }).event('research.created', { job_id: 'job-1', client_id: 'client-1', grant_id: 'grant-1', question: 'x' }),
-      new Script({ seq: s.seq, at: s.at }).event('training.received', { document_id: 'doc-1', client_id: 'client-1', grant_id: 'grant-1', file_name: 'x', size: 1 }),
-      new Script({ seq: s.seq, at: s.at }).event('action.pending', { action_id: 'act-1', client_id: 'client-1', person_id: 'person-anna', kind: 'contacts', operation: 'update', description: 'x' }),
+      new Script({ seq: s.seq, at: s.at }).event('tokens.issued', {
+        grant_id: 'grant-1',
+        client_id: 'client-1',
+        family_id: 'fam-1',
+        jti: 'jti-1',
+        scopes: ['ask'],
+        audience: 'a',
+        expires_at: T0 + 902_000,
+        generation: 1,
+        grant_type: 'authorization_code',
+      }),
+      new Script({ seq: s.seq, at: s.at }).event('grant.created', {
+        grant_id: 'grant-1',
+        client_id: 'client-1',
+        person_id: 'person-anna',
+        scopes: ['ask'],
+        resource: null,
+      }),
+      new Script({ seq: s.seq, at: s.at }).event('research.created', {
+        job_id: 'job-1',
+        client_id: 'client-1',
+        grant_id: 'grant-1',
+        question: 'x',
+      }),
+      new Script({ seq: s.seq, at: s.at }).event('training.received', {
+        document_id: 'doc-1',
+        client_id: 'client-1',
+        grant_id: 'grant-1',
+        file_name: 'x',
+        size: 1,
+      }),
+      new Script({ seq: s.seq, at: s.at }).event('action.pending', {
+        action_id: 'act-1',
+        client_id: 'client-1',
+        person_id: 'person-anna',
+        kind: 'contacts',
+        operation: 'update',
+        description: 'x',
+      }),
     ];
     for (const message of again) {
       const next = reduce(state, message);
@@ -280,7 +542,17 @@ describe('dashboard reducer: the stream around the events', () => {
     const n = fold([
       { type: 'snapshot', snapshot: snapshot() },
       s.event('family.invalidated', { grant_id: 'grant-9', family_id: 'fam-9', reason: 'code_replay' }),
-      s.event('tokens.issued', { grant_id: 'grant-9', client_id: 'client-1', family_id: 'fam-9', jti: 'jti-9', scopes: ['ask'], audience: 'a', expires_at: T0 + 902_000, generation: 1, grant_type: 'authorization_code' }),
+      s.event('tokens.issued', {
+        grant_id: 'grant-9',
+        client_id: 'client-1',
+        family_id: 'fam-9',
+        jti: 'jti-9',
+        scopes: ['ask'],
+        audience: 'a',
+        expires_at: T0 + 902_000,
+        generation: 1,
+        grant_type: 'authorization_code',
+      }),
     ]);
     expect(n.families['fam-9']).toMatchObject({ status: 'invalidated', invalidated_reason: 'code_replay', chain: [{ generation: 1 }] });
   });
@@ -299,7 +571,9 @@ describe('dashboard reducer: the stream around the events', () => {
 
   it('the request log keeps the newest entries only', () => {
     const s = new Script();
-    const messages = Array.from({ length: LIMITS.requests + 5 }, (_, i) => s.event('request.served', { server: 'api', method: 'GET', path: `/r${i}`, status: 200, ms: 1 }, 1));
+    const messages = Array.from({ length: LIMITS.requests + 5 }, (_, i) =>
+      s.event('request.served', { server: 'api', method: 'GET', path: `/r${i}`, status: 200, ms: 1 }, 1),
+    );
     const n = fold(messages);
     expect(n.requests).toHaveLength(LIMITS.requests);
     expect(n.requests.at(-1)?.path).toBe(`/r${LIMITS.requests + 4}`);

@@ -8,7 +8,12 @@ import { checkedFaultFlag, parseConsentFlag, parseFaultFlag, parseRateLimitFlag,
 
 describe('serve flags', () => {
   it('--fault: kind, key=value pairs with numbers, and JSON', () => {
-    expect(parseFaultFlag('server_error:route=POST /research,status=503,count=2')).toEqual({ kind: 'server_error', route: 'POST /research', status: 503, count: 2 });
+    expect(parseFaultFlag('server_error:route=POST /research,status=503,count=2')).toEqual({
+      kind: 'server_error',
+      route: 'POST /research',
+      status: 503,
+      count: 2,
+    });
     expect(parseFaultFlag('ask_timeout:match=Hufschmied')).toEqual({ kind: 'ask_timeout', match: 'Hufschmied' });
     expect(parseFaultFlag('{"kind":"latency","ms":10}')).toEqual({ kind: 'latency', ms: 10 });
     expect(() => parseFaultFlag('latency:ms')).toThrow(/not key=value/);
@@ -24,7 +29,10 @@ describe('serve flags', () => {
   it('--consent: DECISION, approve=SCOPE,SCOPE, optionally for one CLIENT_ID:', () => {
     expect(parseConsentFlag('approve')).toEqual({ clientId: null, policy: { decision: 'approve' } });
     expect(parseConsentFlag('client_abc:deny')).toEqual({ clientId: 'client_abc', policy: { decision: 'deny' } });
-    expect(parseConsentFlag('approve=ask,research')).toEqual({ clientId: null, policy: { decision: 'approve', scopes: ['ask', 'research'] } });
+    expect(parseConsentFlag('approve=ask,research')).toEqual({
+      clientId: null,
+      policy: { decision: 'approve', scopes: ['ask', 'research'] },
+    });
     expect(() => parseConsentFlag('maybe')).toThrow(/is not a consent policy/);
     // Spec 2.7: retired scopes can never be granted; the core's parseConsentPolicy says so.
     expect(() => parseConsentFlag('approve=documents.read')).toThrow(InvalidArgumentError);

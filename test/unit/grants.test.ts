@@ -37,14 +37,26 @@ describe('grants', () => {
     const newer = await walkToTokens(core, { client: { client_name: 'Neuer' } });
     await refresh(core, newer.client.client_id, newer.tokens.refresh_token);
     const listed = listGrants(core);
-    expect(listed.map((g) => [g.id, g.client_name])).toEqual([[newer.grantId, 'Neuer'], [older.grantId, 'Älter']]);
+    expect(listed.map((g) => [g.id, g.client_name])).toEqual([
+      [newer.grantId, 'Neuer'],
+      [older.grantId, 'Älter'],
+    ]);
     expect(listed[0]!.families).toEqual([expect.objectContaining({ status: 'active', rotations: 1, generation: 2 })]);
     expect(listGrants(core, { client_id: older.client.client_id }).map((g) => g.id)).toEqual([older.grantId]);
   });
 
   it('spec 9: a grant that still carries retired scopes loses them at its next refresh', async () => {
     const { core, eventsNamed } = await openCore({
-      seedGrants: [{ id: 'grant_legacy', client: { client_id: 'client_legacy', client_name: 'Alt', redirect_uris: ['http://127.0.0.1/cb'] }, person_id: 'person_erika', scopes: ['ask', 'documents.read'], resource: 'mcp', refresh_token: 'aa1.legacyHandleLegacyHandle.legacySecretLegacySecretLegacySecret00' }],
+      seedGrants: [
+        {
+          id: 'grant_legacy',
+          client: { client_id: 'client_legacy', client_name: 'Alt', redirect_uris: ['http://127.0.0.1/cb'] },
+          person_id: 'person_erika',
+          scopes: ['ask', 'documents.read'],
+          resource: 'mcp',
+          refresh_token: 'aa1.legacyHandleLegacyHandle.legacySecretLegacySecretLegacySecret00',
+        },
+      ],
     });
     const tokens = await refresh(core, 'client_legacy', 'aa1.legacyHandleLegacyHandle.legacySecretLegacySecretLegacySecret00');
     expect(tokens.scope).toBe('ask');

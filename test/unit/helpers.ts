@@ -61,10 +61,15 @@ export const clientMetadata = (overrides: ClientMetadataInput = {}): ClientMetad
   ...overrides,
 });
 
-export const register = (core: Core, overrides: ClientMetadataInput = {}): Promise<Client> => registerClient(core, clientMetadata(overrides));
+export const register = (core: Core, overrides: ClientMetadataInput = {}): Promise<Client> =>
+  registerClient(core, clientMetadata(overrides));
 
 /** The query of an authorization request (spec 4.2), complete for an agent: with `resource`. */
-export function authorizeQuery(client: Client, challenge: string, overrides: Record<string, string | string[] | undefined> = {}): Record<string, string | string[] | undefined> {
+export function authorizeQuery(
+  client: Client,
+  challenge: string,
+  overrides: Record<string, string | string[] | undefined> = {},
+): Record<string, string | string[] | undefined> {
   return {
     client_id: client.client_id,
     redirect_uri: client.redirect_uris[0],
@@ -90,7 +95,12 @@ export interface Authorized {
  * Spec 4.2, 5.6: the request checked, the consent screen shown to the default person, and answered `approve`; returns
  * the code from the redirect. `query` overrides parameters of the request.
  */
-export async function authorize(core: Core, client: Client, query: Record<string, string | string[] | undefined> = {}, verifier: Pkce = pkce()): Promise<Authorized> {
+export async function authorize(
+  core: Core,
+  client: Client,
+  query: Record<string, string | string[] | undefined> = {},
+  verifier: Pkce = pkce(),
+): Promise<Authorized> {
   const outcome = checkAuthorizationRequest(core, authorizeQuery(client, verifier.challenge, query));
   if (outcome.kind !== 'consent') throw new Error(`authorization request refused: ${outcome.error.error} ${outcome.error.message}`);
   const interaction = beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
@@ -101,15 +111,29 @@ export async function authorize(core: Core, client: Client, query: Record<string
 }
 
 /** Spec 4.3: the authorization_code grant, with the parameters the client would send. */
-export const exchangeCode = (core: Core, a: Pick<Authorized, 'client' | 'pkce' | 'code'>, overrides: TokenParams = {}): Promise<TokenResponse> =>
-  exchangeToken(core, { grant_type: 'authorization_code', client_id: a.client.client_id, code: a.code, redirect_uri: a.client.redirect_uris[0], code_verifier: a.pkce.verifier, ...overrides });
+export const exchangeCode = (
+  core: Core,
+  a: Pick<Authorized, 'client' | 'pkce' | 'code'>,
+  overrides: TokenParams = {},
+): Promise<TokenResponse> =>
+  exchangeToken(core, {
+    grant_type: 'authorization_code',
+    client_id: a.client.client_id,
+    code: a.code,
+    redirect_uri: a.client.redirect_uris[0],
+    code_verifier: a.pkce.verifier,
+    ...overrides,
+  });
 
 /** OAuth 2.1 §4.3: the refresh_token grant. */
 export const refresh = (core: Core, clientId: string, refreshToken: string, overrides: TokenParams = {}): Promise<TokenResponse> =>
   exchangeToken(core, { grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken, ...overrides });
 
 /** Register, authorize, consent, exchange: a client with its first tokens. */
-export async function walkToTokens(core: Core, options: { scope?: string; resource?: string | undefined; client?: ClientMetadataInput } = {}): Promise<{ client: Client; tokens: TokenResponse & { refresh_token: string }; grantId: string }> {
+export async function walkToTokens(
+  core: Core,
+  options: { scope?: string; resource?: string | undefined; client?: ClientMetadataInput } = {},
+): Promise<{ client: Client; tokens: TokenResponse & { refresh_token: string }; grantId: string }> {
   const client = await register(core, options.client);
   const a = await authorize(core, client, { scope: options.scope ?? 'ask', resource: 'resource' in options ? options.resource : RESOURCE });
   const tokens = await exchangeCode(core, a);
@@ -118,7 +142,8 @@ export async function walkToTokens(core: Core, options: { scope?: string; resour
 }
 
 /** The payload of a JWT, undecoded and unchecked (spec 2.3: the access token can be decoded). */
-export const claimsOf = (jwt: string): Record<string, unknown> => JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+export const claimsOf = (jwt: string): Record<string, unknown> =>
+  JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
 
 /** The OAuth error code a rejected promise carries (`invalid_grant`, ...), or the error itself when it is no OAuth error. */
 export async function oauthError(promise: Promise<unknown>): Promise<string> {

@@ -16,7 +16,32 @@ describe('one definition per input', () => {
   it('the core checks an input exactly as the route schema (ajv) does: question, Idempotency-Key, every fault field', () => {
     agree(QUESTION, ['', 'a', 'x'.repeat(4000), 'x'.repeat(4001), '😀'.repeat(4000), 5, null]);
     agree(IDEMPOTENCY_KEY, ['', 'k-1', 'x'.repeat(255), 'x'.repeat(256), 'a\tb', 'schlüssel', ' ', 7]);
-    const samples = [0, 1, 0.5, 1.5, 599, 600, 120_000, 120_001, 86_400, 86_401, 1_000_000, 1_000_001, -1, '', ' ', 'x', '10m', 'POST /research', 'chat/ask', '*', 'x'.repeat(201), 'x'.repeat(501), null, true];
+    const samples = [
+      0,
+      1,
+      0.5,
+      1.5,
+      599,
+      600,
+      120_000,
+      120_001,
+      86_400,
+      86_401,
+      1_000_000,
+      1_000_001,
+      -1,
+      '',
+      ' ',
+      'x',
+      '10m',
+      'POST /research',
+      'chat/ask',
+      '*',
+      'x'.repeat(201),
+      'x'.repeat(501),
+      null,
+      true,
+    ];
     for (const [name, schema] of Object.entries(FAULT_FIELDS)) {
       expect(adminFaultSchema.body.properties[name as keyof FaultSpec], name).toBe(schema);
       agree(schema, samples);
@@ -34,16 +59,22 @@ describe('one definition per input', () => {
       { kind: 'latency' },
       { kind: 'latency', ms: 120_001 },
     ]) {
-      expect(() => parseFaultSpec(spec as FaultSpec, 0), JSON.stringify(spec)).toThrow(expect.objectContaining({ code: 'invalid_fault', status: 400 }));
+      expect(() => parseFaultSpec(spec as FaultSpec, 0), JSON.stringify(spec)).toThrow(
+        expect.objectContaining({ code: 'invalid_fault', status: 400 }),
+      );
     }
     expect(() => parseFaultSpec({ kind: 'latency', ms: 'fast' as never }, 0)).toThrow('ms must be a whole number from 1 to 120000');
-    expect(parseFaultSpec({ kind: 'rate_limit', count: 1_000_000, retry_after: 86_400 }, 0)).toMatchObject({ count: 1_000_000, retry_after: 86_400 });
+    expect(parseFaultSpec({ kind: 'rate_limit', count: 1_000_000, retry_after: 86_400 }, 0)).toMatchObject({
+      count: 1_000_000,
+      retry_after: 86_400,
+    });
   });
 
   it('Idempotency-Key header: bare or quoted (the IETF draft), then the one definition', () => {
     expect(parseIdempotencyKey('"8e03978e"')).toBe('8e03978e');
     expect(parseIdempotencyKey(' k-1 ')).toBe('k-1');
     expect(parseIdempotencyKey(undefined)).toBeUndefined();
-    for (const bad of ['', '""', 'x'.repeat(256), ['a', 'b']]) expect(() => parseIdempotencyKey(bad)).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key' }));
+    for (const bad of ['', '""', 'x'.repeat(256), ['a', 'b']])
+      expect(() => parseIdempotencyKey(bad)).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key' }));
   });
 });

@@ -34,13 +34,24 @@ function manualSleep() {
 
 async function setup(options: { limit?: number; askTimeoutMs?: number; askLatencyMs?: number } = {}) {
   const clock = new ManualClock(START);
-  const core = await Core.open({ clock, persistence: new MemoryPersistence(), persons: [{ id: 'person_erika', name: 'Erika', email: 'erika@example.invalid', default: true }] });
+  const core = await Core.open({
+    clock,
+    persistence: new MemoryPersistence(),
+    persons: [{ id: 'person_erika', name: 'Erika', email: 'erika@example.invalid', default: true }],
+  });
   core.setUrls({ baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:2' });
   const { sleep, waits } = manualSleep();
   const workspace = emptyWorkspace();
   const resources = new ResourceService(core, {
     workspace,
-    knowledge: [{ id: 'kb_hufschmied', title: 'Hufschmied', file_name: 'hufschmied.md', content: '# Hufschmied\n\nDer Hufschmied kommt jeden zweiten Dienstag in den Stall.' }],
+    knowledge: [
+      {
+        id: 'kb_hufschmied',
+        title: 'Hufschmied',
+        file_name: 'hufschmied.md',
+        content: '# Hufschmied\n\nDer Hufschmied kommt jeden zweiten Dienstag in den Stall.',
+      },
+    ],
     sleep,
     rateLimit: { limit: options.limit ?? 100, windowMs: 60_000 },
     askTimeoutMs: options.askTimeoutMs,
@@ -79,7 +90,9 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
     const { resources, access, charges } = await setup();
     const op = counting();
     await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: 'k-2', body: '{"question":"a"}' }, op.operation);
-    await expect(resources.meter.run(await access(), { meter: 'POST /chat/ask', key: 'k-2', body: '{"question":"b"}' }, op.operation)).rejects.toMatchObject({ code: 'idempotency_key_reused' });
+    await expect(
+      resources.meter.run(await access(), { meter: 'POST /chat/ask', key: 'k-2', body: '{"question":"b"}' }, op.operation),
+    ).rejects.toMatchObject({ code: 'idempotency_key_reused' });
     expect(op.runs()).toBe(1);
     expect(charges()).toHaveLength(1);
   });
@@ -87,7 +100,8 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
   it('4.4 rule 5: no key → each call is a new request and a new charge', async () => {
     const { resources, access, charges } = await setup();
     const op = counting();
-    for (let i = 0; i < 3; i++) await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: undefined, body: '{}' }, op.operation);
+    for (let i = 0; i < 3; i++)
+      await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: undefined, body: '{}' }, op.operation);
     expect(op.runs()).toBe(3);
     expect(charges().map((e) => e.data)).toMatchObject([{ idempotency_key: null }, { idempotency_key: null }, { idempotency_key: null }]);
   });
@@ -124,7 +138,11 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
   it('4.4 rule 5: a refused operation stores nothing and is not charged; the key may be used again', async () => {
     const { core, resources, access, charges } = await setup();
     const call = { meter: 'POST /chat/ask', key: 'retry', body: '{}' };
-    await expect(resources.meter.run(await access(), call, async () => { throw new Refusal('ask_timeout', 'abandoned'); })).rejects.toBeInstanceOf(Refusal);
+    await expect(
+      resources.meter.run(await access(), call, async () => {
+        throw new Refusal('ask_timeout', 'abandoned');
+      }),
+    ).rejects.toBeInstanceOf(Refusal);
     expect(core.state.idempotency).toEqual({});
     expect(charges()).toHaveLength(0);
     expect(await resources.meter.run(await access(), call, counting().operation)).toMatchObject({ value: { n: 1 }, replayed: false });
@@ -133,7 +151,9 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
   it('a malformed key (not 1–255 printable ASCII) → invalid_idempotency_key, whichever transport sent it', async () => {
     const { resources, access } = await setup();
     for (const key of ['', 'x'.repeat(256), 'a\tb', 'schlüssel']) {
-      await expect(resources.meter.run(await access(), { meter: 'tool ask', key, body: '{}' }, counting().operation)).rejects.toMatchObject({ code: 'invalid_idempotency_key' });
+      await expect(resources.meter.run(await access(), { meter: 'tool ask', key, body: '{}' }, counting().operation)).rejects.toMatchObject(
+        { code: 'invalid_idempotency_key' },
+      );
     }
   });
 
@@ -151,9 +171,17 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
       expires_at: START + 24 * HOUR,
       response: { status: 200, content_type: 'application/json; charset=utf-8', body: JSON.stringify(first) },
     });
-    expect(await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: 'old', body }, counting().operation)).toEqual({ value: first, replayed: true });
+    expect(await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: 'old', body }, counting().operation)).toEqual({
+      value: first,
+      replayed: true,
+    });
     const app = await restApp(core, resources);
-    const res = await app.inject({ method: 'POST', url: '/chat/ask', headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/json', 'idempotency-key': 'old' }, payload: body });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/chat/ask',
+      headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/json', 'idempotency-key': 'old' },
+      payload: body,
+    });
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(res.body).toBe(JSON.stringify(first));
@@ -164,13 +192,23 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
 describe('metered call: spec 1 (charges)', () => {
   it('spec 1: an ask and a research job are charged once per metered success at their prices; training and polling are free', async () => {
     const { clock, resources, access, charges } = await setup();
-    const ask = await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: undefined, body: '' }, async () => resources.ask(await access(), 'Wann kommt der Hufschmied?'));
+    const ask = await resources.meter.run(await access(), { meter: 'POST /chat/ask', key: undefined, body: '' }, async () =>
+      resources.ask(await access(), 'Wann kommt der Hufschmied?'),
+    );
     expect(ask.value).toMatchObject({ sources: [{ id: 'kb_hufschmied' }] });
-    const job = await resources.meter.run(await access(), { meter: 'POST /research', key: 'r', body: '' }, async () => resources.startResearch(await access(), 'Hufschmied'));
-    await resources.meter.run(await access(), { meter: 'POST /research', key: 'r', body: '' }, async () => resources.startResearch(await access(), 'Hufschmied'));
-    await resources.meter.run(await access(), { meter: 'POST /training', key: undefined, body: '' }, async () => resources.startTraining(await access(), 'notiz.md', '# Notiz'));
+    const job = await resources.meter.run(await access(), { meter: 'POST /research', key: 'r', body: '' }, async () =>
+      resources.startResearch(await access(), 'Hufschmied'),
+    );
+    await resources.meter.run(await access(), { meter: 'POST /research', key: 'r', body: '' }, async () =>
+      resources.startResearch(await access(), 'Hufschmied'),
+    );
+    await resources.meter.run(await access(), { meter: 'POST /training', key: undefined, body: '' }, async () =>
+      resources.startTraining(await access(), 'notiz.md', '# Notiz'),
+    );
     clock.advance(10_000);
-    expect((await resources.researchView(await access(), (job.value as { job_id: string }).job_id)).value).toMatchObject({ status: 'succeeded' });
+    expect((await resources.researchView(await access(), (job.value as { job_id: string }).job_id)).value).toMatchObject({
+      status: 'succeeded',
+    });
     expect(charges().map((e) => [e.data.route, e.data.amount])).toEqual([
       ['POST /chat/ask', 0.1],
       ['POST /research', 2],
@@ -179,7 +217,9 @@ describe('metered call: spec 1 (charges)', () => {
 
   it('spec 4.4 rule 2: an ask past its timeout is refused as ask_timeout and not charged; the core waits only through the injected sleep', async () => {
     const { resources, access, charges, waits } = await setup({ askTimeoutMs: 50, askLatencyMs: 400 });
-    const asked = resources.meter.run(await access(), { meter: 'POST /chat/ask', key: undefined, body: '' }, async () => resources.ask(await access(), 'Hufschmied?'));
+    const asked = resources.meter.run(await access(), { meter: 'POST /chat/ask', key: undefined, body: '' }, async () =>
+      resources.ask(await access(), 'Hufschmied?'),
+    );
     await settledUntil(() => waits.length === 2);
     expect(waits.map((w) => w.ms).sort((a, b) => a - b)).toEqual([50, 400]);
     waits.find((w) => w.ms === 50)!.done();
@@ -212,7 +252,9 @@ describe('metered call: spec 7, 8 (rate limit)', () => {
     })();
     expect(error).toBeInstanceOf(RateLimitedError);
     expect((error as RateLimitedError).state).toEqual({ limit: 2, remaining: 0, reset: 40 });
-    expect(events.filter((e) => e.name === 'rate_limit.exceeded').map((e) => e.data)).toEqual([{ client_id: refusedAccess.client_id, grant_id: refusedAccess.grant.id, route: 'POST /chat/ask' }]);
+    expect(events.filter((e) => e.name === 'rate_limit.exceeded').map((e) => e.data)).toEqual([
+      { client_id: refusedAccess.client_id, grant_id: refusedAccess.grant.id, route: 'POST /chat/ask' },
+    ]);
     clock.advance(40_000);
     expect(resources.meter.admit(await access(), gate)).toEqual({ limit: 2, remaining: 1, reset: 60 });
   });
@@ -221,8 +263,17 @@ describe('metered call: spec 7, 8 (rate limit)', () => {
     const { core, resources } = await setup({ limit: 1 });
     const narrow = await issueTokensWithoutConsent(core, { scopes: ['ask'] });
     const access = await authenticate(core, `Bearer ${narrow.access_token}`, null);
-    expect(() => resources.meter.admit(access, { scope: 'research', needs: 'the tool "start_research"', route: 'POST /mcp', meter: 'tool start_research' })).toThrow(/the tool "start_research" needs scope "research"/);
-    expect(resources.meter.admit(access, { scope: 'ask', needs: 'this route', route: 'POST /chat/ask', meter: 'POST /chat/ask' })).toMatchObject({ remaining: 0 });
+    expect(() =>
+      resources.meter.admit(access, {
+        scope: 'research',
+        needs: 'the tool "start_research"',
+        route: 'POST /mcp',
+        meter: 'tool start_research',
+      }),
+    ).toThrow(/the tool "start_research" needs scope "research"/);
+    expect(
+      resources.meter.admit(access, { scope: 'ask', needs: 'this route', route: 'POST /chat/ask', meter: 'POST /chat/ask' }),
+    ).toMatchObject({ remaining: 0 });
   });
 });
 
@@ -269,7 +320,10 @@ describe('metered call: spec 1, 4.5 (the same reach on both planes)', () => {
     const missing = await app.inject({ method: 'GET', url: '/research/job_nope', headers });
     const toolMissing = await client.callTool({ name: 'get_research', arguments: { job_id: 'job_nope' } });
     expect([missing.statusCode, missing.json().type]).toEqual([404, 'urn:agent-access:error:research_job_not_found']);
-    expect(toolMissing).toMatchObject({ isError: true, structuredContent: { error: 'research_job_not_found', status: 404, detail: missing.json().detail } });
+    expect(toolMissing).toMatchObject({
+      isError: true,
+      structuredContent: { error: 'research_job_not_found', status: 404, detail: missing.json().detail },
+    });
 
     const blank = await app.inject({ method: 'POST', url: '/research', headers, payload: { question: '   ' } });
     const toolBlank = await client.callTool({ name: 'start_research', arguments: { question: '   ' } });
@@ -286,11 +340,18 @@ describe('metered call: spec 1, 4.5 (the same reach on both planes)', () => {
     const { core, resources, workspace, tokens } = await setup();
     const app = await restApp(core, resources);
     const client = await mcpClient(core, resources, workspace, tokens.access_token);
-    const send = () => app.inject({ method: 'POST', url: '/training', headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/json', 'idempotency-key': 't' }, payload: '{"file_name":"a.md","content":"# A"}' });
+    const send = () =>
+      app.inject({
+        method: 'POST',
+        url: '/training',
+        headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/json', 'idempotency-key': 't' },
+        payload: '{"file_name":"a.md","content":"# A"}',
+      });
     const [a, b] = [await send(), await send()];
     expect([a.statusCode, b.statusCode]).toEqual([202, 202]);
     expect(b.body).toBe(a.body);
-    const call = () => client.callTool({ name: 'add_training_document', arguments: { file_name: 'b.md', content: '# B', idempotency_key: 't' } });
+    const call = () =>
+      client.callTool({ name: 'add_training_document', arguments: { file_name: 'b.md', content: '# B', idempotency_key: 't' } });
     expect(await call()).toEqual(await call());
     expect(Object.keys(core.state.training_documents)).toHaveLength(2);
     await client.close();

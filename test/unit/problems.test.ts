@@ -21,7 +21,10 @@ function tablesUnder(heading: string): string[][][] {
       table = null;
       continue;
     }
-    const cells = line.slice(1, -1).split('|').map((c) => c.trim());
+    const cells = line
+      .slice(1, -1)
+      .split('|')
+      .map((c) => c.trim());
     if (cells.every((c) => /^-+$/.test(c))) continue;
     if (!table) tables.push((table = []));
     table.push(cells);
@@ -46,24 +49,29 @@ describe('the error registry and the README', () => {
   });
 
   it('RFC 9110 §15: every status in the registry is a client (4xx) or server (5xx) error', () => {
-    for (const [code, { status }] of [...Object.entries(PROBLEMS), ...Object.entries(OAUTH_ERRORS)]) expect(status, code).toBeGreaterThanOrEqual(400);
+    for (const [code, { status }] of [...Object.entries(PROBLEMS), ...Object.entries(OAUTH_ERRORS)])
+      expect(status, code).toBeGreaterThanOrEqual(400);
     for (const [code, { status }] of [...Object.entries(PROBLEMS), ...Object.entries(OAUTH_ERRORS)]) expect(status, code).toBeLessThan(600);
   });
 
   it('every exit code a registry kind maps to is documented in "### Exit codes"', () => {
     const [exitCodes] = tablesUnder('### Exit codes');
     const documented = new Set(exitCodes!.map(([code]) => Number(code)));
-    const kinds = new Set([...Object.values(PROBLEMS), ...Object.values(OAUTH_ERRORS), ...Object.values(PROCESS_ERRORS)].map((e) => e.kind));
+    const kinds = new Set(
+      [...Object.values(PROBLEMS), ...Object.values(OAUTH_ERRORS), ...Object.values(PROCESS_ERRORS)].map((e) => e.kind),
+    );
     for (const kind of kinds) expect(documented.has(CLIENT_EXIT[kind]), kind).toBe(true);
   });
 
   it('codes are snake_case', () => {
-    for (const code of [...Object.keys(PROBLEMS), ...Object.keys(OAUTH_ERRORS), ...Object.keys(PROCESS_ERRORS)]) expect(code).toMatch(/^[a-z]+(_[a-z]+)+$/);
+    for (const code of [...Object.keys(PROBLEMS), ...Object.keys(OAUTH_ERRORS), ...Object.keys(PROCESS_ERRORS)])
+      expect(code).toMatch(/^[a-z]+(_[a-z]+)+$/);
   });
 });
 
 describe('the CLI maps codes to exit codes through the registry', () => {
-  const adminError = (status: number, code: string) => new AdminError(status, { type: `urn:agent-access:error:${code}`, title: 'x', status, detail: 'd' }, '/_admin/x');
+  const adminError = (status: number, code: string) =>
+    new AdminError(status, { type: `urn:agent-access:error:${code}`, title: 'x', status, detail: 'd' }, '/_admin/x');
 
   it('grant_not_found is exit 7 (not found), in the process and from the admin API', () => {
     expect(describeCliError(new ProblemError('grant_not_found', 'no grant with id "g"')).exitCode).toBe(EXIT.notFound);

@@ -10,10 +10,17 @@ describe('registration', () => {
     const client = await register(core);
     expect(client.client_id).toMatch(/\S/);
     expect(client).not.toHaveProperty('client_secret');
-    expect(client).toMatchObject({ client_name: 'Unit-Test-Agent', token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] });
+    expect(client).toMatchObject({
+      client_name: 'Unit-Test-Agent',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    });
     expect(client.client_id_issued_at).toBe(T0 / 1000);
     expect(core.state.clients[client.client_id]).toEqual(client);
-    expect(eventsNamed('client.registered')).toEqual([{ client_id: client.client_id, client_name: 'Unit-Test-Agent', redirect_uris: client.redirect_uris }]);
+    expect(eventsNamed('client.registered')).toEqual([
+      { client_id: client.client_id, client_name: 'Unit-Test-Agent', redirect_uris: client.redirect_uris },
+    ]);
   });
 
   it('RFC 7591 §2: unknown fields are ignored', async () => {
@@ -23,12 +30,15 @@ describe('registration', () => {
     expect(client).not.toHaveProperty('software_id');
   });
 
-  it.each(['client_name', 'redirect_uris', 'grant_types', 'response_types', 'token_endpoint_auth_method'])('spec 2.1: %s is required (invalid_client_metadata or invalid_redirect_uri), and nothing is stored', async (field) => {
-    const { core } = await openCore();
-    const error = await oauthError(register(core, { [field]: undefined }));
-    expect(error).toBe(field === 'redirect_uris' ? 'invalid_redirect_uri' : 'invalid_client_metadata');
-    expect(core.state.clients).toEqual({});
-  });
+  it.each(['client_name', 'redirect_uris', 'grant_types', 'response_types', 'token_endpoint_auth_method'])(
+    'spec 2.1: %s is required (invalid_client_metadata or invalid_redirect_uri), and nothing is stored',
+    async (field) => {
+      const { core } = await openCore();
+      const error = await oauthError(register(core, { [field]: undefined }));
+      expect(error).toBe(field === 'redirect_uris' ? 'invalid_redirect_uri' : 'invalid_client_metadata');
+      expect(core.state.clients).toEqual({});
+    },
+  );
 
   it('spec 5.1: token_endpoint_auth_method none is the only method; a secret-based one is refused', async () => {
     const { core } = await openCore();
@@ -55,7 +65,9 @@ describe('registration', () => {
 
   it('OAuth 2.1 §2.3: https, and http on a loopback address, are accepted redirect URIs', async () => {
     const { core } = await openCore();
-    const client = await register(core, { redirect_uris: ['https://app.example/cb', 'http://localhost:3000/cb', 'http://[::1]/cb', 'http://127.0.0.1/cb'] });
+    const client = await register(core, {
+      redirect_uris: ['https://app.example/cb', 'http://localhost:3000/cb', 'http://[::1]/cb', 'http://127.0.0.1/cb'],
+    });
     expect(client.redirect_uris).toHaveLength(4);
   });
 
@@ -73,6 +85,8 @@ describe('registration', () => {
 
   it('spec 2.1: client_name is labelled unverified on the consent screen, so it is kept exactly as sent', async () => {
     const { core } = await openCore();
-    expect((await register(core, clientMetadata({ client_name: 'Offizieller Bank-Agent ✓' }))).client_name).toBe('Offizieller Bank-Agent ✓');
+    expect((await register(core, clientMetadata({ client_name: 'Offizieller Bank-Agent ✓' }))).client_name).toBe(
+      'Offizieller Bank-Agent ✓',
+    );
   });
 });

@@ -7,7 +7,16 @@ import { describe, expect, it } from 'vitest';
 import { Repository, applyChanges } from '../../src/core/repository.js';
 import { emptyState, type Grant } from '../../src/core/state.js';
 
-const grant = (id: string, n: number): Grant => ({ id, client_id: `c${n % 3}`, person_id: 'person_erika', scopes: ['ask'], resource: null, created_at: n, last_used_at: null, status: 'active' });
+const grant = (id: string, n: number): Grant => ({
+  id,
+  client_id: `c${n % 3}`,
+  person_id: 'person_erika',
+  scopes: ['ask'],
+  resource: null,
+  created_at: n,
+  last_used_at: null,
+  status: 'active',
+});
 
 type Op =
   | { kind: 'put'; id: string; n: number }
@@ -44,10 +53,24 @@ function run(repo: Repository, op: Op): void {
       repo.delete('grants', op.id);
       return;
     case 'charge':
-      repo.recordCharge({ at: 0, client_id: `c-${op.id}`, grant_id: op.id, route: 'POST /chat/ask', amount: op.amount, unit: 'AKh', idempotency_key: null });
+      repo.recordCharge({
+        at: 0,
+        client_id: `c-${op.id}`,
+        grant_id: op.id,
+        route: 'POST /chat/ask',
+        amount: op.amount,
+        unit: 'AKh',
+        idempotency_key: null,
+      });
       return;
     case 'workspace':
-      repo.appendWorkspaceChange({ action_id: `act${op.n}`, at: op.n, kind: 'contacts', operation: 'create', record: { id: `k${op.n}`, title: 'Anna' } });
+      repo.appendWorkspaceChange({
+        action_id: `act${op.n}`,
+        at: op.n,
+        kind: 'contacts',
+        operation: 'create',
+        record: { id: `k${op.n}`, title: 'Anna' },
+      });
       return;
     case 'revoke-token':
       repo.put('revoked_access_tokens', op.id, op.n);
@@ -141,7 +164,16 @@ describe('the repository: one write path that knows what changed', () => {
   });
 
   it('a replay refuses changes no repository writes (a journal from elsewhere, or edited), and list gaps', () => {
-    for (const bad of [[['grants']], [['nope', 'x'], 1], [['keys', 'x'], {}], [['charges', 'total'], 1], [['workspace_changes', '5'], {}], [['workspace_changes', '0']], 'x', [['grants', 'g'], 1, 2]]) {
+    for (const bad of [
+      [['grants']],
+      [['nope', 'x'], 1],
+      [['keys', 'x'], {}],
+      [['charges', 'total'], 1],
+      [['workspace_changes', '5'], {}],
+      [['workspace_changes', '0']],
+      'x',
+      [['grants', 'g'], 1, 2],
+    ]) {
       expect(() => applyChanges(emptyState(), [bad])).toThrow();
     }
   });

@@ -20,7 +20,11 @@ describe('resource guard', () => {
     clock.advance(15 * MINUTE - SECOND);
     await expect(authenticate(core, bearer(tokens.access_token), 'ask')).resolves.toMatchObject({ scopes: ['ask'] });
     clock.advance(SECOND);
-    await expect(authenticate(core, bearer(tokens.access_token), 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token', message: 'the access token has expired' });
+    await expect(authenticate(core, bearer(tokens.access_token), 'ask')).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+      message: 'the access token has expired',
+    });
   });
 
   it('spec 5.3: a refresh after expiry gives a new access token with a fresh 15 minutes', async () => {
@@ -35,7 +39,11 @@ describe('resource guard', () => {
     const { core } = await openCore();
     const { tokens } = await walkToTokens(core, { resource: undefined });
     expect(claimsOf(tokens.access_token).aud).not.toBe(RESOURCE);
-    await expect(authenticate(core, bearer(tokens.access_token), 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token', message: expect.stringMatching(/identity token refused/) });
+    await expect(authenticate(core, bearer(tokens.access_token), 'ask')).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+      message: expect.stringMatching(/identity token refused/),
+    });
   });
 
   it('RFC 9068 §4: a token signed for another issuer is refused', async () => {
@@ -56,7 +64,11 @@ describe('resource guard', () => {
   it('spec 4.4, RFC 6750 §3.1: a token without the route scope is 403 insufficient_scope naming it', async () => {
     const { core } = await openCore();
     const { tokens } = await walkToTokens(core, { scope: 'ask' });
-    await expect(authenticate(core, bearer(tokens.access_token), 'research')).rejects.toMatchObject({ status: 403, error: 'insufficient_scope', scope: 'research' });
+    await expect(authenticate(core, bearer(tokens.access_token), 'research')).rejects.toMatchObject({
+      status: 403,
+      error: 'insufficient_scope',
+      scope: 'research',
+    });
   });
 
   it('RFC 6750 §2.1: the scheme is case-insensitive', async () => {
@@ -70,7 +82,11 @@ describe('resource guard', () => {
     const { tokens, grantId } = await walkToTokens(core);
     await expect(authenticate(core, bearer(tokens.access_token), 'ask')).resolves.toBeDefined();
     await revokeGrant(core, grantId, 'person');
-    await expect(authenticate(core, bearer(tokens.access_token), 'ask')).rejects.toMatchObject({ status: 401, error: 'invalid_token', message: 'access was revoked by the person' });
+    await expect(authenticate(core, bearer(tokens.access_token), 'ask')).rejects.toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+      message: 'access was revoked by the person',
+    });
   });
 
   it('spec 3.3: the guard records when a grant was last used, on the clock', async () => {

@@ -48,8 +48,23 @@ describe('retention on the emulator clock', () => {
 
   it('training documents whose ingest failed go after 7 days; indexed ones are the knowledge base and stay', async () => {
     const { core: c, clock } = await core();
-    const doc = { client_id: 'c', grant_id: 'g', person_id: 'person_erika', file_name: 'a.md', title: 'A', content: 'x', size: 1, created_at: T0, step_ms: 500 };
-    c.repo.put('training_documents', 'bad', { ...doc, id: 'bad', processing_step: 'failed', error: { code: 'unreadable_content', message: 'x' } });
+    const doc = {
+      client_id: 'c',
+      grant_id: 'g',
+      person_id: 'person_erika',
+      file_name: 'a.md',
+      title: 'A',
+      content: 'x',
+      size: 1,
+      created_at: T0,
+      step_ms: 500,
+    };
+    c.repo.put('training_documents', 'bad', {
+      ...doc,
+      id: 'bad',
+      processing_step: 'failed',
+      error: { code: 'unreadable_content', message: 'x' },
+    });
     c.repo.put('training_documents', 'good', { ...doc, id: 'good', processing_step: 'indexed', indexed_at: T0 });
     clock.advance(30 * DAY);
     c.prune();
@@ -61,7 +76,18 @@ describe('retention on the emulator clock', () => {
     const live = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
     const dead = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
     await revokeGrant(c, dead.grant_id, 'person');
-    const base = { client_id: 'c', grant_id: 'g', person_id: 'person_erika', question: 'q', kind: 'contacts' as const, operation: 'create' as const, record_id: 'k', fields: {}, description: 'd', created_at: T0 };
+    const base = {
+      client_id: 'c',
+      grant_id: 'g',
+      person_id: 'person_erika',
+      question: 'q',
+      kind: 'contacts' as const,
+      operation: 'create' as const,
+      record_id: 'k',
+      fields: {},
+      description: 'd',
+      created_at: T0,
+    };
     c.repo.put('pending_actions', 'rejected', { ...base, id: 'rejected', status: 'rejected', decided_at: T0 });
     c.repo.put('pending_actions', 'pending', { ...base, id: 'pending', status: 'pending' });
     clock.advance(7 * DAY);
@@ -69,7 +95,10 @@ describe('retention on the emulator clock', () => {
     expect(Object.values(c.state.families).map((f) => f.grant_id)).toEqual([live.grant_id]);
     expect(Object.keys(c.state.pending_actions)).toEqual(['pending']);
     // The live family's refresh token still works.
-    expect((await exchangeToken(c, { grant_type: 'refresh_token', client_id: live.client_id, refresh_token: live.refresh_token! })).refresh_token).toBeTruthy();
+    expect(
+      (await exchangeToken(c, { grant_type: 'refresh_token', client_id: live.client_id, refresh_token: live.refresh_token! }))
+        .refresh_token,
+    ).toBeTruthy();
   });
 
   it('OAuth 2.1 §4.1.3: an expired code is kept a day to recognise its replay (which revokes its tokens), then it goes', async () => {
@@ -126,12 +155,23 @@ describe('retention on the emulator clock', () => {
     const { core: c } = await core();
     const first = await issueTokensWithoutConsent(c, { scopes: ['ask'] });
     const tokens = [first.refresh_token!];
-    for (let i = 0; i < FAMILY_HISTORY + 6; i++) tokens.push((await exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).refresh_token!);
+    for (let i = 0; i < FAMILY_HISTORY + 6; i++)
+      tokens.push(
+        (await exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).refresh_token!,
+      );
     const family = Object.values(c.state.families)[0]!;
     expect(family.history).toHaveLength(FAMILY_HISTORY);
-    await expect(exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens[0]! })).rejects.toMatchObject({ error: 'invalid_grant' });
-    expect(Object.values(c.state.families)[0]).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay', replayed_generation: null });
+    await expect(
+      exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens[0]! }),
+    ).rejects.toMatchObject({ error: 'invalid_grant' });
+    expect(Object.values(c.state.families)[0]).toMatchObject({
+      status: 'invalidated',
+      invalidated_reason: 'refresh_replay',
+      replayed_generation: null,
+    });
     // The newest token died with its family.
-    await expect(exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! })).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(
+      exchangeToken(c, { grant_type: 'refresh_token', client_id: first.client_id, refresh_token: tokens.at(-1)! }),
+    ).rejects.toMatchObject({ error: 'invalid_grant' });
   });
 });

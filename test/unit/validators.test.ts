@@ -49,7 +49,9 @@ describe('spec 2.7: scopes', () => {
     expect(splitScope('ask  research ask')).toEqual(['ask', 'research']);
   });
   it('retired scopes are refused as invalid_scope, naming them', () => {
-    expect(() => requireSupportedScopes('ask letters.read')).toThrow(expect.objectContaining({ error: 'invalid_scope', message: expect.stringContaining('letters.read') }));
+    expect(() => requireSupportedScopes('ask letters.read')).toThrow(
+      expect.objectContaining({ error: 'invalid_scope', message: expect.stringContaining('letters.read') }),
+    );
   });
   it('an empty scope is invalid_scope (RFC 6749 §3.3)', () => {
     expect(() => requireSupportedScopes('  ')).toThrow(expect.objectContaining({ error: 'invalid_scope' }));
@@ -84,6 +86,8 @@ describe('RFC 6749 §5.2: error_description characters', () => {
 describe('HTML escaping', () => {
   it('escapes everything interpolated, in text and attributes', () => {
     expect(escapeHtml(`<a href="x" onclick='y'>&\``)).toBe('&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&#96;');
-    expect(html`<p title="${'"><script>'}">${['<b>', html`<i>ok</i>`]}</p>`.value).toBe('<p title="&quot;&gt;&lt;script&gt;">&lt;b&gt;<i>ok</i></p>');
+    expect(html`<p title="${'"><script>'}">${['<b>', html`<i>ok</i>`]}</p>`.value).toBe(
+      '<p title="&quot;&gt;&lt;script&gt;">&lt;b&gt;<i>ok</i></p>',
+    );
   });
 });

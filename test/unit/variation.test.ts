@@ -43,7 +43,11 @@ const answer: AskAnswer = {
   ],
   message_id: 'msg_abc',
 };
-const { report, citations } = researchReport('Weidegang', [{ kind: 'knowledge', id: 'kb-stall', title: 'Stallordnung', snippet: 'Weidegang ab Mai' }], new Map([['kb-stall', 'stall.md']]));
+const { report, citations } = researchReport(
+  'Weidegang',
+  [{ kind: 'knowledge', id: 'kb-stall', title: 'Stallordnung', snippet: 'Weidegang ab Mai' }],
+  new Map([['kb-stall', 'stall.md']]),
+);
 const jobView = (status: ResearchJobView['status']): ResearchJobView => ({
   job_id: 'job_1',
   status,
@@ -73,9 +77,18 @@ describe('the variation catalogue and how variants are assigned', () => {
     }
     const created = { job_id: 'job_1', status: 'queued' as const, poll: '/research/job_1' };
     expect(JSON.stringify(varyResearchCreated(created, selection('research')))).toBe(JSON.stringify(created));
-    for (const step of [...TRAINING_STEPS, 'failed'] as const) expect(JSON.stringify(varyTrainingDocument(docView(step), selection('training')))).toBe(JSON.stringify(docView(step)));
-    expect(varyTrainingAccepted('doc_1', selection('training'))).toEqual({ document_id: 'doc_1', job_id: 'doc_1', processing_step: 'received', status: '/training/doc_1' });
-    expect(varyTrainingUrl({ document_id: 'doc_1', url: 'http://x/documents/doc_1' }, selection('training'))).toEqual({ document_id: 'doc_1', url: 'http://x/documents/doc_1' });
+    for (const step of [...TRAINING_STEPS, 'failed'] as const)
+      expect(JSON.stringify(varyTrainingDocument(docView(step), selection('training')))).toBe(JSON.stringify(docView(step)));
+    expect(varyTrainingAccepted('doc_1', selection('training'))).toEqual({
+      document_id: 'doc_1',
+      job_id: 'doc_1',
+      processing_step: 'received',
+      status: '/training/doc_1',
+    });
+    expect(varyTrainingUrl({ document_id: 'doc_1', url: 'http://x/documents/doc_1' }, selection('training'))).toEqual({
+      document_id: 'doc_1',
+      url: 'http://x/documents/doc_1',
+    });
   });
 
   it('round-robin from the seed: any run of consecutive ordinals as long as a dimension shows each of its variants once', () => {
@@ -83,7 +96,10 @@ describe('the variation catalogue and how variants are assigned', () => {
       for (const kind of KINDS) {
         for (const [dimension, variants] of Object.entries(CATALOGUE[kind]) as Array<[string, readonly string[]]>) {
           for (const start of [0, 7]) {
-            const seen = Array.from({ length: variants.length }, (_, i) => (selectVariant(seed, kind, start + i).choices as Record<string, string>)[dimension]);
+            const seen = Array.from(
+              { length: variants.length },
+              (_, i) => (selectVariant(seed, kind, start + i).choices as Record<string, string>)[dimension],
+            );
             expect(new Set(seen), `${seed} ${kind}.${dimension}`).toEqual(new Set(variants));
           }
         }
@@ -141,9 +157,15 @@ describe('every variant keeps what the spec promises', () => {
         else expect(Object.keys(body).filter((k) => !['answer', 'sources', 'message_id'].includes(k))).toHaveLength(2);
       }
     }
-    expect(shapes.get('renamed')).toEqual([expect.objectContaining({ type: 'contacts', ref: 'con-002', name: 'Josef Huber' }), expect.anything()]);
+    expect(shapes.get('renamed')).toEqual([
+      expect.objectContaining({ type: 'contacts', ref: 'con-002', name: 'Josef Huber' }),
+      expect.anything(),
+    ]);
     expect(shapes.get('strings')).toEqual(['Kontakt „Josef Huber“', 'Wissensdatenbank „Stallordnung“']);
-    expect(shapes.get('nested')).toEqual([{ record: { kind: 'contacts', id: 'con-002', title: 'Josef Huber' }, quote: expect.any(String) }, expect.anything()]);
+    expect(shapes.get('nested')).toEqual([
+      { record: { kind: 'contacts', id: 'con-002', title: 'Josef Huber' }, quote: expect.any(String) },
+      expect.anything(),
+    ]);
     expect(shapes.get('empty')).toEqual([]);
   });
 
@@ -165,31 +187,54 @@ describe('every variant keeps what the spec promises', () => {
   });
 
   it('report: Markdown, {format, text}, an array of sections, or a structured object; all carry the same text', () => {
-    const shapes = Object.fromEntries(CATALOGUE.research.report.map((r) => [r, varyResearchJob(jobView('succeeded'), selection('research', { report: r })).report]));
+    const shapes = Object.fromEntries(
+      CATALOGUE.research.report.map((r) => [r, varyResearchJob(jobView('succeeded'), selection('research', { report: r })).report]),
+    );
     expect(shapes.markdown).toBe(report);
     expect(shapes.markdown_object).toEqual({ format: 'markdown', text: report });
-    expect(shapes.sections).toEqual(expect.arrayContaining([{ heading: 'Recherche: Weidegang', level: 1, text: '' }, { heading: 'Zusammenfassung', level: 2, text: expect.stringContaining('Wissensdatenbank') }]));
-    expect(shapes.structured).toMatchObject({ title: 'Recherche: Weidegang', sections: expect.arrayContaining([{ heading: 'Quellen', paragraphs: ['1. Stallordnung (stall.md)'] }]) });
+    expect(shapes.sections).toEqual(
+      expect.arrayContaining([
+        { heading: 'Recherche: Weidegang', level: 1, text: '' },
+        { heading: 'Zusammenfassung', level: 2, text: expect.stringContaining('Wissensdatenbank') },
+      ]),
+    );
+    expect(shapes.structured).toMatchObject({
+      title: 'Recherche: Weidegang',
+      sections: expect.arrayContaining([{ heading: 'Quellen', paragraphs: ['1. Stallordnung (stall.md)'] }]),
+    });
   });
 
   it('citations and error in each shape; absent fields as null; spec_only drops what the spec does not list, unknown adds fields', () => {
-    const c = (citations: Choices<'research'>['citations']) => varyResearchJob(jobView('succeeded'), selection('research', { citations })).citations;
+    const c = (citations: Choices<'research'>['citations']) =>
+      varyResearchJob(jobView('succeeded'), selection('research', { citations })).citations;
     expect(c('renamed')).toEqual([{ source_id: 'kb-stall', name: 'Stallordnung', file: 'stall.md', excerpt: 'Weidegang ab Mai' }]);
     expect(c('strings')).toEqual(['Stallordnung (stall.md)']);
-    expect(c('nested')).toEqual([{ ref: 1, document: { id: 'kb-stall', title: 'Stallordnung', file_name: 'stall.md' }, quote: 'Weidegang ab Mai' }]);
+    expect(c('nested')).toEqual([
+      { ref: 1, document: { id: 'kb-stall', title: 'Stallordnung', file_name: 'stall.md' }, quote: 'Weidegang ab Mai' },
+    ]);
     const e = (error: Choices<'research'>['error']) => varyResearchJob(jobView('failed'), selection('research', { error })).error;
     expect(e('string')).toBe('Keine Quellen.');
     expect(e('problem')).toEqual({ type: 'urn:agent-access:error:no_sources', title: 'no_sources', detail: 'Keine Quellen.' });
     expect(e('renamed')).toEqual({ reason: 'no_sources', details: { message: 'Keine Quellen.' } });
-    expect(varyResearchJob(jobView('running'), selection('research', { absent_fields: 'null' }))).toMatchObject({ report: null, citations: [], error: null });
-    expect(varyResearchJob(jobView('succeeded'), selection('research', { extra_fields: 'spec_only' }))).toEqual({ job_id: 'job_1', status: 'succeeded', report, citations });
+    expect(varyResearchJob(jobView('running'), selection('research', { absent_fields: 'null' }))).toMatchObject({
+      report: null,
+      citations: [],
+      error: null,
+    });
+    expect(varyResearchJob(jobView('succeeded'), selection('research', { extra_fields: 'spec_only' }))).toEqual({
+      job_id: 'job_1',
+      status: 'succeeded',
+      report,
+      citations,
+    });
     const unknown = varyResearchJob(jobView('succeeded'), selection('research', { extra_fields: 'unknown' }));
     expect(Object.keys(unknown).filter((k) => !(k in jobView('succeeded')))).toHaveLength(2);
     expect(Object.keys((unknown.citations as object[])[0]!).filter((k) => k.startsWith('x_'))).toHaveLength(1);
   });
 
   it('unknown fields are stable for one object and differ between objects; their names are none a client could know', () => {
-    const names = (ordinal: number) => Object.keys(varyResearchJob(jobView('queued'), selection('research', { extra_fields: 'unknown' }, ordinal))).slice(5);
+    const names = (ordinal: number) =>
+      Object.keys(varyResearchJob(jobView('queued'), selection('research', { extra_fields: 'unknown' }, ordinal))).slice(5);
     expect(names(3)).toEqual(names(3));
     expect(names(3)).not.toEqual(names(4));
     for (const name of names(3)) expect(name).toMatch(/^(x_[0-9a-f]{6}|[a-z]+_[0-9a-f]{6})$/);
@@ -204,7 +249,10 @@ describe('every variant keeps what the spec promises', () => {
       const steps = PROCESSING_STEPS[vocabulary];
       expect(FINISHED_STEPS.has(steps.indexed)).toBe(true);
       for (const step of TRAINING_STEPS.slice(0, -1)) expect(FINISHED_STEPS.has(steps[step])).toBe(false);
-      const failed = varyTrainingDocument(docView('failed'), selection('training', { processing_step: vocabulary, extra_fields: 'spec_only' }));
+      const failed = varyTrainingDocument(
+        docView('failed'),
+        selection('training', { processing_step: vocabulary, extra_fields: 'spec_only' }),
+      );
       expect(failed).toEqual({ processing_step: steps.failed, error: { code: 'unreadable_content', message: 'kaputt' } });
     }
     expect(varyTrainingUrl({ document_id: 'd', url: 'u' }, selection('training', { url: 'href' }))).toEqual({ href: 'u' });

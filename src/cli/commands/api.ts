@@ -22,16 +22,26 @@ interface WaitFlags extends CallFlags {
   timeout: number;
 }
 
-const positiveSeconds = (name: string) => (value: string): number => {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new CliError(`${name} takes a positive number of seconds, not "${value}"`, EXIT.usage);
-  return n;
-};
+const positiveSeconds =
+  (name: string) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n <= 0) throw new CliError(`${name} takes a positive number of seconds, not "${value}"`, EXIT.usage);
+    return n;
+  };
 
 const common = (command: Command): Command =>
   command
-    .addOption(new Option('--base-url <url>', 'the service ({base_url}); default $AGENT_ACCESS_BASE_URL, else an emulator running here, else the last login'))
-    .option('--idempotency-key <key>', 'send Idempotency-Key: a retry with the same key and body returns the stored answer and is not charged again (spec 4.4 rule 5)')
+    .addOption(
+      new Option(
+        '--base-url <url>',
+        'the service ({base_url}); default $AGENT_ACCESS_BASE_URL, else an emulator running here, else the last login',
+      ),
+    )
+    .option(
+      '--idempotency-key <key>',
+      'send Idempotency-Key: a retry with the same key and body returns the stored answer and is not charged again (spec 4.4 rule 5)',
+    )
     .option('--json', 'print the service’s JSON answer');
 
 const waiting = (command: Command, what: string): Command =>
@@ -91,13 +101,18 @@ export function apiCommands(ctx: ClientContext): Command[] {
           if (!flags.wait) {
             if (flags.json) return out(jsonText(job));
             out(`${String(job.job_id)}\n`);
-            ctx.stderr.write(`research job ${String(job.job_id)} is ${String(job.status)}; follow it with \`agent-access research --job ${String(job.job_id)} --wait\`\n`);
+            ctx.stderr.write(
+              `research job ${String(job.job_id)} is ${String(job.status)}; follow it with \`agent-access research --job ${String(job.job_id)} --wait\`\n`,
+            );
             return;
           }
         }
         const jobId = textOf(job.job_id ?? flags.job);
         const poll = typeof job.poll === 'string' && job.poll.startsWith('/') ? job.poll : `/research/${encodeURIComponent(jobId)}`;
-        if (flags.wait) job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) => (j.status === 'succeeded' ? 'done' : j.error != null ? 'failed' : textOf(j.status, 'unknown')));
+        if (flags.wait)
+          job = await pollUntil(session, flags, poll, `research ${jobId}`, (j) =>
+            j.status === 'succeeded' ? 'done' : j.error != null ? 'failed' : textOf(j.status, 'unknown'),
+          );
         if (flags.json) out(jsonText(job));
         if (job.error != null) throw new CliError(`research job ${jobId} failed: ${describeError(job.error)}`, EXIT.failure, 'job_failed');
         if (flags.json) return;
@@ -121,10 +136,21 @@ export function apiCommands(ctx: ClientContext): Command[] {
       try {
         content = await readFile(file, 'utf8');
       } catch (e) {
-        throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, EXIT.failure, 'file_unreadable');
+        throw new CliError(
+          `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+          EXIT.failure,
+          'file_unreadable',
+        );
       }
       await withSession(ctx, flags, async (session) => {
-        const accepted = asObject(await session.call({ method: 'POST', path: '/training', body: { file_name: flags.fileName ?? basename(file), content }, ...key(flags) }));
+        const accepted = asObject(
+          await session.call({
+            method: 'POST',
+            path: '/training',
+            body: { file_name: flags.fileName ?? basename(file), content },
+            ...key(flags),
+          }),
+        );
         const id = [accepted.document_id, accepted.job_id, accepted.id].find((v): v is string => typeof v === 'string');
         if (!id) throw new CliError(`POST /training answered without a document id: ${JSON.stringify(accepted)}`, EXIT.server);
         if (!flags.wait) {
@@ -140,7 +166,11 @@ export function apiCommands(ctx: ClientContext): Command[] {
         });
         if (doc.error != null || doc.processing_step === 'failed') {
           if (flags.json) out(jsonText(doc));
-          throw new CliError(`training document ${id} failed at processing: ${describeError(doc.error ?? doc.processing_step)}`, EXIT.failure, 'job_failed');
+          throw new CliError(
+            `training document ${id} failed at processing: ${describeError(doc.error ?? doc.processing_step)}`,
+            EXIT.failure,
+            'job_failed',
+          );
         }
         const link = asObject(await session.call({ method: 'GET', path: `${path}/url` }));
         if (flags.json) return out(jsonText({ ...doc, link }));
@@ -155,7 +185,13 @@ export function apiCommands(ctx: ClientContext): Command[] {
    * Polls a job resource until `classify` says done or failed, with a progress line showing its state and
    * the elapsed time. Polling is free (spec 1); GETs ride out 429s in the HTTP client.
    */
-  async function pollUntil(session: Session, flags: WaitFlags, path: string, label: string, classify: (body: Record<string, unknown>) => string): Promise<Record<string, unknown>> {
+  async function pollUntil(
+    session: Session,
+    flags: WaitFlags,
+    path: string,
+    label: string,
+    classify: (body: Record<string, unknown>) => string,
+  ): Promise<Record<string, unknown>> {
     const { Progress } = await import('../../client/progress.js');
     const progress = new Progress(ctx, `${label}: waiting`);
     const deadline = Date.now() + flags.timeout * 1_000;
@@ -171,14 +207,20 @@ export function apiCommands(ctx: ClientContext): Command[] {
         const body = asObject(res);
         const state = classify(body);
         if (state === 'done' || state === 'failed') {
-          progress.stop(`${label}: ${state === 'done' ? textOf(body.status ?? body.processing_step, 'done') : 'failed'} after ${progress.elapsed}`);
+          progress.stop(
+            `${label}: ${state === 'done' ? textOf(body.status ?? body.processing_step, 'done') : 'failed'} after ${progress.elapsed}`,
+          );
           return body;
         }
         progress.update(`${label}: ${state}`);
         const retryAfter = Number(res.headers['retry-after']);
         const pause = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1_000 : flags.interval * 1_000;
         if (Date.now() + pause > deadline) {
-          throw new CliError(`${label} is still ${state} after ${progress.elapsed}; it goes on at the server (follow it again later)`, EXIT.failure, 'wait_timed_out');
+          throw new CliError(
+            `${label} is still ${state} after ${progress.elapsed}; it goes on at the server (follow it again later)`,
+            EXIT.failure,
+            'wait_timed_out',
+          );
         }
         await sleep(pause, undefined, { signal: wake.signal }).catch(() => undefined);
         if (interrupted) throw new CliError(`stopped waiting; ${label} goes on at the server`, EXIT.interrupted, 'wait_cancelled');
@@ -195,11 +237,13 @@ export function apiCommands(ctx: ClientContext): Command[] {
 const key = (flags: CallFlags) => (flags.idempotencyKey !== undefined ? { idempotencyKey: flags.idempotencyKey } : {});
 
 function asObject(res: ApiResponse): Record<string, unknown> {
-  if (!isObject(res.body)) throw new CliError(`the service answered ${res.status} without a JSON object: ${res.text.slice(0, 200)}`, EXIT.server);
+  if (!isObject(res.body))
+    throw new CliError(`the service answered ${res.status} without a JSON object: ${res.text.slice(0, 200)}`, EXIT.server);
   return res.body;
 }
 
 function describeError(error: unknown): string {
-  if (isObject(error)) return [error.code, error.message ?? error.detail].filter((v) => typeof v === 'string').join(': ') || JSON.stringify(error);
+  if (isObject(error))
+    return [error.code, error.message ?? error.detail].filter((v) => typeof v === 'string').join(': ') || JSON.stringify(error);
   return text(error);
 }

@@ -23,7 +23,21 @@ export function chargesCommand(): Command {
           ]),
         );
         if (flags.entries) {
-          process.stdout.write('\n' + table([['#', 'TIME', 'CLIENT', 'GRANT', 'ROUTE', 'AKh', 'IDEMPOTENCY KEY'], ...report.entries.map((e) => [String(e.seq), time(e.at), e.client_id, e.grant_id, e.route, e.amount.toFixed(3), e.idempotency_key ?? '-'])]));
+          process.stdout.write(
+            '\n' +
+              table([
+                ['#', 'TIME', 'CLIENT', 'GRANT', 'ROUTE', 'AKh', 'IDEMPOTENCY KEY'],
+                ...report.entries.map((e) => [
+                  String(e.seq),
+                  time(e.at),
+                  e.client_id,
+                  e.grant_id,
+                  e.route,
+                  e.amount.toFixed(3),
+                  e.idempotency_key ?? '-',
+                ]),
+              ]),
+          );
         }
       } finally {
         await target.close();

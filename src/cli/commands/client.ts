@@ -10,18 +10,28 @@ interface CommonFlags {
   json?: boolean;
 }
 
-const baseUrlOption = () => new Option('--base-url <url>', 'the service ({base_url}); default $AGENT_ACCESS_BASE_URL, else an emulator running here, else the last login');
+const baseUrlOption = () =>
+  new Option(
+    '--base-url <url>',
+    'the service ({base_url}); default $AGENT_ACCESS_BASE_URL, else an emulator running here, else the last login',
+  );
 
 /** Whole seconds within [min, max]; timers cannot wait longer than 2^31-1 ms. */
-const seconds = (name: string, min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) => (value: string): number => {
-  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw new CliError(`${name} takes whole seconds from ${min} to ${max}, not "${value}"`, EXIT.usage);
-  return Number(value);
-};
+const seconds =
+  (name: string, min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) =>
+  (value: string): number => {
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
+      throw new CliError(`${name} takes whole seconds from ${min} to ${max}, not "${value}"`, EXIT.usage);
+    return Number(value);
+  };
 
-const port = (name: string) => (value: string): number => {
-  if (!/^\d+$/.test(value) || Number(value) > 65_535) throw new CliError(`${name} takes a port from 0 to 65535 (0: a free one), not "${value}"`, EXIT.usage);
-  return Number(value);
-};
+const port =
+  (name: string) =>
+  (value: string): number => {
+    if (!/^\d+$/.test(value) || Number(value) > 65_535)
+      throw new CliError(`${name} takes a port from 0 to 65535 (0: a free one), not "${value}"`, EXIT.usage);
+    return Number(value);
+  };
 
 /** Opens a session for one command run and closes its connections at the end. */
 export async function withSession<T>(ctx: ClientContext, flags: CommonFlags, fn: (session: Session) => Promise<T>): Promise<T> {
@@ -44,22 +54,47 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .option('--scope <scopes>', 'space-separated scopes to ask for (ask, workspace.write, research, training.write)', 'ask')
     .option('--identity', 'leave out `resource`: an identity token, which workspace tools refuse (spec 4.2)')
     .option('--no-browser', 'print the URL instead of opening a browser (SSH sessions)')
-    .option('--headless', 'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)')
+    .option(
+      '--headless',
+      'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)',
+    )
     .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds('--timeout', 1), 300)
-    .option('--callback-port <port>', 'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)', port('--callback-port'), 0)
+    .option(
+      '--callback-port <port>',
+      'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)',
+      port('--callback-port'),
+      0,
+    )
     .option('--json', 'print the result as JSON')
-    .action(async (flags: CommonFlags & { scope: string; identity?: boolean; browser: boolean; headless?: boolean; timeout: number; callbackPort: number }) => {
-      const { login: runLogin } = await import('../../client/login.js');
-      const browser = flags.headless ? 'none' : flags.browser ? 'open' : 'print';
-      const result = await withSession(ctx, flags, (session) =>
-        runLogin(session, { scope: flags.scope, identity: flags.identity === true, browser, timeoutMs: flags.timeout * 1_000, callbackPort: flags.callbackPort }),
-      );
-      if (flags.json) return out(jsonText(result));
-      out(
-        `Logged in to ${result.base_url}${result.subject ? ` as ${result.subject}` : ''} (client ${result.client_id}${result.client_registered ? ', newly registered' : ''}).\n` +
-          `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n`,
-      );
-    });
+    .action(
+      async (
+        flags: CommonFlags & {
+          scope: string;
+          identity?: boolean;
+          browser: boolean;
+          headless?: boolean;
+          timeout: number;
+          callbackPort: number;
+        },
+      ) => {
+        const { login: runLogin } = await import('../../client/login.js');
+        const browser = flags.headless ? 'none' : flags.browser ? 'open' : 'print';
+        const result = await withSession(ctx, flags, (session) =>
+          runLogin(session, {
+            scope: flags.scope,
+            identity: flags.identity === true,
+            browser,
+            timeoutMs: flags.timeout * 1_000,
+            callbackPort: flags.callbackPort,
+          }),
+        );
+        if (flags.json) return out(jsonText(result));
+        out(
+          `Logged in to ${result.base_url}${result.subject ? ` as ${result.subject}` : ''} (client ${result.client_id}${result.client_registered ? ', newly registered' : ''}).\n` +
+            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n`,
+        );
+      },
+    );
 
   const token = new Command('token')
     .description('print a valid access token for scripts, refreshing it (with rotation) when it is close to expiry')
@@ -68,7 +103,9 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .option('--refresh', 'refresh now, whatever the expiry: also proves at the server that the grant and its token family are alive')
     .option('--json', 'print the token with its expiry and scope as JSON')
     .action(async (flags: CommonFlags & { minTtl: number; refresh?: boolean }) => {
-      const login = await withSession(ctx, flags, (session) => session.accessToken({ minTtlMs: flags.minTtl * 1_000, force: flags.refresh === true }));
+      const login = await withSession(ctx, flags, (session) =>
+        session.accessToken({ minTtlMs: flags.minTtl * 1_000, force: flags.refresh === true }),
+      );
       if (!flags.json) return out(`${login.access_token}\n`);
       out(
         jsonText({
@@ -119,11 +156,24 @@ export function clientCommands(ctx: ClientContext): Command[] {
           ['server', `${session.baseUrl} (${sourceLabel[session.source]})`],
           ['issuer', view.issuer],
           ['subject', view.subject ?? '(opaque token)'],
-          ['client', `${view.client_id}${typeof claims?.client_id === 'string' && claims.client_id !== view.client_id ? ` (token says ${claims.client_id})` : ''}`],
+          [
+            'client',
+            `${view.client_id}${typeof claims?.client_id === 'string' && claims.client_id !== view.client_id ? ` (token says ${claims.client_id})` : ''}`,
+          ],
           ['scopes', view.scope || '(none)'],
           ['audience', Array.isArray(view.audience) ? view.audience.join(' ') : (view.audience ?? '(none: identity token)')],
-          ['access token', expiresIn > 0 ? `valid until ${view.expires_at} (${relativeTime(login.expires_at - now)})` : `expired ${relativeTime(login.expires_at - now)}; the next \`token\` refreshes it`],
-          ['refresh token', login.refresh_token ? `${age(now - (login.refresh_obtained_at ?? login.logged_in_at))} old, ${login.refresh_count} refresh${login.refresh_count === 1 ? '' : 'es'} since login` : 'none'],
+          [
+            'access token',
+            expiresIn > 0
+              ? `valid until ${view.expires_at} (${relativeTime(login.expires_at - now)})`
+              : `expired ${relativeTime(login.expires_at - now)}; the next \`token\` refreshes it`,
+          ],
+          [
+            'refresh token',
+            login.refresh_token
+              ? `${age(now - (login.refresh_obtained_at ?? login.logged_in_at))} old, ${login.refresh_count} refresh${login.refresh_count === 1 ? '' : 'es'} since login`
+              : 'none',
+          ],
           ['logged in', `${new Date(login.logged_in_at).toISOString()} (${age(now - login.logged_in_at)} ago)`],
           ['token store', session.store.fileFor(session.baseUrl)],
         ];
@@ -147,7 +197,11 @@ export function clientCommands(ctx: ClientContext): Command[] {
           try {
             const { as } = await session.discover();
             const token = login.refresh_token ?? login.access_token;
-            revoked = await revokeToken(session.http, as, { clientId: login.client_id, token, hint: login.refresh_token ? 'refresh_token' : 'access_token' });
+            revoked = await revokeToken(session.http, as, {
+              clientId: login.client_id,
+              token,
+              hint: login.refresh_token ? 'refresh_token' : 'access_token',
+            });
             note = revoked ? 'revoked at the server' : 'the server offers no revocation endpoint; revoke the grant in its settings page';
           } catch (e) {
             note = `could not revoke at the server (${(e as Error).message}); revoke the grant in its settings page`;
@@ -181,15 +235,29 @@ export function clientCommands(ctx: ClientContext): Command[] {
       }
       if (flags.json) return out(jsonText({ header, claims }));
       const now = ctx.clock.now();
-      const when = (key: string) => (typeof claims[key] === 'number' ? `  # ${new Date((claims[key]) * 1_000).toISOString()}, ${relativeTime((claims[key]) * 1_000 - now)}` : '');
-      const lines = Object.entries(claims).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}${['iat', 'exp', 'nbf', 'auth_time'].includes(k) ? when(k) : ''}`);
-      out(`header:\n${Object.entries(header).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`).join('\n')}\nclaims:\n${lines.join('\n')}\n`);
+      const when = (key: string) =>
+        typeof claims[key] === 'number'
+          ? `  # ${new Date(claims[key] * 1_000).toISOString()}, ${relativeTime(claims[key] * 1_000 - now)}`
+          : '';
+      const lines = Object.entries(claims).map(
+        ([k, v]) => `  ${k}: ${JSON.stringify(v)}${['iat', 'exp', 'nbf', 'auth_time'].includes(k) ? when(k) : ''}`,
+      );
+      out(
+        `header:\n${Object.entries(header)
+          .map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`)
+          .join('\n')}\nclaims:\n${lines.join('\n')}\n`,
+      );
     });
 
   return [login, token, status, logout, decode];
 }
 
-const sourceLabel = { flag: '--base-url', env: '$AGENT_ACCESS_BASE_URL', emulator: 'the emulator running here', 'last-login': 'the last login' } as const;
+const sourceLabel = {
+  flag: '--base-url',
+  env: '$AGENT_ACCESS_BASE_URL',
+  emulator: 'the emulator running here',
+  'last-login': 'the last login',
+} as const;
 
 async function readStdin(): Promise<string> {
   let text = '';

@@ -12,11 +12,12 @@ interface ClockView {
 
 /** `agent-access clock now|advance DURATION`: read or move the clock of a running emulator (`serve --clock manual`). */
 export function clockCommand(ctx: ClientContext): Command {
-  const print = (view: ClockView, flags: AdminTargetFlags) => (flags.json ? printJson(view) : void ctx.stdout.write(`${view.iso} (${view.mode} clock)\n`));
+  const print = (view: ClockView, flags: AdminTargetFlags) =>
+    flags.json ? printJson(view) : void ctx.stdout.write(`${view.iso} (${view.mode} clock)\n`);
   const clock = new Command('clock').description("read or move the emulator's clock (`serve --clock manual`)");
   clock.addCommand(
-    withAdminTarget(new Command('now').description("show the emulator's clock and whether it is manual")).action(async (flags: AdminTargetFlags) =>
-      print(await callAdmin<ClockView>(ctx, flags, 'GET', ADMIN_ROUTES.clock), flags),
+    withAdminTarget(new Command('now').description("show the emulator's clock and whether it is manual")).action(
+      async (flags: AdminTargetFlags) => print(await callAdmin<ClockView>(ctx, flags, 'GET', ADMIN_ROUTES.clock), flags),
     ),
   );
   clock.addCommand(
@@ -24,7 +25,9 @@ export function clockCommand(ctx: ClientContext): Command {
       new Command('advance')
         .description('move a manual clock forward: token expiry, codes, idempotency, rate limits, research and training move together')
         .argument('<duration>', 'e.g. 16m, 24h, 900s, 500ms'),
-    ).action(async (duration: string, flags: AdminTargetFlags) => print(await callAdmin<ClockView>(ctx, flags, 'POST', ADMIN_ROUTES.advanceClock, { by: duration }), flags)),
+    ).action(async (duration: string, flags: AdminTargetFlags) =>
+      print(await callAdmin<ClockView>(ctx, flags, 'POST', ADMIN_ROUTES.advanceClock, { by: duration }), flags),
+    ),
   );
   return clock;
 }

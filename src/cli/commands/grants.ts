@@ -22,13 +22,24 @@ export function grantsCommand(): Command {
       const { openStateTarget } = await import('../state-target.js');
       const target = await openStateTarget(flags.state);
       try {
-        const list = await target.listGrants({ ...(flags.person ? { person_id: flags.person } : {}), ...(flags.client ? { client_id: flags.client } : {}) });
+        const list = await target.listGrants({
+          ...(flags.person ? { person_id: flags.person } : {}),
+          ...(flags.client ? { client_id: flags.client } : {}),
+        });
         if (flags.json) return printJson({ grants: list });
         if (list.length === 0) return void process.stdout.write('no grants\n');
         process.stdout.write(
           table([
             ['ID', 'CLIENT (unverified)', 'PERSON', 'SCOPES', 'STATUS', 'CREATED', 'LAST USED'],
-            ...list.map((g) => [g.id, g.client_name, g.person_id, g.scopes.join(' '), g.status === 'active' ? 'active' : `revoked by ${g.revoked_by ?? '?'}`, time(g.created_at), time(g.last_used_at)]),
+            ...list.map((g) => [
+              g.id,
+              g.client_name,
+              g.person_id,
+              g.scopes.join(' '),
+              g.status === 'active' ? 'active' : `revoked by ${g.revoked_by ?? '?'}`,
+              time(g.created_at),
+              time(g.last_used_at),
+            ]),
           ]),
         );
       } finally {

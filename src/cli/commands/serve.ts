@@ -1,5 +1,15 @@
 import { Command, Option } from 'commander';
-import { checkedFaultFlag, parseConsentFlag, parseMs, parsePort, parsePrice, parseRateLimitFlag, parseRetentionFlag, parseSeed, parseSize } from '../flags.js';
+import {
+  checkedFaultFlag,
+  parseConsentFlag,
+  parseMs,
+  parsePort,
+  parsePrice,
+  parseRateLimitFlag,
+  parseRetentionFlag,
+  parseSeed,
+  parseSize,
+} from '../flags.js';
 import type { ServeFlags } from '../serve.js';
 
 /** `agent-access serve`: its flags (read by ../flags.ts) and the run (../serve.ts, loaded only when it runs). */
@@ -11,11 +21,20 @@ export function serveCommand(): Command {
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .addOption(new Option('--state <file>', 'JSON state file (default .agent-access/state.json)').conflicts('inMemory'))
     .option('--in-memory', 'keep state in memory only; nothing is written')
-    .option('--fixtures <dir>', 'directory with persons.json, and optionally grants.json, workspace/<kind>.json and knowledge/*.md; default: the packaged fixtures')
-    .option('--scenario <file>', 'JSON scenario (clients, grants, knowledge, research jobs, charges) loaded into a new state; an existing state must come from the same scenario')
+    .option(
+      '--fixtures <dir>',
+      'directory with persons.json, and optionally grants.json, workspace/<kind>.json and knowledge/*.md; default: the packaged fixtures',
+    )
+    .option(
+      '--scenario <file>',
+      'JSON scenario (clients, grants, knowledge, research jobs, charges) loaded into a new state; an existing state must come from the same scenario',
+    )
     .addOption(new Option('--json', 'print one JSON line on stdout when ready; logs go to stderr').conflicts('ui'))
     .option('--ui', 'show the live dashboard in this terminal; logs go to --log-file')
-    .option('--log-file <file>', 'with --ui: where the request log goes (default: next to the state file, FILE.log; in memory: .agent-access/serve.log)')
+    .option(
+      '--log-file <file>',
+      'with --ui: where the request log goes (default: next to the state file, FILE.log; in memory: .agent-access/serve.log)',
+    )
     .option('--quiet', 'do not log requests')
     .addOption(
       new Option('--rate-limit <limit>', 'requests per grant on the REST allowlist, e.g. 60/min, 10/s, 1000/h')
@@ -24,30 +43,59 @@ export function serveCommand(): Command {
     )
     .addOption(new Option('--ask-timeout <ms>', 'abandon POST /chat/ask after this many ms').argParser(parseMs).default(30_000))
     .addOption(new Option('--ask-latency <ms>', 'simulated thinking time of an ask, in ms').argParser(parseMs).default(0))
-    .addOption(new Option('--research-duration <ms>', 'how long a research job runs on the emulator clock (default 4000; --realistic: 120000)').argParser(parseMs))
-    .addOption(new Option('--training-step <ms>', 'how long each training step takes (default 500; --realistic: 5000)').argParser(parseMs))
-    .addOption(new Option('--clock <mode>', 'system: real time; manual: time stands still until moved (agent-access clock advance 16m, or POST /_admin/clock/advance)').choices(['system', 'manual']).default('system'))
     .addOption(
-      new Option('--consent <policy>', 'who answers the consent screen: page (a person, the default), approve, deny, approve=SCOPE,SCOPE (a subset); prefix CLIENT_ID: for one client; repeatable')
+      new Option(
+        '--research-duration <ms>',
+        'how long a research job runs on the emulator clock (default 4000; --realistic: 120000)',
+      ).argParser(parseMs),
+    )
+    .addOption(new Option('--training-step <ms>', 'how long each training step takes (default 500; --realistic: 5000)').argParser(parseMs))
+    .addOption(
+      new Option(
+        '--clock <mode>',
+        'system: real time; manual: time stands still until moved (agent-access clock advance 16m, or POST /_admin/clock/advance)',
+      )
+        .choices(['system', 'manual'])
+        .default('system'),
+    )
+    .addOption(
+      new Option(
+        '--consent <policy>',
+        'who answers the consent screen: page (a person, the default), approve, deny, approve=SCOPE,SCOPE (a subset); prefix CLIENT_ID: for one client; repeatable',
+      )
         .argParser((value: string, previous: ServeFlags['consent']) => [...previous, parseConsentFlag(value)])
         .default([]),
     )
     .addOption(
-      new Option('--fault <spec>', 'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (README: Faults)')
+      new Option(
+        '--fault <spec>',
+        'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (README: Faults)',
+      )
         .argParser((value: string, previous: ServeFlags['fault']) => [...previous, checkedFaultFlag(value, Date.now())])
         .default([]),
     )
     .option('--realistic', 'durations like the real service: research takes minutes, training steps seconds')
     .addOption(
-      new Option('--retention <kind=duration,...>', 'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), codes (1d); repeatable')
+      new Option(
+        '--retention <kind=duration,...>',
+        'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), codes (1d); repeatable',
+      )
         .argParser(parseRetentionFlag)
         .default({}, 'the defaults above'),
     )
-    .addOption(new Option('--journal-limit <size>', 'fold the state journal into the state file once it passes this size (or half the state file); default 8mb').argParser(parseSize))
+    .addOption(
+      new Option(
+        '--journal-limit <size>',
+        'fold the state journal into the state file once it passes this size (or half the state file); default 8mb',
+      ).argParser(parseSize),
+    )
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
     .addOption(new Option('--price-research <akh>', 'AKh charged per research job (default 2)').argParser(parsePrice))
     .addOption(
-      new Option('--vary-unspecified [seed]', 'vary what the spec leaves open (status values, shapes, unknown fields); the same seed gives the same variants (default: a random seed, announced)').argParser(parseSeed),
+      new Option(
+        '--vary-unspecified [seed]',
+        'vary what the spec leaves open (status values, shapes, unknown fields); the same seed gives the same variants (default: a random seed, announced)',
+      ).argParser(parseSeed),
     )
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('../serve.js');

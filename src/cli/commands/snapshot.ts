@@ -21,22 +21,26 @@ export function snapshotCommand(ctx: ClientContext): Command {
         .argument('<name>', '1–64 letters, digits, ".", "_" or "-", starting with a letter or digit'),
     ).action(async (name: string, flags: AdminTargetFlags) => {
       const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', adminPath('saveSnapshot', { name }));
-      out(flags.json ? jsonText(info) : `saved snapshot ${info.name}: ${summary(info)}${info.file ? `\n  ${info.file}` : ' (in memory)'}\n`);
+      out(
+        flags.json ? jsonText(info) : `saved snapshot ${info.name}: ${summary(info)}${info.file ? `\n  ${info.file}` : ' (in memory)'}\n`,
+      );
     }),
   );
   snapshot.addCommand(
-    withAdminTarget(new Command('restore').description('bring back the state saved under NAME, exactly').argument('<name>', 'a saved snapshot')).action(
-      async (name: string, flags: AdminTargetFlags) => {
-        const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', adminPath('restoreSnapshot', { name }));
-        out(flags.json ? jsonText(info) : `restored snapshot ${info.name}: ${summary(info)}\n`);
+    withAdminTarget(
+      new Command('restore').description('bring back the state saved under NAME, exactly').argument('<name>', 'a saved snapshot'),
+    ).action(async (name: string, flags: AdminTargetFlags) => {
+      const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', adminPath('restoreSnapshot', { name }));
+      out(flags.json ? jsonText(info) : `restored snapshot ${info.name}: ${summary(info)}\n`);
+    }),
+  );
+  snapshot.addCommand(
+    withAdminTarget(new Command('reset').description('bring back the state as it was created (from --scenario, else the fixtures)')).action(
+      async (flags: AdminTargetFlags) => {
+        const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', ADMIN_ROUTES.reset);
+        out(flags.json ? jsonText(info) : `reset to the baseline: ${summary(info)}\n`);
       },
     ),
-  );
-  snapshot.addCommand(
-    withAdminTarget(new Command('reset').description('bring back the state as it was created (from --scenario, else the fixtures)')).action(async (flags: AdminTargetFlags) => {
-      const info = await callAdmin<SnapshotInfo>(ctx, flags, 'POST', ADMIN_ROUTES.reset);
-      out(flags.json ? jsonText(info) : `reset to the baseline: ${summary(info)}\n`);
-    }),
   );
   snapshot.addCommand(
     withAdminTarget(new Command('list').description('list the saved snapshots')).action(async (flags: AdminTargetFlags) => {
@@ -44,8 +48,24 @@ export function snapshotCommand(ctx: ClientContext): Command {
       if (flags.json) return out(jsonText(list));
       const where = list.location ?? 'in memory';
       if (list.snapshots.length === 0) out(`no snapshots (${where})\n`);
-      else out(table([['NAME', 'SAVED', 'CLOCK', 'CHARGES', 'STATE SHA256'], ...list.snapshots.map((s) => [s.name, time(Date.parse(s.saved_at)), `${time(s.clock.now)} (${s.clock.mode})`, String(s.charges), `${s.state_sha256.slice(0, 12)}…`])]));
-      out(list.baseline ? `baseline (reset): saved ${time(Date.parse(list.baseline.saved_at))}; snapshots in ${where}\n` : `no baseline: reset is not available for this state; snapshots in ${where}\n`);
+      else
+        out(
+          table([
+            ['NAME', 'SAVED', 'CLOCK', 'CHARGES', 'STATE SHA256'],
+            ...list.snapshots.map((s) => [
+              s.name,
+              time(Date.parse(s.saved_at)),
+              `${time(s.clock.now)} (${s.clock.mode})`,
+              String(s.charges),
+              `${s.state_sha256.slice(0, 12)}…`,
+            ]),
+          ]),
+        );
+      out(
+        list.baseline
+          ? `baseline (reset): saved ${time(Date.parse(list.baseline.saved_at))}; snapshots in ${where}\n`
+          : `no baseline: reset is not available for this state; snapshots in ${where}\n`,
+      );
     }),
   );
   return snapshot;

@@ -17,7 +17,8 @@ export const authorizationCodeGrant: GrantType = {
     const code = core.repo.get('codes', key);
     if (!code || code.client_id !== client.client_id) throw invalidGrant('authorization code is unknown or was issued to another client');
     if (code.redirect_uri !== params.redirect_uri) throw invalidGrant('redirect_uri differs from the one in the authorization request');
-    if (!verifyS256(params.code_verifier as string, code.code_challenge)) throw invalidGrant('code_verifier does not match the code_challenge');
+    if (!verifyS256(params.code_verifier as string, code.code_challenge))
+      throw invalidGrant('code_verifier does not match the code_challenge');
     const grant = core.repo.get('grants', code.grant_id);
     if (code.consumed_at !== null) {
       // A code is used once; a second use means it leaked, so what it produced is revoked (OAuth 2.1 §4.1.3).

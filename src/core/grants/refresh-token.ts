@@ -17,7 +17,8 @@ export const refreshTokenGrant: GrantType = {
     const presented = params.refresh_token as string;
     const parsed = parseRefreshToken(presented);
     const family = parsed ? core.familyByHandle(parsed.handleHash) : undefined;
-    if (!parsed || !family || family.client_id !== client.client_id) throw invalidGrant('refresh token is unknown or was issued to another client');
+    if (!parsed || !family || family.client_id !== client.client_id)
+      throw invalidGrant('refresh token is unknown or was issued to another client');
     if (family.status !== 'active') throw invalidGrant('refresh token family was invalidated; authorize again');
     const grant = core.repo.get('grants', family.grant_id);
     if (!grant || grant.status !== 'active') throw invalidGrant('the grant was revoked; authorize again');
@@ -30,14 +31,16 @@ export const refreshTokenGrant: GrantType = {
     checkTokenResource(core, grant, params.resource);
     const kept = grant.scopes.filter((s) => !isRetiredScope(s));
     // RFC 6749 §3.3: a token needs at least one scope; a grant left with retired scopes only has nothing to give.
-    if (kept.length === 0) throw invalidGrant(`the grant holds only retired scopes (${grant.scopes.join(' ')}); authorize again with a supported scope`);
+    if (kept.length === 0)
+      throw invalidGrant(`the grant holds only retired scopes (${grant.scopes.join(' ')}); authorize again with a supported scope`);
     let scopes = kept;
     if (params.scope !== undefined) {
       const requested = splitScope(params.scope);
       const retired = requested.filter(isRetiredScope);
       if (retired.length > 0) throw invalidScope(`retired scope ${retired.join(', ')} is no longer supported`);
       const wider = requested.filter((s) => !kept.includes(s));
-      if (requested.length === 0 || wider.length > 0) throw invalidScope(`scope may only narrow the grant (${kept.join(' ')}); not granted: ${wider.join(', ') || '(empty)'}`);
+      if (requested.length === 0 || wider.length > 0)
+        throw invalidScope(`scope may only narrow the grant (${kept.join(' ')}); not granted: ${wider.join(', ') || '(empty)'}`);
       scopes = requested;
     }
     if (kept.length !== grant.scopes.length) reduceGrantScopes(core, grant, kept);
