@@ -98,11 +98,5 @@ function send(res: ServerResponse, outcome: { status: number; title: string; mes
     'referrer-policy': 'no-referrer',
     'x-content-type-options': 'nosniff',
   });
-  res.end(
-    page(
-      `${outcome.title} · agent-access`,
-      html`<h1>${outcome.title}</h1>
-        <p role="status">${outcome.message}</p>`,
-    ),
-  );
+  res.end(page(`${outcome.title} · agent-access`, html`<h1>${outcome.title}</h1><p role="status">${outcome.message}</p>`));
 }

@@ -41,17 +41,12 @@ table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1p
 /** A whole page in the house style (German, as the service's pages are). */
 export function page(title: string, body: SafeHtml): string {
   return html`<!doctype html>
-    <html lang="de">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>${title}</title>
-        <style>
-          ${new SafeHtml(STYLE)}
-        </style>
-      </head>
-      <body>
-        ${body}
-      </body>
-    </html> `.value;
+<html lang="de">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title}</title>
+<style>${new SafeHtml(STYLE)}</style></head>
+<body>
+${body}
+</body>
+</html>
+`.value;
 }

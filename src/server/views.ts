@@ -18,9 +18,7 @@ const when = (ms: number | null | undefined) =>
 function scopeItem(scope: string) {
   const info = isSupportedScope(scope) ? SCOPES[scope] : undefined;
   const label = info?.label ?? `${scope} (eingestellte Berechtigung)`;
-  return html`<li data-scope="${scope}">
-    ${label} <code>${scope}</code>${info?.writes ? html` <span class="badge write">schreibt</span>` : ''}
-  </li>`;
+  return html`<li data-scope="${scope}">${label} <code>${scope}</code>${info?.writes ? html` <span class="badge write">schreibt</span>` : ''}</li>`;
 }
 
 /** Spec 4.2, 5.6: every requested scope in plain German, writes marked, client_name labelled unverified. */
@@ -36,101 +34,64 @@ export function consentPage(input: {
   return page(
     'Zugriff erlauben?',
     html`<h1>Zugriff erlauben?</h1>
-      <p>
-        <strong id="client-name">${isolated(request.client.client_name)}</strong> <span class="badge">nicht verifiziert</span> möchte im
-        Namen von <strong>${person.name}</strong> (${person.email}) auf den Agent Access Service zugreifen.
-      </p>
-      <p class="note">
-        Der Name dieser Anwendung wurde nicht überprüft. Erlauben Sie den Zugriff nur, wenn Sie die Anmeldung selbst gestartet haben.
-      </p>
-      <h2>Die Anwendung erhält diese Berechtigungen</h2>
-      <ul class="scopes">
-        ${request.scopes.map(scopeItem)}
-      </ul>
-      <p class="note">
-        ${
-          request.resource !== null
-            ? html`Zugriff für Agenten auf <code>${input.resource}</code>.`
-            : html`Ohne Ressource angefragt: Das Token weist nur Ihre Identität aus, die Werkzeuge des Arbeitsbereichs lehnen es ab.`
-        }
-      </p>
-      <p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${target.host}</strong> weitergeleitet.</p>
-      <form method="post" action="/consent">
-        <input type="hidden" name="interaction" value="${input.interactionId}" />
-        <input type="hidden" name="csrf" value="${input.csrf}" />
-        <div class="buttons">
-          <button type="submit" name="decision" value="approve" class="primary">Zulassen</button>
-          <button type="submit" name="decision" value="deny">Ablehnen</button>
-        </div>
-      </form>
-      <p class="note">
-        Diese Zustimmung wird jedes Mal erfragt. Sie können den Zugriff jederzeit in den <a href="/settings">Einstellungen</a> widerrufen.
-      </p>`,
+<p><strong id="client-name">${isolated(request.client.client_name)}</strong> <span class="badge">nicht verifiziert</span>
+möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den Agent Access Service zugreifen.</p>
+<p class="note">Der Name dieser Anwendung wurde nicht überprüft. Erlauben Sie den Zugriff nur, wenn Sie die Anmeldung selbst gestartet haben.</p>
+<h2>Die Anwendung erhält diese Berechtigungen</h2>
+<ul class="scopes">${request.scopes.map(scopeItem)}</ul>
+<p class="note">${
+      request.resource !== null
+        ? html`Zugriff für Agenten auf <code>${input.resource}</code>.`
+        : html`Ohne Ressource angefragt: Das Token weist nur Ihre Identität aus, die Werkzeuge des Arbeitsbereichs lehnen es ab.`
+    }</p>
+<p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${target.host}</strong> weitergeleitet.</p>
+<form method="post" action="/consent">
+<input type="hidden" name="interaction" value="${input.interactionId}">
+<input type="hidden" name="csrf" value="${input.csrf}">
+<div class="buttons">
+<button type="submit" name="decision" value="approve" class="primary">Zulassen</button>
+<button type="submit" name="decision" value="deny">Ablehnen</button>
+</div>
+</form>
+<p class="note">Diese Zustimmung wird jedes Mal erfragt. Sie können den Zugriff jederzeit in den <a href="/settings">Einstellungen</a> widerrufen.</p>`,
   );
 }
 
 export function errorPage(title: string, error: string, description: string): string {
   return page(
     title,
-    html`<div class="error">
-        <h1>${title}</h1>
-        <p>${description}</p>
-        <p class="note">Fehlercode: <code>${error}</code></p>
-      </div>
-      <p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>`,
+    html`<div class="error"><h1>${title}</h1>
+<p>${description}</p>
+<p class="note">Fehlercode: <code>${error}</code></p></div>
+<p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>`,
   );
 }
 
 /** Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. */
 export function settingsPage(input: { person: Person; grants: GrantView[]; csrf: string; notice?: string }): string {
   const rows = input.grants.map(
-    (g) =>
-      html`<tr data-grant="${g.id}">
-        <td><strong>${isolated(g.client_name)}</strong> <span class="badge">nicht verifiziert</span><br /><code>${g.client_id}</code></td>
-        <td>
-          <ul class="scopes">
-            ${g.scopes.map(scopeItem)}
-          </ul>
-        </td>
-        <td>${when(g.created_at)}</td>
-        <td>${when(g.last_used_at)}</td>
-        <td>${g.status === 'active' ? 'aktiv' : html`widerrufen ${when(g.revoked_at)}`}</td>
-        <td>
-          ${
-            g.status === 'active'
-              ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke">
-                  <input type="hidden" name="csrf" value="${input.csrf}" /><button type="submit">Widerrufen</button>
-                </form>`
-              : ''
-          }
-        </td>
-      </tr>`,
+    (g) => html`<tr data-grant="${g.id}">
+<td><strong>${isolated(g.client_name)}</strong> <span class="badge">nicht verifiziert</span><br><code>${g.client_id}</code></td>
+<td><ul class="scopes">${g.scopes.map(scopeItem)}</ul></td>
+<td>${when(g.created_at)}</td><td>${when(g.last_used_at)}</td>
+<td>${g.status === 'active' ? 'aktiv' : html`widerrufen ${when(g.revoked_at)}`}</td>
+<td>${
+      g.status === 'active'
+        ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${input.csrf}"><button type="submit">Widerrufen</button></form>`
+        : ''
+    }</td></tr>`,
   );
   return page(
     'Verbundene Anwendungen',
     html`<h1>Verbundene Anwendungen</h1>
-      <p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
-      ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
-      ${
-        input.grants.length === 0
-          ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
-          : html`<table>
-              <thead>
-                <tr>
-                  <th>Anwendung</th>
-                  <th>Berechtigungen</th>
-                  <th>Erteilt</th>
-                  <th>Zuletzt genutzt</th>
-                  <th>Status</th>
-                  <th></th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`
-      }
-      <p class="note">Ein Widerruf gilt ab der nächsten Anfrage der Anwendung, nicht erst, wenn ihr Token abläuft.</p>`,
+<p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
+${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
+${
+  input.grants.length === 0
+    ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
+    : html`<table><thead><tr><th>Anwendung</th><th>Berechtigungen</th><th>Erteilt</th><th>Zuletzt genutzt</th><th>Status</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+}
+<p class="note">Ein Widerruf gilt ab der nächsten Anfrage der Anwendung, nicht erst, wenn ihr Token abläuft.</p>`,
   );
 }
 
@@ -139,8 +100,8 @@ export function documentPage(doc: { title: string; file_name: string; content: s
   return page(
     doc.title,
     html`<h1>${doc.title}</h1>
-      <p class="note">Datei <code>${doc.file_name}</code> in Ihrer Wissensdatenbank.</p>
-      <pre style="white-space:pre-wrap;font-family:inherit">${doc.content}</pre>`,
+<p class="note">Datei <code>${doc.file_name}</code> in Ihrer Wissensdatenbank.</p>
+<pre style="white-space:pre-wrap;font-family:inherit">${doc.content}</pre>`,
   );
 }
 
@@ -157,80 +118,45 @@ export function actionPage(input: { action: PendingAction; clientName: string; c
   return page(
     'Änderung freigeben?',
     html`<h1>Änderung freigeben?</h1>
-      <p>
-        <strong id="client-name">${isolated(input.clientName)}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren
-        Arbeitsbereich ändern:
-      </p>
-      <p id="description"><strong>${action.description}</strong></p>
-      <table id="changes">
-        <thead>
-          <tr>
-            <th>Feld</th>
-            <th>${action.operation === 'update' ? 'Bisher' : ''}</th>
-            <th>Neu</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${Object.entries(action.fields).map(
-            ([field, value]) =>
-              html`<tr>
-                <td>${fieldLabel(action.kind, field)}</td>
-                <td>${action.before?.[field] ?? ''}</td>
-                <td>${value}</td>
-              </tr>`,
-          )}
-        </tbody>
-      </table>
-      <p class="note">Anlass war die Anfrage: „${isolated(action.question)}“</p>
-      ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
-      <p>Status: <span id="status">${ACTION_STATUS[action.status]}</span></p>
-      ${
-        action.status === 'pending'
-          ? html`<form method="post" action="/actions/${encodeURIComponent(action.id)}">
-              <input type="hidden" name="csrf" value="${input.csrf}" />
-              <div class="buttons">
-                <button type="submit" name="decision" value="approve" class="primary">Freigeben</button>
-                <button type="submit" name="decision" value="reject">Ablehnen</button>
-              </div>
-            </form>`
-          : ''
-      }
-      <p class="note">
-        Jede Änderung wird einzeln freigegeben. <a href="/actions">Alle Aktionen</a> · <a href="/settings">Verbundene Anwendungen</a>
-      </p>`,
+<p><strong id="client-name">${isolated(input.clientName)}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren Arbeitsbereich ändern:</p>
+<p id="description"><strong>${action.description}</strong></p>
+<table id="changes"><thead><tr><th>Feld</th><th>${action.operation === 'update' ? 'Bisher' : ''}</th><th>Neu</th></tr></thead><tbody>${Object.entries(
+      action.fields,
+    ).map(
+      ([field, value]) =>
+        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${action.before?.[field] ?? ''}</td><td>${value}</td></tr>`,
+    )}</tbody></table>
+<p class="note">Anlass war die Anfrage: „${isolated(action.question)}“</p>
+${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
+<p>Status: <span id="status">${ACTION_STATUS[action.status]}</span></p>
+${
+  action.status === 'pending'
+    ? html`<form method="post" action="/actions/${encodeURIComponent(action.id)}">
+<input type="hidden" name="csrf" value="${input.csrf}">
+<div class="buttons">
+<button type="submit" name="decision" value="approve" class="primary">Freigeben</button>
+<button type="submit" name="decision" value="reject">Ablehnen</button>
+</div>
+</form>`
+    : ''
+}
+<p class="note">Jede Änderung wird einzeln freigegeben. <a href="/actions">Alle Aktionen</a> · <a href="/settings">Verbundene Anwendungen</a></p>`,
   );
 }
 
 /** The person's actions, pending first. */
 export function actionsPage(input: { actions: Array<PendingAction & { client_name: string }> }): string {
   const rows = input.actions.map(
-    (a) =>
-      html`<tr data-action="${a.id}">
-        <td><a href="/actions/${encodeURIComponent(a.id)}">${a.description}</a></td>
-        <td>${isolated(a.client_name)} <span class="badge">nicht verifiziert</span></td>
-        <td>${when(a.created_at)}</td>
-        <td>${ACTION_STATUS[a.status]}</td>
-      </tr>`,
+    (a) => html`<tr data-action="${a.id}"><td><a href="/actions/${encodeURIComponent(a.id)}">${a.description}</a></td>
+<td>${isolated(a.client_name)} <span class="badge">nicht verifiziert</span></td><td>${when(a.created_at)}</td><td>${ACTION_STATUS[a.status]}</td></tr>`,
   );
   return page(
     'Aktionen von Agenten',
     html`<h1>Aktionen von Agenten</h1>
-      ${
-        input.actions.length === 0
-          ? html`<p>Es gibt keine Aktionen.</p>`
-          : html`<table>
-              <thead>
-                <tr>
-                  <th>Änderung</th>
-                  <th>Anwendung</th>
-                  <th>Vorbereitet</th>
-                  <th>Status</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`
-      }`,
+${
+  input.actions.length === 0
+    ? html`<p>Es gibt keine Aktionen.</p>`
+    : html`<table><thead><tr><th>Änderung</th><th>Anwendung</th><th>Vorbereitet</th><th>Status</th></tr></thead><tbody>${rows}</tbody></table>`
+}`,
   );
 }
