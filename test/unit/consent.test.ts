@@ -139,7 +139,7 @@ describe('consent', () => {
     clock.advance(10 * MINUTE - 1);
     expect(findInteraction(core, late.id, BINDING)).toBeDefined();
     clock.advance(1);
-    await expect(decideConsent(core, late.id, BINDING, 'approve')).rejects.toMatchObject({ status: 400, code: 'consent.expired' });
+    await expect(decideConsent(core, late.id, BINDING, 'approve')).rejects.toMatchObject({ status: 400, code: 'consent_expired' });
     expect(core.state.grants).toEqual({});
   });
 
@@ -148,8 +148,8 @@ describe('consent', () => {
     const client = await register(core);
     const interaction = showConsent(core, client);
     await decideConsent(core, interaction.id, BINDING, 'approve');
-    await expect(decideConsent(core, interaction.id, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent.expired' });
-    await expect(decideConsent(core, interaction.id, BINDING, 'deny')).rejects.toMatchObject({ code: 'consent.expired' });
+    await expect(decideConsent(core, interaction.id, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
+    await expect(decideConsent(core, interaction.id, BINDING, 'deny')).rejects.toMatchObject({ code: 'consent_expired' });
     expect(Object.keys(core.state.grants)).toHaveLength(1);
   });
 
@@ -157,7 +157,7 @@ describe('consent', () => {
     const { core } = await openCore();
     const client = await register(core);
     const interaction = showConsent(core, client);
-    await expect(decideConsent(core, interaction.id, 'another-session', 'approve')).rejects.toMatchObject({ code: 'consent.expired' });
+    await expect(decideConsent(core, interaction.id, 'another-session', 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
     await expect(decideConsent(core, interaction.id, BINDING, 'approve')).resolves.toMatch(/code=/);
   });
 
