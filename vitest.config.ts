@@ -4,7 +4,13 @@ import { defineConfig } from 'vitest/config';
  * Tests that drive programs outside Node: Chromium (the consent and login pages), tmux (the dashboard in a real
  * terminal) and npm (the packed tarball). Everything else outside test/unit starts servers, processes or files.
  */
-const E2E = ['test/consent-browser.test.ts', 'test/consent-policy.test.ts', 'test/login-browser.test.ts', 'test/dashboard-tmux.test.ts', 'test/pack.test.ts'];
+const E2E = [
+  'test/consent-browser.test.ts',
+  'test/consent-policy.test.ts',
+  'test/login-browser.test.ts',
+  'test/dashboard-tmux.test.ts',
+  'test/pack.test.ts',
+];
 
 export default defineConfig({
   test: {
