@@ -79,8 +79,12 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
  */
 export class Repository {
   #state: State;
-  /** Paths changed since the last drain, by their key. */
-  #changed = new Map<string, readonly string[]>();
+  /**
+   * Places changed since the last drain, by their key, in the order a replay must write them to give the same key
+   * order: a key is moved to the end when it is inserted (as the object moved it), and one removed on the way is
+   * replayed as a removal first (an entry that was there before, removed and put again, moved to the end).
+   */
+  #changed = new Map<string, { path: readonly string[]; removed: boolean }>();
   /** Ledger lines recorded since the last drain (spec 1: charges); durable with the same commit as the totals. */
   #ledger: string[] = [];
 
@@ -112,8 +116,9 @@ export class Repository {
 
   /** Puts an entry in place, frozen; returns it. */
   put<C extends CollectionName>(collection: C, key: string, entry: Collections[C]): Collections[C] {
+    const inserted = !this.has(collection, key);
     setOwn(this.#state[collection], key, frozen(entry));
-    this.#mark([collection, key]);
+    this.#mark([collection, key], inserted ? 'inserted' : 'updated');
     return entry;
   }
 
@@ -128,7 +133,7 @@ export class Repository {
   delete(collection: CollectionName, key: string): boolean {
     if (!this.has(collection, key)) return false;
     delete (this.#state[collection] as Record<string, unknown>)[key];
-    this.#mark([collection, key]);
+    this.#mark([collection, key], 'removed');
     return true;
   }
 
@@ -175,9 +180,10 @@ export class Repository {
   /** The changes since the last drain, each with its value as it is now, and the ledger lines; starts over. */
   drain(): CommitBatch {
     const changes: Change[] = [];
-    for (const path of this.#changed.values()) {
+    for (const { path, removed } of this.#changed.values()) {
       const found = lookup(this.#state, path);
-      changes.push(found.present ? [path, found.value] : [path]);
+      if (removed || !found.present) changes.push([path]);
+      if (found.present) changes.push([path, found.value]);
     }
     this.#changed.clear();
     return { changes, ledger: this.#ledger.splice(0) };
@@ -185,7 +191,7 @@ export class Repository {
 
   /** Puts back a batch that could not be made durable: its places go into the next drain (with their values then), its ledger lines first. */
   restore(batch: CommitBatch): void {
-    for (const [path] of batch.changes) this.#mark(path);
+    for (const [path, ...value] of batch.changes) this.#mark(path, value.length === 0 ? 'removed' : 'updated');
     this.#ledger.unshift(...batch.ledger);
   }
 
@@ -212,9 +218,15 @@ export class Repository {
     this.#ledger.length = 0;
   }
 
-  #mark(path: readonly string[]): void {
+  #mark(path: readonly string[], how: 'inserted' | 'updated' | 'removed' = 'updated'): void {
     const key = pathKey(path);
-    if (!this.#changed.has(key)) this.#changed.set(key, path);
+    const seen = this.#changed.get(key);
+    const removed = how === 'removed' || (seen?.removed ?? false);
+    if (seen && how !== 'inserted') seen.removed = removed;
+    else {
+      this.#changed.delete(key);
+      this.#changed.set(key, { path, removed });
+    }
   }
 }
 
