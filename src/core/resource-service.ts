@@ -37,9 +37,11 @@ import {
 
 /**
  * Waits `ms` of real time (the ask latency and timeout of spec 4.4 rule 2 are real waits, whatever the clock). Given
- * by the adapter: the core reads time only through its Clock. Once `signal` aborts it need not settle.
+ * by the adapter: the core reads time only through its Clock. `done` settles when the time has passed; once
+ * `cancel` is called it need never settle. (A plain handle, not an AbortSignal: every ask cancels its timeout, and
+ * an abort builds a DOMException with a stack each time.)
  */
-export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
+export type Sleep = (ms: number) => { done: Promise<void>; cancel: () => void };
 
 export interface ResourceServiceOptions {
   workspace: Workspace;
@@ -156,16 +158,13 @@ export class ResourceService {
       new Refusal('ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
     if (requestFault(this.faults, 'ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
     const answer = (async () => {
-      if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs);
+      if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs).done;
       const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
       return composeAnswer(question, hits, this.core.resource);
     })();
-    const cancel = new AbortController();
-    const timeout = new Promise<never>((_, reject) => {
-      this.#sleep(this.askTimeoutMs, cancel.signal).then(
-        () => reject(timedOut()),
-        () => undefined,
-      );
+    const timer = this.#sleep(this.askTimeoutMs);
+    const timeout = timer.done.then(() => {
+      throw timedOut();
     });
     try {
       const composed = await Promise.race([answer, timeout]);
@@ -176,7 +175,7 @@ export class ResourceService {
       if (!variant) return { value, charge: this.prices.ask };
       return { value: varyAskAnswer(value, variant), charge: this.prices.ask, variant: describeVariant(variant) };
     } finally {
-      cancel.abort();
+      timer.cancel();
     }
   }
 

@@ -98,12 +98,14 @@ function urlHostFor(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/** The real-time wait the core is given for the ask latency and timeout; an abort clears its timer. */
-const realTimeSleep: Sleep = (ms, signal) =>
-  new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => clearTimeout(timer), { once: true });
+/** The real-time wait the core is given for the ask latency and timeout; cancelling clears its timer. */
+const realTimeSleep: Sleep = (ms) => {
+  let timer: NodeJS.Timeout | undefined;
+  const done = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
   });
+  return { done, cancel: () => clearTimeout(timer) };
+};
 
 /** The emulated service: two loopback origins over one core. `agent-access serve` wraps it. */
 export class Emulator {

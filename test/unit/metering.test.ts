@@ -23,12 +23,14 @@ const START = Date.UTC(2026, 0, 15, 9);
 /** A sleep that waits until the test lets it go: real-time waits of the core, on the test's command. */
 function manualSleep() {
   const waits: Array<{ ms: number; done: () => void }> = [];
-  const sleep: Sleep = (ms, signal) =>
-    new Promise((resolve) => {
-      const wait = { ms, done: () => resolve() };
+  const sleep: Sleep = (ms) => {
+    let wait!: { ms: number; done: () => void };
+    const done = new Promise<void>((resolve) => {
+      wait = { ms, done: resolve };
       waits.push(wait);
-      signal?.addEventListener('abort', () => waits.splice(waits.indexOf(wait), 1), { once: true });
     });
+    return { done, cancel: () => void waits.splice(waits.indexOf(wait), 1) };
+  };
   return { sleep, waits };
 }
 
