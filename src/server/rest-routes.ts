@@ -26,6 +26,18 @@ function setVariantHeader(reply: FastifyReply, variant: string | undefined): voi
   if (variant) reply.header(VARIANT_HEADER, variant);
 }
 
+/**
+ * A stored answer is the same frozen object on every replay (spec 4.4 rule 5: the same bytes again), so its JSON is
+ * written once; the text goes when the idempotency record does.
+ */
+const storedTexts = new WeakMap<object, string>();
+function storedJson(value: unknown): string {
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  let text = storedTexts.get(value);
+  if (text === undefined) storedTexts.set(value, (text = JSON.stringify(value)));
+  return text;
+}
+
 /** Spec 4.4: the REST allowlist on `{base_url}`. Every route: bearer token with its scope, then the grant's rate limit. */
 export function registerRestRoutes(app: FastifyInstance, core: Core, resources: ResourceService): void {
   app.register(async (rest) => {
@@ -73,7 +85,10 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
           operation(request.access!, body),
         );
         setVariantHeader(reply, answer.variant);
-        return reply.code(status).type('application/json; charset=utf-8').send(JSON.stringify(answer.value));
+        return reply
+          .code(status)
+          .type('application/json; charset=utf-8')
+          .send(answer.replayed ? storedJson(answer.value) : JSON.stringify(answer.value));
       });
     };
     /** A GET of the allowlist: guarded, free, answered with the view (and its variant header). */
