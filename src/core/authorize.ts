@@ -24,7 +24,8 @@ export type AuthorizationOutcome =
 
 export type QueryValue = string | string[] | undefined;
 
-const KNOWN = [
+/** The authorization request's parameters (RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 8707 §2.1), each taken once. */
+export const AUTHORIZE_PARAMETERS = [
   'client_id',
   'redirect_uri',
   'response_type',
@@ -76,7 +77,7 @@ export function validateAuthorizationRequest(
     location: redirectWith(redirectUri, { error: error.error, error_description: error.description, state: stateParam, iss: issuer }),
   });
 
-  for (const name of KNOWN) {
+  for (const name of AUTHORIZE_PARAMETERS) {
     if (name !== 'resource' && Array.isArray(query[name])) return fail(invalidRequest(`${name} is repeated`));
   }
   const responseType = query.response_type as string | undefined;

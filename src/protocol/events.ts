@@ -1,3 +1,5 @@
+import type { ChargeEntry } from './charges.js';
+
 /**
  * The events of the emulator as its admin stream sends them: `entity.verb` names with their payloads.
  * The core publishes them on its event bus; the dashboard folds them into its state.
@@ -45,16 +47,7 @@ export interface EventMap {
   'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
   'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
   'access_token.revoked': { jti: string; client_id: string };
-  'charge.recorded': {
-    seq: number;
-    at: number;
-    client_id: string;
-    grant_id: string;
-    route: string;
-    amount: number;
-    unit: 'AKh';
-    idempotency_key: string | null;
-  };
+  'charge.recorded': ChargeEntry;
   'idempotency.replayed': { client_id: string; grant_id: string; route: string; key: string };
   'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
   'research.created': { job_id: string; client_id: string; grant_id: string; question: string };

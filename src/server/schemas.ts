@@ -1,4 +1,5 @@
 /** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
+import { AUTHORIZE_PARAMETERS } from '../core/authorize.js';
 import { FAULT_FIELDS } from '../core/faults.js';
 import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID } from '../core/inputs.js';
 import { SNAPSHOT_NAME } from '../store/snapshot-store.js';
@@ -105,19 +106,7 @@ const queryValue = { anyOf: [str(), { type: 'array', maxItems: 10, items: str() 
 export const authorizeSchema = {
   querystring: {
     type: 'object',
-    properties: Object.fromEntries(
-      [
-        'client_id',
-        'redirect_uri',
-        'response_type',
-        'code_challenge',
-        'code_challenge_method',
-        'state',
-        'scope',
-        'resource',
-        'login_hint',
-      ].map((k) => [k, queryValue]),
-    ),
+    properties: Object.fromEntries([...AUTHORIZE_PARAMETERS, 'login_hint'].map((k) => [k, queryValue])),
     additionalProperties: true,
   },
 } as const;
