@@ -1,6 +1,15 @@
 import type { AppEvent, EventMap, EventName } from '../protocol/events.js';
 
-export { EVENT_NAMES, type AppEvent, type EventMap, type EventName, type FamilyEndReason, type GrantRevoker } from '../protocol/events.js';
+export {
+  EVENT_NAMES,
+  type AccessRefusal,
+  type AppEvent,
+  type EventMap,
+  type EventName,
+  type FamilyEndReason,
+  type GrantRevoker,
+  type RefreshRefusal,
+} from '../protocol/events.js';
 
 export type Listener = (event: AppEvent) => void;
 
@@ -12,6 +21,8 @@ export type Listener = (event: AppEvent) => void;
 export class EventBus {
   #seq = 0;
   #listeners = new Set<Listener>();
+  readonly #queue: AppEvent[] = [];
+  #dispatching = false;
   readonly #now: () => number;
 
   constructor(now: () => number) {
@@ -23,13 +34,23 @@ export class EventBus {
       this.#seq++;
       return;
     }
-    const event = { seq: ++this.#seq, at: this.#now(), name, data } as AppEvent;
-    for (const listener of this.#listeners) {
-      try {
-        listener(event);
-      } catch {
-        // A failing subscriber must never break the request that caused the event.
+    this.#queue.push({ seq: ++this.#seq, at: this.#now(), name, data } as AppEvent);
+    // An event emitted by a listener (a finding about the event) waits until every listener has the event before it,
+    // so that all of them see the events in their order.
+    if (this.#dispatching) return;
+    this.#dispatching = true;
+    try {
+      for (let event = this.#queue.shift(); event; event = this.#queue.shift()) {
+        for (const listener of this.#listeners) {
+          try {
+            listener(event);
+          } catch {
+            // A failing subscriber must never break the request that caused the event.
+          }
+        }
       }
+    } finally {
+      this.#dispatching = false;
     }
   }
 
