@@ -9,10 +9,17 @@ export type { OAuthErrorCode } from '../protocol/problems.js';
  */
 export class AgentAccessError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
+  /**
+   * For the client's developer, where the cause is known: what to change in the client (src/core/client-hints.ts).
+   * Sent as the second sentence of an OAuth `error_description`, a problem's `hint` member, and the error page's
+   * "Für Entwickler" part; it never changes the refusal itself.
+   */
+  readonly hint: string | undefined;
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions & { hint?: string }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
+    this.hint = options?.hint;
   }
 }
 
@@ -30,8 +37,12 @@ export class OAuthError extends AgentAccessError {
   readonly redirectable: boolean;
   /** WWW-Authenticate value, for a 401 to client authentication sent in the Authorization header (RFC 6749 §5.2). */
   readonly challenge: string | undefined;
-  constructor(error: OAuthErrorCode, description: string, options: { status?: number; redirectable?: boolean; challenge?: string } = {}) {
-    super(error, description);
+  constructor(
+    error: OAuthErrorCode,
+    description: string,
+    options: { status?: number; redirectable?: boolean; challenge?: string; hint?: string } = {},
+  ) {
+    super(error, description, { hint: options.hint });
     this.error = error;
     this.status = options.status ?? OAUTH_ERRORS[error].status;
     this.redirectable = options.redirectable ?? true;
@@ -42,9 +53,12 @@ export class OAuthError extends AgentAccessError {
     return { error: this.error, error_description: this.description };
   }
 
-  /** The message within the characters RFC 6749 allows in error_description (%x20-21 / %x23-5B / %x5D-7E). */
+  /**
+   * The message, then the developer hint, within the characters RFC 6749 allows in error_description
+   * (%x20-21 / %x23-5B / %x5D-7E).
+   */
   get description(): string {
-    return oauthText(this.message);
+    return oauthText(this.hint ? `${this.message.replace(/\.$/, '')}. Hint: ${this.hint}` : this.message);
   }
 }
 
@@ -54,9 +68,9 @@ export class BearerError extends AgentAccessError {
   readonly status: 401 | 403;
   readonly error: 'invalid_token' | 'insufficient_scope' | undefined;
   readonly scope: string;
-  constructor(status: 401 | 403, error: BearerError['error'], description: string, scope: string) {
+  constructor(status: 401 | 403, error: BearerError['error'], description: string, scope: string, hint?: string) {
     // RFC 6750 §3.1: a request without a token gets no error code; its problem says a token is required.
-    super(error ?? 'access_token_required', description);
+    super(error ?? 'access_token_required', description, { hint });
     this.status = status;
     this.error = error;
     this.scope = scope;
@@ -67,8 +81,8 @@ export class BearerError extends AgentAccessError {
 export class ProblemError extends AgentAccessError {
   declare readonly code: ProblemCode;
   readonly status: number;
-  constructor(code: ProblemCode, message: string) {
-    super(code, message);
+  constructor(code: ProblemCode, message: string, hint?: string) {
+    super(code, message, { hint });
     this.status = PROBLEMS[code].status;
   }
 }

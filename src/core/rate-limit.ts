@@ -17,7 +17,9 @@ export interface RateLimitState {
 export class RateLimitedError extends AgentAccessError {
   declare readonly code: 'rate_limit_exceeded';
   constructor(readonly state: RateLimitState) {
-    super('rate_limit_exceeded', `rate limit of ${state.limit} requests exceeded; retry in ${state.reset} s`);
+    super('rate_limit_exceeded', `rate limit of ${state.limit} requests exceeded; retry in ${state.reset} s`, {
+      hint: 'Wait the seconds Retry-After names before the next request with this grant; RateLimit-Remaining on every answer tells how many are left.',
+    });
   }
 }
 

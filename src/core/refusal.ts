@@ -25,7 +25,7 @@ export type RefusalCode = Extract<
 
 export class Refusal extends AgentAccessError {
   declare readonly code: RefusalCode;
-  constructor(code: RefusalCode, message: string) {
-    super(code, message);
+  constructor(code: RefusalCode, message: string, hint?: string) {
+    super(code, message, { hint });
   }
 }

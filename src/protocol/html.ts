@@ -36,7 +36,8 @@ h1{font-size:1.4rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem .
 button{font-size:1rem;padding:.55rem 1.2rem;border-radius:.4rem;border:1px solid #888;background:#f4f4f4;cursor:pointer}
 button.primary{background:#0b5ed7;border-color:#0b5ed7;color:#fff}code{background:#f1f1f1;padding:.05rem .3rem;border-radius:.2rem}
 table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
-.error{border-left:4px solid #b02a37;padding-left:1rem}`;
+.error{border-left:4px solid #b02a37;padding-left:1rem}
+details.developer{margin-top:1.5rem;font-size:.9rem;color:#333}details.developer p{overflow-wrap:anywhere}`;
 
 /** A whole page in the house style (German, as the service's pages are). */
 export function page(title: string, body: SafeHtml): string {

@@ -203,7 +203,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   app.setErrorHandler(
     errorReplier({
       resourceMetadataUrl: () => resourceMetadataUrl(core.urls),
-      htmlError: (status, error, description) => errorPage('Anfrage kann nicht bearbeitet werden', error, description),
+      htmlError: (status, error, description, hint) => errorPage('Anfrage kann nicht bearbeitet werden', error, description, hint),
       onServerError: options.onServerError,
     }),
   );

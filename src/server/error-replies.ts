@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { BearerError, OAuthError, ProblemError } from '../core/errors.js';
+import { AgentAccessError, BearerError, OAuthError, ProblemError } from '../core/errors.js';
 import { RateLimitedError } from '../core/rate-limit.js';
 import { Refusal } from '../core/refusal.js';
 import { PROBLEM_TYPE_PREFIX, PROBLEMS, type ProblemCode } from '../protocol/problems.js';
@@ -32,6 +32,9 @@ export function sendProblem(
     .header('cache-control', 'no-store')
     .send({ type: `${PROBLEM_TYPE_PREFIX}${code}`, title: PROBLEMS[code].title, status, detail, ...extra });
 }
+
+/** A problem's `hint` member (RFC 9457 §3.2 extension): what the client's developer should change, where it is known. */
+const hintOf = (error: AgentAccessError): { hint?: string } => (error.hint ? { hint: error.hint } : {});
 
 /** The code of a framework error (a body too large, a media type not parsed) that carries only its status. */
 const CODE_OF_STATUS: Partial<Record<number, ProblemCode>> = { 413: 'body_too_large', 415: 'unsupported_media_type' };
@@ -78,7 +81,7 @@ export function describeValidation(error: FastifyError): { field: string; descri
  */
 export function errorReplier(options: {
   resourceMetadataUrl: () => string;
-  htmlError: (status: number, error: string, description: string) => string;
+  htmlError: (status: number, error: string, description: string, hint?: string) => string;
   onServerError?: (error: Error) => void;
 }) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
@@ -86,20 +89,22 @@ export function errorReplier(options: {
     if (error instanceof RateLimitedError) {
       const { limit, reset } = error.state;
       reply.header('retry-after', reset).header('ratelimit-limit', limit).header('ratelimit-remaining', 0).header('ratelimit-reset', reset);
-      return sendProblem(reply, error.code, error.message);
+      return sendProblem(reply, error.code, error.message, hintOf(error));
     }
     if (error instanceof BearerError) {
       reply.header('www-authenticate', bearerChallenge(error, options.resourceMetadataUrl()));
-      return sendProblem(reply, error.code, error.message, { scope: error.scope }, error.status);
+      return sendProblem(reply, error.code, error.message, { scope: error.scope, ...hintOf(error) }, error.status);
     }
     if (error instanceof OAuthError) {
-      if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message));
+      if (style === 'html')
+        return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message, error.hint));
       return sendOAuthError(reply, error);
     }
-    if (error instanceof Refusal) return sendProblem(reply, error.code, error.message);
+    if (error instanceof Refusal) return sendProblem(reply, error.code, error.message, hintOf(error));
     if (error instanceof ProblemError) {
-      if (style === 'html') return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message));
-      return sendProblem(reply, error.code, error.message);
+      if (style === 'html')
+        return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message, error.hint));
+      return sendProblem(reply, error.code, error.message, hintOf(error));
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status === 500)

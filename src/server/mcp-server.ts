@@ -55,7 +55,11 @@ async function run(operation: () => Promise<Answer<unknown>>, onServerError: (er
   try {
     return toolResult(await operation());
   } catch (e) {
-    if (e instanceof Refusal) return toolResult({ value: { error: e.code, detail: e.message, status: PROBLEMS[e.code].status } }, true);
+    if (e instanceof Refusal)
+      return toolResult(
+        { value: { error: e.code, detail: e.message, status: PROBLEMS[e.code].status, ...(e.hint ? { hint: e.hint } : {}) } },
+        true,
+      );
     if (e instanceof ProblemError) return toolResult({ value: { error: e.code, detail: e.message, status: e.status } }, true);
     onServerError(e instanceof Error ? e : new Error(String(e)));
     return toolResult({ value: { error: 'server_error', detail: 'the tool failed inside the emulator; see its log', status: 500 } }, true);

@@ -57,13 +57,34 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
   );
 }
 
-export function errorPage(title: string, error: string, description: string): string {
+/**
+ * What the person reads for the errors whose own description is written for the client's developer (English, technical);
+ * the description and its hint go into the page's "Für Entwickler" part. Errors not listed were written for the person.
+ */
+const FOR_THE_PERSON: Record<string, string> = {
+  invalid_client: 'Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht angemeldet.',
+  invalid_request: 'Die Anfrage der Anwendung ist unvollständig oder fehlerhaft.',
+  invalid_scope: 'Die Anwendung hat Berechtigungen angefragt, die dieser Dienst nicht kennt.',
+  body_too_large: 'Die Anfrage der Anwendung ist zu groß.',
+  unsupported_media_type: 'Die Anfrage der Anwendung hat ein Format, das dieser Dienst nicht annimmt.',
+  server_error: 'Beim Dienst ist ein Fehler aufgetreten. Bitte versuchen Sie es später noch einmal.',
+};
+
+/** `description` and `hint` are for the client's developer; the person reads a German sentence (FOR_THE_PERSON). */
+export function errorPage(title: string, error: string, description: string, hint?: string): string {
+  const forPerson = FOR_THE_PERSON[error];
   return page(
     title,
     html`<div class="error"><h1>${title}</h1>
-<p>${description}</p>
+<p>${forPerson ?? description}</p>
 <p class="note">Fehlercode: <code>${error}</code></p></div>
-<p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>`,
+<p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>
+${
+  forPerson || hint
+    ? html`<details class="developer"><summary>Für Entwickler</summary>
+${forPerson ? html`<p lang="en">${description}</p>` : ''}${hint ? html`<p lang="en">Hint: ${hint}</p>` : ''}</details>`
+    : ''
+}`,
   );
 }
 
