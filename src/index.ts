@@ -19,12 +19,14 @@ import type { GrantView } from './core/grants-admin.js';
 import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
 import { checkSeed, type VaryUnspecified } from './core/variation.js';
 import type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
+import { FindingsError, findingsAtOrAbove, type Finding, type FindingSeverity, type FindingsList } from './protocol/findings.js';
 
 export { Emulator, type EmulatorOptions } from './server/emulator.js';
 export type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './protocol/admin-client.js';
+export { FINDINGS, FindingsError, formatFinding, type Finding, type FindingCode, type FindingSeverity } from './protocol/findings.js';
 export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
 export type { Fault, FaultKind, FaultSpec } from './core/faults.js';
 export type { VaryUnspecified } from './core/variation.js';
@@ -145,6 +147,19 @@ export interface RunningEmulator {
     reset(): Promise<SnapshotInfo>;
     list(): Promise<SnapshotList>;
   };
+  /**
+   * Client findings: what the emulator noticed about the clients' traffic that their developers should change
+   * (parallel refreshes, identity tokens at /mcp, retries without Idempotency-Key, ...), most severe first. They never
+   * change what a client receives. `minSeverity` keeps those at or above it.
+   */
+  findings(options?: { minSeverity?: FindingSeverity }): Promise<Finding[]>;
+  /**
+   * Rejects with a FindingsError that lists every finding at or above `failOn` (default `warning`) with its hint;
+   * resolves when there is none. Made for a test suite's `afterAll`.
+   */
+  assertNoFindings(options?: { failOn?: FindingSeverity }): Promise<void>;
+  /** Forgets every finding (and what the detectors remembered); resolves with how many there were. */
+  clearFindings(): Promise<number>;
   /** Stops the emulator (in flight requests finish, state is flushed). */
   stop(): Promise<void>;
 }
@@ -201,6 +216,15 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
       decideAction: async (id, decision) =>
         (await admin<{ action: PendingAction }>(e, 'POST', adminPath('decideAction', { id }), { decision })).action,
     },
+    findings: async (options = {}) => {
+      const { findings } = await admin<FindingsList>(e, 'GET', ADMIN_ROUTES.findings);
+      return options.minSeverity ? findingsAtOrAbove(findings, options.minSeverity) : findings;
+    },
+    assertNoFindings: async ({ failOn = 'warning' } = {}) => {
+      const failing = findingsAtOrAbove((await admin<FindingsList>(e, 'GET', ADMIN_ROUTES.findings)).findings, failOn);
+      if (failing.length > 0) throw new FindingsError(failing, failOn);
+    },
+    clearFindings: async () => (await admin<{ cleared: number }>(e, 'DELETE', ADMIN_ROUTES.findings)).cleared,
     snapshots: {
       save: (name) => admin<SnapshotInfo>(e, 'POST', adminPath('saveSnapshot', { name })),
       restore: (name) => admin<SnapshotInfo>(e, 'POST', adminPath('restoreSnapshot', { name })),

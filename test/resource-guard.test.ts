@@ -325,6 +325,10 @@ describe('typed events: every change is published as entity.verb', () => {
       'refresh.rotated',
       'tokens.issued',
       'family.invalidated',
+      'refresh.refused',
+      // Published by a listener of refresh.refused: every listener still sees the events in their order.
+      'finding.recorded',
+      'access.refused',
       'grant.revoked',
     ]);
     const served = events.filter((e) => e.name === 'request.served').map((e) => e.data);

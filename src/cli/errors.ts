@@ -15,6 +15,8 @@ export const EXIT = {
   notFound: 7,
   conflict: 8,
   rateLimited: 9,
+  /** `findings --fail-on`: findings at or above the threshold. */
+  findings: 10,
   /** 128 + SIGINT, as shells report it. */
   interrupted: 130,
 } as const;
@@ -31,6 +33,7 @@ export const CLIENT_EXIT: Record<ClientErrorKind, number> = {
   not_found: EXIT.notFound,
   conflict: EXIT.conflict,
   rate_limited: EXIT.rateLimited,
+  findings: EXIT.findings,
   interrupted: EXIT.interrupted,
 };
 

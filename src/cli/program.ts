@@ -13,6 +13,7 @@ const COMMAND_MODULES: Array<{ names: readonly string[]; load: (ctx: ClientConte
   { names: ['dashboard'], load: async (ctx) => [(await import('./commands/dashboard.js')).dashboardCommand(ctx)] },
   { names: ['clock'], load: async (ctx) => [(await import('./commands/clock.js')).clockCommand(ctx)] },
   { names: ['snapshot'], load: async (ctx) => [(await import('./commands/snapshot.js')).snapshotCommand(ctx)] },
+  { names: ['findings'], load: async (ctx) => [(await import('./commands/findings.js')).findingsCommand(ctx)] },
   {
     names: ['login', 'token', 'status', 'logout', 'decode'],
     load: async (ctx) => (await import('./commands/client.js')).clientCommands(ctx),

@@ -176,6 +176,10 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         log.write(
           `${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}${d.variant ? ` variant: ${d.variant}` : ''}\n`,
         );
+      } else if (event.name === 'finding.recorded') {
+        // Once per finding; `agent-access findings` has the count, message and hint.
+        const f = event.data;
+        if (f.count === 1) log.write(`${new Date(event.at).toISOString()} FINDING ${f.code} ${f.client_id} ${f.severity}: ${f.message}\n`);
       } else if (
         event.name === 'family.invalidated' ||
         event.name === 'grant.revoked' ||

@@ -93,6 +93,7 @@ export class AgentPlane {
     this.core.events.emit('action.pending', {
       action_id: action.id,
       client_id: action.client_id,
+      grant_id: action.grant_id,
       person_id: action.person_id,
       kind: action.kind,
       operation: action.operation,

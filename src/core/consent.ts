@@ -17,7 +17,15 @@ import type { Grant } from './state.js';
  * this resource (the two phases are in authorize.ts).
  */
 export function checkAuthorizationRequest(core: CoreContext, query: Record<string, QueryValue>): AuthorizationOutcome {
-  return validateAuthorizationRequest((id) => core.repo.get('clients', id), query, core.issuer, core.resource);
+  const outcome = validateAuthorizationRequest((id) => core.repo.get('clients', id), query, core.issuer, core.resource);
+  if (outcome.kind !== 'consent')
+    core.events.emit('authorize.refused', {
+      client_id: outcome.client_id,
+      error: outcome.error.error,
+      description: outcome.error.message,
+      missing: outcome.missing,
+    });
+  return outcome;
 }
 
 /** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3, 5.6). */

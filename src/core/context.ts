@@ -52,7 +52,7 @@ export interface CoreContext {
   /** Makes every change made so far durable. Concurrent calls share one write. */
   commit(): Promise<void>;
   /** Spec 1: one line of the charge ledger, and the totals; durable with the next commit. */
-  recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry;
+  recordCharge(entry: Omit<ChargeEntry, 'seq'>, bodySha256?: string): ChargeEntry;
   /** The family whose refresh tokens carry this handle (by its hash), if it is still in the state. */
   familyByHandle(handleHash: string): TokenFamily | undefined;
   /** Makes a new family findable by its handle; throws, before anything changed, if another family has that handle. */

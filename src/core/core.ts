@@ -5,6 +5,7 @@ import { ConsentPolicies } from './consent-policy.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { StateFileError } from './errors.js';
 import { EventBus } from './events.js';
+import { Findings } from './findings.js';
 import { seedGrant, type GrantSeed } from './grants-admin.js';
 import { Interactions } from './interactions.js';
 import type { JobTimings } from './jobs.js';
@@ -63,6 +64,8 @@ export class Core implements CoreContext {
   readonly interactions = new Interactions();
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
+  /** What the core's events show of each client's habits (client findings); it only watches. */
+  readonly findings: Findings;
 
   private constructor(options: CoreOptions, state: State, created: boolean, newKey: SigningKey | null) {
     this.clock = options.clock;
@@ -76,6 +79,7 @@ export class Core implements CoreContext {
     if (newKey) this.repo.addSigningKey(newKey);
     this.#signer = new AccessTokenSigner(this.state.keys[0]!);
     this.#reindex();
+    this.findings = new Findings(this);
   }
 
   get state(): ReadonlyState {
@@ -113,9 +117,9 @@ export class Core implements CoreContext {
   }
 
   /** Spec 1: one line of the charge ledger, and the totals; durable with the next commit. */
-  recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry {
+  recordCharge(entry: Omit<ChargeEntry, 'seq'>, bodySha256?: string): ChargeEntry {
     const line = this.repo.recordCharge(entry);
-    this.events.emit('charge.recorded', line);
+    this.events.emit('charge.recorded', bodySha256 === undefined ? line : { ...line, body_sha256: bodySha256 });
     return line;
   }
 

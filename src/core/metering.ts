@@ -1,6 +1,7 @@
 import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
 import { sha256 } from './crypto.js';
+import { HINTS } from './client-hints.js';
 import { BearerError } from './errors.js';
 import type { FaultContext, FaultKind, Faults } from './faults.js';
 import { IDEMPOTENCY_WINDOW, checkIdempotencyKey, idempotencyId, storedResult, type StoredResult } from './idempotency.js';
@@ -78,18 +79,36 @@ export class Metering {
    * RateLimit-* headers.
    */
   admit(access: AccessContext, gate: Gate): RateLimitState {
-    if (!access.scopes.includes(gate.scope))
-      throw new BearerError(403, 'insufficient_scope', `${gate.needs} needs scope "${gate.scope}"`, gate.scope);
+    const who = { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter };
+    if (!access.scopes.includes(gate.scope)) {
+      this.core.events.emit('access.refused', {
+        client_id: access.client_id,
+        grant_id: access.grant.id,
+        family_id: access.claims.family_id,
+        status: 403,
+        reason: 'insufficient_scope',
+        where: gate.route,
+      });
+      throw new BearerError(
+        403,
+        'insufficient_scope',
+        `${gate.needs} needs scope "${gate.scope}"`,
+        gate.scope,
+        HINTS.insufficientScope(gate.scope),
+      );
+    }
+    let window: RateLimitState;
     try {
       const [method, template] = gate.route.split(' ');
       const fault = requestFault(this.faults, 'rate_limit', access, { method, route: template, path: gate.path ?? template });
       if (fault) throw new RateLimitedError({ limit: this.limiter.config.limit, remaining: 0, reset: fault.retry_after ?? 1 });
-      return this.limiter.take(access.grant.id);
+      window = this.limiter.take(access.grant.id);
     } catch (e) {
-      if (e instanceof RateLimitedError)
-        this.core.events.emit('rate_limit.exceeded', { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter });
+      if (e instanceof RateLimitedError) this.core.events.emit('rate_limit.exceeded', { ...who, retry_after: e.state.reset });
       throw e;
     }
+    this.core.events.emit('request.admitted', { ...who, scope: gate.scope });
+    return window;
   }
 
   /**
@@ -107,11 +126,19 @@ export class Metering {
     const fingerprint = sha256(call.body);
     // In flight first: until the first answer is durable, a duplicate is told to wait, never replayed.
     if (this.#inFlight.has(id))
-      throw new Refusal('idempotency_key_in_flight', `a request with Idempotency-Key "${key}" is still being processed`);
+      throw new Refusal(
+        'idempotency_key_in_flight',
+        `a request with Idempotency-Key "${key}" is still being processed`,
+        'Wait for the first request with this key to be answered, then retry with the same key and body to get its stored answer.',
+      );
     const existing = this.core.repo.get('idempotency', id);
     if (existing && existing.expires_at > now) {
       if (existing.fingerprint !== fingerprint)
-        throw new Refusal('idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request body`);
+        throw new Refusal(
+          'idempotency_key_reused',
+          `Idempotency-Key "${key}" was already used with a different request body`,
+          'Use a fresh Idempotency-Key for each new operation; repeat a key only to retry the same request with a byte-identical body.',
+        );
       this.core.events.emit('idempotency.replayed', { client_id: access.client_id, grant_id: access.grant.id, route: call.meter, key });
       return { ...(storedResult(existing) as Answer<T>), replayed: true };
     }
@@ -144,7 +171,8 @@ export class Metering {
   ): Promise<Answer<T>> {
     const { charge, ...answer } = await operation();
     store?.(answer);
-    if (charge) this.core.recordCharge(this.#chargeEntry(access, call.meter, charge, key));
+    // Without a key the body's hash goes with the charge's event, so that a retry without a key can be told (findings).
+    if (charge) this.core.recordCharge(this.#chargeEntry(access, call.meter, charge, key), key === null ? sha256(call.body) : undefined);
     await this.core.commit();
     return answer;
   }

@@ -1,6 +1,8 @@
 import type { AccessTokenClaims } from './access-token.js';
 import type { CoreContext } from './context.js';
+import { HINTS } from './client-hints.js';
 import { BearerError } from './errors.js';
+import type { AccessRefusal } from './events.js';
 import { splitScope } from './scopes.js';
 import type { Grant } from './state.js';
 
@@ -26,42 +28,75 @@ export async function authenticate(
   authorization: string | undefined,
   required: string | null,
   challengeScope: string = required ?? 'ask',
+  where = '/mcp',
 ): Promise<AccessContext> {
   const scope = challengeScope;
+  let known: { client_id: string; grant_id: string; family_id: string } | null = null;
+  // Every refusal is published (access.refused) with what it knows of the token, for the client findings.
+  const refuse = (status: 401 | 403, reason: AccessRefusal, description: string, hint?: string, challenge = scope): BearerError => {
+    core.events.emit('access.refused', {
+      client_id: known?.client_id ?? null,
+      grant_id: known?.grant_id ?? null,
+      family_id: known?.family_id ?? null,
+      status,
+      reason,
+      where,
+    });
+    const error = reason === 'token_missing' ? undefined : status === 403 ? 'insufficient_scope' : 'invalid_token';
+    return new BearerError(status, error, description, challenge, hint);
+  };
   const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
   if (!match) {
-    if (authorization && /^bearer\b/i.test(authorization))
-      throw new BearerError(401, 'invalid_token', 'the bearer token is malformed', scope);
-    throw new BearerError(401, undefined, `a bearer token with scope "${scope}" is required`, scope);
+    if (authorization && /^bearer\b/i.test(authorization)) throw refuse(401, 'token_malformed', 'the bearer token is malformed');
+    throw refuse(
+      401,
+      'token_missing',
+      `a bearer token with scope "${scope}" is required`,
+      authorization ? 'Send the access token as "Authorization: Bearer <token>" (RFC 6750 section 2.1).' : undefined,
+    );
   }
   let claims: AccessTokenClaims;
   try {
     claims = await core.signer.verify(match[1] as string, core.issuer, core.clock.now());
   } catch (e) {
-    const code = (e as { code?: string }).code;
-    throw new BearerError(
-      401,
-      'invalid_token',
-      code === 'ERR_JWT_EXPIRED' ? 'the access token has expired' : 'the access token is not valid here',
-      scope,
-    );
+    const expired = (e as { code?: string }).code === 'ERR_JWT_EXPIRED';
+    throw expired
+      ? refuse(401, 'token_expired', 'the access token has expired', HINTS.expiredAccessToken)
+      : refuse(
+          401,
+          'token_invalid',
+          'the access token is not valid here',
+          'Send an access token this server issued (from its /oauth/token), unchanged; tokens of another server or of an emulator started with another state file are not valid here.',
+        );
   }
+  known = { client_id: claims.client_id, grant_id: claims.grant_id, family_id: claims.family_id };
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
   if (!audiences.includes(core.resource)) {
-    throw new BearerError(401, 'invalid_token', `identity token refused: issued without resource=${core.resource}`, scope);
+    throw refuse(
+      401,
+      'identity_token',
+      `identity token refused: issued without resource=${core.resource}`,
+      HINTS.identityToken(core.resource),
+    );
   }
   const grant = core.state.grants[claims.grant_id];
   if (!grant || grant.status !== 'active') {
     const by = grant?.revoked_by === 'client' ? 'the client' : grant?.revoked_by === 'admin' ? 'an administrator' : 'the person';
-    throw new BearerError(401, 'invalid_token', `access was revoked by ${by}`, scope);
+    throw refuse(401, 'grant_revoked', `access was revoked by ${by}`, HINTS.grantRevoked);
   }
   const family = core.state.families[claims.family_id];
-  if (!family || family.status !== 'active') throw new BearerError(401, 'invalid_token', 'the token family was invalidated', scope);
+  if (!family || family.status !== 'active')
+    throw refuse(401, 'family_invalidated', 'the token family was invalidated', HINTS.familyInvalidated);
   if (Object.hasOwn(core.state.revoked_access_tokens, claims.jti))
-    throw new BearerError(401, 'invalid_token', 'the access token was revoked', scope);
+    throw refuse(
+      401,
+      'token_revoked',
+      'the access token was revoked',
+      'The client revoked this access token (RFC 7009): use a newer one or refresh.',
+    );
   const scopes = splitScope(claims.scope);
   if (required !== null && !scopes.includes(required))
-    throw new BearerError(403, 'insufficient_scope', `this route needs scope "${required}"`, required);
+    throw refuse(403, 'insufficient_scope', `this route needs scope "${required}"`, HINTS.insufficientScope(required), required);
   const used = core.repo.update('grants', grant.id, { last_used_at: core.clock.now() });
   return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
 }

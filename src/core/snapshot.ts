@@ -16,6 +16,8 @@ export function buildSnapshot(
   extra: { charges: ChargeEntry[]; replays: ReplayEntry[]; requests: RequestEntry[]; faults?: FaultView[] },
 ): Snapshot {
   const s = core.state;
+  // First: judging the run-wide findings may publish some, which this snapshot then already holds.
+  const findings = core.findings.list();
   return {
     seq: core.events.seq,
     now: core.clock.now(),
@@ -90,5 +92,6 @@ export function buildSnapshot(
     })),
     requests: extra.requests.slice(-SNAPSHOT_LIMITS.requests),
     faults: extra.faults ?? [],
+    findings,
   };
 }

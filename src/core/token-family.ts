@@ -1,7 +1,7 @@
 import type { CoreContext } from './context.js';
 import { newId, randomToken, sha256 } from './crypto.js';
 import type { FamilyEndReason } from './events.js';
-import type { Grant, TokenFamily } from './state.js';
+import type { Grant, RefreshGeneration, TokenFamily } from './state.js';
 
 const PREFIX = 'aa1';
 /**
@@ -94,8 +94,8 @@ function rotateFamily(
 const fingerprint = (hash: string) => hash.slice(0, 16);
 
 /** Which rotated generation a replayed token was, when the family still remembers it. */
-export function replayedGeneration(family: TokenFamily, tokenHash: string): number | null {
-  return family.history.find((g) => g.hash === fingerprint(tokenHash))?.generation ?? null;
+export function replayedGeneration(family: TokenFamily, tokenHash: string): RefreshGeneration | null {
+  return family.history.find((g) => g.hash === fingerprint(tokenHash)) ?? null;
 }
 
 /** The family with this access token listed (the newest FAMILY_ACCESS_TOKENS are kept). */

@@ -343,6 +343,27 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       };
     case 'rate_limit.exceeded':
       return note(state, event, `rate limit hit by ${clientName(state, event.data.client_id)} on ${event.data.route}`, true);
+    // Every admitted request is also served: the Requests view shows it once, from request.served.
+    case 'request.admitted':
+      return state;
+    case 'authorize.refused':
+      return note(
+        state,
+        event,
+        `authorization refused${event.data.client_id ? ` for ${clientName(state, event.data.client_id)}` : ''}: ${event.data.error}`,
+      );
+    case 'refresh.refused':
+      return note(state, event, `refresh refused for ${clientName(state, event.data.client_id)}: ${event.data.reason}`, true);
+    case 'access.refused':
+      return note(
+        state,
+        event,
+        `token refused at ${event.data.where}${event.data.client_id ? ` for ${clientName(state, event.data.client_id)}` : ''}: ${event.data.reason}`,
+      );
+    case 'finding.recorded':
+      return event.data.count === 1
+        ? note(state, event, `finding ${event.data.code} for ${clientName(state, event.data.client_id)}`, event.data.severity === 'error')
+        : state;
     case 'research.created': {
       const d = event.data;
       if (state.research[d.job_id]) return state;

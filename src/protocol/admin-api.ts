@@ -22,6 +22,8 @@ export const ADMIN_ROUTES = {
   saveSnapshot: '/snapshots/:name',
   restoreSnapshot: '/snapshots/:name/restore',
   reset: '/reset',
+  /** Client findings: GET lists them (`{ findings }`), DELETE forgets them (`{ cleared }`). */
+  findings: '/findings',
 } as const;
 
 export type AdminRoute = keyof typeof ADMIN_ROUTES;

@@ -18,6 +18,8 @@ export type ClientErrorKind =
   /** The server answered, but with a server error or something it must not say. */
   | 'server'
   | 'not_found'
+  /** `findings --fail-on`: the emulator recorded client findings at or above the threshold. */
+  | 'findings'
   /** An Idempotency-Key used for another request, or one still running. */
   | 'conflict'
   | 'rate_limited'

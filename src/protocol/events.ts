@@ -1,4 +1,5 @@
 import type { ChargeEntry } from './charges.js';
+import type { Finding } from './findings.js';
 
 /**
  * The events of the emulator as its admin stream sends them: `entity.verb` names with their payloads.
@@ -47,9 +48,41 @@ export interface EventMap {
   'refresh.rotated': { grant_id: string; family_id: string; from_generation: number; to_generation: number };
   'family.invalidated': { grant_id: string; family_id: string; reason: FamilyEndReason; replayed_generation?: number };
   'access_token.revoked': { jti: string; client_id: string };
-  'charge.recorded': ChargeEntry;
+  /** `body_sha256`: a charge without Idempotency-Key names its request body's hash, so that a retry without a key shows. */
+  'charge.recorded': ChargeEntry & { body_sha256?: string };
   'idempotency.replayed': { client_id: string; grant_id: string; route: string; key: string };
-  'rate_limit.exceeded': { client_id: string; grant_id: string; route: string };
+  /** `retry_after`: the seconds the 429's Retry-After names. */
+  'rate_limit.exceeded': { client_id: string; grant_id: string; route: string; retry_after: number };
+  /** A request passed the resource guard, its scope and the rate limit (`route`: the REST route or `tool <name>`). */
+  'request.admitted': { client_id: string; grant_id: string; route: string; scope: string };
+  /**
+   * The authorization request was refused. `client_id`: as sent, when it names a client (otherwise null); `missing`:
+   * the required parameters it left out.
+   */
+  'authorize.refused': { client_id: string | null; error: string; description: string; missing: readonly string[] };
+  /**
+   * A refresh token of a known family was refused. `generation`: the replayed generation, when the family remembers
+   * it; `since_ms`: how long ago the presented token was rotated (a replay) or the family ended (`family_invalidated`).
+   */
+  'refresh.refused': {
+    client_id: string;
+    grant_id: string;
+    family_id: string;
+    reason: RefreshRefusal;
+    generation: number | null;
+    since_ms: number | null;
+  };
+  /** The resource guard refused a bearer token (401) or its scope (403); `where`: `METHOD /path` as routed. */
+  'access.refused': {
+    client_id: string | null;
+    grant_id: string | null;
+    family_id: string | null;
+    status: 401 | 403;
+    reason: AccessRefusal;
+    where: string;
+  };
+  /** A client finding was recorded or counted again (protocol/findings). */
+  'finding.recorded': Finding;
   'research.created': { job_id: string; client_id: string; grant_id: string; question: string };
   'research.running': { job_id: string; client_id: string };
   'research.succeeded': { job_id: string; client_id: string; citations: number };
@@ -59,6 +92,7 @@ export interface EventMap {
   'action.pending': {
     action_id: string;
     client_id: string;
+    grant_id: string;
     person_id: string;
     kind: string;
     operation: 'create' | 'update';
@@ -103,6 +137,18 @@ export type GrantRevoker = 'person' | 'admin' | 'client';
 export type ConsentAnswerer = 'person' | 'policy';
 export type FamilyEndReason = 'refresh_replay' | 'code_replay' | 'grant_revoked' | 'token_revoked';
 
+export type RefreshRefusal = 'replay' | 'family_invalidated' | 'grant_revoked' | 'expired';
+export type AccessRefusal =
+  | 'token_missing'
+  | 'token_malformed'
+  | 'token_invalid'
+  | 'token_expired'
+  | 'identity_token'
+  | 'grant_revoked'
+  | 'family_invalidated'
+  | 'token_revoked'
+  | 'insufficient_scope';
+
 export type EventName = keyof EventMap;
 
 /** Every event name, for consumers that must handle each (the dashboard's reducer tests check they do). */
@@ -124,6 +170,11 @@ export const EVENT_NAMES = [
   'charge.recorded',
   'idempotency.replayed',
   'rate_limit.exceeded',
+  'request.admitted',
+  'authorize.refused',
+  'refresh.refused',
+  'access.refused',
+  'finding.recorded',
   'research.created',
   'research.running',
   'research.succeeded',

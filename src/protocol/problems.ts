@@ -137,6 +137,7 @@ export const PROCESS_ERRORS = {
   wait_cancelled: { kind: 'interrupted', title: 'Waiting was stopped' },
   login_required: { kind: 'auth_required', title: 'Not logged in' },
   token_not_jwt: { kind: 'failed', title: 'The token is not a JWT' },
+  findings_reported: { kind: 'findings', title: 'Client findings at or above the threshold were recorded' },
 } as const satisfies Record<string, Omit<ProblemEntry, 'status'>>;
 
 export type ProcessErrorCode = keyof typeof PROCESS_ERRORS;

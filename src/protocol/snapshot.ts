@@ -2,6 +2,7 @@
 
 import type { ChargeEntry } from './charges.js';
 import type { EventMap } from './events.js';
+import type { Finding } from './findings.js';
 
 export type RequestEntry = EventMap['request.served'] & { seq: number; at: number };
 /** An idempotent replay: answered from the stored response, free (kept in memory since the emulator started). */
@@ -102,4 +103,6 @@ export interface Snapshot {
   actions: ActionView[];
   requests: RequestEntry[];
   faults: FaultView[];
+  /** Client findings, most severe first (protocol/findings); `finding.recorded` events follow. */
+  findings: Finding[];
 }

@@ -33,6 +33,7 @@ import type { ResourceService } from '../core/resource-service.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
 import type { FaultSpec, Faults } from '../core/faults.js';
 import { ADMIN_PREFIX, ADMIN_ROUTES } from '../protocol/admin-api.js';
+import type { FindingsList } from '../protocol/findings.js';
 
 export interface AdminOptions {
   adminToken: string;
@@ -115,6 +116,13 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         return { grant: listGrants(core).find((g) => g.id === grant.id) };
       });
       admin.get(ADMIN_ROUTES.snapshot, async () => feed.snapshot());
+      // Client findings: observations of each client's habits, never faults (src/core/findings.ts).
+      admin.get(ADMIN_ROUTES.findings, async (): Promise<FindingsList> => ({ findings: core.findings.list() }));
+      admin.delete(ADMIN_ROUTES.findings, async () => {
+        const cleared = core.findings.list().length;
+        core.findings.clear();
+        return { cleared };
+      });
       admin.get(ADMIN_ROUTES.events, async (_request, reply) => {
         reply.hijack();
         await feed.stream(reply.raw);

@@ -15,6 +15,12 @@ declare module 'fastify' {
  */
 export function requireScope(core: Core, scope: string | null, challengeScope?: string): (request: FastifyRequest) => Promise<void> {
   return async function resourceGuard(request: FastifyRequest) {
-    request.access = await authenticate(core, request.headers.authorization, scope, challengeScope);
+    request.access = await authenticate(
+      core,
+      request.headers.authorization,
+      scope,
+      challengeScope,
+      `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]}`,
+    );
   };
 }

@@ -1,8 +1,11 @@
 import type { CoreContext } from '../context.js';
-import { invalidGrant, invalidScope } from '../errors.js';
+import { HINTS } from '../client-hints.js';
+import { OAuthError, invalidGrant, invalidScope } from '../errors.js';
+import type { RefreshRefusal } from '../events.js';
+import { CONCURRENT_WINDOW } from '../findings.js';
 import { checkTokenResource, issueTokens } from '../issue-tokens.js';
 import { isRetiredScope, splitScope } from '../scopes.js';
-import type { Grant } from '../state.js';
+import type { Grant, TokenFamily } from '../state.js';
 import { invalidateFamily, parseRefreshToken, replayedGeneration, rotateRefreshToken } from '../token-family.js';
 import type { GrantType } from './types.js';
 
@@ -18,16 +21,49 @@ export const refreshTokenGrant: GrantType = {
     const parsed = parseRefreshToken(presented);
     const family = parsed ? core.familyByHandle(parsed.handleHash) : undefined;
     if (!parsed || !family || family.client_id !== client.client_id)
-      throw invalidGrant('refresh token is unknown or was issued to another client');
-    if (family.status !== 'active') throw invalidGrant('refresh token family was invalidated; authorize again');
-    const grant = core.repo.get('grants', family.grant_id);
-    if (!grant || grant.status !== 'active') throw invalidGrant('the grant was revoked; authorize again');
-    if (parsed.tokenHash !== family.current.hash) {
-      invalidateFamily(core, family, 'refresh_replay', replayedGeneration(family, parsed.tokenHash));
-      await core.commit();
-      throw invalidGrant('refresh token was already used (replay); every token of its family is now invalid');
+      throw new OAuthError('invalid_grant', 'refresh token is unknown or was issued to another client', {
+        hint: 'Send the refresh_token of the newest token response, with the client_id it was issued to.',
+      });
+    const refused = (reason: RefreshRefusal, generation: number | null = null, since: number | null = null) =>
+      core.events.emit('refresh.refused', {
+        client_id: family.client_id,
+        grant_id: family.grant_id,
+        family_id: family.id,
+        reason,
+        generation,
+        since_ms: since,
+      });
+    if (family.status !== 'active') {
+      const since = family.invalidated_at !== undefined ? now - family.invalidated_at : null;
+      refused(family.invalidated_reason === 'grant_revoked' ? 'grant_revoked' : 'family_invalidated', null, since);
+      throw new OAuthError('invalid_grant', familyEnded(family), {
+        hint:
+          family.invalidated_reason === 'refresh_replay' && since !== null && since <= CONCURRENT_WINDOW
+            ? HINTS.concurrentRefresh
+            : HINTS.familyInvalidated,
+      });
     }
-    if (now >= family.current.expires_at) throw invalidGrant('refresh token has expired; authorize again');
+    const grant = core.repo.get('grants', family.grant_id);
+    if (!grant || grant.status !== 'active') {
+      refused('grant_revoked');
+      throw new OAuthError('invalid_grant', 'the grant was revoked; authorize again', { hint: HINTS.grantRevoked });
+    }
+    if (parsed.tokenHash !== family.current.hash) {
+      const replayed = replayedGeneration(family, parsed.tokenHash);
+      const since = replayed?.rotated_at != null ? now - replayed.rotated_at : null;
+      invalidateFamily(core, family, 'refresh_replay', replayed?.generation ?? null);
+      refused('replay', replayed?.generation ?? null, since);
+      await core.commit();
+      throw new OAuthError('invalid_grant', 'refresh token was already used (replay); every token of its family is now invalid', {
+        hint: since !== null && since <= CONCURRENT_WINDOW ? HINTS.concurrentRefresh : HINTS.staleRefreshToken,
+      });
+    }
+    if (now >= family.current.expires_at) {
+      refused('expired');
+      throw new OAuthError('invalid_grant', 'refresh token has expired; authorize again', {
+        hint: 'Refresh tokens here expire 30 days after their issue: send the person through authorization again.',
+      });
+    }
     checkTokenResource(core, grant, params.resource);
     const kept = grant.scopes.filter((s) => !isRetiredScope(s));
     // RFC 6749 §3.3: a token needs at least one scope; a grant left with retired scopes only has nothing to give.
@@ -54,4 +90,20 @@ function reduceGrantScopes(core: CoreContext, grant: Grant, kept: readonly strin
   const removed = grant.scopes.filter((s) => !kept.includes(s));
   core.repo.update('grants', grant.id, { scopes: kept });
   core.events.emit('grant.scopes_reduced', { grant_id: grant.id, removed, scopes: kept });
+}
+
+/** Why the family no longer works, as the refusal says it (the wording says what happened, not only that it did). */
+function familyEnded(family: TokenFamily): string {
+  switch (family.invalidated_reason) {
+    case 'refresh_replay':
+      return 'refresh token family was invalidated because one of its refresh tokens was used twice (replay); authorize again';
+    case 'code_replay':
+      return 'refresh token family was invalidated because its authorization code was used twice; authorize again';
+    case 'grant_revoked':
+      return 'the grant was revoked; authorize again';
+    case 'token_revoked':
+      return 'the refresh token was revoked (RFC 7009); authorize again';
+    default:
+      return 'refresh token family was invalidated; authorize again';
+  }
 }
