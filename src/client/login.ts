@@ -3,7 +3,15 @@ import * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
 import { isRetiredScope, splitScope } from '../protocol/scopes.js';
 import { CALLBACK_PATH, LoopbackReceiver, type CallbackOutcome } from './loopback.js';
-import { authorizationRequest, exchangeCode, oauthFailure, registerClient, validateRedirect, type Discovered } from './oauth.js';
+import {
+  authorizationRequest,
+  exchangeCode,
+  oauthFailure,
+  registerClient,
+  revokeToken,
+  validateRedirect,
+  type Discovered,
+} from './oauth.js';
 import { Progress } from './progress.js';
 import { loginFrom, type Session } from './session.js';
 import type { StoredLogin } from './token-store.js';
@@ -184,16 +192,33 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
 
     const now = ctx.clock.now();
     const stored = loginFrom(done.tokens, now, { client_id: done.clientId, redirect_uri: REGISTERED_REDIRECT_URI, resource });
-    await session.store.update(session.baseUrl, async (record) => ({
+    const replaced = await session.store.update(session.baseUrl, async (record) => ({
       record: { ...record, issuer: discovered.as.issuer, login: stored },
-      result: undefined,
+      result: record.issuer === discovered.as.issuer ? record.login : null,
     }));
+    // The login this one replaces is revoked (RFC 7009), so the person keeps no grant that nothing uses any more.
+    if (replaced) await revokeReplaced(session, discovered, replaced);
     return describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh);
   } finally {
     progress?.stop();
     clearTimeout(timer);
     offInterrupt?.();
     await receiver.close();
+  }
+}
+
+/** Revokes a replaced login's grant; a failure is a warning (the new login stands), never an error. */
+async function revokeReplaced(session: Session, discovered: Discovered, login: StoredLogin): Promise<void> {
+  try {
+    await revokeToken(session.http, discovered.as, {
+      clientId: login.client_id,
+      token: login.refresh_token ?? login.access_token,
+      hint: login.refresh_token ? 'refresh_token' : 'access_token',
+    });
+  } catch (e) {
+    session.ctx.stderr.write(
+      `agent-access: warning: could not revoke the previous login (${(e as Error).message}); revoke its grant in the settings page\n`,
+    );
   }
 }
 
@@ -247,9 +272,10 @@ async function clientFor(
     const probe = new URL(
       (await authorizationRequest(as, { clientId: known.client_id, redirectUri: p.redirectUri, scope: p.scope, resource: p.resource })).url,
     );
-    // Without its PKCE challenge the request stops before consent (a known client gets an error redirect, an unknown
-    // one an error page), so probing never shows a page nor lets a consent policy answer it.
-    probe.searchParams.delete('code_challenge');
+    // With a PKCE challenge too short to be one, the request stops before consent (a known client gets an error
+    // redirect, an unknown one an error page), so probing never shows a page nor lets a consent policy answer it.
+    // Every parameter is there: the probe is no client mistake (no client finding).
+    probe.searchParams.set('code_challenge', 'probe');
     const answer = await session.http.send({ method: 'GET', url: probe.href });
     if (answer.status < 400) return { clientId: known.client_id, fresh: false };
   }

@@ -177,17 +177,9 @@ export class Findings {
       });
     } else if (data.reason === 'family_invalidated' && concurrent) {
       // Another of the parallel refreshes, arriving after the replay that ended the family.
-      const family = this.#ctx.state.families[data.family_id];
-      if (
-        family?.invalidated_reason === 'refresh_replay' &&
-        this.#recorded.has(findingId('refresh.concurrent', data.client_id, data.family_id))
-      )
-        this.#record({
-          ...where,
-          code: 'refresh.concurrent',
-          message: `The same family's refresh token was presented again ${seconds(data.since_ms!)} after a parallel refresh invalidated it.`,
-          hint: HINTS.concurrentRefresh,
-        });
+      const earlier = this.#recorded.get(findingId('refresh.concurrent', data.client_id, data.family_id));
+      if (earlier && this.#ctx.state.families[data.family_id]?.invalidated_reason === 'refresh_replay')
+        this.#record({ ...where, code: 'refresh.concurrent', message: earlier.message, hint: HINTS.concurrentRefresh });
     }
   }
 
@@ -345,7 +337,8 @@ export class Findings {
       for (const grant of Object.values(grants)) {
         if (grant.status !== 'active') continue;
         const later = newer.get(`${grant.client_id}\n${grant.person_id}`)?.filter((t) => t > grant.created_at);
-        if (!later?.length || (grant.last_used_at ?? grant.created_at) >= Math.min(...later)) continue;
+        // Judged against the newest grant: a grant used since then is still in use (another session of the client).
+        if (!later?.length || (grant.last_used_at ?? grant.created_at) >= Math.max(...later)) continue;
         keep({
           code: 'grant.abandoned',
           client_id: grant.client_id,

@@ -125,15 +125,16 @@ export class Browser {
   }
 }
 
+/** undefined: the default; null: the parameter is left out. */
 export interface AuthorizeParams {
   client_id: string;
-  redirect_uri?: string;
-  scope?: string;
-  state?: string;
+  redirect_uri?: string | null;
+  scope?: string | null;
+  state?: string | null;
   resource?: string | null;
-  code_challenge?: string;
-  code_challenge_method?: string;
-  response_type?: string;
+  code_challenge?: string | null;
+  code_challenge_method?: string | null;
+  response_type?: string | null;
   [extra: string]: string | null | undefined;
 }
 

@@ -1,37 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CLIENT_EXIT, describeCliError, EXIT } from '../../src/cli/errors.js';
 import { OAuthError, ProblemError, StateFileError } from '../../src/core/errors.js';
 import { AdminError } from '../../src/protocol/admin-client.js';
 import { kindOfAnswer, OAUTH_ERRORS, PROBLEMS, PROCESS_ERRORS } from '../../src/protocol/problems.js';
 import { ScenarioError } from '../../src/store/scenario.js';
-
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-
-/** The rows of every table in the README section under `heading`, each as its cells. */
-function tablesUnder(heading: string): string[][][] {
-  const start = readme.indexOf(`\n${heading}\n`);
-  expect(start, `README has no section "${heading}"`).toBeGreaterThan(-1);
-  const rest = readme.slice(start + heading.length + 2);
-  const section = rest.slice(0, rest.search(/\n#{1,3} /) === -1 ? undefined : rest.search(/\n#{1,3} /));
-  const tables: string[][][] = [];
-  let table: string[][] | null = null;
-  for (const line of section.split('\n')) {
-    if (!line.startsWith('|')) {
-      table = null;
-      continue;
-    }
-    const cells = line
-      .slice(1, -1)
-      .split('|')
-      .map((c) => c.trim());
-    if (cells.every((c) => /^-+$/.test(c))) continue;
-    if (!table) tables.push((table = []));
-    table.push(cells);
-  }
-  // Without the header row.
-  return tables.map((t) => t.slice(1));
-}
+import { tablesUnder } from '../helpers/readme.js';
 
 /** A registry table as the README writes it: code, status, exit code, meaning. */
 const asRows = (registry: Record<string, { status: number; kind: keyof typeof CLIENT_EXIT; title: string }>) =>
