@@ -53,10 +53,15 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
   if (!grant_types.includes('authorization_code')) throw bad('grant_types must include authorization_code');
   const response_types = stringList(input.response_types, 'response_types');
   if (response_types.some((r) => r !== 'code')) throw bad('response_types: only "code" is supported');
-  if (input.token_endpoint_auth_method === undefined) throw bad('token_endpoint_auth_method is required and must be "none"');
   if (input.token_endpoint_auth_method !== 'none') {
-    throw bad(
-      `token_endpoint_auth_method ${JSON.stringify(input.token_endpoint_auth_method)} is not supported; clients are public: use "none"`,
+    const hint =
+      'Register with token_endpoint_auth_method "none": clients here are public (PKCE, no secret, spec 5.1). Left out, RFC 7591 section 2 means client_secret_basic, so clients that omit it ask for a secret.';
+    throw new OAuthError(
+      'invalid_client_metadata',
+      input.token_endpoint_auth_method === undefined
+        ? 'token_endpoint_auth_method is required and must be "none"'
+        : `token_endpoint_auth_method ${JSON.stringify(input.token_endpoint_auth_method)} is not supported; clients are public: use "none"`,
+      { redirectable: false, hint },
     );
   }
   return { client_name: input.client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: 'none' };

@@ -52,7 +52,9 @@ export async function authenticate(
       401,
       'token_missing',
       `a bearer token with scope "${scope}" is required`,
-      authorization ? 'Send the access token as "Authorization: Bearer <token>" (RFC 6750 section 2.1).' : undefined,
+      authorization
+        ? 'Send the access token as "Authorization: Bearer <token>" (RFC 6750 section 2.1).'
+        : 'Send an access token as "Authorization: Bearer <token>"; the resource_metadata in WWW-Authenticate leads to the authorization server that issues it (RFC 9728).',
     );
   }
   let claims: AccessTokenClaims;
