@@ -113,6 +113,15 @@ describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)'
     expect(notable(emulator)).toMatchObject([{ code: 'ratelimit.retry_too_early', grant_id: eager.grant_id, severity: 'warning' }]);
   });
 
+  it('registration.repeated: a client that registers anew on every run; the settings page would list each as another app', async () => {
+    const emulator = await startEmulator();
+    for (let i = 0; i < 2; i++) await register(emulator.baseUrl);
+    expect(notable(emulator)).toEqual([]);
+    const { client_id } = await register(emulator.baseUrl);
+    expect(notable(emulator)).toMatchObject([{ code: 'registration.repeated', client_id, client_name: 'Test Agent', count: 1 }]);
+    expect(notable(emulator)[0]!.hint).toMatch(/^Register once and keep the client_id/);
+  });
+
   it('scope.unused (info): a scope granted and never used by the run’s end; using it clears the finding', async () => {
     const emulator = await startEmulator();
     const flow = await authorizeAndApprove(emulator, { scope: 'ask research' });
