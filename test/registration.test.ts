@@ -45,13 +45,49 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     expect(Object.keys(emu.core.state.clients)).toHaveLength(0);
   });
 
-  it.each([['http://127.0.0.1:8080/cb'], ['http://[::1]/cb'], ['http://localhost:3000/cb'], ['https://app.example/cb?x=1']])(
-    'RFC 8252: %s is accepted',
-    async (uri) => {
-      const emu = await startEmulator();
-      expect((await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: [uri] }))).status).toBe(201);
-    },
-  );
+  it.each([
+    ['CR LF and a header after it', 'http://127.0.0.1:53001/cb\r\nX-Injected: 1', 'the control character U+000D at position 25'],
+    ['a tab', 'http://127.0.0.1:53001/c\tb', 'the control character U+0009 at position 24'],
+    ['a space', 'http://127.0.0.1:53001/c b', 'a space at position 24'],
+    ['a C1 control', 'https://app.example/cb\u0085', 'the control character U+0085 at position 22'],
+    ['an upper-case host', 'http://LOCALHOST:8080/cb', 'not in normal form'],
+    ['a character outside RFC 3986', 'https://app.example/r\u00fcckruf', 'not in normal form'],
+    ['a dot segment', 'https://app.example/a/../cb', 'not in normal form'],
+  ])('RFC 3986 §2, §6: a redirect URI with %s → 400 invalid_redirect_uri, nothing stored', async (_why, uri, why) => {
+    const emu = await startEmulator();
+    const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: ['http://127.0.0.1/ok', uri] }));
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'invalid_redirect_uri', error_description: expect.stringContaining(why) });
+    expect(Object.keys(emu.core.state.clients)).toHaveLength(0);
+  });
+
+  it.each([
+    ['a bell', 'Agent\u0007'],
+    ['a newline', 'Agent\nX'],
+    ['DEL', 'Agent\u007f'],
+    ['a C1 control', 'Agent\u009b'],
+  ])('spec 2.1: a client_name with %s → 400 invalid_client_metadata, nothing stored', async (_why, name) => {
+    const emu = await startEmulator();
+    const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ client_name: name }));
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({
+      error: 'invalid_client_metadata',
+      error_description: expect.stringMatching(/^client_name contains the control character U\+/),
+    });
+    expect(Object.keys(emu.core.state.clients)).toHaveLength(0);
+  });
+
+  it.each([
+    ['http://127.0.0.1:8080/cb'],
+    ['http://[::1]/cb'],
+    ['http://localhost:3000/cb'],
+    ['https://app.example/cb?x=1'],
+    ['http://127.0.0.1:8080'],
+    ['https://app.example/r%C3%BCckruf'],
+  ])('RFC 8252: %s is accepted', async (uri) => {
+    const emu = await startEmulator();
+    expect((await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: [uri] }))).status).toBe(201);
+  });
 
   it.each([
     ['client_name missing', { client_name: undefined }, 'client_name'],

@@ -2,11 +2,20 @@ import { isLoopbackHost } from '../protocol/loopback.js';
 import { OAuthError } from './errors.js';
 
 /**
- * RFC 7591 §2 / OAuth 2.1 §2.3: a redirect URI is absolute, has no fragment, and is https or loopback http.
+ * RFC 7591 §2 / OAuth 2.1 §2.3: a redirect URI is absolute, has no fragment, no whitespace or control characters, is
+ * unchanged by a parse-and-serialise round trip, and is https or loopback http.
  * Throws `invalid_redirect_uri` naming the offending value.
  */
 export function validateRedirectUri(value: string): void {
-  const fail = (why: string) => new OAuthError('invalid_redirect_uri', `redirect_uris: "${value}" ${why}`, { redirectable: false });
+  const fail = (why: string) =>
+    new OAuthError('invalid_redirect_uri', `redirect_uris: ${JSON.stringify(value)} ${why}`, { redirectable: false });
+  // RFC 3986 §2: no whitespace or control characters in a URI. A URL parser would strip or encode them silently, so
+  // the stored value and what a later comparison sees would differ.
+  const bad = /[\u0000-\u0020\u007f-\u009f]/.exec(value);
+  if (bad)
+    throw fail(
+      `contains ${bad[0] === ' ' ? 'a space' : `the control character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`} at position ${bad.index}; a URI has none (RFC 3986 §2)`,
+    );
   let url: URL;
   try {
     url = new URL(value);
@@ -14,6 +23,10 @@ export function validateRedirectUri(value: string): void {
     throw fail('is not an absolute URI');
   }
   if (value.includes('#')) throw fail('must not contain a fragment');
+  // What the comparison of a later request sees must be what was registered: parsing and serialising changes
+  // nothing (RFC 3986 §6.2.3 lets an empty path stand for "/").
+  if (url.href !== value && url.href !== `${value}/`)
+    throw fail(`is not in normal form: it reads as "${url.href}" once parsed (escape characters outside RFC 3986, lower-case scheme and host)`);
   if (url.username || url.password) throw fail('must not contain user information');
   if (url.protocol === 'https:') return;
   if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return;

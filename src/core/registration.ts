@@ -39,6 +39,12 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
   if (typeof input.client_name !== 'string' || input.client_name.trim() === '')
     throw bad('client_name is required and must be a non-empty string');
   if (input.client_name.length > 200) throw bad('client_name must be at most 200 characters');
+  // Shown to the person on the consent screen and the settings page: no control characters (C0, DEL, C1).
+  const control = /[\u0000-\u001f\u007f-\u009f]/.exec(input.client_name);
+  if (control)
+    throw bad(
+      `client_name contains the control character U+${control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')} at position ${control.index}`,
+    );
   if (!Array.isArray(input.redirect_uris) || input.redirect_uris.length === 0 || !input.redirect_uris.every((v) => typeof v === 'string')) {
     throw new OAuthError('invalid_redirect_uri', 'redirect_uris is required and must be a non-empty array of strings', {
       redirectable: false,
