@@ -11,7 +11,7 @@ import { ManualClock, SECOND } from '../src/core/clock.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { connectWithOAuth } from './helpers/mcp-client.js';
-import { Browser, authorizeAndApprove, authorizeUrl, http, pkce, register } from './helpers/oauth.js';
+import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, register } from './helpers/oauth.js';
 
 const FAST_JOBS = { researchQueueMs: 200, researchRunMs: 500, trainingStepMs: 100 };
 
@@ -164,6 +164,63 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: { code: -32600 } });
     expect(emulator.core.state.charges.count).toBe(0);
+  });
+
+  it.each([
+    ['not JSON', '{"jsonrpc":"2.0",', 400, -32700],
+    ['an empty body', '', 400, -32700],
+    ['a number', '5', 400, -32600],
+    ['null', 'null', 400, -32600],
+    ['an object without jsonrpc', '{"id":1,"method":"tools/list"}', 400, -32600],
+    ['JSON-RPC 1.0', '{"jsonrpc":"1.0","id":1,"method":"tools/list"}', 400, -32600],
+    ['an object id', '{"jsonrpc":"2.0","id":{},"method":"tools/list"}', 400, -32600],
+    ['neither method nor result', '{"jsonrpc":"2.0","id":1}', 400, -32600],
+  ])(
+    'JSON-RPC 2.0 §5.1: a body that is %s answers HTTP %i with the JSON-RPC error %i, not a problem',
+    async (_what, body, status, code) => {
+      const emulator = await startEmulator();
+      const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
+      const res = await http(`${emulator.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: bearer(tokens!.access_token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+        body,
+      });
+      expect(res.status).toBe(status);
+      expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+      expect(res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code, message: expect.any(String) } });
+    },
+  );
+
+  it('MCP Streamable HTTP: a body that is not application/json is 415 in JSON-RPC shape', async () => {
+    const emulator = await startEmulator();
+    const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
+    const res = await http(`${emulator.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: bearer(tokens!.access_token, { 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }),
+      body: 'hallo',
+    });
+    expect(res.status).toBe(415);
+    expect(res.json()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32000 } });
+  });
+
+  it("spec 8: every /mcp answer to a token holder carries RateLimit-*; only tools/call counts against the grant's window", async () => {
+    const emulator = await startEmulator({ rateLimit: '5/min' });
+    const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
+    const post = (body: string) =>
+      http(`${emulator.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: bearer(tokens!.access_token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+        body,
+      });
+    const remaining = (res: { headers: Record<string, unknown> }) => [res.headers['ratelimit-limit'], res.headers['ratelimit-remaining']];
+    expect(remaining(await post('{"jsonrpc":"2.0","id":1,"method":"tools/list"}'))).toEqual(['5', '5']);
+    const call = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"question":"Hallo?"}}}';
+    expect(remaining(await post(call))).toEqual(['5', '4']);
+    expect(remaining(await post('{"jsonrpc":"2.0","id":3,"method":"tools/list"}'))).toEqual(['5', '4']);
+    expect(remaining(await post('{"jsonrpc":"2.0"}'))).toEqual(['5', '4']);
+    const get = await http(`${emulator.baseUrl}/mcp`, { headers: bearer(tokens!.access_token, { accept: 'text/event-stream' }) });
+    expect(get.status).toBe(405);
+    expect(remaining(get)).toEqual(['5', '4']);
   });
 
   it('GET /mcp with a valid token: 405, this server is stateless and answers POST only', async () => {

@@ -1,5 +1,6 @@
 import { appendFile, lstat, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { issueTokens } from '../src/core/issue-tokens.js';
@@ -228,6 +229,23 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
     const a = await ask(emu, token, 'Kaution', { 'idempotency-key': '"8e03978e"' });
     const b = await ask(emu, token, 'Kaution', { 'idempotency-key': '8e03978e' });
     expect(b.text).toBe(a.text);
+  });
+
+  it('two Idempotency-Key headers on one request → 400 invalid_idempotency_key, nothing run or charged', async () => {
+    const { emu, token } = await withToken();
+    // Sent as written: a header list keeps both (Node would otherwise join them into one "a, b" value).
+    const res = await request(`${emu.baseUrl}/chat/ask`, {
+      method: 'POST',
+      headers: ['authorization', `Bearer ${token}`, 'content-type', 'application/json', 'idempotency-key', 'a', 'Idempotency-Key', 'b'],
+      body: JSON.stringify({ question: 'Kaution' }),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(await res.body.json()).toMatchObject({
+      type: 'urn:agent-access:error:invalid_idempotency_key',
+      detail: 'the request carries 2 Idempotency-Key headers; send exactly one',
+      hint: expect.stringMatching(/^Set the Idempotency-Key header once per request/),
+    });
+    expect(emu.core.state.charges.count).toBe(0);
   });
 });
 

@@ -59,15 +59,30 @@ export class RateLimiter {
   }
 
   take(grantId: string): RateLimitState {
+    const window = this.#current(grantId);
+    const reset = this.#reset(window);
+    if (window.used >= this.config.limit) throw new RateLimitedError({ limit: this.config.limit, remaining: 0, reset });
+    window.used++;
+    return { limit: this.config.limit, remaining: this.config.limit - window.used, reset };
+  }
+
+  /** The grant's window as a request that does not count would report it (spec 8: the headers are on responses). */
+  peek(grantId: string): RateLimitState {
+    const window = this.#current(grantId);
+    return { limit: this.config.limit, remaining: Math.max(0, this.config.limit - window.used), reset: this.#reset(window) };
+  }
+
+  #current(grantId: string): { start: number; used: number } {
     const now = this.clock.now();
     let window = this.#windows.get(grantId);
     if (!window || now >= window.start + this.config.windowMs) {
       window = { start: now - ((now - (window?.start ?? now)) % this.config.windowMs), used: 0 };
       this.#windows.set(grantId, window);
     }
-    const reset = Math.max(1, Math.ceil((window.start + this.config.windowMs - now) / 1000));
-    if (window.used >= this.config.limit) throw new RateLimitedError({ limit: this.config.limit, remaining: 0, reset });
-    window.used++;
-    return { limit: this.config.limit, remaining: this.config.limit - window.used, reset };
+    return window;
+  }
+
+  #reset(window: { start: number }): number {
+    return Math.max(1, Math.ceil((window.start + this.config.windowMs - this.clock.now()) / 1000));
   }
 }

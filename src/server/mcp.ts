@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import type { AgentPlane } from '../core/agent-plane.js';
 import type { Core } from '../core/core.js';
 import type { AccessContext } from '../core/resource-guard.js';
@@ -20,6 +20,48 @@ const loadMcpServer = () =>
   }));
 
 type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown } };
+
+/** The body-parsing refusals of /mcp, in JSON-RPC's shape (-32700: not JSON; -32000: the transport's own). */
+const TRANSPORT_ERRORS: Record<string, { status: number; code: number; message: string }> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: -32700, message: 'Parse error: the body is not valid JSON' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, code: -32700, message: 'Parse error: the body is empty' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    status: 415,
+    code: -32000,
+    message: 'Unsupported Media Type: Content-Type must be application/json',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: -32000, message: 'Request body too large' },
+};
+
+function sendTransportError(reply: FastifyReply, error: { status: number; code: number; message: string }) {
+  return reply
+    .code(error.status)
+    .type('application/json; charset=utf-8')
+    .send({ jsonrpc: '2.0', id: null, error: { code: error.code, message: error.message } });
+}
+
+const isToolCall = (body: unknown): boolean => (body as JsonRpcMessage | null)?.method === 'tools/call';
+
+const isId = (id: unknown) => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
+
+/**
+ * Why a JSON value is not a JSON-RPC 2.0 message (JSON-RPC 2.0 §4, §5; MCP: ids are strings or numbers, never null),
+ * or null when it is one: a request, a notification or a response.
+ */
+function invalidMessage(body: unknown): string | null {
+  if (typeof body !== 'object' || body === null) return 'the body must be a JSON-RPC message object';
+  const message = body as Record<string, unknown>;
+  if (message.jsonrpc !== '2.0') return 'jsonrpc must be "2.0"';
+  if ('method' in message) {
+    if (typeof message.method !== 'string') return 'method must be a string';
+    if ('id' in message && !isId(message.id)) return 'id must be a string or a number';
+    if ('params' in message && (typeof message.params !== 'object' || message.params === null)) return 'params must be an object or an array';
+    return null;
+  }
+  if (!isId(message.id)) return 'a message needs a method (a request or notification) or an id (a response)';
+  if ('result' in message === 'error' in message) return 'a response has either result or error';
+  return null;
+}
 
 /**
  * The agent plane (spec 4.5): an MCP server over Streamable HTTP at `{base_url}/mcp`, stateless (a server per
@@ -43,7 +85,18 @@ export function registerMcpRoute(
     url: '/mcp',
     // Any valid agent token opens the plane; each tool then needs its own scope. The 401 challenge names `ask`, the minimal scope.
     onRequest: [preload, requireScope(core, null, 'ask')],
+    // JSON-RPC 2.0 §5.1 and the MCP transport: a body that is not JSON is a parse error (-32700) in JSON-RPC's own
+    // shape, and so are the transport's media-type and size refusals. Everything else (the guard's 401 and 403, the
+    // 429) is answered by the server's error handler.
+    errorHandler: (error: FastifyError, _request, reply) => {
+      const transport = TRANSPORT_ERRORS[error.code];
+      if (!transport) throw error;
+      return sendTransportError(reply, transport);
+    },
     handler: async (request, reply) => {
+      const access = request.access!;
+      // Spec 8: every answer to a token holder reports its grant's window; a tools/call, which counts, reports it after counting.
+      if (!isToolCall(request.body)) setRateLimitHeaders(reply, resources.meter.limiter.peek(access.grant.id));
       if (request.method !== 'POST') {
         // MCP Streamable HTTP: a server without a standalone event stream or sessions answers 405.
         return reply
@@ -56,7 +109,6 @@ export function registerMcpRoute(
             error: { code: -32000, message: 'Method not allowed: this MCP server is stateless and answers POST only' },
           });
       }
-      const access = request.access!;
       if (Array.isArray(request.body)) {
         // JSON-RPC batches left MCP with protocol version 2025-06-18; refused whole, before any call counts.
         return reply
@@ -68,6 +120,14 @@ export function registerMcpRoute(
             error: { code: -32600, message: 'Invalid Request: JSON-RPC batches are not supported; send one message per POST' },
           });
       }
+      const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      if (type !== 'application/json') return sendTransportError(reply, TRANSPORT_ERRORS.FST_ERR_CTP_INVALID_MEDIA_TYPE!);
+      const invalid = invalidMessage(request.body);
+      if (invalid)
+        return reply
+          .code(400)
+          .type('application/json; charset=utf-8')
+          .send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `Invalid Request: ${invalid}` } });
       const refusal = checkToolCalls(request.body, access, resources, reply);
       if (refusal) return reply.type('application/json').send(refusal);
 

@@ -21,6 +21,13 @@ export function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState):
   reply.header('ratelimit-limit', state.limit).header('ratelimit-remaining', state.remaining).header('ratelimit-reset', state.reset);
 }
 
+/** How often a header occurs in a request as sent (`rawHeaders` alternates names and values). */
+function headerCount(rawHeaders: readonly string[], name: string): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === name) count++;
+  return count;
+}
+
 /** With --vary-unspecified, names what the body varied: emulator diagnostics, not part of the service (README). */
 function setVariantHeader(reply: FastifyReply, variant: string | undefined): void {
   if (variant) reply.header(VARIANT_HEADER, variant);
@@ -59,10 +66,18 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
         const gate = { scope, needs: 'this route', route, path: request.url.split('?')[0], meter: route };
         setRateLimitHeaders(reply, resources.meter.admit(request.access!, gate));
       },
-      async function jsonOnly(request: FastifyRequest) {
+      async function postHeaders(request: FastifyRequest) {
         if (request.method !== 'POST') return;
         const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
         if (type !== 'application/json') throw new ProblemError('unsupported_media_type', 'send the body as application/json');
+        // Node joins repeated headers into one value ("a, b"), which would pass as one key: refused instead.
+        const keys = headerCount(request.raw.rawHeaders, 'idempotency-key');
+        if (keys > 1)
+          throw new ProblemError(
+            'invalid_idempotency_key',
+            `the request carries ${keys} Idempotency-Key headers; send exactly one`,
+            'Set the Idempotency-Key header once per request (an HTTP library that appends headers on retry sends it twice).',
+          );
       },
     ];
 
