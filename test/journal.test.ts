@@ -48,10 +48,11 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
     const baseBefore = await readFile(file);
     const tokens = await agentTokens(core);
     const before = (await records(file)).length;
+    (core.clock as ManualClock).advance(1000);
     await rotate(core, tokens.client_id, tokens.refresh_token!);
     const added = (await records(file)).slice(before);
     expect(added).toHaveLength(1);
-    // A rotation touches its family and its grant (last use), nothing else: not the other tables, not the file.
+    // A rotation a second later touches its family and its grant (last use), nothing else: not the other tables, not the file.
     expect(added[0]!.changes.map(([path]) => path[0]).sort()).toEqual(['families', 'grants']);
     expect(await readFile(file)).toEqual(baseBefore);
     expect((await stat(journalOf(file))).mode & 0o777).toBe(0o600);

@@ -122,10 +122,15 @@ export class Repository {
     return entry;
   }
 
-  /** Replaces the entry as it is now (never a copy read earlier) with the given fields changed; returns the new entry. */
+  /**
+   * Replaces the entry as it is now (never a copy read earlier) with the given fields changed; returns the new entry.
+   * Fields are compared by identity: a change to an array or object field is always a change.
+   */
   update<C extends CollectionName>(collection: C, key: string, change: Partial<Collections[C]>): Collections[C] {
     const current = this.get(collection, key);
     if (current === undefined || typeof current !== 'object') throw new Error(`no entry "${key}" in ${collection}`);
+    // Nothing changes (a grant used again within the same millisecond, a manual clock): nothing to write.
+    if (Object.entries(change).every(([field, value]) => Object.is((current as unknown as Record<string, unknown>)[field], value))) return current;
     return this.put(collection, key, { ...current, ...change });
   }
 

@@ -32,6 +32,7 @@ import { registerMcpRoute } from './mcp.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { VARIANT_HEADER } from '../core/variation.js';
+import { useStrictJson } from './strict-json.js';
 import { errorPage } from './views.js';
 import type { Snapshots } from './snapshots.js';
 
@@ -237,6 +238,7 @@ export async function buildApiApp(
   extend?: (app: FastifyInstance) => void | Promise<void>,
 ): Promise<FastifyInstance> {
   const app = newFastify(options);
+  useStrictJson(app);
   installCommonHooks(app, core, 'api', options);
   await app.register(formbody);
   // Browser-based MCP clients call metadata, registration, token, revocation (and later /mcp and REST) cross-origin.

@@ -6,6 +6,7 @@ import type { ResourceService } from '../core/resource-service.js';
 import { RETIRED_TOOLS, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
 import { requireScope } from './resource-guard.js';
 import { setRateLimitHeaders } from './rest-routes.js';
+import { INVALID_UTF8 } from './strict-json.js';
 
 /**
  * The MCP SDK and zod weigh more than the rest of the server: loaded on the first /mcp request, so `serve` is
@@ -25,6 +26,7 @@ type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: 
 const TRANSPORT_ERRORS: Record<string, { status: number; code: number; message: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: -32700, message: 'Parse error: the body is not valid JSON' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, code: -32700, message: 'Parse error: the body is empty' },
+  [INVALID_UTF8]: { status: 400, code: -32700, message: 'Parse error: the body is not valid UTF-8' },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: {
     status: 415,
     code: -32000,

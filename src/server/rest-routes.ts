@@ -8,6 +8,7 @@ import type { RateLimitState } from '../core/rate-limit.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { VARIANT_HEADER } from '../core/variation.js';
 import { requireScope } from './resource-guard.js';
+import { decodeUtf8 } from './strict-json.js';
 import { askSchema, idParams, researchSchema, trainingSchema } from './schemas.js';
 
 declare module 'fastify' {
@@ -49,10 +50,12 @@ function storedJson(value: unknown): string {
 export function registerRestRoutes(app: FastifyInstance, core: Core, resources: ResourceService): void {
   app.register(async (rest) => {
     rest.removeContentTypeParser('application/json');
-    rest.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 2 * 1024 * 1024 }, (request, body, done) => {
-      request.rawBody = body as string;
+    rest.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: 2 * 1024 * 1024 }, (request, body, done) => {
+      const text = decodeUtf8(body as Buffer);
+      if (text === null) return done(new ProblemError('invalid_json', 'the request body is not valid UTF-8 (RFC 8259 §8.1)'), undefined);
+      request.rawBody = text;
       try {
-        done(null, JSON.parse(body as string));
+        done(null, JSON.parse(text));
       } catch {
         done(new ProblemError('invalid_json', 'the request body is not valid JSON'), undefined);
       }
