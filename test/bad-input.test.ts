@@ -44,7 +44,7 @@ async function send(base: string, sent: Sent): Promise<Answer> {
     return { status: res.statusCode, type: String(res.headers['content-type'] ?? ''), text, headers: res.headers };
   } catch (e) {
     // A reset or a closed socket: the client never read an answer.
-    throw new Error(`${sent.method ?? 'POST'} ${sent.path.slice(0, 80)}: no answer (${(e as Error).message})`);
+    throw new Error(`${sent.method ?? 'POST'} ${sent.path.slice(0, 80)}: no answer (${(e as Error).message})`, { cause: e });
   }
 }
 
@@ -259,7 +259,7 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
       const url = new URL(base);
       if ('drop' in change) url.searchParams.delete(change.drop);
       else if ('repeat' in change) url.searchParams.append(change.repeat, url.searchParams.get(change.repeat)!);
-      else url.searchParams.set(change.set[0]!, change.set[1]!);
+      else url.searchParams.set(change.set[0], change.set[1]);
       return { method: 'GET', path: `${url.pathname}${url.search}` };
     });
     const before = await t.emulator.core.exportStored();
@@ -444,13 +444,11 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
       fc.record({ file_name: fc.constantFrom('', '../x.md', 'x.exe'), content: fc.constantFrom('', ' ') }),
       fc.record({ question: fc.constant('Hallo?'), idempotency_key: fc.oneof(fc.constant(''), huge(256), fc.constant('a\tb')) }),
     );
-    const requests = fc
-      .tuple(tools, args)
-      .map(([name, a]): Sent => ({
-        path: '/mcp',
-        headers,
-        body: json({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: a } }),
-      }));
+    const requests = fc.tuple(tools, args).map(([name, a]): Sent => ({
+      path: '/mcp',
+      headers,
+      body: json({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: a } }),
+    }));
     const before = await t.emulator.core.exportStored();
     await fc.assert(
       fc.asyncProperty(requests, async (sent) => {

@@ -44,11 +44,9 @@ describe('serve after kill -9', () => {
       // What a commit that never completed leaves: its line appended, the state not renamed yet.
       const committed = await readFile(ledger, 'utf8');
       await appendFile(ledger, `${JSON.stringify({ ...JSON.parse(committed), seq: 2 })}\n`);
-      const started = Date.now();
       const second = await startServe(['--state', state]);
-      const wait = Date.now() - started;
-      // Before: 3.4–5.7 s, waiting for the dead holder's lock to go stale. Now a start like any other (about 0.5 s here).
-      expect(wait).toBeLessThan(3_500);
+      // Taken at once, not after waiting for the dead holder's lock to go stale (that path says it waits, below it
+      // would be one more notice): the notices name the path taken, which a wall-clock bound on a loaded machine cannot.
       const lines = notices(second.stderr());
       expect(lines).toEqual([
         expect.stringMatching(
@@ -89,9 +87,8 @@ describe('serve after kill -9', () => {
       await once(newcomer, 'spawn');
       await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: newcomer.pid }));
       await utimes(adminFile, mtime, mtime);
-      const started = Date.now();
       const second = await startServe(['--state', state]);
-      expect(Date.now() - started).toBeLessThan(3_500);
+      // One notice, the takeover: no wait for staleness (which would have said so).
       expect(notices(second.stderr())).toEqual([expect.stringContaining(`took over the lock on ${state} from pid ${newcomer.pid}`)]);
     },
   );

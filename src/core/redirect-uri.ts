@@ -26,7 +26,9 @@ export function validateRedirectUri(value: string): void {
   // What the comparison of a later request sees must be what was registered: parsing and serialising changes
   // nothing (RFC 3986 §6.2.3 lets an empty path stand for "/").
   if (url.href !== value && url.href !== `${value}/`)
-    throw fail(`is not in normal form: it reads as "${url.href}" once parsed (escape characters outside RFC 3986, lower-case scheme and host)`);
+    throw fail(
+      `is not in normal form: it reads as "${url.href}" once parsed (escape characters outside RFC 3986, lower-case scheme and host)`,
+    );
   if (url.username || url.password) throw fail('must not contain user information');
   if (url.protocol === 'https:') return;
   if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return;

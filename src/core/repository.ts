@@ -130,7 +130,8 @@ export class Repository {
     const current = this.get(collection, key);
     if (current === undefined || typeof current !== 'object') throw new Error(`no entry "${key}" in ${collection}`);
     // Nothing changes (a grant used again within the same millisecond, a manual clock): nothing to write.
-    if (Object.entries(change).every(([field, value]) => Object.is((current as unknown as Record<string, unknown>)[field], value))) return current;
+    if (Object.entries(change).every(([field, value]) => Object.is((current as unknown as Record<string, unknown>)[field], value)))
+      return current;
     return this.put(collection, key, { ...current, ...change });
   }
 

@@ -57,7 +57,8 @@ function invalidMessage(body: unknown): string | null {
   if ('method' in message) {
     if (typeof message.method !== 'string') return 'method must be a string';
     if ('id' in message && !isId(message.id)) return 'id must be a string or a number';
-    if ('params' in message && (typeof message.params !== 'object' || message.params === null)) return 'params must be an object or an array';
+    if ('params' in message && (typeof message.params !== 'object' || message.params === null))
+      return 'params must be an object or an array';
     return null;
   }
   if (!isId(message.id)) return 'a message needs a method (a request or notification) or an id (a response)';
@@ -93,7 +94,7 @@ export function registerMcpRoute(
     errorHandler: (error: FastifyError, _request, reply) => {
       const transport = TRANSPORT_ERRORS[error.code];
       if (!transport) throw error;
-      return sendTransportError(reply, transport);
+      void sendTransportError(reply, transport);
     },
     handler: async (request, reply) => {
       const access = request.access!;

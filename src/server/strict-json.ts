@@ -24,7 +24,11 @@ export function useStrictJson(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const text = decodeUtf8(body as Buffer);
     if (text === null)
-      return done(Object.assign(new Error('the request body is not valid UTF-8 (RFC 8259 §8.1)'), { statusCode: 400, code: INVALID_UTF8 }), undefined);
-    parse(request, text, done);
+      return done(
+        Object.assign(new Error('the request body is not valid UTF-8 (RFC 8259 §8.1)'), { statusCode: 400, code: INVALID_UTF8 }),
+        undefined,
+      );
+    // fastify's parser answers through `done`; its return value is nothing to wait for.
+    void parse(request, text, done);
   });
 }
