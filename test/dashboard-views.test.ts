@@ -91,6 +91,7 @@ export function session(s = new Script()) {
     s.event('action.pending', {
       action_id: 'act-1',
       client_id: 'client-1',
+      grant_id: 'grant-1',
       person_id: 'person-anna',
       kind: 'contacts',
       operation: 'update',

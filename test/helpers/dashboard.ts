@@ -24,6 +24,7 @@ export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
     actions: [],
     requests: [],
     faults: [],
+    findings: [],
     ...overrides,
   };
 }

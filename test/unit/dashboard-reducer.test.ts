@@ -34,6 +34,7 @@ function started() {
     s.event('action.pending', {
       action_id: 'act-1',
       client_id: 'client-1',
+      grant_id: 'grant-1',
       person_id: 'person-anna',
       kind: 'contacts',
       operation: 'update',
@@ -195,7 +196,7 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     },
   }),
   'rate_limit.exceeded': (s) => ({
-    message: s.event('rate_limit.exceeded', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask' }),
+    message: s.event('rate_limit.exceeded', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', retry_after: 3 }),
     check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: 'rate limit hit by Wetter-Agent on POST /chat/ask', alarm: true }),
   }),
   'research.created': (s) => ({
@@ -236,6 +237,7 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     message: s.event('action.pending', {
       action_id: 'act-2',
       client_id: 'client-1',
+      grant_id: 'grant-1',
       person_id: 'person-anna',
       kind: 'places',
       operation: 'create',
@@ -521,6 +523,7 @@ describe('dashboard reducer: the stream around the events', () => {
       new Script({ seq: s.seq, at: s.at }).event('action.pending', {
         action_id: 'act-1',
         client_id: 'client-1',
+        grant_id: 'grant-1',
         person_id: 'person-anna',
         kind: 'contacts',
         operation: 'update',
