@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanup, render } from 'ink-testing-library';
 import { createElement } from 'react';
-import { ManualClock, MINUTE } from '../src/core/clock.js';
+import { ManualClock, MINUTE, SECOND } from '../src/core/clock.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import { Dashboard } from '../src/dashboard/app.js';
 import { connectDashboard } from '../src/dashboard/run.js';
@@ -52,7 +52,9 @@ describe('dashboard end to end, on a running emulator', () => {
     f = await ui.waitFor((x) => x.includes('REPLAY of refresh token gen 1'), 'the replay');
     expect(f).toMatch(/›REPLAYED/);
     expect(f).toMatch(/gen 1\s+rotated.*← replayed/);
-    expect(f).toContain('token family');
+    // The footer shows the newest notable event. A replay at once after the rotation is a parallel refresh: the
+    // emulator records that finding right after family.invalidated, and the footer ends on it.
+    await ui.waitFor((x) => x.includes('error finding refresh.concurrent for Test Agent'), 'the finding in the footer');
 
     // A research job on a second login (the first family is dead): queued, then succeeded as the clock moves.
     const second = await authorizeAndApprove(emu, { client_id: login.client_id, scope: 'research' });
@@ -78,6 +80,31 @@ describe('dashboard end to end, on a running emulator', () => {
     await ui.press('4');
     f = await ui.waitFor((x) => /POST \/research\s+2 AKh/.test(x), 'the charge');
     expect(f).toContain('total 2 AKh');
+  });
+
+  it('two refreshes with one refresh token, seconds apart: a refresh.concurrent finding in the Findings view', async () => {
+    const clock = new ManualClock();
+    const emu = await startEmulator({ clock });
+    const ui = await attach(emu);
+    await ui.waitFor((f) => f.includes('● live'), 'the stream to connect');
+    const login = await authorizeAndApprove(emu, { scope: 'ask' });
+    const token = login.tokens!.refresh_token;
+    expect((await refresh(emu.baseUrl, { client_id: login.client_id, refresh_token: token })).status).toBe(200);
+    clock.advance(2 * SECOND);
+    expect((await refresh(emu.baseUrl, { client_id: login.client_id, refresh_token: token })).status).toBe(400);
+    const family = Object.values(emu.core.state.families)[0]!;
+
+    // Seen from the Grants view: the Findings tab counts the error.
+    await ui.waitFor((x) => x.includes('│8 Findings 1!'), 'the error badge on the tab');
+    await ui.press('8');
+    const f = await ui.waitFor((x) => /›ERROR\s+refresh\.concurrent\s+Test Agent\s+1\s+\d+s ago/.test(x), 'the finding');
+    const text = f.replace(/\s+/g, ' ');
+    expect(text).toContain('ERROR refresh.concurrent seen 1×');
+    expect(text).toContain('was presented again 2 s after it was rotated');
+    expect(text).toContain('hint Refresh once per token family');
+    expect(text).toContain('spec spec 3.2; OAuth 2.1 §4.3.1');
+    expect(text).toContain(`grant ${family.grant_id} family ${family.id}`);
+    expect(emu.core.findings.list().map((x) => x.code)).toContain('refresh.concurrent');
   });
 
   it('r revokes the selected grant in the core (after y); the next request with its token is refused', async () => {

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { inCi } from './helpers/chromium.js';
 import { BIN, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
-import { authorizeAndApprove } from './helpers/oauth.js';
+import { authorizeAndApprove, refresh } from './helpers/oauth.js';
 import { pollUntil } from './helpers/wait.js';
 
 const run = promisify(execFile);
@@ -89,7 +89,8 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     const { term, serve } = await setup({});
     let screen = await term.waitFor((s) => s.includes('● live'), 'the live header');
     expect(screen.split('\n')[0]).toContain(`agent-access ● live  ${serve.ready.base_url}`);
-    expect(screen).toContain(' 1 Grants 0│2 Families 0│3 Jobs 0│4 Charges│5 Requests│6 Approvals│7 Faults');
+    // Eight tabs fit 80 columns without their counts (each list shows its own).
+    expect(screen).toContain(' 1 Grants│2 Families│3 Jobs│4 Charges│5 Requests│6 Approvals│7 Faults│8 Findings');
     expect(screen).toContain('no grants yet');
 
     await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask research' });
@@ -100,7 +101,7 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     const lines = screen.replace(/\n$/, '').split('\n');
     expect(lines).toHaveLength(24);
     expect(lines[0]).toMatch(/^agent-access ● live/);
-    expect(lines[22]).toMatch(/^Tab\/1-7 view/);
+    expect(lines[22]).toMatch(/^Tab\/1-8 view/);
     expect(lines[23]).toBe('');
 
     // No flicker: what the dashboard writes while it runs (two clock ticks, a view switch) never clears the
@@ -131,20 +132,30 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     expect(screen).toContain('EXIT=0');
   });
 
-  it('colours alarms and states, and shows none under NO_COLOR', async () => {
-    const sgrColour = /\u001B\[[0-9;]*(?:3[0-7]|9[0-7]|38;[0-9;]+)m/;
-    for (const [env, coloured] of [
-      [{}, true],
-      [{ NO_COLOR: '1' }, false],
-    ] as const) {
+  const sgrColour = /\u001B\[[0-9;]*(?:3[0-7]|9[0-7]|38;[0-9;]+)m/;
+  const red = /\u001B\[(?:[0-9;]*;)?31[;m]/;
+  for (const [env, coloured] of [
+    [{}, true],
+    [{ NO_COLOR: '1' }, false],
+  ] as const) {
+    it(`${coloured ? 'colours alarms and states' : 'shows no colour under NO_COLOR'}, an error finding included`, async () => {
       const { term, serve } = await setup(env);
       await term.waitFor((s) => s.includes('● live'), 'the live header');
-      await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask' });
+      const login = await authorizeAndApprove({ baseUrl: serve.ready.base_url, authUrl: serve.ready.auth_url }, { scope: 'ask' });
       await term.waitFor((s) => s.includes('status   active'), 'the grant');
-      expect(sgrColour.test(await term.screen(true)), JSON.stringify(env)).toBe(coloured);
-      while (cleanups.length) await cleanups.pop()!();
-    }
-  });
+      expect(sgrColour.test(await term.screen(true))).toBe(coloured);
+      // A parallel refresh (one refresh token twice, at once): an error finding, red in its view unless NO_COLOR.
+      const token = login.tokens!.refresh_token;
+      for (const status of [200, 400])
+        expect((await refresh(serve.ready.base_url, { client_id: login.client_id, refresh_token: token })).status).toBe(status);
+      await term.waitFor((s) => s.includes('8 Findings 1!'), 'the error badge');
+      await term.keys('8');
+      await term.waitFor((s) => /›ERROR\s+refresh\.concurrent/.test(s), 'the finding');
+      const screen = await term.screen(true);
+      expect(red.test(screen.split('\n').find((l) => l.includes('refresh.concurrent'))!)).toBe(coloured);
+      expect(sgrColour.test(screen)).toBe(coloured);
+    });
+  }
 
   it('serve --ui: the emulator and its dashboard in one terminal, the log in a 0600 file, q stops both', async () => {
     if (!tmuxAvailable()) throw new Error('tmux is required in CI: /usr/bin/tmux is missing (apt-get install -y tmux)');

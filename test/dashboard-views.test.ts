@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { cleanup } from 'ink-testing-library';
-import { KEYS, Script, T0, renderDashboard, snapshot } from './helpers/dashboard.js';
+import { wrapLines } from '../src/dashboard/views.js';
+import { KEYS, Script, T0, finding, renderDashboard, snapshot } from './helpers/dashboard.js';
 import { pollUntil } from './helpers/wait.js';
 
 afterEach(() => cleanup());
@@ -91,6 +93,7 @@ export function session(s = new Script()) {
     s.event('action.pending', {
       action_id: 'act-1',
       client_id: 'client-1',
+      grant_id: 'grant-1',
       person_id: 'person-anna',
       kind: 'contacts',
       operation: 'update',
@@ -227,8 +230,8 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.press(KEYS.tab);
     await ui.waitFor((x) => x.includes('─ Token families'));
     await ui.press(KEYS.shiftTab, KEYS.shiftTab);
-    await ui.waitFor((x) => x.includes('─ Faults'));
-    await ui.press(KEYS.shiftTab);
+    await ui.waitFor((x) => x.includes('─ Findings'));
+    await ui.press(KEYS.shiftTab, KEYS.shiftTab);
     await ui.waitFor((x) => x.includes('─ Approvals'));
     await ui.press('?');
     const f = await ui.waitFor((x) => x.includes('Keys'));
@@ -254,12 +257,13 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
       '5': '─ Requests',
       '6': '─ Approvals',
       '7': '─ Faults',
+      '8': '─ Findings',
       '?': 'this help',
     };
     for (const [key, marker] of Object.entries(markers)) {
       await ui.press(key);
       const lines = (
-        await ui.waitFor((x) => x.includes(marker) && (key === '?' || key === '7' || x.includes('Wetter-Agent')), marker)
+        await ui.waitFor((x) => x.includes(marker) && (['?', '7', '8'].includes(key) || x.includes('Wetter-Agent')), marker)
       ).split('\n');
       expect(lines.length, `view ${key}`).toBeLessThanOrEqual(23);
       for (const l of lines) expect(l.length, `view ${key}: ${l}`).toBeLessThanOrEqual(80);
@@ -308,5 +312,149 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     expect(raw).toContain('“Evil\ufffd]52;c;ZWNobyBoaQ==\ufffd\ufffd[2J\ufffdAgent”');
     await ui.press('3');
     await ui.waitFor((x) => x.includes('Frage\ufffd[31m rot'), 'the question, defused');
+  });
+
+  // A hint longer than any pane is wide, ending in a word that must be on screen.
+  const LONG_HINT =
+    'Refresh once per token family: serialise refreshes behind one lock or shared promise, so that requests that find the ' +
+    'access token expired wait for one refresh and then use its tokens. Each refresh token works once; a second use kills ' +
+    'the family. In the MCP TypeScript SDK, wrap the provider so that concurrent calls of tokens() share one pending refresh, ' +
+    'and keep the newest refresh token in the same store the tokens came from, written before the next request goes out. ENDE.';
+  const findingsSnapshot = () =>
+    snapshot({
+      now: T0 + 60_000,
+      findings: [
+        finding({
+          id: 'scope.unused:client-1:grant-1',
+          code: 'scope.unused',
+          severity: 'info',
+          family_id: null,
+          last_at: T0 + 50_000,
+          message: 'The grant holds “workspace.write”, which no request of it has used.',
+          hint: 'Request only the scopes the agent uses (spec 5.9): the person sees each on the consent screen.',
+          spec: 'spec 5.9',
+        }),
+        finding({ count: 3, first_at: T0, last_at: T0 + 2_000, hint: LONG_HINT }),
+        finding({
+          id: 'ratelimit.retry_too_early:client-2:grant-9',
+          code: 'ratelimit.retry_too_early',
+          severity: 'warning',
+          client_id: 'client-2',
+          client_name: 'Kalender-Bot',
+          grant_id: 'grant-9',
+          family_id: null,
+          last_at: T0 + 55_000,
+          message: 'A request came 0.5 s after a 429 whose Retry-After asked to wait 3 s.',
+          hint: 'After a 429, wait the seconds its Retry-After header names before the next request with this grant.',
+          spec: 'spec 7, 8; RFC 9110 §10.2.3',
+        }),
+      ],
+    });
+  /** The detail pane's text as one line: wrapped lines joined, runs of spaces as one. */
+  const flat = (lines: string[]) => lines.join(' ').replace(/\s+/g, ' ');
+
+  it('Findings: most severe first, then the newest; severity, code, client (unverified), count, last seen; errors badge the tab', async () => {
+    const ui = renderDashboard();
+    ui.send(
+      { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 },
+      {
+        type: 'snapshot',
+        snapshot: findingsSnapshot(),
+      },
+    );
+    // Noticed from any view: the tab counts the error findings.
+    let f = await ui.waitFor((x) => x.includes('8 Findings 1!'), 'the badge on the Grants view');
+    expect(f.split('\n')[1]).toBe(' 1 Grants│2 Families│3 Jobs│4 Charges│5 Requests│6 Approvals│7│8 Findings 1!');
+    await ui.press('8');
+    f = await ui.waitFor((x) => x.includes('─ Findings'));
+    expect(f).toMatch(/SEVERITY\s+CODE\s+CLIENT \(unverified\)\s+COUNT\s+LAST SEEN/);
+    const rows = f.split('\n').filter((l) => /^[ ›](ERROR|WARNING|INFO) /.test(l));
+    expect(rows).toHaveLength(3);
+    expect(rows[0]).toMatch(/^›ERROR\s+refresh\.concurrent\s+Wetter-Agent\s+3\s+58s ago$/);
+    expect(rows[1]).toMatch(/^ WARNING\s+ratelimit\.retry_too_early\s+Kalender-Bot\s+1\s+5s ago$/);
+    expect(rows[2]).toMatch(/^ INFO\s+scope\.unused\s+Wetter-Agent\s+1\s+10s ago$/);
+    await ui.press('j');
+    f = await ui.waitFor((x) => x.includes('WARNING ratelimit.retry_too_early   seen 1×'));
+    expect(f).toContain('client   “Kalender-Bot” (unverified name) client-2');
+    expect(f).toContain('grant    grant-9');
+    expect(f).not.toContain('family ');
+  });
+
+  for (const [columns, rows] of [
+    [80, 24],
+    [160, 40],
+  ] as const) {
+    it(`Findings at ${columns}×${rows}: message, hint, spec and ids wrap to the pane, never cut`, async () => {
+      const ui = renderDashboard({ columns, rows });
+      ui.send({ type: 'snapshot', snapshot: findingsSnapshot() });
+      await ui.press('8');
+      const f = await ui.waitFor((x) => x.includes('ENDE.'), 'the end of the long hint');
+      const lines = f.split('\n');
+      expect(lines.length).toBeLessThanOrEqual(rows - 1);
+      for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(columns);
+      // Stacked at 80 columns the pane is below the rule; side by side it starts at column 97 (60 % and a space).
+      const pane =
+        columns < 120
+          ? lines.slice(lines.findIndex((l) => l.startsWith('─ Findings')) + 1, -2)
+          : lines.slice(2, -2).map((l) => l.slice(97));
+      const text = flat(pane);
+      expect(text).toContain('ERROR refresh.concurrent seen 3×, last 58s ago (12:00:02), first 12:00:00');
+      expect(text).toContain('client “Wetter-Agent” (unverified name) client-1');
+      expect(text).toContain(`what ${finding().message}`);
+      expect(text).toContain(`hint ${LONG_HINT}`);
+      expect(text).toContain('spec spec 3.2; OAuth 2.1 §4.3.1');
+      expect(text).toContain('grant grant-1 family fam-1');
+      // Wrapped at spaces: every line of the pane is a run of whole words, continued nine columns in.
+      const hint = pane.slice(pane.findIndex((l) => l.startsWith('hint ')));
+      expect(hint.length).toBeGreaterThan(columns < 120 ? 4 : 6);
+      for (const l of hint.slice(
+        1,
+        hint.findIndex((x) => x.startsWith('spec ')),
+      ))
+        expect(l).toMatch(/^ {9}\S/);
+      // The list still shows its header and the rows.
+      expect(f).toMatch(/›ERROR\s+refresh\.concurrent/);
+      expect(f).toMatch(/INFO\s+scope\.unused/);
+    });
+  }
+
+  it('Findings: none yet says how they arise; the tab has no badge', async () => {
+    const ui = renderDashboard();
+    ui.send({ type: 'snapshot', snapshot: snapshot() });
+    await ui.press('8');
+    const f = await ui.waitFor((x) => x.includes('─ Findings'));
+    expect(f).toContain("no findings: one is recorded when a client's traffic shows a habit to change");
+    expect(f).toContain('8 Findings');
+    expect(f).not.toContain('Findings 0');
+    expect(f).not.toMatch(/Findings \d+!/);
+  });
+});
+
+describe('wrapLines: the detail text of a view that wraps', () => {
+  it('no line wider than the pane; every word kept, in order; a word longer than a line broken', () => {
+    const word = fc.stringMatching(/^[a-zA-Z0-9.,;:()“”§-]{1,40}$/);
+    fc.assert(
+      fc.property(fc.array(word, { minLength: 1, maxLength: 60 }), fc.integer({ min: 1, max: 120 }), fc.nat(12), (words, width, hang) => {
+        const text = `hint     ${words.join(' ')}`;
+        const lines = wrapLines([{ text, tone: 'normal', hang }], width);
+        for (const l of lines) expect(l.text.length).toBeLessThanOrEqual(width);
+        expect(lines.map((l) => l.text.replace(/\s+/g, '')).join('')).toBe(text.replace(/\s+/g, ''));
+      }),
+    );
+  });
+
+  it('continues `hang` columns in, and cuts nothing of a line without `hang` (the pane cuts those, as before)', () => {
+    const lines = wrapLines(
+      [
+        { text: 'what     eins zwei drei vier', tone: 'alarm', hang: 9 },
+        { text: 'a line that stays as it is', tone: 'dim' },
+      ],
+      20,
+    );
+    expect(lines).toEqual([
+      { text: 'what     eins zwei', tone: 'alarm' },
+      { text: '         drei vier', tone: 'alarm' },
+      { text: 'a line that stays as it is', tone: 'dim' },
+    ]);
   });
 });

@@ -6,11 +6,14 @@ import {
   VIEW_TITLES,
   clockTime,
   detail,
+  detailWraps,
   fitColumns,
   printable,
   rowText,
   table,
+  tabs,
   widthsFor,
+  wrapLines,
   type Line,
   type Row,
   type Tone,
@@ -40,6 +43,8 @@ type Mode =
 
 const TONE_COLORS: Record<Tone, string | undefined> = { normal: undefined, alarm: 'red', ok: 'green', warn: 'yellow', dim: undefined };
 const WIDE = 120;
+/** Stacked, the list keeps its header and three rows however much its detail needs. */
+const MIN_LIST = 4;
 
 /** The terminal's size, following resizes; the frame stays one line short of the screen so Ink never clears it. */
 function useTerminalSize(): { columns: number; rows: number } {
@@ -97,7 +102,16 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   const height = Math.max(8, screenRows - 1);
   const wide = columns >= WIDE;
   const bodyHeight = height - 4;
-  const listHeight = wide ? bodyHeight - 1 : Math.max(3, Math.floor((bodyHeight - 1) / 2));
+  // Body: the list (with a header row) and the detail pane, stacked, or side by side on wide terminals.
+  const listWidth = wide ? Math.floor(columns * 0.6) : columns;
+  const detailWidth = wide ? columns - listWidth - 1 : columns;
+  const details = wrapLines(detail(state, view, current?.key), detailWidth);
+  // Stacked, the list takes half; a detail that wraps takes the rows the longest of the list needs (the same for every
+  // row, so the list stands still while the selection moves), the list keeping MIN_LIST.
+  const half = Math.max(3, Math.floor((bodyHeight - 1) / 2));
+  const needed =
+    !wide && detailWraps(view) ? rows.reduce((n, r) => Math.max(n, wrapLines(detail(state, view, r.key), detailWidth).length), 0) : 0;
+  const listHeight = wide ? bodyHeight - 1 : Math.min(half, Math.max(MIN_LIST, bodyHeight - 1 - needed));
 
   const select = (i: number) => {
     const row = rows[Math.min(Math.max(0, i), rows.length - 1)];
@@ -144,7 +158,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     }
     const at = VIEWS.indexOf(view);
     if (key.tab) return setView(VIEWS[(at + (key.shift ? VIEWS.length - 1 : 1)) % VIEWS.length] as ViewName);
-    if (/^[1-7]$/.test(input)) return setView(VIEWS[Number(input) - 1] as ViewName);
+    if (/^[1-9]$/.test(input) && Number(input) <= VIEWS.length) return setView(VIEWS[Number(input) - 1] as ViewName);
     if (input === 'j' || key.downArrow) return select(index + 1);
     if (input === 'k' || key.upArrow) return select(index - 1);
     if (key.pageDown) return select(index + listHeight);
@@ -191,22 +205,6 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   const header = live
     ? `agent-access ● live  ${state.service?.base_url ?? ''}  clock ${clockTime(state.now)}Z`
     : `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED, retrying'}${c.detail ? `: ${c.detail}` : ''}`;
-  const pending = Object.values(state.actions).filter((a) => a.status === 'pending').length;
-  const armed = Object.values(state.faults).filter((f) => f.state === 'armed').length;
-  const counts: Record<ViewName, string> = {
-    grants: String(Object.values(state.grants).filter((g) => g.status === 'active').length),
-    families: String(Object.values(state.families).filter((f) => f.status === 'active').length),
-    jobs: String(Object.keys(state.research).length + Object.keys(state.training).length),
-    charges: '',
-    // The log is capped, so its length says little; it is left out to keep the tabs within 80 columns.
-    requests: '',
-    approvals: pending ? `${pending}!` : '',
-    faults: armed ? `${armed}!` : '',
-  };
-
-  // Body: the list (with a header row) and the detail pane, stacked, or side by side on wide terminals.
-  const listWidth = wide ? Math.floor(columns * 0.6) : columns;
-  const detailWidth = wide ? columns - listWidth - 1 : columns;
   // One column of every list line is the selection mark.
   const widths = widthsFor(t, listWidth - 1);
   const visible = listHeight - 1;
@@ -218,7 +216,14 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   if (rows.length === 0) listLines.push(['empty', filter ? `nothing matches “${filter}”` : emptyText(view), 'dim', false]);
   while (listLines.length < listHeight) listLines.push([`pad${listLines.length}`, '', 'normal', false]);
   const detailHeight = wide ? bodyHeight : bodyHeight - listHeight - 1;
-  const detailLines = detail(state, view, current?.key).slice(0, detailHeight);
+  // What does not fit is said, not dropped silently.
+  const detailLines =
+    details.length > detailHeight && detailHeight >= 2
+      ? [
+          ...details.slice(0, detailHeight - 1),
+          { text: `… ${details.length - detailHeight + 1} more lines: a larger terminal shows them`, tone: 'dim' as const },
+        ]
+      : details.slice(0, detailHeight);
   while (detailLines.length < detailHeight) detailLines.push({ text: '', tone: 'normal' });
 
   const footer: [string, Tone] =
@@ -229,19 +234,18 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
         : message
           ? [message.text, message.tone]
           : lastActivity(state);
-  const hints = `Tab/1-7 view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${view === 'grants' ? '  r revoke' : ''}${view === 'approvals' ? '  a approve  x reject' : ''}  ? help  q quit`;
+  const hints = `Tab/1-${VIEWS.length} view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${view === 'grants' ? '  r revoke' : ''}${view === 'approvals' ? '  a approve  x reject' : ''}  ? help  q quit`;
 
   return (
     <Box flexDirection="column" width={columns} height={height}>
       {text('header', header, live ? 'normal' : 'alarm')}
       <Box height={1} overflow="hidden">
-        {VIEWS.map((v, i) => [
-          // Seven tabs and their counts fit 80 columns with one separator between them.
-          <Text key={`sep-${v}`} dimColor>
+        {tabs(state, view, columns).map((tab, i) => [
+          <Text key={`sep-${tab.view}`} dimColor>
             {i === 0 ? ' ' : '│'}
           </Text>,
-          <Text key={v} {...paint((v === 'approvals' && pending) || (v === 'faults' && armed) ? 'warn' : 'normal', v === view)}>
-            {`${i + 1} ${v === 'families' ? 'Families' : VIEW_TITLES[v]}${counts[v] ? ` ${counts[v]}` : ''}`}
+          <Text key={tab.view} {...paint(tab.tone, tab.view === view)}>
+            {tab.label}
           </Text>,
         ])}
       </Box>
@@ -289,12 +293,14 @@ function emptyText(view: ViewName): string {
       return 'no write actions: they appear when an agent asks for a change on /mcp';
     case 'faults':
       return 'no faults: arm one with serve --fault, POST /_admin/faults or faults.add()';
+    case 'findings':
+      return "no findings: one is recorded when a client's traffic shows a habit to change";
   }
 }
 
 const HELP = [
   'Keys',
-  '  Tab Shift+Tab  next, previous view     1-7  jump to a view',
+  '  Tab Shift+Tab  next, previous view     1-8  jump to a view',
   '  j k  ↓ ↑       move the selection      g G  first, last    PgDn PgUp  a page',
   '  /              filter the list (Enter applies; Esc clears it)',
   '  r              Grants: revoke the selected grant (asks y/n first)',
@@ -303,9 +309,11 @@ const HELP = [
   '',
   'Views: 1 Grants  2 Token families  3 Jobs  4 Charges  5 Requests  6 Approvals',
   '       7 Faults (injected on purpose; F after a status: a fault shaped it)',
+  '       8 Findings (what a client should change, most severe first)',
   '',
   'Marks',
   '  ✎ after a scope: it writes.  REPLAYED: a refresh token was used twice, so',
-  '  its whole family died.  Client names are as registered: unverified.',
+  '  its whole family died.  2! on a tab: approvals waiting, faults armed, or',
+  '  error findings.  Client names are as registered: unverified.',
   '  Times are the emulator clock in UTC (virtual under a manual clock).',
 ];

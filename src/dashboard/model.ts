@@ -1,5 +1,6 @@
 import { addAmount, type ChargeEntry } from '../protocol/charges.js';
 import type { AppEvent, EventMap } from '../protocol/events.js';
+import { SEVERITIES, type Finding } from '../protocol/findings.js';
 import type {
   ActionView,
   FamilyView,
@@ -53,10 +54,12 @@ export interface DashboardState {
   requests: RequestEntry[];
   /** Injected faults (emulator control): armed, spent and cleared. */
   faults: Record<string, FaultView>;
+  /** Client findings, most severe first, then the newest (`byConcern`); at most LIMITS.findings. */
+  findings: Finding[];
   activity: ActivityItem[];
 }
 
-export const LIMITS = { requests: 500, charges: 500, activity: 100, accessTokens: 20 } as const;
+export const LIMITS = { requests: 500, charges: 500, activity: 100, accessTokens: 20, findings: 200 } as const;
 
 export const initialState = (): DashboardState => ({
   connection: { status: 'connecting', detail: null, url: null, since: null },
@@ -73,6 +76,7 @@ export const initialState = (): DashboardState => ({
   actions: {},
   requests: [],
   faults: {},
+  findings: [],
   activity: [],
 });
 
@@ -82,6 +86,28 @@ const shortId = (id: string): string => (id.length > 14 ? `${id.slice(0, 14)}…
 
 export function clientName(state: DashboardState, clientId: string): string {
   return state.clients[clientId]?.client_name ?? shortId(clientId);
+}
+
+/** A finding's client: as registered now, else the name the finding kept (a restore may have removed the client). */
+export function findingClient(state: DashboardState, f: Finding): string {
+  return state.clients[f.client_id]?.client_name ?? f.client_name ?? shortId(f.client_id);
+}
+
+/** Most severe first, then the most recently seen; the id keeps the order stable. */
+export const byConcern = (a: Finding, b: Finding): number =>
+  SEVERITIES.indexOf(a.severity) - SEVERITIES.indexOf(b.severity) || b.last_at - a.last_at || a.id.localeCompare(b.id);
+
+/** The findings in display order, bounded: past the limit, the least severe and oldest go, so errors stay in view. */
+const keptFindings = (findings: Finding[]): Finding[] => [...findings].sort(byConcern).slice(0, LIMITS.findings);
+
+/**
+ * A finding recorded or counted again replaces the one with its id. One older than what is shown (a snapshot taken
+ * after the count it carries) changes nothing.
+ */
+function withFinding(findings: Finding[], f: Finding): Finding[] {
+  const known = findings.find((x) => x.id === f.id);
+  if (known && (known.last_at > f.last_at || (known.last_at === f.last_at && known.count > f.count))) return findings;
+  return keptFindings([...findings.filter((x) => x.id !== f.id), f]);
 }
 
 export function reduce(state: DashboardState, message: StreamMessage): DashboardState {
@@ -129,6 +155,7 @@ function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
     actions: byId(s.actions),
     requests: capped(s.requests, LIMITS.requests),
     faults: byId(s.faults ?? []),
+    findings: keptFindings(s.findings ?? []),
   };
 }
 
@@ -343,27 +370,48 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       };
     case 'rate_limit.exceeded':
       return note(state, event, `rate limit hit by ${clientName(state, event.data.client_id)} on ${event.data.route}`, true);
-    // Every admitted request is also served: the Requests view shows it once, from request.served.
+    // Every admitted request is also served: the Requests view lists it once, from request.served.
     case 'request.admitted':
       return state;
-    case 'authorize.refused':
+    case 'authorize.refused': {
+      const d = event.data;
       return note(
         state,
         event,
-        `authorization refused${event.data.client_id ? ` for ${clientName(state, event.data.client_id)}` : ''}: ${event.data.error}`,
+        `authorization refused${d.client_id ? ` for ${clientName(state, d.client_id)}` : ''}: ${d.error}: ${d.description}`,
+        true,
       );
-    case 'refresh.refused':
-      return note(state, event, `refresh refused for ${clientName(state, event.data.client_id)}: ${event.data.reason}`, true);
-    case 'access.refused':
+    }
+    case 'refresh.refused': {
+      const d = event.data;
+      // A replay: family.invalidated, just before this event, already said which generation and that the family died.
+      if (d.reason === 'replay') return state;
+      const why =
+        d.reason === 'family_invalidated'
+          ? `its token family ${d.family_id} had ended`
+          : d.reason === 'grant_revoked'
+            ? 'the grant was revoked'
+            : 'the refresh token expired';
+      return note(state, event, `refresh refused for ${clientName(state, d.client_id)}: ${why}`, true);
+    }
+    case 'access.refused': {
+      const d = event.data;
+      // A missing token (how a client discovers the authorization server) and an expired one (time to refresh) are routine.
+      const routine = d.reason === 'token_missing' || d.reason === 'token_expired';
       return note(
         state,
         event,
-        `token refused at ${event.data.where}${event.data.client_id ? ` for ${clientName(state, event.data.client_id)}` : ''}: ${event.data.reason}`,
+        `${d.status} at ${d.where}${d.client_id ? ` for ${clientName(state, d.client_id)}` : ''}: ${d.reason.replaceAll('_', ' ')}`,
+        !routine,
       );
-    case 'finding.recorded':
-      return event.data.count === 1
-        ? note(state, event, `finding ${event.data.code} for ${clientName(state, event.data.client_id)}`, event.data.severity === 'error')
-        : state;
+    }
+    case 'finding.recorded': {
+      const f = event.data;
+      const known = state.findings.some((x) => x.id === f.id);
+      const next = { ...state, findings: withFinding(state.findings, f) };
+      // Noted when it first shows up; counting up is seen in the Findings view.
+      return known ? next : note(next, event, `${f.severity} finding ${f.code} for ${findingClient(state, f)}`, f.severity === 'error');
+    }
     case 'research.created': {
       const d = event.data;
       if (state.research[d.job_id]) return state;
@@ -481,6 +529,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       );
     case 'state.restored': {
       // Everything shown came from the replaced state: it goes at once, and the snapshot the server sends next fills it.
+      // Findings describe the run, not the state: the emulator keeps them on a restore and forgets them on a reset.
       const cleared = {
         ...state,
         clients: {},
@@ -490,6 +539,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
         training: {},
         charges: { by_client: {}, by_grant: {}, entries: [] },
         actions: {},
+        findings: event.data.reset ? [] : state.findings,
       };
       return note(cleared, event, event.data.reset ? 'state reset to the baseline' : `state restored from snapshot ${event.data.snapshot}`);
     }

@@ -1,14 +1,15 @@
+import type { FindingSeverity } from '../protocol/findings.js';
 import { age, relativeTime } from '../protocol/format.js';
 import { TRAINING_STEPS } from '../protocol/jobs.js';
 import { SCOPES, isSupportedScope } from '../protocol/scopes.js';
-import { clientName, type DashboardState } from './model.js';
+import { clientName, findingClient, type DashboardState } from './model.js';
 
 /**
  * What each view shows, as plain rows and lines: pure functions of the dashboard state, so the filter,
  * the tests and the Ink components all see the same text.
  */
 
-export const VIEWS = ['grants', 'families', 'jobs', 'charges', 'requests', 'approvals', 'faults'] as const;
+export const VIEWS = ['grants', 'families', 'jobs', 'charges', 'requests', 'approvals', 'faults', 'findings'] as const;
 export type ViewName = (typeof VIEWS)[number];
 
 export const VIEW_TITLES: Record<ViewName, string> = {
@@ -19,6 +20,7 @@ export const VIEW_TITLES: Record<ViewName, string> = {
   requests: 'Requests',
   approvals: 'Approvals',
   faults: 'Faults',
+  findings: 'Findings',
 };
 
 export type Tone = 'normal' | 'alarm' | 'ok' | 'dim' | 'warn';
@@ -32,6 +34,8 @@ export interface Row {
 export interface Line {
   text: string;
   tone: Tone;
+  /** Set: the line wraps to the pane's width, its continuation lines this many columns in. Unset: it is cut. */
+  hang?: number;
 }
 
 export interface Table {
@@ -49,12 +53,17 @@ export const printable = (text: string): string => text.replace(/[\u0000-\u001f\
 
 /** `12:03:04` in UTC, as the CLI prints times (ISO, Z): the same on every machine. */
 export const clockTime = (ms: number | null): string => (ms ? new Date(ms).toISOString().slice(11, 19) : '-');
-const line = (text: string, tone: Tone = 'normal'): Line => ({ text, tone });
+const line = (text: string, tone: Tone = 'normal', hang?: number): Line => (hang === undefined ? { text, tone } : { text, tone, hang });
 const isWriteScope = (scope: string): boolean => isSupportedScope(scope) && SCOPES[scope].writes;
 /** Write scopes carry a mark wherever scopes are listed. */
 export const markScopes = (scopes: readonly string[]): string => scopes.map((s) => (isWriteScope(s) ? `${s}✎` : s)).join(' ');
 const amount = (n: number): string => `${Number(n.toFixed(3))} AKh`;
 const newestFirst = <T extends { created_at: number }>(items: T[]): T[] => [...items].sort((a, b) => b.created_at - a.created_at);
+
+/** A finding's colour: under NO_COLOR the severity is still spelled out in its row. */
+const SEVERITY_TONES: Record<FindingSeverity, Tone> = { error: 'alarm', warning: 'warn', info: 'normal' };
+/** How long ago, on the emulator clock (never "in …": a restore can set a manual clock back). */
+const ago = (state: DashboardState, at: number): string => `${age(Math.max(0, state.now - at))} ago`;
 
 /** A job's row colour: failed, done, or still running. */
 const toneOf = (failed: boolean, done: boolean): Tone => (failed ? 'alarm' : done ? 'ok' : 'normal');
@@ -206,6 +215,17 @@ export function table(state: DashboardState, view: ViewName): Table {
           })),
       };
     }
+    case 'findings':
+      return {
+        headers: ['SEVERITY', 'CODE', 'CLIENT (unverified)', 'COUNT', 'LAST SEEN'],
+        widths: [8, 29, 19, 5, 14],
+        // Kept in display order by the reducer: most severe first, then the newest.
+        rows: state.findings.map((f) => ({
+          key: f.id,
+          cells: [f.severity.toUpperCase(), f.code, findingClient(state, f), String(f.count), ago(state, f.last_at)],
+          tone: SEVERITY_TONES[f.severity],
+        })),
+      };
   }
 }
 
@@ -346,6 +366,29 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line('faults are armed with serve --fault, POST /_admin/faults or faults.add()', 'dim'),
       ];
     }
+    case 'findings': {
+      const f = state.findings.find((x) => x.id === key);
+      if (!f) return [];
+      const name = state.clients[f.client_id]?.client_name ?? f.client_name;
+      const ids = f.grant_id
+        ? `grant    ${f.grant_id}${f.family_id ? `   family ${f.family_id}` : ''}`
+        : f.family_id
+          ? `family   ${f.family_id}`
+          : '';
+      // Message and hint are sentences: they wrap to the pane, never cut.
+      return [
+        line(
+          `${f.severity.toUpperCase()} ${f.code}   seen ${f.count}×, last ${ago(state, f.last_at)} (${clockTime(f.last_at)}), first ${clockTime(f.first_at)}`,
+          SEVERITY_TONES[f.severity],
+          2,
+        ),
+        line(`client   ${name ? `“${name}” (unverified name) ` : ''}${f.client_id}`, 'normal', 9),
+        line(`what     ${f.message}`, 'normal', 9),
+        line(`hint     ${f.hint}`, 'normal', 9),
+        line(`spec     ${f.spec}`, 'normal', 9),
+        ...(ids ? [line(ids, 'normal', 9)] : []),
+      ];
+    }
     case 'approvals': {
       const a = state.actions[key];
       if (!a) return [];
@@ -375,6 +418,90 @@ function chargeTotals(state: DashboardState): Line[] {
     lines.push(line(`  ${amount(n).padStart(10)}  ${id}${grant ? `  ${clientName(state, grant.client_id)}` : ''}`));
   }
   return lines;
+}
+
+/** Whether the view's detail wraps (and so may need more rows than its half of a stacked layout). */
+export const detailWraps = (view: ViewName): boolean => view === 'findings';
+
+/**
+ * The lines that carry `hang` wrapped to `width` at spaces, their continuation lines `hang` columns in (none on a pane
+ * too narrow for that); a word longer than a line is broken. Lines without `hang` stay as they are.
+ */
+export function wrapLines(lines: readonly Line[], width: number): Line[] {
+  return lines.flatMap((l) =>
+    l.hang === undefined || l.text.length <= width ? [l] : wrapText(l.text, width, l.hang).map((text) => ({ text, tone: l.tone })),
+  );
+}
+
+function wrapText(text: string, width: number, hang: number): string[] {
+  if (width < 1) return [text];
+  const indent = hang < width / 2 ? ' '.repeat(hang) : '';
+  const out: string[] = [];
+  let rest = text;
+  let prefix = '';
+  while (prefix.length + rest.length > width) {
+    const room = width - prefix.length;
+    const space = rest.lastIndexOf(' ', room);
+    const cut = space > 0 ? space : room;
+    out.push(prefix + rest.slice(0, cut).trimEnd());
+    rest = rest.slice(cut).trimStart();
+    prefix = indent;
+  }
+  out.push(prefix + rest);
+  return out;
+}
+
+export interface Tab {
+  view: ViewName;
+  label: string;
+  /** `alarm` or `warn` when the tab carries a badge. */
+  tone: Tone;
+}
+
+/**
+ * The tab row: each view's key, name, count and badge (`2!`: approvals waiting, faults armed, error findings). When the
+ * row is wider than the terminal, the counts go first (each list shows its own), then, from the right, the names of
+ * the tabs that are neither the current one nor badged: a badge stays in view, whatever the width.
+ */
+export function tabs(state: DashboardState, current: ViewName, columns: number): Tab[] {
+  const pending = Object.values(state.actions).filter((a) => a.status === 'pending').length;
+  const armed = Object.values(state.faults).filter((f) => f.state === 'armed').length;
+  const errors = state.findings.filter((f) => f.severity === 'error').length;
+  // Charges and Requests have no count: both logs are capped, so their length says little.
+  const counts: Partial<Record<ViewName, number>> = {
+    grants: Object.values(state.grants).filter((g) => g.status === 'active').length,
+    families: Object.values(state.families).filter((f) => f.status === 'active').length,
+    jobs: Object.keys(state.research).length + Object.keys(state.training).length,
+  };
+  const badges: Partial<Record<ViewName, [string, Tone]>> = {
+    ...(pending ? { approvals: [`${pending}!`, 'warn'] } : {}),
+    ...(armed ? { faults: [`${armed}!`, 'warn'] } : {}),
+    ...(errors ? { findings: [`${errors}!`, 'alarm'] } : {}),
+  };
+  const row = (withCounts: boolean, short: ReadonlySet<ViewName>): Tab[] =>
+    VIEWS.map((v, i) => {
+      const count = withCounts ? counts[v] : undefined;
+      const badge = badges[v];
+      const label = short.has(v)
+        ? String(i + 1)
+        : [String(i + 1), v === 'families' ? 'Families' : VIEW_TITLES[v], count === undefined ? '' : String(count), badge?.[0] ?? '']
+            .filter(Boolean)
+            .join(' ');
+      return { view: v, label, tone: badge?.[1] ?? 'normal' };
+    });
+  // One column before each tab: a space before the first, a separator before the others.
+  const fits = (t: Tab[]) => t.reduce((n, tab) => n + 1 + tab.label.length, 0) <= columns;
+  let result = row(true, new Set());
+  if (fits(result)) return result;
+  const short = new Set<ViewName>();
+  result = row(false, short);
+  for (const v of [...VIEWS].reverse()) {
+    if (fits(result)) break;
+    if (v === current || badges[v]) continue;
+    short.add(v);
+    result = row(false, short);
+  }
+  return result;
 }
 
 /** Fits cells into columns: each padded or cut to its width, the last one to what is left. */

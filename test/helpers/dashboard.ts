@@ -2,6 +2,7 @@ import { stripVTControlCharacters } from 'node:util';
 import { createElement } from 'react';
 import { render } from 'ink-testing-library';
 import type { AppEvent, EventMap, EventName } from '../../src/protocol/events.js';
+import type { Finding } from '../../src/protocol/findings.js';
 import type { Snapshot } from '../../src/protocol/snapshot.js';
 import { Dashboard, type DashboardActions } from '../../src/dashboard/app.js';
 import type { StreamMessage } from '../../src/dashboard/model.js';
@@ -24,6 +25,28 @@ export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
     actions: [],
     requests: [],
     faults: [],
+    findings: [],
+    ...overrides,
+  };
+}
+
+/** A client finding as the emulator records it: by default a parallel refresh of client-1's family fam-1, seen once at T0. */
+export function finding(overrides: Partial<Finding> = {}): Finding {
+  return {
+    id: 'refresh.concurrent:client-1:fam-1',
+    code: 'refresh.concurrent',
+    severity: 'error',
+    client_id: 'client-1',
+    client_name: 'Wetter-Agent',
+    grant_id: 'grant-1',
+    family_id: 'fam-1',
+    count: 1,
+    first_at: T0,
+    last_at: T0,
+    message:
+      'A refresh token (generation 1) was presented again 0.4 s after it was rotated: the client refreshes in parallel with one token, and the replay rule invalidated the whole family.',
+    hint: 'Refresh once per token family: serialise refreshes behind one lock or shared promise, so that requests that find the access token expired wait for one refresh and then use its tokens. Each refresh token works once; a second use kills the family.',
+    spec: 'spec 3.2; OAuth 2.1 §4.3.1',
     ...overrides,
   };
 }

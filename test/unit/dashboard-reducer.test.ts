@@ -2,15 +2,29 @@ import { describe, expect, it } from 'vitest';
 import { EVENT_NAMES, type EventName } from '../../src/protocol/events.js';
 import { LIMITS, initialState, reduce, type DashboardState, type StreamMessage } from '../../src/dashboard/model.js';
 import { table } from '../../src/dashboard/views.js';
-import { Script, T0, snapshot } from '../helpers/dashboard.js';
+import { Script, T0, finding, snapshot } from '../helpers/dashboard.js';
 
 const fold = (messages: StreamMessage[], from: DashboardState = initialState()): DashboardState => messages.reduce(reduce, from);
 
-/** A state with one agent grant, its family after one code exchange, one research job and one training document. */
+/** An info finding: a scope of grant-1 that no request used. */
+const unusedScope = finding({
+  id: 'scope.unused:client-1:grant-1',
+  code: 'scope.unused',
+  severity: 'info',
+  family_id: null,
+  message: 'The grant holds “workspace.write”, which no request of it has used.',
+  hint: 'Request only the scopes the agent uses (spec 5.9): the person sees each on the consent screen.',
+  spec: 'spec 5.9',
+});
+
+/**
+ * A state with one agent grant, its family after one code exchange, one research job, one training document, a
+ * pending write action, an armed fault and an info finding.
+ */
 function started() {
   const s = new Script();
   const state = fold([
-    { type: 'snapshot', snapshot: snapshot() },
+    { type: 'snapshot', snapshot: snapshot({ findings: [unusedScope] }) },
     s.event('grant.created', {
       grant_id: 'grant-1',
       client_id: 'client-1',
@@ -34,6 +48,7 @@ function started() {
     s.event('action.pending', {
       action_id: 'act-1',
       client_id: 'client-1',
+      grant_id: 'grant-1',
       person_id: 'person-anna',
       kind: 'contacts',
       operation: 'update',
@@ -195,8 +210,63 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     },
   }),
   'rate_limit.exceeded': (s) => ({
-    message: s.event('rate_limit.exceeded', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask' }),
+    message: s.event('rate_limit.exceeded', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', retry_after: 3 }),
     check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: 'rate limit hit by Wetter-Agent on POST /chat/ask', alarm: true }),
+  }),
+  'request.admitted': (s, state) => ({
+    message: s.event('request.admitted', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', scope: 'ask' }),
+    // request.served lists every request once: the admission adds nothing to the logs.
+    check: (n) => {
+      expect(n.requests).toBe(state.requests);
+      expect(n.activity).toBe(state.activity);
+    },
+  }),
+  'authorize.refused': (s) => ({
+    message: s.event('authorize.refused', {
+      client_id: 'client-1',
+      error: 'invalid_request',
+      description: 'code_challenge is required (PKCE, S256)',
+      missing: ['code_challenge'],
+    }),
+    check: (n) =>
+      expect(n.activity.at(-1)).toMatchObject({
+        text: 'authorization refused for Wetter-Agent: invalid_request: code_challenge is required (PKCE, S256)',
+        alarm: true,
+      }),
+  }),
+  'refresh.refused': (s) => ({
+    message: s.event('refresh.refused', {
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      family_id: 'fam-1',
+      reason: 'family_invalidated',
+      generation: null,
+      since_ms: 400,
+    }),
+    check: (n) =>
+      expect(n.activity.at(-1)).toMatchObject({ text: 'refresh refused for Wetter-Agent: its token family fam-1 had ended', alarm: true }),
+  }),
+  'access.refused': (s) => ({
+    message: s.event('access.refused', {
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      family_id: 'fam-1',
+      status: 401,
+      reason: 'identity_token',
+      where: 'POST /chat/ask',
+    }),
+    check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: '401 at POST /chat/ask for Wetter-Agent: identity token', alarm: true }),
+  }),
+  'finding.recorded': (s) => ({
+    message: s.event('finding.recorded', finding({ first_at: s.at + 1000, last_at: s.at + 1000 })),
+    check: (n) => {
+      // Most severe first: the new error above the older info finding.
+      expect(n.findings.map((f) => [f.code, f.count])).toEqual([
+        ['refresh.concurrent', 1],
+        ['scope.unused', 1],
+      ]);
+      expect(n.activity.at(-1)).toMatchObject({ text: 'error finding refresh.concurrent for Wetter-Agent', alarm: true });
+    },
   }),
   'research.created': (s) => ({
     message: s.event('research.created', { job_id: 'job-2', client_id: 'client-1', grant_id: 'grant-1', question: 'Wer?' }),
@@ -236,6 +306,7 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     message: s.event('action.pending', {
       action_id: 'act-2',
       client_id: 'client-1',
+      grant_id: 'grant-1',
       person_id: 'person-anna',
       kind: 'places',
       operation: 'create',
@@ -261,6 +332,8 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
       // Nothing of the replaced state stays on screen until the fresh snapshot that follows arrives.
       expect([n.grants, n.families, n.research, n.training, n.actions, n.clients]).toEqual([{}, {}, {}, {}, {}, {}]);
       expect(n.charges).toEqual({ by_client: {}, by_grant: {}, entries: [] });
+      // Findings describe the run, not the state: the emulator keeps them on a restore.
+      expect(n.findings.map((f) => f.id)).toEqual([unusedScope.id]);
       expect(n.activity.at(-1)).toMatchObject({ text: 'state restored from snapshot vorher', alarm: false });
     },
   }),
@@ -372,7 +445,7 @@ describe('dashboard reducer: the stream around the events', () => {
     expect(next.connection.status).toBe('connected');
   });
 
-  it('a snapshot fills every view: grants, families, jobs, charges, actions, requests', () => {
+  it('a snapshot fills every view: grants, families, jobs, charges, actions, requests, findings', () => {
     const snap = snapshot({
       seq: 5,
       grants: [
@@ -450,6 +523,7 @@ describe('dashboard reducer: the stream around the events', () => {
         },
       ],
       requests: [{ seq: 4, at: T0, server: 'api', method: 'GET', path: '/x', status: 200, ms: 1 }],
+      findings: [unusedScope, finding()],
     });
     const n = reduce(initialState(), { type: 'snapshot', snapshot: snap });
     expect(Object.keys(n.grants)).toEqual(['g1']);
@@ -462,6 +536,7 @@ describe('dashboard reducer: the stream around the events', () => {
     ]);
     expect(n.actions.a1?.status).toBe('pending');
     expect(n.requests).toHaveLength(1);
+    expect(n.findings.map((f) => f.severity)).toEqual(['error', 'info']);
   });
 
   it('a charge already in the snapshot is not counted twice when its event follows', () => {
@@ -521,6 +596,7 @@ describe('dashboard reducer: the stream around the events', () => {
       new Script({ seq: s.seq, at: s.at }).event('action.pending', {
         action_id: 'act-1',
         client_id: 'client-1',
+        grant_id: 'grant-1',
         person_id: 'person-anna',
         kind: 'contacts',
         operation: 'update',
@@ -555,6 +631,78 @@ describe('dashboard reducer: the stream around the events', () => {
       }),
     ]);
     expect(n.families['fam-9']).toMatchObject({ status: 'invalidated', invalidated_reason: 'code_replay', chain: [{ generation: 1 }] });
+  });
+
+  it('finding.recorded: a finding counted again replaces its row (same id), once noted; an older copy changes nothing', () => {
+    const s = new Script();
+    const first = finding({ first_at: T0 + 1000, last_at: T0 + 1000 });
+    const again = { ...first, count: 3, last_at: T0 + 5000 };
+    const n = fold([
+      { type: 'snapshot', snapshot: snapshot() },
+      s.event('finding.recorded', first),
+      s.event('finding.recorded', again),
+      // A copy older than what is shown (the snapshot had the newer count already): ignored.
+      s.event('finding.recorded', { ...first, count: 2, last_at: T0 + 3000 }),
+    ]);
+    expect(n.findings).toEqual([again]);
+    expect(n.activity.filter((a) => a.text.includes('refresh.concurrent'))).toHaveLength(1);
+  });
+
+  it('findings: most severe first, then the newest; past the limit the least severe and oldest go', () => {
+    const s = new Script();
+    const info = (i: number) =>
+      finding({ id: `scope.unused:c:${i}`, code: 'scope.unused', severity: 'info', first_at: T0 + i, last_at: T0 + i });
+    const old = finding({ id: 'refresh.concurrent:c:old', first_at: T0, last_at: T0 });
+    const warning = finding({ id: 'grant.abandoned:c:g', code: 'grant.abandoned', severity: 'warning', last_at: T0 + 7 });
+    const n = fold([
+      { type: 'snapshot', snapshot: snapshot({ findings: [info(1), old, info(2), warning] }) },
+      ...Array.from({ length: LIMITS.findings }, (_, i) => s.event('finding.recorded', info(10 + i))),
+    ]);
+    expect(n.findings).toHaveLength(LIMITS.findings);
+    expect(n.findings.slice(0, 3).map((f) => f.id)).toEqual([old.id, warning.id, `scope.unused:c:${LIMITS.findings + 9}`]);
+    // The error stays although it is the oldest; the oldest info findings went.
+    expect(n.findings.map((f) => f.id)).not.toContain(info(1).id);
+    expect(n.findings.at(-1)?.id).toBe('scope.unused:c:12');
+  });
+
+  it('state.restored: a reset clears the findings (the emulator forgets them); a restore keeps them', () => {
+    const s = new Script();
+    const state = fold([{ type: 'snapshot', snapshot: snapshot({ findings: [finding()] }) }]);
+    const reset = reduce(state, s.event('state.restored', { snapshot: '_baseline', reset: true }));
+    expect(reset.findings).toEqual([]);
+    expect(reset.activity.at(-1)?.text).toBe('state reset to the baseline');
+    expect(reduce(state, s.event('state.restored', { snapshot: 'vorher', reset: false })).findings).toEqual([finding()]);
+  });
+
+  it('refresh.refused for a replay adds no note: family.invalidated, just before it, said which generation', () => {
+    const { s, state } = started();
+    const n = fold(
+      [
+        s.event('family.invalidated', { grant_id: 'grant-1', family_id: 'fam-1', reason: 'refresh_replay', replayed_generation: 1 }),
+        s.event('refresh.refused', {
+          client_id: 'client-1',
+          grant_id: 'grant-1',
+          family_id: 'fam-1',
+          reason: 'replay',
+          generation: 1,
+          since_ms: 400,
+        }),
+      ],
+      state,
+    );
+    expect(n.activity.at(-1)?.text).toBe('token family fam-1 invalidated: refresh token generation 1 replayed');
+  });
+
+  it('access.refused: a missing or an expired token is routine, not an alarm', () => {
+    const { s, state } = started();
+    const refused = (reason: 'token_missing' | 'token_expired' | 'insufficient_scope') =>
+      reduce(
+        state,
+        s.event('access.refused', { client_id: null, grant_id: null, family_id: null, status: 401, reason, where: 'POST /mcp' }),
+      ).activity.at(-1);
+    expect(refused('token_missing')).toMatchObject({ text: '401 at POST /mcp: token missing', alarm: false });
+    expect(refused('token_expired')?.alarm).toBe(false);
+    expect(refused('insufficient_scope')?.alarm).toBe(true);
   });
 
   it('ticks move the clock; an unchanged tick (manual clock) leaves the state as it was', () => {
