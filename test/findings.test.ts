@@ -21,16 +21,22 @@ const codes = (findings: readonly Finding[]) => findings.map((f) => f.code).sort
 /** At warning and above: the tests' grants hold scopes some flows never use (scope.unused is info). */
 const notable = (emulator: Emulator) => emulator.core.findings.list().filter((f) => f.severity !== 'info');
 
+/** The MCP SDK client, logged in and once used, on a manual clock moved past its access token's expiry. */
+async function sdkClientPastExpiry() {
+  const clock = new ManualClock();
+  const emulator = await startEmulator({ clock });
+  const { client } = await connectWithOAuth(emulator, 'ask');
+  await client.callTool({ name: 'ask', arguments: { question: 'Wann kommt der Hufschmied?' } });
+  clock.advance(16 * MINUTE);
+  return { emulator, client };
+}
+
 const ask = (emulator: Emulator, token: string, question: string, headers: Record<string, string> = {}) =>
   postJson(`${emulator.baseUrl}/chat/ask`, { question }, bearer(token, headers));
 
 describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)', () => {
   it('refresh.concurrent: the MCP SDK client with three tool calls in flight when the access token expires', async () => {
-    const clock = new ManualClock();
-    const emulator = await startEmulator({ clock });
-    const { client } = await connectWithOAuth(emulator, 'ask');
-    await client.callTool({ name: 'ask', arguments: { question: 'Wann kommt der Hufschmied?' } });
-    clock.advance(16 * MINUTE);
+    const { emulator, client } = await sdkClientPastExpiry();
     // Each call finds the token expired and refreshes with the same refresh token; the replay rule kills the family.
     await Promise.allSettled([1, 2, 3].map(() => client.callTool({ name: 'ask', arguments: { question: 'Was steht an?' } })));
     const concurrent = emulator.core.findings.list().find((f) => f.code === 'refresh.concurrent');
@@ -167,11 +173,7 @@ describe('a well-behaved client: no findings', () => {
   });
 
   it('the MCP SDK client with calls one after another across an expiry refreshes once: no findings', async () => {
-    const clock = new ManualClock();
-    const emulator = await startEmulator({ clock });
-    const { client } = await connectWithOAuth(emulator, 'ask');
-    await client.callTool({ name: 'ask', arguments: { question: 'Wann kommt der Hufschmied?' } });
-    clock.advance(16 * MINUTE);
+    const { emulator, client } = await sdkClientPastExpiry();
     for (const question of ['Was steht an?', 'Und morgen?'])
       expect((await client.callTool({ name: 'ask', arguments: { question } })).isError).toBeFalsy();
     expect(emulator.core.findings.list()).toEqual([]);
