@@ -1,3 +1,4 @@
+import { nameReached } from './resource-names.js';
 import { SUPPORTED_SCOPES } from './scopes.js';
 
 export interface ServiceUrls {
@@ -10,7 +11,15 @@ export interface ServiceUrls {
 export const issuerOf = (urls: ServiceUrls): string => urls.baseUrl;
 export const resourceOf = (urls: ServiceUrls): string => `${urls.baseUrl}/mcp`;
 export const PROTECTED_RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource/mcp';
-export const resourceMetadataUrl = (urls: ServiceUrls): string => `${urls.baseUrl}${PROTECTED_RESOURCE_METADATA_PATH}`;
+/**
+ * Where the metadata of the resource is (RFC 9728 §3.1), at the name the request reached (`host`: its Host header),
+ * so that what a client fetches from a challenge names the resource it was given (§3.3).
+ */
+export function resourceMetadataUrl(urls: ServiceUrls, host?: string): string {
+  const canonical = resourceOf(urls);
+  const reached = nameReached(canonical, host);
+  return `${reached.resource === canonical ? urls.baseUrl : reached.origin}${PROTECTED_RESOURCE_METADATA_PATH}`;
+}
 
 /** RFC 8414 authorization-server metadata. */
 export function authorizationServerMetadata(urls: ServiceUrls) {
@@ -33,10 +42,13 @@ export function authorizationServerMetadata(urls: ServiceUrls) {
   };
 }
 
-/** RFC 9728 protected-resource metadata for `{base_url}/mcp`. */
-export function protectedResourceMetadata(urls: ServiceUrls) {
+/**
+ * RFC 9728 protected-resource metadata for `{base_url}/mcp`, named as the request reached it (`host`: its Host
+ * header; a loopback name of `{base_url}`, RFC 9728 §3.3). The authorization server stays the one issuer.
+ */
+export function protectedResourceMetadata(urls: ServiceUrls, host?: string) {
   return {
-    resource: resourceOf(urls),
+    resource: nameReached(resourceOf(urls), host).resource,
     authorization_servers: [issuerOf(urls)],
     scopes_supported: [...SUPPORTED_SCOPES],
     bearer_methods_supported: ['header'],

@@ -203,7 +203,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   if (options.faults) installFaultHooks(app, core, options.faults);
   app.setErrorHandler(
     errorReplier({
-      resourceMetadataUrl: () => resourceMetadataUrl(core.urls),
+      resourceMetadataUrl: (request) => resourceMetadataUrl(core.urls, request.headers.host),
       htmlError: (status, error, description, hint) => errorPage('Anfrage kann nicht bearbeitet werden', error, description, hint),
       onServerError: options.onServerError,
     }),
@@ -293,9 +293,10 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   // The metadata routes take no input and answer the core's objects as they are: no schema, so the first
   // discovery request (a client's first call, and what readiness probes poll) compiles nothing.
   app.get('/.well-known/oauth-authorization-server', async () => authorizationServerMetadata(core.urls));
-  // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to.
-  app.get(PROTECTED_RESOURCE_METADATA_PATH, async () => protectedResourceMetadata(core.urls));
-  app.get('/.well-known/oauth-protected-resource', async () => protectedResourceMetadata(core.urls));
+  // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to; the resource is named as the
+  // client reached it (127.0.0.1, localhost or [::1]), which it compares with the URL it was given (§3.3).
+  app.get(PROTECTED_RESOURCE_METADATA_PATH, async (request) => protectedResourceMetadata(core.urls, request.headers.host));
+  app.get('/.well-known/oauth-protected-resource', async (request) => protectedResourceMetadata(core.urls, request.headers.host));
   app.get('/.well-known/jwks.json', async (_request, reply) => {
     reply.type('application/jwk-set+json');
     return publicJwks(core.state.keys);

@@ -80,7 +80,8 @@ export function describeValidation(error: FastifyError): { field: string; descri
  * whose details stay in the log.
  */
 export function errorReplier(options: {
-  resourceMetadataUrl: () => string;
+  /** The protected resource metadata's URL under the name the request reached (RFC 9728 §5.1). */
+  resourceMetadataUrl: (request: FastifyRequest) => string;
   htmlError: (status: number, error: string, description: string, hint?: string) => string;
   onServerError?: (error: Error) => void;
 }) {
@@ -92,7 +93,7 @@ export function errorReplier(options: {
       return sendProblem(reply, error.code, error.message, hintOf(error));
     }
     if (error instanceof BearerError) {
-      reply.header('www-authenticate', bearerChallenge(error, options.resourceMetadataUrl()));
+      reply.header('www-authenticate', bearerChallenge(error, options.resourceMetadataUrl(request)));
       return sendProblem(reply, error.code, error.message, { scope: error.scope, ...hintOf(error) }, error.status);
     }
     if (error instanceof OAuthError) {
