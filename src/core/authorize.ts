@@ -1,4 +1,5 @@
 import { OAuthError, invalidRequest, invalidTarget } from './errors.js';
+import { isResourceName } from './resource-names.js';
 import { isValidPkceValue } from './pkce.js';
 import { redirectUriMatches } from './redirect-uri.js';
 import { SUPPORTED_SCOPES, requireSupportedScopes, type Scope } from './scopes.js';
@@ -12,7 +13,7 @@ export interface AuthorizationRequest {
   redirect_uri: string;
   state: string;
   scopes: Scope[];
-  /** `{base_url}/mcp`, or null for an identity request. */
+  /** `{base_url}/mcp` (under the loopback name the client used), or null for an identity request. */
   resource: string | null;
   code_challenge: string;
 }
@@ -128,7 +129,8 @@ export function validateAuthorizationRequest(
   }
   const requested = query.resource;
   if (Array.isArray(requested)) return fail(invalidTarget(`only one resource may be requested: ${resource}`));
-  if (requested !== undefined && requested !== resource)
+  // The resource under any loopback name of {base_url} (RFC 9728 §3.3): the grant keeps the one the client used.
+  if (requested !== undefined && !isResourceName(resource, requested))
     return fail(invalidTarget(`resource "${requested}" is not served here; the only resource is ${resource}`));
 
   return {

@@ -10,6 +10,7 @@ import type { CoreContext } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import type { Interaction } from './interactions.js';
+import { storedResourceName } from './resource-names.js';
 import type { Grant } from './state.js';
 
 /**
@@ -103,7 +104,8 @@ export async function decideConsent(
     client_id: request.client.client_id,
     person_id: interaction.person_id,
     scopes: granted,
-    resource: request.resource,
+    // The loopback name the client asked for (RFC 8707): its tokens' audience, at whatever port the service runs on.
+    resource: request.resource === null ? null : storedResourceName(core.resource, request.resource),
     created_at: now,
     last_used_at: null,
     status: 'active',

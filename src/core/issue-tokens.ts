@@ -4,20 +4,36 @@ import { newId, randomToken } from './crypto.js';
 import { OAuthError, ProblemError } from './errors.js';
 import type { TokenResponse } from './grants/types.js';
 import { registerClient } from './registration.js';
+import { grantedResourceName, isResourceName } from './resource-names.js';
 import { requireSupportedScopes } from './scopes.js';
 import type { Client, Grant, TokenFamily } from './state.js';
 import { startFamily, withAccessToken } from './token-family.js';
 
+/**
+ * The resource an agent grant was given for, at the service's current address: `{base_url}/mcp` under the loopback
+ * name the client asked for (RFC 8707 §2.1, https://www.rfc-editor.org/rfc/rfc8707#section-2.1); null for an
+ * identity grant. Its access tokens carry it as `aud`.
+ */
+export function grantResource(core: CoreContext, grant: Grant): string | null {
+  return grant.resource === null ? null : grantedResourceName(core.resource, grant.resource);
+}
+
 /** RFC 8707 §2.2: a `resource` sent to the token endpoint must be the one the grant was given for. */
 export function checkTokenResource(core: CoreContext, grant: Grant, requested: string | undefined): void {
   if (requested === undefined) return;
-  if (grant.resource === null)
+  const granted = grantResource(core, grant);
+  if (granted === null)
     throw new OAuthError(
       'invalid_target',
       'this grant was given without a resource (identity token); authorize again with resource to get an agent token',
     );
-  if (requested !== core.resource)
-    throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${core.resource}`);
+  if (requested === granted) return;
+  if (isResourceName(core.resource, requested))
+    throw new OAuthError(
+      'invalid_target',
+      `resource "${requested}" is not the one this grant was given for (${granted}): tokens are bound to the name the client authorized with; send ${granted}, or authorize again with resource=${requested}`,
+    );
+  throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${core.resource}`);
 }
 
 /**
@@ -36,7 +52,7 @@ export async function issueTokens(
   const now = core.clock.now();
   const times = tokenTimes(now, core.lifetimes.accessToken);
   // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
-  const audience = grant.resource !== null ? core.resource : grant.client_id;
+  const audience = grantResource(core, grant) ?? grant.client_id;
   const claims: AccessTokenClaims = {
     iss: core.issuer,
     sub: grant.person_id,

@@ -3,6 +3,7 @@ import type { CoreContext } from './context.js';
 import { HINTS } from './client-hints.js';
 import { BearerError } from './errors.js';
 import type { AccessRefusal } from './events.js';
+import { isResourceName } from './resource-names.js';
 import { splitScope } from './scopes.js';
 import type { Grant } from './state.js';
 
@@ -22,6 +23,7 @@ export interface AccessContext {
  * protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`, then on every request that the grant is
  * active, the family alive and the token not revoked, and finally the route's scope (`null`: any agent token; the
  * caller checks scopes itself, and a 401 challenge names `challengeScope`). Throws `BearerError` (401 or 403).
+ * `reached`: `{base_url}/mcp` under the loopback name the request reached (resource-names.ts); `aud` must be that.
  */
 export async function authenticate(
   core: CoreContext,
@@ -29,6 +31,7 @@ export async function authenticate(
   required: string | null,
   challengeScope: string = required ?? 'ask',
   where = '/mcp',
+  reached: string = core.resource,
 ): Promise<AccessContext> {
   const scope = challengeScope;
   let known: { client_id: string; grant_id: string; family_id: string } | null = null;
@@ -73,13 +76,17 @@ export async function authenticate(
   }
   known = { client_id: claims.client_id, grant_id: claims.grant_id, family_id: claims.family_id };
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-  if (!audiences.includes(core.resource)) {
-    throw refuse(
-      401,
-      'identity_token',
-      `identity token refused: issued without resource=${core.resource}`,
-      HINTS.identityToken(core.resource),
-    );
+  if (!audiences.includes(reached)) {
+    // RFC 8707: a token is bound to the name of the resource the client asked for, and works under that name only.
+    const other = (audiences as readonly string[]).find((aud) => isResourceName(core.resource, aud));
+    if (other !== undefined)
+      throw refuse(
+        401,
+        'token_for_other_name',
+        `the access token is for ${other}, not for ${reached} as this request reached it; use the name the token was issued for, or authorize again with resource=${reached}`,
+        `Call the resource under the name its token was issued for (the token's aud), or authorize again with resource=${reached}: a token is bound to the resource it was asked for (RFC 8707), and 127.0.0.1, localhost and [::1] are three names. Use one of them throughout.`,
+      );
+    throw refuse(401, 'identity_token', `identity token refused: issued without resource=${reached}`, HINTS.identityToken(reached));
   }
   const grant = core.state.grants[claims.grant_id];
   if (!grant || grant.status !== 'active') {

@@ -51,3 +51,27 @@ export function nameReached(resource: string, host: string | undefined): Resourc
   const byHost = resourceNames(resource);
   return (host !== undefined && byHost.get(host.toLowerCase())) || (byHost.values().next().value as ResourceName);
 }
+
+/** The port-independent form a grant stores a name in: its port as `{port}` (ports may change between runs). */
+const portless = (url: URL, host: string): string => `${url.protocol}//${host}${url.port ? ':{port}' : ''}${url.pathname}`;
+
+/**
+ * What a grant stores as its resource (state.ts `Grant.resource`) when the client asked for `requested`, one of the
+ * names of `resource`: the resource itself unchanged, as it always was; another loopback name in a port-independent
+ * form, `http://localhost:{port}/mcp`.
+ */
+export function storedResourceName(resource: string, requested: string): string {
+  return requested === resource ? requested : portless(new URL(resource), new URL(requested).hostname);
+}
+
+/**
+ * The resource a grant was given for, as a name of `resource` at the service's current address: the loopback name
+ * `storedResourceName` recorded, at the current port. Any other stored value (an absolute `{base_url}/mcp` of an
+ * earlier run, the fixtures' `{base_url}/mcp`, what older versions wrote) means the resource itself.
+ */
+export function grantedResourceName(resource: string, stored: string): string {
+  if (stored === resource) return resource;
+  const url = new URL(resource);
+  const name = LOOPBACK_NAMES.find((n) => stored === portless(url, n));
+  return (name && resourceNames(resource).get(url.port ? `${name}:${url.port}` : name)?.resource) || resource;
+}

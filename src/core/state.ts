@@ -74,7 +74,10 @@ export interface Grant {
   readonly client_id: string;
   readonly person_id: string;
   readonly scopes: readonly string[];
-  /** `{base_url}/mcp` for agent grants; null for identity grants (no resource requested). */
+  /**
+   * `{base_url}/mcp` for agent grants (or `http://localhost:{port}/mcp`, `http://[::1]:{port}/mcp`: the loopback name
+   * the client asked for, without its port; resource-names.ts); null for identity grants (no resource requested).
+   */
   readonly resource: string | null;
   readonly created_at: number;
   readonly last_used_at: number | null;

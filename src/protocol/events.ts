@@ -144,6 +144,8 @@ export type AccessRefusal =
   | 'token_invalid'
   | 'token_expired'
   | 'identity_token'
+  /** The token is for `{base_url}/mcp` under another loopback name than the request reached (RFC 8707). */
+  | 'token_for_other_name'
   | 'grant_revoked'
   | 'family_invalidated'
   | 'token_revoked'

@@ -57,7 +57,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       person,
       interactionId: interaction.id,
       csrf: sessions.csrfToken(session, interaction.id),
-      resource: core.resource,
+      resource: outcome.request.resource ?? core.resource,
     });
     return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);
   });

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Core } from '../core/core.js';
 import { authenticate, type AccessContext } from '../core/resource-guard.js';
+import { nameReached } from '../core/resource-names.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -11,7 +12,8 @@ declare module 'fastify' {
 /**
  * The guard every protected route uses (spec 4.4, 5.5): a hook (onRequest, so before any body is read) that admits a request only with a valid
  * agent token holding `scope`, checked against the live grant and family on every request. Only the
- * Authorization header counts; a token in the query string is ignored (RFC 6750 §2.3 is not offered).
+ * Authorization header counts; a token in the query string is ignored (RFC 6750 §2.3 is not offered). The token's
+ * audience must be the resource as this request reached it: `{base_url}/mcp` under the loopback name of its Host.
  */
 export function requireScope(core: Core, scope: string | null, challengeScope?: string): (request: FastifyRequest) => Promise<void> {
   return async function resourceGuard(request: FastifyRequest) {
@@ -21,6 +23,7 @@ export function requireScope(core: Core, scope: string | null, challengeScope?: 
       scope,
       challengeScope,
       `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]}`,
+      nameReached(core.resource, request.headers.host).resource,
     );
   };
 }
