@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StateFileError } from '../core/errors.js';
 import type { FastifyInstance } from 'fastify';
@@ -29,12 +30,15 @@ import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
+import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
 import { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { Snapshots } from './snapshots.js';
 
 export { DEFAULT_STATE_FILE };
 export const DEFAULT_PORT = 4100;
 export const DEFAULT_AUTH_PORT = 4101;
+/** The default interface; bound to it, both servers listen on ::1 too (STANDARDS "Loopback names"). */
+export const DEFAULT_HOST = '127.0.0.1';
 const STOP_GRACE_MS = 10_000;
 const SETTLE_EVERY_MS = 250;
 
@@ -43,7 +47,7 @@ export interface EmulatorOptions {
   port?: number;
   /** `{auth_url}` port; 0 picks a free one. Default 4101. */
   authPort?: number;
-  /** Interface to bind. Default 127.0.0.1. */
+  /** Interface to bind. Default 127.0.0.1, and then ::1 too at the same ports (where the machine has it). */
   host?: string;
   /** State file; default `.agent-access/state.json` in the working directory. Ignored with `inMemory`. */
   state?: string;
@@ -83,7 +87,8 @@ export interface EmulatorOptions {
   /**
    * What the start repaired or waited for on its own after a crash, one line each, for the person at the terminal
    * (`serve` prints them on stderr): a wait on the state file's lock (whose holder, how old), a lock taken over from
-   * a holder that is gone, uncommitted charge-ledger lines dropped. Default: process.emitWarning.
+   * a holder that is gone, uncommitted charge-ledger lines dropped; and, once, that ::1 could not be listened on
+   * too. Default: process.emitWarning.
    */
   onNotice?: (line: string) => void;
   /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
@@ -125,6 +130,8 @@ export class Emulator {
   readonly varyUnspecified: VaryUnspecified | false;
   readonly #api: FastifyInstance;
   readonly #auth: FastifyInstance;
+  /** The servers' second listeners, on ::1 (bound to the default 127.0.0.1). */
+  #ipv6: Server[] = [];
   readonly #release: (() => Promise<void>) | null;
   readonly #lifecycle: { stopping: boolean };
   #pruneTimer: NodeJS.Timeout | undefined;
@@ -181,7 +188,7 @@ export class Emulator {
   }
 
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
-    const host = options.host ?? '127.0.0.1';
+    const host = options.host ?? DEFAULT_HOST;
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
     const statePath = options.inMemory ? null : await realStatePath(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> =
@@ -215,6 +222,7 @@ export class Emulator {
       throw e;
     });
     let apps: FastifyInstance[] = [];
+    let ipv6: Server[] = [];
     try {
       persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice }) : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
@@ -312,6 +320,16 @@ export class Emulator {
       ports.auth = (auth.server.address() as AddressInfo).port;
       const urlHost = urlHostFor(host);
       core.setUrls({ baseUrl: `http://${urlHost}:${ports.api}`, authUrl: `http://${urlHost}:${ports.auth}` });
+      // A client given http://localhost:P may reach ::1 first, and http://[::1]:P only there: the same apps listen there.
+      // Only after setUrls: a request is served once its port is known, so nothing may be awaited between the two.
+      if (host === DEFAULT_HOST) {
+        const listening = await alsoOnIpv6Loopback([
+          { app: api, port: ports.api },
+          { app: auth, port: ports.auth },
+        ]);
+        ipv6 = emulator.#ipv6 = listening.servers;
+        if (listening.notice) onNotice(listening.notice);
+      }
       if (emulator.adminFile) {
         await writeAdminFile(emulator.adminFile, {
           admin_url: emulator.adminUrl,
@@ -345,7 +363,7 @@ export class Emulator {
       }
       return emulator;
     } catch (e) {
-      await Promise.allSettled(apps.map((app) => app.close()));
+      await Promise.allSettled([...apps.map((app) => app.close()), ...ipv6.map(closeServer)]);
       await release?.().catch(() => undefined);
       throw e;
     }
@@ -361,8 +379,9 @@ export class Emulator {
       const cutOff = setTimeout(() => {
         this.#api.server.closeAllConnections();
         this.#auth.server.closeAllConnections();
+        for (const server of this.#ipv6) server.closeAllConnections();
       }, STOP_GRACE_MS).unref();
-      await Promise.all([this.#api.close(), this.#auth.close()]);
+      await Promise.all([this.#api.close(), this.#auth.close(), ...this.#ipv6.map(closeServer)]);
       clearTimeout(cutOff);
       await this.core.persistence.close();
       // After a takeover the admin file may already be the new holder's.
