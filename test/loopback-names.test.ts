@@ -4,7 +4,7 @@
  * MCP Inspector do). Over real sockets: the metadata names the resource as the client reached it, tokens are bound
  * to that name (RFC 8707), the issuer keeps its one name (RFC 8414 §3.3), and both servers listen on ::1 too.
  */
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { Emulator } from '../src/server/emulator.js';
 import { startEmulator } from './helpers/emulator.js';
@@ -137,6 +137,23 @@ describe('both servers listen on ::1 too (bound to the default 127.0.0.1)', () =
       const probe = createServer();
       await new Promise<void>((resolve, reject) => probe.once('error', reject).listen(port, '::1', resolve));
       await new Promise<void>((resolve) => probe.close(() => resolve()));
+    }
+  });
+
+  it('where [::1] cannot be listened on at the port, the emulator carries on with 127.0.0.1 and says so in one notice', async () => {
+    const squatter = createServer();
+    await new Promise<void>((resolve, reject) => squatter.once('error', reject).listen(0, '::1', resolve));
+    const port = (squatter.address() as AddressInfo).port;
+    try {
+      const notices: string[] = [];
+      const emulator = await startEmulator({ port, onNotice: (line) => notices.push(line) });
+      expect(emulator.baseUrl).toBe(`http://127.0.0.1:${port}`);
+      expect(notices).toEqual([expect.stringMatching(new RegExp(`^could not also listen on \\[::1\\]:${port} \\(EADDRINUSE\\)`))]);
+      expect((await http(`${emulator.baseUrl}/.well-known/oauth-protected-resource/mcp`)).json().resource).toBe(`${emulator.baseUrl}/mcp`);
+      expect((await http(`http://[::1]:${new URL(emulator.authUrl).port}/settings`)).status).toBe(200);
+      await emulator.stop();
+    } finally {
+      await new Promise<void>((resolve) => squatter.close(() => resolve()));
     }
   });
 });
