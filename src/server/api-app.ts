@@ -21,6 +21,7 @@ import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
 import type { Fault, Faults } from '../core/faults.js';
 import { pageHeaders } from './page-headers.js';
 import { isAllowedHost } from './host-guard.js';
+import { HTTP_LIMITS, answerClientError, checkRequestHead, closeUnreadRequest } from './http-transport.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
 import { registerRestRoutes } from './rest-routes.js';
@@ -173,10 +174,11 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     if (options.checkHost && !isAllowedHost(request.headers.host, port, options.bindHost)) {
       return void sendProblem(reply, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
     }
-    done();
+    done(checkRequestHead(request));
   });
-  app.addHook('onSend', (_request, reply, payload, done) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     if (options.stopping?.()) reply.header('connection', 'close');
+    closeUnreadRequest(request, reply);
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
@@ -222,6 +224,10 @@ export function newFastify(options: AppOptions): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Request line and headers up to HTTP_LIMITS.head reach the routes, which check the limits with their error shape;
+    // what the parser refuses beyond it is answered as a problem, then the connection closes politely.
+    http: { maxHeaderSize: HTTP_LIMITS.head },
+    clientErrorHandler: answerClientError,
     ...(options.compilers ? { schemaController: options.compilers.schemaController } : {}),
     // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.
     frameworkErrors: (error, _request, reply) => {
