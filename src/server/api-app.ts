@@ -22,6 +22,7 @@ import type { Fault, Faults } from '../core/faults.js';
 import { pageHeaders } from './page-headers.js';
 import { isAllowedHost } from './host-guard.js';
 import { HTTP_LIMITS, answerClientError, checkRequestHead, closeUnreadRequest } from './http-transport.js';
+import { answerMethodNotAllowed, trackRoutes } from './known-routes.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
 import { registerRestRoutes } from './rest-routes.js';
@@ -214,10 +215,11 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
 
 /** The 404 of both servers; each sets it in the context whose hooks its 404s need (the API's: CORS). */
 export const notFound = (request: FastifyRequest, reply: FastifyReply) =>
+  answerMethodNotAllowed(request, reply) ??
   sendProblem(reply, 'route_not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`);
 
 export function newFastify(options: AppOptions): FastifyInstance {
-  return Fastify({
+  const app = Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     // Strict input: no coercion of numbers into strings or single values into arrays.
@@ -235,6 +237,9 @@ export function newFastify(options: AppOptions): FastifyInstance {
       void sendProblem(reply, 'invalid_request', error.message, {}, status >= 400 && status < 500 ? status : 400);
     },
   });
+  // Before any route: the 404 handlers tell a wrong method on a known path (405) from an unknown path.
+  trackRoutes(app);
+  return app;
 }
 
 /** `{base_url}`: OAuth endpoints for clients, metadata, and (in later parts) the REST allowlist and /mcp. */
