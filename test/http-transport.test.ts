@@ -233,6 +233,7 @@ const HEAD_ROUTES: Array<{ name: string; method: string; url: (emu: Emulator) =>
   { name: 'POST /oauth/token', method: 'POST', url: (e) => `${e.baseUrl}/oauth/token`, shape: oauthJson('invalid_request') },
   { name: 'POST /oauth/register', method: 'POST', url: (e) => `${e.baseUrl}/oauth/register`, shape: oauthJson('invalid_client_metadata') },
   { name: 'POST /chat/ask', method: 'POST', url: (e) => `${e.baseUrl}/chat/ask`, shape: problem('invalid_request') },
+  { name: 'POST /mcp', method: 'POST', url: (e) => `${e.baseUrl}/mcp`, shape: jsonRpc },
   { name: 'GET /research/{id}', method: 'GET', url: (e) => `${e.baseUrl}/research/job_x`, shape: problem('invalid_request') },
   { name: 'GET /_admin/health', method: 'GET', url: (e) => `${e.adminUrl}/health`, shape: problem('invalid_request') },
   { name: 'a path no route has', method: 'GET', url: (e) => `${e.baseUrl}/no/such/route`, shape: problem('invalid_request') },

@@ -28,13 +28,19 @@ export const HTTP_LIMITS = {
   lingerIdleMs: 5_000,
 } as const;
 
+/** The error codes of a request target or header fields over the limits (/mcp answers them in JSON-RPC's shape). */
+export const URI_TOO_LONG = 'AA_ERR_URI_TOO_LONG';
+export const HEADERS_TOO_LARGE = 'AA_ERR_HEADERS_TOO_LARGE';
+
 /** An answer about the request's size on the wire, given with its status in the route's error shape. */
 class TransportRefusal extends Error {
+  readonly code: string;
   constructor(
     readonly statusCode: 414 | 431,
     message: string,
   ) {
     super(message);
+    this.code = statusCode === 414 ? URI_TOO_LONG : HEADERS_TOO_LARGE;
   }
 }
 
