@@ -33,6 +33,7 @@ export const PROBLEMS = {
   content_too_large: { status: 413, kind: 'usage', title: 'The content is too large' },
   body_too_large: { status: 413, kind: 'usage', title: 'The request body is too large' },
   unsupported_media_type: { status: 415, kind: 'usage', title: 'The request body has an unsupported media type' },
+  method_not_allowed: { status: 405, kind: 'usage', title: 'The route does not take this method' },
   invalid_duration: { status: 400, kind: 'usage', title: 'The duration is not valid' },
   invalid_consent_policy: { status: 400, kind: 'usage', title: 'The consent policy is not valid' },
   invalid_fault: { status: 400, kind: 'usage', title: 'The fault is not valid' },

@@ -21,6 +21,8 @@ import { errorReplier, sendOAuthError, sendProblem } from './error-replies.js';
 import type { Fault, Faults } from '../core/faults.js';
 import { pageHeaders } from './page-headers.js';
 import { isAllowedHost } from './host-guard.js';
+import { HTTP_LIMITS, answerClientError, checkRequestHead, closeUnreadRequest } from './http-transport.js';
+import { answerMethodNotAllowed, trackRoutes } from './known-routes.js';
 import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
 import { registerRestRoutes } from './rest-routes.js';
@@ -173,10 +175,11 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     if (options.checkHost && !isAllowedHost(request.headers.host, port, options.bindHost)) {
       return void sendProblem(reply, 'host_not_allowed', `Host "${request.headers.host ?? ''}" is not served here; use 127.0.0.1:${port}`);
     }
-    done();
+    done(checkRequestHead(request));
   });
-  app.addHook('onSend', (_request, reply, payload, done) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     if (options.stopping?.()) reply.header('connection', 'close');
+    closeUnreadRequest(request, reply);
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
@@ -212,16 +215,21 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
 
 /** The 404 of both servers; each sets it in the context whose hooks its 404s need (the API's: CORS). */
 export const notFound = (request: FastifyRequest, reply: FastifyReply) =>
+  answerMethodNotAllowed(request, reply) ??
   sendProblem(reply, 'route_not_found', `${request.method} ${request.url.split('?')[0]} is not a route of this service`);
 
 export function newFastify(options: AppOptions): FastifyInstance {
-  return Fastify({
+  const app = Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     // Strict input: no coercion of numbers into strings or single values into arrays.
     ajv: { customOptions: { coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Request line and headers up to HTTP_LIMITS.head reach the routes, which check the limits with their error shape;
+    // what the parser refuses beyond it is answered as a problem, then the connection closes politely.
+    http: { maxHeaderSize: HTTP_LIMITS.head },
+    clientErrorHandler: answerClientError,
     ...(options.compilers ? { schemaController: options.compilers.schemaController } : {}),
     // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.
     frameworkErrors: (error, _request, reply) => {
@@ -229,6 +237,9 @@ export function newFastify(options: AppOptions): FastifyInstance {
       void sendProblem(reply, 'invalid_request', error.message, {}, status >= 400 && status < 500 ? status : 400);
     },
   });
+  // Before any route: the 404 handlers tell a wrong method on a known path (405) from an unknown path.
+  trackRoutes(app);
+  return app;
 }
 
 /** `{base_url}`: OAuth endpoints for clients, metadata, and (in later parts) the REST allowlist and /mcp. */

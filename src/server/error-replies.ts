@@ -38,6 +38,8 @@ const hintOf = (error: AgentAccessError): { hint?: string } => (error.hint ? { h
 
 /** The code of a framework error (a body too large, a media type not parsed) that carries only its status. */
 const CODE_OF_STATUS: Partial<Record<number, ProblemCode>> = { 413: 'body_too_large', 415: 'unsupported_media_type' };
+/** Statuses about the request's size (body, target, header fields) that OAuth endpoints keep rather than answer 400. */
+const SIZE_STATUSES = new Set([413, 414, 431]);
 const problemCodeOfStatus = (status: number): ProblemCode =>
   status >= 500 ? 'server_error' : (CODE_OF_STATUS[status] ?? 'invalid_request');
 
@@ -130,11 +132,11 @@ export function errorReplier(options: {
         error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
           ? `Content-Type must be ${style === 'registration' ? 'application/json' : 'application/x-www-form-urlencoded'}`
           : described.description;
-      return sendOAuthError(reply, new OAuthError(code, description, { status: status === 413 ? 413 : 400 }));
+      return sendOAuthError(reply, new OAuthError(code, description, { status: SIZE_STATUSES.has(status) ? status : 400 }));
     }
     if (style === 'html')
       return pageHeaders(reply.code(status)).send(
-        options.htmlError(status, status === 500 ? 'server_error' : 'invalid_request', described.description),
+        options.htmlError(status, error.validation ? 'invalid_request' : problemCodeOfStatus(status), described.description),
       );
     return sendProblem(reply, error.validation ? 'invalid_request' : problemCodeOfStatus(status), described.description, {}, status);
   };

@@ -7,6 +7,7 @@ import { RETIRED_TOOLS, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.
 import { requireScope } from './resource-guard.js';
 import { setRateLimitHeaders } from './rest-routes.js';
 import { INVALID_UTF8 } from './strict-json.js';
+import { HEADERS_TOO_LARGE, HTTP_LIMITS, URI_TOO_LONG } from './http-transport.js';
 
 /**
  * The MCP SDK and zod weigh more than the rest of the server: loaded on the first /mcp request, so `serve` is
@@ -33,6 +34,8 @@ const TRANSPORT_ERRORS: Record<string, { status: number; code: number; message: 
     message: 'Unsupported Media Type: Content-Type must be application/json',
   },
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: -32000, message: 'Request body too large' },
+  [URI_TOO_LONG]: { status: 414, code: -32000, message: `URI Too Long: the request target exceeds ${HTTP_LIMITS.target} bytes` },
+  [HEADERS_TOO_LARGE]: { status: 431, code: -32000, message: `Request Header Fields Too Large: they exceed ${HTTP_LIMITS.headers} bytes` },
 };
 
 function sendTransportError(reply: FastifyReply, error: { status: number; code: number; message: string }) {

@@ -67,6 +67,7 @@ const FOR_THE_PERSON: Record<string, string> = {
   invalid_scope: 'Die Anwendung hat Berechtigungen angefragt, die dieser Dienst nicht kennt.',
   body_too_large: 'Die Anfrage der Anwendung ist zu groß.',
   unsupported_media_type: 'Die Anfrage der Anwendung hat ein Format, das dieser Dienst nicht annimmt.',
+  method_not_allowed: 'Diese Adresse nimmt die Anfrage der Anwendung in dieser Form nicht an.',
   server_error: 'Beim Dienst ist ein Fehler aufgetreten. Bitte versuchen Sie es später noch einmal.',
 };
 
