@@ -140,6 +140,18 @@ describe('both servers listen on ::1 too (bound to the default 127.0.0.1)', () =
     }
   });
 
+  it('RFC 6585 §5: [::1] has the same HTTP limits: 64 KB of header fields at /mcp get the same 431 there as at 127.0.0.1', async () => {
+    const emulator = await startEmulator();
+    const big = { ...MCP_HEADERS, 'x-filler': 'a'.repeat(64 * 1024) };
+    const [at127, atIpv6] = await Promise.all(
+      [emulator.baseUrl, under(emulator, '[::1]')].map((origin) =>
+        http(`${origin}/mcp`, { method: 'POST', headers: big, body: TOOLS_LIST }),
+      ),
+    );
+    expect(at127!.status).toBe(431);
+    expect([atIpv6!.status, atIpv6!.headers['content-type'], atIpv6!.text]).toEqual([431, at127!.headers['content-type'], at127!.text]);
+  });
+
   it('where [::1] cannot be listened on at the port, the emulator carries on with 127.0.0.1 and says so in one notice', async () => {
     const squatter = createServer();
     await new Promise<void>((resolve, reject) => squatter.once('error', reject).listen(0, '::1', resolve));

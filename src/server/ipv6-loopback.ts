@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerOptions } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 
 /**
@@ -6,11 +6,18 @@ import type { FastifyInstance } from 'fastify';
  * and so does `http://localhost:P` where localhost resolves to ::1 first (STANDARDS "Loopback names"). fastify binds
  * more than one address only for the host "localhost", and then only those the resolver returns (127.0.0.1 alone on
  * many machines), so this is what fastify's own extra bindings are: a plain HTTP server whose requests the app's
- * router handles (`app.routing`), with the main server's timeouts and client-error handler.
+ * router handles (`app.routing`), with the main server's parser options, timeouts and client-error handler.
  */
 export function listenOnIpv6Loopback(app: FastifyInstance, port: number): Promise<Server> {
   const main = app.server;
-  const twin = createServer((request, response) => app.routing(request, response));
+  // The parser's options as the app's server got them (fastify's `http` option; Node keeps them on the server):
+  // the same limits on both addresses, the request head's size among them.
+  const { maxHeaderSize, insecureHTTPParser, requireHostHeader, joinDuplicateHeaders, rejectNonStandardBodyWrites } =
+    main as unknown as ServerOptions;
+  const twin = createServer(
+    { maxHeaderSize, insecureHTTPParser, requireHostHeader, joinDuplicateHeaders, rejectNonStandardBodyWrites },
+    (request, response) => app.routing(request, response),
+  );
   twin.keepAliveTimeout = main.keepAliveTimeout;
   twin.headersTimeout = main.headersTimeout;
   twin.requestTimeout = main.requestTimeout;
