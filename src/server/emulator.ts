@@ -32,6 +32,7 @@ import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
 import { LazySchemaCompilers } from './lazy-schema-compilers.js';
+import { preloadMcpServer } from './mcp.js';
 import { Snapshots } from './snapshots.js';
 
 export { DEFAULT_STATE_FILE };
@@ -137,6 +138,7 @@ export class Emulator {
   #pruneTimer: NodeJS.Timeout | undefined;
   #settleTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
+  #loaded: Promise<void> = Promise.resolve();
   /** Another process took the state file's lock over: this one writes nothing more, its admin file included. */
   #lockLost = false;
 
@@ -185,6 +187,14 @@ export class Emulator {
   }
   get adminUrl(): string {
     return `${this.baseUrl}${ADMIN_PREFIX}`;
+  }
+
+  /**
+   * Resolves once what loads after the ready line has loaded: the search index and the MCP SDK. Nothing needs to
+   * wait for it (requests that need a piece wait by themselves); it is there for measurements and tests.
+   */
+  loaded(): Promise<void> {
+    return this.#loaded;
   }
 
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
@@ -289,6 +299,7 @@ export class Emulator {
         compilers: new LazySchemaCompilers(),
         onServerError: (error: Error) => onError(error, 'request'),
       };
+      // The signing keys are imported before the ready line: the first token request is served at full speed.
       const [api, auth] = await Promise.all([
         buildApiApp(
           core,
@@ -296,6 +307,7 @@ export class Emulator {
           options.extendApi ? (app) => options.extendApi!(app, core) : undefined,
         ),
         buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => resources.documentFor(person, id) }),
+        core.warmUp(),
       ]);
       apps = [api, auth];
       emulator = new Emulator(
@@ -348,13 +360,13 @@ export class Emulator {
         () => void Promise.all([resources.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')),
         SETTLE_EVERY_MS,
       ).unref();
-      // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(
-        () =>
-          void Promise.all([core.warmUp(), common.compilers.warmUp(), resources.search.warmUp()]).catch((e: Error) =>
-            onError(e, 'warm-up'),
-          ),
-      );
+      // What only some requests need loads after the ready line, a piece at a time, so that the others are served at
+      // full speed meanwhile; a request that needs a piece still loading waits for it (search: ask, research and the
+      // MCP tools; the MCP SDK: /mcp).
+      emulator.#loaded = new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() => Promise.all([common.compilers.warmUp(), resources.search.warmUp()]))
+        .then(preloadMcpServer)
+        .catch((e: Error) => onError(e, 'warm-up'));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {
         emulator.#lockLost = true;
