@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { obtainFamily, type Endpoints } from './flow.js';
 import type { RunSummary } from './load.js';
 import { MAX_LIST_ITEMS } from './scenario-gen.js';
@@ -33,6 +33,7 @@ import {
   serveArgs,
   sleep,
   startProc,
+  peakRssKb,
   stopProc,
   waitForJsonLine,
   waitForJsonLineTimed,
@@ -220,6 +221,68 @@ async function readyOnce(spec: Spec): Promise<ReadyOnce> {
   }
 }
 
+// ---------- measure A2: the first requests after the ready line ----------
+
+/** Sequential requests on one keep-alive connection right after the ready line, and how long the next ones may wait. */
+interface AfterReadyOnce {
+  /** ms of request 1 .. 10, sent one after another from the moment the ready line was read */
+  first10_ms: number[];
+  /** the slowest request of those sent one after another for AFTER_READY_WINDOW_MS after the tenth */
+  window_max_ms: number;
+  window_requests: number;
+}
+
+/** How long after the tenth request the bench keeps asking: the time the emulator loads the rest in the background. */
+const AFTER_READY_WINDOW_MS = 1_000;
+
+async function afterReadyOnce(spec: Spec): Promise<AfterReadyOnce> {
+  const ports = await freePorts(spec.nPorts);
+  const p = startProc(spec.label, spec.args(ports), ROOT);
+  const agent = new Agent({ connections: 1, pipelining: 1 });
+  try {
+    await waitForJsonLine(p, spec.readyLineKey ?? 'base_url', START_DEADLINE_MS);
+    const url = spec.metaUrl(ports);
+    const timed = async (): Promise<number> => {
+      const t0 = performance.now();
+      const r = await request(url, { dispatcher: agent, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      await r.body.text();
+      if (r.statusCode !== 200) throw new BenchError(`${spec.label}: ${url} answered ${r.statusCode} after the ready line`);
+      return performance.now() - t0;
+    };
+    const first10_ms: number[] = [];
+    for (let i = 0; i < 10; i++) first10_ms.push(await timed());
+    let window_max_ms = 0;
+    let window_requests = 0;
+    for (const end = performance.now() + AFTER_READY_WINDOW_MS; performance.now() < end; window_requests++) {
+      window_max_ms = Math.max(window_max_ms, await timed());
+      await sleep(2);
+    }
+    return { first10_ms, window_max_ms, window_requests };
+  } finally {
+    await agent.close();
+    await stopProc(p);
+  }
+}
+
+interface AfterReadyStats {
+  first_median_ms: number;
+  tenth_median_ms: number;
+  /** median over the starts of the slowest request in the window after the tenth */
+  window_max_median_ms: number;
+  window_max_ms: number;
+  samples: AfterReadyOnce[];
+}
+
+function afterReadyStats(xs: AfterReadyOnce[]): AfterReadyStats {
+  return {
+    first_median_ms: round(median(xs.map((x) => x.first10_ms[0]!)), 2),
+    tenth_median_ms: round(median(xs.map((x) => x.first10_ms[9]!)), 2),
+    window_max_median_ms: round(median(xs.map((x) => x.window_max_ms)), 2),
+    window_max_ms: round(Math.max(...xs.map((x) => x.window_max_ms)), 2),
+    samples: xs.map((x) => ({ ...x, first10_ms: x.first10_ms.map((m) => round(m, 2)), window_max_ms: round(x.window_max_ms, 2) })),
+  };
+}
+
 interface ReadyStats {
   median_ms: number;
   min_ms: number;
@@ -243,6 +306,8 @@ function stats(xs: ReadyOnce[]): ReadyStats {
 interface ReadyResults {
   servers: Record<string, ReadyStats>;
   ours_first_start_ms?: number;
+  /** ours on its existing state file: the first ten requests after the ready line, and the second after them */
+  ours_after_ready?: AfterReadyStats;
   notes: string[];
   /** CPU cores used by processes outside the bench during this phase */
   foreign_cpu_cores?: number;
@@ -275,6 +340,8 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
   }
   const samples: Record<string, ReadyOnce[]> = {};
   for (const s of specs) samples[s.key] = [];
+  const afterReady: AfterReadyOnce[] = [];
+  const oursOnFile = specs.find((s) => s.key === 'ours');
   for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
     // Rotate the order each round so drift in machine load is spread across servers.
     const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
@@ -290,9 +357,20 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
       }
       await sleep(20);
     }
+    if (oursOnFile && specs.includes(oursOnFile)) {
+      try {
+        const x = await afterReadyOnce(oursOnFile);
+        afterReady.push(x);
+        done.push(`after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
+      } catch (e) {
+        if (!isBenchFailure(e)) throw e;
+        failures.push(`ours after the ready line (run ${round_ + 1}): ${e.message}`);
+      }
+    }
     log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
   }
   for (const [key, xs] of Object.entries(samples)) if (xs.length > 0) res.servers[key] = stats(xs);
+  if (afterReady.length > 0) res.ours_after_ready = afterReadyStats(afterReady);
   if (stateDir) removeTempDir(stateDir);
   const noise = meter.stop();
   if (noise !== undefined) res.foreign_cpu_cores = round(noise, 2);
@@ -354,10 +432,12 @@ interface LoadResults {
   flow_warnings: string[];
   /** CPU cores used by processes outside the bench during each load phase */
   foreign_cpu_cores: Record<string, number>;
+  /** VmHWM of each server over its load phases (start-up included), read just before it is stopped */
+  peak_rss_kb: Record<string, number | undefined>;
 }
 
 async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
-  const res: LoadResults = { flow_warnings: [], foreign_cpu_cores: {} };
+  const res: LoadResults = { flow_warnings: [], foreign_cpu_cores: {}, peak_rss_kb: {} };
   const noteNoise = (key: string, m: NoiseMeter): void => {
     const n = m.stop();
     if (n !== undefined) res.foreign_cpu_cores[key] = round(n, 2);
@@ -410,6 +490,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
         res.mock_client_credentials = r2.main;
         log(briefRun('mock client_credentials', r2.main));
       } finally {
+        res.peak_rss_kb['oauth2_mock_server'] = peakRssKb(p.child.pid!);
         await stopProc(p);
         noteNoise('oauth2_mock_server', meter);
       }
@@ -456,6 +537,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
           }
         }
       } finally {
+        res.peak_rss_kb['ours_refresh'] = peakRssKb(p.child.pid!);
         await stopProc(p);
         if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours exited with code ${p.child.exitCode} after SIGTERM`);
         if (existsSync(stateFile)) res.ours_state_file_bytes = statSync(stateFile).size;
@@ -693,6 +775,7 @@ async function measureAsk(
             `ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ${rec.text.slice(0, 2000)}`,
           );
       } finally {
+        res.peak_rss_kb['ours_ask'] = peakRssKb(p.child.pid!);
         await stopProc(p);
         if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours (ask) exited with code ${p.child.exitCode} after SIGTERM`);
         removeTempDir(dir);
@@ -766,9 +849,20 @@ async function main(): Promise<void> {
   const replayRps = askRps(load?.ours_ask_replay);
   const t5 = ratio(freshRps, verifyRps);
   const t6 = ratio(replayRps, verifyRps);
+  const afterReady = ready?.ours_after_ready;
+  const t7 = ratio(afterReady?.first_median_ms, afterReady?.tenth_median_ms);
+  // Ours over both of its load phases (token and ask) against the mock over its token phase.
+  const oursPeaks = [load?.peak_rss_kb['ours_refresh'], load?.peak_rss_kb['ours_ask']].filter((x) => x !== undefined);
+  const oursPeakKb = oursPeaks.length > 0 ? Math.max(...oursPeaks) : undefined;
+  const mockPeakKb = load?.peak_rss_kb['oauth2_mock_server'];
+  const t8 = ratio(oursPeakKb, mockPeakKb);
   const targets: Target[] = [
-    { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.5', ok: t1 === null ? null : t1 <= 1.5 },
-    { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '< 1', ok: t2 === null ? null : t2 < 1 },
+    { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.2', ok: t1 === null ? null : t1 <= 1.2 },
+    { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '<= 0.8', ok: t2 === null ? null : t2 <= 0.8 },
+    { name: 'ours 1st request after ready / 10th', value: t7, target: '<= 1', ok: t7 === null ? null : t7 <= 1 },
+    ...(load && (runsRefresh(o) || runsAsk(o))
+      ? [{ name: 'ours peak RSS (token, ask) / mock peak RSS', value: t8, target: '<= 1', ok: t8 === null ? null : t8 <= 1 }]
+      : []),
     ...(runsRefresh(o)
       ? [
           { name: 'ours refresh req/s / mock refresh_token req/s', value: t3, target: '>= 4', ok: t3 === null ? null : t3 >= 4 },
@@ -829,6 +923,18 @@ async function main(): Promise<void> {
   if (r['ours']?.ready_line_median_ms !== undefined)
     lines.push(
       `${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`,
+    );
+  if (afterReady)
+    lines.push(
+      `  ours after the ready line: request 1 ${fmt(afterReady.first_median_ms, 2)} ms, request 10 ${fmt(afterReady.tenth_median_ms, 2)} ms; ` +
+        `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(afterReady.window_max_median_ms, 1)} ms, max ${fmt(afterReady.window_max_ms, 1)} ms`,
+    );
+  const mb = (kb?: number): string => (kb === undefined ? '-' : `${fmt(kb / 1024, 0)} MB`);
+  if (load && Object.keys(load.peak_rss_kb).length > 0)
+    lines.push(
+      `  peak RSS: ${Object.entries(load.peak_rss_kb)
+        .map(([k, v]) => `${k} ${mb(v)}`)
+        .join(', ')}`,
     );
   if (load?.ours_refresh) {
     const s = load.ours_refresh;
