@@ -31,7 +31,7 @@ import { buildAuthApp } from './auth-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
-import { LazySchemaCompilers } from './lazy-schema-compilers.js';
+import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
 
 export { DEFAULT_STATE_FILE };
@@ -95,6 +95,11 @@ export interface EmulatorOptions {
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
+  /**
+   * Where the servers' validators and serializers come from. Default: the code `npm run build` generated, each used
+   * while it matches its route's schema; the rest is compiled as the routes register (and the start says so).
+   */
+  schemaCompilers?: SchemaCompilers;
 }
 
 /** The host part of the service URLs: a wildcard bind is announced as 127.0.0.1, IPv6 literals get brackets. */
@@ -280,22 +285,37 @@ export class Emulator {
         () => core.defaultPerson.id,
         () => `aa_session_${ports.auth ?? 0}`,
       );
+      const schemaCompilers = options.schemaCompilers ?? PrecompiledSchemas.load();
       const common = {
         faults,
         sessions,
         checkHost,
         bindHost: host,
         stopping: () => lifecycle.stopping,
-        compilers: new LazySchemaCompilers(),
         onServerError: (error: Error) => onError(error, 'request'),
       };
       const [api, auth] = await Promise.all([
         buildApiApp(
           core,
-          { ...common, port: () => ports.api, adminToken, resources, plane, snapshots, workspace: fixtures.workspace },
+          {
+            ...common,
+            port: () => ports.api,
+            schemaController: schemaCompilers.schemaController('api'),
+            adminToken,
+            resources,
+            plane,
+            snapshots,
+            workspace: fixtures.workspace,
+          },
           options.extendApi ? (app) => options.extendApi!(app, core) : undefined,
         ),
-        buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => resources.documentFor(person, id) }),
+        buildAuthApp(core, {
+          ...common,
+          port: () => ports.auth,
+          schemaController: schemaCompilers.schemaController('auth'),
+          plane,
+          documents: (person, id) => resources.documentFor(person, id),
+        }),
       ]);
       apps = [api, auth];
       emulator = new Emulator(
@@ -348,13 +368,11 @@ export class Emulator {
         () => void Promise.all([resources.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')),
         SETTLE_EVERY_MS,
       ).unref();
-      // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(
-        () =>
-          void Promise.all([core.warmUp(), common.compilers.warmUp(), resources.search.warmUp()]).catch((e: Error) =>
-            onError(e, 'warm-up'),
-          ),
-      );
+      // Route schemas that had to be compiled at start mean the build is out of date: said once, after listening.
+      const schemaNotice = schemaCompilers.notice?.();
+      if (schemaNotice) onNotice(schemaNotice);
+      // Import the signing keys and build the search index now, off the ready path, so first requests are not slower.
+      setImmediate(() => void Promise.all([core.warmUp(), resources.search.warmUp()]).catch((e: Error) => onError(e, 'warm-up')));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {
         emulator.#lockLost = true;
