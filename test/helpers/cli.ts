@@ -55,9 +55,10 @@ afterEach(async () => {
 });
 
 /** Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running. */
-export async function startServe(args: string[], options: { cwd?: string } = {}): Promise<ServeProcess> {
+export async function startServe(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], {
     cwd: options.cwd,
+    env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
