@@ -1,12 +1,14 @@
 // Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and three load scenarios:
 //   refresh: token-endpoint throughput for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours;
 //   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify;
-//   storage: ours on states of about 1k and 100k records (start, refresh, peak RSS) and a mixed soak (storage.ts).
+//   storage: ours on states of about 1k and 100k records (start, refresh, peak RSS) and a mixed soak (storage.ts);
+//   cli:     start-up of `agent-access --help`, `--version` and `token` against `node -e 0` (cli.ts).
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
+import { cliBudgetSec, cliReport, cliTargets, measureCli, type CliOpts } from './cli.js';
 import { obtainFamily, type Endpoints } from './flow.js';
 import type { RunSummary } from './load.js';
 import { MAX_LIST_ITEMS } from './scenario-gen.js';
@@ -52,7 +54,7 @@ const MOCK_DIR = path.join(ROOT, 'node_modules', 'oauth2-mock-server');
 
 // ---------- options ----------
 
-type Scenario = 'all' | 'refresh' | 'ask' | 'storage';
+type Scenario = 'all' | 'refresh' | 'ask' | 'storage' | 'cli';
 
 interface Opts {
   only: 'all' | 'baselines' | 'ours';
@@ -75,6 +77,7 @@ const runsRefresh = (o: Opts): boolean => o.scenario === 'all' || o.scenario ===
 const runsAsk = (o: Opts): boolean => o.scenario === 'all' || o.scenario === 'ask';
 const runsStorage = (o: Opts): boolean =>
   (o.scenario === 'all' || o.scenario === 'storage') && o.only !== 'baselines' && !o.skip.has('load');
+const runsCli = (o: Opts): boolean => (o.scenario === 'all' || o.scenario === 'cli') && o.only !== 'baselines';
 
 /** Other processes using more than this many cores counts as a noisy machine. */
 const QUIET_CORES = 0.3;
@@ -108,7 +111,8 @@ function parseArgs(argv: string[]): Opts {
       o.only = x;
     } else if (a === '--scenario') {
       const x = v();
-      if (x !== 'refresh' && x !== 'ask' && x !== 'storage' && x !== 'all') throw new Error('--scenario refresh|ask|storage|all');
+      if (x !== 'refresh' && x !== 'ask' && x !== 'storage' && x !== 'cli' && x !== 'all')
+        throw new Error('--scenario refresh|ask|storage|cli|all');
       o.scenario = x;
     } else if (a === '--skip') {
       const x = v();
@@ -130,13 +134,14 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--soak-rate') o.soakWriteRate = Math.max(1, Math.min(5000, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
-        'usage: node build/bench/run.js [--scenario refresh|ask|storage|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
+        'usage: node build/bench/run.js [--scenario refresh|ask|storage|cli|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
           '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--storage-duration 20] [--soak 60] [--soak-rate 200]\n' +
           '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.\n' +
           '  storage: scenarios of --storage-sizes records, each loaded into a state file once, then --storage-starts timed\n' +
           '  second starts, the refresh load (--warmup, then --storage-duration s) and peak RSS per size; then a --soak s\n' +
           '  mixed run (0: none) on a new state of the smallest size: keyed asks and research jobs offered at --soak-rate /s\n' +
-          '  beside the refreshes. --skip load skips it too.',
+          '  beside the refreshes. --skip load skips it too.\n' +
+          '  cli: --runs interleaved spawns to exit of node -e 0, agent-access --help, --version and token (a valid stored token).',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -801,9 +806,11 @@ async function main(): Promise<void> {
     bin: OURS_BIN,
     root: ROOT,
   };
+  const cliOpts: CliOpts = { runs: o.runs, bin: OURS_BIN, root: ROOT };
   installCleanupHandlers(
     (Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) +
-      (runsStorage(o) ? storageBudgetSec(storageOpts) : 0)) *
+      (runsStorage(o) ? storageBudgetSec(storageOpts) : 0) +
+      (runsCli(o) ? cliBudgetSec(cliOpts) : 0)) *
       1000,
   );
   const loadAtStart = os.loadavg().map((x) => round(x, 2));
@@ -824,6 +831,7 @@ async function main(): Promise<void> {
   const ready = o.skip.has('ready') ? undefined : await measureReady(o, failures);
   const load = o.skip.has('load') || (!runsRefresh(o) && !runsAsk(o)) ? undefined : await measureLoad(o, failures);
   const storage = runsStorage(o) ? await measureStorage(storageOpts, failures) : undefined;
+  const cli = runsCli(o) ? await measureCli(cliOpts, failures) : undefined;
 
   const r = ready?.servers ?? {};
   const oursReady = r['ours']?.median_ms;
@@ -877,6 +885,7 @@ async function main(): Promise<void> {
       : []),
   ];
   if (storage) targets.push(...storageTargets(storage));
+  if (runsCli(o)) targets.push(...cliTargets(cli));
 
   const rows: [string, string, string, string][] = [
     ['bare fastify (ceiling)', fmt(bareReady), fmt(load?.bare_fastify_post?.reqPerSecMean, 0), 'POST /oauth/token (trivial JSON)'],
@@ -965,6 +974,7 @@ async function main(): Promise<void> {
         .join(', ')}`,
     );
   if (storage) lines.push(...storageReport(storage));
+  if (cli) lines.push(...cliReport(cli));
   lines.push('');
   lines.push('targets');
   lines.push('-'.repeat(90));
@@ -977,6 +987,7 @@ async function main(): Promise<void> {
     ...(ready?.foreign_cpu_cores !== undefined ? [['ready phase', ready.foreign_cpu_cores] as const] : []),
     ...Object.entries(load?.foreign_cpu_cores ?? {}).map(([k, v]) => [`load ${k}`, v] as const),
     ...Object.entries(storage?.foreign_cpu_cores ?? {}).map(([k, v]) => [k, v] as const),
+    ...(cli?.foreign_cpu_cores !== undefined ? [['cli', cli.foreign_cpu_cores] as const] : []),
   ];
   const worstForeign = foreign.length > 0 ? Math.max(...foreign.map(([, v]) => v)) : 0;
   if (foreign.length > 0) {
@@ -1024,6 +1035,7 @@ async function main(): Promise<void> {
     ready,
     throughput: load,
     storage,
+    cli,
     targets: targets.map((t) => ({ ...t, value: t.value === null ? null : round(t.value, 3) })),
     failures,
   };

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { StateFileError } from '../core/errors.js';
+import { StateFileError, StateLockedError } from '../core/errors.js';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
 import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
@@ -22,7 +22,7 @@ import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
-import { StateLockedError, lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
+import { lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor } from '../protocol/admin-file.js';
 import { announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
