@@ -12,6 +12,7 @@ import { Emulator } from './emulator.js';
 import {
   compilerVersions,
   defaultGeneratedFile,
+  contextHash,
   routeSchemaHash,
   routeSchemaKey,
   type AppName,
@@ -49,8 +50,9 @@ class SchemaRecorder implements SchemaCompilers {
           store.set(key, [hash, code]);
         },
       })(externalSchemas, writeOptions);
+      const context = contextHash(externalSchemas, options);
       return (request) => {
-        pending = { key: routeSchemaKey(app, request), hash: routeSchemaHash(kind, request, externalSchemas, options) };
+        pending = { key: routeSchemaKey(app, request), hash: routeSchemaHash(kind, request, context) };
         return compiler(request);
       };
     };

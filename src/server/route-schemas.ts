@@ -38,12 +38,22 @@ export function routeSchemaKey(app: AppName, request: RouteSchemaRequest): strin
 }
 
 /**
- * Everything a compiled function depends on besides the compiler's version: the schema, the schemas added to the
- * context, and the compiler's options (ajv's coerceTypes, allErrors, …). Generated code is used only while it matches.
+ * What every schema of one context depends on: the schemas added to it and the compiler's options (ajv's
+ * coerceTypes, allErrors, …). Hashed once per context, not per route: it is most of the text.
  */
-export function routeSchemaHash(kind: SchemaKind, request: RouteSchemaRequest, externalSchemas: unknown, options: unknown): string {
+export function contextHash(externalSchemas: unknown, options: unknown): string {
   return createHash('sha256')
-    .update(JSON.stringify([kind, request.schema, externalSchemas, options]))
+    .update(JSON.stringify([externalSchemas, options]))
+    .digest('base64url');
+}
+
+/**
+ * Everything a compiled function depends on besides the compiler's version: the schema and its context (contextHash).
+ * Generated code is used only while it matches.
+ */
+export function routeSchemaHash(kind: SchemaKind, request: RouteSchemaRequest, context: string): string {
+  return createHash('sha256')
+    .update(JSON.stringify([kind, request.schema, context]))
     .digest('base64url');
 }
 
@@ -153,9 +163,10 @@ export class PrecompiledSchemas implements SchemaCompilers {
   #builder<F>(app: AppName, kind: SchemaKind, compile: (externalSchemas: unknown, options: unknown) => RouteCompiler<F>): Builder<F> {
     return (externalSchemas, options) => {
       let compiler: RouteCompiler<F> | undefined;
+      const context = contextHash(externalSchemas, options);
       return (request) => {
         const key = routeSchemaKey(app, request);
-        const found = this.#precompiled<F>(kind, key, routeSchemaHash(kind, request, externalSchemas, options));
+        const found = this.#precompiled<F>(kind, key, routeSchemaHash(kind, request, context));
         if (typeof found !== 'string') {
           this.uses.push({ kind, key, precompiled: true });
           return found;
