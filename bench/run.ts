@@ -313,6 +313,8 @@ interface ReadyResults {
   ours_first_start_ms?: number;
   /** ours on its existing state file: the first ten requests after the ready line, and the second after them */
   ours_after_ready?: AfterReadyStats;
+  /** the same for bare fastify, whose first request has no loading to wait for: what a first request costs anyway */
+  bare_after_ready?: AfterReadyStats;
   notes: string[];
   /** CPU cores used by processes outside the bench during this phase */
   foreign_cpu_cores?: number;
@@ -346,7 +348,9 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
   const samples: Record<string, ReadyOnce[]> = {};
   for (const s of specs) samples[s.key] = [];
   const afterReady: AfterReadyOnce[] = [];
+  const bareAfterReady: AfterReadyOnce[] = [];
   const oursOnFile = specs.find((s) => s.key === 'ours');
+  const bare = specs.find((s) => s.key === 'bare_fastify');
   for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
     // Rotate the order each round so drift in machine load is spread across servers.
     const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
@@ -362,20 +366,25 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
       }
       await sleep(20);
     }
-    if (oursOnFile && specs.includes(oursOnFile)) {
+    for (const [spec, xs] of [
+      [oursOnFile, afterReady],
+      [bare, bareAfterReady],
+    ] as const) {
+      if (!spec || !specs.includes(spec)) continue;
       try {
-        const x = await afterReadyOnce(oursOnFile);
-        afterReady.push(x);
-        done.push(`after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
+        const x = await afterReadyOnce(spec);
+        xs.push(x);
+        done.push(`${spec.key}_after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
       } catch (e) {
         if (!isBenchFailure(e)) throw e;
-        failures.push(`ours after the ready line (run ${round_ + 1}): ${e.message}`);
+        failures.push(`${spec.label} after the ready line (run ${round_ + 1}): ${e.message}`);
       }
     }
     log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
   }
   for (const [key, xs] of Object.entries(samples)) if (xs.length > 0) res.servers[key] = stats(xs);
   if (afterReady.length > 0) res.ours_after_ready = afterReadyStats(afterReady);
+  if (bareAfterReady.length > 0) res.bare_after_ready = afterReadyStats(bareAfterReady);
   if (stateDir) removeTempDir(stateDir);
   const noise = meter.stop();
   if (noise !== undefined) res.foreign_cpu_cores = round(noise, 2);
@@ -933,11 +942,15 @@ async function main(): Promise<void> {
     lines.push(
       `${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`,
     );
-  if (afterReady)
-    lines.push(
-      `  ours after the ready line: request 1 ${fmt(afterReady.first_median_ms, 2)} ms, request 10 ${fmt(afterReady.tenth_median_ms, 2)} ms; ` +
-        `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(afterReady.window_max_median_ms, 1)} ms, max ${fmt(afterReady.window_max_ms, 1)} ms`,
-    );
+  for (const [who, x] of [
+    ['ours', afterReady],
+    ['bare fastify', ready?.bare_after_ready],
+  ] as const)
+    if (x)
+      lines.push(
+        `  ${who} after the ready line: request 1 ${fmt(x.first_median_ms, 2)} ms, request 10 ${fmt(x.tenth_median_ms, 2)} ms; ` +
+          `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(x.window_max_median_ms, 1)} ms, max ${fmt(x.window_max_ms, 1)} ms`,
+      );
   const mb = (kb?: number): string => (kb === undefined ? '-' : `${fmt(kb / 1024, 0)} MB`);
   if (load && Object.keys(load.peak_rss_kb).length > 0)
     lines.push(

@@ -11,14 +11,23 @@ import { HEADERS_TOO_LARGE, HTTP_LIMITS, URI_TOO_LONG } from './http-transport.j
 
 /**
  * The MCP SDK and zod weigh more than the rest of the server (about 220 ms to load): `preloadMcpServer` loads them
- * after the ready line, and a /mcp request that comes sooner waits for it. Loaded in stages (zod, the SDK's
- * protocol types, then the rest), because a module graph runs in one go once loaded: in stages, a request that
- * does not need them waits at most one stage's run, not the whole graph's.
+ * after the ready line, and a /mcp request that comes sooner waits for it. Loaded in stages (zod's core, zod, the
+ * SDK's protocol types, its server, the transport), because a module graph runs in one go once loaded: in stages,
+ * a request that does not need them waits at most one stage's run (about 30 ms at most on 2 cores), not the
+ * whole graph's (80 ms and more).
  */
+const MCP_STAGES = [
+  () => import('zod/v4/core'),
+  () => import('zod'),
+  () => import('@modelcontextprotocol/sdk/types.js'),
+  () => import('@modelcontextprotocol/sdk/server/index.js'),
+  () => import('@modelcontextprotocol/sdk/server/mcp.js'),
+  () => import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+];
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;
 const loadMcpServer = () =>
   (mcpServerModule ??= (async () => {
-    for (const stage of [() => import('zod'), () => import('@modelcontextprotocol/sdk/types.js')]) {
+    for (const stage of MCP_STAGES) {
       await stage();
       await new Promise((resolve) => setImmediate(resolve));
     }
