@@ -1,12 +1,14 @@
 // Benchmark driver: ready time (spawn -> first 200 on the metadata URL) and three load scenarios:
 //   refresh: token-endpoint throughput for bare fastify (ceiling), oauth2-mock-server (the usual mock) and ours;
 //   ask:     POST /chat/ask on ours (fresh and idempotent replay) against bare fastify + ES256 jwtVerify;
-//   storage: ours on states of about 1k and 100k records (start, refresh, peak RSS) and a mixed soak (storage.ts).
+//   storage: ours on states of about 1k and 100k records (start, refresh, peak RSS) and a mixed soak (storage.ts);
+//   cli:     start-up of `agent-access --help`, `--version` and `token` against `node -e 0` (cli.ts).
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
+import { cliBudgetSec, cliReport, cliTargets, measureCli, type CliOpts } from './cli.js';
 import { obtainFamily, type Endpoints } from './flow.js';
 import type { RunSummary } from './load.js';
 import { MAX_LIST_ITEMS } from './scenario-gen.js';
@@ -33,6 +35,7 @@ import {
   serveArgs,
   sleep,
   startProc,
+  peakRssKb,
   stopProc,
   waitForJsonLine,
   waitForJsonLineTimed,
@@ -51,7 +54,7 @@ const MOCK_DIR = path.join(ROOT, 'node_modules', 'oauth2-mock-server');
 
 // ---------- options ----------
 
-type Scenario = 'all' | 'refresh' | 'ask' | 'storage';
+type Scenario = 'all' | 'refresh' | 'ask' | 'storage' | 'cli';
 
 interface Opts {
   only: 'all' | 'baselines' | 'ours';
@@ -74,6 +77,7 @@ const runsRefresh = (o: Opts): boolean => o.scenario === 'all' || o.scenario ===
 const runsAsk = (o: Opts): boolean => o.scenario === 'all' || o.scenario === 'ask';
 const runsStorage = (o: Opts): boolean =>
   (o.scenario === 'all' || o.scenario === 'storage') && o.only !== 'baselines' && !o.skip.has('load');
+const runsCli = (o: Opts): boolean => (o.scenario === 'all' || o.scenario === 'cli') && o.only !== 'baselines';
 
 /** Other processes using more than this many cores counts as a noisy machine. */
 const QUIET_CORES = 0.3;
@@ -107,7 +111,8 @@ function parseArgs(argv: string[]): Opts {
       o.only = x;
     } else if (a === '--scenario') {
       const x = v();
-      if (x !== 'refresh' && x !== 'ask' && x !== 'storage' && x !== 'all') throw new Error('--scenario refresh|ask|storage|all');
+      if (x !== 'refresh' && x !== 'ask' && x !== 'storage' && x !== 'cli' && x !== 'all')
+        throw new Error('--scenario refresh|ask|storage|cli|all');
       o.scenario = x;
     } else if (a === '--skip') {
       const x = v();
@@ -129,13 +134,14 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--soak-rate') o.soakWriteRate = Math.max(1, Math.min(5000, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
-        'usage: node build/bench/run.js [--scenario refresh|ask|storage|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
+        'usage: node build/bench/run.js [--scenario refresh|ask|storage|cli|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
           '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--storage-duration 20] [--soak 60] [--soak-rate 200]\n' +
           '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.\n' +
           '  storage: scenarios of --storage-sizes records, each loaded into a state file once, then --storage-starts timed\n' +
           '  second starts, the refresh load (--warmup, then --storage-duration s) and peak RSS per size; then a --soak s\n' +
           '  mixed run (0: none) on a new state of the smallest size: keyed asks and research jobs offered at --soak-rate /s\n' +
-          '  beside the refreshes. --skip load skips it too.',
+          '  beside the refreshes. --skip load skips it too.\n' +
+          '  cli: --runs interleaved spawns to exit of node -e 0, agent-access --help, --version and token (a valid stored token).',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -220,6 +226,68 @@ async function readyOnce(spec: Spec): Promise<ReadyOnce> {
   }
 }
 
+// ---------- measure A2: the first requests after the ready line ----------
+
+/** Sequential requests on one keep-alive connection right after the ready line, and how long the next ones may wait. */
+interface AfterReadyOnce {
+  /** ms of request 1 .. 10, sent one after another from the moment the ready line was read */
+  first10_ms: number[];
+  /** the slowest request of those sent one after another for AFTER_READY_WINDOW_MS after the tenth */
+  window_max_ms: number;
+  window_requests: number;
+}
+
+/** How long after the tenth request the bench keeps asking: the time the emulator loads the rest in the background. */
+const AFTER_READY_WINDOW_MS = 1_000;
+
+async function afterReadyOnce(spec: Spec): Promise<AfterReadyOnce> {
+  const ports = await freePorts(spec.nPorts);
+  const p = startProc(spec.label, spec.args(ports), ROOT);
+  const agent = new Agent({ connections: 1, pipelining: 1 });
+  try {
+    await waitForJsonLine(p, spec.readyLineKey ?? 'base_url', START_DEADLINE_MS);
+    const url = spec.metaUrl(ports);
+    const timed = async (): Promise<number> => {
+      const t0 = performance.now();
+      const r = await request(url, { dispatcher: agent, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      await r.body.text();
+      if (r.statusCode !== 200) throw new BenchError(`${spec.label}: ${url} answered ${r.statusCode} after the ready line`);
+      return performance.now() - t0;
+    };
+    const first10_ms: number[] = [];
+    for (let i = 0; i < 10; i++) first10_ms.push(await timed());
+    let window_max_ms = 0;
+    let window_requests = 0;
+    for (const end = performance.now() + AFTER_READY_WINDOW_MS; performance.now() < end; window_requests++) {
+      window_max_ms = Math.max(window_max_ms, await timed());
+      await sleep(2);
+    }
+    return { first10_ms, window_max_ms, window_requests };
+  } finally {
+    await agent.close();
+    await stopProc(p);
+  }
+}
+
+interface AfterReadyStats {
+  first_median_ms: number;
+  tenth_median_ms: number;
+  /** median over the starts of the slowest request in the window after the tenth */
+  window_max_median_ms: number;
+  window_max_ms: number;
+  samples: AfterReadyOnce[];
+}
+
+function afterReadyStats(xs: AfterReadyOnce[]): AfterReadyStats {
+  return {
+    first_median_ms: round(median(xs.map((x) => x.first10_ms[0]!)), 2),
+    tenth_median_ms: round(median(xs.map((x) => x.first10_ms[9]!)), 2),
+    window_max_median_ms: round(median(xs.map((x) => x.window_max_ms)), 2),
+    window_max_ms: round(Math.max(...xs.map((x) => x.window_max_ms)), 2),
+    samples: xs.map((x) => ({ ...x, first10_ms: x.first10_ms.map((m) => round(m, 2)), window_max_ms: round(x.window_max_ms, 2) })),
+  };
+}
+
 interface ReadyStats {
   median_ms: number;
   min_ms: number;
@@ -243,6 +311,10 @@ function stats(xs: ReadyOnce[]): ReadyStats {
 interface ReadyResults {
   servers: Record<string, ReadyStats>;
   ours_first_start_ms?: number;
+  /** ours on its existing state file: the first ten requests after the ready line, and the second after them */
+  ours_after_ready?: AfterReadyStats;
+  /** the same for bare fastify, whose first request has no loading to wait for: what a first request costs anyway */
+  bare_after_ready?: AfterReadyStats;
   notes: string[];
   /** CPU cores used by processes outside the bench during this phase */
   foreign_cpu_cores?: number;
@@ -275,6 +347,10 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
   }
   const samples: Record<string, ReadyOnce[]> = {};
   for (const s of specs) samples[s.key] = [];
+  const afterReady: AfterReadyOnce[] = [];
+  const bareAfterReady: AfterReadyOnce[] = [];
+  const oursOnFile = specs.find((s) => s.key === 'ours');
+  const bare = specs.find((s) => s.key === 'bare_fastify');
   for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
     // Rotate the order each round so drift in machine load is spread across servers.
     const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
@@ -290,9 +366,25 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
       }
       await sleep(20);
     }
+    for (const [spec, xs] of [
+      [oursOnFile, afterReady],
+      [bare, bareAfterReady],
+    ] as const) {
+      if (!spec || !specs.includes(spec)) continue;
+      try {
+        const x = await afterReadyOnce(spec);
+        xs.push(x);
+        done.push(`${spec.key}_after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
+      } catch (e) {
+        if (!isBenchFailure(e)) throw e;
+        failures.push(`${spec.label} after the ready line (run ${round_ + 1}): ${e.message}`);
+      }
+    }
     log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
   }
   for (const [key, xs] of Object.entries(samples)) if (xs.length > 0) res.servers[key] = stats(xs);
+  if (afterReady.length > 0) res.ours_after_ready = afterReadyStats(afterReady);
+  if (bareAfterReady.length > 0) res.bare_after_ready = afterReadyStats(bareAfterReady);
   if (stateDir) removeTempDir(stateDir);
   const noise = meter.stop();
   if (noise !== undefined) res.foreign_cpu_cores = round(noise, 2);
@@ -354,10 +446,12 @@ interface LoadResults {
   flow_warnings: string[];
   /** CPU cores used by processes outside the bench during each load phase */
   foreign_cpu_cores: Record<string, number>;
+  /** VmHWM of each server over its load phases (start-up included), read just before it is stopped */
+  peak_rss_kb: Record<string, number | undefined>;
 }
 
 async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
-  const res: LoadResults = { flow_warnings: [], foreign_cpu_cores: {} };
+  const res: LoadResults = { flow_warnings: [], foreign_cpu_cores: {}, peak_rss_kb: {} };
   const noteNoise = (key: string, m: NoiseMeter): void => {
     const n = m.stop();
     if (n !== undefined) res.foreign_cpu_cores[key] = round(n, 2);
@@ -410,6 +504,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
         res.mock_client_credentials = r2.main;
         log(briefRun('mock client_credentials', r2.main));
       } finally {
+        res.peak_rss_kb['oauth2_mock_server'] = peakRssKb(p.child.pid!);
         await stopProc(p);
         noteNoise('oauth2_mock_server', meter);
       }
@@ -456,6 +551,7 @@ async function measureLoad(o: Opts, failures: string[]): Promise<LoadResults> {
           }
         }
       } finally {
+        res.peak_rss_kb['ours_refresh'] = peakRssKb(p.child.pid!);
         await stopProc(p);
         if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours exited with code ${p.child.exitCode} after SIGTERM`);
         if (existsSync(stateFile)) res.ours_state_file_bytes = statSync(stateFile).size;
@@ -693,6 +789,7 @@ async function measureAsk(
             `ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ${rec.text.slice(0, 2000)}`,
           );
       } finally {
+        res.peak_rss_kb['ours_ask'] = peakRssKb(p.child.pid!);
         await stopProc(p);
         if (p.child.exitCode !== null && p.child.exitCode !== 0) log(`ours (ask) exited with code ${p.child.exitCode} after SIGTERM`);
         removeTempDir(dir);
@@ -718,9 +815,11 @@ async function main(): Promise<void> {
     bin: OURS_BIN,
     root: ROOT,
   };
+  const cliOpts: CliOpts = { runs: o.runs, bin: OURS_BIN, root: ROOT };
   installCleanupHandlers(
     (Math.max(480, o.quietWaitSec + o.runs * 4 * 2 + 7 * (o.warmupSec + o.durationSec + 20) + 60) +
-      (runsStorage(o) ? storageBudgetSec(storageOpts) : 0)) *
+      (runsStorage(o) ? storageBudgetSec(storageOpts) : 0) +
+      (runsCli(o) ? cliBudgetSec(cliOpts) : 0)) *
       1000,
   );
   const loadAtStart = os.loadavg().map((x) => round(x, 2));
@@ -741,6 +840,7 @@ async function main(): Promise<void> {
   const ready = o.skip.has('ready') ? undefined : await measureReady(o, failures);
   const load = o.skip.has('load') || (!runsRefresh(o) && !runsAsk(o)) ? undefined : await measureLoad(o, failures);
   const storage = runsStorage(o) ? await measureStorage(storageOpts, failures) : undefined;
+  const cli = runsCli(o) ? await measureCli(cliOpts, failures) : undefined;
 
   const r = ready?.servers ?? {};
   const oursReady = r['ours']?.median_ms;
@@ -766,9 +866,20 @@ async function main(): Promise<void> {
   const replayRps = askRps(load?.ours_ask_replay);
   const t5 = ratio(freshRps, verifyRps);
   const t6 = ratio(replayRps, verifyRps);
+  const afterReady = ready?.ours_after_ready;
+  const t7 = ratio(afterReady?.first_median_ms, afterReady?.tenth_median_ms);
+  // Ours over both of its load phases (token and ask) against the mock over its token phase.
+  const oursPeaks = [load?.peak_rss_kb['ours_refresh'], load?.peak_rss_kb['ours_ask']].filter((x) => x !== undefined);
+  const oursPeakKb = oursPeaks.length > 0 ? Math.max(...oursPeaks) : undefined;
+  const mockPeakKb = load?.peak_rss_kb['oauth2_mock_server'];
+  const t8 = ratio(oursPeakKb, mockPeakKb);
   const targets: Target[] = [
-    { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.5', ok: t1 === null ? null : t1 <= 1.5 },
-    { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '< 1', ok: t2 === null ? null : t2 < 1 },
+    { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.2', ok: t1 === null ? null : t1 <= 1.2 },
+    { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '<= 0.8', ok: t2 === null ? null : t2 <= 0.8 },
+    { name: 'ours 1st request after ready / 10th', value: t7, target: '<= 1', ok: t7 === null ? null : t7 <= 1 },
+    ...(load && (runsRefresh(o) || runsAsk(o))
+      ? [{ name: 'ours peak RSS (token, ask) / mock peak RSS', value: t8, target: '<= 1', ok: t8 === null ? null : t8 <= 1 }]
+      : []),
     ...(runsRefresh(o)
       ? [
           { name: 'ours refresh req/s / mock refresh_token req/s', value: t3, target: '>= 4', ok: t3 === null ? null : t3 >= 4 },
@@ -783,6 +894,7 @@ async function main(): Promise<void> {
       : []),
   ];
   if (storage) targets.push(...storageTargets(storage));
+  if (runsCli(o)) targets.push(...cliTargets(cli));
 
   const rows: [string, string, string, string][] = [
     ['bare fastify (ceiling)', fmt(bareReady), fmt(load?.bare_fastify_post?.reqPerSecMean, 0), 'POST /oauth/token (trivial JSON)'],
@@ -830,6 +942,22 @@ async function main(): Promise<void> {
     lines.push(
       `${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`,
     );
+  for (const [who, x] of [
+    ['ours', afterReady],
+    ['bare fastify', ready?.bare_after_ready],
+  ] as const)
+    if (x)
+      lines.push(
+        `  ${who} after the ready line: request 1 ${fmt(x.first_median_ms, 2)} ms, request 10 ${fmt(x.tenth_median_ms, 2)} ms; ` +
+          `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(x.window_max_median_ms, 1)} ms, max ${fmt(x.window_max_ms, 1)} ms`,
+      );
+  const mb = (kb?: number): string => (kb === undefined ? '-' : `${fmt(kb / 1024, 0)} MB`);
+  if (load && Object.keys(load.peak_rss_kb).length > 0)
+    lines.push(
+      `  peak RSS: ${Object.entries(load.peak_rss_kb)
+        .map(([k, v]) => `${k} ${mb(v)}`)
+        .join(', ')}`,
+    );
   if (load?.ours_refresh) {
     const s = load.ours_refresh;
     lines.push(
@@ -859,6 +987,7 @@ async function main(): Promise<void> {
         .join(', ')}`,
     );
   if (storage) lines.push(...storageReport(storage));
+  if (cli) lines.push(...cliReport(cli));
   lines.push('');
   lines.push('targets');
   lines.push('-'.repeat(90));
@@ -871,6 +1000,7 @@ async function main(): Promise<void> {
     ...(ready?.foreign_cpu_cores !== undefined ? [['ready phase', ready.foreign_cpu_cores] as const] : []),
     ...Object.entries(load?.foreign_cpu_cores ?? {}).map(([k, v]) => [`load ${k}`, v] as const),
     ...Object.entries(storage?.foreign_cpu_cores ?? {}).map(([k, v]) => [k, v] as const),
+    ...(cli?.foreign_cpu_cores !== undefined ? [['cli', cli.foreign_cpu_cores] as const] : []),
   ];
   const worstForeign = foreign.length > 0 ? Math.max(...foreign.map(([, v]) => v)) : 0;
   if (foreign.length > 0) {
@@ -918,6 +1048,7 @@ async function main(): Promise<void> {
     ready,
     throughput: load,
     storage,
+    cli,
     targets: targets.map((t) => ({ ...t, value: t.value === null ? null : round(t.value, 3) })),
     failures,
   };

@@ -23,14 +23,35 @@ async function recipe(heading: RegExp): Promise<string> {
   return block[1]!;
 }
 
+const CI_RECIPE = /A CI job that runs the emulator in the background on free ports, waits for it to be ready/;
+
 describe('README recipes', () => {
+  it("the CI job stops at once, with serve's log, when serve cannot start", async () => {
+    const dir = await scratchDir();
+    // The recipe up to readiness, with a serve that fails at start (a fixtures directory that does not exist).
+    const lines = (await recipe(CI_RECIPE)).split('\n');
+    const waited = lines.slice(0, lines.findIndex((l) => l.startsWith('[ -s ready.json ]')) + 1).join('\n');
+    const script = waited
+      .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)
+      .replace('serve --json', `serve --json --fixtures '${join(dir, 'missing')}'`)
+      // A wait that did not notice would now run for hours, and the test's kill would end it: no bound on time needed.
+      .replace('seq 150', 'seq 100000');
+    await writeFile(join(dir, 'ci.sh'), `set -eu\n${script}`);
+    const child = spawn('bash', ['ci.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    let stdout = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    const [code] = await once(child, 'exit');
+    clearTimeout(timer);
+    // Exit 1 from the recipe's own check, not the kill: the wait stopped as serve did.
+    expect(code).toBe(1);
+    // serve's own message, printed by the recipe: the job log says why.
+    expect(stdout).toMatch(/agent-access: .*missing/);
+  });
+
   it('the CI job with login under an approve policy runs as written', async () => {
     const dir = await scratchDir();
-    const script = (
-      await recipe(/A CI job that runs the emulator in the background, waits for it to be ready, and runs a script that logs in/)
-    )
-      .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)
-      .replace('serve --json', 'serve --json --port 0 --auth-port 0');
+    const script = (await recipe(CI_RECIPE)).replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`);
     await writeFile(join(dir, 'ci.sh'), `set -eu\n${script}`);
     const child = spawn('bash', ['ci.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
     let stdout = '';

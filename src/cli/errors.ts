@@ -1,7 +1,6 @@
-import { AgentAccessError, OAuthError } from '../core/errors.js';
+import { AgentAccessError, OAuthError, StateLockedError } from '../core/errors.js';
 import { ClientError, type ClientErrorKind } from '../protocol/errors.js';
 import { kindOfCode, type ProcessErrorCode } from '../protocol/problems.js';
-import { StateLockedError } from '../store/lock.js';
 
 /** Exit codes of every command (documented in the README). */
 export const EXIT = {

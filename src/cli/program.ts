@@ -1,36 +1,143 @@
 import { createRequire } from 'node:module';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Help } from 'commander';
 import { processContext, type ClientContext } from '../client/context.js';
 import { EXIT, describeCliError } from './errors.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
-/** The modules that define the top-level commands, in the order help lists them. */
-const COMMAND_MODULES: Array<{ names: readonly string[]; load: (ctx: ClientContext) => Promise<Command[]> }> = [
-  { names: ['serve'], load: async () => [(await import('./commands/serve.js')).serveCommand()] },
-  { names: ['grants'], load: async () => [(await import('./commands/grants.js')).grantsCommand()] },
-  { names: ['charges'], load: async () => [(await import('./commands/charges.js')).chargesCommand()] },
-  { names: ['dashboard'], load: async (ctx) => [(await import('./commands/dashboard.js')).dashboardCommand(ctx)] },
-  { names: ['clock'], load: async (ctx) => [(await import('./commands/clock.js')).clockCommand(ctx)] },
-  { names: ['snapshot'], load: async (ctx) => [(await import('./commands/snapshot.js')).snapshotCommand(ctx)] },
-  { names: ['findings'], load: async (ctx) => [(await import('./commands/findings.js')).findingsCommand(ctx)] },
-  {
-    names: ['login', 'token', 'status', 'logout', 'decode'],
-    load: async (ctx) => (await import('./commands/client.js')).clientCommands(ctx),
-  },
-  { names: ['ask', 'research', 'train'], load: async (ctx) => (await import('./commands/api.js')).apiCommands(ctx) },
-];
+/** One top-level command as the top-level help lists it, and how to load the real one. */
+export interface CommandEntry {
+  name: string;
+  /** What help prints after the name: `[options]` when it has options, then its arguments. */
+  usage: string;
+  description: string;
+  load: (ctx: ClientContext) => Promise<Command>;
+}
+
+const fromClient = (name: string) => async (ctx: ClientContext) =>
+  (await import('./commands/client.js')).clientCommands(ctx).find((c) => c.name() === name)!;
+const fromApi = (name: string) => async (ctx: ClientContext) =>
+  (await import('./commands/api.js')).apiCommands(ctx).find((c) => c.name() === name)!;
 
 /**
- * The `agent-access` program. A command line that names a command loads only the module defining it (every
- * other module is start-up time of `serve`, which is benchmarked); help, the version and unknown commands
- * load them all. Commands load their heavy modules only when they run.
+ * Every top-level command, in the order help lists them. Top-level help, the version and unknown commands are
+ * answered from this table alone; a command's module (and what it imports) loads only when that command runs or
+ * its own help is asked. test/unit/command-table.test.ts checks the table against the real commands.
+ */
+export const COMMANDS: readonly CommandEntry[] = [
+  {
+    name: 'serve',
+    usage: '[options]',
+    description: 'run the emulated Agent Access Service on this machine',
+    load: async () => (await import('./commands/serve.js')).serveCommand(),
+  },
+  {
+    name: 'grants',
+    usage: '',
+    description: 'list and revoke the grants people gave to clients',
+    load: async () => (await import('./commands/grants.js')).grantsCommand(),
+  },
+  {
+    name: 'charges',
+    usage: '[options]',
+    description: 'show charges in AKh: totals per client, and with --entries every ledger line',
+    load: async () => (await import('./commands/charges.js')).chargesCommand(),
+  },
+  {
+    name: 'dashboard',
+    usage: '[options]',
+    description: 'watch grants, token families, jobs, charges, requests and approvals of a running emulator, live',
+    load: async (ctx) => (await import('./commands/dashboard.js')).dashboardCommand(ctx),
+  },
+  {
+    name: 'clock',
+    usage: '',
+    description: "read or move the emulator's clock (`serve --clock manual`)",
+    load: async (ctx) => (await import('./commands/clock.js')).clockCommand(ctx),
+  },
+  {
+    name: 'snapshot',
+    usage: '',
+    description: 'save, restore and reset the whole state of a running emulator',
+    load: async (ctx) => (await import('./commands/snapshot.js')).snapshotCommand(ctx),
+  },
+  {
+    name: 'findings',
+    usage: '[options]',
+    description: "list what the emulator noticed about clients' habits (parallel refreshes, identity tokens, retries without a key, ...)",
+    load: async (ctx) => (await import('./commands/findings.js')).findingsCommand(ctx),
+  },
+  {
+    name: 'login',
+    usage: '[options]',
+    description: 'log in through the browser: discovery, registration, PKCE, consent, tokens stored for later commands',
+    load: fromClient('login'),
+  },
+  {
+    name: 'token',
+    usage: '[options]',
+    description: 'print a valid access token for scripts, refreshing it (with rotation) when it is close to expiry',
+    load: fromClient('token'),
+  },
+  {
+    name: 'status',
+    usage: '[options]',
+    description: 'who is logged in where: server, subject, scopes, audience, expiry, refresh age (exit 4 when not logged in)',
+    load: fromClient('status'),
+  },
+  {
+    name: 'logout',
+    usage: '[options]',
+    description: 'revoke the login at the server (RFC 7009) when it can, and forget its tokens here',
+    load: fromClient('logout'),
+  },
+  {
+    name: 'decode',
+    usage: '[options] [token]',
+    description: "show a token's header and claims (default: the stored access token; - reads stdin). Does not verify the signature",
+    load: fromClient('decode'),
+  },
+  {
+    name: 'ask',
+    usage: '[options] <question>',
+    description: 'POST /chat/ask: ask a question against the workspace and knowledge base (answers in German; charged without a key)',
+    load: fromApi('ask'),
+  },
+  {
+    name: 'research',
+    usage: '[options] [question]',
+    description: 'POST /research: start a research report (charged in AKh), or with --job follow one; --wait polls until it is done',
+    load: fromApi('research'),
+  },
+  {
+    name: 'train',
+    usage: '[options] <file>',
+    description: 'POST /training: add a document to the knowledge base; --wait follows processing_step until it is indexed',
+    load: fromApi('train'),
+  },
+];
+
+const usageOf = new Map(COMMANDS.map((c) => [c.name, c.usage]));
+
+/**
+ * The `agent-access` program. The command a command line names (`help NAME` included) is the real one; every
+ * other command is a stand-in made from the table, which is all top-level help, the version and an unknown
+ * command need. Commands load their heavy modules only when they run.
  */
 export async function buildProgram(ctx: ClientContext = processContext(), argv: readonly string[] = []): Promise<Command> {
-  const named = COMMAND_MODULES.find((m) => m.names.includes(argv[0] ?? ''));
-  const commands = (await Promise.all((named ? [named] : COMMAND_MODULES).map((m) => m.load(ctx)))).flat();
-  const program = new Command('agent-access').description('Dev kit and local emulator for the Agent Access Service').version(version);
-  for (const command of commands) program.addCommand(command);
+  const wanted = argv[0] === 'help' ? argv[1] : argv[0];
+  const program = new Command('agent-access')
+    .description('Dev kit and local emulator for the Agent Access Service')
+    .version(version)
+    .configureHelp({
+      // A stand-in has neither options nor arguments: the table says what the real command's line looks like.
+      subcommandTerm: (cmd) => {
+        const usage = usageOf.get(cmd.name());
+        return usage === undefined ? new Help().subcommandTerm(cmd) : `${cmd.name()}${usage ? ` ${usage}` : ''}`;
+      },
+    });
+  for (const entry of COMMANDS)
+    program.addCommand(entry.name === wanted ? await entry.load(ctx) : new Command(entry.name).description(entry.description));
   applyConventions(program, ctx);
   return program;
 }

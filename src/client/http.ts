@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, fetch as undiciFetch, request } from 'undici';
+import type * as Undici from 'undici';
+import type { Agent } from 'undici';
 import { ClientError } from '../protocol/errors.js';
 import { textOf } from '../protocol/format.js';
 import type { ClientContext } from './context.js';
@@ -40,13 +41,16 @@ const TRANSIENT_NETWORK = new Set([
   'UND_ERR_BODY_TIMEOUT',
 ]);
 
+let undici: Promise<typeof Undici> | undefined;
+const loadUndici = () => (undici ??= import('undici'));
+
 /**
  * The client's HTTP: one undici agent per command run (closed at its end so the process exits at once),
  * retries bounded by {@link RetryPolicy}. GETs are retried; a POST only when it carries an Idempotency-Key,
  * because without one a second send may run (and charge) the operation twice.
  */
 export class HttpClient {
-  readonly #agent = new Agent({ keepAliveTimeout: 2_000, connect: { timeout: 10_000 }, headersTimeout: 120_000, bodyTimeout: 120_000 });
+  #agent: Promise<Agent> | undefined;
   readonly #ctx: ClientContext;
   readonly #retry: RetryPolicy;
 
@@ -55,14 +59,24 @@ export class HttpClient {
     this.#retry = retry;
   }
 
+  /** The agent, made with the first request: a command that sends none does not load undici. */
+  #dispatcher(): Promise<Agent> {
+    this.#agent ??= loadUndici().then(
+      ({ Agent }) => new Agent({ keepAliveTimeout: 2_000, connect: { timeout: 10_000 }, headersTimeout: 120_000, bodyTimeout: 120_000 }),
+    );
+    return this.#agent;
+  }
+
   /** A WHATWG fetch on this client's agent, for oauth4webapi. */
-  readonly fetch = (url: string, init: RequestInit): Promise<Response> =>
+  readonly fetch = async (url: string, init: RequestInit): Promise<Response> => {
+    const [{ fetch }, dispatcher] = await Promise.all([loadUndici(), this.#dispatcher()]);
     // Node's global Response is undici's, but a program compiled with the DOM lib (the tests) has the browser's.
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
-    undiciFetch(url, { ...(init as object), dispatcher: this.#agent }) as unknown as Promise<Response>;
+    return (await fetch(url, { ...(init as object), dispatcher })) as unknown as Response;
+  };
 
   async close(): Promise<void> {
-    await this.#agent.close();
+    if (this.#agent) await (await this.#agent).close();
   }
 
   /** Sends a request, retrying what may be retried; answers every status (the caller decides what is an error). */
@@ -93,11 +107,12 @@ export class HttpClient {
     if (req.token) headers.authorization = `Bearer ${req.token}`;
     if (req.idempotencyKey !== undefined) headers['idempotency-key'] = req.idempotencyKey;
     if (req.body !== undefined) headers['content-type'] = 'application/json';
+    const [{ request }, dispatcher] = await Promise.all([loadUndici(), this.#dispatcher()]);
     const res = await request(req.url, {
       method: req.method,
       headers,
       body: req.body === undefined ? null : JSON.stringify(req.body),
-      dispatcher: this.#agent,
+      dispatcher,
     });
     const text = await res.body.text();
     let body: unknown = text;

@@ -1,4 +1,3 @@
-import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
 import { isRetiredScope, splitScope } from '../protocol/scopes.js';
@@ -13,6 +12,7 @@ import {
   type Discovered,
 } from './oauth.js';
 import { Progress } from './progress.js';
+import { describeLogin, type LoginResult } from './login-view.js';
 import { loginFrom, type Session } from './session.js';
 import type { StoredLogin } from './token-store.js';
 
@@ -28,19 +28,6 @@ export interface LoginOptions {
   timeoutMs: number;
   /** Port of the loopback listener; 0 picks a free one. */
   callbackPort: number;
-}
-
-export interface LoginResult {
-  base_url: string;
-  issuer: string;
-  client_id: string;
-  client_registered: boolean;
-  subject: string | null;
-  scope: string;
-  audience: string | string[] | null;
-  resource: string | null;
-  expires_at: string;
-  refresh_token: boolean;
 }
 
 /** The redirect URI registered once per server: loopback without a port, since any port must match (RFC 8252 §7.3, OAuth 2.1 §8.4.2). */
@@ -296,29 +283,4 @@ async function clientFor(
     };
   });
   return { clientId, fresh: true };
-}
-
-/** Subject and audience as the access token states them (spec 2.3: it can be decoded); null when it is opaque. */
-export function tokenClaims(token: string): Record<string, unknown> | null {
-  try {
-    return decodeJwt(token);
-  } catch {
-    return null;
-  }
-}
-
-export function describeLogin(baseUrl: string, issuer: string, login: StoredLogin, registered: boolean): LoginResult {
-  const claims = tokenClaims(login.access_token);
-  return {
-    base_url: baseUrl,
-    issuer,
-    client_id: login.client_id,
-    client_registered: registered,
-    subject: typeof claims?.sub === 'string' ? claims.sub : null,
-    scope: login.scope,
-    audience: (claims?.aud as string | string[] | undefined) ?? null,
-    resource: login.resource,
-    expires_at: new Date(login.expires_at).toISOString(),
-    refresh_token: login.refresh_token !== null,
-  };
 }

@@ -1,9 +1,9 @@
-import * as oauth from 'oauth4webapi';
+import type * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
 import { configDir, type ClientContext } from './context.js';
 import { resolveBaseUrl, type BaseUrlSource } from './base-url.js';
 import { apiError, bearerChallenge, HttpClient, type ApiRequest, type ApiResponse } from './http.js';
-import { discover, oauthFailure, refreshTokens, type Discovered } from './oauth.js';
+import type { Discovered } from './oauth.js';
 import { TokenStore, type StoredLogin } from './token-store.js';
 
 /** By default `token` hands out an access token only while it stays valid this long; otherwise it refreshes. */
@@ -59,9 +59,12 @@ export class Session {
     return new Session(ctx, store, baseUrl, source);
   }
 
-  /** Discovery runs at most once per command, and only when a command needs the authorization server. */
+  /**
+   * Discovery runs at most once per command, and only when a command needs the authorization server; so does
+   * loading the OAuth client (`token` with a valid token needs neither).
+   */
   discover(): Promise<Discovered> {
-    this.#discovered ??= discover(this.http, this.baseUrl);
+    this.#discovered ??= import('./oauth.js').then(({ discover }) => discover(this.http, this.baseUrl));
     return this.#discovered;
   }
 
@@ -94,7 +97,11 @@ export class Session {
         if (current.refresh_token !== seen.refresh_token || current.access_token !== seen.access_token)
           return { result: { login: current } };
         if (!current.refresh_token) return { result: { error: 'the access token expired and the server gave no refresh token' } };
-        const { as } = await this.discover();
+        const [{ as }, { oauthFailure, refreshTokens }, { ResponseBodyError }] = await Promise.all([
+          this.discover(),
+          import('./oauth.js'),
+          import('oauth4webapi'),
+        ]);
         let tokens: oauth.TokenEndpointResponse;
         try {
           tokens = await refreshTokens(this.http, as, {
@@ -103,7 +110,7 @@ export class Session {
             resource: current.resource,
           });
         } catch (e) {
-          if (e instanceof oauth.ResponseBodyError && (e.error === 'invalid_grant' || e.error === 'invalid_client')) {
+          if (e instanceof ResponseBodyError && (e.error === 'invalid_grant' || e.error === 'invalid_client')) {
             // Spent for good: keep the client registration, forget the tokens.
             const why =
               e.error === 'invalid_grant'

@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import lockfile from 'proper-lockfile';
 import { ClientError } from '../protocol/errors.js';
 
 /** A client registration, cached per server and redirect URI (registration is open, but needs doing once). */
@@ -89,6 +88,8 @@ export class TokenStore {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     let release: () => Promise<void>;
     let compromised: Error | undefined;
+    // Loaded here: only a change takes the lock, and `agent-access token` with a valid token changes nothing.
+    const { default: lockfile } = await import('proper-lockfile');
     try {
       release = await lockfile.lock(file, {
         realpath: false,

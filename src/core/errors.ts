@@ -96,6 +96,15 @@ export class StateFileError extends AgentAccessError {
   }
 }
 
+/** Another process holds the state file's lock (store/lock.ts); here so the CLI's error mapping need not load the lock. */
+export class StateLockedError extends AgentAccessError {
+  readonly pid: number | null;
+  constructor(file: string, pid: number | null) {
+    super('state_locked', `state file ${file} is in use by another agent-access process${pid ? ` (pid ${pid})` : ''}`);
+    this.pid = pid;
+  }
+}
+
 export const invalidRequest = (d: string) => new OAuthError('invalid_request', d);
 export const invalidGrant = (d: string) => new OAuthError('invalid_grant', d);
 export const invalidScope = (d: string) => new OAuthError('invalid_scope', d);

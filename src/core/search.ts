@@ -35,13 +35,15 @@ type Orama = typeof import('@orama/orama');
 type Db = ReturnType<Orama['create']>;
 
 const SNIPPET = 220;
+/** Entries indexed per turn of the event loop when the index is built (a few milliseconds of work). */
+const INSERT_SLICE = 8;
 /** Distinct questions whose ranked hits are kept (see SearchIndex.#answers). */
 const ANSWER_CACHE_SIZE = 1_000;
 const SHARED = 'shared';
 
 /**
  * Full-text search over the workspace and the knowledge base with Orama: German tokenizer, stemmer and stop
- * words, BM25 scoring. Orama is loaded and the index built on first use (or by warmUp), off the start-up path.
+ * words, BM25 scoring. Orama is loaded and the index built by warmUp after the ready line (or on first use); a search waits for it.
  * Knowledge documents are indexed per `##` section so a hit points at the passage that answers.
  */
 export class SearchIndex {
@@ -89,7 +91,12 @@ export class SearchIndex {
           entries.push(entry(`${kind}:${record.id}`, kind, SHARED, record.id, record.title, recordText(record)));
       }
       for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
-      await orama.insertMultiple(db, entries);
+      // In slices, yielding between them: built after the ready line, the index must not hold up the requests that
+      // do not need it (Orama inserts a batch in one go).
+      for (let i = 0; i < entries.length; i += INSERT_SLICE) {
+        await orama.insertMultiple(db, entries.slice(i, i + INSERT_SLICE));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
       return { orama, db };
     })());
   }

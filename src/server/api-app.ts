@@ -1,7 +1,7 @@
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { OAuthError } from '../core/errors.js';
 import type { Core } from '../core/core.js';
 import {
@@ -23,7 +23,6 @@ import { pageHeaders } from './page-headers.js';
 import { isAllowedHost } from './host-guard.js';
 import { HTTP_LIMITS, answerClientError, checkRequestHead, closeUnreadRequest } from './http-transport.js';
 import { answerMethodNotAllowed, trackRoutes } from './known-routes.js';
-import type { LazySchemaCompilers } from './lazy-schema-compilers.js';
 import { requireScope } from './resource-guard.js';
 import { registerRestRoutes } from './rest-routes.js';
 import { registerRetiredRoutes } from './retired-routes.js';
@@ -63,8 +62,8 @@ export interface AppOptions {
   plane?: AgentPlane;
   /** Snapshots of the whole state, for the admin API. */
   snapshots?: Snapshots;
-  /** Schema compilers shared by the emulator's servers, compiled after start-up. */
-  compilers?: LazySchemaCompilers;
+  /** Where the route schemas' validators and serializers come from (the emulator's: precompiled by the build). */
+  schemaController?: FastifyServerOptions['schemaController'];
   /** Faults on purpose (emulator control): 5xx, latency, and grant faults due on the clock. */
   faults?: Faults;
 }
@@ -230,7 +229,7 @@ export function newFastify(options: AppOptions): FastifyInstance {
     // what the parser refuses beyond it is answered as a problem, then the connection closes politely.
     http: { maxHeaderSize: HTTP_LIMITS.head },
     clientErrorHandler: answerClientError,
-    ...(options.compilers ? { schemaController: options.compilers.schemaController } : {}),
+    ...(options.schemaController ? { schemaController: options.schemaController } : {}),
     // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status = (error as { statusCode?: number }).statusCode ?? 400;

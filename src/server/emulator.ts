@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { StateFileError } from '../core/errors.js';
+import { StateFileError, StateLockedError } from '../core/errors.js';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../core/clock.js';
 import { AgentPlane, replayWorkspaceChanges } from '../core/agent-plane.js';
@@ -22,7 +22,7 @@ import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
-import { StateLockedError, lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
+import { lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor } from '../protocol/admin-file.js';
 import { announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
@@ -31,7 +31,8 @@ import { buildAuthApp } from './auth-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
-import { LazySchemaCompilers } from './lazy-schema-compilers.js';
+import { preloadMcpServer } from './mcp.js';
+import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
 
 export { DEFAULT_STATE_FILE };
@@ -95,6 +96,11 @@ export interface EmulatorOptions {
   onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
+  /**
+   * Where the servers' validators and serializers come from. Default: the code `npm run build` generated, each used
+   * while it matches its route's schema; the rest is compiled as the routes register (and the start says so).
+   */
+  schemaCompilers?: SchemaCompilers;
 }
 
 /** The host part of the service URLs: a wildcard bind is announced as 127.0.0.1, IPv6 literals get brackets. */
@@ -137,6 +143,7 @@ export class Emulator {
   #pruneTimer: NodeJS.Timeout | undefined;
   #settleTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
+  #loaded: Promise<void> = Promise.resolve();
   /** Another process took the state file's lock over: this one writes nothing more, its admin file included. */
   #lockLost = false;
 
@@ -185,6 +192,14 @@ export class Emulator {
   }
   get adminUrl(): string {
     return `${this.baseUrl}${ADMIN_PREFIX}`;
+  }
+
+  /**
+   * Resolves once what loads after the ready line has loaded: the search index and the MCP SDK. Nothing needs to
+   * wait for it (requests that need a piece wait by themselves); it is there for measurements and tests.
+   */
+  loaded(): Promise<void> {
+    return this.#loaded;
   }
 
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
@@ -280,22 +295,39 @@ export class Emulator {
         () => core.defaultPerson.id,
         () => `aa_session_${ports.auth ?? 0}`,
       );
+      const schemaCompilers = options.schemaCompilers ?? PrecompiledSchemas.load();
       const common = {
         faults,
         sessions,
         checkHost,
         bindHost: host,
         stopping: () => lifecycle.stopping,
-        compilers: new LazySchemaCompilers(),
         onServerError: (error: Error) => onError(error, 'request'),
       };
+      // The signing keys are imported before the ready line: the first token request is served at full speed.
       const [api, auth] = await Promise.all([
         buildApiApp(
           core,
-          { ...common, port: () => ports.api, adminToken, resources, plane, snapshots, workspace: fixtures.workspace },
+          {
+            ...common,
+            port: () => ports.api,
+            schemaController: schemaCompilers.schemaController('api'),
+            adminToken,
+            resources,
+            plane,
+            snapshots,
+            workspace: fixtures.workspace,
+          },
           options.extendApi ? (app) => options.extendApi!(app, core) : undefined,
         ),
-        buildAuthApp(core, { ...common, port: () => ports.auth, plane, documents: (person, id) => resources.documentFor(person, id) }),
+        buildAuthApp(core, {
+          ...common,
+          port: () => ports.auth,
+          schemaController: schemaCompilers.schemaController('auth'),
+          plane,
+          documents: (person, id) => resources.documentFor(person, id),
+        }),
+        core.warmUp(),
       ]);
       apps = [api, auth];
       emulator = new Emulator(
@@ -348,13 +380,16 @@ export class Emulator {
         () => void Promise.all([resources.settle(), faults.runDue()]).catch((e: Error) => onError(e, 'settle')),
         SETTLE_EVERY_MS,
       ).unref();
-      // Import the signing keys and compile route schemas now, off the ready path, so first requests are not slower.
-      setImmediate(
-        () =>
-          void Promise.all([core.warmUp(), common.compilers.warmUp(), resources.search.warmUp()]).catch((e: Error) =>
-            onError(e, 'warm-up'),
-          ),
-      );
+      // Route schemas that had to be compiled at start mean the build is out of date: said once, after listening.
+      const schemaNotice = schemaCompilers.notice?.();
+      if (schemaNotice) onNotice(schemaNotice);
+      // What only some requests need loads after the ready line, a piece at a time, so that the others are served at
+      // full speed meanwhile; a request that needs a piece still loading waits for it (search: ask, research and the
+      // MCP tools; the MCP SDK: /mcp).
+      emulator.#loaded = new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() => resources.search.warmUp())
+        .then(preloadMcpServer)
+        .catch((e: Error) => onError(e, 'warm-up'));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {
         emulator.#lockLost = true;

@@ -4,19 +4,11 @@ import { lstat, mkdir, readlink, realpath, rmdir, stat } from 'node:fs/promises'
 import { hostname, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { AgentAccessError, StateFileError } from '../core/errors.js';
+import { StateFileError, StateLockedError } from '../core/errors.js';
 
 /** A held lock is refreshed this often; one not refreshed for STALE_MS is a dead holder's and may be taken. */
 const UPDATE_MS = 1_000;
 const STALE_MS = 5_000;
-
-export class StateLockedError extends AgentAccessError {
-  readonly pid: number | null;
-  constructor(file: string, pid: number | null) {
-    super('state_locked', `state file ${file} is in use by another agent-access process${pid ? ` (pid ${pid})` : ''}`);
-    this.pid = pid;
-  }
-}
 
 /** What a holder announced about itself (serve's admin file, see admin-file.ts), judged now. */
 export interface AnnouncedHolder {

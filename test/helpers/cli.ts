@@ -54,12 +54,19 @@ afterEach(async () => {
   }
 });
 
-/** Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running. */
-export async function startServe(args: string[], options: { cwd?: string } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args], {
-    cwd: options.cwd,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/**
+ * Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running.
+ * `bin` runs another build (a copy of the package), `nodeArgs` go to node before it.
+ */
+export async function startServe(
+  args: string[],
+  options: { cwd?: string; bin?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {},
+): Promise<ServeProcess> {
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), options.bin ?? BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args],
+    { cwd: options.cwd, env: options.env ? { ...process.env, ...options.env } : undefined, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   let rest = '';
   child.stderr.on('data', (d) => (stderr += d));

@@ -123,7 +123,7 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .addOption(baseUrlOption())
     .option('--json', 'print JSON')
     .action(async (flags: CommonFlags) => {
-      const { describeLogin, tokenClaims } = await import('../../client/login.js');
+      const { describeLogin, tokenClaims } = await import('../../client/login-view.js');
       await withSession(ctx, flags, async (session) => {
         const record = await session.store.read(session.baseUrl);
         const login = record.login;
@@ -221,7 +221,11 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .addOption(baseUrlOption())
     .option('--json', 'print {header, claims} as JSON')
     .action(async (given: string | undefined, flags: CommonFlags) => {
-      const { decodeJwt, decodeProtectedHeader } = await import('jose');
+      // The decode-only entry points: jose's index would load its crypto as well.
+      const [{ decodeJwt }, { decodeProtectedHeader }] = await Promise.all([
+        import('jose/jwt/decode'),
+        import('jose/decode/protected_header'),
+      ]);
       let token = given;
       if (token === '-') token = (await readStdin()).trim();
       if (!token) token = (await withSession(ctx, flags, (session) => session.login())).access_token;
