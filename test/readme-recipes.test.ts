@@ -9,7 +9,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { BIN } from './helpers/cli.js';
+import { BIN, startServe } from './helpers/cli.js';
+import { clientEnv } from './helpers/client.js';
 import { scratchDir } from './helpers/emulator.js';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
@@ -23,9 +24,59 @@ async function recipe(heading: RegExp): Promise<string> {
   return block[1]!;
 }
 
+/** The code block that follows the first line matching `before` in the README. */
+async function blockAfter(before: RegExp, lang = 'sh'): Promise<string> {
+  const text = await readFile(README, 'utf8');
+  const at = text.search(before);
+  if (at < 0) throw new Error(`README has no text matching ${before}`);
+  const block = new RegExp('```' + lang + '\\n([\\s\\S]*?)```').exec(text.slice(at));
+  if (!block) throw new Error(`no ${lang} block after ${before}`);
+  return block[1]!;
+}
+
 const CI_RECIPE = /A CI job that runs the emulator in the background on free ports, waits for it to be ready/;
 
 describe('README recipes', () => {
+  it('the quick start runs as written: serve, login, ask, research, and curl with the token', async () => {
+    const dir = await scratchDir();
+    const config = await scratchDir();
+    // `npm start` is the build, then serve: the build is there already. Free ports instead of 4100/4101 (the client
+    // finds the emulator running in this directory either way), and an approve policy in the person's place.
+    const serve = await startServe(['--consent', 'approve', '--quiet'], { cwd: dir });
+    const baseUrl = String(JSON.parse(serve.readyLine).base_url);
+    const start = await blockAfter(/^Two commands do most of it/m);
+    expect(start).toMatch(/^npm install && npm start/);
+    // The person's browser: opens the consent URL, which the policy answers, and follows the redirect to `login`.
+    const browser = join(dir, 'browser.mjs');
+    await writeFile(browser, 'await fetch(process.argv.at(-1), { redirect: "follow" }).then((r) => r.text());\n');
+    const client = (await blockAfter(/^Then, from another terminal, be the client/m))
+      .replaceAll('npx agent-access', `'${process.execPath}' '${BIN}'`)
+      .replaceAll('http://127.0.0.1:4100', baseUrl);
+    await writeFile(join(dir, 'client.sh'), `set -eu\n${client}`);
+    const child = spawn('bash', ['client.sh'], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: clientEnv(config, { BROWSER: `${process.execPath} ${browser}` }),
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
+    const [code] = await once(child, 'exit');
+    clearTimeout(timer);
+    await serve.stop();
+    expect(code, stderr).toBe(0);
+    expect(stdout).toMatch(/Logged in to http:\/\/127\.0\.0\.1:\d+/);
+    // The curl line's answer: a JSON answer with sources (spec 2.4).
+    const last = stdout.trim().split('\n').at(-1)!;
+    expect(JSON.parse(last)).toMatchObject({
+      answer: expect.any(String),
+      sources: expect.any(Array),
+      message_id: expect.stringMatching(/^msg_/),
+    });
+  });
+
   it("the CI job stops at once, with serve's log, when serve cannot start", async () => {
     const dir = await scratchDir();
     // The recipe up to readiness, with a serve that fails at start (a fixtures directory that does not exist).
