@@ -6,6 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, startServe } from './helpers/cli.js';
+import { writeResolveHooks } from './helpers/module-trace.js';
 
 /**
  * The client and the dashboard speak only the wire (src/protocol): loading them must not load the server, the
@@ -16,18 +17,6 @@ import { runCli, startServe } from './helpers/cli.js';
  */
 
 const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
-
-// Runs in Node's module-hooks thread: every URL an import resolves to is appended to the file it is given.
-const HOOKS = `
-import { appendFileSync } from 'node:fs';
-let out;
-export function initialize(data) { out = data.out; }
-export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  appendFileSync(out, result.url + '\\n');
-  return result;
-}
-`;
 
 // Registers the hooks, imports the modules named on the command line, then adds what CommonJS loaded on its own.
 const RUNNER = `
@@ -57,9 +46,7 @@ let preloadUrl: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'aa-boundaries-'));
-  const hooksFile = join(dir, 'hooks.mjs');
-  await writeFile(hooksFile, HOOKS);
-  hooksUrl = pathToFileURL(hooksFile).href;
+  hooksUrl = await writeResolveHooks(dir);
   await writeFile(join(dir, 'preload.mjs'), PRELOAD);
   preloadUrl = pathToFileURL(join(dir, 'preload.mjs')).href;
 });

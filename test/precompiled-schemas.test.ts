@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrecompiledSchemas } from '../src/server/route-schemas.js';
 import { startServe } from './helpers/cli.js';
 import { startEmulator } from './helpers/emulator.js';
+import { writeResolveHooks } from './helpers/module-trace.js';
 
 /**
  * Route schemas are compiled by `npm run build` (dist/server/compile-route-schemas.js into dist/generated/): these run
@@ -16,18 +17,6 @@ import { startEmulator } from './helpers/emulator.js';
  */
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-
-// Runs in Node's module-hooks thread: every URL an import resolves to is appended to the file it is given.
-const HOOKS = `
-import { appendFileSync } from 'node:fs';
-let out;
-export function initialize(data) { out = data.out; }
-export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  appendFileSync(out, result.url + '\\n');
-  return result;
-}
-`;
 
 // Loaded with --import before the program: registers the hooks, and at exit adds what CommonJS loaded on its own.
 const REGISTER = `
@@ -87,7 +76,7 @@ let dir: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'aa-schemas-'));
-  await writeFile(join(dir, 'hooks.mjs'), HOOKS);
+  await writeResolveHooks(dir);
   await writeFile(join(dir, 'register.mjs'), REGISTER);
 });
 

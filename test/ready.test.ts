@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeResolveHooks } from './helpers/module-trace.js';
 
 /**
  * "Ready means ready": what a request needs is loaded before the emulator says it is ready, or loads after it in the
@@ -13,17 +14,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  */
 
 const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
-
-const HOOKS = `
-import { appendFileSync } from 'node:fs';
-let out;
-export function initialize(data) { out = data.out; }
-export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  appendFileSync(out, result.url + '\\n');
-  return result;
-}
-`;
 
 // Starts the emulator, marks the ready point, sends the first requests at once (each kind: metadata, token, ask,
 // /mcp), marks when they are answered and when the background loading is done, then sends them all again.
@@ -95,14 +85,13 @@ const npm = (name: string) => (url: string) => url.includes(`/node_modules/${nam
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'aa-ready-'));
-  const hooks = join(dir, 'hooks.mjs');
+  const hooks = await writeResolveHooks(dir);
   const out = join(dir, 'log.txt');
-  await writeFile(hooks, HOOKS);
   await writeFile(out, '');
   // A file, not -e: the state file's writer thread inherits the process's flags, and --input-type is refused there.
   const script = join(dir, 'script.mjs');
   await writeFile(script, SCRIPT);
-  const args = [script, pathToFileURL(hooks).href, out, pathToFileURL(DIST).href, join(dir, 'state.json')];
+  const args = [script, hooks, out, pathToFileURL(DIST).href, join(dir, 'state.json')];
   const run = (...more: string[]) =>
     promisify(execFile)(process.execPath, [...args, ...more], { env: { ...process.env, NO_COLOR: '1' }, timeout: 60_000 });
   // A user's second start, as the bench measures it: the state file and its signing key exist.
