@@ -15,23 +15,28 @@ import { scratchDir } from './helpers/emulator.js';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
 
-async function recipe(heading: RegExp): Promise<string> {
-  const text = await readFile(README, 'utf8');
-  const at = text.search(heading);
-  if (at < 0) throw new Error(`README has no recipe matching ${heading}`);
-  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at));
-  if (!block) throw new Error('the recipe has no sh block');
-  return block[1]!;
-}
-
-/** The code block that follows the first line matching `before` in the README. */
-async function blockAfter(before: RegExp, lang = 'sh'): Promise<string> {
+/** The first sh block after the first line matching `before` in the README. */
+async function blockAfter(before: RegExp): Promise<string> {
   const text = await readFile(README, 'utf8');
   const at = text.search(before);
   if (at < 0) throw new Error(`README has no text matching ${before}`);
-  const block = new RegExp('```' + lang + '\\n([\\s\\S]*?)```').exec(text.slice(at));
-  if (!block) throw new Error(`no ${lang} block after ${before}`);
+  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at));
+  if (!block) throw new Error(`no sh block after ${before}`);
   return block[1]!;
+}
+
+/** Runs a shell script as a job would (`set -eu`), in `dir`; killed after `limitMs`, which then shows as code null. */
+async function runScript(dir: string, script: string, env: NodeJS.ProcessEnv, limitMs: number) {
+  await writeFile(join(dir, 'job.sh'), `set -eu\n${script}`);
+  const child = spawn('bash', ['job.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
 }
 
 const CI_RECIPE = /A CI job that runs the emulator in the background on free ports, waits for it to be ready/;
@@ -52,19 +57,7 @@ describe('README recipes', () => {
     const client = (await blockAfter(/^Then, from another terminal, be the client/m))
       .replaceAll('npx agent-access', `'${process.execPath}' '${BIN}'`)
       .replaceAll('http://127.0.0.1:4100', baseUrl);
-    await writeFile(join(dir, 'client.sh'), `set -eu\n${client}`);
-    const child = spawn('bash', ['client.sh'], {
-      cwd: dir,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: clientEnv(config, { BROWSER: `${process.execPath} ${browser}` }),
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
-    const [code] = await once(child, 'exit');
-    clearTimeout(timer);
+    const { code, stdout, stderr } = await runScript(dir, client, clientEnv(config, { BROWSER: `${process.execPath} ${browser}` }), 90_000);
     await serve.stop();
     expect(code, stderr).toBe(0);
     expect(stdout).toMatch(/Logged in to http:\/\/127\.0\.0\.1:\d+/);
@@ -80,20 +73,14 @@ describe('README recipes', () => {
   it("the CI job stops at once, with serve's log, when serve cannot start", async () => {
     const dir = await scratchDir();
     // The recipe up to readiness, with a serve that fails at start (a fixtures directory that does not exist).
-    const lines = (await recipe(CI_RECIPE)).split('\n');
+    const lines = (await blockAfter(CI_RECIPE)).split('\n');
     const waited = lines.slice(0, lines.findIndex((l) => l.startsWith('[ -s ready.json ]')) + 1).join('\n');
     const script = waited
       .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)
       .replace('serve --json', `serve --json --fixtures '${join(dir, 'missing')}'`)
       // A wait that did not notice would now run for hours, and the test's kill would end it: no bound on time needed.
       .replace('seq 150', 'seq 100000');
-    await writeFile(join(dir, 'ci.sh'), `set -eu\n${script}`);
-    const child = spawn('bash', ['ci.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
-    let stdout = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    const [code] = await once(child, 'exit');
-    clearTimeout(timer);
+    const { code, stdout } = await runScript(dir, script, { ...process.env, NO_COLOR: '1' }, 60_000);
     // Exit 1 from the recipe's own check, not the kill: the wait stopped as serve did.
     expect(code).toBe(1);
     // serve's own message, printed by the recipe: the job log says why.
@@ -102,16 +89,8 @@ describe('README recipes', () => {
 
   it('the CI job with login under an approve policy runs as written', async () => {
     const dir = await scratchDir();
-    const script = (await recipe(CI_RECIPE)).replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`);
-    await writeFile(join(dir, 'ci.sh'), `set -eu\n${script}`);
-    const child = spawn('bash', ['ci.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    const [code] = await once(child, 'exit');
-    clearTimeout(timer);
+    const script = (await blockAfter(CI_RECIPE)).replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`);
+    const { code, stdout, stderr } = await runScript(dir, script, { ...process.env, NO_COLOR: '1' }, 60_000);
     expect(code, `${stderr}\n${await readFile(join(dir, 'serve.log'), 'utf8').catch(() => '')}`).toBe(0);
     // Two answers, the second after the clock moved 16 minutes: the client refreshed its token in between.
     expect(stdout).toMatch(/^Logged in to http:\/\/127\.0\.0\.1:\d+ as \S+ .*\nScopes: ask research;/);
