@@ -18,6 +18,16 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
     expect(res.text).toContain('invalid_client');
   });
 
+  it('the error page speaks German to the person; the English description waits folded under "Für Entwickler"', async () => {
+    const { emu, challenge } = await setup();
+    const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id: 'nope' }, challenge));
+    const [forThePerson, forDevelopers] = res.text.split('<details class="developer">');
+    expect(forThePerson).toContain('Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht angemeldet.');
+    expect(forThePerson).toContain('Sie wurden nicht zur Anwendung zurückgeleitet');
+    expect(forThePerson).not.toContain('register the client first');
+    expect(forDevelopers).toContain('<p lang="en">unknown client_id &quot;nope&quot;: register the client first</p>');
+  });
+
   it('redirect URI mismatch → 400 error page, not redirected', async () => {
     const { emu, client_id, challenge } = await setup();
     for (const redirect_uri of ['http://127.0.0.1:9/other', 'https://evil.example/callback', 'http://127.0.0.1:9/callback?x=1']) {

@@ -69,17 +69,21 @@ const FOR_THE_PERSON: Record<string, string> = {
   unsupported_media_type: 'Die Anfrage der Anwendung hat ein Format, das dieser Dienst nicht annimmt.',
   method_not_allowed: 'Diese Adresse nimmt die Anfrage der Anwendung in dieser Form nicht an.',
   server_error: 'Beim Dienst ist ein Fehler aufgetreten. Bitte versuchen Sie es später noch einmal.',
+  grant_not_found: 'Diesen Zugriff gibt es nicht, oder er gehört nicht zu Ihrem Konto.',
 };
 
-/** `description` and `hint` are for the client's developer; the person reads a German sentence (FOR_THE_PERSON). */
-export function errorPage(title: string, error: string, description: string, hint?: string): string {
+/**
+ * `description` and `hint` are for the client's developer; the person reads a German sentence (FOR_THE_PERSON).
+ * `notReturned`: the page stands where the authorization endpoint would have sent the person back to the application.
+ */
+export function errorPage(title: string, error: string, description: string, hint?: string, notReturned = false): string {
   const forPerson = FOR_THE_PERSON[error];
   return page(
     title,
     html`<div class="error"><h1>${title}</h1>
 <p>${forPerson ?? description}</p>
 <p class="note">Fehlercode: <code>${error}</code></p></div>
-<p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>
+${notReturned ? html`<p class="note">Sie wurden nicht zur Anwendung zurückgeleitet, weil deren Angaben nicht geprüft werden konnten.</p>` : ''}
 ${
   forPerson || hint
     ? html`<details class="developer"><summary>Für Entwickler</summary>
