@@ -117,7 +117,7 @@ describe('spec 5.6 / 3.3: the consent screen, every time', () => {
     expect(res.text).toContain('Fragen zu Ihrem Arbeitsbereich');
     expect(res.text).toContain('Recherchen in der Wissensdatenbank');
     const writes = [...res.text.matchAll(/<li data-scope="([^"]+)">[^]*?<\/li>/g)]
-      .filter((m) => m[0].includes('schreibt'))
+      .filter((m) => m[0].includes('Schreibzugriff'))
       .map((m) => m[1]);
     expect(writes).toEqual(['workspace.write', 'training.write']);
     expect(res.text).toContain('<strong id="redirect-host">127.0.0.1:9</strong>');

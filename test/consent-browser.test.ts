@@ -216,7 +216,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     await expect(ask.locator('.badge.write').count()).resolves.toBe(0);
     const training = page.locator('li[data-scope="training.write"]');
     await expect(training.innerText()).resolves.toContain(SCOPES['training.write'].label);
-    await expect(training.locator('.badge.write').innerText()).resolves.toBe('schreibt');
+    await expect(training.locator('.badge.write').innerText()).resolves.toBe('Schreibzugriff');
 
     // The settings page shows the same name once a grant exists: inert there too.
     await decide('Zulassen');

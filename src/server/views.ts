@@ -15,10 +15,22 @@ const isolated = (text: string) => html`<bdi>${text}</bdi>`;
 const when = (ms: number | null | undefined) =>
   ms ? new Date(ms).toLocaleString('de-DE', { dateStyle: 'medium', timeStyle: 'short' }) : '–';
 
+/** A scope as the person reads it; a retired one (spec 9, still on an old grant) by its name and what happens to it. */
+function scopeText(scope: string): { label: string; description: string; writes: boolean } {
+  if (isSupportedScope(scope)) return SCOPES[scope];
+  return {
+    label: scope,
+    description: 'Diese Berechtigung gibt es nicht mehr; sie entfällt, sobald die Anwendung ihren Zugriff das nächste Mal erneuert.',
+    writes: false,
+  };
+}
+
+const writeBadge = (writes: boolean) => (writes ? html` <span class="badge write">Schreibzugriff</span>` : '');
+
+/** On the consent page: the short label, whether it writes, what it allows in a sentence, and the scope's name for developers. */
 function scopeItem(scope: string) {
-  const info = isSupportedScope(scope) ? SCOPES[scope] : undefined;
-  const label = info?.label ?? `${scope} (eingestellte Berechtigung)`;
-  return html`<li data-scope="${scope}">${label} <code>${scope}</code>${info?.writes ? html` <span class="badge write">schreibt</span>` : ''}</li>`;
+  const { label, description, writes } = scopeText(scope);
+  return html`<li data-scope="${scope}"><strong>${label}</strong>${writeBadge(writes)}<br><span class="scope-text">${description}</span> <code>${scope}</code></li>`;
 }
 
 /** Spec 4.2, 5.6: every requested scope in plain German, writes marked, client_name labelled unverified. */
@@ -41,8 +53,8 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
 <ul class="scopes">${request.scopes.map(scopeItem)}</ul>
 <p class="note">${
       request.resource !== null
-        ? html`Zugriff für Agenten auf <code>${input.resource}</code>.`
-        : html`Ohne Ressource angefragt: Das Token weist nur Ihre Identität aus, die Werkzeuge des Arbeitsbereichs lehnen es ab.`
+        ? html`Der Zugriff gilt für die Agenten-Schnittstelle <code>${input.resource}</code>.`
+        : html`Die Anwendung hat keine Ressource angegeben. Sie erhält damit nur einen Nachweis Ihrer Identität, den die Werkzeuge des Arbeitsbereichs nicht annehmen.`
     }</p>
 <p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${target.host}</strong> weitergeleitet.</p>
 <form method="post" action="/consent">
@@ -53,7 +65,7 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
 <button type="submit" name="decision" value="deny">Ablehnen</button>
 </div>
 </form>
-<p class="note">Diese Zustimmung wird jedes Mal erfragt. Sie können den Zugriff jederzeit in den <a href="/settings">Einstellungen</a> widerrufen.</p>`,
+<p class="note">Sie werden bei jeder Anmeldung erneut gefragt. Einen erteilten Zugriff können Sie jederzeit unter <a href="/settings">Verbundene Anwendungen</a> widerrufen.</p>`,
   );
 }
 
