@@ -125,7 +125,7 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const next = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
     expect(next.status).toBe(401);
     expect(next.headers['www-authenticate']).toContain('revoked');
-    expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('widerrufen');
+    expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('Widerrufen am');
   });
 
   it("the settings form is refused without its CSRF token; a person cannot revoke another person's grant", async () => {

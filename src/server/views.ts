@@ -105,31 +105,91 @@ ${forPerson ? html`<p lang="en">${description}</p>` : ''}${hint ? html`<p lang="
   );
 }
 
-/** Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. */
+/** One application (client) on the settings page with its grants: one per approval, so a re-login adds a grant, not an application. */
+interface ClientGrants {
+  client_id: string;
+  client_name: string;
+  active: GrantView[];
+  revoked: GrantView[];
+}
+
+/** Groups grants (newest first) by client, keeping that order within each group and ordering groups by their newest grant. */
+function byClient(grants: GrantView[]): ClientGrants[] {
+  const groups = new Map<string, ClientGrants>();
+  for (const g of grants) {
+    let group = groups.get(g.client_id);
+    if (!group) {
+      group = { client_id: g.client_id, client_name: g.client_name, active: [], revoked: [] };
+      groups.set(g.client_id, group);
+    }
+    (g.status === 'active' ? group.active : group.revoked).push(g);
+  }
+  return [...groups.values()];
+}
+
+const count = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/** A scope in a grant: the short label only; the sentence is a tooltip, the consent page showed it in full. */
+function scopeChip(scope: string) {
+  const { label, description, writes } = scopeText(scope);
+  return html`<li data-scope="${scope}" title="${description}">${label}${writeBadge(writes)}</li>`;
+}
+
+function grantItem(g: GrantView, csrf: string) {
+  const meta =
+    g.status === 'active'
+      ? html`Aktiv seit ${when(g.created_at)} · ${g.last_used_at ? html`zuletzt genutzt ${when(g.last_used_at)}` : 'noch nicht genutzt'}`
+      : html`Widerrufen am ${when(g.revoked_at)} · erteilt am ${when(g.created_at)}`;
+  return html`<li class="grant" data-grant="${g.id}"><div class="what">
+<ul class="chips">${g.scopes.map(scopeChip)}</ul>
+<p class="meta">${meta}</p></div>${
+    g.status === 'active'
+      ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${csrf}"><button type="submit">Widerrufen</button></form>`
+      : ''
+  }</li>`;
+}
+
+function clientSection(group: ClientGrants, csrf: string) {
+  const revoked = html`<ul class="grants">${group.revoked.map((g) => grantItem(g, csrf))}</ul>`;
+  return html`<section class="client" data-client="${group.client_id}">
+<h2><bdi>${group.client_name}</bdi> <span class="badge">nicht verifiziert</span></h2>
+<p class="client-id">Client-ID <code>${group.client_id}</code></p>
+${
+  group.active.length > 1
+    ? html`<p class="note">${count(group.active.length, 'aktiver Zugriff', 'aktive Zugriffe')}: Jede Anmeldung erteilt einen eigenen Zugriff, den Sie einzeln widerrufen können.</p>`
+    : ''
+}${
+    group.active.length > 0
+      ? html`<ul class="grants">${group.active.map((g) => grantItem(g, csrf))}</ul>
+${group.revoked.length > 0 ? html`<details class="revoked"><summary>${count(group.revoked.length, 'widerrufener Zugriff', 'widerrufene Zugriffe')}</summary>${revoked}</details>` : ''}`
+      : revoked
+  }
+</section>`;
+}
+
+/**
+ * Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. Grouped by application: those with an
+ * active grant first, each revocable; revoked grants folded away, applications with none active at the very end.
+ */
 export function settingsPage(input: { person: Person; grants: GrantView[]; csrf: string; notice?: string }): string {
-  const rows = input.grants.map(
-    (g) => html`<tr data-grant="${g.id}">
-<td><strong>${isolated(g.client_name)}</strong> <span class="badge">nicht verifiziert</span><br><code>${g.client_id}</code></td>
-<td><ul class="scopes">${g.scopes.map(scopeItem)}</ul></td>
-<td>${when(g.created_at)}</td><td>${when(g.last_used_at)}</td>
-<td>${g.status === 'active' ? 'aktiv' : html`widerrufen ${when(g.revoked_at)}`}</td>
-<td>${
-      g.status === 'active'
-        ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${input.csrf}"><button type="submit">Widerrufen</button></form>`
-        : ''
-    }</td></tr>`,
-  );
+  const groups = byClient(input.grants);
+  const current = groups.filter((g) => g.active.length > 0);
+  const former = groups.filter((g) => g.active.length === 0);
   return page(
     'Verbundene Anwendungen',
     html`<h1>Verbundene Anwendungen</h1>
 <p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
-${
-  input.grants.length === 0
-    ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
-    : html`<table><thead><tr><th>Anwendung</th><th>Berechtigungen</th><th>Erteilt</th><th>Zuletzt genutzt</th><th>Status</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
-}
-<p class="note">Ein Widerruf gilt ab der nächsten Anfrage der Anwendung, nicht erst, wenn ihr Token abläuft.</p>`,
+<div id="grants">${
+      input.grants.length === 0
+        ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
+        : html`${current.length === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g) => clientSection(g, input.csrf))}${
+            former.length > 0
+              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g) => clientSection(g, input.csrf))}</details>`
+              : ''
+          }`
+    }</div>
+<p class="note">Ein Widerruf wirkt sofort: Schon die nächste Anfrage der Anwendung wird abgelehnt, auch wenn ihr Token noch nicht abgelaufen ist.</p>`,
   );
 }
 
