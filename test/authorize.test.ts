@@ -22,7 +22,7 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
     const { emu, challenge } = await setup();
     const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id: 'nope' }, challenge));
     const [forThePerson, forDevelopers] = res.text.split('<details class="developer">');
-    expect(forThePerson).toContain('Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht angemeldet.');
+    expect(forThePerson).toContain('Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht registriert.');
     expect(forThePerson).toContain('Sie wurden nicht zur Anwendung zurückgeleitet');
     expect(forThePerson).not.toContain('register the client first');
     expect(forDevelopers).toContain('<p lang="en">unknown client_id &quot;nope&quot;: register the client first</p>');

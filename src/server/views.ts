@@ -74,7 +74,7 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
  * the description and its hint go into the page's "Für Entwickler" part. Errors not listed were written for the person.
  */
 const FOR_THE_PERSON: Record<string, string> = {
-  invalid_client: 'Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht angemeldet.',
+  invalid_client: 'Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht registriert.',
   invalid_request: 'Die Anfrage der Anwendung ist unvollständig oder fehlerhaft.',
   invalid_scope: 'Die Anwendung hat Berechtigungen angefragt, die dieser Dienst nicht kennt.',
   body_too_large: 'Die Anfrage der Anwendung ist zu groß.',
@@ -205,7 +205,7 @@ export function documentPage(doc: { title: string; file_name: string; content: s
 
 const ACTION_STATUS: Record<PendingAction['status'], string> = {
   pending: 'wartet auf Ihre Freigabe',
-  approved: 'freigegeben; wird ausgeführt, sobald der Agent fortsetzt',
+  approved: 'freigegeben; wird ausgeführt, sobald der Agent weitermacht',
   rejected: 'abgelehnt; es wurde nichts geändert',
   applied: 'ausgeführt',
 };
