@@ -8,6 +8,7 @@ const E2E = [
   'test/consent-browser.test.ts',
   'test/consent-policy.test.ts',
   'test/login-browser.test.ts',
+  'test/settings-browser.test.ts',
   'test/dashboard-tmux.test.ts',
   'test/pack.test.ts',
 ];

@@ -18,6 +18,16 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
     expect(res.text).toContain('invalid_client');
   });
 
+  it('the error page speaks German to the person; the English description waits folded under "Für Entwickler"', async () => {
+    const { emu, challenge } = await setup();
+    const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id: 'nope' }, challenge));
+    const [forThePerson, forDevelopers] = res.text.split('<details class="developer">');
+    expect(forThePerson).toContain('Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht registriert.');
+    expect(forThePerson).toContain('Sie wurden nicht zur Anwendung zurückgeleitet');
+    expect(forThePerson).not.toContain('register the client first');
+    expect(forDevelopers).toContain('<p lang="en">unknown client_id &quot;nope&quot;: register the client first</p>');
+  });
+
   it('redirect URI mismatch → 400 error page, not redirected', async () => {
     const { emu, client_id, challenge } = await setup();
     for (const redirect_uri of ['http://127.0.0.1:9/other', 'https://evil.example/callback', 'http://127.0.0.1:9/callback?x=1']) {
@@ -107,7 +117,7 @@ describe('spec 5.6 / 3.3: the consent screen, every time', () => {
     expect(res.text).toContain('Fragen zu Ihrem Arbeitsbereich');
     expect(res.text).toContain('Recherchen in der Wissensdatenbank');
     const writes = [...res.text.matchAll(/<li data-scope="([^"]+)">[^]*?<\/li>/g)]
-      .filter((m) => m[0].includes('schreibt'))
+      .filter((m) => m[0].includes('Schreibzugriff'))
       .map((m) => m[1]);
     expect(writes).toEqual(['workspace.write', 'training.write']);
     expect(res.text).toContain('<strong id="redirect-host">127.0.0.1:9</strong>');

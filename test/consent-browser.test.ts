@@ -216,13 +216,14 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     await expect(ask.locator('.badge.write').count()).resolves.toBe(0);
     const training = page.locator('li[data-scope="training.write"]');
     await expect(training.innerText()).resolves.toContain(SCOPES['training.write'].label);
-    await expect(training.locator('.badge.write').innerText()).resolves.toBe('schreibt');
+    await expect(training.locator('.badge.write').innerText()).resolves.toBe('Schreibzugriff');
 
     // The settings page shows the same name once a grant exists: inert there too.
     await decide('Zulassen');
     await page.goto(`${emulator.authUrl}/settings`);
-    const row = page.locator('tr[data-grant]');
-    await expect(row.locator('td strong').first().innerText()).resolves.toBe(payload);
+    const group = page.locator('section[data-client]');
+    await expect(group.locator('h2 bdi').innerText()).resolves.toBe(payload);
+    await expect(group.locator('script, img').count()).resolves.toBe(0);
     await expect(page.evaluate(() => (globalThis as { __xss?: unknown }).__xss)).resolves.toBeUndefined();
     expect(dialogs).toEqual([]);
   });
@@ -259,7 +260,7 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     // The settings page sets the name apart the same way.
     await decide('Zulassen');
     await page.goto(`${emulator.authUrl}/settings`);
-    await expect(page.locator('tr[data-grant] td strong > bdi').innerText()).resolves.toBe(name);
+    await expect(page.locator('section[data-client] h2 > bdi').innerText()).resolves.toBe(name);
   });
 
   it('spec 5.7: after "Widerrufen" on the settings page the access token is refused on the next request', async () => {
@@ -280,15 +281,17 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     const [grant] = listGrants(emulator.core, { client_id });
     expect(grant).toBeDefined();
     await page.goto(`${emulator.authUrl}/settings`);
-    const row = page.locator(`tr[data-grant="${grant!.id}"]`);
-    await expect(row.innerText()).resolves.toContain('Widerruf-Agent');
-    await expect(row.innerText()).resolves.toContain('aktiv');
+    const row = page.locator(`[data-grant="${grant!.id}"]`);
+    await expect(page.locator(`section[data-client="${client_id}"] h2`).innerText()).resolves.toContain('Widerruf-Agent');
+    await expect(row.innerText()).resolves.toContain('Aktiv seit');
 
     await row.getByRole('button', { name: 'Widerrufen', exact: true }).click();
     await page.waitForURL((u) => u.pathname === '/settings' && u.searchParams.get('revoked') === '1');
     await expect(page.getByRole('status').innerText()).resolves.toBe('Der Zugriff wurde widerrufen.');
-    await expect(page.locator(`tr[data-grant="${grant!.id}"]`).innerText()).resolves.toContain('widerrufen');
-    await expect(page.locator(`tr[data-grant="${grant!.id}"] button`).count()).resolves.toBe(0);
+    // The client has no active grant left: it moves to the folded list of former applications.
+    await page.locator('details.former > summary').click();
+    await expect(page.locator(`[data-grant="${grant!.id}"]`).innerText()).resolves.toContain('Widerrufen am');
+    await expect(page.locator(`[data-grant="${grant!.id}"] button`).count()).resolves.toBe(0);
 
     await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({
       status: 401,

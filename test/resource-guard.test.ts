@@ -125,7 +125,7 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const next = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
     expect(next.status).toBe(401);
     expect(next.headers['www-authenticate']).toContain('revoked');
-    expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('widerrufen');
+    expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('Widerrufen am');
   });
 
   it("the settings form is refused without its CSRF token; a person cannot revoke another person's grant", async () => {
@@ -135,6 +135,12 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const grant = listGrants(emu.core)[0]!;
     const forged = await browser.post(`${emu.authUrl}/settings/grants/${grant.id}/revoke`, { csrf: 'forged' });
     expect(forged.status).toBe(403);
+    // A grant that is not there: a German sentence, not the developer's English, and nothing about being sent back.
+    const { fields } = Browser.form((await browser.get(`${emu.authUrl}/settings`)).text);
+    const missing = await browser.post(`${emu.authUrl}/settings/grants/grant_nope/revoke`, fields);
+    expect(missing.status).toBe(404);
+    expect(missing.text.split('<details class="developer">')[0]).toContain('Diesen Zugriff gibt es nicht');
+    expect(missing.text).not.toContain('zurückgeleitet');
     await expect(revokeGrant(emu.core, grant.id, 'person', 'person_max')).rejects.toMatchObject({ status: 404 });
     expect(emu.core.state.grants[grant.id]!.status).toBe('active');
   });

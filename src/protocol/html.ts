@@ -30,11 +30,20 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeH
 
 const STYLE = `
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;line-height:1.5}
-h1{font-size:1.4rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem .45rem;border-radius:.6rem;background:#fff3cd;color:#664d03;border:1px solid #e6c96a;vertical-align:middle}
+h1{font-size:1.4rem}h2{font-size:1.15rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem .45rem;border-radius:.6rem;background:#fff3cd;color:#664d03;border:1px solid #e6c96a;vertical-align:middle}
 .write{background:#f8d7da;color:#58151c;border-color:#e4a0a7}ul.scopes{padding-left:1.2rem}ul.scopes li{margin:.35rem 0}
 .note{color:#555;font-size:.9rem}.buttons{display:flex;gap:.75rem;margin-top:1.5rem}
 button{font-size:1rem;padding:.55rem 1.2rem;border-radius:.4rem;border:1px solid #888;background:#f4f4f4;cursor:pointer}
-button.primary{background:#0b5ed7;border-color:#0b5ed7;color:#fff}code{background:#f1f1f1;padding:.05rem .3rem;border-radius:.2rem}
+button.primary{background:#0b5ed7;border-color:#0b5ed7;color:#fff}code{background:#f1f1f1;padding:.05rem .3rem;border-radius:.2rem;overflow-wrap:anywhere}
+ul.scopes code{font-size:.8rem}.scope-text{font-size:.9rem;color:#333}
+.client{border:1px solid #ddd;border-radius:.5rem;padding:.75rem 1rem;margin:1rem 0}.client h2{font-size:1.1rem;margin:0;overflow-wrap:anywhere}
+.client-id{margin:.1rem 0 .5rem;font-size:.8rem;color:#555}ul.grants{list-style:none;padding:0;margin:0}
+li.grant{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem 1rem;padding:.6rem 0;border-top:1px solid #eee}
+li.grant .what{flex:1 1 16rem;min-width:0}li.grant form{margin:0}
+ul.chips{list-style:none;padding:0;margin:0;display:flex;flex-wrap:wrap;gap:.3rem}
+ul.chips li{padding:.05rem .5rem;border:1px solid #d5d8dc;border-radius:.3rem;background:#f7f8fa;font-size:.85rem}
+.meta{margin:.3rem 0 0;font-size:.85rem;color:#555}details.revoked,details.former{margin-top:.5rem}
+details.revoked>summary,details.former>summary{cursor:pointer;font-size:.9rem;color:#333}
 table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
 .error{border-left:4px solid #b02a37;padding-left:1rem}
 details.developer{margin-top:1.5rem;font-size:.9rem;color:#333}details.developer p{overflow-wrap:anywhere}`;

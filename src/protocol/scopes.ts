@@ -1,23 +1,31 @@
-/** Spec 2.7: the supported scopes, labelled in plain German for the consent screen. */
+/**
+ * Spec 2.7: the supported scopes, in plain German for the person. `label` is short, for lists (the settings page);
+ * `description` says what the scope allows and what it does not, for the moment of deciding (the consent page).
+ */
 export const SCOPES = {
   ask: {
-    label: 'Fragen zu Ihrem Arbeitsbereich und Ihrer Wissensdatenbank stellen (nur lesen)',
+    label: 'Fragen zu Ihren Daten stellen',
+    description:
+      'Fragen zu Ihrem Arbeitsbereich und Ihrer Wissensdatenbank stellen und die Antworten erhalten. Dabei wird nichts geändert.',
     writes: false,
   },
   'workspace.write': {
-    label: 'Ihren Arbeitsbereich ändern, jede einzelne Aktion erst nach Ihrer Freigabe',
+    label: 'Arbeitsbereich ändern',
+    description: 'Änderungen an Ihrem Arbeitsbereich vorbereiten. Jede einzelne wird erst ausgeführt, wenn Sie sie freigegeben haben.',
     writes: true,
   },
   research: {
-    label:
-      'Recherchen in der Wissensdatenbank durchführen und schriftliche Berichte erhalten (kostet AKh, liest keine Arbeitsbereichsdaten)',
+    label: 'Recherchen in Auftrag geben',
+    description:
+      'Recherchen in der Wissensdatenbank durchführen lassen und schriftliche Berichte erhalten. Jede Recherche kostet AKh; Daten aus Ihrem Arbeitsbereich werden dabei nicht gelesen.',
     writes: false,
   },
   'training.write': {
-    label: 'Quellen zur Wissensdatenbank hinzufügen und erneut darauf verlinken',
+    label: 'Quellen zur Wissensdatenbank hinzufügen',
+    description: 'Neue Quellen in die Wissensdatenbank aufnehmen und später Links zu diesen Quellen abrufen.',
     writes: true,
   },
-} as const satisfies Record<string, { label: string; writes: boolean }>;
+} as const satisfies Record<string, { label: string; description: string; writes: boolean }>;
 
 export type Scope = keyof typeof SCOPES;
 export const SUPPORTED_SCOPES = Object.keys(SCOPES) as Scope[];

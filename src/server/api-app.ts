@@ -206,7 +206,8 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
   app.setErrorHandler(
     errorReplier({
       resourceMetadataUrl: (request) => resourceMetadataUrl(core.urls, request.headers.host),
-      htmlError: (status, error, description, hint) => errorPage('Anfrage kann nicht bearbeitet werden', error, description, hint),
+      htmlError: (_status, error, description, hint, request) =>
+        errorPage('Anfrage kann nicht bearbeitet werden', error, description, hint, request.routeOptions.url === '/oauth/authorize'),
       onServerError: options.onServerError,
     }),
   );

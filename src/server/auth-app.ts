@@ -42,7 +42,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       if (accept.includes('application/json') && !accept.includes('text/html'))
         return reply.code(400).header('cache-control', 'no-store').send(outcome.error.toJSON());
       return pageHeaders(reply.code(400)).send(
-        errorPage('Anfrage kann nicht bearbeitet werden', outcome.error.error, outcome.error.message, outcome.error.hint),
+        errorPage('Anfrage kann nicht bearbeitet werden', outcome.error.error, outcome.error.message, outcome.error.hint, true),
       );
     }
     if (outcome.kind === 'redirect') return reply.code(302).header('cache-control', 'no-store').redirect(outcome.location, 302);

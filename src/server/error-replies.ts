@@ -84,7 +84,8 @@ export function describeValidation(error: FastifyError): { field: string; descri
 export function errorReplier(options: {
   /** The protected resource metadata's URL under the name the request reached (RFC 9728 §5.1). */
   resourceMetadataUrl: (request: FastifyRequest) => string;
-  htmlError: (status: number, error: string, description: string, hint?: string) => string;
+  /** The German error page; `request` tells where it stands (the authorization endpoint's pages say the person was not sent back). */
+  htmlError: (status: number, error: string, description: string, hint: string | undefined, request: FastifyRequest) => string;
   onServerError?: (error: Error) => void;
 }) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
@@ -100,13 +101,13 @@ export function errorReplier(options: {
     }
     if (error instanceof OAuthError) {
       if (style === 'html')
-        return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message, error.hint));
+        return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message, error.hint, request));
       return sendOAuthError(reply, error);
     }
     if (error instanceof Refusal) return sendProblem(reply, error.code, error.message, hintOf(error));
     if (error instanceof ProblemError) {
       if (style === 'html')
-        return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message, error.hint));
+        return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message, error.hint, request));
       return sendProblem(reply, error.code, error.message, hintOf(error));
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
@@ -136,7 +137,13 @@ export function errorReplier(options: {
     }
     if (style === 'html')
       return pageHeaders(reply.code(status)).send(
-        options.htmlError(status, error.validation ? 'invalid_request' : problemCodeOfStatus(status), described.description),
+        options.htmlError(
+          status,
+          error.validation ? 'invalid_request' : problemCodeOfStatus(status),
+          described.description,
+          undefined,
+          request,
+        ),
       );
     return sendProblem(reply, error.validation ? 'invalid_request' : problemCodeOfStatus(status), described.description, {}, status);
   };

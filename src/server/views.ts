@@ -15,10 +15,22 @@ const isolated = (text: string) => html`<bdi>${text}</bdi>`;
 const when = (ms: number | null | undefined) =>
   ms ? new Date(ms).toLocaleString('de-DE', { dateStyle: 'medium', timeStyle: 'short' }) : '–';
 
+/** A scope as the person reads it; a retired one (spec 9, still on an old grant) by its name and what happens to it. */
+function scopeText(scope: string): { label: string; description: string; writes: boolean } {
+  if (isSupportedScope(scope)) return SCOPES[scope];
+  return {
+    label: scope,
+    description: 'Diese Berechtigung gibt es nicht mehr; sie entfällt, sobald die Anwendung ihren Zugriff das nächste Mal erneuert.',
+    writes: false,
+  };
+}
+
+const writeBadge = (writes: boolean) => (writes ? html` <span class="badge write">Schreibzugriff</span>` : '');
+
+/** On the consent page: the short label, whether it writes, what it allows in a sentence, and the scope's name for developers. */
 function scopeItem(scope: string) {
-  const info = isSupportedScope(scope) ? SCOPES[scope] : undefined;
-  const label = info?.label ?? `${scope} (eingestellte Berechtigung)`;
-  return html`<li data-scope="${scope}">${label} <code>${scope}</code>${info?.writes ? html` <span class="badge write">schreibt</span>` : ''}</li>`;
+  const { label, description, writes } = scopeText(scope);
+  return html`<li data-scope="${scope}"><strong>${label}</strong>${writeBadge(writes)}<br><span class="scope-text">${description}</span> <code>${scope}</code></li>`;
 }
 
 /** Spec 4.2, 5.6: every requested scope in plain German, writes marked, client_name labelled unverified. */
@@ -41,8 +53,8 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
 <ul class="scopes">${request.scopes.map(scopeItem)}</ul>
 <p class="note">${
       request.resource !== null
-        ? html`Zugriff für Agenten auf <code>${input.resource}</code>.`
-        : html`Ohne Ressource angefragt: Das Token weist nur Ihre Identität aus, die Werkzeuge des Arbeitsbereichs lehnen es ab.`
+        ? html`Der Zugriff gilt für die Agenten-Schnittstelle <code>${input.resource}</code>.`
+        : html`Die Anwendung hat keine Ressource angegeben. Sie erhält damit nur einen Nachweis Ihrer Identität, den die Werkzeuge des Arbeitsbereichs nicht annehmen.`
     }</p>
 <p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${target.host}</strong> weitergeleitet.</p>
 <form method="post" action="/consent">
@@ -53,7 +65,7 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
 <button type="submit" name="decision" value="deny">Ablehnen</button>
 </div>
 </form>
-<p class="note">Diese Zustimmung wird jedes Mal erfragt. Sie können den Zugriff jederzeit in den <a href="/settings">Einstellungen</a> widerrufen.</p>`,
+<p class="note">Sie werden bei jeder Anmeldung erneut gefragt. Einen erteilten Zugriff können Sie jederzeit unter <a href="/settings">Verbundene Anwendungen</a> widerrufen.</p>`,
   );
 }
 
@@ -62,24 +74,28 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
  * the description and its hint go into the page's "Für Entwickler" part. Errors not listed were written for the person.
  */
 const FOR_THE_PERSON: Record<string, string> = {
-  invalid_client: 'Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht angemeldet.',
+  invalid_client: 'Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht registriert.',
   invalid_request: 'Die Anfrage der Anwendung ist unvollständig oder fehlerhaft.',
   invalid_scope: 'Die Anwendung hat Berechtigungen angefragt, die dieser Dienst nicht kennt.',
   body_too_large: 'Die Anfrage der Anwendung ist zu groß.',
   unsupported_media_type: 'Die Anfrage der Anwendung hat ein Format, das dieser Dienst nicht annimmt.',
   method_not_allowed: 'Diese Adresse nimmt die Anfrage der Anwendung in dieser Form nicht an.',
   server_error: 'Beim Dienst ist ein Fehler aufgetreten. Bitte versuchen Sie es später noch einmal.',
+  grant_not_found: 'Diesen Zugriff gibt es nicht, oder er gehört nicht zu Ihrem Konto.',
 };
 
-/** `description` and `hint` are for the client's developer; the person reads a German sentence (FOR_THE_PERSON). */
-export function errorPage(title: string, error: string, description: string, hint?: string): string {
+/**
+ * `description` and `hint` are for the client's developer; the person reads a German sentence (FOR_THE_PERSON).
+ * `notReturned`: the page stands where the authorization endpoint would have sent the person back to the application.
+ */
+export function errorPage(title: string, error: string, description: string, hint?: string, notReturned = false): string {
   const forPerson = FOR_THE_PERSON[error];
   return page(
     title,
     html`<div class="error"><h1>${title}</h1>
 <p>${forPerson ?? description}</p>
 <p class="note">Fehlercode: <code>${error}</code></p></div>
-<p class="note">Die Anwendung wurde nicht zurückgeleitet, weil ihre Angaben nicht geprüft werden konnten.</p>
+${notReturned ? html`<p class="note">Sie wurden nicht zur Anwendung zurückgeleitet, weil deren Angaben nicht geprüft werden konnten.</p>` : ''}
 ${
   forPerson || hint
     ? html`<details class="developer"><summary>Für Entwickler</summary>
@@ -89,31 +105,91 @@ ${forPerson ? html`<p lang="en">${description}</p>` : ''}${hint ? html`<p lang="
   );
 }
 
-/** Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. */
+/** One application (client) on the settings page with its grants: one per approval, so a re-login adds a grant, not an application. */
+interface ClientGrants {
+  client_id: string;
+  client_name: string;
+  active: GrantView[];
+  revoked: GrantView[];
+}
+
+/** Groups grants (newest first) by client, keeping that order within each group and ordering groups by their newest grant. */
+function byClient(grants: GrantView[]): ClientGrants[] {
+  const groups = new Map<string, ClientGrants>();
+  for (const g of grants) {
+    let group = groups.get(g.client_id);
+    if (!group) {
+      group = { client_id: g.client_id, client_name: g.client_name, active: [], revoked: [] };
+      groups.set(g.client_id, group);
+    }
+    (g.status === 'active' ? group.active : group.revoked).push(g);
+  }
+  return [...groups.values()];
+}
+
+const count = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/** A scope in a grant: the short label only; the sentence is a tooltip, the consent page showed it in full. */
+function scopeChip(scope: string) {
+  const { label, description, writes } = scopeText(scope);
+  return html`<li data-scope="${scope}" title="${description}">${label}${writeBadge(writes)}</li>`;
+}
+
+function grantItem(g: GrantView, csrf: string) {
+  const meta =
+    g.status === 'active'
+      ? html`Aktiv seit ${when(g.created_at)} · ${g.last_used_at ? html`zuletzt genutzt ${when(g.last_used_at)}` : 'noch nicht genutzt'}`
+      : html`Widerrufen am ${when(g.revoked_at)} · erteilt am ${when(g.created_at)}`;
+  return html`<li class="grant" data-grant="${g.id}"><div class="what">
+<ul class="chips">${g.scopes.map(scopeChip)}</ul>
+<p class="meta">${meta}</p></div>${
+    g.status === 'active'
+      ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${csrf}"><button type="submit">Widerrufen</button></form>`
+      : ''
+  }</li>`;
+}
+
+function clientSection(group: ClientGrants, csrf: string) {
+  const revoked = html`<ul class="grants">${group.revoked.map((g) => grantItem(g, csrf))}</ul>`;
+  return html`<section class="client" data-client="${group.client_id}">
+<h2><bdi>${group.client_name}</bdi> <span class="badge">nicht verifiziert</span></h2>
+<p class="client-id">Client-ID <code>${group.client_id}</code></p>
+${
+  group.active.length > 1
+    ? html`<p class="note">${count(group.active.length, 'aktiver Zugriff', 'aktive Zugriffe')}: Jede Anmeldung erteilt einen eigenen Zugriff, den Sie einzeln widerrufen können.</p>`
+    : ''
+}${
+    group.active.length > 0
+      ? html`<ul class="grants">${group.active.map((g) => grantItem(g, csrf))}</ul>
+${group.revoked.length > 0 ? html`<details class="revoked"><summary>${count(group.revoked.length, 'widerrufener Zugriff', 'widerrufene Zugriffe')}</summary>${revoked}</details>` : ''}`
+      : revoked
+  }
+</section>`;
+}
+
+/**
+ * Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. Grouped by application: those with an
+ * active grant first, each revocable; revoked grants folded away, applications with none active at the very end.
+ */
 export function settingsPage(input: { person: Person; grants: GrantView[]; csrf: string; notice?: string }): string {
-  const rows = input.grants.map(
-    (g) => html`<tr data-grant="${g.id}">
-<td><strong>${isolated(g.client_name)}</strong> <span class="badge">nicht verifiziert</span><br><code>${g.client_id}</code></td>
-<td><ul class="scopes">${g.scopes.map(scopeItem)}</ul></td>
-<td>${when(g.created_at)}</td><td>${when(g.last_used_at)}</td>
-<td>${g.status === 'active' ? 'aktiv' : html`widerrufen ${when(g.revoked_at)}`}</td>
-<td>${
-      g.status === 'active'
-        ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${input.csrf}"><button type="submit">Widerrufen</button></form>`
-        : ''
-    }</td></tr>`,
-  );
+  const groups = byClient(input.grants);
+  const current = groups.filter((g) => g.active.length > 0);
+  const former = groups.filter((g) => g.active.length === 0);
   return page(
     'Verbundene Anwendungen',
     html`<h1>Verbundene Anwendungen</h1>
 <p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
-${
-  input.grants.length === 0
-    ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
-    : html`<table><thead><tr><th>Anwendung</th><th>Berechtigungen</th><th>Erteilt</th><th>Zuletzt genutzt</th><th>Status</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
-}
-<p class="note">Ein Widerruf gilt ab der nächsten Anfrage der Anwendung, nicht erst, wenn ihr Token abläuft.</p>`,
+<div id="grants">${
+      input.grants.length === 0
+        ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
+        : html`${current.length === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g) => clientSection(g, input.csrf))}${
+            former.length > 0
+              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g) => clientSection(g, input.csrf))}</details>`
+              : ''
+          }`
+    }</div>
+<p class="note">Ein Widerruf wirkt sofort: Schon die nächste Anfrage der Anwendung wird abgelehnt, auch wenn ihr Token noch nicht abgelaufen ist.</p>`,
   );
 }
 
@@ -129,7 +205,7 @@ export function documentPage(doc: { title: string; file_name: string; content: s
 
 const ACTION_STATUS: Record<PendingAction['status'], string> = {
   pending: 'wartet auf Ihre Freigabe',
-  approved: 'freigegeben; wird ausgeführt, sobald der Agent fortsetzt',
+  approved: 'freigegeben; wird ausgeführt, sobald der Agent weitermacht',
   rejected: 'abgelehnt; es wurde nichts geändert',
   applied: 'ausgeführt',
 };
