@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { cleanup } from 'ink-testing-library';
 import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
-import { detail, table, wrapLines, type ViewName } from '../src/dashboard/views.js';
+import { detail, table, wrapLines } from '../src/dashboard/views.js';
 import { KEYS, Script, T0, finding, renderDashboard, snapshot } from './helpers/dashboard.js';
 import { pollUntil } from './helpers/wait.js';
 
@@ -504,7 +504,7 @@ describe('dashboard fixes of issue 23 (ink-testing-library)', () => {
         ['8', 'findings'],
       ] as const) {
         await ui.press(key);
-        const expected = detail(state, view as ViewName, table(state, view as ViewName).rows[0]?.key);
+        const expected = detail(state, view, table(state, view).rows[0]?.key);
         const first = expected[0]!.text.slice(0, 12);
         const f = await ui.waitFor((x) => pane(x, columns).some((l) => l.startsWith(first)), `the ${view} detail`);
         const shown = pane(f, columns);
@@ -639,7 +639,7 @@ describe('dashboard fixes of issue 23 (ink-testing-library)', () => {
     f = await ui.waitFor((x) => x.includes('jti11-abcd'));
     expect(f).not.toContain('family fam-9');
     await ui.press('K');
-    f = await ui.waitFor((x) => !x.includes('jti11-abcd'));
+    await ui.waitFor((x) => !x.includes('jti11-abcd'));
     // Another row starts at the top of its detail.
     await ui.press('j');
     await ui.waitFor((x) => x.includes('family fam-1'));
