@@ -1,5 +1,6 @@
 /**
- * Smoke test of the built CLI in a real terminal: `agent-access dashboard` runs inside tmux (80×24), the screen
+ * Smoke test of the built CLI in a real terminal: `agent-access dashboard` runs inside tmux (80×24, and 160×45
+ * where the side-by-side layout matters), the screen
  * is read with `capture-pane`, keys are sent with `send-keys`.
  */
 import { execFile } from 'node:child_process';
@@ -54,6 +55,9 @@ class Terminal {
   }
   keys(...keys: string[]) {
     return this.tmux('send-keys', ...keys);
+  }
+  resize(columns: number, rows: number) {
+    return this.tmux('resize-window', '-x', String(columns), '-y', String(rows));
   }
   kill() {
     return this.tmux('kill-server').catch(() => undefined);
@@ -181,5 +185,62 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     expect(await readFile(log, 'utf8')).toMatch(/api POST \/oauth\/token 200/);
     // Stopped cleanly: the admin file is gone with the process.
     expect(existsSync(join(dir, 'state.admin.json'))).toBe(false);
+  });
+
+  it('serve --ui at 80×24 and 160×45: where the pages are, a replayed family that says it ended, details wrapped whole, real URLs', async () => {
+    if (!tmuxAvailable()) throw new Error('tmux is required in CI: /usr/bin/tmux is missing (apt-get install -y tmux)');
+    const dir = await scratchDir();
+    const state = join(dir, 'state.json');
+    const term = new Terminal();
+    cleanups.push(() => term.kill());
+    await term.start(`${process.execPath} ${BIN} serve --ui --state ${state} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`, {
+      TERM: 'xterm-256color',
+      CI: 'true',
+    });
+    await term.waitFor((s) => s.includes('● live'), 'the live header');
+    const { base_url: baseUrl, auth_url: authUrl } = JSON.parse(await readFile(join(dir, 'state.admin.json'), 'utf8')) as {
+      base_url: string;
+      auth_url: string;
+    };
+    // serve --ui prints no ready lines: the dashboard says where the consent and settings pages are.
+    let screen = await term.waitFor((s) => s.includes('settings '), 'the URLs');
+    expect(screen).toContain(`auth_url ${authUrl}`);
+    expect(screen).toContain(`consent  ${authUrl}/oauth/authorize`);
+    expect(screen).toContain(`settings ${authUrl}/settings`);
+
+    // A replay: the client refreshes twice with one refresh token; its family dies.
+    const login = await authorizeAndApprove({ baseUrl, authUrl }, { scope: 'ask' });
+    for (const status of [200, 400])
+      expect((await refresh(baseUrl, { client_id: login.client_id, refresh_token: login.tokens!.refresh_token })).status).toBe(status);
+    await term.waitFor((s) => s.includes('8 Findings 1!'), 'the finding of the replay');
+    await term.keys('2');
+    screen = await term.waitFor((s) => s.includes('ended with the family at'), 'the ended family');
+    expect(screen).toMatch(/›REPLAYED\s+Test Agent\s+fam_\S+\s+2\s+2\s+ended \d\d:\d\d:\d\d/);
+    expect(screen).not.toContain('expires in');
+
+    // 160×45: the detail pane beside the list (63 columns) wraps at spaces; no word is cut.
+    await term.resize(160, 45);
+    screen = await term.waitFor((s) => s.split('\n')[0]!.includes(`settings ${authUrl}/settings`), 'the wide header');
+    const pane = (s: string) =>
+      s
+        .split('\n')
+        .slice(2, -3)
+        .map((l) => l.slice(97))
+        .join(' ')
+        .replace(/\s+/g, ' ');
+    expect(pane(screen)).toMatch(/✖ REPLAY of refresh token gen 1 at \d\d:\d\d:\d\d: the whole family died refresh tokens:/);
+    expect(pane(screen)).toMatch(/rotated \d\d:\d\d:\d\d ← replayed gen 2/);
+    for (const l of screen.split('\n')) expect(l.length).toBeLessThanOrEqual(160);
+    await term.keys('8');
+    screen = await term.waitFor((s) => s.includes('what     A refresh token'), 'the finding');
+    // A number and its unit on one line.
+    expect(screen).toMatch(/\d s after/);
+    expect(pane(screen)).toContain('the replay rule invalidated the whole family.');
+    await term.keys('5');
+    screen = await term.waitFor((s) => /status\s+400\s+[\d.]+ ms\s+on http/.test(s), 'the request detail');
+    expect(screen).toContain(`on ${baseUrl}`);
+    expect(screen).not.toMatch(/\{(base|auth)_url\}/);
+    await term.keys('q');
+    expect(await term.waitFor((s) => s.includes('EXIT='), 'the exit')).toContain('EXIT=0');
   });
 });

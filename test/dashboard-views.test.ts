@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { cleanup } from 'ink-testing-library';
-import { wrapLines } from '../src/dashboard/views.js';
+import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
+import { detail, table, wrapLines } from '../src/dashboard/views.js';
 import { KEYS, Script, T0, finding, renderDashboard, snapshot } from './helpers/dashboard.js';
 import { pollUntil } from './helpers/wait.js';
 
@@ -125,7 +126,10 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     expect(f).toContain('✖ REPLAY of refresh token gen 1 at 12:00:05: the whole family died');
     expect(f).toMatch(/gen 1\s+rotated\s+issued 12:00:02\s+rotated 12:00:03\s+← replayed/);
     expect(f).toMatch(/gen 2\s+invalidated\s+issued 12:00:03/);
-    expect(f).toMatch(/jti-aaaaaa\s+issued 12:00:02\s+expires in 14m/);
+    // The family died with the replay: its tokens say so, they do not count down to an exp that no longer matters.
+    expect(f).toMatch(/jti-aaaaaa\s+issued 12:00:02\s+ended with the family at 12:00:05/);
+    expect(f).toMatch(/REPLAYED\s+Wetter-Agent\s+fam-1\s+2\s+2\s+ended 12:00:05/);
+    expect(f).not.toContain('expires in');
   });
 
   it('Jobs: research and training with status, step progress, elapsed time and the error of a failed job', async () => {
@@ -430,6 +434,218 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
   });
 });
 
+/** The ids the emulator really makes (longer than the session's): the lines they are in are wider than a pane. */
+const LONG = { client: 'client_9Gt2gOtP4MjlDWpP', grant: 'grant_DuJOCJYCmv1e-lh2', family: 'fam_Ljxll8KECKM5QeJV' };
+
+/** A replayed family and a finding with the emulator's own ids, and requests on both servers. */
+function longSession(s = new Script()): StreamMessage[] {
+  const token = (jti: string, generation: number) =>
+    s.event('tokens.issued', {
+      grant_id: LONG.grant,
+      client_id: LONG.client,
+      family_id: LONG.family,
+      jti,
+      scopes: ['ask'],
+      audience: MCP,
+      expires_at: s.at + 900_000,
+      generation,
+      grant_type: generation === 1 ? 'authorization_code' : 'refresh_token',
+    });
+  return [
+    { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 },
+    {
+      type: 'snapshot',
+      snapshot: snapshot({ clients: { [LONG.client]: { client_id: LONG.client, client_name: 'Wetter-Agent', registered_at: T0 } } }),
+    },
+    s.event('grant.created', { grant_id: LONG.grant, client_id: LONG.client, person_id: 'person-anna', scopes: ['ask'], resource: MCP }),
+    token('WquuKmFO1Pxxxx', 1),
+    s.event('refresh.rotated', { grant_id: LONG.grant, family_id: LONG.family, from_generation: 1, to_generation: 2 }),
+    token('UlElX5-pORxxxx', 2),
+    s.event('family.invalidated', { grant_id: LONG.grant, family_id: LONG.family, reason: 'refresh_replay', replayed_generation: 1 }),
+    s.event(
+      'finding.recorded',
+      finding({
+        id: `refresh.concurrent:${LONG.client}:${LONG.family}`,
+        client_id: LONG.client,
+        grant_id: LONG.grant,
+        family_id: LONG.family,
+        first_at: s.at,
+        last_at: s.at,
+      }),
+    ),
+    s.event('request.served', { server: 'auth', method: 'GET', path: '/oauth/authorize', status: 200, ms: 2 }),
+    s.event('request.served', { server: 'api', method: 'POST', path: '/chat/ask', status: 404, ms: 11.8 }),
+  ];
+}
+
+/** The detail pane's text on screen: right of the list when wide, else below the view's rule. */
+function pane(frame: string, columns: number): string[] {
+  const lines = frame.split('\n');
+  if (columns >= 120) return lines.slice(2, -2).map((l) => l.slice(Math.floor(columns * 0.6) + 1));
+  return lines.slice(lines.findIndex((l) => l.startsWith('─ ')) + 1, -2);
+}
+const words = (text: string): string => text.replace(/\s+/g, ' ').trim();
+
+describe('dashboard fixes of issue 23 (ink-testing-library)', () => {
+  for (const [columns, rows] of [
+    [80, 24],
+    [160, 45],
+  ] as const) {
+    it(`the detail pane wraps at word boundaries at ${columns}×${rows}: every word of every view's detail whole, in order`, async () => {
+      const messages = longSession();
+      const state = messages.reduce(reduce, initialState());
+      const ui = renderDashboard({ columns, rows });
+      ui.send(...messages);
+      await ui.waitFor((x) => x.includes('8 Findings 1!'));
+      for (const [key, view] of [
+        ['1', 'grants'],
+        ['2', 'families'],
+        ['5', 'requests'],
+        ['8', 'findings'],
+      ] as const) {
+        await ui.press(key);
+        const expected = detail(state, view, table(state, view).rows[0]?.key);
+        const first = expected[0]!.text.slice(0, 12);
+        const f = await ui.waitFor((x) => pane(x, columns).some((l) => l.startsWith(first)), `the ${view} detail`);
+        const shown = pane(f, columns);
+        for (const l of shown) expect(l.length, l).toBeLessThanOrEqual(columns >= 120 ? columns - Math.floor(columns * 0.6) - 1 : columns);
+        expect(words(shown.join(' ')), `${view} at ${columns}×${rows}`).toBe(words(expected.map((l) => l.text).join(' ')));
+      }
+    });
+  }
+
+  it('a number and its unit stay together in a wrapped finding (`0.4 s`), at 160 columns where the pane ended a line with `0.4`', async () => {
+    const ui = renderDashboard({ columns: 160, rows: 45 });
+    ui.send(...longSession());
+    await ui.press('8');
+    const f = await ui.waitFor((x) => x.includes('what     A refresh token'));
+    const shown = pane(f, 160);
+    expect(shown.some((l) => l.trimEnd().endsWith('0.4'))).toBe(false);
+    expect(shown.join('\n')).toMatch(/0\.4 s after/);
+  });
+
+  it('the footer message clears on the next key, and on its own after a few seconds; then the activity line returns', async () => {
+    const ui = renderDashboard({ messageMs: 300 });
+    ui.send(...session());
+    await ui.press('6', 'a', 'n');
+    await ui.waitFor((x) => x.split('\n').at(-2)!.startsWith('cancelled'));
+    // The next key (a move) takes the answer away at once.
+    await ui.press('j');
+    await ui.waitFor((x) => x.split('\n').at(-2)!.startsWith('12:00:15 write action waits'), 'the activity line after a key');
+    await ui.press('a', 'n');
+    await ui.waitFor((x) => x.split('\n').at(-2)!.startsWith('cancelled'));
+    // No key: it goes after messageMs.
+    await ui.waitFor((x) => x.split('\n').at(-2)!.startsWith('12:00:15 write action waits'), 'the activity line after the time');
+  });
+
+  it('no literal `{base_url}` or any `{placeholder}` in any view or the help; a request says the URL of its server', async () => {
+    const ui = renderDashboard({ columns: 160, rows: 45 });
+    ui.send(...longSession(), ...session(new Script({ seq: 100, at: T0 + 100_000 })).slice(2));
+    await ui.waitFor((x) => x.includes('8 Findings 1!'));
+    const headers = ['PERSON', 'FAMILY', 'PROGRESS', 'IDEMPOTENCY', 'METHOD', 'DESCRIPTION', 'FIRED', 'LAST SEEN', 'Keys'];
+    for (const [i, key] of ['1', '2', '3', '4', '5', '6', '7', '8', '?'].entries()) {
+      await ui.press(key);
+      const f = await ui.waitFor((x) => x.includes(headers[i]!), `view ${key}`);
+      expect(f, `view ${key}`).not.toMatch(/\{[a-z_]+\}/);
+      await ui.press(key === '?' ? '?' : 'g');
+    }
+    await ui.press('5', 'g');
+    let f = await ui.waitFor((x) => x.includes('GET /oauth/authorize'));
+    expect(f).toMatch(/status {3}200 {3}2 ms {3}on http:\/\/127\.0\.0\.1:4101 {3}at 12:01:54/);
+    await ui.press('/', 'c', 'h', 'a', 't', KEYS.enter);
+    f = await ui.waitFor((x) => x.includes('POST /chat/ask'));
+    expect(f).toMatch(/status {3}404 {3}11\.8 ms {3}on http:\/\/127\.0\.0\.1:4100 {3}at 12:00:08/);
+  });
+
+  it('dead token families show when and why they ended, never an expiry countdown; a live one counts down', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    ui.send(
+      ...session(s),
+      s.event('tokens.issued', {
+        grant_id: 'grant-1',
+        client_id: 'client-1',
+        family_id: 'fam-2',
+        jti: 'jti-cccccccc3',
+        scopes: ['ask'],
+        audience: MCP,
+        expires_at: s.at + 900_000,
+        generation: 1,
+        grant_type: 'authorization_code',
+      }),
+    );
+    await ui.press('2');
+    let f = await ui.waitFor((x) => x.includes('fam-2'));
+    expect(f).toMatch(/›active\s+Wetter-Agent\s+fam-2\s+1\s+1\s+expires in 14m 59s/);
+    expect(f).toMatch(/REPLAYED\s+Wetter-Agent\s+fam-1\s+2\s+2\s+ended 12:00:05/);
+    expect(f).toMatch(/jti-cccccc\s+issued 12:00:16\s+expires in 14m 59s/);
+    ui.send(s.event('family.invalidated', { grant_id: 'grant-1', family_id: 'fam-2', reason: 'grant_revoked' }));
+    f = await ui.waitFor((x) => x.includes('its grant was revoked'));
+    expect(f).toContain('✖ ended at 12:00:17: its grant was revoked; its tokens no longer work');
+    expect(f).toMatch(/invalidated\s+Wetter-Agent\s+fam-2\s+1\s+1\s+ended 12:00:17/);
+    expect(f).toMatch(/jti-cccccc\s+issued 12:00:16\s+ended with the family at 12:00:17/);
+    expect(f).not.toContain('expires in');
+  });
+
+  it('shows where the emulator serves what (serve --ui prints no ready lines): base, auth, consent and settings URLs', async () => {
+    const ui = renderDashboard();
+    ui.send({ type: 'connection', status: 'connected', at: T0 }, { type: 'snapshot', snapshot: snapshot() });
+    // No grant yet: the Grants detail says where a person and a client start.
+    let f = await ui.waitFor((x) => x.includes('base_url'));
+    expect(f).toContain('base_url http://127.0.0.1:4100   (issuer, API, http://127.0.0.1:4100/mcp)');
+    expect(f).toContain('auth_url http://127.0.0.1:4101   (browser pages)');
+    expect(f).toContain("consent  http://127.0.0.1:4101/oauth/authorize   (a client's login opens it)");
+    expect(f).toContain("settings http://127.0.0.1:4101/settings   (the person's grants, to revoke)");
+    // 80 columns: the header keeps the base URL and the clock; the help has them all, whatever is selected.
+    expect(f.split('\n')[0]).toBe('agent-access ● live  http://127.0.0.1:4100  clock 12:00:00Z');
+    await ui.press('?');
+    f = await ui.waitFor((x) => x.includes('Keys'));
+    // 80×24 has 19 rows for the help: the rest is a scroll away, and the last row says so.
+    expect(f).toMatch(/… lines 1-18 of \d+: j\/k scroll/);
+    for (let i = 0; i < 10; i++) await ui.press('j');
+    f = await ui.waitFor((x) => x.includes('metadata http://127.0.0.1:4100/.well-known/oauth-authorization-server'));
+    expect(f).toContain("settings http://127.0.0.1:4101/settings   (the person's grants, to revoke)");
+    // Wide: the header adds the auth and settings URLs.
+    ui.resize(160, 45);
+    f = await ui.waitFor((x) => x.split('\n')[0]!.includes('settings'));
+    expect(f.split('\n')[0]).toBe(
+      'agent-access ● live  http://127.0.0.1:4100  auth http://127.0.0.1:4101  settings http://127.0.0.1:4101/settings  clock 12:00:00Z',
+    );
+  });
+
+  it('J and K scroll a detail pane that does not fit; its last row says which lines show', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    const before = session(s);
+    const tokens = Array.from({ length: 12 }, (_, i) =>
+      s.event('tokens.issued', {
+        grant_id: 'grant-1',
+        client_id: 'client-1',
+        family_id: 'fam-9',
+        jti: `jti${String(i).padStart(2, '0')}-abcdef`,
+        scopes: ['ask'],
+        audience: MCP,
+        expires_at: T0 + 2_000_000,
+        generation: i + 1,
+        grant_type: 'refresh_token',
+      }),
+    );
+    ui.send(...before, ...tokens);
+    await ui.press('2');
+    let f = await ui.waitFor((x) => x.includes('family fam-9'));
+    expect(f).toMatch(/… lines 1-8 of \d+: J\/K scroll/);
+    expect(f).not.toContain('jti11-abcd');
+    for (let i = 0; i < 40; i++) await ui.press('J');
+    f = await ui.waitFor((x) => x.includes('jti11-abcd'));
+    expect(f).not.toContain('family fam-9');
+    await ui.press('K');
+    await ui.waitFor((x) => !x.includes('jti11-abcd'));
+    // Another row starts at the top of its detail.
+    await ui.press('j');
+    await ui.waitFor((x) => x.includes('family fam-1'));
+  });
+});
+
 describe('wrapLines: the detail text of a view that wraps', () => {
   it('no line wider than the pane; every word kept, in order; a word longer than a line broken', () => {
     const word = fc.stringMatching(/^[a-zA-Z0-9.,;:()“”§-]{1,40}$/);
@@ -443,18 +659,53 @@ describe('wrapLines: the detail text of a view that wraps', () => {
     );
   });
 
-  it('continues `hang` columns in, and cuts nothing of a line without `hang` (the pane cuts those, as before)', () => {
+  it('continues `hang` columns in; without `hang`, under the label of a `label    value` line, else 2 further in', () => {
     const lines = wrapLines(
       [
         { text: 'what     eins zwei drei vier', tone: 'alarm', hang: 9 },
-        { text: 'a line that stays as it is', tone: 'dim' },
+        { text: 'client   eins zwei drei vier', tone: 'normal' },
+        { text: 'a line that wraps as well', tone: 'dim' },
+        { text: '  gen 1  rotated     issued 08:02:20', tone: 'normal' },
       ],
       20,
     );
     expect(lines).toEqual([
       { text: 'what     eins zwei', tone: 'alarm' },
       { text: '         drei vier', tone: 'alarm' },
-      { text: 'a line that stays as it is', tone: 'dim' },
+      { text: 'client   eins zwei', tone: 'normal' },
+      { text: '         drei vier', tone: 'normal' },
+      { text: 'a line that wraps as', tone: 'dim' },
+      { text: '  well', tone: 'dim' },
+      { text: '  gen 1  rotated', tone: 'normal' },
+      { text: '    issued 08:02:20', tone: 'normal' },
+    ]);
+  });
+
+  it('keeps a number and its unit on one line (`0.4 s`, `2048 bytes`, `14m 54s`), a mark with its word, `at` with its time', () => {
+    const text = 'what     presented again 0.4 s after it was rotated';
+    // Width 29 would end the first line at "0.4".
+    expect(wrapLines([{ text, tone: 'normal' }], 29).map((l) => l.text)).toEqual([
+      'what     presented again',
+      '         0.4 s after it was',
+      '         rotated',
+    ]);
+    expect(wrapLines([{ text: 'file     a.md (2048 bytes)', tone: 'normal' }], 21).map((l) => l.text)).toEqual([
+      'file     a.md',
+      '         (2048 bytes)',
+    ]);
+    expect(wrapLines([{ text: '  jti  expires in 14m 54s', tone: 'normal' }], 21).map((l) => l.text)).toEqual([
+      '  jti  expires in',
+      '    14m 54s',
+    ]);
+    expect(wrapLines([{ text: '0.4 s', tone: 'normal' }], 3).map((l) => l.text)).toEqual(['0.4', 's']);
+    // A mark with its word, `at` with its time.
+    expect(wrapLines([{ text: '  gen 1  rotated 08:02:21  ← replayed', tone: 'normal' }], 30).map((l) => l.text)).toEqual([
+      '  gen 1  rotated 08:02:21',
+      '    ← replayed',
+    ]);
+    expect(wrapLines([{ text: 'status   401   20.2 ms   at 08:14:24', tone: 'normal' }], 30).map((l) => l.text)).toEqual([
+      'status   401   20.2 ms',
+      '         at 08:14:24',
     ]);
   });
 });

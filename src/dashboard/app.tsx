@@ -8,8 +8,10 @@ import {
   detail,
   detailWraps,
   fitColumns,
+  header as headerText,
   printable,
   rowText,
+  serviceLines,
   table,
   tabs,
   widthsFor,
@@ -33,6 +35,8 @@ export interface DashboardProps {
   colors: boolean;
   /** How long messages gather before one render (the stream can bring hundreds per second). */
   batchMs?: number;
+  /** How long the footer shows the answer to a key (`revoked …`, `cancelled`) before the activity line returns. */
+  messageMs?: number;
 }
 
 type Mode =
@@ -45,6 +49,20 @@ const TONE_COLORS: Record<Tone, string | undefined> = { normal: undefined, alarm
 const WIDE = 120;
 /** Stacked, the list keeps its header and three rows however much its detail needs. */
 const MIN_LIST = 4;
+const MESSAGE_MS = 5000;
+
+/**
+ * The part of `lines` from `offset` that fits `height` rows. What does not fit is said, not dropped silently: the last
+ * row then says which lines show and which keys scroll. `offset` is clamped (see `maxOffset`).
+ */
+function windowed(lines: readonly Line[], height: number, offset: number, keys: string): Line[] {
+  if (lines.length <= height || height < 2) return lines.slice(0, height);
+  const from = Math.min(offset, maxOffset(lines.length, height));
+  const shown = lines.slice(from, from + height - 1);
+  return [...shown, { text: `… lines ${from + 1}-${from + shown.length} of ${lines.length}: ${keys} scroll`, tone: 'dim' }];
+}
+/** The largest useful offset: the last lines fill the rows above the scroll note. */
+const maxOffset = (count: number, height: number): number => (count <= height ? 0 : count - (height - 1));
 
 /** The terminal's size, following resizes; the frame stays one line short of the screen so Ink never clears it. */
 function useTerminalSize(): { columns: number; rows: number } {
@@ -80,7 +98,7 @@ function useStream(subscribe: DashboardProps['subscribe'], batchMs: number): Das
   return state;
 }
 
-export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: DashboardProps) {
+export function Dashboard({ subscribe, actions, colors, batchMs = 16, messageMs = MESSAGE_MS }: DashboardProps) {
   const { exit } = useApp();
   const { columns, rows: screenRows } = useTerminalSize();
   const state = useStream(subscribe, batchMs);
@@ -89,6 +107,18 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   const [filters, setFilters] = useState<Partial<Record<ViewName, string>>>({});
   const [mode, setMode] = useState<Mode>({ kind: 'normal' });
   const [message, setMessage] = useState<Line | null>(null);
+  // How far the detail pane (of this view and row) and the help are scrolled.
+  const [detailScroll, setDetailScroll] = useState<{ of: string; by: number }>({ of: '', by: 0 });
+  const [helpScroll, setHelpScroll] = useState(0);
+
+  // A message answers a key (done, cancelled, failed). It goes with the next key, which asks something new, and after
+  // `messageMs` on its own: the footer is also where the newest activity shows (a replay, a refused request), and a
+  // stale answer must not hide it. "working…" stays until the answer replaces it.
+  useEffect(() => {
+    if (!message || message.text === 'working…') return;
+    const timer = setTimeout(() => setMessage((m) => (m === message ? null : m)), messageMs);
+    return () => clearTimeout(timer);
+  }, [message, messageMs]);
 
   const t = useMemo(() => table(state, view), [state, view]);
   const filter = filters[view] ?? '';
@@ -112,6 +142,15 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   const needed =
     !wide && detailWraps(view) ? rows.reduce((n, r) => Math.max(n, wrapLines(detail(state, view, r.key), detailWidth).length), 0) : 0;
   const listHeight = wide ? bodyHeight - 1 : Math.min(half, Math.max(MIN_LIST, bodyHeight - 1 - needed));
+  const detailHeight = wide ? bodyHeight : bodyHeight - listHeight - 1;
+  // The scroll belongs to the row it was made on: another row or view starts at its top.
+  const detailOf = `${view}:${current?.key ?? ''}`;
+  const detailOffset = detailScroll.of === detailOf ? Math.min(detailScroll.by, maxOffset(details.length, detailHeight)) : 0;
+  const helpLines = wrapLines(
+    [...[...HELP, '', 'This emulator'].map((text) => ({ text, tone: 'normal' as const })), ...serviceLines(state)],
+    columns,
+  );
+  const helpOffset = Math.min(helpScroll, maxOffset(helpLines.length, bodyHeight));
 
   const select = (i: number) => {
     const row = rows[Math.min(Math.max(0, i), rows.length - 1)];
@@ -149,8 +188,15 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
       setMode({ kind: 'normal' });
       return;
     }
+    setMessage(null);
     if (input === 'q') return exit();
     if (input === '?') return setMode(mode.kind === 'help' ? { kind: 'normal' } : { kind: 'help' });
+    if (mode.kind === 'help') {
+      if (input === 'j' || key.downArrow) return setHelpScroll(Math.min(helpOffset + 1, maxOffset(helpLines.length, bodyHeight)));
+      if (input === 'k' || key.upArrow) return setHelpScroll(Math.max(0, helpOffset - 1));
+    }
+    if (input === 'J') return setDetailScroll({ of: detailOf, by: Math.min(detailOffset + 1, maxOffset(details.length, detailHeight)) });
+    if (input === 'K') return setDetailScroll({ of: detailOf, by: Math.max(0, detailOffset - 1) });
     if (key.escape) {
       if (mode.kind === 'help') setMode({ kind: 'normal' });
       else setFilters((f) => ({ ...f, [view]: '' }));
@@ -199,12 +245,8 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
     </Text>
   );
 
-  // Header: what is watched, whether the stream is live, and the server's clock.
-  const c = state.connection;
-  const live = c.status === 'connected';
-  const header = live
-    ? `agent-access ● live  ${state.service?.base_url ?? ''}  clock ${clockTime(state.now)}Z`
-    : `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED, retrying'}${c.detail ? `: ${c.detail}` : ''}`;
+  const live = state.connection.status === 'connected';
+  const header = headerText(state, columns);
   // One column of every list line is the selection mark.
   const widths = widthsFor(t, listWidth - 1);
   const visible = listHeight - 1;
@@ -215,15 +257,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
   });
   if (rows.length === 0) listLines.push(['empty', filter ? `nothing matches “${filter}”` : emptyText(view), 'dim', false]);
   while (listLines.length < listHeight) listLines.push([`pad${listLines.length}`, '', 'normal', false]);
-  const detailHeight = wide ? bodyHeight : bodyHeight - listHeight - 1;
-  // What does not fit is said, not dropped silently.
-  const detailLines =
-    details.length > detailHeight && detailHeight >= 2
-      ? [
-          ...details.slice(0, detailHeight - 1),
-          { text: `… ${details.length - detailHeight + 1} more lines: a larger terminal shows them`, tone: 'dim' as const },
-        ]
-      : details.slice(0, detailHeight);
+  const detailLines = windowed(details, detailHeight, detailOffset, 'J/K');
   while (detailLines.length < detailHeight) detailLines.push({ text: '', tone: 'normal' });
 
   const footer: [string, Tone] =
@@ -251,7 +285,7 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16 }: Dashboar
       </Box>
       {mode.kind === 'help' ? (
         <Box flexDirection="column" height={bodyHeight}>
-          {HELP.slice(0, bodyHeight).map((h, i) => text(`help${i}`, h))}
+          {windowed(helpLines, bodyHeight, helpOffset, 'j/k').map((h, i) => text(`help${i}`, h.text, h.tone))}
         </Box>
       ) : (
         <Box flexDirection={wide ? 'row' : 'column'} height={bodyHeight}>
@@ -305,6 +339,7 @@ const HELP = [
   '  /              filter the list (Enter applies; Esc clears it)',
   '  r              Grants: revoke the selected grant (asks y/n first)',
   '  a x            Approvals: approve or reject the selected action (asks y/n)',
+  '  J K            scroll the detail pane (when it says there is more)',
   '  ?              this help (? or Esc closes it)          q  quit',
   '',
   'Views: 1 Grants  2 Token families  3 Jobs  4 Charges  5 Requests  6 Approvals',

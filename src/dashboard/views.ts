@@ -34,7 +34,11 @@ export interface Row {
 export interface Line {
   text: string;
   tone: Tone;
-  /** Set: the line wraps to the pane's width, its continuation lines this many columns in. Unset: it is cut. */
+  /**
+   * Every detail line wraps to the pane's width at spaces (a cut word reads as another word: 'the whole family d');
+   * its continuation lines start this many columns in. Unset: under its label (`client   …`: 9), else 2 further in
+   * than the line itself.
+   */
   hang?: number;
 }
 
@@ -54,6 +58,15 @@ export const printable = (text: string): string => text.replace(/[\u0000-\u001f\
 /** `12:03:04` in UTC, as the CLI prints times (ISO, Z): the same on every machine. */
 export const clockTime = (ms: number | null): string => (ms ? new Date(ms).toISOString().slice(11, 19) : '-');
 const line = (text: string, tone: Tone = 'normal', hang?: number): Line => (hang === undefined ? { text, tone } : { text, tone, hang });
+/** The labels of the detail panes (`client   `, `families `) take 9 columns. */
+const LABEL_WIDTH = 9;
+const LABELLED = /^[a-z_]+ +(?=\S)/;
+/** Where a line's continuation starts when it does not say: under the value of a `label    value` line, else 2 in. */
+const hangOf = (l: Line): number => {
+  if (l.hang !== undefined) return l.hang;
+  const label = LABELLED.exec(l.text)?.[0].length;
+  return label === LABEL_WIDTH ? label : l.text.length - l.text.trimStart().length + 2;
+};
 const isWriteScope = (scope: string): boolean => isSupportedScope(scope) && SCOPES[scope].writes;
 /** Write scopes carry a mark wherever scopes are listed. */
 export const markScopes = (scopes: readonly string[]): string => scopes.map((s) => (isWriteScope(s) ? `${s}✎` : s)).join(' ');
@@ -64,6 +77,13 @@ const newestFirst = <T extends { created_at: number }>(items: T[]): T[] => [...i
 const SEVERITY_TONES: Record<FindingSeverity, Tone> = { error: 'alarm', warning: 'warn', info: 'normal' };
 /** How long ago, on the emulator clock (never "in …": a restore can set a manual clock back). */
 const ago = (state: DashboardState, at: number): string => `${age(Math.max(0, state.now - at))} ago`;
+
+/** Why a token family ended (FamilyEndReason), in words. */
+const ENDINGS: Record<string, string> = {
+  code_replay: 'its authorization code was used twice',
+  grant_revoked: 'its grant was revoked',
+  token_revoked: 'the client revoked its token',
+};
 
 /** A job's row colour: failed, done, or still running. */
 const toneOf = (failed: boolean, done: boolean): Tone => (failed ? 'alarm' : done ? 'ok' : 'normal');
@@ -103,7 +123,8 @@ export function table(state: DashboardState, view: ViewName): Table {
               f.id,
               String(current),
               String(f.access_tokens.length),
-              last ? expiry(state, last.expires_at) : '-',
+              // A dead family's tokens no longer count down: they ended with it, whatever their exp says.
+              f.status !== 'active' ? `ended ${clockTime(f.invalidated_at)}` : last ? tokenState(state, last) : '-',
             ],
             tone:
               f.status === 'active'
@@ -229,8 +250,10 @@ export function table(state: DashboardState, view: ViewName): Table {
   }
 }
 
-function expiry(state: DashboardState, expiresAt: number): string {
-  return expiresAt > state.now ? `expires ${relativeTime(expiresAt - state.now)}` : 'expired';
+/** An access token of a live family: revoked, or its countdown. */
+function tokenState(state: DashboardState, t: { expires_at: number; revoked: boolean }): string {
+  if (t.revoked) return 'revoked';
+  return t.expires_at > state.now ? `expires ${relativeTime(t.expires_at - state.now)}` : 'expired';
 }
 
 /** `■■■□□` for the steps done of a fixed sequence; a failed job shows where it stopped. */
@@ -243,6 +266,8 @@ function progress(steps: readonly string[], current: string): string {
 /** The detail pane of the selected row. */
 export function detail(state: DashboardState, view: ViewName, key: string | undefined): Line[] {
   if (view === 'charges') return chargeTotals(state);
+  // No grant yet: where a person and a client start.
+  if (key === undefined && view === 'grants') return serviceLines(state);
   if (key === undefined) return [line('nothing selected', 'dim')];
   switch (view) {
     case 'grants': {
@@ -279,7 +304,7 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
           line(
             replay
               ? `✖ REPLAY of refresh token gen ${f.replayed_generation ?? '(older than kept)'} at ${clockTime(f.invalidated_at)}: the whole family died`
-              : `✖ invalidated at ${clockTime(f.invalidated_at)}: ${f.invalidated_reason ?? '?'}`,
+              : `✖ ended at ${clockTime(f.invalidated_at)}: ${ENDINGS[f.invalidated_reason ?? ''] ?? f.invalidated_reason ?? '?'}; its tokens no longer work`,
             replay || f.invalidated_reason === 'code_replay' ? 'alarm' : 'dim',
           ),
         );
@@ -300,8 +325,8 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       for (const t of f.access_tokens) {
         lines.push(
           line(
-            `  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}  ${t.revoked ? 'revoked' : expiry(state, t.expires_at)}`,
-            t.revoked || t.expires_at <= state.now ? 'dim' : 'normal',
+            `  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}  ${f.status === 'active' || t.revoked ? tokenState(state, t) : `ended with the family at ${clockTime(f.invalidated_at)}`}`,
+            f.status !== 'active' || t.revoked || t.expires_at <= state.now ? 'dim' : 'normal',
           ),
         );
       }
@@ -346,7 +371,7 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       return [
         line(`${r.method} ${r.path}`),
         line(
-          `status   ${r.status}   ${r.ms} ms   on ${r.server === 'api' ? '{base_url}' : '{auth_url}'}   at ${clockTime(r.at)}`,
+          `status   ${r.status}   ${r.ms} ms   on ${(r.server === 'api' ? state.service?.base_url : state.service?.auth_url) ?? `the ${r.server} server`}   at ${clockTime(r.at)}`,
           r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         ),
         line(`client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : '- (no bearer token)'}`),
@@ -407,6 +432,41 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
   }
 }
 
+/**
+ * Where this emulator serves what, as the ready lines of `serve` say it: a dashboard (`serve --ui` prints no ready
+ * lines) is where a person looks for the consent and settings pages.
+ */
+export function serviceLines(state: DashboardState): Line[] {
+  const s = state.service;
+  if (!s) return [line('waiting for the emulator…', 'dim')];
+  return [
+    line(`base_url ${s.base_url}   (issuer, API, ${s.base_url}/mcp)`),
+    line(`auth_url ${s.auth_url}   (browser pages)`),
+    line(`consent  ${s.auth_url}/oauth/authorize   (a client's login opens it)`),
+    line(`settings ${s.auth_url}/settings   (the person's grants, to revoke)`),
+    line(`metadata ${s.base_url}/.well-known/oauth-authorization-server`),
+  ];
+}
+
+/**
+ * The header: what is watched, whether the stream is live, and the server's clock; the auth and settings URLs too
+ * when the width has room for them (the Grants view and the help always show them).
+ */
+export function header(state: DashboardState, columns: number): string {
+  const c = state.connection;
+  if (c.status !== 'connected') {
+    return `agent-access ○ ${c.status === 'connecting' ? 'connecting' : 'DISCONNECTED, retrying'}${c.detail ? `: ${c.detail}` : ''}`;
+  }
+  const s = state.service;
+  const clock = `  clock ${clockTime(state.now)}Z`;
+  let text = `agent-access ● live  ${s?.base_url ?? ''}`;
+  for (const part of s ? [`  auth ${s.auth_url}`, `  settings ${s.auth_url}/settings`] : []) {
+    if (text.length + part.length + clock.length > columns) break;
+    text += part;
+  }
+  return text + clock;
+}
+
 function chargeTotals(state: DashboardState): Line[] {
   const clients = Object.entries(state.charges.by_client).sort((a, b) => b[1] - a[1]);
   const total = clients.reduce((sum, [, n]) => sum + n * 1000, 0) / 1000;
@@ -420,17 +480,47 @@ function chargeTotals(state: DashboardState): Line[] {
   return lines;
 }
 
-/** Whether the view's detail wraps (and so may need more rows than its half of a stacked layout). */
+/** Whether the view's detail is mostly sentences (and so may need more rows than its half of a stacked layout). */
 export const detailWraps = (view: ViewName): boolean => view === 'findings';
 
 /**
- * The lines that carry `hang` wrapped to `width` at spaces, their continuation lines `hang` columns in (none on a pane
- * too narrow for that); a word longer than a line is broken. Lines without `hang` stay as they are.
+ * The lines wrapped to `width` at spaces, their continuation lines `hang` columns in (none on a pane too narrow for
+ * that); a word longer than a line is broken. A number and its unit (`0.4 s`, `2048 bytes`, `14m 54s`) stay on one
+ * line, and so do `← replayed` and `at 12:03:04`: the messages come from the server with plain spaces, and `0.4` at
+ * the end of one line and `s after` at the start of the next reads as something else.
  */
 export function wrapLines(lines: readonly Line[], width: number): Line[] {
-  return lines.flatMap((l) =>
-    l.hang === undefined || l.text.length <= width ? [l] : wrapText(l.text, width, l.hang).map((text) => ({ text, tone: l.tone })),
-  );
+  return lines.flatMap((l) => (l.text.length <= width ? [l] : wrapText(l.text, width, hangOf(l)).map((text) => ({ text, tone: l.tone }))));
+}
+
+const UNIT = /^(?:ms|s|m|h|d|min|AKh|bytes|KB|MB|%|×)(?![\p{L}\p{N}])/u;
+const DURATION_PART = /^\d+(?:ms|s|m|h|d)$/;
+const MARK = /^[←→✖]$/;
+const TIME = /^\d\d:\d\d/;
+/**
+ * Whether the space at `at` is not a place to break: it joins a number to its unit, two parts of one duration, a mark
+ * (`← replayed`) to its word, or `at` to its time.
+ */
+function joins(text: string, at: number): boolean {
+  const before = text.slice(0, at).split(' ').at(-1) ?? '';
+  const after = text.slice(at + 1);
+  if (/\d$/.test(before) && UNIT.test(after)) return true;
+  if (MARK.test(before) || (before === 'at' && TIME.test(after))) return true;
+  return DURATION_PART.test(before) && DURATION_PART.test(after.split(' ')[0] ?? '');
+}
+
+/**
+ * The last space at or before `room` to break at (past the line's own indent): one that keeps a number with its unit
+ * if there is one.
+ */
+function breakAt(text: string, room: number): number {
+  const indent = text.length - text.trimStart().length;
+  let fallback = -1;
+  for (let i = text.lastIndexOf(' ', room); i > indent; i = text.lastIndexOf(' ', i - 1)) {
+    if (!joins(text, i)) return i;
+    if (fallback < 0) fallback = i;
+  }
+  return fallback;
 }
 
 function wrapText(text: string, width: number, hang: number): string[] {
@@ -441,7 +531,7 @@ function wrapText(text: string, width: number, hang: number): string[] {
   let prefix = '';
   while (prefix.length + rest.length > width) {
     const room = width - prefix.length;
-    const space = rest.lastIndexOf(' ', room);
+    const space = breakAt(rest, room);
     const cut = space > 0 ? space : room;
     out.push(prefix + rest.slice(0, cut).trimEnd());
     rest = rest.slice(cut).trimStart();

@@ -100,7 +100,7 @@ export async function pressKeys(stdin: { write(data: string): void }, keys: read
 }
 
 /** Renders the dashboard with ink-testing-library over a scripted source; `columns`/`rows` set the terminal's size. */
-export function renderDashboard(options: { columns?: number; rows?: number; colors?: boolean } = {}) {
+export function renderDashboard(options: { columns?: number; rows?: number; colors?: boolean; messageMs?: number } = {}) {
   let push: (message: StreamMessage) => void = () => undefined;
   const calls: string[] = [];
   const actions: DashboardActions = {
@@ -116,6 +116,7 @@ export function renderDashboard(options: { columns?: number; rows?: number; colo
       actions,
       colors: options.colors ?? true,
       batchMs: 1,
+      ...(options.messageMs === undefined ? {} : { messageMs: options.messageMs }),
     }),
   );
   const stdout = app.stdout as unknown as NodeJS.EventEmitter;
