@@ -36,7 +36,7 @@ export function composeAnswer(question: string, hits: readonly Hit[], resource: 
     const head =
       'Über diese Schnittstelle kann ich nichts ändern: POST /chat/ask liest nur. Änderungen am Arbeitsbereich laufen über die Agentenebene ' +
       `(${resource}, Werkzeuge „ask“ und „continue_ask“) und werden erst ausgeführt, nachdem Sie jede einzelne Aktion freigegeben haben.`;
-    return { answer: found ? `${head}\n\nWas ich dazu in Ihren Unterlagen finde: ${found}` : head, sources };
+    return { answer: found ? `${head}\n\nIn Ihren Unterlagen steht dazu: ${found}` : head, sources };
   }
   return { answer: found || NOTHING_FOUND, sources };
 }
