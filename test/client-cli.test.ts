@@ -429,7 +429,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     expect(charges()).toBe(afterKeyed + 2);
 
     const human = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
-    expect(human.stdout).toMatch(/\nSources:\n {2}- \[contacts\] Josef Huber \(con-002\)/);
+    expect(human.stdout).toMatch(/\nSources:\n {2}\[1\] \[contacts\] Josef Huber \(con-002\)/);
     expect(human.stderr).toMatch(/^message_id: \S+$/m);
   });
 

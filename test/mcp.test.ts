@@ -242,6 +242,8 @@ describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', (
     expect(first.data).toMatchObject({ outcome: 'answered' });
     expect(first.text).toMatch(/Hufschmied/);
     expect(first.data.sources.length).toBeGreaterThan(0);
+    // The same composed answer as POST /chat/ask: quoted sentences numbered after their sources.
+    expect(first.data.answer).toMatch(/mittwochs ab 8 Uhr \[1\]\./);
     const charges = emulator.core.state.charges.count;
     const again = await call(client, 'ask', { question: 'Wann kommt der Hufschmied?', idempotency_key: 'k1' });
     expect(again.data.message_id).toBe(first.data.message_id);

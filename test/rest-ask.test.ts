@@ -29,12 +29,22 @@ describe('spec 2.4 / 4.4 rules 1-2: POST /chat/ask', () => {
     expect(res.status).toBe(200);
     const body = res.json();
     expect(body).toEqual({ answer: expect.any(String), sources: expect.any(Array), message_id: expect.stringMatching(/^msg_/) });
-    expect(body.answer).toContain('Folgendes gefunden');
+    // A sentence that answers, with the number of its source; not a list of snippets.
+    expect(body.answer).toMatch(/mittwochs ab 8 Uhr \[1\]\./);
+    expect(body.answer).not.toContain('Folgendes gefunden');
     expect(body.sources.length).toBeGreaterThan(0);
     for (const source of body.sources)
       expect(source).toEqual({ kind: expect.any(String), id: expect.any(String), title: expect.any(String), snippet: expect.any(String) });
     expect(body.sources.map((s: { snippet: string }) => s.snippet).join(' ')).toMatch(/Hufschmied/i);
     expect(res.headers['ratelimit-limit']).toBe('60');
+  });
+
+  it('numbers match sources: every [n] in the answer is sources[n - 1], and an off-topic hit (Nebenkostenabrechnung) is not among them', async () => {
+    const { emu, token } = await withToken();
+    const body = (await ask(emu, token, 'Wann kommt der Hufschmied?')).json();
+    const numbers = [...new Set([...body.answer.matchAll(/\[(\d+)\]/g)].map((m: RegExpMatchArray) => Number(m[1])))];
+    expect(numbers).toEqual(body.sources.map((_: unknown, i: number) => i + 1));
+    expect(body.sources.map((s: { title: string }) => s.title).join(' | ')).not.toMatch(/Nebenkosten/);
   });
 
   it('the same state and question give the same answer (and a new message_id)', async () => {

@@ -39,7 +39,16 @@ describe('spec 2.5, 3.1, 4.4 rule 3: research jobs', () => {
     const done = (await get(emu, token, poll)).json();
     expect(done.status).toBe('succeeded');
     expect(done.report).toMatch(/^# Recherche: /);
-    expect(done.report).toContain('## Quellen');
+    // Three sections, and [n] in the report is citations[n - 1].
+    expect(done.report.split('\n').filter((l: string) => l.startsWith('## '))).toEqual([
+      '## Zusammenfassung',
+      '## Ergebnisse',
+      '## Quellen',
+    ]);
+    expect(done.report).toMatch(/## Zusammenfassung\n\n.*mittwochs ab 8 Uhr \[1\]\./);
+    const numbers = [...new Set([...done.report.matchAll(/\[(\d+)\]/g)].map((m: RegExpMatchArray) => Number(m[1])))];
+    expect(numbers).toEqual(done.citations.map((_: unknown, i: number) => i + 1));
+    done.citations.forEach((c: { title: string }, i: number) => expect(done.report).toContain(`### ${c.title} [${i + 1}]`));
     expect(done.citations.length).toBeGreaterThan(0);
     for (const c of done.citations) {
       expect(c).toEqual({

@@ -1,4 +1,5 @@
-import { sourceLabel, type Source } from './search.js';
+import { compose } from './compose.js';
+import type { Analyzer, Hit, Source } from './search.js';
 
 /** Spec 2.4. */
 export interface AskAnswer {
@@ -20,24 +21,22 @@ const READ_QUESTION =
 
 export const asksForChange = (question: string): boolean => !READ_QUESTION.test(question) && WRITE_INTENT.test(question.toLowerCase());
 
-const RELEVANT = 0.35;
+const NOTHING_FOUND = 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.';
 
-/** Builds the German answer from what search found; the same hits always give the same answer. */
-export function composeAnswer(question: string, hits: Array<Source & { score: number }>, resource: string): Omit<AskAnswer, 'message_id'> {
-  const best = hits[0]?.score ?? 0;
-  const sources = hits
-    .filter((h) => h.score >= best * RELEVANT)
-    .slice(0, 5)
-    .map(({ kind, id, title, snippet }) => ({ kind, id, title, snippet }));
-  const list = sources.map((s) => `- ${sourceLabel(s.kind)} „${s.title}“: ${s.snippet}`).join('\n');
+/**
+ * The German answer to a question from what search found (compose.ts): one to three sentences quoted from the best
+ * passages, each with the number of its source; `sources` are the cited ones, `[1]` first. The same hits always give
+ * the same answer.
+ */
+export function composeAnswer(question: string, hits: readonly Hit[], resource: string, analyze: Analyzer): Omit<AskAnswer, 'message_id'> {
+  const { sentences, cited } = compose(question, hits, analyze);
+  const sources = cited.map(({ kind, id, title, snippet }) => ({ kind, id, title, snippet }));
+  const found = sentences.join(' ');
   if (asksForChange(question)) {
     const head =
       'Über diese Schnittstelle kann ich nichts ändern: POST /chat/ask liest nur. Änderungen am Arbeitsbereich laufen über die Agentenebene ' +
       `(${resource}, Werkzeuge „ask“ und „continue_ask“) und werden erst ausgeführt, nachdem Sie jede einzelne Aktion freigegeben haben.`;
-    return { answer: sources.length ? `${head}\n\nDazu passend habe ich gefunden:\n${list}` : head, sources };
+    return { answer: found ? `${head}\n\nIn Ihren Unterlagen steht dazu: ${found}` : head, sources };
   }
-  if (sources.length === 0) {
-    return { answer: 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.', sources: [] };
-  }
-  return { answer: `Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank Folgendes gefunden:\n${list}`, sources };
+  return { answer: found || NOTHING_FOUND, sources };
 }

@@ -1,9 +1,9 @@
-import type { Source } from './search.js';
 import type { VariantSelection } from './variant-catalogue.js';
 import { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../protocol/jobs.js';
 
 export { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../protocol/jobs.js';
 
+/** A research citation (spec 2.5: element shape not shown; README): `citations[n - 1]` is `[n]` in the report (compose.ts). */
 export interface Citation {
   id: string;
   title: string;
@@ -72,27 +72,3 @@ export function trainingStepAt(doc: TrainingDocument, now: number): TrainingStep
 
 /** Content that is not text fails at parsing (the service cannot read it). */
 export const unreadable = (content: string): boolean => /[\u0000-\u0008\u000b\u000c\u000e-\u001f]/.test(content);
-
-/** The German Markdown report of a research job, citing the knowledge base. */
-export function researchReport(question: string, hits: Source[], files: Map<string, string>): { report: string; citations: Citation[] } {
-  const seen = new Set<string>();
-  const citations: Citation[] = [];
-  for (const hit of hits) {
-    const key = `${hit.id}|${hit.title}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    citations.push({ id: hit.id, title: hit.title, file_name: files.get(hit.id) ?? hit.id, snippet: hit.snippet });
-  }
-  const findings = citations.map((c, i) => `### ${c.title} [${i + 1}]\n\n${c.snippet}`).join('\n\n');
-  const sources = citations.map((c, i) => `${i + 1}. ${c.title} (${c.file_name})`).join('\n');
-  const report = [
-    `# Recherche: ${question}`,
-    '## Zusammenfassung',
-    `Die Wissensdatenbank enthält ${citations.length === 1 ? 'eine Quelle' : `${citations.length} Quellen`} zu dieser Frage. Die wichtigsten Stellen sind unten zusammengestellt und mit ihrer Quelle belegt.`,
-    '## Ergebnisse',
-    findings,
-    '## Quellen',
-    sources,
-  ].join('\n\n');
-  return { report, citations };
-}

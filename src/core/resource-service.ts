@@ -1,4 +1,5 @@
 import { composeAnswer, type AskAnswer } from './ask.js';
+import { composeReport } from './compose.js';
 import { DEFAULT_PRICES, type Prices } from './charges.js';
 import type { Core } from './core.js';
 import type { AccessContext } from './resource-guard.js';
@@ -12,7 +13,6 @@ import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspa
 import {
   QUICK_TIMINGS,
   TRAINING_STEPS,
-  researchReport,
   trainingStepAt,
   unreadable,
   type JobTimings,
@@ -160,7 +160,7 @@ export class ResourceService {
     const answer = (async () => {
       if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs).done;
       const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
-      return composeAnswer(question, hits, this.core.resource);
+      return composeAnswer(question, hits, this.core.resource, await this.search.analyzer());
     })();
     const timer = this.#sleep(this.askTimeoutMs);
     const timeout = timer.done.then(() => {
@@ -365,8 +365,9 @@ export class ResourceService {
         const hits = (await this.search.search(job.question, { person: job.person_id, limit: 8, knowledgeOnly: true }))
           .filter((hit) => (this.core.repo.get('training_documents', hit.id)?.indexed_at ?? -Infinity) <= job.running_until)
           .slice(0, 6);
+        const written = composeReport(job.question, hits, await this.search.analyzer(), this.#fileNames);
         const finished = { finished_at: job.running_until };
-        if (job.fault_id || hits.length === 0) {
+        if (job.fault_id || !written) {
           const error = job.fault_id
             ? {
                 code: 'research_failed',
@@ -379,7 +380,7 @@ export class ResourceService {
           this.core.repo.update('research_jobs', job.id, { ...finished, status: 'failed', error });
           this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: error.code, message: error.message });
         } else {
-          const { report, citations } = researchReport(job.question, hits, this.#fileNames);
+          const { report, citations } = written;
           this.core.repo.update('research_jobs', job.id, { ...finished, status: 'succeeded', report, citations });
           this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: citations.length });
         }

@@ -1,4 +1,7 @@
-import type { KnowledgeDocument, Workspace, WorkspaceKind } from './workspace.js';
+import { textOf } from '../protocol/format.js';
+import { fieldLabel } from './actions.js';
+import { markdownSentences } from './sentences.js';
+import type { KnowledgeDocument, Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
 import { KIND_LABELS, WORKSPACE_KINDS, markdownSections, recordText } from './workspace.js';
 
 /** Where a hit comes from: a workspace kind, or the knowledge base. */
@@ -12,6 +15,15 @@ export interface Source {
   snippet: string;
 }
 
+/** A search hit: the source, its BM25 score, and the sentences of the passage for an answer to quote (compose.ts). */
+export interface Hit extends Source {
+  score: number;
+  sentences: readonly string[];
+}
+
+/** The stems of a text's words that carry meaning (stop words left out), in order: what answers match sentences by. */
+export type Analyzer = (text: string) => string[];
+
 interface Entry {
   id: string;
   kind: string;
@@ -23,16 +35,55 @@ interface Entry {
   text: string;
   /** `text` in lower case, to find the question's words in (not indexed; stored beside the document). */
   lower: string;
+  /** The passage cut into sentences an answer can quote (not indexed either). */
+  sentences: string[];
 }
 
-/** An entry from its parts, with the text prepared once for indexing and snippets. */
-function entry(id: string, kind: string, owner: string, ref: string, title: string, text: string): Entry {
+/** An entry from its parts, with the text prepared once for indexing, snippets and answers. */
+function entry(id: string, kind: string, owner: string, ref: string, title: string, text: string, sentences: string[]): Entry {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase() };
+  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase(), sentences };
 }
+
+/** Record fields written as prose; the others are values, quoted with their label (`Telefon: 0171 2345678`). */
+const PROSE_FIELDS: ReadonlySet<string> = new Set(['notes', 'description', 'summary', 'content', 'body']);
+
+/** A workspace record's entry: its fields' text, each prose field cut into sentences, each value field one labelled line. */
+const recordEntry = (kind: WorkspaceKind, record: WorkspaceRecord): Entry =>
+  entry(
+    `${kind}:${record.id}`,
+    kind,
+    SHARED,
+    record.id,
+    record.title,
+    recordText(record),
+    Object.entries(record)
+      .filter(([key]) => key !== 'id' && key !== 'title')
+      .flatMap(([key, value]) => {
+        const text = textOf(value).trim();
+        if (text === '') return [];
+        return PROSE_FIELDS.has(key) ? markdownSentences(text) : [`${fieldLabel(kind, key)}: ${text.replace(/\s+/g, ' ')}`];
+      }),
+  );
+
+/**
+ * Words that shape a question rather than say what it is about: question words, and phrases such as `wie lange`
+ * or `gibt es`. Left out of the search (the German stop words leave them in), or `Wann kommt der Hufschmied?`
+ * finds every passage that asks `Wann …?` itself, and `wie lange` finds Birgit Lang. `nächste` stems to `nach`.
+ */
+const QUESTION_NOISE =
+  /(?<![\p{L}\p{N}])(?:wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)|wann|wer|wen|wem|wessen|warum|weshalb|wieso|wozu|wodurch|womit|wofür|worüber|wohin|woher|welche[rsmn]?|gibt|heißt|heisst|nächste[nrsm]?|bitte|mache|machen|macht|tun|tue)(?![\p{L}\p{N}])/giu;
+
+/** The question as searched: without the words that only make it a question. */
+export const searchText = (question: string): string => question.replace(QUESTION_NOISE, ' ').replace(/\s+/g, ' ').trim();
 
 type Orama = typeof import('@orama/orama');
 type Db = ReturnType<Orama['create']>;
+interface Loaded {
+  orama: Orama;
+  db: Db;
+  analyze: Analyzer;
+}
 
 const SNIPPET = 220;
 /** Entries indexed per turn of the event loop when the index is built (a few milliseconds of work). */
@@ -47,7 +98,7 @@ const SHARED = 'shared';
  * Knowledge documents are indexed per `##` section so a hit points at the passage that answers.
  */
 export class SearchIndex {
-  #ready: Promise<{ orama: Orama; db: Db }> | undefined;
+  #ready: Promise<Loaded> | undefined;
   readonly #workspace: Workspace;
   #knowledge: KnowledgeDocument[];
   #added: KnowledgeDocument[] = [];
@@ -55,7 +106,7 @@ export class SearchIndex {
    * Answers by question and filter, dropped whenever the index changes: the same question over the same index
    * ranks the same, so it is ranked once (agents and test suites ask the same questions again and again).
    */
-  readonly #answers = new Map<string, Array<Source & { score: number }>>();
+  readonly #answers = new Map<string, Hit[]>();
 
   constructor(workspace: Workspace, knowledge: KnowledgeDocument[]) {
     this.#workspace = workspace;
@@ -74,7 +125,7 @@ export class SearchIndex {
     this.#answers.clear();
   }
 
-  #index(): Promise<{ orama: Orama; db: Db }> {
+  #index(): Promise<Loaded> {
     return (this.#ready ??= (async () => {
       const [orama, { stemmer, language }, { stopwords }] = await Promise.all([
         import('@orama/orama'),
@@ -87,8 +138,7 @@ export class SearchIndex {
       });
       const entries: Entry[] = [];
       for (const kind of WORKSPACE_KINDS) {
-        for (const record of this.#workspace[kind])
-          entries.push(entry(`${kind}:${record.id}`, kind, SHARED, record.id, record.title, recordText(record)));
+        for (const record of this.#workspace[kind]) entries.push(recordEntry(kind, record));
       }
       for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
       // In slices, yielding between them: built after the ready line, the index must not hold up the requests that
@@ -97,8 +147,13 @@ export class SearchIndex {
         await orama.insertMultiple(db, entries.slice(i, i + INSERT_SLICE));
         await new Promise((resolve) => setImmediate(resolve));
       }
-      return { orama, db };
+      return { orama, db, analyze: analyzer(stemmer, new Set(stopwords)) };
     })());
+  }
+
+  /** The analyzer search uses (the German stemmer and stop words), once the index is loaded. */
+  async analyzer(): Promise<Analyzer> {
+    return (await this.#index()).analyze;
   }
 
   /** Makes a knowledge document findable (a training document once indexed). */
@@ -125,7 +180,7 @@ export class SearchIndex {
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
     try {
       remove(db, id);
-      insert(db, entry(id, kind, SHARED, record.id, record.title, recordText(record)));
+      insert(db, recordEntry(kind, record));
     } finally {
       this.#answers.clear();
     }
@@ -135,17 +190,15 @@ export class SearchIndex {
    * Best hits first, among what `person` may see: the shared workspace and knowledge base and the person's own
    * training documents. `knowledgeOnly` searches the knowledge base alone (research reads no workspace data, spec 2.7).
    */
-  async search(
-    question: string,
-    options: { person: string; limit?: number; knowledgeOnly?: boolean },
-  ): Promise<Array<Source & { score: number }>> {
+  async search(question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Promise<Hit[]> {
     const index = this.#index();
-    const { orama, db } = await index;
+    const { orama, db, analyze } = await index;
     const key = JSON.stringify([question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
     const known = this.#answers.get(key);
     // Copies: a caller may change what it gets without changing the next caller's answer.
     if (known) return known.map((hit) => ({ ...hit }));
-    const hits = this.#rank(orama, db, question, options);
+    // A question of question words and stop words alone asks about nothing (and Orama would rank everything for it).
+    const hits = analyze(searchText(question)).length === 0 ? [] : this.#rank(orama, db, question, options);
     // Kept only if the index it came from is still the current one (a restore may have replaced it meanwhile).
     if (index === this.#ready) {
       if (this.#answers.size >= ANSWER_CACHE_SIZE) this.#answers.delete(this.#answers.keys().next().value!);
@@ -154,19 +207,14 @@ export class SearchIndex {
     return hits.map((hit) => ({ ...hit }));
   }
 
-  #rank(
-    orama: Orama,
-    db: Db,
-    question: string,
-    options: { person: string; limit?: number; knowledgeOnly?: boolean },
-  ): Array<Source & { score: number }> {
+  #rank(orama: Orama, db: Db, question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Hit[] {
     // Orama's generic result types are too deep for tsc here; the shape is its documented search result.
     const search = orama.search as unknown as (
       db: Db,
       params: Record<string, unknown>,
     ) => { hits: Array<{ score: number; document: Entry }> };
     const result = search(db, {
-      term: question,
+      term: searchText(question),
       properties: ['title', 'text'],
       boost: { title: 2 },
       limit: options.limit ?? 5,
@@ -179,6 +227,7 @@ export class SearchIndex {
       title: document.title,
       snippet: snippet(document, words),
       score,
+      sentences: document.sentences,
     }));
   }
 }
@@ -192,13 +241,14 @@ function knowledgeEntries(doc: KnowledgeDocument): Entry[] {
       doc.id,
       section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`,
       section.text,
+      markdownSentences(section.text),
     ),
   );
 }
 
 /** The question's words that can place a snippet: four letters or more, in lower case. */
 const questionWords = (question: string): string[] =>
-  question
+  searchText(question)
     .toLowerCase()
     .split(/[^\p{L}\p{N}]+/u)
     .filter((w) => w.length >= 4);
@@ -217,3 +267,13 @@ function snippet({ text: flat, lower }: Entry, words: string[]): string {
 }
 
 export const sourceLabel = (kind: SourceKind): string => (kind === 'knowledge' ? 'Wissensdatenbank' : KIND_LABELS[kind]);
+
+/** Lower case, split at anything but letters and digits, stop words left out, stemmed: as Orama's German tokenizer does. */
+function analyzer(stem: (word: string) => string, stopwords: ReadonlySet<string>): Analyzer {
+  return (text) =>
+    text
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}]+/u)
+      .filter((word) => word !== '' && !stopwords.has(word))
+      .map(stem);
+}

@@ -81,7 +81,8 @@ export function apiCommands(ctx: ClientContext): Command[] {
       const body = asObject(res);
       const sources = Array.isArray(body.sources) ? body.sources : [];
       out(`${text(body.answer)}\n`);
-      if (sources.length) out(`\nSources:\n${sources.map((s) => `  - ${describeReference(s)}`).join('\n')}\n`);
+      // Numbered as the emulator's answer cites them ([1] is the first source), like research citations.
+      if (sources.length) out(`\nSources:\n${sources.map((s, i) => `  [${i + 1}] ${describeReference(s)}`).join('\n')}\n`);
       ctx.stderr.write(`message_id: ${String(body.message_id)}\n`);
     });
 

@@ -1,0 +1,139 @@
+/**
+ * How answers and research reports are written from search hits (src/core/compose.ts, README "Ask"): quoted
+ * sentences with numbered references, relevance threshold, nothing-found, report sections, determinism. Over the
+ * shipped fixtures, searched as the emulator searches them.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { composeAnswer } from '../../src/core/ask.js';
+import { RELEVANCE, composeReport, relevantHits } from '../../src/core/compose.js';
+import { SearchIndex, type Analyzer } from '../../src/core/search.js';
+import { markdownSentences, splitProse } from '../../src/core/sentences.js';
+import { loadFixtures } from '../../src/store/fixtures.js';
+
+let index: SearchIndex;
+let analyze: Analyzer;
+let files: Map<string, string>;
+
+beforeAll(async () => {
+  const fixtures = await loadFixtures();
+  index = new SearchIndex(fixtures.workspace, fixtures.knowledge);
+  analyze = await index.analyzer();
+  files = new Map(fixtures.knowledge.map((d) => [d.id, d.file_name]));
+});
+
+const ask = async (question: string) =>
+  composeAnswer(question, await index.search(question, { person: 'person_erika', limit: 8 }), 'http://127.0.0.1/mcp', analyze);
+const research = async (question: string) =>
+  composeReport(question, await index.search(question, { person: 'person_erika', limit: 8, knowledgeOnly: true }), analyze, files);
+
+/** The reference numbers an answer or report uses, in order of appearance, each once. */
+const numbersIn = (text: string): number[] => [...new Set([...text.matchAll(/\[(\d+)\]/g)].map((m) => Number(m[1])))];
+
+describe('ask composes a short German answer from the best passages', () => {
+  it('"Wann kommt der Hufschmied?" answers with the sentence that says mittwochs ab 8 Uhr, citing [1] first', async () => {
+    const { answer, sources } = await ask('Wann kommt der Hufschmied?');
+    const [first] = answer.split(/(?<=\]\.) /);
+    expect(first).toMatch(/Hufschmied .*kommt .*mittwochs ab 8 Uhr \[1\]\.$/);
+    expect(sources[0]).toMatchObject({ kind: 'knowledge', title: expect.stringContaining('Hufschmied') });
+    expect(answer).not.toContain('Folgendes gefunden');
+    // One to three sentences, no snippet list.
+    expect(answer.match(/\[\d+\][.?!]/g)!.length).toBeGreaterThanOrEqual(1);
+    expect(answer.match(/\[\d+\][.?!]/g)!.length).toBeLessThanOrEqual(3);
+    expect(answer).not.toMatch(/^- /m);
+  });
+
+  it('an off-topic hit is not among the sources: no Nebenkostenabrechnung for the Hufschmied', async () => {
+    const { answer, sources } = await ask('Wann kommt der Hufschmied?');
+    expect(sources.map((s) => s.title).join(' | ')).not.toMatch(/Nebenkosten/);
+    expect(answer).not.toMatch(/Nebenkosten/);
+  });
+
+  it('the numbers match the sources: [n] is sources[n - 1], numbered in order of first citation, and every source is cited', async () => {
+    for (const question of [
+      'Wann kommt der Hufschmied?',
+      'Wie hoch ist die Kaution?',
+      'Wann wird der Müll abgeholt?',
+      'Wann ist die nächste Kotprobe?',
+      'Wie lange ist die Kündigungsfrist?',
+    ]) {
+      const { answer, sources } = await ask(question);
+      expect(sources.length, question).toBeGreaterThan(0);
+      expect(numbersIn(answer), question).toEqual(sources.map((_, i) => i + 1));
+    }
+  });
+
+  it('a nonsense question gives the plain nothing-found answer with empty sources', async () => {
+    for (const question of ['Quantenchromodynamik Gluonen', 'Wann?', 'Wer ist es?']) {
+      expect(await ask(question)).toEqual({
+        answer: 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.',
+        sources: [],
+      });
+    }
+  });
+
+  it('the same question over the same index gives the same answer text and sources', async () => {
+    const a = await ask('Wann kommt der Hufschmied?');
+    const b = await ask('Wann kommt der Hufschmied?');
+    expect(b).toEqual(a);
+    // Also from a fresh index over the same fixtures (nothing depends on insertion timing or the cache).
+    const fixtures = await loadFixtures();
+    const fresh = new SearchIndex(fixtures.workspace, fixtures.knowledge);
+    const hits = await fresh.search('Wann kommt der Hufschmied?', { person: 'person_erika', limit: 8 });
+    expect(composeAnswer('Wann kommt der Hufschmied?', hits, 'http://127.0.0.1/mcp', await fresh.analyzer())).toEqual(a);
+  });
+
+  it('a section matched by its heading alone is quoted from its first sentences (Ruhezeiten: Nachtruhe …)', async () => {
+    const { answer, sources } = await ask('Wann ist die Ruhezeit im Haus?');
+    expect(answer).toMatch(/^Nachtruhe gilt von 22 bis 6 Uhr/);
+    expect(sources).toEqual([expect.objectContaining({ title: expect.stringContaining('Ruhezeiten') })]);
+  });
+});
+
+describe('the relevance threshold', () => {
+  it(`drops hits below ${RELEVANCE} of the best score, keeps the rest in their order`, () => {
+    const hit = (score: number) => ({ kind: 'knowledge' as const, id: `k${score}`, title: 't', snippet: 's', score, sentences: [] });
+    const hits = [hit(10), hit(5), hit(RELEVANCE * 10), hit(RELEVANCE * 10 - 0.01), hit(1)];
+    expect(relevantHits(hits).map((h) => h.score)).toEqual([10, 5, RELEVANCE * 10]);
+    expect(relevantHits([])).toEqual([]);
+  });
+});
+
+describe('research reports: Zusammenfassung, Ergebnisse, Quellen with the same numbers as citations', () => {
+  it('the report has the three sections in order, and its numbers match citations', async () => {
+    const { report, citations } = (await research('Wie läuft der Weidegang und wann kommt der Hufschmied?'))!;
+    const headings = report.split('\n').filter((line) => line.startsWith('## '));
+    expect(headings).toEqual(['## Zusammenfassung', '## Ergebnisse', '## Quellen']);
+    expect(report).toMatch(/^# Recherche: Wie läuft der Weidegang und wann kommt der Hufschmied\?\n/);
+    const summary = report.slice(report.indexOf('## Zusammenfassung'), report.indexOf('## Ergebnisse'));
+    expect(summary).toMatch(/mittwochs ab 8 Uhr \[1\]\./);
+    // Every citation is cited, numbered in order; the Quellen list names each under its number.
+    expect(numbersIn(report)).toEqual(citations.map((_, i) => i + 1));
+    const sources = report.slice(report.indexOf('## Quellen'));
+    citations.forEach((c, i) => expect(sources).toContain(`${i + 1}. ${c.title} (${c.file_name})`));
+    const findings = report.slice(report.indexOf('## Ergebnisse'), report.indexOf('## Quellen'));
+    citations.forEach((c, i) => expect(findings).toContain(`### ${c.title} [${i + 1}]`));
+  });
+
+  it('a question the knowledge base has nothing on writes no report', async () => {
+    expect(await research('Quantenchromodynamik Gluonen')).toBeNull();
+  });
+
+  it('the same question over the same index gives the same report', async () => {
+    expect(await research('Wie läuft der Weidegang?')).toEqual(await research('Wie läuft der Weidegang?'));
+  });
+});
+
+describe('sentences an answer can quote', () => {
+  it('prose splits at sentence ends, not after abbreviations, ordinals or inside dates', () => {
+    expect(splitProse('Tierärztin Dr. Anna Berger kommt am 3. Februar. Termin 2026-04-22. Danach z. B. Impfung.')).toEqual([
+      'Tierärztin Dr. Anna Berger kommt am 3. Februar.',
+      'Termin 2026-04-22.',
+      'Danach z. B. Impfung.',
+    ]);
+  });
+
+  it('Markdown: list items stand alone, table rows read as sentences, emphasis is dropped', () => {
+    const md = 'Text **fett**.\n\n- Punkt eins\n- Punkt zwei\n\n| Leistung | Preis |\n|---|---|\n| Barhuf | 45 EUR |';
+    expect(markdownSentences(md)).toEqual(['Text fett.', 'Punkt eins', 'Punkt zwei', 'Barhuf: 45 EUR']);
+  });
+});
