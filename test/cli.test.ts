@@ -59,7 +59,30 @@ describe('agent-access serve', () => {
     expect(res.stderr).not.toContain('    at ');
   });
 
-  it('a usage error exits 2 with help; --in-memory and --state conflict', async () => {
+  it('a usage error is one line and a hint naming the command\'s own help, exit 2; nested commands too', async () => {
+    const cases: Array<[string[], string]> = [
+      [['serve', '--rate-limit', 'abc'], 'agent-access serve'],
+      [['serve', '--port', '99999'], 'agent-access serve'],
+      [['serve', '--clock', 'manaul'], 'agent-access serve'],
+      [['ask'], 'agent-access ask'],
+      [['grants', 'revoke'], 'agent-access grants revoke'],
+      [['clock', 'advance'], 'agent-access clock advance'],
+      [['login', '--timeout', '0'], 'agent-access login'],
+      // Found by the action, not by commander: the same two lines.
+      [['research'], 'agent-access research'],
+    ];
+    for (const [args, command] of cases) {
+      const res = await runCli(args);
+      expect(res.code, args.join(' ')).toBe(2);
+      expect(res.stdout, args.join(' ')).toBe('');
+      const lines = res.stderr.trimEnd().split('\n');
+      expect(lines, args.join(' ')).toHaveLength(2);
+      expect(lines[0], args.join(' ')).toMatch(/^(error|agent-access): /);
+      expect(lines[1], args.join(' ')).toBe(`see \`${command} --help\``);
+    }
+  });
+
+  it('a usage error exits 2; --in-memory and --state conflict', async () => {
     expect((await runCli(['serve', '--port', 'abc'])).code).toBe(2);
     const conflict = await runCli(['serve', '--in-memory', '--state', 'x.json']);
     expect(conflict.code).toBe(2);

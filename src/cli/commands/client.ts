@@ -1,4 +1,4 @@
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
 import type { Session } from '../../client/session.js';
 import { CliError, EXIT } from '../errors.js';
@@ -18,20 +18,17 @@ const baseUrlOption = () =>
 
 /** Whole seconds within [min, max]; timers cannot wait longer than 2^31-1 ms. */
 const seconds =
-  (name: string, min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) =>
+  (min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) =>
   (value: string): number => {
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
-      throw new CliError(`${name} takes whole seconds from ${min} to ${max}, not "${value}"`, EXIT.usage);
+      throw new InvalidArgumentError(`whole seconds from ${min} to ${max}`);
     return Number(value);
   };
 
-const port =
-  (name: string) =>
-  (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) > 65_535)
-      throw new CliError(`${name} takes a port from 0 to 65535 (0: a free one), not "${value}"`, EXIT.usage);
-    return Number(value);
-  };
+const port = (value: string): number => {
+  if (!/^\d+$/.test(value) || Number(value) > 65_535) throw new InvalidArgumentError('a port from 0 to 65535 (0: a free one)');
+  return Number(value);
+};
 
 /** Opens a session for one command run and closes its connections at the end. */
 export async function withSession<T>(ctx: ClientContext, flags: CommonFlags, fn: (session: Session) => Promise<T>): Promise<T> {
@@ -58,11 +55,11 @@ export function clientCommands(ctx: ClientContext): Command[] {
       '--headless',
       'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)',
     )
-    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds('--timeout', 1), 300)
+    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds(1), 300)
     .option(
       '--callback-port <port>',
       'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)',
-      port('--callback-port'),
+      port,
       0,
     )
     .option('--json', 'print the result as JSON')
@@ -99,7 +96,7 @@ export function clientCommands(ctx: ClientContext): Command[] {
   const token = new Command('token')
     .description('print a valid access token for scripts, refreshing it (with rotation) when it is close to expiry')
     .addOption(baseUrlOption())
-    .option('--min-ttl <seconds>', 'refresh unless the token stays valid at least this long', seconds('--min-ttl'), 60)
+    .option('--min-ttl <seconds>', 'refresh unless the token stays valid at least this long', seconds(), 60)
     .option('--refresh', 'refresh now, whatever the expiry: also proves at the server that the grant and its token family are alive')
     .option('--json', 'print the token with its expiry and scope as JSON')
     .action(async (flags: CommonFlags & { minTtl: number; refresh?: boolean }) => {
