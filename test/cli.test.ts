@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { lstat, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, readFile, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -228,6 +228,16 @@ describe('agent-access grants: one writer per state file', () => {
     expect(
       (await refresh(again.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error,
     ).toBe('invalid_grant');
+  });
+
+  it('grants list, grants revoke and charges in a directory without state exit 3 and create nothing (no .agent-access/)', async () => {
+    const dir = await scratchDir();
+    for (const args of [['grants', 'list'], ['charges'], ['grants', 'revoke', 'grant_nope']]) {
+      const res = await runCli(args, { cwd: dir });
+      expect(res.code, args.join(' ')).toBe(3);
+      expect(res.stderr, args.join(' ')).toContain(`no state file at ${join(await realpath(dir), '.agent-access', 'state.json')}`);
+      expect(await readdir(dir), args.join(' ')).toEqual([]);
+    }
   });
 
   it('an unknown grant id exits 7; a missing state file exits 3 without creating one', async () => {
