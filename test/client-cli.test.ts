@@ -92,6 +92,23 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(requests).toBe(0);
   });
 
+  it('spec 2.7: an unknown scope is refused before any request, in one line that lists the valid scopes (exit 2)', async () => {
+    const emulator = await startEmulator();
+    let requests = 0;
+    emulator.core.events.subscribe((e) => e.name === 'request.served' && requests++);
+    const env = clientEnv(await scratchDir());
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask foo', '--no-browser'], { env });
+    expect(res.code).toBe(2);
+    const lines = res.stderr.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/does not know the scope "foo"; the scopes are ask, workspace\.write, research, training\.write$/);
+    expect(lines.slice(1)).toEqual(['see `agent-access login --help`']);
+    expect(requests).toBe(0);
+    // Without any server to talk to, the scope is still what is wrong.
+    const nowhere = await runCli(['login', '--scope', 'foo'], { env, cwd: await scratchDir() });
+    expect(nowhere.code).toBe(2);
+    expect(nowhere.stderr).toContain('does not know the scope "foo"');
+  });
+
   it('RFC 6749 §4.1.2.1: "Ablehnen" ends the command with a clear message and exit 5; nothing is stored', async () => {
     const emulator = await startEmulator();
     const config = await scratchDir();

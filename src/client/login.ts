@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
-import { isRetiredScope, splitScope } from '../protocol/scopes.js';
+import { checkRequestedScopes } from '../protocol/scopes.js';
 import { CALLBACK_PATH, LoopbackReceiver, type CallbackOutcome } from './loopback.js';
 import {
   authorizationRequest,
@@ -33,23 +33,13 @@ export interface LoginOptions {
 /** The redirect URI registered once per server: loopback without a port, since any port must match (RFC 8252 §7.3, OAuth 2.1 §8.4.2). */
 export const REGISTERED_REDIRECT_URI = `http://127.0.0.1${CALLBACK_PATH}`;
 
-/** Spec 2.7, 5.9: retired scopes are refused here, before any request; so are scopes the server does not announce. */
+/**
+ * Spec 2.7, 5.9: unknown and retired scopes are refused here, before any request (against the spec's list); after
+ * discovery, so are scopes the server does not announce.
+ */
 export function checkScopes(scope: string, supported?: string[]): string {
-  const scopes = splitScope(scope.replace(/[,\s]+/g, ' '));
-  if (scopes.length === 0) throw new ClientError('usage', '--scope is empty: name at least one scope, e.g. --scope ask');
-  const retired = scopes.filter(isRetiredScope);
-  if (retired.length)
-    throw new ClientError(
-      'usage',
-      `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`,
-    );
-  const unknown = supported ? scopes.filter((s) => !supported.includes(s)) : [];
-  if (unknown.length)
-    throw new ClientError(
-      'usage',
-      `the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`,
-    );
-  return scopes.join(' ');
+  const known = checkRequestedScopes(scope);
+  return supported ? checkRequestedScopes(known, supported, 'the server') : known;
 }
 
 /**

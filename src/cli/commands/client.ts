@@ -3,6 +3,7 @@ import type { ClientContext } from '../../client/context.js';
 import type { Session } from '../../client/session.js';
 import { CliError, EXIT } from '../errors.js';
 import { age, relativeTime } from '../../protocol/format.js';
+import { SUPPORTED_SCOPES, checkRequestedScopes } from '../../protocol/scopes.js';
 import { jsonText } from '../output.js';
 
 interface CommonFlags {
@@ -48,7 +49,18 @@ export function clientCommands(ctx: ClientContext): Command[] {
   const login = new Command('login')
     .description('log in through the browser: discovery, registration, PKCE, consent, tokens stored for later commands')
     .addOption(baseUrlOption())
-    .option('--scope <scopes>', 'space-separated scopes to ask for (ask, workspace.write, research, training.write)', 'ask')
+    .option(
+      '--scope <scopes>',
+      `space- or comma-separated scopes to ask for (${SUPPORTED_SCOPES.join(', ')})`,
+      (value: string) => {
+        try {
+          return checkRequestedScopes(value);
+        } catch (e) {
+          throw new InvalidArgumentError((e as Error).message);
+        }
+      },
+      'ask',
+    )
     .option('--identity', 'leave out `resource`: an identity token, which workspace tools refuse (spec 4.2)')
     .option('--no-browser', 'print the URL instead of opening a browser (SSH sessions)')
     .option(
