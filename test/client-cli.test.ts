@@ -109,6 +109,27 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(nowhere.stderr).toContain('does not know the scope "foo"');
   });
 
+  it('a server it cannot reach: the message says which server it chose and why (the last login, $AGENT_ACCESS_BASE_URL), exit 6', async () => {
+    const emulator = await startEmulator();
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const gone = emulator.baseUrl;
+    await emulator.stop();
+    const elsewhere = await scratchDir();
+    for (const args of [['login'], ['ask', 'Wer ist Hufschmied?'], ['token', '--refresh']]) {
+      const res = await runCli(args, { env, cwd: elsewhere });
+      expect(res.code, res.stderr).toBe(6);
+      expect(res.stderr, args[0]).toMatch(/ECONNREFUSED/);
+      expect(res.stderr, args[0]).toContain(`${gone} is the server of the last login (`);
+      expect(res.stderr, args[0]).toContain('neither --base-url, $AGENT_ACCESS_BASE_URL nor an emulator running in this directory');
+      expect(res.stderr.trimEnd().split('\n'), args[0]).toHaveLength(1);
+    }
+    const viaEnv = await runCli(['login'], { env: clientEnv(config, { AGENT_ACCESS_BASE_URL: gone }), cwd: elsewhere });
+    expect(viaEnv.code).toBe(6);
+    expect(viaEnv.stderr).toContain(`${gone} is the server $AGENT_ACCESS_BASE_URL names`);
+  });
+
   it('RFC 6749 §4.1.2.1: "Ablehnen" ends the command with a clear message and exit 5; nothing is stored', async () => {
     const emulator = await startEmulator();
     const config = await scratchDir();

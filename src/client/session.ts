@@ -49,14 +49,25 @@ export class Session {
     readonly store: TokenStore,
     readonly baseUrl: string,
     readonly source: BaseUrlSource,
+    /** Why this server: completes "{base_url} is …" (see resolveBaseUrl). */
+    readonly why: string,
   ) {
     this.http = new HttpClient(ctx);
   }
 
   static async open(ctx: ClientContext, baseUrlFlag: string | undefined): Promise<Session> {
     const store = new TokenStore(configDir(ctx.env));
-    const { baseUrl, source } = await resolveBaseUrl(ctx, baseUrlFlag, store);
-    return new Session(ctx, store, baseUrl, source);
+    const { baseUrl, source, why } = await resolveBaseUrl(ctx, baseUrlFlag, store);
+    return new Session(ctx, store, baseUrl, source, why);
+  }
+
+  /**
+   * A failure to reach the server, completed with which server that was and why this one: a command that falls
+   * back to the last login's server must not leave the person guessing where it tried to go.
+   */
+  explain(error: unknown): unknown {
+    if (!(error instanceof ClientError) || error.kind !== 'unreachable') return error;
+    return new ClientError('unreachable', `${error.message.replace(/\.$/, '')}. ${this.baseUrl} is ${this.why}`, error.code);
   }
 
   /**

@@ -37,6 +37,8 @@ export async function withSession<T>(ctx: ClientContext, flags: CommonFlags, fn:
   const session = await Session.open(ctx, flags.baseUrl);
   try {
     return await fn(session);
+  } catch (e) {
+    throw session.explain(e);
   } finally {
     await session.close();
   }
