@@ -12,7 +12,7 @@ import { ManualClock, SECOND } from '../src/core/clock.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
-import { runCli } from './helpers/cli.js';
+import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { Browser, postForm } from './helpers/oauth.js';
 
@@ -342,7 +342,11 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const res = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
     expect(res.code).toBe(4);
     expect(res.stdout).toBe('');
-    expect(res.stderr).toMatch(/no longer valid: the grant was revoked or its token family was invalidated/);
+    // The cause as the server gave it: a replay, not a revocation.
+    expect(res.stderr).toMatch(
+      /no longer valid: refresh token family was invalidated because one of its refresh tokens was used twice \(replay\)\./,
+    );
+    expect(res.stderr).not.toMatch(/revoked|Hint:/);
     expect(res.stderr).toMatch(/Run `agent-access login --base-url http:\/\/127\.0\.0\.1:\d+` again/);
     expect((await storedLogin(config)).record.login).toBeNull();
     expect((await runCli(['status', '--base-url', emulator.baseUrl], { env })).code).toBe(4);
@@ -368,7 +372,26 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).code).toBe(0);
     const res = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(4);
-    expect(res.stderr).toMatch(/grant was revoked or its token family was invalidated.*Run `agent-access login/s);
+    expect(res.stderr).toMatch(/no longer valid: the grant was revoked by the person\. Run `agent-access login/);
+    expect(res.stderr).not.toMatch(/invalidated|Hint:/);
+  });
+
+  it('after `grants revoke` on a running serve, ask exits 4 and says the grant was revoked by an administrator (not a family invalidation)', async () => {
+    const dir = await scratchDir();
+    const s = await startServe(['--consent', 'approve', '--quiet'], { cwd: dir });
+    const env = clientEnv(await scratchDir());
+    // In the emulator's directory: the client finds it through its admin file, grants through its state file.
+    const login = await runCli(['login', '--headless'], { env, cwd: dir });
+    expect(login.code, login.stderr).toBe(0);
+    const listed = await runCli(['grants', 'list', '--json'], { cwd: dir });
+    const [grant] = (JSON.parse(listed.stdout) as { grants: Array<{ id: string }> }).grants;
+    expect((await runCli(['grants', 'revoke', grant!.id], { cwd: dir })).code).toBe(0);
+    const asked = await runCli(['ask', 'Wer ist Josef Huber?'], { env, cwd: dir });
+    expect(asked.code).toBe(4);
+    expect(asked.stderr).toBe(
+      `agent-access: the login to ${s.ready.base_url} is no longer valid: the grant was revoked by an administrator. Run \`agent-access login --base-url ${s.ready.base_url}\` again.\n`,
+    );
+    expect(await s.stop()).toBe(0);
   });
 
   it('status shows server, subject, scopes, audience, expiry and refresh age; decode shows header and claims', async () => {

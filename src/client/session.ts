@@ -16,6 +16,18 @@ export class LoginRequiredError extends ClientError {
   }
 }
 
+/**
+ * Why the server refused a refresh token, as it said it (a revoked grant, a replay, an expiry): its
+ * error_description without the hint for client developers and without "authorize again", which the command says.
+ */
+export function refusalCause(description: string | undefined): string {
+  const cause = description
+    ?.replace(/\.?\s*Hint: [\s\S]*$/, '')
+    .replace(/[;,.]?\s*authorize again\.?$/i, '')
+    .trim();
+  return cause || 'the server refused its refresh token (invalid_grant) without saying why';
+}
+
 /** Stored tokens from a token endpoint answer, timed on the client's clock. */
 export function loginFrom(
   tokens: oauth.TokenEndpointResponse,
@@ -125,7 +137,7 @@ export class Session {
             // Spent for good: keep the client registration, forget the tokens.
             const why =
               e.error === 'invalid_grant'
-                ? `the login to ${this.baseUrl} is no longer valid: the grant was revoked or its token family was invalidated (${e.error_description ?? 'invalid_grant'})`
+                ? `the login to ${this.baseUrl} is no longer valid: ${refusalCause(e.error_description)}`
                 : `the server no longer knows client ${current.client_id}`;
             return {
               record: { ...record, login: null, clients: e.error === 'invalid_client' ? {} : record.clients },
