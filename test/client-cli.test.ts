@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, SECOND } from '../src/core/clock.js';
+import { setConsentPolicy } from '../src/core/consent.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
@@ -128,6 +129,25 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const viaEnv = await runCli(['login'], { env: clientEnv(config, { AGENT_ACCESS_BASE_URL: gone }), cwd: elsewhere });
     expect(viaEnv.code).toBe(6);
     expect(viaEnv.stderr).toContain(`${gone} is the server $AGENT_ACCESS_BASE_URL names`);
+  });
+
+  it('RFC 7009: a login that replaces stored tokens revokes the old refresh token at the server and says so', async () => {
+    const emulator = await startEmulator();
+    setConsentPolicy(emulator.core, null, { decision: 'approve' });
+    const env = clientEnv(await scratchDir());
+    const first = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).not.toContain('Replaced');
+    const [old] = listGrants(emulator.core);
+    const second = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain(
+      `Replaced the previous login to ${emulator.baseUrl}: revoked its refresh token at the server (RFC 7009), which ends its grant.\n`,
+    );
+    expect(listGrants(emulator.core).find((g) => g.id === old!.id)).toMatchObject({ status: 'revoked', revoked_by: 'client' });
+    const third = await runCli(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
+    expect(JSON.parse(third.stdout).replaced_login).toMatchObject({ revoked: true, client_id: old!.client_id });
+    expect(listGrants(emulator.core).filter((g) => g.status === 'active')).toHaveLength(1);
   });
 
   it('RFC 6749 §4.1.2.1: "Ablehnen" ends the command with a clear message and exit 5; nothing is stored', async () => {

@@ -102,7 +102,8 @@ export function clientCommands(ctx: ClientContext): Command[] {
         if (flags.json) return out(jsonText(result));
         out(
           `Logged in to ${result.base_url}${result.subject ? ` as ${result.subject}` : ''} (client ${result.client_id}${result.client_registered ? ', newly registered' : ''}).\n` +
-            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n`,
+            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n` +
+            (result.replaced_login?.revoked ? `Replaced the previous login to ${result.base_url}: ${result.replaced_login.note}.\n` : ''),
         );
       },
     );
