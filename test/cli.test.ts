@@ -59,7 +59,7 @@ describe('agent-access serve', () => {
     expect(res.stderr).not.toContain('    at ');
   });
 
-  it('a usage error is one line and a hint naming the command\'s own help, exit 2; nested commands too', async () => {
+  it("a usage error is one line and a hint naming the command's own help, exit 2; nested commands too", async () => {
     const cases: Array<[string[], string]> = [
       [['serve', '--rate-limit', 'abc'], 'agent-access serve'],
       [['serve', '--port', '99999'], 'agent-access serve'],
