@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
-import { checkRequestedScopes } from '../protocol/scopes.js';
+import { checkRequestedScopes } from '../protocol/scope-request.js';
 import { CALLBACK_PATH, LoopbackReceiver, type CallbackOutcome } from './loopback.js';
 import {
   authorizationRequest,

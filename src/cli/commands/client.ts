@@ -3,7 +3,8 @@ import type { ClientContext } from '../../client/context.js';
 import type { Session } from '../../client/session.js';
 import { CliError, EXIT } from '../errors.js';
 import { age, relativeTime } from '../../protocol/format.js';
-import { SUPPORTED_SCOPES, checkRequestedScopes } from '../../protocol/scopes.js';
+import { checkRequestedScopes } from '../../protocol/scope-request.js';
+import { SUPPORTED_SCOPES } from '../../protocol/scopes.js';
 import { jsonText } from '../output.js';
 
 interface CommonFlags {
