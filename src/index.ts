@@ -100,7 +100,7 @@ export interface RunningEmulator {
     /** The emulator's time, epoch ms. */
     now(): Promise<number>;
     /**
-     * Moves a manual clock forward (`"16m"`, `"24h"`, `900_000`): access-token expiry, code lifetime, the 24-hour
+     * Moves a manual clock forward (`"16m"`, `"24h"`, `"23h59m"`, `900_000`; see parseDuration): access-token expiry, code lifetime, the 24-hour
      * idempotency window, rate-limit windows, research and training all move together; resolves once jobs caught up.
      */
     advance(by: string | number): Promise<number>;

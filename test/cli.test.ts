@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { lstat, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, readFile, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -59,7 +59,30 @@ describe('agent-access serve', () => {
     expect(res.stderr).not.toContain('    at ');
   });
 
-  it('a usage error exits 2 with help; --in-memory and --state conflict', async () => {
+  it("a usage error is one line and a hint naming the command's own help, exit 2; nested commands too", async () => {
+    const cases: Array<[string[], string]> = [
+      [['serve', '--rate-limit', 'abc'], 'agent-access serve'],
+      [['serve', '--port', '99999'], 'agent-access serve'],
+      [['serve', '--clock', 'manaul'], 'agent-access serve'],
+      [['ask'], 'agent-access ask'],
+      [['grants', 'revoke'], 'agent-access grants revoke'],
+      [['clock', 'advance'], 'agent-access clock advance'],
+      [['login', '--timeout', '0'], 'agent-access login'],
+      // Found by the action, not by commander: the same two lines.
+      [['research'], 'agent-access research'],
+    ];
+    for (const [args, command] of cases) {
+      const res = await runCli(args);
+      expect(res.code, args.join(' ')).toBe(2);
+      expect(res.stdout, args.join(' ')).toBe('');
+      const lines = res.stderr.trimEnd().split('\n');
+      expect(lines, args.join(' ')).toHaveLength(2);
+      expect(lines[0], args.join(' ')).toMatch(/^(error|agent-access): /);
+      expect(lines[1], args.join(' ')).toBe(`see \`${command} --help\``);
+    }
+  });
+
+  it('a usage error exits 2; --in-memory and --state conflict', async () => {
     expect((await runCli(['serve', '--port', 'abc'])).code).toBe(2);
     const conflict = await runCli(['serve', '--in-memory', '--state', 'x.json']);
     expect(conflict.code).toBe(2);
@@ -205,6 +228,16 @@ describe('agent-access grants: one writer per state file', () => {
     expect(
       (await refresh(again.ready.base_url, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).json().error,
     ).toBe('invalid_grant');
+  });
+
+  it('grants list, grants revoke and charges in a directory without state exit 3 and create nothing (no .agent-access/)', async () => {
+    const dir = await scratchDir();
+    for (const args of [['grants', 'list'], ['charges'], ['grants', 'revoke', 'grant_nope']]) {
+      const res = await runCli(args, { cwd: dir });
+      expect(res.code, args.join(' ')).toBe(3);
+      expect(res.stderr, args.join(' ')).toContain(`no state file at ${join(await realpath(dir), '.agent-access', 'state.json')}`);
+      expect(await readdir(dir), args.join(' ')).toEqual([]);
+    }
   });
 
   it('an unknown grant id exits 7; a missing state file exits 3 without creating one', async () => {

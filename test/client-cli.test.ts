@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, SECOND } from '../src/core/clock.js';
+import { setConsentPolicy } from '../src/core/consent.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
-import { runCli } from './helpers/cli.js';
+import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { Browser, postForm } from './helpers/oauth.js';
 
@@ -90,6 +91,63 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(res.stderr).toMatch(/"contacts\.read" is retired/);
     expect(res.stderr).not.toMatch(/\n\s+at /);
     expect(requests).toBe(0);
+  });
+
+  it('spec 2.7: an unknown scope is refused before any request, in one line that lists the valid scopes (exit 2)', async () => {
+    const emulator = await startEmulator();
+    let requests = 0;
+    emulator.core.events.subscribe((e) => e.name === 'request.served' && requests++);
+    const env = clientEnv(await scratchDir());
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask foo', '--no-browser'], { env });
+    expect(res.code).toBe(2);
+    const lines = res.stderr.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/does not know the scope "foo"; the scopes are ask, workspace\.write, research, training\.write$/);
+    expect(lines.slice(1)).toEqual(['see `agent-access login --help`']);
+    expect(requests).toBe(0);
+    // Without any server to talk to, the scope is still what is wrong.
+    const nowhere = await runCli(['login', '--scope', 'foo'], { env, cwd: await scratchDir() });
+    expect(nowhere.code).toBe(2);
+    expect(nowhere.stderr).toContain('does not know the scope "foo"');
+  });
+
+  it('a server it cannot reach: the message says which server it chose and why (the last login, $AGENT_ACCESS_BASE_URL), exit 6', async () => {
+    const emulator = await startEmulator();
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    expect((await loginAs(emulator, env)).code).toBe(0);
+    const gone = emulator.baseUrl;
+    await emulator.stop();
+    const elsewhere = await scratchDir();
+    for (const args of [['login'], ['ask', 'Wer ist Hufschmied?'], ['token', '--refresh']]) {
+      const res = await runCli(args, { env, cwd: elsewhere });
+      expect(res.code, res.stderr).toBe(6);
+      expect(res.stderr, args[0]).toMatch(/ECONNREFUSED/);
+      expect(res.stderr, args[0]).toContain(`${gone} is the server of the last login (`);
+      expect(res.stderr, args[0]).toContain('neither --base-url, $AGENT_ACCESS_BASE_URL nor an emulator running in this directory');
+      expect(res.stderr.trimEnd().split('\n'), args[0]).toHaveLength(1);
+    }
+    const viaEnv = await runCli(['login'], { env: clientEnv(config, { AGENT_ACCESS_BASE_URL: gone }), cwd: elsewhere });
+    expect(viaEnv.code).toBe(6);
+    expect(viaEnv.stderr).toContain(`${gone} is the server $AGENT_ACCESS_BASE_URL names`);
+  });
+
+  it('RFC 7009: a login that replaces stored tokens revokes the old refresh token at the server and says so', async () => {
+    const emulator = await startEmulator();
+    setConsentPolicy(emulator.core, null, { decision: 'approve' });
+    const env = clientEnv(await scratchDir());
+    const first = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).not.toContain('Replaced');
+    const [old] = listGrants(emulator.core);
+    const second = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain(
+      `Replaced the previous login to ${emulator.baseUrl}: revoked its refresh token at the server (RFC 7009), which ends its grant.\n`,
+    );
+    expect(listGrants(emulator.core).find((g) => g.id === old!.id)).toMatchObject({ status: 'revoked', revoked_by: 'client' });
+    const third = await runCli(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
+    expect(JSON.parse(third.stdout).replaced_login).toMatchObject({ revoked: true, client_id: old!.client_id });
+    expect(listGrants(emulator.core).filter((g) => g.status === 'active')).toHaveLength(1);
   });
 
   it('RFC 6749 §4.1.2.1: "Ablehnen" ends the command with a clear message and exit 5; nothing is stored', async () => {
@@ -304,7 +362,11 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const res = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
     expect(res.code).toBe(4);
     expect(res.stdout).toBe('');
-    expect(res.stderr).toMatch(/no longer valid: the grant was revoked or its token family was invalidated/);
+    // The cause as the server gave it: a replay, not a revocation.
+    expect(res.stderr).toMatch(
+      /no longer valid: refresh token family was invalidated because one of its refresh tokens was used twice \(replay\)\./,
+    );
+    expect(res.stderr).not.toMatch(/revoked|Hint:/);
     expect(res.stderr).toMatch(/Run `agent-access login --base-url http:\/\/127\.0\.0\.1:\d+` again/);
     expect((await storedLogin(config)).record.login).toBeNull();
     expect((await runCli(['status', '--base-url', emulator.baseUrl], { env })).code).toBe(4);
@@ -330,7 +392,26 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).code).toBe(0);
     const res = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(4);
-    expect(res.stderr).toMatch(/grant was revoked or its token family was invalidated.*Run `agent-access login/s);
+    expect(res.stderr).toMatch(/no longer valid: the grant was revoked by the person\. Run `agent-access login/);
+    expect(res.stderr).not.toMatch(/invalidated|Hint:/);
+  });
+
+  it('after `grants revoke` on a running serve, ask exits 4 and says the grant was revoked by an administrator (not a family invalidation)', async () => {
+    const dir = await scratchDir();
+    const s = await startServe(['--consent', 'approve', '--quiet'], { cwd: dir });
+    const env = clientEnv(await scratchDir());
+    // In the emulator's directory: the client finds it through its admin file, grants through its state file.
+    const login = await runCli(['login', '--headless'], { env, cwd: dir });
+    expect(login.code, login.stderr).toBe(0);
+    const listed = await runCli(['grants', 'list', '--json'], { cwd: dir });
+    const [grant] = (JSON.parse(listed.stdout) as { grants: Array<{ id: string }> }).grants;
+    expect((await runCli(['grants', 'revoke', grant!.id], { cwd: dir })).code).toBe(0);
+    const asked = await runCli(['ask', 'Wer ist Josef Huber?'], { env, cwd: dir });
+    expect(asked.code).toBe(4);
+    expect(asked.stderr).toBe(
+      `agent-access: the login to ${s.ready.base_url} is no longer valid: the grant was revoked by an administrator. Run \`agent-access login --base-url ${s.ready.base_url}\` again.\n`,
+    );
+    expect(await s.stop()).toBe(0);
   });
 
   it('status shows server, subject, scopes, audience, expiry and refresh age; decode shows header and claims', async () => {

@@ -89,7 +89,7 @@ describe('one virtual clock (serve --clock manual)', () => {
     const keyed = { 'idempotency-key': 'nightly-report-1' };
     const original = await ask(emu, first.access_token, keyed);
     expect(original.status).toBe(200);
-    await emu.clock.advance('1439m'); // 23 h 59 min
+    await emu.clock.advance('23h59m');
     // Tokens last 15 minutes: a new grant of the same client (the key is the client's) asks again.
     const later = await emu.issueTokens({ scopes: ['ask'], clientId: first.client_id });
     const replay = await ask(emu, later.access_token, keyed);
@@ -161,9 +161,13 @@ describe('one virtual clock (serve --clock manual)', () => {
       const moved = await runCli(['clock', 'advance', '16m', '--state', state]);
       expect(moved.code).toBe(0);
       expect(moved.stdout).toBe(`${new Date(before.now + 16 * 60_000).toISOString()} (manual clock)\n`);
+      const combined = await runCli(['clock', 'advance', '23h59m', '--state', state]);
+      expect(combined.code, combined.stderr).toBe(0);
+      expect(combined.stdout).toBe(`${new Date(before.now + 16 * 60_000 + (23 * 60 + 59) * 60_000).toISOString()} (manual clock)\n`);
       const bad = await runCli(['clock', 'advance', 'later', '--state', state]);
       expect(bad.code).toBe(2);
       expect(bad.stderr).toContain('"later" is not a duration');
+      expect(bad.stderr).toContain('1h30m, 23h59m');
     } finally {
       await s.stop();
     }

@@ -5,7 +5,7 @@
  * parseRateLimit), which the admin API and the programmatic API share.
  */
 import { InvalidArgumentError } from 'commander';
-import ms, { type StringValue } from 'ms';
+import { parseDuration } from '../core/clock.js';
 import { parseConsentPolicy, type ConsentPolicy } from '../core/consent-policy.js';
 import { parseFaultSpec, type FaultSpec } from '../core/faults.js';
 import { parseRateLimit } from '../core/rate-limit.js';
@@ -22,11 +22,11 @@ function validated<T>(check: () => T): T {
   }
 }
 
-/** `--ask-latency 250`: whole milliseconds. */
-export const parseMs = (value: string): number => {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('a duration is a whole number of milliseconds');
-  return Number(value);
-};
+/** Real-time waits are timers, which cannot wait longer than 2^31-1 ms (about 24.8 days). */
+const LONGEST_TIMER = { max: 2 ** 31 - 1, text: '24 days' };
+
+/** `--ask-latency 250`, `--ask-timeout 30s`, `--research-duration 2m`: the core's duration forms, digits alone are milliseconds. */
+export const parseDurationFlag = (value: string): number => validated(() => parseDuration(value, LONGEST_TIMER));
 
 /** `--price-ask 0.5`: AKh, 0 or more. */
 export const parsePrice = (value: string): number => {
@@ -63,9 +63,13 @@ export function parseRetentionFlag(value: string, previous: Partial<Retention> =
     const [name, duration] = part.split('=').map((s) => s.trim());
     if (!name || !Object.hasOwn(RETENTION_NAMES, name))
       throw new InvalidArgumentError(`unknown kind "${name ?? ''}"; use ${Object.keys(RETENTION_NAMES).join(', ')} (e.g. jobs=1d)`);
-    const millis = duration ? ms(duration as StringValue) : undefined;
-    if (millis === undefined || !Number.isFinite(millis) || millis <= 0)
-      throw new InvalidArgumentError(`${name}=${duration ?? ''}: a duration is like 30m, 12h or 7d`);
+    let millis: number;
+    try {
+      millis = parseDuration(duration ?? '');
+    } catch (e) {
+      throw new InvalidArgumentError(`${name}: ${(e as Error).message}`);
+    }
+    if (millis <= 0) throw new InvalidArgumentError(`${name}=${duration}: a retention is longer than 0 (e.g. 30m, 12h, 7d)`);
     result[RETENTION_NAMES[name as keyof typeof RETENTION_NAMES]] = millis;
   }
   return result;

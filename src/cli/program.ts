@@ -142,10 +142,24 @@ export async function buildProgram(ctx: ClientContext = processContext(), argv: 
   return program;
 }
 
-/** Every command, nested ones included (commander's addCommand does not inherit these): usage errors show help, output goes to the context. */
+/** `agent-access grants revoke`: the words that run a command, for the hint after its usage errors. */
+export function commandPath(command: Command): string {
+  const words: string[] = [];
+  for (let c: Command | null = command; c; c = c.parent) words.unshift(c.name());
+  return words.join(' ');
+}
+
+/** The line after a usage error: where the command's own options and arguments are described. */
+export const helpHint = (command: Command): string => `see \`${commandPath(command)} --help\``;
+
+/**
+ * Every command, nested ones included (commander's addCommand does not inherit these): a usage error is its one
+ * line and a hint naming the command's own help (not the whole help: the error would scroll away), output goes to
+ * the context.
+ */
 function applyConventions(command: Command, ctx: ClientContext): void {
   command
-    .showHelpAfterError()
+    .showHelpAfterError(helpHint(command))
     .exitOverride()
     .configureOutput({ writeOut: (s) => void ctx.stdout.write(s), writeErr: (s) => void ctx.stderr.write(s) });
   command.commands.forEach((c) => applyConventions(c, ctx));
@@ -153,16 +167,20 @@ function applyConventions(command: Command, ctx: ClientContext): void {
 
 /**
  * Runs one command line (without the node and script words) and resolves with its exit code. Expected failures
- * are one line on stderr, never a stack trace; usage errors exit 2. Used by the binary and, in-process, by tests.
+ * are one line on stderr, never a stack trace; usage errors exit 2, and a usage error an action finds (a value no
+ * flag parser could judge alone) gets the same hint line as commander's own.
  */
 export async function run(argv: string[], ctx: ClientContext = processContext()): Promise<number> {
+  let running: Command | undefined;
   try {
-    await (await buildProgram(ctx, argv)).parseAsync(argv, { from: 'user' });
+    const program = await buildProgram(ctx, argv);
+    program.hook('preAction', (_program, action) => void (running = action));
+    await program.parseAsync(argv, { from: 'user' });
     return EXIT.ok;
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
     const { message, exitCode } = describeCliError(error);
-    ctx.stderr.write(`agent-access: ${message}\n`);
+    ctx.stderr.write(`agent-access: ${message}\n${exitCode === EXIT.usage && running ? `${helpHint(running)}\n` : ''}`);
     return exitCode;
   }
 }

@@ -1,4 +1,5 @@
 import { access } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
@@ -79,6 +80,15 @@ class EmulatorTarget implements StateTarget {
   async close() {}
 }
 
+const noStateFile = (file: string) =>
+  new CliError(`no state file at ${file}; start the emulator with \`agent-access serve\` first, or pass --state`, EXIT.state);
+
+const exists = (path: string): Promise<boolean> =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
+
 /**
  * Never two writers on one file: if an emulator holds the state file, act through its admin API; otherwise
  * take the file's lock and work on it directly, through the same core operations.
@@ -87,6 +97,9 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
   // What the lock and the load repaired or waited for on their own: on stderr, never mixed into the data on stdout.
   const onNotice = (line: string) => void process.stderr.write(`agent-access: ${line}\n`);
   const file = await realStatePath(stateFlag ?? DEFAULT_STATE_FILE);
+  // Without its directory there is no state and no emulator (its lock lives there): say so before the lock would
+  // create the directory, so that looking leaves nothing behind.
+  if (!(await exists(dirname(file)))) throw noStateFile(file);
   // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
@@ -104,7 +117,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
       await access(file);
     } catch {
       await release();
-      throw new CliError(`no state file at ${file}; start the emulator with \`agent-access serve\` first, or pass --state`, EXIT.state);
+      throw noStateFile(file);
     }
     try {
       const fixtures = await loadFixtures();

@@ -35,22 +35,36 @@ export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> 
   }
 }
 
+/** Which server a command talks to, where that came from, and the reason in words (for a server it cannot reach). */
+export interface ChosenBaseUrl {
+  baseUrl: string;
+  source: BaseUrlSource;
+  /** `the server of the last login (…), used because …`: completes "{base_url} is …". */
+  why: string;
+}
+
 /**
  * Which server a command talks to: `--base-url`, else `$AGENT_ACCESS_BASE_URL`, else an emulator running from
  * this directory, else the server of the newest login. Explicit settings win over discovery.
  */
-export async function resolveBaseUrl(
-  ctx: ClientContext,
-  flag: string | undefined,
-  store: TokenStore,
-): Promise<{ baseUrl: string; source: BaseUrlSource }> {
-  if (flag) return { baseUrl: normalizeBaseUrl(flag, '--base-url'), source: 'flag' };
+export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefined, store: TokenStore): Promise<ChosenBaseUrl> {
+  if (flag) return { baseUrl: normalizeBaseUrl(flag, '--base-url'), source: 'flag', why: 'the server --base-url names' };
   const fromEnv = ctx.env[ENV.baseUrl]?.trim();
-  if (fromEnv) return { baseUrl: normalizeBaseUrl(fromEnv, ENV.baseUrl), source: 'env' };
+  if (fromEnv) return { baseUrl: normalizeBaseUrl(fromEnv, ENV.baseUrl), source: 'env', why: `the server $${ENV.baseUrl} names` };
   const local = await localEmulatorBaseUrl(ctx.cwd);
-  if (local) return { baseUrl: local, source: 'emulator' };
+  if (local)
+    return {
+      baseUrl: local,
+      source: 'emulator',
+      why: `the emulator running in this directory (its admin file ${adminFileFor(DEFAULT_STATE_FILE)})`,
+    };
   const newest = (await store.list()).filter((r) => r.login).sort((a, b) => b.login!.logged_in_at - a.login!.logged_in_at)[0];
-  if (newest) return { baseUrl: newest.base_url, source: 'last-login' };
+  if (newest)
+    return {
+      baseUrl: newest.base_url,
+      source: 'last-login',
+      why: `the server of the last login (${new Date(newest.login!.logged_in_at).toISOString()}), used because neither --base-url, $${ENV.baseUrl} nor an emulator running in this directory names one; pass --base-url, or start \`agent-access serve\` here`,
+    };
   throw new ClientError(
     'usage',
     `no server given: pass --base-url URL, set ${ENV.baseUrl}, or start the emulator here with \`agent-access serve\``,

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
-import { isRetiredScope, splitScope } from '../protocol/scopes.js';
+import { checkRequestedScopes } from '../protocol/scope-request.js';
 import { CALLBACK_PATH, LoopbackReceiver, type CallbackOutcome } from './loopback.js';
 import {
   authorizationRequest,
@@ -33,30 +33,20 @@ export interface LoginOptions {
 /** The redirect URI registered once per server: loopback without a port, since any port must match (RFC 8252 §7.3, OAuth 2.1 §8.4.2). */
 export const REGISTERED_REDIRECT_URI = `http://127.0.0.1${CALLBACK_PATH}`;
 
-/** Spec 2.7, 5.9: retired scopes are refused here, before any request; so are scopes the server does not announce. */
+/**
+ * Spec 2.7, 5.9: unknown and retired scopes are refused here, before any request (against the spec's list); after
+ * discovery, so are scopes the server does not announce.
+ */
 export function checkScopes(scope: string, supported?: string[]): string {
-  const scopes = splitScope(scope.replace(/[,\s]+/g, ' '));
-  if (scopes.length === 0) throw new ClientError('usage', '--scope is empty: name at least one scope, e.g. --scope ask');
-  const retired = scopes.filter(isRetiredScope);
-  if (retired.length)
-    throw new ClientError(
-      'usage',
-      `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`,
-    );
-  const unknown = supported ? scopes.filter((s) => !supported.includes(s)) : [];
-  if (unknown.length)
-    throw new ClientError(
-      'usage',
-      `the server does not support ${unknown.map((s) => `"${s}"`).join(', ')}; it offers: ${supported!.join(' ')}`,
-    );
-  return scopes.join(' ');
+  const known = checkRequestedScopes(scope);
+  return supported ? checkRequestedScopes(known, supported, 'the server') : known;
 }
 
 /**
  * `agent-access login`: discovery, registration (cached), PKCE S256 with a single-use state, a loopback
  * listener for the redirect, the browser, `state` and `iss` checked, the code exchanged, tokens stored.
  */
-export async function login(session: Session, options: LoginOptions): Promise<LoginResult> {
+export async function login(session: Session, options: LoginOptions): Promise<LoginResult & { replaced_login: ReplacedLogin | null }> {
   const { ctx } = session;
   let scope = checkScopes(options.scope);
   const discovered = await session.discover();
@@ -184,8 +174,8 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
       result: record.issuer === discovered.as.issuer ? record.login : null,
     }));
     // The login this one replaces is revoked (RFC 7009), so the person keeps no grant that nothing uses any more.
-    if (replaced) await revokeReplaced(session, discovered, replaced);
-    return describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh);
+    const previous = replaced ? await revokeReplaced(session, discovered, replaced) : null;
+    return { ...describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh), replaced_login: previous };
   } finally {
     progress?.stop();
     clearTimeout(timer);
@@ -194,19 +184,31 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
   }
 }
 
+/** What became of the login a new one replaced: revoked at the server, or why not (then also a warning). */
+export interface ReplacedLogin {
+  client_id: string;
+  revoked: boolean;
+  note: string;
+}
+
 /** Revokes a replaced login's grant; a failure is a warning (the new login stands), never an error. */
-async function revokeReplaced(session: Session, discovered: Discovered, login: StoredLogin): Promise<void> {
+async function revokeReplaced(session: Session, discovered: Discovered, login: StoredLogin): Promise<ReplacedLogin> {
+  let revoked = false;
+  let note: string;
   try {
-    await revokeToken(session.http, discovered.as, {
+    revoked = await revokeToken(session.http, discovered.as, {
       clientId: login.client_id,
       token: login.refresh_token ?? login.access_token,
       hint: login.refresh_token ? 'refresh_token' : 'access_token',
     });
+    note = revoked
+      ? `revoked its ${login.refresh_token ? 'refresh' : 'access'} token at the server (RFC 7009), which ends its grant`
+      : 'the server offers no revocation endpoint; revoke its grant in the settings page';
   } catch (e) {
-    session.ctx.stderr.write(
-      `agent-access: warning: could not revoke the previous login (${(e as Error).message}); revoke its grant in the settings page\n`,
-    );
+    note = `could not revoke it at the server (${(e as Error).message}); revoke its grant in the settings page`;
   }
+  if (!revoked) session.ctx.stderr.write(`agent-access: warning: the login this one replaced: ${note}\n`);
+  return { client_id: login.client_id, revoked, note };
 }
 
 /**

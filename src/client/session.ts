@@ -16,6 +16,18 @@ export class LoginRequiredError extends ClientError {
   }
 }
 
+/**
+ * Why the server refused a refresh token, as it said it (a revoked grant, a replay, an expiry): its
+ * error_description without the hint for client developers and without "authorize again", which the command says.
+ */
+export function refusalCause(description: string | undefined): string {
+  const cause = description
+    ?.replace(/\.?\s*Hint: [\s\S]*$/, '')
+    .replace(/[;,.]?\s*authorize again\.?$/i, '')
+    .trim();
+  return cause || 'the server refused its refresh token (invalid_grant) without saying why';
+}
+
 /** Stored tokens from a token endpoint answer, timed on the client's clock. */
 export function loginFrom(
   tokens: oauth.TokenEndpointResponse,
@@ -49,14 +61,25 @@ export class Session {
     readonly store: TokenStore,
     readonly baseUrl: string,
     readonly source: BaseUrlSource,
+    /** Why this server: completes "{base_url} is …" (see resolveBaseUrl). */
+    readonly why: string,
   ) {
     this.http = new HttpClient(ctx);
   }
 
   static async open(ctx: ClientContext, baseUrlFlag: string | undefined): Promise<Session> {
     const store = new TokenStore(configDir(ctx.env));
-    const { baseUrl, source } = await resolveBaseUrl(ctx, baseUrlFlag, store);
-    return new Session(ctx, store, baseUrl, source);
+    const { baseUrl, source, why } = await resolveBaseUrl(ctx, baseUrlFlag, store);
+    return new Session(ctx, store, baseUrl, source, why);
+  }
+
+  /**
+   * A failure to reach the server, completed with which server that was and why this one: a command that falls
+   * back to the last login's server must not leave the person guessing where it tried to go.
+   */
+  explain(error: unknown): unknown {
+    if (!(error instanceof ClientError) || error.kind !== 'unreachable') return error;
+    return new ClientError('unreachable', `${error.message.replace(/\.$/, '')}. ${this.baseUrl} is ${this.why}`, error.code);
   }
 
   /**
@@ -114,7 +137,7 @@ export class Session {
             // Spent for good: keep the client registration, forget the tokens.
             const why =
               e.error === 'invalid_grant'
-                ? `the login to ${this.baseUrl} is no longer valid: the grant was revoked or its token family was invalidated (${e.error_description ?? 'invalid_grant'})`
+                ? `the login to ${this.baseUrl} is no longer valid: ${refusalCause(e.error_description)}`
                 : `the server no longer knows client ${current.client_id}`;
             return {
               record: { ...record, login: null, clients: e.error === 'invalid_client' ? {} : record.clients },

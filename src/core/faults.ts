@@ -132,7 +132,7 @@ export const FAULT_FIELDS = {
   client_id: { type: 'string', minLength: 1, maxLength: 200 },
   grant_id: { type: 'string', minLength: 1, maxLength: 200 },
   at: { anyOf: TIME_OR_TEXT, description: 'a time on the emulator clock (epoch ms or ISO 8601)' },
-  in: { anyOf: TIME_OR_TEXT, description: 'a duration (10m, 24h, or milliseconds)' },
+  in: { anyOf: TIME_OR_TEXT, description: 'a duration (10m, 24h, 1h30m, or milliseconds)' },
   after_requests: { type: 'integer', minimum: 1, maximum: 1_000_000 },
 } as const satisfies Record<keyof FaultSpec, InputSchema>;
 

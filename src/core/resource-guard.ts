@@ -5,7 +5,7 @@ import { BearerError } from './errors.js';
 import type { AccessRefusal } from './events.js';
 import { isResourceName } from './resource-names.js';
 import { splitScope } from './scopes.js';
-import type { Grant } from './state.js';
+import { revokedByWhom, type Grant } from './state.js';
 
 /** What the resource guard hands to a route once a bearer token passed every check. */
 export interface AccessContext {
@@ -90,8 +90,7 @@ export async function authenticate(
   }
   const grant = core.state.grants[claims.grant_id];
   if (!grant || grant.status !== 'active') {
-    const by = grant?.revoked_by === 'client' ? 'the client' : grant?.revoked_by === 'admin' ? 'an administrator' : 'the person';
-    throw refuse(401, 'grant_revoked', `access was revoked by ${by}`, HINTS.grantRevoked);
+    throw refuse(401, 'grant_revoked', `access was revoked by ${revokedByWhom(grant)}`, HINTS.grantRevoked);
   }
   const family = core.state.families[claims.family_id];
   if (!family || family.status !== 'active')

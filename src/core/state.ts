@@ -86,6 +86,10 @@ export interface Grant {
   readonly revoked_by?: 'person' | 'admin' | 'client';
 }
 
+/** Who revoked a grant, as refusals say it: `access was revoked by an administrator`. */
+export const revokedByWhom = (grant: Pick<Grant, 'revoked_by'> | undefined): string =>
+  grant?.revoked_by === 'client' ? 'the client' : grant?.revoked_by === 'admin' ? 'an administrator' : 'the person';
+
 export interface AuthorizationCode {
   readonly hash: string;
   readonly client_id: string;

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
 import type { ApiResponse } from '../../client/http.js';
 import type { Session } from '../../client/session.js';
@@ -22,13 +22,11 @@ interface WaitFlags extends CallFlags {
   timeout: number;
 }
 
-const positiveSeconds =
-  (name: string) =>
-  (value: string): number => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || n <= 0) throw new CliError(`${name} takes a positive number of seconds, not "${value}"`, EXIT.usage);
-    return n;
-  };
+const positiveSeconds = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('a positive number of seconds');
+  return n;
+};
 
 const common = (command: Command): Command =>
   command
@@ -47,8 +45,8 @@ const common = (command: Command): Command =>
 const waiting = (command: Command, what: string): Command =>
   command
     .option('--wait', `poll until the ${what} is done, showing progress`)
-    .option('--interval <seconds>', 'seconds between polls (a Retry-After from the server wins)', positiveSeconds('--interval'), 2)
-    .option('--timeout <seconds>', 'stop waiting after this long (the job goes on at the server)', positiveSeconds('--timeout'), 900);
+    .option('--interval <seconds>', 'seconds between polls (a Retry-After from the server wins)', positiveSeconds, 2)
+    .option('--timeout <seconds>', 'stop waiting after this long (the job goes on at the server)', positiveSeconds, 900);
 
 /** Spec 2.6 leaves processing_step values open: these end the wait as done (the emulator says "indexed"). */
 export const FINISHED_STEPS = new Set(['indexed', 'done', 'completed', 'complete', 'succeeded', 'ready', 'processed', 'available']);

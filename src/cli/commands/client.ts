@@ -1,8 +1,10 @@
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
 import type { Session } from '../../client/session.js';
 import { CliError, EXIT } from '../errors.js';
 import { age, relativeTime } from '../../protocol/format.js';
+import { checkRequestedScopes } from '../../protocol/scope-request.js';
+import { SUPPORTED_SCOPES } from '../../protocol/scopes.js';
 import { jsonText } from '../output.js';
 
 interface CommonFlags {
@@ -18,20 +20,17 @@ const baseUrlOption = () =>
 
 /** Whole seconds within [min, max]; timers cannot wait longer than 2^31-1 ms. */
 const seconds =
-  (name: string, min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) =>
+  (min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) =>
   (value: string): number => {
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
-      throw new CliError(`${name} takes whole seconds from ${min} to ${max}, not "${value}"`, EXIT.usage);
+      throw new InvalidArgumentError(`whole seconds from ${min} to ${max}`);
     return Number(value);
   };
 
-const port =
-  (name: string) =>
-  (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) > 65_535)
-      throw new CliError(`${name} takes a port from 0 to 65535 (0: a free one), not "${value}"`, EXIT.usage);
-    return Number(value);
-  };
+const port = (value: string): number => {
+  if (!/^\d+$/.test(value) || Number(value) > 65_535) throw new InvalidArgumentError('a port from 0 to 65535 (0: a free one)');
+  return Number(value);
+};
 
 /** Opens a session for one command run and closes its connections at the end. */
 export async function withSession<T>(ctx: ClientContext, flags: CommonFlags, fn: (session: Session) => Promise<T>): Promise<T> {
@@ -39,6 +38,8 @@ export async function withSession<T>(ctx: ClientContext, flags: CommonFlags, fn:
   const session = await Session.open(ctx, flags.baseUrl);
   try {
     return await fn(session);
+  } catch (e) {
+    throw session.explain(e);
   } finally {
     await session.close();
   }
@@ -51,18 +52,29 @@ export function clientCommands(ctx: ClientContext): Command[] {
   const login = new Command('login')
     .description('log in through the browser: discovery, registration, PKCE, consent, tokens stored for later commands')
     .addOption(baseUrlOption())
-    .option('--scope <scopes>', 'space-separated scopes to ask for (ask, workspace.write, research, training.write)', 'ask')
+    .option(
+      '--scope <scopes>',
+      `space- or comma-separated scopes to ask for (${SUPPORTED_SCOPES.join(', ')})`,
+      (value: string) => {
+        try {
+          return checkRequestedScopes(value);
+        } catch (e) {
+          throw new InvalidArgumentError((e as Error).message);
+        }
+      },
+      'ask',
+    )
     .option('--identity', 'leave out `resource`: an identity token, which workspace tools refuse (spec 4.2)')
     .option('--no-browser', 'print the URL instead of opening a browser (SSH sessions)')
     .option(
       '--headless',
       'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)',
     )
-    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds('--timeout', 1), 300)
+    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds(1), 300)
     .option(
       '--callback-port <port>',
       'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)',
-      port('--callback-port'),
+      port,
       0,
     )
     .option('--json', 'print the result as JSON')
@@ -91,7 +103,8 @@ export function clientCommands(ctx: ClientContext): Command[] {
         if (flags.json) return out(jsonText(result));
         out(
           `Logged in to ${result.base_url}${result.subject ? ` as ${result.subject}` : ''} (client ${result.client_id}${result.client_registered ? ', newly registered' : ''}).\n` +
-            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n`,
+            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n` +
+            (result.replaced_login?.revoked ? `Replaced the previous login to ${result.base_url}: ${result.replaced_login.note}.\n` : ''),
         );
       },
     );
@@ -99,7 +112,7 @@ export function clientCommands(ctx: ClientContext): Command[] {
   const token = new Command('token')
     .description('print a valid access token for scripts, refreshing it (with rotation) when it is close to expiry')
     .addOption(baseUrlOption())
-    .option('--min-ttl <seconds>', 'refresh unless the token stays valid at least this long', seconds('--min-ttl'), 60)
+    .option('--min-ttl <seconds>', 'refresh unless the token stays valid at least this long', seconds(), 60)
     .option('--refresh', 'refresh now, whatever the expiry: also proves at the server that the grant and its token family are alive')
     .option('--json', 'print the token with its expiry and scope as JSON')
     .action(async (flags: CommonFlags & { minTtl: number; refresh?: boolean }) => {

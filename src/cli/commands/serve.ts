@@ -2,7 +2,7 @@ import { Command, Option } from 'commander';
 import {
   checkedFaultFlag,
   parseConsentFlag,
-  parseMs,
+  parseDurationFlag,
   parsePort,
   parsePrice,
   parseRateLimitFlag,
@@ -41,15 +41,27 @@ export function serveCommand(): Command {
         .argParser(parseRateLimitFlag)
         .default('60/min'),
     )
-    .addOption(new Option('--ask-timeout <ms>', 'abandon POST /chat/ask after this many ms').argParser(parseMs).default(30_000))
-    .addOption(new Option('--ask-latency <ms>', 'simulated thinking time of an ask, in ms').argParser(parseMs).default(0))
+    .addOption(
+      new Option('--ask-timeout <duration>', 'abandon POST /chat/ask after this long (30s, 1m30s; digits alone: ms)')
+        .argParser(parseDurationFlag)
+        .default(30_000, '30s'),
+    )
+    .addOption(
+      new Option('--ask-latency <duration>', 'simulated thinking time of an ask (250ms, 2s; digits alone: ms)')
+        .argParser(parseDurationFlag)
+        .default(0),
+    )
     .addOption(
       new Option(
-        '--research-duration <ms>',
-        'how long a research job runs on the emulator clock (default 4000; --realistic: 120000)',
-      ).argParser(parseMs),
+        '--research-duration <duration>',
+        'how long a research job runs on the emulator clock (default 4s; --realistic: 2m)',
+      ).argParser(parseDurationFlag),
     )
-    .addOption(new Option('--training-step <ms>', 'how long each training step takes (default 500; --realistic: 5000)').argParser(parseMs))
+    .addOption(
+      new Option('--training-step <duration>', 'how long each training step takes (default 500ms; --realistic: 5s)').argParser(
+        parseDurationFlag,
+      ),
+    )
     .addOption(
       new Option(
         '--clock <mode>',

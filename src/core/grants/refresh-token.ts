@@ -5,7 +5,7 @@ import type { RefreshRefusal } from '../events.js';
 import { CONCURRENT_WINDOW } from '../findings.js';
 import { checkTokenResource, issueTokens } from '../issue-tokens.js';
 import { isRetiredScope, splitScope } from '../scopes.js';
-import type { Grant, TokenFamily } from '../state.js';
+import { revokedByWhom, type Grant, type TokenFamily } from '../state.js';
 import { invalidateFamily, parseRefreshToken, replayedGeneration, rotateRefreshToken } from '../token-family.js';
 import type { GrantType } from './types.js';
 
@@ -36,17 +36,21 @@ export const refreshTokenGrant: GrantType = {
     if (family.status !== 'active') {
       const since = family.invalidated_at !== undefined ? now - family.invalidated_at : null;
       refused(family.invalidated_reason === 'grant_revoked' ? 'grant_revoked' : 'family_invalidated', null, since);
-      throw new OAuthError('invalid_grant', familyEnded(family), {
+      throw new OAuthError('invalid_grant', familyEnded(family, core.repo.get('grants', family.grant_id)), {
         hint:
-          family.invalidated_reason === 'refresh_replay' && since !== null && since <= CONCURRENT_WINDOW
-            ? HINTS.concurrentRefresh
-            : HINTS.familyInvalidated,
+          family.invalidated_reason === 'grant_revoked'
+            ? HINTS.grantRevoked
+            : family.invalidated_reason === 'refresh_replay' && since !== null && since <= CONCURRENT_WINDOW
+              ? HINTS.concurrentRefresh
+              : HINTS.familyInvalidated,
       });
     }
     const grant = core.repo.get('grants', family.grant_id);
     if (!grant || grant.status !== 'active') {
       refused('grant_revoked');
-      throw new OAuthError('invalid_grant', 'the grant was revoked; authorize again', { hint: HINTS.grantRevoked });
+      throw new OAuthError('invalid_grant', `the grant was revoked by ${revokedByWhom(grant)}; authorize again`, {
+        hint: HINTS.grantRevoked,
+      });
     }
     if (parsed.tokenHash !== family.current.hash) {
       const replayed = replayedGeneration(family, parsed.tokenHash);
@@ -93,14 +97,14 @@ function reduceGrantScopes(core: CoreContext, grant: Grant, kept: readonly strin
 }
 
 /** Why the family no longer works, as the refusal says it (the wording says what happened, not only that it did). */
-function familyEnded(family: TokenFamily): string {
+function familyEnded(family: TokenFamily, grant: Grant | undefined): string {
   switch (family.invalidated_reason) {
     case 'refresh_replay':
       return 'refresh token family was invalidated because one of its refresh tokens was used twice (replay); authorize again';
     case 'code_replay':
       return 'refresh token family was invalidated because its authorization code was used twice; authorize again';
     case 'grant_revoked':
-      return 'the grant was revoked; authorize again';
+      return `the grant was revoked by ${revokedByWhom(grant)}; authorize again`;
     case 'token_revoked':
       return 'the refresh token was revoked (RFC 7009); authorize again';
     default:
