@@ -6,6 +6,7 @@ import { InvalidArgumentError } from 'commander';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseDurationFlag, parseRetentionFlag } from '../../src/cli/flags.js';
+import { secondsFlag } from '../../src/cli/seconds.js';
 import { DAY, HOUR, MINUTE, SECOND, parseDuration } from '../../src/core/clock.js';
 import { parseFaultSpec } from '../../src/core/faults.js';
 
@@ -81,5 +82,17 @@ describe('every duration goes through it', () => {
     const now = Date.UTC(2026, 0, 1);
     const spec = parseFaultSpec({ kind: 'revoke', grant_id: 'grant_x', in: '23h59m' }, now);
     expect(spec).toMatchObject({ at: now + 23 * HOUR + 59 * MINUTE });
+  });
+
+  it('--timeout, --interval and --min-ttl take durations; a bare number stays seconds, as they always took', () => {
+    const timeout = secondsFlag({ min: 1 });
+    expect(timeout('300')).toBe(300);
+    expect(timeout('5m')).toBe(300);
+    expect(timeout('1h30m')).toBe(5_400);
+    expect(timeout('2.5')).toBe(2.5);
+    expect(() => timeout('soon')).toThrow(InvalidArgumentError);
+    expect(() => timeout('soon')).toThrow(/a number of seconds/);
+    expect(() => timeout('0')).toThrow(/not between 1 and/);
+    expect(() => timeout('30d')).toThrow(/not between 1 and 2147483 seconds/);
   });
 });

@@ -9,6 +9,7 @@ import { CliError, EXIT } from '../errors.js';
 import { jsonText } from '../output.js';
 import { textOf } from '../../protocol/format.js';
 import { withSession } from './client.js';
+import { secondsFlag } from '../seconds.js';
 
 interface CallFlags {
   baseUrl?: string;
@@ -21,12 +22,6 @@ interface WaitFlags extends CallFlags {
   interval: number;
   timeout: number;
 }
-
-const positiveSeconds = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('a positive number of seconds');
-  return n;
-};
 
 const common = (command: Command): Command =>
   command
@@ -45,8 +40,18 @@ const common = (command: Command): Command =>
 const waiting = (command: Command, what: string): Command =>
   command
     .option('--wait', `poll until the ${what} is done, showing progress`)
-    .option('--interval <seconds>', 'seconds between polls (a Retry-After from the server wins)', positiveSeconds, 2)
-    .option('--timeout <seconds>', 'stop waiting after this long (the job goes on at the server)', positiveSeconds, 900);
+    .option(
+      '--interval <duration>',
+      'time between polls, e.g. 5s (a bare number is seconds; a Retry-After from the server wins)',
+      secondsFlag({ min: 0.001 }),
+      2,
+    )
+    .option(
+      '--timeout <duration>',
+      'stop waiting after this long, e.g. 15m (a bare number is seconds; the job goes on at the server)',
+      secondsFlag({ min: 0.001 }),
+      900,
+    );
 
 /** Spec 2.6 leaves processing_step values open: these end the wait as done (the emulator says "indexed"). */
 export const FINISHED_STEPS = new Set(['indexed', 'done', 'completed', 'complete', 'succeeded', 'ready', 'processed', 'available']);

@@ -6,6 +6,7 @@ import { age, relativeTime } from '../../protocol/format.js';
 import { checkRequestedScopes } from '../../protocol/scope-request.js';
 import { SUPPORTED_SCOPES } from '../../protocol/scopes.js';
 import { jsonText } from '../output.js';
+import { secondsFlag } from '../seconds.js';
 
 interface CommonFlags {
   baseUrl?: string;
@@ -19,14 +20,6 @@ const baseUrlOption = () =>
   );
 
 /** Whole seconds within [min, max]; timers cannot wait longer than 2^31-1 ms. */
-const seconds =
-  (min = 0, max = Math.floor((2 ** 31 - 1) / 1_000)) =>
-  (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
-      throw new InvalidArgumentError(`whole seconds from ${min} to ${max}`);
-    return Number(value);
-  };
-
 const port = (value: string): number => {
   if (!/^\d+$/.test(value) || Number(value) > 65_535) throw new InvalidArgumentError('a port from 0 to 65535 (0: a free one)');
   return Number(value);
@@ -70,7 +63,12 @@ export function clientCommands(ctx: ClientContext): Command[] {
       '--headless',
       'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)',
     )
-    .option('--timeout <seconds>', 'give up waiting for the browser after this long', seconds(1), 300)
+    .option(
+      '--timeout <duration>',
+      'give up waiting for the browser after this long (e.g. 5m; a bare number is seconds)',
+      secondsFlag({ min: 1 }),
+      300,
+    )
     .option(
       '--callback-port <port>',
       'port of the loopback redirect listener on 127.0.0.1 (0: a free one; fix it to forward it over SSH)',
@@ -112,7 +110,12 @@ export function clientCommands(ctx: ClientContext): Command[] {
   const token = new Command('token')
     .description('print a valid access token for scripts, refreshing it (with rotation) when it is close to expiry')
     .addOption(baseUrlOption())
-    .option('--min-ttl <seconds>', 'refresh unless the token stays valid at least this long', seconds(), 60)
+    .option(
+      '--min-ttl <duration>',
+      'refresh unless the token stays valid at least this long (e.g. 2m; a bare number is seconds)',
+      secondsFlag({ min: 0 }),
+      60,
+    )
     .option('--refresh', 'refresh now, whatever the expiry: also proves at the server that the grant and its token family are alive')
     .option('--json', 'print the token with its expiry and scope as JSON')
     .action(async (flags: CommonFlags & { minTtl: number; refresh?: boolean }) => {
