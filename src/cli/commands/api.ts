@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
 import type { ApiResponse } from '../../client/http.js';
 import type { Session } from '../../client/session.js';
