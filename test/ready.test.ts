@@ -30,6 +30,9 @@ if (create) {
   process.exit(0);
 }
 mark('ready');
+// A client's burst right after the ready line: one request after another for 400 ms, no gap of 50 ms.
+for (const end = Date.now() + 400; Date.now() < end; ) await fetch(emu.baseUrl + '/.well-known/oauth-authorization-server').then((r) => r.text());
+mark('burst');
 // A grant of its own for each round: the first round's refresh spends its refresh token.
 const issue = () => fetch(emu.adminUrl + '/tokens', {
   method: 'POST',
@@ -116,6 +119,11 @@ describe('ready means ready', () => {
 
   it('on an existing state file, the signing keys are imported before the ready point: jose is loaded by then', () => {
     expect(between(null, 'ready').some(npm('jose'))).toBe(true);
+  });
+
+  it('they load in quiet moments: a burst of requests right after the ready point is served before any of it loads', () => {
+    const burst = between('ready', 'burst');
+    for (const name of ['@orama/orama', '@modelcontextprotocol/sdk', 'zod']) expect(burst.filter(npm(name)), name).toEqual([]);
   });
 
   it('the search index and the MCP SDK load after the ready point, not before it', () => {

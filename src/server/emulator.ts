@@ -32,6 +32,7 @@ import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
 import { preloadMcpServer } from './mcp.js';
+import { QuietMoments } from './quiet-moments.js';
 import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
 
@@ -42,6 +43,8 @@ export const DEFAULT_AUTH_PORT = 4101;
 export const DEFAULT_HOST = '127.0.0.1';
 const STOP_GRACE_MS = 10_000;
 const SETTLE_EVERY_MS = 250;
+/** How long the servers must have been idle before a piece of the loading after the ready line runs. */
+const QUIET_MS = 50;
 
 export interface EmulatorOptions {
   /** `{base_url}` port; 0 picks a free one. Default 4100. */
@@ -195,8 +198,9 @@ export class Emulator {
   }
 
   /**
-   * Resolves once what loads after the ready line has loaded: the search index and the MCP SDK. Nothing needs to
-   * wait for it (requests that need a piece wait by themselves); it is there for measurements and tests.
+   * Resolves once what loads after the ready line has loaded: the search index and the MCP SDK, in the quiet moments
+   * after the start. Nothing needs to wait for it (requests that need a piece load it or wait for it by themselves);
+   * it is there for measurements and tests.
    */
   loaded(): Promise<void> {
     return this.#loaded;
@@ -383,12 +387,16 @@ export class Emulator {
       // Route schemas that had to be compiled at start mean the build is out of date: said once, after listening.
       const schemaNotice = schemaCompilers.notice?.();
       if (schemaNotice) onNotice(schemaNotice);
-      // What only some requests need loads after the ready line, a piece at a time, so that the others are served at
-      // full speed meanwhile; a request that needs a piece still loading waits for it (search: ask, research and the
-      // MCP tools; the MCP SDK: /mcp).
-      emulator.#loaded = new Promise<void>((resolve) => setImmediate(resolve))
-        .then(() => resources.search.warmUp())
-        .then(preloadMcpServer)
+      // What only some requests need loads after the ready line, a piece at a time and in quiet moments, so that the
+      // others are served at full speed meanwhile; a request that needs a piece loads it at once, or waits for the
+      // piece still loading (search: ask, research and the MCP tools; the MCP SDK: /mcp).
+      const quiet = new QuietMoments();
+      for (const server of [api.server, auth.server, ...ipv6]) quiet.watch(server);
+      const quietMoment = () => quiet.moment(QUIET_MS);
+      emulator.#loaded = quietMoment()
+        // An emulator stopped before its quiet moment builds no index (tests start and stop many).
+        .then(() => (lifecycle.stopping ? undefined : resources.search.warmUp()))
+        .then(() => preloadMcpServer(quietMoment))
         .catch((e: Error) => onError(e, 'warm-up'));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {

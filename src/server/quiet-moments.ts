@@ -1,0 +1,34 @@
+import type { Server } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * When the servers are between requests. What loads after the ready line (the search index, the MCP SDK) runs in
+ * pieces that hold the event loop for up to 100 ms each, so it waits for a quiet moment: no request in flight and
+ * none answered for `ms`. A client's burst right after the start (a test suite, a benchmark) is then served at full
+ * speed, and the loading fills the gaps after it. A request that needs a piece loads it at once instead.
+ */
+export class QuietMoments {
+  #inFlight = 0;
+  /** From the start: the requests a client sends as soon as it reads the ready line come before any loading. */
+  #lastAnswered = performance.now();
+
+  /** Counts the requests of this server (the raw Node server: the ::1 twins too). */
+  watch(server: Server): void {
+    server.on('request', (_request, response) => {
+      this.#inFlight++;
+      response.once('close', () => {
+        this.#inFlight--;
+        this.#lastAnswered = performance.now();
+      });
+    });
+  }
+
+  /** Resolves at the first moment with no request in flight and none answered for `ms`. */
+  async moment(ms: number): Promise<void> {
+    for (;;) {
+      const quietFor = performance.now() - this.#lastAnswered;
+      if (this.#inFlight === 0 && quietFor >= ms) return;
+      await sleep(this.#inFlight === 0 ? ms - quietFor : ms, undefined, { ref: false });
+    }
+  }
+}
