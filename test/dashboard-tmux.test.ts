@@ -161,16 +161,24 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
     });
   }
 
-  it('serve --ui: the emulator and its dashboard in one terminal, the log in a 0600 file, q stops both', async () => {
+  /** `serve --ui` on a new state file in tmux; the shell prints the exit code and stays for the test to read it. */
+  async function serveUi(): Promise<{ dir: string; term: Terminal }> {
     if (!tmuxAvailable()) throw new Error('tmux is required in CI: /usr/bin/tmux is missing (apt-get install -y tmux)');
     const dir = await scratchDir();
-    const state = join(dir, 'state.json');
     const term = new Terminal();
     cleanups.push(() => term.kill());
-    await term.start(`${process.execPath} ${BIN} serve --ui --state ${state} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`, {
-      TERM: 'xterm-256color',
-      CI: 'true',
-    });
+    await term.start(
+      `${process.execPath} ${BIN} serve --ui --state ${join(dir, 'state.json')} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`,
+      {
+        TERM: 'xterm-256color',
+        CI: 'true',
+      },
+    );
+    return { dir, term };
+  }
+
+  it('serve --ui: the emulator and its dashboard in one terminal, the log in a 0600 file, q stops both', async () => {
+    const { dir, term } = await serveUi();
     const screen = await term.waitFor((s) => s.includes('● live'), 'the live header');
     const baseUrl = /● live {2}(http:\/\/127\.0\.0\.1:\d+)/.exec(screen)![1]!;
     const admin = JSON.parse(await readFile(join(dir, 'state.admin.json'), 'utf8')) as { auth_url: string };
@@ -188,15 +196,7 @@ describe.skipIf(!available)('agent-access dashboard in a real terminal (tmux, 80
   });
 
   it('serve --ui at 80×24 and 160×45: where the pages are, a replayed family that says it ended, details wrapped whole, real URLs', async () => {
-    if (!tmuxAvailable()) throw new Error('tmux is required in CI: /usr/bin/tmux is missing (apt-get install -y tmux)');
-    const dir = await scratchDir();
-    const state = join(dir, 'state.json');
-    const term = new Terminal();
-    cleanups.push(() => term.kill());
-    await term.start(`${process.execPath} ${BIN} serve --ui --state ${state} --port 0 --auth-port 0; echo "EXIT=$?"; sleep 60`, {
-      TERM: 'xterm-256color',
-      CI: 'true',
-    });
+    const { dir, term } = await serveUi();
     await term.waitFor((s) => s.includes('● live'), 'the live header');
     const { base_url: baseUrl, auth_url: authUrl } = JSON.parse(await readFile(join(dir, 'state.admin.json'), 'utf8')) as {
       base_url: string;
