@@ -159,8 +159,10 @@ export class ResourceService {
     if (requestFault(this.faults, 'ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
     const answer = (async () => {
       if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs).done;
-      const hits = await this.search.search(question, { person: access.person_id, limit: 8 });
-      return composeAnswer(question, hits, this.core.resource, await this.search.analyzer());
+      const resource = this.core.resource;
+      return this.search.derive(`ask ${resource}`, question, { person: access.person_id, limit: 8 }, (hits, analyze) =>
+        composeAnswer(question, hits, resource, analyze),
+      );
     })();
     const timer = this.#sleep(this.askTimeoutMs);
     const timeout = timer.done.then(() => {

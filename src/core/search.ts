@@ -107,6 +107,8 @@ export class SearchIndex {
    * ranks the same, so it is ranked once (agents and test suites ask the same questions again and again).
    */
   readonly #answers = new Map<string, Hit[]>();
+  /** What is made from a question's hits (an ask's composed answer), kept and dropped as the hits are. */
+  readonly #derived = new Map<string, unknown>();
 
   constructor(workspace: Workspace, knowledge: KnowledgeDocument[]) {
     this.#workspace = workspace;
@@ -122,7 +124,7 @@ export class SearchIndex {
     this.#knowledge = knowledge;
     this.#added = [];
     this.#ready = undefined;
-    this.#answers.clear();
+    this.#forget();
   }
 
   #index(): Promise<Loaded> {
@@ -151,6 +153,35 @@ export class SearchIndex {
     })());
   }
 
+  /** The index changed: every ranking and what was made from one may now differ. */
+  #forget(): void {
+    this.#answers.clear();
+    this.#derived.clear();
+  }
+
+  /**
+   * What `make` builds from a question's hits, built once per question, filter and index as the ranking is (making it
+   * is deterministic, and costs more than the ranking: an ask's answer quotes sentences scored against the question).
+   * `label` names what is made and everything else it depends on. Callers get copies.
+   */
+  async derive<T>(
+    label: string,
+    question: string,
+    options: { person: string; limit?: number; knowledgeOnly?: boolean },
+    make: (hits: Hit[], analyze: Analyzer) => T,
+  ): Promise<T> {
+    const index = this.#index();
+    const { analyze } = await index;
+    const key = JSON.stringify([label, question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
+    if (this.#derived.has(key)) return structuredClone(this.#derived.get(key) as T);
+    const value = make(await this.search(question, options), analyze);
+    if (index === this.#ready) {
+      if (this.#derived.size >= ANSWER_CACHE_SIZE) this.#derived.delete(this.#derived.keys().next().value!);
+      this.#derived.set(key, value);
+    }
+    return structuredClone(value);
+  }
+
   /** The analyzer search uses (the German stemmer and stop words), once the index is loaded. */
   async analyzer(): Promise<Analyzer> {
     return (await this.#index()).analyze;
@@ -167,7 +198,7 @@ export class SearchIndex {
       await orama.insertMultiple(db, knowledgeEntries(doc));
     } finally {
       // Also after a failure part way: the index may have changed.
-      this.#answers.clear();
+      this.#forget();
     }
   }
 
@@ -182,7 +213,7 @@ export class SearchIndex {
       remove(db, id);
       insert(db, recordEntry(kind, record));
     } finally {
-      this.#answers.clear();
+      this.#forget();
     }
   }
 

@@ -137,3 +137,24 @@ describe('sentences an answer can quote', () => {
     expect(markdownSentences(md)).toEqual(['Text fett.', 'Punkt eins', 'Punkt zwei', 'Barhuf: 45 EUR']);
   });
 });
+
+describe('answers are made once per question and index', () => {
+  it('the same question is composed once; an indexed document makes it compose again; callers get copies', async () => {
+    const fixtures = await loadFixtures();
+    const own = new SearchIndex(fixtures.workspace, fixtures.knowledge);
+    let made = 0;
+    const derive = () =>
+      own.derive('ask', 'Wann kommt der Hufschmied?', { person: 'person_erika', limit: 8 }, (hits, analyzeWith) => {
+        made++;
+        return composeAnswer('Wann kommt der Hufschmied?', hits, 'http://127.0.0.1/mcp', analyzeWith);
+      });
+    const first = await derive();
+    first.sources.length = 0;
+    const second = await derive();
+    expect(made).toBe(1);
+    expect(second.sources.length).toBeGreaterThan(0);
+    await own.addKnowledge({ ...fixtures.knowledge[0]!, id: 'kb-neu', owner: 'person_erika' });
+    await derive();
+    expect(made).toBe(2);
+  });
+});
