@@ -394,9 +394,9 @@ export class Emulator {
       for (const server of [api.server, auth.server, ...ipv6]) quiet.watch(server);
       const quietMoment = () => quiet.moment(QUIET_MS);
       emulator.#loaded = quietMoment()
-        // An emulator stopped before its quiet moment builds no index (tests start and stop many).
+        // An emulator stopped before its quiet moment loads nothing more (tests start and stop many).
         .then(() => (lifecycle.stopping ? undefined : resources.search.warmUp()))
-        .then(() => preloadMcpServer(quietMoment))
+        .then(() => (lifecycle.stopping ? undefined : preloadMcpServer(quietMoment)))
         .catch((e: Error) => onError(e, 'warm-up'));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {
