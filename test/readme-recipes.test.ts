@@ -3,43 +3,13 @@
  * and free ports: serve --json in the background, readiness, login --headless under an approve policy, ask, the
  * clock moved past the access token's 900 s, ask again (refreshed by the client).
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { BIN, startServe } from './helpers/cli.js';
 import { clientEnv } from './helpers/client.js';
 import { scratchDir } from './helpers/emulator.js';
-
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
-
-/** The first sh block after the first line matching `before` in the README. */
-async function blockAfter(before: RegExp): Promise<string> {
-  const text = await readFile(README, 'utf8');
-  const at = text.search(before);
-  if (at < 0) throw new Error(`README has no text matching ${before}`);
-  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at));
-  if (!block) throw new Error(`no sh block after ${before}`);
-  return block[1]!;
-}
-
-/** Runs a shell script as a job would (`set -eu`), in `dir`; killed after `limitMs`, which then shows as code null. */
-async function runScript(dir: string, script: string, env: NodeJS.ProcessEnv, limitMs: number) {
-  await writeFile(join(dir, 'job.sh'), `set -eu\n${script}`);
-  const child = spawn('bash', ['job.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
-  const [code] = (await once(child, 'exit')) as [number | null];
-  clearTimeout(timer);
-  return { code, stdout, stderr };
-}
-
-const CI_RECIPE = /A CI job that runs the emulator in the background on free ports, waits for it to be ready/;
+import { blockAfter, CI_RECIPE, QUICK_START_CLIENT, QUICK_START_SERVE, runScript } from './helpers/readme.js';
 
 describe('README recipes', () => {
   it('the quick start runs as written: serve, login, ask, research, and curl with the token', async () => {
@@ -49,12 +19,12 @@ describe('README recipes', () => {
     // finds the emulator running in this directory either way), and an approve policy in the person's place.
     const serve = await startServe(['--consent', 'approve', '--quiet'], { cwd: dir });
     const baseUrl = String(JSON.parse(serve.readyLine).base_url);
-    const start = await blockAfter(/^Two commands do most of it/m);
+    const start = blockAfter(QUICK_START_SERVE);
     expect(start).toMatch(/^npm install && npm start/);
     // The person's browser: opens the consent URL, which the policy answers, and follows the redirect to `login`.
     const browser = join(dir, 'browser.mjs');
     await writeFile(browser, 'await fetch(process.argv.at(-1), { redirect: "follow" }).then((r) => r.text());\n');
-    const client = (await blockAfter(/^Then, from another terminal, be the client/m))
+    const client = blockAfter(QUICK_START_CLIENT)
       .replaceAll('npx agent-access', `'${process.execPath}' '${BIN}'`)
       .replaceAll('http://127.0.0.1:4100', baseUrl);
     const { code, stdout, stderr } = await runScript(dir, client, clientEnv(config, { BROWSER: `${process.execPath} ${browser}` }), 90_000);
@@ -73,7 +43,7 @@ describe('README recipes', () => {
   it("the CI job stops at once, with serve's log, when serve cannot start", async () => {
     const dir = await scratchDir();
     // The recipe up to readiness, with a serve that fails at start (a fixtures directory that does not exist).
-    const lines = (await blockAfter(CI_RECIPE)).split('\n');
+    const lines = blockAfter(CI_RECIPE).split('\n');
     const waited = lines.slice(0, lines.findIndex((l) => l.startsWith('[ -s ready.json ]')) + 1).join('\n');
     const script = waited
       .replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`)
@@ -89,7 +59,7 @@ describe('README recipes', () => {
 
   it('the CI job with login under an approve policy runs as written', async () => {
     const dir = await scratchDir();
-    const script = (await blockAfter(CI_RECIPE)).replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`);
+    const script = blockAfter(CI_RECIPE).replaceAll('npx --no-install agent-access', `'${process.execPath}' '${BIN}'`);
     const { code, stdout, stderr } = await runScript(dir, script, { ...process.env, NO_COLOR: '1' }, 60_000);
     expect(code, `${stderr}\n${await readFile(join(dir, 'serve.log'), 'utf8').catch(() => '')}`).toBe(0);
     // Two answers, the second after the clock moved 16 minutes: the client refreshed its token in between.

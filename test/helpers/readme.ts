@@ -1,5 +1,9 @@
-/** The README's tables, read as the tests that keep them true to the code need them. */
+/** The README's tables and code blocks, read as the tests that keep them true to the code need them. */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { expect } from 'vitest';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -27,4 +31,62 @@ export function tablesUnder(heading: string): string[][][] {
   }
   // Without the header row.
   return tables.map((t) => t.slice(1));
+}
+
+/** A fenced code block of the README: its language, the heading it sits under, and its text. */
+export interface ReadmeBlock {
+  lang: string;
+  heading: string;
+  /** The first line, trimmed: with the heading, what names the block in tests and their messages. */
+  firstLine: string;
+  body: string;
+  /** 1-based line of the opening fence. */
+  line: number;
+}
+
+/** Every fenced block of the README in order, indented ones (inside list items) included. */
+export function readmeBlocks(): ReadmeBlock[] {
+  const blocks: ReadmeBlock[] = [];
+  let heading = '';
+  let open: { lang: string; indent: string; line: number; lines: string[] } | null = null;
+  readme.split('\n').forEach((line, i) => {
+    const fence = /^(\s*)```(\S*)\s*$/.exec(line);
+    if (open) {
+      if (fence && fence[1] === open.indent && fence[2] === '') {
+        const body = open.lines.join('\n') + '\n';
+        blocks.push({ lang: open.lang, heading, firstLine: open.lines[0]?.trim() ?? '', body, line: open.line });
+        open = null;
+      } else open.lines.push(line.startsWith(open.indent) ? line.slice(open.indent.length) : line);
+    } else if (fence) open = { lang: fence[2]!, indent: fence[1]!, line: i + 1, lines: [] };
+    else if (/^#{1,6} /.test(line)) heading = line;
+  });
+  return blocks;
+}
+
+/** The first sh block after the first line matching `before` in the README. */
+export function blockAfter(before: RegExp): string {
+  const at = readme.search(before);
+  if (at < 0) throw new Error(`README has no text matching ${before}`);
+  const block = /```sh\n([\s\S]*?)```/.exec(readme.slice(at));
+  if (!block) throw new Error(`no sh block after ${before}`);
+  return block[1]!;
+}
+
+/** The quick start's client block and the CI recipe, which test/readme-recipes.test.ts runs. */
+export const QUICK_START_SERVE = /^Two commands do most of it/m;
+export const QUICK_START_CLIENT = /^Then, from another terminal, be the client/m;
+export const CI_RECIPE = /A CI job that runs the emulator in the background on free ports, waits for it to be ready/;
+
+/** Runs a shell script as a job would (`set -eu`), in `dir`; killed after `limitMs`, which then shows as code null. */
+export async function runScript(dir: string, script: string, env: NodeJS.ProcessEnv, limitMs: number) {
+  await writeFile(join(dir, 'job.sh'), `set -eu\n${script}`);
+  const child = spawn('bash', ['job.sh'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
 }
