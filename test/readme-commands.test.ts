@@ -145,21 +145,28 @@ function synopsisLines(body: string) {
   });
 }
 
-/** A synopsis cannot drift from the CLI: its command exists (its own --help answers) and has every flag shown. */
-async function checkSynopsis(b: ReadmeBlock) {
+/**
+ * A synopsis cannot drift from the CLI: its command exists (its own --help answers) and has every flag shown. A
+ * `complete` one (the reference of `serve`) also shows every option its first command has.
+ */
+async function checkSynopsis(b: ReadmeBlock, complete: boolean) {
   const lines = synopsisLines(b.body);
   expect(lines.length).toBeGreaterThan(0);
-  for (const { line, command, flags } of lines) {
+  for (const [i, { line, command, flags }] of lines.entries()) {
     const help = await runCli([...command, '--help']);
     expect(help.code, `${line}\n${help.stderr}`).toBe(0);
     expect(help.stdout, line).toMatch(new RegExp(`^Usage: agent-access ${command.join(' ')} `));
     for (const flag of flags) expect(help.stdout, `${flag} of: ${line}`).toMatch(new RegExp(`^\\s+(?:-\\w, )?${flag}(?=[ ,\\n])`, 'm'));
+    if (!complete || i > 0) continue;
+    const options = [...help.stdout.matchAll(/^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)/gm)].map((m) => m[1]!);
+    const missing = options.filter((o) => o !== '--help' && !flags.includes(o));
+    expect(missing, `options of agent-access ${command.join(' ')} missing from its README synopsis`).toEqual([]);
   }
 }
 
 type ShCheck =
   | { how: 'run'; test: string; run: (b: ReadmeBlock) => Promise<void> }
-  | { how: 'synopsis' }
+  | { how: 'synopsis'; complete?: boolean }
   | { how: 'run in readme-recipes.test.ts'; anchor: RegExp; name: string }
   | { how: 'checked'; test: string; check: (b: ReadmeBlock) => Promise<void> };
 
@@ -266,7 +273,7 @@ const SH: Record<string, ShCheck> = {
       expect(failed.stdout).toMatch(/^ {2}hint: /m);
     },
   },
-  '## `agent-access serve` › agent-access serve': { how: 'synopsis' },
+  '## `agent-access serve` › agent-access serve': { how: 'synopsis', complete: true },
   '### The REST allowlist › TOKEN=…': {
     how: 'run',
     test: 'README REST allowlist: each curl line answers in its documented shape, with a real token and job id',
@@ -498,7 +505,7 @@ describe('README code blocks', () => {
   for (const [key, check] of Object.entries(SH)) {
     if (check.how === 'synopsis')
       it(`README synopsis under ${key.split(' › ')[0]}: every command and --flag is in the built CLI's --help`, () =>
-        checkSynopsis(block(key)));
+        checkSynopsis(block(key), check.complete ?? false));
     if (check.how === 'run') it(check.test, () => check.run(block(key)), 60_000);
     if (check.how === 'checked') it(check.test, () => check.check(block(key)));
   }
