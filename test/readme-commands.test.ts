@@ -212,33 +212,34 @@ const SH: Record<string, ShCheck> = {
       expect(report.join('\n')).toMatch(/^# Recherche: Wie läuft das Onboarding neuer Kunden\?\n\n## Zusammenfassung\n/);
     },
   },
-  '### Scenarios and snapshots › agent-access serve --state szenario.json --clock manual --scenario fixtures/scenarios/hausverwaltung.json': {
-    how: 'run',
-    test: 'README Scenarios and snapshots: serve with the packaged scenario, then snapshot save, restore, reset and list find it',
-    run: async (b) => {
-      const dir = await scratchDir();
-      // The packaged example's path as written, from this directory.
-      await symlink(join(ROOT, 'fixtures'), join(dir, 'fixtures'));
-      const [serveLine, ...commands] = commandsOf(b.body);
-      const args = serveLine!.replace(/\s+#\s.*$/, '').split(/\s+/);
-      expect(args.slice(0, 2)).toEqual(['agent-access', 'serve']);
-      const serve = await startServe([...args.slice(2), '--quiet'], { cwd: dir });
-      const env = await shellEnv(dir);
-      const expected = [
-        /^saved snapshot vorher: state sha256 [0-9a-f]+…, 3 charges/,
-        /^restored snapshot vorher:/,
-        /^reset to the baseline:/,
-        /^vorher /m,
-      ];
-      expect(commands).toHaveLength(expected.length);
-      for (const [i, command] of commands.entries()) {
-        const run = await runScript(dir, fill(command, { baseUrl: serve.ready.base_url }), env, 15_000);
-        expect(run.code, `${command}\n${run.stderr}`).toBe(0);
-        expect(run.stdout, command).toMatch(expected[i]!);
-      }
-      expect(await serve.stop()).toBe(0);
+  '### Scenarios and snapshots › agent-access serve --state szenario.json --clock manual --scenario fixtures/scenarios/hausverwaltung.json':
+    {
+      how: 'run',
+      test: 'README Scenarios and snapshots: serve with the packaged scenario, then snapshot save, restore, reset and list find it',
+      run: async (b) => {
+        const dir = await scratchDir();
+        // The packaged example's path as written, from this directory.
+        await symlink(join(ROOT, 'fixtures'), join(dir, 'fixtures'));
+        const [serveLine, ...commands] = commandsOf(b.body);
+        const args = serveLine!.replace(/\s+#\s.*$/, '').split(/\s+/);
+        expect(args.slice(0, 2)).toEqual(['agent-access', 'serve']);
+        const serve = await startServe([...args.slice(2), '--quiet'], { cwd: dir });
+        const env = await shellEnv(dir);
+        const expected = [
+          /^saved snapshot vorher: state sha256 [0-9a-f]+…, 3 charges/,
+          /^restored snapshot vorher:/,
+          /^reset to the baseline:/,
+          /^vorher /m,
+        ];
+        expect(commands).toHaveLength(expected.length);
+        for (const [i, command] of commands.entries()) {
+          const run = await runScript(dir, fill(command, { baseUrl: serve.ready.base_url }), env, 15_000);
+          expect(run.code, `${command}\n${run.stderr}`).toBe(0);
+          expect(run.stdout, command).toMatch(expected[i]!);
+        }
+        expect(await serve.stop()).toBe(0);
+      },
     },
-  },
   '### Recipes › npx --no-install agent-access serve --json --in-memory --port 0 --auth-port 0 --clock manual --consent approve > ready.json 2> serve.log &':
     { how: 'run in readme-recipes.test.ts', anchor: CI_RECIPE, name: 'CI_RECIPE' },
   '## Diagnosing your client › npx --no-install agent-access findings --url "$AGENT_ACCESS_BASE_URL" --fail-on warning': {
