@@ -12,7 +12,14 @@ import { Core } from '../src/core/core.js';
 import { StateFileError } from '../src/core/errors.js';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
 import { exchangeToken } from '../src/core/token-endpoint.js';
-import { FilePersistence, readStateAt, readStateFile, stateChunks, type FilePersistenceOptions } from '../src/store/file-persistence.js';
+import {
+  FilePersistence,
+  readStateAt,
+  readStateFile,
+  readStateFileByEntries,
+  stateChunks,
+  type FilePersistenceOptions,
+} from '../src/store/file-persistence.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { generateSigningKey } from '../src/core/keys.js';
 import { Repository } from '../src/core/repository.js';
@@ -178,7 +185,7 @@ describe('the state file is read entry by entry', () => {
     await writeFile(lines, [...stateChunks(state, 7)].join(''));
     await writeFile(compact, `${JSON.stringify({ ...state, journal_seq: 7 })}\n`);
     expect((await readFile(lines, 'utf8')).split('\n').length).toBeGreaterThan(4);
-    const a = (await readStateFile(lines)) as typeof state;
+    const a = (await readStateFileByEntries(lines)) as typeof state;
     const b = (await readStateFile(compact)) as typeof state;
     expect(JSON.stringify(a)).toBe(JSON.stringify(b));
     expect(Object.keys(a.clients)).toEqual(['__proto__', 'x', '"quoted":{']);
@@ -187,6 +194,33 @@ describe('the state file is read entry by entry', () => {
     // A damaged file is refused with JSON.parse's own message.
     await writeFile(lines, (await readFile(lines, 'utf8')).replace('"client_name":"proto"', '"client_name":proto'));
     await expect(readStateFile(lines)).rejects.toThrow(SyntaxError);
+  });
+
+  it('a state of several megabytes reads the same in pieces: entries across piece and read boundaries, one longer than a piece, characters of 2 to 4 bytes at every offset', async () => {
+    const dir = await scratchDir();
+    const state = emptyState();
+    // Names of every length from 0 to 199 chars shift the multi-byte characters across the pieces' boundaries.
+    for (let i = 0; i < 12_000; i++) {
+      state.clients[`client_${i}`] = {
+        client_id: `client_${i}`,
+        client_id_issued_at: i,
+        client_name: `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`,
+        redirect_uris: ['http://127.0.0.1/cb'],
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      };
+    }
+    (state.shared_knowledge as Record<string, unknown>)['gross'] = { id: 'gross', text: 'Ä'.repeat(300_000) };
+    const lines = join(dir, 'lines.json');
+    const compact = join(dir, 'compact.json');
+    await writeFile(lines, [...stateChunks(state, 3)].join(''));
+    await writeFile(compact, `${JSON.stringify({ ...state, journal_seq: 3 })}\n`);
+    expect((await readFile(lines)).length).toBeGreaterThan(3 << 20);
+    // By entries alone: readStateFile would hide a failure by reading the file whole.
+    const a = await readStateFileByEntries(lines);
+    expect(JSON.stringify(a)).toBe(JSON.stringify(await readStateFile(compact)));
+    expect(Object.keys((a as typeof state).clients)).toHaveLength(12_000);
   });
 });
 

@@ -10,7 +10,7 @@ import { applyChanges, setOwn, type Repository } from '../core/repository.js';
 import { COLLECTION_NAMES, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional } from './durable-write.js';
-import { reconcileLedgerFile } from './ledger.js';
+import { droppedLinesNotice, totalsAsPairs } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
@@ -25,8 +25,12 @@ export interface FilePersistenceOptions {
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
 const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
-/** A compaction hands the writer text in pieces of about this size, and gives the event loop back this often. */
-const CHUNK_CHARS = 1 << 20;
+/**
+ * A compaction hands the writer text in pieces of about this size, and gives the event loop back this often. A
+ * piece stays below V8's large-object size, so neither thread takes fresh pages from the kernel for each one
+ * (see READ_BYTES).
+ */
+const CHUNK_CHARS = 32 << 10;
 const SLICE_MS = 4;
 
 /** The state file as written: the state, and the number of the last journal record it holds. */
@@ -78,72 +82,108 @@ export function* stateChunks(state: State, seq: number): Generator<string> {
 /** Longer lines than this mean a file not written entry per line (an entry is a few KB; training content at most 256 KiB). */
 const MAX_LINE_CHARS = 4 << 20;
 
-const BATCH_CHARS = 1 << 20;
+/** A start reads the state file this many bytes at a time. */
+const READ_BYTES = 1 << 20;
+
+/**
+ * ... and decodes and parses it this many bytes at a time. Every string made from a piece stays below V8's
+ * large-object size (128 KiB), so it is made in the young generation's pages, which are used again and again: a
+ * larger string gets pages of its own, fresh from the kernel each time, and on a VM their page faults cost more
+ * than parsing the text in them.
+ */
+const DECODE_BYTES = 64 << 10;
 
 /** A line that opens a table: ends in `"name":{` for one of the state's tables. */
 const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
 
 /**
- * Reads and parses a state file. A file in the layout `stateChunks` writes is read a piece at a time and parsed
- * entry by entry: the whole text is never in memory at once (a 50 MB state would otherwise cost its bytes, its
- * text and its objects together). Any other JSON (an older compact file, a hand-edited one) is parsed whole;
+ * Reads and parses a state file. A file in the layout `stateChunks` writes is read a piece at a time and its
+ * entries parsed a piece at a time, never holding the whole text (a 50 MB state would otherwise cost its bytes,
+ * its text and its objects together). Any other JSON (an older compact file, a hand-edited one) is parsed whole;
  * so is a file the entry-wise reading cannot follow, so that its error is JSON.parse's own.
  */
 export async function readStateFile(file: string): Promise<unknown> {
+  try {
+    return await readStateFileByEntries(file);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== undefined) throw e;
+    return JSON.parse((await readFile(file)).toString('utf8'));
+  }
+}
+
+/** readStateFile's way for a file in the entry-per-line layout; throws on any other file. */
+export async function readStateFileByEntries(file: string): Promise<unknown> {
   const handle = await open(file, 'r');
   try {
     const decoder = new StringDecoder('utf8');
-    const buffer = Buffer.allocUnsafe(1 << 20);
+    const buffer = Buffer.allocUnsafe(READ_BYTES);
     const skeleton: string[] = [];
     const tables: Record<string, Record<string, unknown>> = {};
     let table: Record<string, unknown> | null = null;
-    let rest = '';
-    // Entry lines are parsed a batch at a time: one JSON.parse per entry costs more than the parsing itself.
-    let batch: string[] = [];
-    let batchChars = 0;
-    const flush = () => {
-      if (batch.length === 0 || !table) return;
-      const joined = batch.join('');
-      const entries = JSON.parse(`{${joined.startsWith(',') ? joined.slice(1) : joined}}`) as Record<string, unknown>;
+    /** Read and not yet parsed: in a table, it starts at the line break before an entry. */
+    let text = '';
+    /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
+    const parseEntries = (from: number, to: number): void => {
+      if (to <= from || !table) return;
+      // Every entry line but a table's first starts with a comma.
+      const first = text.charCodeAt(from + 1) === 0x2c ? from + 2 : from + 1;
+      const entries = JSON.parse(`{${text.slice(first, to)}}`) as Record<string, unknown>;
       // Object.assign would take an own "__proto__" entry as the prototype.
       if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
       else Object.assign(table, entries);
-      batch = [];
-      batchChars = 0;
     };
-    const line = (text: string): void => {
-      if (table) {
-        if (!text.startsWith('}')) {
-          batch.push(text);
-          batchChars += text.length;
-          if (batchChars >= BATCH_CHARS) flush();
-          return;
+    /** Parses what `text` holds up to its last complete entry (all of it at the end) and keeps the rest. */
+    const consume = (eof: boolean): void => {
+      let at = 0;
+      for (;;) {
+        if (table) {
+          // Entries hold no line breaks (JSON.stringify escapes them): a line break is the layout's own.
+          const close = text.indexOf('\n}', at);
+          if (close >= 0) {
+            parseEntries(at, close);
+            // The table's closing brace was written into the skeleton when it opened; its line goes on after it.
+            table = null;
+            at = close + 2;
+            continue;
+          }
+          const cut = text.lastIndexOf('\n,');
+          if (cut > at) {
+            parseEntries(at, cut);
+            at = cut;
+          }
+          break;
         }
-        // The table's closing brace was written into the skeleton when it opened; the line goes on after it.
-        flush();
-        table = null;
-        text = text.slice(1);
+        const end = text.indexOf('\n', at);
+        if (end < 0) {
+          if (eof) skeleton.push(text.slice(at));
+          break;
+        }
+        const line = text.slice(at, end);
+        const opened = TABLE_OPEN.exec(line);
+        skeleton.push(opened ? `${line}}` : line);
+        if (opened) table = tables[opened[1]!] = {};
+        // A table's entries start at the line break before each of them.
+        at = opened ? end : end + 1;
       }
-      const opened = TABLE_OPEN.exec(text);
-      skeleton.push(opened ? `${text}}` : text);
-      if (opened) table = tables[opened[1]!] = {};
+      text = eof ? '' : text.slice(at);
+      // A compact file (one long line) is not read line by line: parsed whole below.
+      if (text.length > MAX_LINE_CHARS) throw new Error('not in the entry-per-line layout');
     };
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-      const text = rest + (bytesRead > 0 ? decoder.write(buffer.subarray(0, bytesRead)) : decoder.end());
-      const lines = text.split('\n');
-      rest = bytesRead > 0 ? lines.pop()! : '';
-      // A compact file (one long line) is not read line by line: parsed whole below.
-      if (rest.length > MAX_LINE_CHARS) throw new Error('not in the entry-per-line layout');
-      for (const l of lines) if (l !== '' || bytesRead > 0) line(l);
+      const { bytesRead } = await handle.read(buffer, 0, READ_BYTES, null);
+      for (let from = 0; from < bytesRead; from += DECODE_BYTES) {
+        text += decoder.write(buffer.subarray(from, Math.min(from + DECODE_BYTES, bytesRead)));
+        consume(false);
+      }
       if (bytesRead === 0) break;
     }
+    text += decoder.end();
+    consume(true);
+    if (table) throw new Error('a table does not end');
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
     const json = JSON.parse(skeleton.join('\n')) as Record<string, unknown>;
     for (const [name, entries] of Object.entries(tables)) json[name] = entries;
     return json;
-  } catch {
-    return JSON.parse((await readFile(file)).toString('utf8'));
   } finally {
     await handle.close();
   }
@@ -334,6 +374,9 @@ export class FilePersistence implements StatePersistence {
   }
 
   async load(): Promise<State | null> {
+    // The writer's thread reads and parses the charge ledger while this one reads the state file.
+    const ledgerRead = this.#call({ op: 'ledger-read', id: 0, stateFile: this.location, ledgerFile: this.ledgerFile });
+    ledgerRead.catch(() => undefined);
     await this.#db.read();
     const base = this.#db.data;
     const read = await replayJournal(this.location, base);
@@ -358,7 +401,15 @@ export class FilePersistence implements StatePersistence {
       );
     // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
     // appended by a commit that never completed: dropped.
-    await reconcileLedgerFile(this.location, this.ledgerFile, read.state?.charges ?? null, this.#notice);
+    await ledgerRead;
+    const ledger = await this.#call({
+      op: 'ledger-reconcile',
+      id: 0,
+      totals: JSON.stringify(read.state ? totalsAsPairs(read.state.charges) : null),
+    });
+    if (ledger.refused !== undefined) throw new StateFileError(this.location, ledger.refused);
+    if (ledger.uncommitted)
+      this.#notice(droppedLinesNotice(this.ledgerFile, { committed: ledger.committed ?? 0, uncommitted: ledger.uncommitted }));
     this.#open();
     return read.state;
   }

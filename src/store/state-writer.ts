@@ -9,8 +9,12 @@
  *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
+ * - `ledger-read` / `ledger-reconcile`: at a start, the charge ledger is read and parsed here while the main thread
+ *   reads the state file, then checked against the state's totals (uncommitted lines dropped durably, or the
+ *   refusal's message returned).
  */
 import {
+  readFileSync,
   closeSync,
   constants,
   mkdirSync,
@@ -28,6 +32,8 @@ import {
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
+import { StateFileError } from '../core/errors.js';
+import { parseLedger, reconcileLedger, unreadableLedger, type ParsedLedger, type TotalsLike } from './ledger.js';
 
 export type WriterMessage =
   | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
@@ -36,7 +42,10 @@ export type WriterMessage =
   | { op: 'base-chunk'; text: string }
   | { op: 'base-end'; id: number }
   | { op: 'replace'; id: number; state: string; ledger: string | null }
-  | { op: 'close'; id: number };
+  | { op: 'close'; id: number }
+  | { op: 'ledger-read'; id: number; stateFile: string; ledgerFile: string }
+  /** `totals`: the state's charge totals, as `totalsAsPairs` in JSON (the cheapest way across for large tables). */
+  | { op: 'ledger-reconcile'; id: number; totals: string };
 
 export interface WriterReply {
   id: number;
@@ -46,6 +55,11 @@ export interface WriterReply {
   baseBytes?: number;
   /** `open`: temp files left by a writer that was killed, now removed. */
   swept?: number;
+  /** `ledger-reconcile`: why the ledger does not belong to the state (a StateFileError's message), ... */
+  refused?: string;
+  /** ... else how many of its lines are committed, and how many uncommitted ones were dropped. */
+  committed?: number;
+  uncommitted?: number;
   error?: { message: string; code?: string };
 }
 
@@ -69,6 +83,8 @@ let ledger: Appendable | null = null;
 let base: { name: string; fd: number; journalOffset: number; bytes: number; error: Error | null } | null = null;
 /** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
 let lastCommitFailed = false;
+/** The ledger as `ledger-read` found it, for `ledger-reconcile`. */
+let ledgerRead: { stateFile: string; ledgerFile: string; parsed: ParsedLedger | null; refused: string | null } | null = null;
 
 const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
 /** Exactly the names `tempName` makes for this file. */
@@ -81,6 +97,18 @@ const isTempOf = (file: string, name: string) => {
     /^[A-Za-z0-9_-]{12}$/.test(name.slice(prefix.length, -4))
   );
 };
+
+/**
+ * A compaction's pieces (about 32 Ki chars each) encoded one at a time into the same bytes, instead of a fresh
+ * buffer each: fresh memory is what costs most on a VM.
+ */
+const chunkBytes = Buffer.allocUnsafe(128 << 10);
+
+/** `text` as UTF-8, in `chunkBytes` when it surely fits (UTF-8 takes at most 3 bytes a char); valid until the next call. */
+function encodeChunk(text: string): Buffer {
+  if (text.length * 3 > chunkBytes.length) return Buffer.from(text, 'utf8');
+  return chunkBytes.subarray(0, chunkBytes.write(text, 'utf8'));
+}
 
 /** write(2) may write less than asked (a full disk, a signal): go on until all of it is written, or fail. */
 function writeAll(fd: number, buffer: Uint8Array, position: number | null = null): void {
@@ -254,7 +282,7 @@ function handle(message: WriterMessage): WriterReply | null {
     case 'base-chunk': {
       if (base && !base.error) {
         try {
-          const bytes = Buffer.from(message.text, 'utf8');
+          const bytes = encodeChunk(message.text);
           writeAll(base.fd, bytes);
           base.bytes += bytes.length;
         } catch (e) {
@@ -306,6 +334,33 @@ function handle(message: WriterMessage): WriterReply | null {
         syncDir(p.ledger);
       } else writeDurably(p.ledger, Buffer.from(message.ledger, 'utf8'));
       return { id: message.id, journalBytes: 0 };
+    }
+    case 'ledger-read': {
+      const { stateFile, ledgerFile } = message;
+      let text: string | null = null;
+      let refused: string | null = null;
+      try {
+        text = readFileSync(ledgerFile, 'utf8');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') refused = unreadableLedger(stateFile, ledgerFile, e).message;
+      }
+      ledgerRead = { stateFile, ledgerFile, parsed: refused === null ? parseLedger(text) : null, refused };
+      return { id: message.id };
+    }
+    case 'ledger-reconcile': {
+      const read = ledgerRead;
+      ledgerRead = null;
+      if (!read) throw new Error('the ledger was not read');
+      if (read.refused !== null) return { id: message.id, refused: read.refused };
+      let result;
+      try {
+        result = reconcileLedger(read.stateFile, read.ledgerFile, JSON.parse(message.totals) as TotalsLike | null, read.parsed);
+      } catch (e) {
+        if (e instanceof StateFileError) return { id: message.id, refused: e.message };
+        throw e;
+      }
+      if (result.keep !== null) writeDurably(read.ledgerFile, Buffer.from(result.keep, 'utf8'));
+      return { id: message.id, committed: result.committed, uncommitted: result.uncommitted };
     }
     case 'close': {
       for (const f of [journal, ledger]) if (f) closeQuietly(f.fd);
