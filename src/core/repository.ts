@@ -77,6 +77,12 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
  * consistent state. The repository remembers where the state changed since the last commit; `drain` hands
  * those places, with their values as they are now, to persistence.
  */
+interface Subset {
+  collection: CollectionName;
+  test: (entry: unknown) => boolean;
+  keys: Set<string>;
+}
+
 export class Repository {
   #state: State;
   /**
@@ -87,9 +93,28 @@ export class Repository {
   #changed = new Map<string, { path: readonly string[]; removed: boolean }>();
   /** Ledger lines recorded since the last drain (spec 1: charges); durable with the same commit as the totals. */
   #ledger: string[] = [];
+  /** What `where` hands out, kept current here. */
+  #subsets: Subset[] = [];
 
   constructor(state: State) {
     this.#state = freezeEntries(state);
+  }
+
+  /**
+   * The keys of the entries of `collection` for which `test` holds, in the collection's order, kept current by every
+   * put, update, delete and replace: the few unfinished jobs among many finished ones, without looking at every job.
+   */
+  where<C extends CollectionName>(collection: C, test: (entry: Collections[C]) => boolean): ReadonlySet<string> {
+    const subset: Subset = { collection, test: test as (entry: unknown) => boolean, keys: new Set() };
+    this.#fill(subset);
+    this.#subsets.push(subset);
+    return subset.keys;
+  }
+
+  #fill(subset: Subset): void {
+    subset.keys.clear();
+    const table = this.#state[subset.collection] as Record<string, unknown>;
+    for (const key of Object.keys(table)) if (subset.test(table[key])) subset.keys.add(key);
   }
 
   /** The whole state, for reading. */
@@ -119,6 +144,11 @@ export class Repository {
     const inserted = !this.has(collection, key);
     setOwn(this.#state[collection], key, frozen(entry));
     this.#mark([collection, key], inserted ? 'inserted' : 'updated');
+    for (const subset of this.#subsets) {
+      if (subset.collection !== collection) continue;
+      if (subset.test(entry)) subset.keys.add(key);
+      else subset.keys.delete(key);
+    }
     return entry;
   }
 
@@ -140,6 +170,7 @@ export class Repository {
     if (!this.has(collection, key)) return false;
     delete (this.#state[collection] as Record<string, unknown>)[key];
     this.#mark([collection, key], 'removed');
+    for (const subset of this.#subsets) if (subset.collection === collection) subset.keys.delete(key);
     return true;
   }
 
@@ -222,6 +253,7 @@ export class Repository {
     this.#state = freezeEntries(state);
     this.#changed.clear();
     this.#ledger.length = 0;
+    for (const subset of this.#subsets) this.#fill(subset);
   }
 
   #mark(path: readonly string[], how: 'inserted' | 'updated' | 'removed' = 'updated'): void {

@@ -108,6 +108,9 @@ export class ResourceService {
   #settling: { promise: Promise<boolean> } | null = null;
   /** The clock time the newest scheduled settle run covers at least. */
   #settlingTo = -Infinity;
+  /** The jobs and documents settle moves on: a long run's state holds many finished ones. */
+  readonly #unfinishedJobs: ReadonlySet<string>;
+  readonly #unfinishedDocuments: ReadonlySet<string>;
 
   constructor(
     private readonly core: Core,
@@ -123,6 +126,11 @@ export class ResourceService {
     this.#sleep = options.sleep;
     this.faults = options.faults;
     this.variation = options.varyUnspecified ? new Variation(options.varyUnspecified.seed) : null;
+    this.#unfinishedJobs = core.repo.where('research_jobs', (job) => job.status !== 'succeeded' && job.status !== 'failed');
+    this.#unfinishedDocuments = core.repo.where(
+      'training_documents',
+      (doc) => doc.processing_step !== 'indexed' && doc.processing_step !== 'failed',
+    );
   }
 
   /**
@@ -334,8 +342,10 @@ export class ResourceService {
     const now = this.core.clock.now();
     let changed = false;
     // Training first: a research job finishing later on the clock reads what was indexed before it.
-    for (const doc of this.core.repo.values('training_documents')) {
-      if (doc.processing_step === 'indexed' || doc.processing_step === 'failed') continue;
+    // Copied: each step changes the set, and the awaits let requests change it too.
+    for (const id of [...this.#unfinishedDocuments]) {
+      const doc = this.core.repo.get('training_documents', id);
+      if (!doc || doc.processing_step === 'indexed' || doc.processing_step === 'failed') continue;
       let step = trainingStepAt(doc, now);
       if (step === doc.processing_step) continue;
       let error: TrainingDocument['error'];
@@ -360,8 +370,9 @@ export class ResourceService {
       });
       changed = true;
     }
-    for (const job of this.core.repo.values('research_jobs')) {
-      if (job.status === 'succeeded' || job.status === 'failed') continue;
+    for (const id of [...this.#unfinishedJobs]) {
+      const job = this.core.repo.get('research_jobs', id);
+      if (!job || job.status === 'succeeded' || job.status === 'failed') continue;
       if (now >= job.running_until) {
         // A document indexed after the job finished (on the clock) was not there for it to read.
         const hits = (await this.search.search(job.question, { person: job.person_id, limit: 8, knowledgeOnly: true }))

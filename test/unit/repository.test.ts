@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Repository, applyChanges } from '../../src/core/repository.js';
-import { emptyState, type Grant } from '../../src/core/state.js';
+import { emptyState, type Grant, type State } from '../../src/core/state.js';
 
 const grant = (id: string, n: number): Grant => ({
   id,
@@ -98,6 +98,28 @@ describe('the repository: one write path that knows what changed', () => {
         expect(JSON.stringify(replayed)).toBe(JSON.stringify(repo.state));
         // Every charge reached the ledger once, numbered as the totals count them.
         expect(ledger.map((line) => JSON.parse(line).seq)).toEqual(Array.from({ length: repo.state.charges.count }, (_, i) => i + 1));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("a subset (`where`) holds exactly the keys whose entries pass its test, in the table's order, through puts, updates, deletes and a replace (property, 300 runs)", () => {
+    const odd = (g: Grant) => g.created_at % 2 === 1 || g.last_used_at !== null;
+    const expected = (repo: Repository) => Object.keys(repo.state.grants).filter((k) => odd(repo.state.grants[k]!));
+    fc.assert(
+      fc.property(ops, ops, (before, after) => {
+        const repo = new Repository(emptyState());
+        for (const op of before) run(repo, op);
+        const subset = repo.where('grants', odd);
+        for (const op of after) {
+          run(repo, op);
+          expect([...subset].sort()).toEqual(expected(repo).sort());
+        }
+        // A snapshot restored: the subset is made again from the new state, in its order.
+        const other = new Repository(emptyState());
+        for (const op of before) run(other, op);
+        repo.replace(structuredClone(other.state) as State);
+        expect([...subset]).toEqual(expected(repo));
       }),
       { numRuns: 300 },
     );
