@@ -131,6 +131,17 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(viaEnv.stderr).toContain(`${gone} is the server $AGENT_ACCESS_BASE_URL names`);
   });
 
+  it('a server on a port fetch refuses (a "bad port" of the Fetch standard): the message says so, not "fetch failed", exit 6', async () => {
+    const res = await runCli(['login', '--headless', '--scope', 'ask', '--base-url', 'http://127.0.0.1:9'], {
+      env: clientEnv(await scratchDir()),
+      cwd: await scratchDir(),
+    });
+    expect(res.code, res.stderr).toBe(6);
+    expect(res.stderr).toContain('its port is one fetch never connects to (a "bad port" of the Fetch standard');
+    expect(res.stderr).toContain('http://127.0.0.1:9 is the server --base-url names');
+    expect(res.stderr.trimEnd().split('\n')).toHaveLength(1);
+  });
+
   it('RFC 7009: a login that replaces stored tokens revokes the old refresh token at the server and says so', async () => {
     const emulator = await startEmulator();
     setConsentPolicy(emulator.core, null, { decision: 'approve' });

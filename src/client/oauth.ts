@@ -46,6 +46,13 @@ export function oauthFailure(step: string, e: unknown): ClientError {
   const network = (err.cause as { code?: string } | undefined)?.code;
   if (err instanceof TypeError && network)
     return new ClientError('unreachable', `${step}: cannot reach the server (${network})`, 'client.unreachable');
+  // fetch never connects to the Fetch standard's "bad ports" (1, 9, 25, 6000, …), and says only "fetch failed".
+  if (err instanceof TypeError && (err.cause as Error | undefined)?.message === 'bad port')
+    return new ClientError(
+      'unreachable',
+      `${step}: cannot reach the server: its port is one fetch never connects to (a "bad port" of the Fetch standard, such as 1, 9, 25 or 6000); serve it on another port`,
+      'client.unreachable',
+    );
   return new ClientError('failed', `${step}: ${err.message ?? String(e)}${cause}`, 'oauth.failed');
 }
 
