@@ -132,12 +132,23 @@ describe.skipIf(!plan.run)(`settings page in Chromium${plan.note}`, () => {
       ...cli.active,
       cli.revoked,
     ]);
+    const described: string[] = [];
     for (const id of cli.active) {
       await expect(group.locator(`[data-grant="${id}"]`).isVisible()).resolves.toBe(true);
-      await expect(
-        group.locator(`[data-grant="${id}"]`).getByRole('button', { name: 'Widerrufen', exact: true }).isVisible(),
-      ).resolves.toBe(true);
+      const button = group.locator(`[data-grant="${id}"]`).getByRole('button', { name: 'Widerrufen', exact: true });
+      await expect(button.isVisible()).resolves.toBe(true);
+      // The same name on every button: its description says which application and which grant it ends.
+      described.push(
+        await button.evaluate((b) =>
+          (b.getAttribute('aria-describedby') ?? '')
+            .split(' ')
+            .map((ref) => document.getElementById(ref)?.textContent?.trim() ?? `(no element ${ref})`)
+            .join(' | '),
+        ),
+      );
     }
+    expect(described).toHaveLength(cli.active.length);
+    for (const d of described) expect(d).toMatch(/^agent-access CLI \| Aktiv seit .+ · (zuletzt genutzt|noch nicht genutzt)/);
     const revoked = group.locator(`[data-grant="${cli.revoked}"]`);
     await expect(revoked.isVisible()).resolves.toBe(false);
     await group.locator('details.revoked > summary').click();

@@ -135,24 +135,30 @@ function scopeChip(scope: string) {
   return html`<li data-scope="${scope}" title="${description}">${label}${writeBadge(writes)}</li>`;
 }
 
-function grantItem(g: GrantView, csrf: string) {
+/**
+ * One grant; `ref` makes the ids its button is described by, so that the buttons, all named "Widerrufen", say to a
+ * screen reader which application and which grant they end.
+ */
+function grantItem(g: GrantView, csrf: string, ref: string) {
   const meta =
     g.status === 'active'
       ? html`Aktiv seit ${when(g.created_at)} · ${g.last_used_at ? html`zuletzt genutzt ${when(g.last_used_at)}` : 'noch nicht genutzt'}`
       : html`Widerrufen am ${when(g.revoked_at)} · erteilt am ${when(g.created_at)}`;
   return html`<li class="grant" data-grant="${g.id}"><div class="what">
 <ul class="chips">${g.scopes.map(scopeChip)}</ul>
-<p class="meta">${meta}</p></div>${
+<p class="meta" id="${ref}">${meta}</p></div>${
     g.status === 'active'
-      ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${csrf}"><button type="submit">Widerrufen</button></form>`
+      ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${csrf}"><button type="submit" aria-describedby="${ref.replace(/-\d+$/, '')} ${ref}">Widerrufen</button></form>`
       : ''
   }</li>`;
 }
 
-function clientSection(group: ClientGrants, csrf: string) {
-  const revoked = html`<ul class="grants">${group.revoked.map((g) => grantItem(g, csrf))}</ul>`;
+/** An application's grants; `ref` is the id of its name (`app-…`), and its grants' ids follow from it. */
+function clientSection(group: ClientGrants, csrf: string, ref: string) {
+  const item = (offset: number) => (g: GrantView, i: number) => grantItem(g, csrf, `${ref}-${offset + i}`);
+  const revoked = html`<ul class="grants">${group.revoked.map(item(group.active.length))}</ul>`;
   return html`<section class="client" data-client="${group.client_id}">
-<h2><bdi>${group.client_name}</bdi> <span class="badge">nicht verifiziert</span></h2>
+<h2><bdi id="${ref}">${group.client_name}</bdi> <span class="badge">nicht verifiziert</span></h2>
 <p class="client-id">Client-ID <code>${group.client_id}</code></p>
 ${
   group.active.length > 1
@@ -160,7 +166,7 @@ ${
     : ''
 }${
     group.active.length > 0
-      ? html`<ul class="grants">${group.active.map((g) => grantItem(g, csrf))}</ul>
+      ? html`<ul class="grants">${group.active.map(item(0))}</ul>
 ${group.revoked.length > 0 ? html`<details class="revoked"><summary>${count(group.revoked.length, 'widerrufener Zugriff', 'widerrufene Zugriffe')}</summary>${revoked}</details>` : ''}`
       : revoked
   }
@@ -183,9 +189,9 @@ ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
 <div id="grants">${
       input.grants.length === 0
         ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
-        : html`${current.length === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g) => clientSection(g, input.csrf))}${
+        : html`${current.length === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g, i) => clientSection(g, input.csrf, `app-${i}`))}${
             former.length > 0
-              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g) => clientSection(g, input.csrf))}</details>`
+              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g, i) => clientSection(g, input.csrf, `app-${current.length + i}`))}</details>`
               : ''
           }`
     }</div>
