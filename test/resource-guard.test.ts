@@ -128,6 +128,25 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('Widerrufen am');
   });
 
+  it('the request log names whose genuine token was refused (revoked grant, missing scope), and nobody for a forged one', async () => {
+    const emu = await guarded();
+    const flow = await authorizeAndApprove(emu, { scope: 'ask' });
+    const grantId = String(decodeJwt(flow.tokens!.access_token).payload.grant_id);
+    const served: AppEvent[] = [];
+    emu.core.events.subscribe((e) => e.name === 'request.served' && served.push(e));
+    const get = async (path: string, token: string) => (await http(`${emu.baseUrl}${path}`, { headers: bearer(token) })).status;
+    expect(await get('/probe/research', flow.tokens!.access_token)).toBe(403);
+    await revokeGrant(emu.core, grantId, 'admin');
+    expect(await get('/probe/ask', flow.tokens!.access_token)).toBe(401);
+    expect(await get('/probe/ask', `${flow.tokens!.access_token.slice(0, -4)}AAAA`)).toBe(401);
+    await expect.poll(() => served.length).toBe(3);
+    expect(served.map((e) => [e.data.status, e.data.client_id ?? null, e.data.grant_id ?? null])).toEqual([
+      [403, flow.client_id, grantId],
+      [401, flow.client_id, grantId],
+      [401, null, null],
+    ]);
+  });
+
   it("the settings form is refused without its CSRF token; a person cannot revoke another person's grant", async () => {
     const emu = await guarded();
     const browser = new Browser();

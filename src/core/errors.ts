@@ -68,12 +68,22 @@ export class BearerError extends AgentAccessError {
   readonly status: 401 | 403;
   readonly error: 'invalid_token' | 'insufficient_scope' | undefined;
   readonly scope: string;
-  constructor(status: 401 | 403, error: BearerError['error'], description: string, scope: string, hint?: string) {
+  /** Whose token was refused, when it was a genuine one of ours (signature checked): for the request log. */
+  readonly token: { client_id: string; grant_id: string } | null;
+  constructor(
+    status: 401 | 403,
+    error: BearerError['error'],
+    description: string,
+    scope: string,
+    hint?: string,
+    token: BearerError['token'] = null,
+  ) {
     // RFC 6750 §3.1: a request without a token gets no error code; its problem says a token is required.
     super(error ?? 'access_token_required', description, { hint });
     this.status = status;
     this.error = error;
     this.scope = scope;
+    this.token = token;
   }
 }
 

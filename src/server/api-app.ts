@@ -192,7 +192,8 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
         path: request.url.split('?')[0] ?? request.url,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
-        ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : {}),
+        // A refused token is still someone's: the log says whose, as for an admitted one.
+        ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : (request.refusedToken ?? {})),
         ...(faults.length > 0 ? { faults } : {}),
         ...(typeof variant === 'string' ? { variant } : {}),
       });

@@ -1,11 +1,14 @@
 import type { FastifyRequest } from 'fastify';
 import type { Core } from '../core/core.js';
+import { BearerError } from '../core/errors.js';
 import { authenticate, type AccessContext } from '../core/resource-guard.js';
 import { nameReached } from '../core/resource-names.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     access?: AccessContext;
+    /** A genuine token the guard refused (a revoked grant, a dead family, a missing scope): whose it was. */
+    refusedToken?: BearerError['token'];
   }
 }
 
@@ -17,13 +20,18 @@ declare module 'fastify' {
  */
 export function requireScope(core: Core, scope: string | null, challengeScope?: string): (request: FastifyRequest) => Promise<void> {
   return async function resourceGuard(request: FastifyRequest) {
-    request.access = await authenticate(
-      core,
-      request.headers.authorization,
-      scope,
-      challengeScope,
-      `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]}`,
-      nameReached(core.resource, request.headers.host).resource,
-    );
+    try {
+      request.access = await authenticate(
+        core,
+        request.headers.authorization,
+        scope,
+        challengeScope,
+        `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]}`,
+        nameReached(core.resource, request.headers.host).resource,
+      );
+    } catch (e) {
+      if (e instanceof BearerError) request.refusedToken = e.token;
+      throw e;
+    }
   };
 }
