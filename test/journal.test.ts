@@ -212,6 +212,8 @@ describe('the state file is read entry by entry', () => {
       };
     }
     (state.shared_knowledge as Record<string, unknown>)['gross'] = { id: 'gross', text: 'Ä'.repeat(300_000) };
+    // The charges stay on one line of the file: longer than several pieces.
+    for (let i = 0; i < 5_000; i++) state.charges.by_client[`client_${i}`] = i / 10;
     const lines = join(dir, 'lines.json');
     const compact = join(dir, 'compact.json');
     await writeFile(lines, [...stateChunks(state, 3)].join(''));
@@ -221,6 +223,27 @@ describe('the state file is read entry by entry', () => {
     const a = await readStateFileByEntries(lines);
     expect(JSON.stringify(a)).toBe(JSON.stringify(await readStateFile(compact)));
     expect(Object.keys((a as typeof state).clients)).toHaveLength(12_000);
+  });
+
+  it('what JSON.parse refuses, reading by entries refuses too, wherever the pieces end: a comma with no entry after it, two commas, a missing comma, a comma before the first entry', async () => {
+    const dir = await scratchDir();
+    const head = '{"version":1,"clients":{\n';
+    const bad = [
+      (pad: string) => `${head}"a":"${pad}"\n,\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head}"a":"${pad}"\n,\n,"b":1\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head}"a":"${pad}"\n"b":1\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head},"a":"${pad}"\n}\n,"journal_seq":1}\n`,
+    ];
+    const file = join(dir, 'state.json');
+    // Every alignment of the line breaks against the 32 KiB and 64 KiB piece ends.
+    for (const around of [32 << 10, 64 << 10])
+      for (let n = around - head.length - 12; n <= around - head.length + 4; n++)
+        for (const make of bad) {
+          const text = make('x'.repeat(n));
+          expect(() => JSON.parse(text)).toThrow();
+          await writeFile(file, text);
+          await expect(readStateFileByEntries(file), `${n}: ${make.toString()}`).rejects.toThrow();
+        }
   });
 });
 

@@ -6,7 +6,9 @@ import { describe, expect, it } from 'vitest';
 import type { ChargeEntry, ChargeTotals } from '../src/core/charges.js';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
-import { reconcileLedger } from '../src/store/ledger.js';
+import { emptyState } from '../src/core/state.js';
+import { FilePersistence, stateChunks } from '../src/store/file-persistence.js';
+import { droppedLinesNotice, reconcileLedger } from '../src/store/ledger.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
@@ -39,6 +41,56 @@ const refusal = (run: () => unknown): StateFileError => {
   }
   throw new Error('expected a refusal');
 };
+
+describe('a ledger of a megabyte or more is read on the writer thread during the state file, with the same results', () => {
+  // 9 000 charges of two clients: about 1.3 MB of ledger.
+  const many = Array.from({ length: 9_000 }, (_, i) => entry(i + 1, i % 2 ? 'c1' : 'c2', i % 3 ? 0.1 : 2));
+  async function files(totals: ChargeTotals, ledger: string, edit = (stateText: string) => stateText) {
+    const dir = await scratchDir();
+    const stateFile = join(dir, 'state.json');
+    const ledgerFile = join(dir, 'state.charges.jsonl');
+    expect(Buffer.byteLength(ledger)).toBeGreaterThan(1 << 20);
+    await writeFile(stateFile, edit([...stateChunks({ ...emptyState(), charges: totals }, 0)].join('')));
+    await writeFile(ledgerFile, ledger);
+    return { stateFile, ledgerFile };
+  }
+  const load = async (stateFile: string) => {
+    const notices: string[] = [];
+    const persistence = new FilePersistence(stateFile, { onNotice: (line) => notices.push(line) });
+    try {
+      return { state: await persistence.load(), notices };
+    } finally {
+      await persistence.close();
+    }
+  };
+
+  it('matching: loads; two uncommitted lines after them are dropped durably with the same notice as a small ledger gets', async () => {
+    const extra = [entry(9_001, 'c1', 0.1), entry(9_002, 'c2', 0.1)];
+    const { stateFile, ledgerFile } = await files(totalsOf(many), text([...many, ...extra]));
+    const { state, notices } = await load(stateFile);
+    expect(state?.charges.count).toBe(9_000);
+    expect(notices).toEqual([droppedLinesNotice(ledgerFile, { committed: 9_000, uncommitted: 2 })]);
+    expect(await readFile(ledgerFile, 'utf8')).toBe(text(many));
+  });
+
+  it('a tampered total, a bad line, a count JSON cannot carry (1e999): refused with the message the check on the main thread gives, nothing changed', async () => {
+    const tampered = { ...totalsOf(many), by_client: { ...totalsOf(many).by_client, c1: 1 } };
+    const damaged = text(many).replace('"seq":4500,', '"seq":"4500",');
+    for (const [totals, ledger, edit] of [
+      [tampered, text(many), undefined],
+      [totalsOf(many), damaged, undefined],
+      [totalsOf(many), text(many), (t: string) => t.replace('"count":9000', '"count":1e999')],
+    ] as const) {
+      const { stateFile, ledgerFile } = await files(totals, ledger, edit);
+      const expected = refusal(() =>
+        reconcileLedger(stateFile, ledgerFile, { ...totals, count: edit ? Infinity : totals.count }, ledger),
+      ).message;
+      const before = await readFile(ledgerFile, 'utf8');
+      await expect(load(stateFile)).rejects.toThrow(expected);
+      expect(await readFile(ledgerFile, 'utf8')).toBe(before);
+    }
+  });
+});
 
 describe('charge ledger: the first count lines are the committed charges, and they sum to the totals', () => {
   const three = [entry(1, 'c1', 0.1), entry(2, 'c2', 2), entry(3, 'c1', 0.2)];

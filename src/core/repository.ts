@@ -101,8 +101,9 @@ export class Repository {
   }
 
   /**
-   * The keys of the entries of `collection` for which `test` holds, in the collection's order, kept current by every
-   * put, update, delete and replace: the few unfinished jobs among many finished ones, without looking at every job.
+   * The keys of the entries of `collection` for which `test` holds, kept current by every put, update, delete and
+   * replace: the few unfinished jobs among many finished ones, without looking at every job. In the order they
+   * came to pass the test (the collection's order after a replace).
    */
   where<C extends CollectionName>(collection: C, test: (entry: Collections[C]) => boolean): ReadonlySet<string> {
     const subset: Subset = { collection, test: test as (entry: unknown) => boolean, keys: new Set() };

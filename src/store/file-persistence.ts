@@ -10,7 +10,7 @@ import { applyChanges, setOwn, type Repository } from '../core/repository.js';
 import { COLLECTION_NAMES, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional } from './durable-write.js';
-import { droppedLinesNotice, totalsAsPairs } from './ledger.js';
+import { droppedLinesNotice, reconcileLedgerFile, totalsAsPairs } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
@@ -24,11 +24,13 @@ export interface FilePersistenceOptions {
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
+/** A ledger this large (about 6 000 charges) is read on the writer's thread, in parallel with the state file. */
+const LEDGER_ON_WRITER_BYTES = 1 << 20;
 const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
 /**
- * A compaction hands the writer text in pieces of about this size, and gives the event loop back this often. A
+ * A compaction hands the writer text in pieces of about this size, and gives the event loop back every SLICE_MS. A
  * piece stays below V8's large-object size, so neither thread takes fresh pages from the kernel for each one
- * (see READ_BYTES).
+ * (see DECODE_BYTES).
  */
 const CHUNK_CHARS = 32 << 10;
 const SLICE_MS = 4;
@@ -87,14 +89,17 @@ const READ_BYTES = 1 << 20;
 
 /**
  * ... and decodes and parses it this many bytes at a time. Every string made from a piece stays below V8's
- * large-object size (128 KiB), so it is made in the young generation's pages, which are used again and again: a
- * larger string gets pages of its own, fresh from the kernel each time, and on a VM their page faults cost more
- * than parsing the text in them.
+ * large-object size (128 KiB), even as two bytes a character (one "€" in a piece makes it so), so it is made in the
+ * young generation's pages, which are used again and again: a larger string gets pages of its own, fresh from the
+ * kernel each time, and on a VM their page faults cost more than parsing the text in them.
  */
-const DECODE_BYTES = 64 << 10;
+const DECODE_BYTES = 32 << 10;
 
 /** A line that opens a table: ends in `"name":{` for one of the state's tables. */
 const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
+
+/** Thrown where a file leaves the entry-per-line layout: readStateFile then parses it whole. */
+const notInLayout = () => new Error('not in the entry-per-line layout');
 
 /**
  * Reads and parses a state file. A file in the layout `stateChunks` writes is read a piece at a time and its
@@ -111,26 +116,38 @@ export async function readStateFile(file: string): Promise<unknown> {
   }
 }
 
-/** readStateFile's way for a file in the entry-per-line layout; throws on any other file. */
+/**
+ * readStateFile's way for a file in the entry-per-line layout; throws on any other file, and on anything
+ * JSON.parse of the whole text would refuse (a comma with no entry after it, two entries without one).
+ */
 export async function readStateFileByEntries(file: string): Promise<unknown> {
   const handle = await open(file, 'r');
   try {
     const decoder = new StringDecoder('utf8');
     const buffer = Buffer.allocUnsafe(READ_BYTES);
     const skeleton: string[] = [];
+    /** The start of a skeleton line longer than what was read so far: kept in pieces, never rescanned or copied. */
+    let partial: string[] = [];
+    let partialChars = 0;
     const tables: Record<string, Record<string, unknown>> = {};
     let table: Record<string, unknown> | null = null;
+    /** Whether the open table has an entry yet: every later entry line, and only those, start with a comma. */
+    let tableHasEntries = false;
     /** Read and not yet parsed: in a table, it starts at the line break before an entry. */
     let text = '';
     /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
     const parseEntries = (from: number, to: number): void => {
-      if (to <= from || !table) return;
-      // Every entry line but a table's first starts with a comma.
-      const first = text.charCodeAt(from + 1) === 0x2c ? from + 2 : from + 1;
-      const entries = JSON.parse(`{${text.slice(first, to)}}`) as Record<string, unknown>;
+      if (!table) return;
+      const comma = text.charCodeAt(from + 1) === 0x2c;
+      if (comma !== tableHasEntries) throw notInLayout();
+      const body = text.slice(comma ? from + 2 : from + 1, to);
+      // A comma must have an entry after it.
+      if (comma && body.trim() === '') throw notInLayout();
+      const entries = JSON.parse(`{${body}}`) as Record<string, unknown>;
       // Object.assign would take an own "__proto__" entry as the prototype.
       if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
       else Object.assign(table, entries);
+      tableHasEntries ||= body.trim() !== '';
     };
     /** Parses what `text` holds up to its last complete entry (all of it at the end) and keeps the rest. */
     const consume = (eof: boolean): void => {
@@ -140,7 +157,7 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
           // Entries hold no line breaks (JSON.stringify escapes them): a line break is the layout's own.
           const close = text.indexOf('\n}', at);
           if (close >= 0) {
-            parseEntries(at, close);
+            if (close > at) parseEntries(at, close);
             // The table's closing brace was written into the skeleton when it opened; its line goes on after it.
             table = null;
             at = close + 2;
@@ -155,19 +172,28 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
         }
         const end = text.indexOf('\n', at);
         if (end < 0) {
-          if (eof) skeleton.push(text.slice(at));
+          partial.push(text.slice(at));
+          partialChars += text.length - at;
+          at = text.length;
+          // A compact file (one long line) is not read line by line: parsed whole instead.
+          if (partialChars > MAX_LINE_CHARS) throw notInLayout();
+          if (eof) skeleton.push(partial.join(''));
           break;
         }
-        const line = text.slice(at, end);
+        const line = partial.length > 0 ? partial.join('') + text.slice(at, end) : text.slice(at, end);
+        partial = [];
+        partialChars = 0;
         const opened = TABLE_OPEN.exec(line);
         skeleton.push(opened ? `${line}}` : line);
-        if (opened) table = tables[opened[1]!] = {};
+        if (opened) {
+          table = tables[opened[1]!] = {};
+          tableHasEntries = false;
+        }
         // A table's entries start at the line break before each of them.
         at = opened ? end : end + 1;
       }
       text = eof ? '' : text.slice(at);
-      // A compact file (one long line) is not read line by line: parsed whole below.
-      if (text.length > MAX_LINE_CHARS) throw new Error('not in the entry-per-line layout');
+      if (text.length > MAX_LINE_CHARS) throw notInLayout();
     };
     for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, READ_BYTES, null);
@@ -179,7 +205,7 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
     }
     text += decoder.end();
     consume(true);
-    if (table) throw new Error('a table does not end');
+    if (table) throw notInLayout();
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
     const json = JSON.parse(skeleton.join('\n')) as Record<string, unknown>;
     for (const [name, entries] of Object.entries(tables)) json[name] = entries;
@@ -374,9 +400,28 @@ export class FilePersistence implements StatePersistence {
   }
 
   async load(): Promise<State | null> {
-    // The writer's thread reads and parses the charge ledger while this one reads the state file.
-    const ledgerRead = this.#call({ op: 'ledger-read', id: 0, stateFile: this.location, ledgerFile: this.ledgerFile });
-    ledgerRead.catch(() => undefined);
+    // A large ledger is read and parsed on the writer's thread while this one reads the state file; a small one
+    // here after it, in less time than the thread takes to start (about 60 ms).
+    const ledgerBytes = await stat(this.ledgerFile).then(
+      (s) => s.size,
+      () => 0,
+    );
+    const ledgerRead =
+      ledgerBytes >= LEDGER_ON_WRITER_BYTES
+        ? this.#call({ op: 'ledger-read', id: 0, stateFile: this.location, ledgerFile: this.ledgerFile })
+        : null;
+    ledgerRead?.catch(() => undefined);
+    try {
+      return await this.#load(ledgerRead);
+    } catch (e) {
+      // A start that fails leaves no writer thread behind: it would stay, idle, for the rest of the process.
+      void this.#worker?.terminate();
+      this.#worker = null;
+      throw e;
+    }
+  }
+
+  async #load(ledgerRead: Promise<WriterReply> | null): Promise<State | null> {
     await this.#db.read();
     const base = this.#db.data;
     const read = await replayJournal(this.location, base);
@@ -401,15 +446,20 @@ export class FilePersistence implements StatePersistence {
       );
     // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
     // appended by a commit that never completed: dropped.
-    await ledgerRead;
-    const ledger = await this.#call({
-      op: 'ledger-reconcile',
-      id: 0,
-      totals: JSON.stringify(read.state ? totalsAsPairs(read.state.charges) : null),
-    });
-    if (ledger.refused !== undefined) throw new StateFileError(this.location, ledger.refused);
-    if (ledger.uncommitted)
-      this.#notice(droppedLinesNotice(this.ledgerFile, { committed: ledger.committed ?? 0, uncommitted: ledger.uncommitted }));
+    const totals = read.state?.charges ?? null;
+    if (!ledgerRead) await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#notice);
+    else {
+      await ledgerRead;
+      const pairs = totals && totalsAsPairs(totals);
+      const ledger = await this.#call({
+        op: 'ledger-reconcile',
+        id: 0,
+        totals: pairs && { count: pairs.count, tables: JSON.stringify({ by_client: pairs.by_client, by_grant: pairs.by_grant }) },
+      });
+      if (ledger.refused !== undefined) throw new StateFileError(this.location, ledger.refused);
+      if (ledger.uncommitted)
+        this.#notice(droppedLinesNotice(this.ledgerFile, { committed: ledger.committed ?? 0, uncommitted: ledger.uncommitted }));
+    }
     this.#open();
     return read.state;
   }
@@ -635,7 +685,8 @@ export class FilePersistence implements StatePersistence {
   }
 
   /**
-   * Starts the writer on these files without waiting for it (a start does not pay for the thread's start-up):
+   * Starts the writer on these files without waiting for it (a start does not pay for the thread's start-up,
+   * unless a large ledger had it started already):
    * it first removes temp files a killed writer left and, if load found a torn or stale journal, rewrites it; the
    * writer handles messages in order, so that is done before the first record is appended.
    */
@@ -686,8 +737,8 @@ export class FilePersistence implements StatePersistence {
       const onMessage = (reply: WriterReply) => {
         if (reply.id !== id) return;
         done();
-        if (reply.error)
-          reject(Object.assign(new Error(`cannot write state file ${this.location}: ${reply.error.message}`), { code: reply.error.code }));
+        const what = message.op.startsWith('ledger-') ? `charge ledger ${this.ledgerFile}` : `state file ${this.location}`;
+        if (reply.error) reject(Object.assign(new Error(`cannot write ${what}: ${reply.error.message}`), { code: reply.error.code }));
         else resolve(reply);
       };
       const onError = (e: Error) => {

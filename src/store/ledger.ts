@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { addAmount, type ChargeEntry, type ChargeTotals } from '../core/charges.js';
 import { moveAwayCommand, shellQuoted } from '../core/state-files.js';
 import { StateFileError } from '../core/errors.js';
+import { writeFileDurably } from './durable-write.js';
 
 /**
  * The charge ledger beside a state file (`state.charges.jsonl`): one ChargeEntry a line, line n being seq n. A
@@ -239,6 +240,25 @@ export function unreadableLedger(stateFile: string, ledgerFile: string, e: unkno
 /** The notice of uncommitted lines dropped from the end of the ledger (see reconcileLedger). */
 export const droppedLinesNotice = (ledgerFile: string, result: Pick<Reconciled, 'committed' | 'uncommitted'>): string =>
   `dropped ${plural(result.uncommitted, 'uncommitted line')} (${seqRange(result.committed + 1, result.committed + result.uncommitted)}) from the end of charge ledger ${ledgerFile}: written by a commit that did not complete (the process stopped before its journal record was written), so none of them was acknowledged`;
+
+/**
+ * At load, on the main thread (a small ledger; a large one goes through the writer thread, see FilePersistence):
+ * reconciles the ledger with the state's totals (see reconcileLedger; `totals` null: no state file) and drops
+ * uncommitted lines, durably (temp file, fdatasync, rename, directory fsync: a crash meanwhile keeps every committed
+ * line, and a ledger that is a symlink is replaced, never written through). `onNotice` hears one line when lines
+ * were dropped. Throws StateFileError, leaving both files untouched, when they disagree otherwise.
+ */
+export async function reconcileLedgerFile(
+  stateFile: string,
+  ledgerFile: string,
+  totals: ChargeTotals | null,
+  onNotice?: (line: string) => void,
+): Promise<void> {
+  const result = reconcileLedger(stateFile, ledgerFile, totals, await readLedgerText(stateFile, ledgerFile));
+  if (result.keep === null) return;
+  await writeFileDurably(ledgerFile, result.keep);
+  onNotice?.(droppedLinesNotice(ledgerFile, result));
+}
 
 /** The committed entries of the ledger as read through `readLedger` (complete, committed lines), strictly parsed. */
 export function committedEntries(lines: readonly string[], ledgerFile: string | null): ChargeEntry[] {

@@ -44,8 +44,11 @@ export type WriterMessage =
   | { op: 'replace'; id: number; state: string; ledger: string | null }
   | { op: 'close'; id: number }
   | { op: 'ledger-read'; id: number; stateFile: string; ledgerFile: string }
-  /** `totals`: the state's charge totals, as `totalsAsPairs` in JSON (the cheapest way across for large tables). */
-  | { op: 'ledger-reconcile'; id: number; totals: string };
+  /**
+   * `totals`: the state's charge totals (null: no state file), its tables as `totalsAsPairs` makes them, in JSON:
+   * the cheapest way across for large tables. The count goes as it is (JSON would make an Infinity null).
+   */
+  | { op: 'ledger-reconcile'; id: number; totals: { count: number; tables: string } | null };
 
 export interface WriterReply {
   id: number;
@@ -354,7 +357,10 @@ function handle(message: WriterMessage): WriterReply | null {
       if (read.refused !== null) return { id: message.id, refused: read.refused };
       let result;
       try {
-        result = reconcileLedger(read.stateFile, read.ledgerFile, JSON.parse(message.totals) as TotalsLike | null, read.parsed);
+        const totals: TotalsLike | null = message.totals
+          ? { count: message.totals.count, ...(JSON.parse(message.totals.tables) as Pick<TotalsLike, 'by_client' | 'by_grant'>) }
+          : null;
+        result = reconcileLedger(read.stateFile, read.ledgerFile, totals, read.parsed);
       } catch (e) {
         if (e instanceof StateFileError) return { id: message.id, refused: e.message };
         throw e;
