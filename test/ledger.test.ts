@@ -2,13 +2,14 @@ import { moveAwayCommand } from '../src/core/state-files.js';
 import { existsSync } from 'node:fs';
 import { appendFile, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ChargeEntry, ChargeTotals } from '../src/core/charges.js';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
 import { emptyState } from '../src/core/state.js';
 import { FilePersistence, stateChunks } from '../src/store/file-persistence.js';
-import { droppedLinesNotice, reconcileLedger } from '../src/store/ledger.js';
+import { droppedLinesNotice, ledgerMatches, reconcileLedger, summarizeLedger } from '../src/store/ledger.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
@@ -64,7 +65,10 @@ describe('a ledger of a megabyte or more is read on the writer thread during the
     }
   };
 
-  it('matching: loads; two uncommitted lines after them are dropped durably with the same notice as a small ledger gets', async () => {
+  it('matching: loads with nothing to say; two uncommitted lines after them are dropped durably with the same notice as a small ledger gets', async () => {
+    const exact = await files(totalsOf(many), text(many));
+    await expect(load(exact.stateFile)).resolves.toMatchObject({ notices: [] });
+    expect(await readFile(exact.ledgerFile, 'utf8')).toBe(text(many));
     const extra = [entry(9_001, 'c1', 0.1), entry(9_002, 'c2', 0.1)];
     const { stateFile, ledgerFile } = await files(totalsOf(many), text([...many, ...extra]));
     const { state, notices } = await load(stateFile);
@@ -94,6 +98,42 @@ describe('a ledger of a megabyte or more is read on the writer thread during the
 
 describe('charge ledger: the first count lines are the committed charges, and they sum to the totals', () => {
   const three = [entry(1, 'c1', 0.1), entry(2, 'c2', 2), entry(3, 'c1', 0.2)];
+
+  it("the writer thread's summary matches exactly the ledgers reconcileLedger accepts as they are (property, 500 runs)", () => {
+    const ledgers = fc.record({
+      entries: fc.array(fc.record({ client: fc.constantFrom('c1', 'c2', 'c3'), amount: fc.constantFrom(0.1, 2, 0.001, 0.3) }), {
+        maxLength: 8,
+      }),
+      totals: fc.constantFrom('same', 'count+1', 'count-1', 'total', 'extra client', 'infinite count'),
+      ledger: fc.constantFrom('same', 'missing', 'extra line', 'torn tail', 'bad line', 'last line gone'),
+    });
+    fc.assert(
+      fc.property(ledgers, ({ entries: drawn, totals: t, ledger: l }) => {
+        const entries = drawn.map((d, i) => entry(i + 1, d.client, d.amount));
+        const totals = totalsOf(entries);
+        if (t === 'count+1') totals.count++;
+        if (t === 'count-1') totals.count--;
+        if (t === 'total' && entries.length > 0) totals.by_client[entries[0]!.client_id] = 99;
+        if (t === 'extra client') totals.by_client['c9'] = 0.1;
+        if (t === 'infinite count') totals.count = Infinity;
+        let ledger: string | null = text(entries);
+        if (l === 'missing') ledger = null;
+        if (l === 'extra line') ledger += text([entry(entries.length + 1, 'c1', 0.1)]);
+        if (l === 'torn tail') ledger += '{"seq":';
+        if (l === 'bad line' && entries.length > 0) ledger = ledger.replace('"seq":1,', '"seq":"1",');
+        if (l === 'last line gone') ledger = text(entries.slice(0, -1));
+        let accepted: boolean;
+        try {
+          accepted = reconcileLedger('s.json', 'l', totals, ledger).uncommitted === 0;
+        } catch (e) {
+          expect(e).toBeInstanceOf(StateFileError);
+          accepted = false;
+        }
+        expect(ledgerMatches(summarizeLedger(ledger), totals)).toBe(accepted);
+      }),
+      { numRuns: 500 },
+    );
+  });
 
   it('committed lines that sum (in thousandths) to the totals are accepted; nothing to drop', () => {
     const tenths = [1, 2, 3].map((seq) => entry(seq, 'c1', 0.1));

@@ -10,7 +10,7 @@ import { applyChanges, setOwn, type Repository } from '../core/repository.js';
 import { COLLECTION_NAMES, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional } from './durable-write.js';
-import { droppedLinesNotice, reconcileLedgerFile, totalsAsPairs } from './ledger.js';
+import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
@@ -408,9 +408,11 @@ export class FilePersistence implements StatePersistence {
     );
     const ledgerRead =
       ledgerBytes >= LEDGER_ON_WRITER_BYTES
-        ? this.#call({ op: 'ledger-read', id: 0, stateFile: this.location, ledgerFile: this.ledgerFile })
+        ? this.#call({ op: 'ledger-read', id: 0, file: this.ledgerFile }).then(
+            (reply) => reply.ledger ?? null,
+            () => null,
+          )
         : null;
-    ledgerRead?.catch(() => undefined);
     try {
       return await this.#load(ledgerRead);
     } catch (e) {
@@ -421,7 +423,7 @@ export class FilePersistence implements StatePersistence {
     }
   }
 
-  async #load(ledgerRead: Promise<WriterReply> | null): Promise<State | null> {
+  async #load(ledgerRead: Promise<LedgerSummary | null> | null): Promise<State | null> {
     await this.#db.read();
     const base = this.#db.data;
     const read = await replayJournal(this.location, base);
@@ -446,20 +448,12 @@ export class FilePersistence implements StatePersistence {
       );
     // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
     // appended by a commit that never completed: dropped.
+    // What the writer thread read mostly matches as it is; anything else is checked here, which makes the refusal or
+    // drops the uncommitted lines.
     const totals = read.state?.charges ?? null;
-    if (!ledgerRead) await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#notice);
-    else {
-      await ledgerRead;
-      const pairs = totals && totalsAsPairs(totals);
-      const ledger = await this.#call({
-        op: 'ledger-reconcile',
-        id: 0,
-        totals: pairs && { count: pairs.count, tables: JSON.stringify({ by_client: pairs.by_client, by_grant: pairs.by_grant }) },
-      });
-      if (ledger.refused !== undefined) throw new StateFileError(this.location, ledger.refused);
-      if (ledger.uncommitted)
-        this.#notice(droppedLinesNotice(this.ledgerFile, { committed: ledger.committed ?? 0, uncommitted: ledger.uncommitted }));
-    }
+    const summary = ledgerRead && (await ledgerRead);
+    if (!summary || !totals || !ledgerMatches(summary, totals))
+      await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#notice);
     this.#open();
     return read.state;
   }
@@ -737,8 +731,8 @@ export class FilePersistence implements StatePersistence {
       const onMessage = (reply: WriterReply) => {
         if (reply.id !== id) return;
         done();
-        const what = message.op.startsWith('ledger-') ? `charge ledger ${this.ledgerFile}` : `state file ${this.location}`;
-        if (reply.error) reject(Object.assign(new Error(`cannot write ${what}: ${reply.error.message}`), { code: reply.error.code }));
+        if (reply.error)
+          reject(Object.assign(new Error(`cannot write state file ${this.location}: ${reply.error.message}`), { code: reply.error.code }));
         else resolve(reply);
       };
       const onError = (e: Error) => {

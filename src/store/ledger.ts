@@ -67,35 +67,56 @@ export function parseLedgerLines(lines: readonly string[]): ChargeEntry[] {
   });
 }
 
-/**
- * A ledger read and parsed line by line, before the state's totals say how many of its lines count (a start reads
- * it beside the state file, on the writer's thread). `entries[i]` is line i as charge seq i + 1, or why it is not one.
- */
-export interface ParsedLedger extends LedgerLines {
+/** A ledger parsed line by line: `entries[i]` is line i as charge seq i + 1, or why it is not one. */
+interface ParsedLedger extends LedgerLines {
   /** false: there is no ledger file. */
   present: boolean;
   entries: Array<ChargeEntry | string>;
-  /** The sums of every line per client and per grant, when every line is an entry: the totals of a state that counts them all. */
-  sums: Sums | null;
-}
-
-interface Sums {
-  client_id: Map<string, number>;
-  grant_id: Map<string, number>;
 }
 
 /** `text` (null: no ledger file) as a ParsedLedger. */
-export function parseLedger(text: string | null): ParsedLedger {
+function parseLedger(text: string | null): ParsedLedger {
   const { lines, torn } = splitLedger(text ?? '');
-  const entries = lines.map((line, i) => parseLine(line, i + 1));
+  return { present: text !== null, lines, torn, entries: lines.map((line, i) => parseLine(line, i + 1)) };
+}
+
+/**
+ * What the writer thread tells of a large ledger it read at a start, while the main thread read the state file:
+ * enough to accept a ledger that matches the state as it is without reading it again (see ledgerMatches).
+ */
+export interface LedgerSummary {
+  /** Complete lines. */
+  lines: number;
+  /** A last line without its newline. */
+  torn: boolean;
+  /** The sums of all lines per client and per grant; null when a line is not the entry of its seq. */
+  sums: { client_id: Map<string, number>; grant_id: Map<string, number> } | null;
+}
+
+export function summarizeLedger(text: string | null): LedgerSummary {
+  const { lines, torn, entries } = parseLedger(text);
   const valid = entries.every((entry) => typeof entry !== 'string');
   return {
-    present: text !== null,
-    lines,
-    torn,
-    entries,
+    lines: lines.length,
+    torn: torn.length > 0,
     sums: valid ? { client_id: sumBy(entries, 'client_id'), grant_id: sumBy(entries, 'grant_id') } : null,
   };
+}
+
+/**
+ * Whether a ledger so summarized is one reconcileLedger accepts as it is, nothing to drop: every line committed,
+ * each the entry of its seq, summing to the totals. Anything else (a refusal, uncommitted lines) is reconcileLedger's
+ * to say.
+ */
+export function ledgerMatches(summary: LedgerSummary, totals: ChargeTotals): boolean {
+  if (!summary.sums || summary.torn || summary.lines !== totals.count) return false;
+  return sameSums(summary.sums.client_id, totals.by_client) && sameSums(summary.sums.grant_id, totals.by_grant);
+}
+
+function sameSums(sums: ReadonlyMap<string, number>, recorded: Readonly<Record<string, number>>): boolean {
+  if (Object.keys(recorded).length !== sums.size) return false;
+  for (const [name, sum] of sums) if (!Object.hasOwn(recorded, name) || recorded[name] !== sum) return false;
+  return true;
 }
 
 /** What reconcileLedger found: the committed lines are the ledger's first `committed`; `uncommitted` follow them. */
@@ -116,26 +137,6 @@ const sumBy = (entries: readonly ChargeEntry[], key: 'client_id' | 'grant_id'): 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `seq ${from}–${to}`);
 
-/** A table of charge totals as the state holds it, or as [name, total] pairs (how it crosses to the writer's thread). */
-type TotalsTable = Readonly<Record<string, number>> | ReadonlyArray<readonly [string, number]>;
-
-/** Charge totals as reconcileLedger takes them. */
-export interface TotalsLike {
-  count: number;
-  by_client: TotalsTable;
-  by_grant: TotalsTable;
-}
-
-/**
- * The totals with their tables as pairs: a state's tables of 25 000 clients take 200 ms to structured-clone and
- * 85 ms to parse back from JSON as objects, against a few ms as lists.
- */
-export const totalsAsPairs = (totals: ChargeTotals): TotalsLike => ({
-  count: totals.count,
-  by_client: Object.entries(totals.by_client),
-  by_grant: Object.entries(totals.by_grant),
-});
-
 /**
  * Checks that the ledger belongs to the state: the first `totals.count` lines exist, each is the entry of its seq,
  * and they sum per client and per grant (in thousandths, as recordCharge adds) to the state's totals. Lines
@@ -143,13 +144,8 @@ export const totalsAsPairs = (totals: ChargeTotals): TotalsLike => ({
  * null: there is no ledger file. Anything else that disagrees throws a StateFileError that names both files, what
  * disagrees, and the way out; nothing is written here.
  */
-export function reconcileLedger(
-  stateFile: string,
-  ledgerFile: string,
-  totals: TotalsLike | null,
-  ledger: string | null | ParsedLedger,
-): Reconciled {
-  const parsed = ledger === null || typeof ledger === 'string' ? parseLedger(ledger) : ledger;
+export function reconcileLedger(stateFile: string, ledgerFile: string, totals: ChargeTotals | null, ledger: string | null): Reconciled {
+  const parsed = parseLedger(ledger);
   const { lines, torn } = parsed;
   const count = totals?.count ?? 0;
   const refuse = (what: string, wayOut = bothWaysOut(stateFile)) =>
@@ -181,14 +177,12 @@ export function reconcileLedger(
     ['client_id', 'by_client'],
     ['grant_id', 'by_grant'],
   ] as const) {
-    // Mostly every line counts (lines beyond the count are left only by a crash): the sums made at parsing are these.
-    const sums = parsed.sums && count === lines.length ? parsed.sums[key] : sumBy(entries as ChargeEntry[], key);
-    const table = totals?.[field] ?? [];
-    const recorded = new Map<string, unknown>(Array.isArray(table) ? table : Object.entries(table));
-    const names = [...sums.keys(), ...[...recorded.keys()].filter((name) => !sums.has(name))];
+    const sums = sumBy(entries as ChargeEntry[], key);
+    const recorded = totals?.[field] ?? {};
+    const names = [...sums.keys(), ...Object.keys(recorded).filter((name) => !sums.has(name))];
     for (const name of names) {
       const sum = sums.get(name);
-      const total = recorded.get(name);
+      const total = Object.hasOwn(recorded, name) ? recorded[name] : undefined;
       if (sum !== total) {
         const which = key === 'client_id' ? 'client' : 'grant';
         const ledgerSays =

@@ -9,9 +9,8 @@
  *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
- * - `ledger-read` / `ledger-reconcile`: at a start, the charge ledger is read and parsed here while the main thread
- *   reads the state file, then checked against the state's totals (uncommitted lines dropped durably, or the
- *   refusal's message returned).
+ * - `ledger-read`: at a start, a large charge ledger is read, parsed and summed here while the main thread reads the
+ *   state file (nothing is written).
  */
 import {
   readFileSync,
@@ -32,8 +31,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
-import { StateFileError } from '../core/errors.js';
-import { parseLedger, reconcileLedger, unreadableLedger, type ParsedLedger, type TotalsLike } from './ledger.js';
+import { summarizeLedger, type LedgerSummary } from './ledger.js';
 
 export type WriterMessage =
   | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
@@ -43,12 +41,7 @@ export type WriterMessage =
   | { op: 'base-end'; id: number }
   | { op: 'replace'; id: number; state: string; ledger: string | null }
   | { op: 'close'; id: number }
-  | { op: 'ledger-read'; id: number; stateFile: string; ledgerFile: string }
-  /**
-   * `totals`: the state's charge totals (null: no state file), its tables as `totalsAsPairs` makes them, in JSON:
-   * the cheapest way across for large tables. The count goes as it is (JSON would make an Infinity null).
-   */
-  | { op: 'ledger-reconcile'; id: number; totals: { count: number; tables: string } | null };
+  | { op: 'ledger-read'; id: number; file: string };
 
 export interface WriterReply {
   id: number;
@@ -58,11 +51,8 @@ export interface WriterReply {
   baseBytes?: number;
   /** `open`: temp files left by a writer that was killed, now removed. */
   swept?: number;
-  /** `ledger-reconcile`: why the ledger does not belong to the state (a StateFileError's message), ... */
-  refused?: string;
-  /** ... else how many of its lines are committed, and how many uncommitted ones were dropped. */
-  committed?: number;
-  uncommitted?: number;
+  /** `ledger-read`: what the ledger holds (null: it could not be read; the main thread reads it again and says why). */
+  ledger?: LedgerSummary | null;
   error?: { message: string; code?: string };
 }
 
@@ -86,8 +76,6 @@ let ledger: Appendable | null = null;
 let base: { name: string; fd: number; journalOffset: number; bytes: number; error: Error | null } | null = null;
 /** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
 let lastCommitFailed = false;
-/** The ledger as `ledger-read` found it, for `ledger-reconcile`. */
-let ledgerRead: { stateFile: string; ledgerFile: string; parsed: ParsedLedger | null; refused: string | null } | null = null;
 
 const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
 /** Exactly the names `tempName` makes for this file. */
@@ -339,34 +327,13 @@ function handle(message: WriterMessage): WriterReply | null {
       return { id: message.id, journalBytes: 0 };
     }
     case 'ledger-read': {
-      const { stateFile, ledgerFile } = message;
       let text: string | null = null;
-      let refused: string | null = null;
       try {
-        text = readFileSync(ledgerFile, 'utf8');
+        text = readFileSync(message.file, 'utf8');
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') refused = unreadableLedger(stateFile, ledgerFile, e).message;
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return { id: message.id, ledger: null };
       }
-      ledgerRead = { stateFile, ledgerFile, parsed: refused === null ? parseLedger(text) : null, refused };
-      return { id: message.id };
-    }
-    case 'ledger-reconcile': {
-      const read = ledgerRead;
-      ledgerRead = null;
-      if (!read) throw new Error('the ledger was not read');
-      if (read.refused !== null) return { id: message.id, refused: read.refused };
-      let result;
-      try {
-        const totals: TotalsLike | null = message.totals
-          ? { count: message.totals.count, ...(JSON.parse(message.totals.tables) as Pick<TotalsLike, 'by_client' | 'by_grant'>) }
-          : null;
-        result = reconcileLedger(read.stateFile, read.ledgerFile, totals, read.parsed);
-      } catch (e) {
-        if (e instanceof StateFileError) return { id: message.id, refused: e.message };
-        throw e;
-      }
-      if (result.keep !== null) writeDurably(read.ledgerFile, Buffer.from(result.keep, 'utf8'));
-      return { id: message.id, committed: result.committed, uncommitted: result.uncommitted };
+      return { id: message.id, ledger: summarizeLedger(text) };
     }
     case 'close': {
       for (const f of [journal, ledger]) if (f) closeQuietly(f.fd);
