@@ -116,12 +116,12 @@ describe('charge ledger: the first count lines are the committed charges, and th
         if (t === 'total' && entries.length > 0) totals.by_client[entries[0]!.client_id] = 99;
         if (t === 'extra client') totals.by_client['c9'] = 0.1;
         if (t === 'infinite count') totals.count = Infinity;
-        let ledger: string | null = text(entries);
-        if (l === 'missing') ledger = null;
-        if (l === 'extra line') ledger += text([entry(entries.length + 1, 'c1', 0.1)]);
-        if (l === 'torn tail') ledger += '{"seq":';
-        if (l === 'bad line' && entries.length > 0) ledger = ledger.replace('"seq":1,', '"seq":"1",');
-        if (l === 'last line gone') ledger = text(entries.slice(0, -1));
+        let written = text(entries);
+        if (l === 'extra line') written += text([entry(entries.length + 1, 'c1', 0.1)]);
+        if (l === 'torn tail') written += '{"seq":';
+        if (l === 'bad line') written = written.replace('"seq":1,', '"seq":"1",');
+        if (l === 'last line gone') written = text(entries.slice(0, -1));
+        const ledger = l === 'missing' ? null : written;
         let accepted: boolean;
         try {
           accepted = reconcileLedger('s.json', 'l', totals, ledger).uncommitted === 0;

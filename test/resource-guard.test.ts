@@ -132,7 +132,7 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const emu = await guarded();
     const flow = await authorizeAndApprove(emu, { scope: 'ask' });
     const grantId = String(decodeJwt(flow.tokens!.access_token).payload.grant_id);
-    const served: AppEvent[] = [];
+    const served: Array<Extract<AppEvent, { name: 'request.served' }>> = [];
     emu.core.events.subscribe((e) => e.name === 'request.served' && served.push(e));
     const get = async (path: string, token: string) => (await http(`${emu.baseUrl}${path}`, { headers: bearer(token) })).status;
     expect(await get('/probe/research', flow.tokens!.access_token)).toBe(403);
