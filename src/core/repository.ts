@@ -70,6 +70,13 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
   else table[key] = value;
 }
 
+/** A subset of a collection's keys that `where` keeps current. */
+interface Subset {
+  collection: CollectionName;
+  test: (entry: unknown) => boolean;
+  keys: Set<string>;
+}
+
 /**
  * The one way the state changes (spec-level operations live in the core's modules; this only stores). Every
  * entry is an immutable value: a change puts a new value in place of the old one, so nothing changes an entry
@@ -77,12 +84,6 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
  * consistent state. The repository remembers where the state changed since the last commit; `drain` hands
  * those places, with their values as they are now, to persistence.
  */
-interface Subset {
-  collection: CollectionName;
-  test: (entry: unknown) => boolean;
-  keys: Set<string>;
-}
-
 export class Repository {
   #state: State;
   /**

@@ -69,15 +69,13 @@ export function parseLedgerLines(lines: readonly string[]): ChargeEntry[] {
 
 /** A ledger parsed line by line: `entries[i]` is line i as charge seq i + 1, or why it is not one. */
 interface ParsedLedger extends LedgerLines {
-  /** false: there is no ledger file. */
-  present: boolean;
   entries: Array<ChargeEntry | string>;
 }
 
 /** `text` (null: no ledger file) as a ParsedLedger. */
 function parseLedger(text: string | null): ParsedLedger {
   const { lines, torn } = splitLedger(text ?? '');
-  return { present: text !== null, lines, torn, entries: lines.map((line, i) => parseLine(line, i + 1)) };
+  return { lines, torn, entries: lines.map((line, i) => parseLine(line, i + 1)) };
 }
 
 /**
@@ -145,8 +143,7 @@ const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `s
  * disagrees, and the way out; nothing is written here.
  */
 export function reconcileLedger(stateFile: string, ledgerFile: string, totals: ChargeTotals | null, ledger: string | null): Reconciled {
-  const parsed = parseLedger(ledger);
-  const { lines, torn } = parsed;
+  const { lines, torn, entries: parsed } = parseLedger(ledger);
   const count = totals?.count ?? 0;
   const refuse = (what: string, wayOut = bothWaysOut(stateFile)) =>
     new StateFileError(
@@ -165,12 +162,12 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
       `Put back the state file these charges belong to, restoring both files from the same backup or snapshot; or, to start over without them, move the ledger away as well: mv ${shellQuoted(ledgerFile)} ${shellQuoted(`${ledgerFile}.bak`)}`,
     );
   }
-  if (count > 0 && !parsed.present) throw refuse(`the ledger is missing, and the state counts ${plural(count, 'charge')}`);
+  if (count > 0 && ledger === null) throw refuse(`the ledger is missing, and the state counts ${plural(count, 'charge')}`);
   if (lines.length < count)
     throw refuse(
       `the ledger holds ${plural(lines.length, 'complete line')}, but the state counts ${plural(count, 'charge')} (${seqRange(lines.length + 1, count)} missing)`,
     );
-  const entries = parsed.entries.slice(0, count);
+  const entries = parsed.slice(0, count);
   const bad = entries.findIndex((entry) => typeof entry === 'string');
   if (bad >= 0) throw refuse(`ledger ${new LedgerLineError(bad + 1, entries[bad] as string).message}`);
   for (const [key, field] of [
@@ -216,19 +213,14 @@ export async function readLedgerText(stateFile: string, ledgerFile: string): Pro
   try {
     return await readFile(ledgerFile, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw unreadableLedger(stateFile, ledgerFile, e);
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'ENOENT') return null;
+    throw new StateFileError(
+      stateFile,
+      `cannot read charge ledger ${ledgerFile} of state file ${stateFile} (${err.code ?? err.message}). Check its permissions; nothing was changed.`,
+      { cause: e },
+    );
   }
-}
-
-/** The refusal of a ledger that is there but cannot be read. */
-export function unreadableLedger(stateFile: string, ledgerFile: string, e: unknown): StateFileError {
-  const err = e as NodeJS.ErrnoException;
-  return new StateFileError(
-    stateFile,
-    `cannot read charge ledger ${ledgerFile} of state file ${stateFile} (${err.code ?? err.message}). Check its permissions; nothing was changed.`,
-    { cause: e },
-  );
 }
 
 /** The notice of uncommitted lines dropped from the end of the ledger (see reconcileLedger). */

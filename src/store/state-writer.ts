@@ -13,7 +13,6 @@
  *   state file (nothing is written).
  */
 import {
-  readFileSync,
   closeSync,
   constants,
   mkdirSync,
@@ -23,6 +22,7 @@ import {
   fsyncSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
   renameSync,
   unlinkSync,
