@@ -141,13 +141,14 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
       const comma = text.charCodeAt(from + 1) === 0x2c;
       if (comma !== tableHasEntries) throw notInLayout();
       const body = text.slice(comma ? from + 2 : from + 1, to);
+      const blank = body.trim() === '';
       // A comma must have an entry after it.
-      if (comma && body.trim() === '') throw notInLayout();
+      if (comma && blank) throw notInLayout();
       const entries = JSON.parse(`{${body}}`) as Record<string, unknown>;
       // Object.assign would take an own "__proto__" entry as the prototype.
       if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
       else Object.assign(table, entries);
-      tableHasEntries ||= body.trim() !== '';
+      tableHasEntries ||= !blank;
     };
     /** Parses what `text` holds up to its last complete entry (all of it at the end) and keeps the rest. */
     const consume = (eof: boolean): void => {

@@ -49,11 +49,14 @@ function parseLine(line: string, seq: number): ChargeEntry | string {
   return entry as unknown as ChargeEntry;
 }
 
+/** What is wrong with line `seq`, as refusals say it. */
+const lineProblem = (seq: number, problem: string) => `line ${seq} is not charge seq ${seq}: ${problem}`;
+
 /** Thrown by parseLedgerLines: line `seq` is not a ledger entry. */
 export class LedgerLineError extends Error {
   readonly seq: number;
   constructor(seq: number, problem: string) {
-    super(`line ${seq} is not charge seq ${seq}: ${problem}`);
+    super(lineProblem(seq, problem));
     this.seq = seq;
   }
 }
@@ -169,7 +172,7 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
     );
   const entries = parsed.slice(0, count);
   const bad = entries.findIndex((entry) => typeof entry === 'string');
-  if (bad >= 0) throw refuse(`ledger ${new LedgerLineError(bad + 1, entries[bad] as string).message}`);
+  if (bad >= 0) throw refuse(`ledger ${lineProblem(bad + 1, entries[bad] as string)}`);
   for (const [key, field] of [
     ['client_id', 'by_client'],
     ['grant_id', 'by_grant'],
