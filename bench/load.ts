@@ -77,6 +77,8 @@ export interface RunSummary {
 export interface LoadOutput {
   warmup: RunSummary;
   main: RunSummary;
+  /** refresh mode: 2xx refreshes in each second of the measured run (a dip shows a pause of the server) */
+  mainPerSec?: number[];
   soak?: SoakOutput;
 }
 
@@ -224,9 +226,12 @@ function cannon(cfg: LoadConfig, durationSec: number, extra: Partial<Options>): 
   });
 }
 
-async function runOnce(cfg: LoadConfig, durationSec: number, chains: Chain[] | undefined): Promise<RunSummary> {
+async function runOnce(cfg: LoadConfig, durationSec: number, chains: Chain[] | undefined, perSec?: PerSecond): Promise<RunSummary> {
   const rec = new Recorder();
-  if (cfg.mode !== 'static') return summarize(await cannon(cfg, durationSec, { setupClient: refreshClients(cfg, chains, rec) }), rec);
+  if (cfg.mode !== 'static') {
+    perSec?.start();
+    return summarize(await cannon(cfg, durationSec, { setupClient: refreshClients(cfg, chains, rec, () => perSec?.hit()) }), rec);
+  }
   const requests: Request[] = [
     {
       method: 'POST',
@@ -283,7 +288,10 @@ async function main(): Promise<void> {
   const warmup = await runOnce(cfg, cfg.warmupSec, cfg.warmupChains);
   let out: LoadOutput;
   if (cfg.mode === 'soak') out = { warmup, ...(await runSoak(cfg, cfg.durationSec)) };
-  else out = { warmup, main: await runOnce(cfg, cfg.durationSec, cfg.chains) };
+  else if (cfg.mode === 'refresh') {
+    const perSec = new PerSecond(cfg.durationSec);
+    out = { warmup, main: await runOnce(cfg, cfg.durationSec, cfg.chains, perSec), mainPerSec: perSec.counts };
+  } else out = { warmup, main: await runOnce(cfg, cfg.durationSec, cfg.chains) };
   clearTimeout(guard);
   process.stdout.write(JSON.stringify(out) + '\n');
 }

@@ -1,7 +1,8 @@
 // Scenario "storage": how ours scales with the size of its state, driven only from outside (spawned `serve`, HTTP).
-// For each size a generated scenario is loaded into a new state file once; then a second `serve --state` is timed
-// to its first 200, the rotating refresh grant is loaded, and the server's peak RSS is read. A mixed soak grows a
-// state with keyed asks and research jobs while refreshes run and compares the refresh rate at its end and start.
+// For each size a generated scenario is loaded into a new state file once and a second `serve --state` is timed
+// to its first 200; then one server per size carries the rotating refresh grant in interleaved windows, and each
+// server's peak RSS is read. A mixed soak grows a state with keyed asks and research jobs while refreshes run and
+// compares the refresh rate at its end and start.
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -56,6 +57,11 @@ export const DEFAULT_SIZES = [1_000, 100_000];
 const SOAK_WRITERS = 8;
 /** The REST allowlist is rate-limited per grant (60/min by default); the soak's writers must not hit it. */
 const SOAK_SERVER_ARGS = ['--rate-limit', '1000000/min'];
+/** Rounds of the refresh load: each size gets a window per round, the largest one more (100k 1k 100k 1k 100k). */
+const REFRESH_ROUNDS = 2;
+/** Refresh load each server gets before the measured windows (after a warm-up of --warmup s). */
+const RUN_IN_SEC = 5;
+
 /** Window compared at the start and the end of the soak, s (less when the soak is shorter than two windows). */
 const SOAK_WINDOW_SEC = 10;
 
@@ -88,11 +94,22 @@ export interface StorageSize {
   start_peak_rss_kb?: number;
   /** one refresh before the load, after the start: the first durable write of this process */
   first_refresh_ms?: number;
-  refresh_warmup?: RunSummary;
+  /** the refresh load's windows, in the order they ran among all sizes' windows */
+  refresh_windows?: RefreshWindow[];
+  /** the windows as one run: rate weighted by duration, counts summed, p50 the windows' median, p99 the worst */
   refresh?: RunSummary;
   /** VmHWM of the server that carried the refresh load, read just before it was stopped */
   peak_rss_kb?: number;
   state_bytes_after_load?: number;
+}
+
+export interface RefreshWindow {
+  /** 1-based place among all sizes' windows */
+  position: number;
+  warmup: RunSummary;
+  main: RunSummary;
+  /** 2xx refreshes in each second of the window */
+  per_sec: number[];
 }
 
 export interface StorageSoak {
@@ -127,7 +144,7 @@ export interface StorageResults {
 /** Upper bound of the scenario's run time, for the bench's hard limit (each phase at its deadline; starts at 30 s). */
 export function storageBudgetSec(o: StorageOpts): number {
   const create = (CREATE_DEADLINE_MS + STOP_GRACE_MS) / 1000;
-  const load = (START_DEADLINE_MS + STOP_GRACE_MS) / 1000 + o.warmupSec + LOAD_TIMEOUT_SEC + 60;
+  const load = (START_DEADLINE_MS + STOP_GRACE_MS) / 1000 + (REFRESH_ROUNDS + 2) * (o.warmupSec + LOAD_TIMEOUT_SEC + 60) + RUN_IN_SEC;
   const perSize = create + o.starts * 30 + load + o.durationSec;
   return o.sizes.length * perSize + (o.soakSec > 0 ? create + load + o.soakSec : 0);
 }
@@ -229,7 +246,8 @@ async function createState(o: StorageOpts, scenario: string, state: string, out:
   );
 }
 
-async function measureSize(o: StorageOpts, dir: string, records: number, res: StorageResults, failures: string[]): Promise<void> {
+/** Writes a size's scenario, creates its state and times second starts on it. */
+async function prepareSize(o: StorageOpts, dir: string, records: number, res: StorageResults): Promise<Prepared> {
   const label = sizeLabel(records);
   const scenarioFile = path.join(dir, `scenario-${label}.json`);
   const gen = writeBenchScenario(scenarioFile, records);
@@ -243,7 +261,6 @@ async function measureSize(o: StorageOpts, dir: string, records: number, res: St
   const state = path.join(dir, `state-${label}.json`);
   await createState(o, scenarioFile, state, out, res.notes);
 
-  // (a) start time of a second serve on the existing state.
   const starts: number[] = [];
   let startPeak = 0;
   for (let i = 0; i < o.starts; i++) {
@@ -257,41 +274,119 @@ async function measureSize(o: StorageOpts, dir: string, records: number, res: St
     if (startPeak > 0) out.start_peak_rss_kb = startPeak;
     log(`storage ${label}: start ${out.start.samples_ms.join(' ')} ms (median ${out.start.median_ms})`);
   }
+  return { out, state, grants: gen.grants };
+}
 
-  // (b) rotating refresh grant on the scenario's tokens, (c) the server's peak RSS over the run.
-  const meter = new NoiseMeter();
+interface Prepared {
+  out: StorageSize;
+  state: string;
+  grants: BenchGrant[];
+}
+
+interface Loaded extends Prepared {
+  server: Started;
+  windows: RefreshWindow[];
+}
+
+/**
+ * The rotating refresh grant on every size, one server per size running side by side. Each size's load is split
+ * into windows taken in turns, largest size first and last (100k 1k 100k 1k 100k): with two sizes both have the
+ * same mean place in time, so a drift of the machine's speed over the phase falls on both alike instead of on
+ * whichever ran later, and every server sees the same pattern of load and pause (its peak RSS is comparable).
+ * Every window uses refresh chains of its own: a window ends with rotations in flight whose new tokens the client
+ * never sees.
+ */
+async function measureRefresh(o: StorageOpts, prepared: Prepared[], res: StorageResults, failures: string[]): Promise<void> {
+  if (prepared.length === 0) return;
   const c = o.connections;
-  if (gen.grants.length < 2 * c + 1) throw new BenchError(`storage ${label}: ${gen.grants.length} grants, the load needs ${2 * c + 1}`);
-  const s = await startOurs(o, `ours (load ${label})`, ['--state', state], START_DEADLINE_MS);
+  const windowSec = Math.max(1, Math.round(o.durationSec / REFRESH_ROUNDS));
+  const meter = new NoiseMeter();
+  const loaded: Loaded[] = [];
   try {
-    const t0 = performance.now();
-    await refreshGrant(s.baseUrl, gen.grants[2 * c]!);
-    out.first_refresh_ms = round(performance.now() - t0);
-    const tokenUrl = new URL(`${s.baseUrl}/oauth/token`);
-    log(`storage ${label}: first refresh ${out.first_refresh_ms} ms; load POST /oauth/token refresh_token on the scenario's grants`);
-    const r = await runLoad({
-      origin: tokenUrl.origin,
-      path: tokenUrl.pathname,
-      mode: 'refresh',
-      connections: c,
-      warmupSec: o.warmupSec,
-      durationSec: o.durationSec,
-      timeoutSec: LOAD_TIMEOUT_SEC,
-      warmupChains: gen.grants.slice(0, c).map(chainOf),
-      chains: gen.grants.slice(c, 2 * c).map(chainOf),
-    });
-    out.refresh_warmup = r.warmup;
-    out.refresh = r.main;
-    out.peak_rss_kb = peakRssKb(s.pid);
-    log(briefRun(`storage ${label} refresh`, r.main));
-    checkRun(failures, `OURS (storage ${label}, refresh warm-up)`, r.warmup);
-    checkRun(failures, `OURS (storage ${label}, refresh)`, r.main);
+    for (const p of prepared) {
+      const label = sizeLabel(p.out.records);
+      const need = c * 2 * (REFRESH_ROUNDS + 2) + 1;
+      if (p.grants.length < need) throw new BenchError(`storage ${label}: ${p.grants.length} grants, the load needs ${need}`);
+      const server = await startOurs(o, `ours (load ${label})`, ['--state', p.state], START_DEADLINE_MS);
+      loaded.push({ ...p, server, windows: [] });
+      const t0 = performance.now();
+      await refreshGrant(server.baseUrl, p.grants[need - 1]!);
+      p.out.first_refresh_ms = round(performance.now() - t0);
+      log(`storage ${label}: first refresh ${p.out.first_refresh_ms} ms`);
+    }
+    /** The refresh load on `l` for a warm-up and `seconds`, on the k-th pair of its grants' blocks of c chains. */
+    const load = (l: Loaded, k: number, seconds: number) => {
+      const tokenUrl = new URL(`${l.server.baseUrl}/oauth/token`);
+      return runLoad({
+        origin: tokenUrl.origin,
+        path: tokenUrl.pathname,
+        mode: 'refresh',
+        connections: c,
+        warmupSec: o.warmupSec,
+        durationSec: seconds,
+        timeoutSec: LOAD_TIMEOUT_SEC,
+        warmupChains: l.grants.slice(2 * k * c, (2 * k + 1) * c).map(chainOf),
+        chains: l.grants.slice((2 * k + 1) * c, (2 * k + 2) * c).map(chainOf),
+      });
+    };
+    const largestFirst = [...loaded].reverse();
+    // A server's first seconds under load are slower (its young generation grows, its code is optimised): each is
+    // run in first, so that no size's figure holds a cold window.
+    log(`storage: run-in of every server, ${o.warmupSec + RUN_IN_SEC} s each`);
+    for (const l of largestFirst) {
+      const r = await load(l, 0, RUN_IN_SEC);
+      checkRun(failures, `OURS (storage ${sizeLabel(l.out.records)}, refresh run-in)`, r.warmup);
+      checkRun(failures, `OURS (storage ${sizeLabel(l.out.records)}, refresh run-in)`, r.main);
+    }
+    const order = [...Array.from({ length: REFRESH_ROUNDS }, () => largestFirst).flat(), largestFirst[0]!];
+    log(
+      `storage: load POST /oauth/token refresh_token on the scenarios' grants, ${order.map((l) => sizeLabel(l.out.records)).join(' ')}, ` +
+        `${o.warmupSec} s warm-up + ${windowSec} s each`,
+    );
+    for (const [i, l] of order.entries()) {
+      const label = sizeLabel(l.out.records);
+      const r = await load(l, 1 + l.windows.length, windowSec);
+      l.windows.push({ position: i + 1, warmup: r.warmup, main: r.main, per_sec: r.mainPerSec ?? [] });
+      log(briefRun(`storage ${label} refresh, window ${i + 1}`, r.main));
+      checkRun(failures, `OURS (storage ${label}, refresh warm-up of window ${i + 1})`, r.warmup);
+      checkRun(failures, `OURS (storage ${label}, refresh window ${i + 1})`, r.main);
+    }
+    for (const l of loaded) {
+      l.out.refresh_windows = l.windows;
+      if (l.windows.length > 0) l.out.refresh = mergeRuns(l.windows.map((w) => w.main));
+      l.out.peak_rss_kb = peakRssKb(l.server.pid);
+    }
   } finally {
-    await stopOurs(s.p, res.notes);
-    out.state_bytes_after_load = fileBytes(state);
+    for (const l of loaded) {
+      await stopOurs(l.server.p, res.notes);
+      l.out.state_bytes_after_load = fileBytes(l.state);
+    }
     const n = meter.stop();
-    if (n !== undefined) res.foreign_cpu_cores[`storage_${label}_load`] = round(n, 2);
+    if (n !== undefined) res.foreign_cpu_cores['storage_load'] = round(n, 2);
   }
+}
+
+/** The windows of one size as one run: rates weighted by duration, counts summed, the worst p99. */
+function mergeRuns(rs: RunSummary[]): RunSummary {
+  const seconds = rs.reduce((a, r) => a + r.durationSec, 0);
+  const statusCodes: Record<string, number> = {};
+  for (const r of rs) for (const [k, v] of Object.entries(r.statusCodes)) statusCodes[k] = (statusCodes[k] ?? 0) + v;
+  const sum = (f: (r: RunSummary) => number): number => rs.reduce((a, r) => a + f(r), 0);
+  return {
+    reqPerSecMean: seconds > 0 ? sum((r) => r.reqPerSecMean * r.durationSec) / seconds : 0,
+    reqPerSecStddev: Math.max(...rs.map((r) => r.reqPerSecStddev)),
+    total2xx: sum((r) => r.total2xx),
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+    resets: sum((r) => r.resets),
+    statusCodes,
+    latencyMsP50: median(rs.map((r) => r.latencyMsP50)),
+    latencyMsP99: Math.max(...rs.map((r) => r.latencyMsP99)),
+    durationSec: seconds,
+    bodyMismatches: sum((r) => r.bodyMismatches),
+    badSamples: rs.flatMap((r) => r.badSamples).slice(0, 5),
+  };
 }
 
 const postJson = (url: string, token: string, key: string, body: unknown): Promise<{ status: number; text: string }> =>
@@ -394,13 +489,20 @@ export async function measureStorage(o: StorageOpts, failures: string[]): Promis
   const res: StorageResults = { sizes: [], foreign_cpu_cores: {}, notes: [] };
   const dir = makeTempDir('aa-bench-storage-');
   try {
+    const prepared: Prepared[] = [];
     for (const records of o.sizes) {
       try {
-        await measureSize(o, dir, records, res, failures);
+        prepared.push(await prepareSize(o, dir, records, res));
       } catch (e) {
         if (!isBenchFailure(e)) throw e;
         failures.push(`storage ${sizeLabel(records)}: ${e.message}`);
       }
+    }
+    try {
+      await measureRefresh(o, prepared, res, failures);
+    } catch (e) {
+      if (!isBenchFailure(e)) throw e;
+      failures.push(`storage refresh: ${e.message}`);
     }
     if (o.soakSec > 0) {
       try {
@@ -465,9 +567,9 @@ export function storageReport(res: StorageResults): string[] {
   const lines: string[] = [];
   lines.push('');
   lines.push('storage (generated scenarios; a second serve on the state each created)');
-  lines.push('-'.repeat(90));
+  lines.push('-'.repeat(103));
   lines.push(
-    `${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}`,
+    `${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}${pad('start RSS MB', 13)}`,
   );
   for (const s of res.sizes) {
     const rps = validRps(s.refresh);
@@ -479,7 +581,8 @@ export function storageReport(res: StorageResults): string[] {
         pad(fmt(s.start?.median_ms, 0), 10) +
         pad(fmt(s.first_refresh_ms, 0), 16) +
         pad(s.refresh && rps === undefined ? `${fmt(s.refresh.reqPerSecMean, 0)}!` : fmt(rps, 0), 11) +
-        pad(mbKb(s.peak_rss_kb), 12),
+        pad(mbKb(s.peak_rss_kb), 12) +
+        pad(mbKb(s.start_peak_rss_kb), 13),
     );
   }
   const small = res.sizes[0];
@@ -488,13 +591,14 @@ export function storageReport(res: StorageResults): string[] {
     const r = (a?: number, b?: number): string => fmtRatio(ratio(a, b));
     lines.push(
       `  ${sizeLabel(s.records)} / ${sizeLabel(small.records)}: start ${r(s.start?.median_ms, small.start?.median_ms)}x, ` +
-        `refresh ${r(validRps(s.refresh), validRps(small.refresh))}x, peak RSS ${r(s.peak_rss_kb, small.peak_rss_kb)}x, state ${r(s.state_bytes, small.state_bytes)}x`,
+        `refresh ${r(validRps(s.refresh), validRps(small.refresh))}x, peak RSS ${r(s.peak_rss_kb, small.peak_rss_kb)}x (at start ${r(s.start_peak_rss_kb, small.start_peak_rss_kb)}x), state ${r(s.state_bytes, small.state_bytes)}x`,
     );
   }
   for (const s of res.sizes) {
     if (s.refresh)
       lines.push(
-        `  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms`,
+        `  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms; ` +
+          `windows ${(s.refresh_windows ?? []).map((w) => `#${w.position} ${fmt(w.main.reqPerSecMean, 0)}`).join(', ')} req/s`,
       );
   }
   if (res.soak) {
