@@ -323,4 +323,40 @@ describe('compaction: the journal is folded into the state file in the backgroun
     expect((await rotate(again.core, tokens.client_id, refreshToken)).access_token).toBeTruthy();
     await again.persistence.close();
   });
+
+  it('a journal larger than the limit is folded only once it passes the state file too: a compaction then costs at most what the appends it folds did', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core, persistence } = await open(file, { journalLimit: 1024 });
+    const tokens = await agentTokens(core);
+    // A state file many times the limit.
+    for (let i = 0; i < 30; i++) await agentTokens(core);
+    await persistence.flush();
+    let refreshToken = tokens.refresh_token!;
+    const size = async (f: string) => (await stat(f).catch(() => ({ size: 0 }))).size;
+    const seqOf = async () => (JSON.parse(await readFile(file, 'utf8')) as { journal_seq: number }).journal_seq;
+    let stateBytes = await size(file);
+    let seq = await seqOf();
+    let largestUnfolded = 0;
+    let compactions = 0;
+    for (let i = 0; i < 5000 && compactions < 2; i++) {
+      refreshToken = (await rotate(core, tokens.client_id, refreshToken)).refresh_token!;
+      // flush waits for a compaction the commit started.
+      await persistence.flush();
+      const now = await seqOf();
+      if (now !== seq) {
+        compactions++;
+        seq = now;
+        stateBytes = await size(file);
+        continue;
+      }
+      const journalBytes = await size(journalOf(file));
+      expect(journalBytes).toBeLessThan(stateBytes);
+      largestUnfolded = Math.max(largestUnfolded, journalBytes / stateBytes);
+    }
+    expect(compactions).toBe(2);
+    // Far past the 1 KiB limit and past half the state file, still not folded.
+    expect(stateBytes).toBeGreaterThan(16 * 1024);
+    expect(largestUnfolded).toBeGreaterThan(0.9);
+    await persistence.close();
+  });
 });
