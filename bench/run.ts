@@ -138,8 +138,8 @@ function parseArgs(argv: string[]): Opts {
           '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--storage-duration 20] [--soak 60] [--soak-rate 200]\n' +
           '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.\n' +
           '  storage: scenarios of --storage-sizes records, each loaded into a state file once, then --storage-starts timed\n' +
-          '  second starts per size; then the refresh load on one server per size, in windows taken in turns (each a\n' +
-          "  --warmup, then half of --storage-duration s), and each server's peak RSS; then a --soak s\n" +
+          '  second starts per size; then the refresh load on one server per size: a run-in of each, then windows taken\n' +
+          "  in turns (each a --warmup, then half of --storage-duration s), and each server's peak RSS; then a --soak s\n" +
           '  mixed run (0: none) on a new state of the smallest size: keyed asks and research jobs offered at --soak-rate /s\n' +
           '  beside the refreshes. --skip load skips it too.\n' +
           '  cli: --runs interleaved spawns to exit of node -e 0, agent-access --help, --version and token (a valid stored token).',

@@ -41,7 +41,7 @@ export interface StorageOpts {
   starts: number;
   connections: number;
   warmupSec: number;
-  /** measured refresh load per size, s (long enough to span several writes of a large state) */
+  /** measured refresh load per size, s, in REFRESH_ROUNDS windows (the largest size one more) */
   durationSec: number;
   /** measured length of the mixed soak, s; 0 skips it */
   soakSec: number;
@@ -110,6 +110,8 @@ export interface RefreshWindow {
   main: RunSummary;
   /** 2xx refreshes in each second of the window */
   per_sec: number[];
+  /** the other sizes whose server rewrote its state file (compacted) while this window ran */
+  compacted_elsewhere?: string[];
 }
 
 export interface StorageSoak {
@@ -144,9 +146,14 @@ export interface StorageResults {
 /** Upper bound of the scenario's run time, for the bench's hard limit (each phase at its deadline; starts at 30 s). */
 export function storageBudgetSec(o: StorageOpts): number {
   const create = (CREATE_DEADLINE_MS + STOP_GRACE_MS) / 1000;
-  const load = (START_DEADLINE_MS + STOP_GRACE_MS) / 1000 + (REFRESH_ROUNDS + 2) * (o.warmupSec + LOAD_TIMEOUT_SEC + 60) + RUN_IN_SEC;
-  const perSize = create + o.starts * 30 + load + o.durationSec;
-  return o.sizes.length * perSize + (o.soakSec > 0 ? create + load + o.soakSec : 0);
+  const server = (START_DEADLINE_MS + STOP_GRACE_MS) / 1000 + LOAD_TIMEOUT_SEC;
+  // runLoad's own limit: the warm-up, the measured seconds, 40 s and the request timeout.
+  const run = (seconds: number): number => o.warmupSec + seconds + 40 + LOAD_TIMEOUT_SEC;
+  const n = o.sizes.length;
+  const windowSec = Math.max(1, Math.round(o.durationSec / REFRESH_ROUNDS));
+  const refresh = n * (server + run(RUN_IN_SEC)) + (REFRESH_ROUNDS * n + 1) * run(windowSec);
+  const soak = o.soakSec > 0 ? create + server + (SOAK_WRITERS + 2) * LOAD_TIMEOUT_SEC + run(o.soakSec) : 0;
+  return n * (create + o.starts * 30) + refresh + soak;
 }
 
 export const sizeLabel = (n: number): string => (n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : String(n));
@@ -288,29 +295,42 @@ interface Loaded extends Prepared {
   windows: RefreshWindow[];
 }
 
+/** Refresh chains a size's load uses: a run-in and at most REFRESH_ROUNDS + 1 windows, each a warm-up and a measured run. */
+const refreshChains = (c: number): number => 2 * c * (REFRESH_ROUNDS + 2);
+
+/** When the state file of each server was last rewritten (a compaction), by the order of `loaded`. */
+const foldTimes = (loaded: Loaded[]): number[] => loaded.map((l) => (existsSync(l.state) ? statSync(l.state).mtimeMs : 0));
+
 /**
- * The rotating refresh grant on every size, one server per size running side by side. Each size's load is split
- * into windows taken in turns, largest size first and last (100k 1k 100k 1k 100k): with two sizes both have the
- * same mean place in time, so a drift of the machine's speed over the phase falls on both alike instead of on
- * whichever ran later, and every server sees the same pattern of load and pause (its peak RSS is comparable).
- * Every window uses refresh chains of its own: a window ends with rotations in flight whose new tokens the client
- * never sees.
+ * The rotating refresh grant on every size, one server per size running side by side. After a run-in of each, the
+ * load is taken in windows in turns, largest size first and last (100k 1k 100k 1k 100k): with two sizes both have
+ * the same mean place in time, so a drift of the machine's speed over the phase falls on both alike, and every
+ * server sees loads of the same length with pauses between them (the largest one window more). Every window uses
+ * refresh chains of its own: a window ends with rotations in flight whose new tokens the client never sees. A server
+ * that compacts its state while another is measured is named in that window (an age-triggered compaction can come
+ * in a pause).
  */
 async function measureRefresh(o: StorageOpts, prepared: Prepared[], res: StorageResults, failures: string[]): Promise<void> {
-  if (prepared.length === 0) return;
   const c = o.connections;
+  const firstRefresh = refreshChains(c);
+  const ready: Prepared[] = [];
+  for (const p of prepared) {
+    if (p.grants.length > firstRefresh) ready.push(p);
+    else failures.push(`storage ${sizeLabel(p.out.records)}: ${p.grants.length} grants, the refresh load needs ${firstRefresh + 1}`);
+  }
+  if (ready.length === 0) return;
   const windowSec = Math.max(1, Math.round(o.durationSec / REFRESH_ROUNDS));
   const meter = new NoiseMeter();
   const loaded: Loaded[] = [];
   try {
-    for (const p of prepared) {
+    for (const p of ready) {
       const label = sizeLabel(p.out.records);
-      const need = c * 2 * (REFRESH_ROUNDS + 2) + 1;
-      if (p.grants.length < need) throw new BenchError(`storage ${label}: ${p.grants.length} grants, the load needs ${need}`);
       const server = await startOurs(o, `ours (load ${label})`, ['--state', p.state], START_DEADLINE_MS);
-      loaded.push({ ...p, server, windows: [] });
+      const l: Loaded = { ...p, server, windows: [] };
+      l.out.refresh_windows = l.windows;
+      loaded.push(l);
       const t0 = performance.now();
-      await refreshGrant(server.baseUrl, p.grants[need - 1]!);
+      await refreshGrant(server.baseUrl, p.grants[firstRefresh]!);
       p.out.first_refresh_ms = round(performance.now() - t0);
       log(`storage ${label}: first refresh ${p.out.first_refresh_ms} ms`);
     }
@@ -335,7 +355,7 @@ async function measureRefresh(o: StorageOpts, prepared: Prepared[], res: Storage
     log(`storage: run-in of every server, ${o.warmupSec + RUN_IN_SEC} s each`);
     for (const l of largestFirst) {
       const r = await load(l, 0, RUN_IN_SEC);
-      checkRun(failures, `OURS (storage ${sizeLabel(l.out.records)}, refresh run-in)`, r.warmup);
+      checkRun(failures, `OURS (storage ${sizeLabel(l.out.records)}, refresh run-in warm-up)`, r.warmup);
       checkRun(failures, `OURS (storage ${sizeLabel(l.out.records)}, refresh run-in)`, r.main);
     }
     const order = [...Array.from({ length: REFRESH_ROUNDS }, () => largestFirst).flat(), largestFirst[0]!];
@@ -345,18 +365,31 @@ async function measureRefresh(o: StorageOpts, prepared: Prepared[], res: Storage
     );
     for (const [i, l] of order.entries()) {
       const label = sizeLabel(l.out.records);
+      const before = foldTimes(loaded);
       const r = await load(l, 1 + l.windows.length, windowSec);
-      l.windows.push({ position: i + 1, warmup: r.warmup, main: r.main, per_sec: r.mainPerSec ?? [] });
-      log(briefRun(`storage ${label} refresh, window ${i + 1}`, r.main));
+      const after = foldTimes(loaded);
+      const elsewhere = loaded.filter((other, j) => other !== l && after[j] !== before[j]).map((other) => sizeLabel(other.out.records));
+      l.windows.push({
+        position: i + 1,
+        warmup: r.warmup,
+        main: r.main,
+        per_sec: r.mainPerSec ?? [],
+        ...(elsewhere.length > 0 ? { compacted_elsewhere: elsewhere } : {}),
+      });
+      log(
+        briefRun(`storage ${label} refresh, window ${i + 1}`, r.main) +
+          (elsewhere.length > 0 ? `; meanwhile the ${elsewhere.join(', ')} server compacted its state` : ''),
+      );
       checkRun(failures, `OURS (storage ${label}, refresh warm-up of window ${i + 1})`, r.warmup);
       checkRun(failures, `OURS (storage ${label}, refresh window ${i + 1})`, r.main);
     }
-    for (const l of loaded) {
-      l.out.refresh_windows = l.windows;
-      if (l.windows.length > 0) l.out.refresh = mergeRuns(l.windows.map((w) => w.main));
-      l.out.peak_rss_kb = peakRssKb(l.server.pid);
-    }
   } finally {
+    // What was measured is kept even when a later window failed.
+    for (const l of loaded) {
+      if (l.windows.length > 0) l.out.refresh = mergeRuns(l.windows);
+      const peak = peakRssKb(l.server.pid);
+      if (peak !== undefined) l.out.peak_rss_kb = peak;
+    }
     for (const l of loaded) {
       await stopOurs(l.server.p, res.notes);
       l.out.state_bytes_after_load = fileBytes(l.state);
@@ -366,15 +399,21 @@ async function measureRefresh(o: StorageOpts, prepared: Prepared[], res: Storage
   }
 }
 
-/** The windows of one size as one run: rates weighted by duration, counts summed, the worst p99. */
-function mergeRuns(rs: RunSummary[]): RunSummary {
+/**
+ * The windows of one size as one run: the rate weighted by their measured seconds, counts summed, p50 the windows'
+ * median, p99 the worst, the standard deviation over all their per-second counts.
+ */
+function mergeRuns(windows: RefreshWindow[]): RunSummary {
+  const rs = windows.map((w) => w.main);
   const seconds = rs.reduce((a, r) => a + r.durationSec, 0);
   const statusCodes: Record<string, number> = {};
   for (const r of rs) for (const [k, v] of Object.entries(r.statusCodes)) statusCodes[k] = (statusCodes[k] ?? 0) + v;
   const sum = (f: (r: RunSummary) => number): number => rs.reduce((a, r) => a + f(r), 0);
+  const perSec = windows.flatMap((w) => w.per_sec);
+  const mean = perSec.reduce((a, x) => a + x, 0) / Math.max(1, perSec.length);
   return {
     reqPerSecMean: seconds > 0 ? sum((r) => r.reqPerSecMean * r.durationSec) / seconds : 0,
-    reqPerSecStddev: Math.max(...rs.map((r) => r.reqPerSecStddev)),
+    reqPerSecStddev: Math.sqrt(perSec.reduce((a, x) => a + (x - mean) ** 2, 0) / Math.max(1, perSec.length)),
     total2xx: sum((r) => r.total2xx),
     non2xx: sum((r) => r.non2xx),
     errors: sum((r) => r.errors),
@@ -598,7 +637,12 @@ export function storageReport(res: StorageResults): string[] {
     if (s.refresh)
       lines.push(
         `  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms; ` +
-          `windows ${(s.refresh_windows ?? []).map((w) => `#${w.position} ${fmt(w.main.reqPerSecMean, 0)}`).join(', ')} req/s`,
+          `windows ${(s.refresh_windows ?? [])
+            .map(
+              (w) =>
+                `#${w.position} ${fmt(w.main.reqPerSecMean, 0)}${w.compacted_elsewhere ? ` (${w.compacted_elsewhere.join(', ')} compacted meanwhile)` : ''}`,
+            )
+            .join(', ')} req/s`,
       );
   }
   if (res.soak) {

@@ -86,7 +86,7 @@ export interface EmulatorOptions {
   varyUnspecified?: VaryUnspecified | false;
   /** How long finished records stay in the state, on the emulator clock (README "State"). */
   retention?: Partial<Retention>;
-  /** Fold the state file's journal into it once the journal holds this many bytes (or as many as the state file). Default 8 MiB. */
+  /** Fold the state file's journal into it once the journal holds this many bytes and as many as the state file (the larger of the two). Default 8 MiB. */
   journalLimit?: number;
   /**
    * What the start repaired or waited for on its own after a crash, one line each, for the person at the terminal

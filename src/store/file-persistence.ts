@@ -15,7 +15,7 @@ import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
 export interface FilePersistenceOptions {
-  /** Fold the journal into the state file once it holds this many bytes, or as many as the state file if that is more. Default 8 MiB. */
+  /** Fold the journal into the state file once it holds this many bytes and as many as the state file (the larger of the two). Default 8 MiB. */
   journalLimit?: number;
   /** Fold a journal that has waited this long (real time) even when it is small, so the state file is never far behind. Default 60 s. */
   journalMaxAgeMs?: number;

@@ -98,7 +98,7 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         '--journal-limit <size>',
-        'fold the state journal into the state file once it passes this size (or the size of the state file); default 8mb',
+        'fold the state journal into the state file once it passes both this size and the size of the state file; default 8mb',
       ).argParser(parseSize),
     )
     .addOption(new Option('--price-ask <akh>', 'AKh charged per ask without a key (default 0.1)').argParser(parsePrice))
