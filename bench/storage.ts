@@ -59,6 +59,8 @@ const SOAK_WRITERS = 8;
 const SOAK_SERVER_ARGS = ['--rate-limit', '1000000/min'];
 /** Rounds of the refresh load: each size gets a window per round, the largest one more (100k 1k 100k 1k 100k). */
 const REFRESH_ROUNDS = 2;
+/** Measured seconds of one refresh window: --storage-duration spread over the rounds. */
+const refreshWindowSec = (o: StorageOpts): number => Math.max(1, Math.round(o.durationSec / REFRESH_ROUNDS));
 /** Refresh load each server gets before the measured windows (after a warm-up of --warmup s). */
 const RUN_IN_SEC = 5;
 
@@ -150,7 +152,7 @@ export function storageBudgetSec(o: StorageOpts): number {
   // runLoad's own limit: the warm-up, the measured seconds, 40 s and the request timeout.
   const run = (seconds: number): number => o.warmupSec + seconds + 40 + LOAD_TIMEOUT_SEC;
   const n = o.sizes.length;
-  const windowSec = Math.max(1, Math.round(o.durationSec / REFRESH_ROUNDS));
+  const windowSec = refreshWindowSec(o);
   const refresh = n * (server + run(RUN_IN_SEC)) + (REFRESH_ROUNDS * n + 1) * run(windowSec);
   const soak = o.soakSec > 0 ? create + server + (SOAK_WRITERS + 2) * LOAD_TIMEOUT_SEC + run(o.soakSec) : 0;
   return n * (create + o.starts * 30) + refresh + soak;
@@ -319,7 +321,7 @@ async function measureRefresh(o: StorageOpts, prepared: Prepared[], res: Storage
     else failures.push(`storage ${sizeLabel(p.out.records)}: ${p.grants.length} grants, the refresh load needs ${firstRefresh + 1}`);
   }
   if (ready.length === 0) return;
-  const windowSec = Math.max(1, Math.round(o.durationSec / REFRESH_ROUNDS));
+  const windowSec = refreshWindowSec(o);
   const meter = new NoiseMeter();
   const loaded: Loaded[] = [];
   try {
