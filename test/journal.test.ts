@@ -22,7 +22,9 @@ import {
 } from '../src/store/file-persistence.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { generateSigningKey } from '../src/core/keys.js';
-import { Repository } from '../src/core/repository.js';
+import { Repository, setOwn } from '../src/core/repository.js';
+import type { ResearchJob } from '../src/core/jobs.js';
+import { BodySource, locationOf } from '../src/store/research-bodies.js';
 import { emptyState } from '../src/core/state.js';
 import { journalLine } from '../src/store/journal.js';
 import { scratchDir } from './helpers/emulator.js';
@@ -360,5 +362,129 @@ describe('compaction: the journal is folded into the state file in the backgroun
     // Far past the 1 KiB limit and past half the state file, still not folded.
     expect(largestUnfolded).toBeGreaterThan(0.9);
     await persistence.close();
+  });
+});
+
+describe("succeeded research jobs' reports stay in the state file", () => {
+  const job = (id: string, status: ResearchJob['status'], text: string): ResearchJob => ({
+    id,
+    client_id: 'client_a',
+    grant_id: 'grant_a',
+    person_id: 'person_erika',
+    question: `Frage ${text}?`,
+    status,
+    created_at: T0,
+    queued_until: T0,
+    running_until: T0,
+    ...(status === 'succeeded'
+      ? {
+          finished_at: T0,
+          report: `# Bericht ${text}\n\n"Zitat" [1] \\ ${text.repeat(3)}`,
+          citations: [{ id: 'kb-1', title: `Titel ${text}`, file_name: 'faq.md', snippet: `»${text}«` }],
+        }
+      : {}),
+    ...(status === 'failed' ? { finished_at: T0, error: { code: 'no_sources', message: `keine ${text}` } } : {}),
+  });
+  const asJson = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
+
+  it('a start reads a succeeded job cold, its report read from its place in the file: characters of 2 to 4 bytes before and in it, odd ids; others are held whole', async () => {
+    const dir = await scratchDir();
+    const state = emptyState();
+    // Multi-byte characters in the tables before and between the jobs shift every job's byte offset from its char offset.
+    state.shared_knowledge['k'] = { id: 'k', text: 'ä€𝄞'.repeat(5000) } as never;
+    const ids = ['job_1', 'job "quoted"\\', 'job_ü€𝄞', '__proto__', 'job_queued', 'job_failed', 'job_last'];
+    for (const [i, id] of ids.entries()) {
+      const status = id === 'job_queued' ? 'queued' : id === 'job_failed' ? 'failed' : 'succeeded';
+      setOwn(state.research_jobs, id, job(id, status, `${'ä€𝄞x'.slice(0, i)}${i}`));
+    }
+    const file = join(dir, 'state.json');
+    await writeFile(file, [...stateChunks(state, 2)].join(''));
+    const source = new BodySource(file);
+    try {
+      const read = (await readStateFileByEntries(file, source)) as typeof state;
+      const jobs = read.research_jobs;
+      expect(Object.keys(jobs)).toEqual(ids);
+      for (const id of ids) {
+        expect(locationOf(jobs[id]) !== undefined, id).toBe(state.research_jobs[id]!.status === 'succeeded');
+        expect(jobs[id]!.report).toBe(state.research_jobs[id]!.report);
+        expect(jobs[id]!.citations).toEqual(state.research_jobs[id]!.citations);
+        // A cold job is frozen as it is made (its getters must not be walked to freeze it); whole ones by the repository.
+        if (locationOf(jobs[id])) expect(Object.isFrozen(jobs[id])).toBe(true);
+      }
+      expect(asJson(read)).toEqual(asJson({ ...state, journal_seq: 2 }));
+      // A job written otherwise (here: its key escaped by hand) is read whole: its place in the file is not the writer's.
+      await writeFile(file, (await readFile(file, 'utf8')).replace('"job_last":', '"job\\u005flast":'));
+      const other = new BodySource(file);
+      const edited = (await readStateFileByEntries(file, other)) as typeof state;
+      other.close();
+      expect(locationOf(edited.research_jobs['job_last'])).toBeUndefined();
+      expect(edited.research_jobs['job_last']!.report).toBe(state.research_jobs['job_last']!.report);
+    } finally {
+      source.close();
+    }
+  });
+
+  it('a compaction copies cold jobs byte for byte from the file before and holds every succeeded job cold in the new one; a job replaced meanwhile is left alone', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    for (let i = 0; i < 40; i++)
+      first.core.repo.put('research_jobs', `job_${i}`, job(`job_${i}`, i % 10 === 9 ? 'failed' : 'succeeded', `ü${i}€`));
+    await first.core.commit();
+    await first.persistence.close();
+
+    const { core, persistence } = await open(file);
+    const cold = (id: string) => locationOf(core.repo.get('research_jobs', id));
+    expect(cold('job_0')).toBeDefined();
+    expect(cold('job_9')).toBeUndefined();
+    const expected = () => asJson(core.state);
+    // New jobs (whole), one removed, one finished again by a retry of the scenario: what the next state file must hold.
+    for (let i = 40; i < 50; i++) core.repo.put('research_jobs', `job_${i}`, job(`job_${i}`, 'succeeded', `neu ${i} 𝄞`));
+    core.repo.delete('research_jobs', 'job_3');
+    core.repo.put('research_jobs', 'job_5', job('job_5', 'succeeded', 'wieder'));
+    const before = expected();
+    const stored = await persistence.readStored(core.repo);
+    expect(JSON.parse(stored.state)).toEqual({ ...(before as object), journal_seq: expect.any(Number) });
+    for (const id of ['job_0', 'job_5', 'job_45']) expect(cold(id), id).toBeDefined();
+    expect(expected()).toEqual(before);
+    // A job changed after the snapshot was taken and before the new file was in place stays as it is now.
+    const third = persistence.readStored(core.repo);
+    await new Promise((resolve) => setImmediate(resolve));
+    core.repo.put('research_jobs', 'job_7', job('job_7', 'succeeded', 'geändert'));
+    const storedBefore = JSON.parse((await third).state) as { research_jobs: Record<string, ResearchJob> };
+    expect(storedBefore.research_jobs['job_7']!.report).toBe(job('job_7', 'succeeded', 'ü7€').report);
+    expect(cold('job_7')).toBeUndefined();
+    expect(core.repo.get('research_jobs', 'job_7')!.report).toBe(job('job_7', 'succeeded', 'geändert').report);
+    // Once more: the first file is closed by now, the jobs read from the newest one.
+    core.repo.put('research_jobs', 'job_50', job('job_50', 'succeeded', 'spät'));
+    await persistence.readStored(core.repo);
+    expect(cold('job_50')).toBeDefined();
+    expect(cold('job_7')).toBeDefined();
+    expect(core.repo.get('research_jobs', 'job_7')!.report).toBe(job('job_7', 'succeeded', 'geändert').report);
+    const atRest = asJson(core.state);
+    await persistence.close();
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ ...(atRest as object), journal_seq: expect.any(Number) });
+    const again = await open(file);
+    expect(asJson(again.core.state)).toEqual(atRest);
+    await again.persistence.close();
+  });
+
+  it('a cold job changed through the repository becomes a whole job again, and the journal carries all of it', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    first.core.repo.put('research_jobs', 'job_1', job('job_1', 'succeeded', 'alt'));
+    await first.core.commit();
+    await first.persistence.close();
+    const { core } = await open(file);
+    expect(locationOf(core.repo.get('research_jobs', 'job_1'))).toBeDefined();
+    const changed = core.repo.update('research_jobs', 'job_1', { question: 'Neue Frage?' });
+    expect(locationOf(changed)).toBeUndefined();
+    await core.commit();
+    const last = (await records(file)).at(-1)!;
+    expect(last.changes).toEqual([[['research_jobs', 'job_1'], asJson({ ...job('job_1', 'succeeded', 'alt'), question: 'Neue Frage?' })]]);
+    // Not closed: the next start replays the journal over the state file.
+    const again = await open(file);
+    expect(again.core.repo.get('research_jobs', 'job_1')!.question).toBe('Neue Frage?');
+    expect(again.core.repo.get('research_jobs', 'job_1')!.report).toBe(job('job_1', 'succeeded', 'alt').report);
+    await again.persistence.close();
   });
 });

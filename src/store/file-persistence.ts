@@ -12,6 +12,8 @@ import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.
 import { readOptional } from './durable-write.js';
 import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
+import { BodySource, coldJob, isColdable, locationOf } from './research-bodies.js';
+import type { ResearchJob } from '../core/jobs.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
 export interface FilePersistenceOptions {
@@ -33,6 +35,8 @@ const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
  * (see DECODE_BYTES).
  */
 const CHUNK_CHARS = 32 << 10;
+/** ... or once it holds this many numbers of cold entries to copy (three each). */
+const COPIES_PER_CHUNK = 3 << 10;
 const SLICE_MS = 4;
 
 /** The state file as written: the state, and the number of the last journal record it holds. */
@@ -59,6 +63,11 @@ function deferred<T = void>(): Deferred<T> {
  * text, and lets a large state be written a slice at a time.
  */
 export function* stateChunks(state: State, seq: number): Generator<string> {
+  for (const piece of statePieces(state, seq)) yield typeof piece === 'string' ? piece : JSON.stringify(piece);
+}
+
+/** stateChunks' text, with each succeeded research job's entry as the job itself (a compaction may copy it from the old file). */
+function* statePieces(state: State, seq: number): Generator<string | ResearchJob> {
   yield '{';
   let first = true;
   for (const [name, value] of Object.entries(state)) {
@@ -71,9 +80,13 @@ export function* stateChunks(state: State, seq: number): Generator<string> {
     }
     let firstEntry = true;
     yield '{';
+    const jobs = name === 'research_jobs';
     for (const [key, entry] of Object.entries(value as Record<string, unknown>)) {
       if (entry === undefined) continue;
-      yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+      if (jobs && isColdable(entry as ResearchJob)) {
+        yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:`;
+        yield entry as ResearchJob;
+      } else yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       firstEntry = false;
     }
     yield '\n}';
@@ -107,9 +120,9 @@ const notInLayout = () => new Error('not in the entry-per-line layout');
  * its text and its objects together). Any other JSON (an older compact file, a hand-edited one) is parsed whole;
  * so is a file the entry-wise reading cannot follow, so that its error is JSON.parse's own.
  */
-export async function readStateFile(file: string): Promise<unknown> {
+export async function readStateFile(file: string, bodies?: BodySource): Promise<unknown> {
   try {
-    return await readStateFileByEntries(file);
+    return await readStateFileByEntries(file, bodies);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== undefined) throw e;
     return JSON.parse((await readFile(file)).toString('utf8'));
@@ -118,9 +131,11 @@ export async function readStateFile(file: string): Promise<unknown> {
 
 /**
  * readStateFile's way for a file in the entry-per-line layout; throws on any other file, and on anything
- * JSON.parse of the whole text would refuse (a comma with no entry after it, two entries without one).
+ * JSON.parse of the whole text would refuse (a comma with no entry after it, two entries without one). With
+ * `bodies` (the same file, opened), a succeeded research job is kept cold: its report and citations are read from
+ * its entry's place in the file when asked for (research-bodies.ts).
  */
-export async function readStateFileByEntries(file: string): Promise<unknown> {
+export async function readStateFileByEntries(file: string, bodies?: BodySource): Promise<unknown> {
   const handle = await open(file, 'r');
   try {
     const decoder = new StringDecoder('utf8');
@@ -135,9 +150,39 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
     let tableHasEntries = false;
     /** Read and not yet parsed: in a table, it starts at the line break before an entry. */
     let text = '';
+    /** Where `text` starts in the file, in bytes; kept only for `bodies`. */
+    let textStart = 0;
+    /** A place in `text` and where it is in the file: byteAt counts forward from it. */
+    let cursor = 0;
+    let cursorByte = 0;
+    const byteAt = (i: number): number => {
+      if (i < cursor) [cursor, cursorByte] = [0, textStart];
+      cursorByte += Buffer.byteLength(text.slice(cursor, i), 'utf8');
+      cursor = i;
+      return cursorByte;
+    };
+    /** Each job on its own line from `from` (a line break) to `to`, kept cold where it may be. */
+    const parseJobs = (from: number, to: number): void => {
+      for (let at = from; at < to;) {
+        const next = text.indexOf('\n', at + 1);
+        const end = next < 0 || next > to ? to : next;
+        const keyAt = at + (text.charCodeAt(at + 1) === 0x2c ? 2 : 1);
+        const entries = parseEntries(at, end);
+        for (const key in entries) {
+          const job = entries[key] as ResearchJob;
+          const prefix = `${JSON.stringify(key)}:`;
+          // An entry written as stateChunks writes it: its value is the rest of the line.
+          if (isColdable(job) && text.startsWith(prefix, keyAt) && text.charCodeAt(end - 1) === 0x7d) {
+            const offset = byteAt(keyAt + prefix.length);
+            setOwn(table!, key, coldJob(job, bodies!, offset, byteAt(end) - offset));
+          }
+        }
+        at = end;
+      }
+    };
     /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
-    const parseEntries = (from: number, to: number): void => {
-      if (!table) return;
+    const parseEntries = (from: number, to: number): Record<string, unknown> => {
+      if (!table) return {};
       const comma = text.charCodeAt(from + 1) === 0x2c;
       if (comma !== tableHasEntries) throw notInLayout();
       const body = text.slice(comma ? from + 2 : from + 1, to);
@@ -149,6 +194,11 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
       if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
       else Object.assign(table, entries);
       tableHasEntries ||= !blank;
+      return entries;
+    };
+    const parse = (from: number, to: number): void => {
+      if (bodies && table === tables.research_jobs) parseJobs(from, to);
+      else parseEntries(from, to);
     };
     /** Parses what `text` holds up to its last complete entry (all of it at the end) and keeps the rest. */
     const consume = (eof: boolean): void => {
@@ -158,7 +208,7 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
           // Entries hold no line breaks (JSON.stringify escapes them): a line break is the layout's own.
           const close = text.indexOf('\n}', at);
           if (close >= 0) {
-            if (close > at) parseEntries(at, close);
+            if (close > at) parse(at, close);
             // The table's closing brace was written into the skeleton when it opened; its line goes on after it.
             table = null;
             at = close + 2;
@@ -166,7 +216,7 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
           }
           const cut = text.lastIndexOf('\n,');
           if (cut > at) {
-            parseEntries(at, cut);
+            parse(at, cut);
             at = cut;
           }
           break;
@@ -193,6 +243,10 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
         // A table's entries start at the line break before each of them.
         at = opened ? end : end + 1;
       }
+      if (bodies) {
+        textStart = byteAt(at);
+        [cursor, cursorByte] = [0, textStart];
+      }
       text = eof ? '' : text.slice(at);
       if (text.length > MAX_LINE_CHARS) throw notInLayout();
     };
@@ -218,16 +272,24 @@ export async function readStateFileByEntries(file: string): Promise<unknown> {
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
 class StateFileAdapter implements Adapter<Base | null> {
+  /** The file the last read kept succeeded research jobs' bodies in (with `coldBodies`). */
+  source: BodySource | null = null;
+
   constructor(
     readonly file: string,
     readonly writeBase: (base: Base) => Promise<void>,
+    readonly coldBodies = false,
   ) {}
 
   async read(): Promise<Base | null> {
     let json: unknown;
+    let source: BodySource | null = null;
     try {
-      json = await readStateFile(this.file);
+      // Opened before it is read, so both are the same file.
+      if (this.coldBodies) source = new BodySource(this.file);
+      json = await readStateFile(this.file, source ?? undefined);
     } catch (e) {
+      source?.close();
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
       if (e instanceof SyntaxError) throw notValidJson(this.file, e);
@@ -237,7 +299,14 @@ class StateFileAdapter implements Adapter<Base | null> {
         { cause: e },
       );
     }
-    return checkBase(json, this.file);
+    try {
+      const base = checkBase(json, this.file);
+      this.source = source;
+      return base;
+    } catch (e) {
+      source?.close();
+      throw e;
+    }
   }
 
   write(base: Base | null): Promise<void> {
@@ -356,6 +425,10 @@ export class FilePersistence implements StatePersistence {
   readonly journalFile: string;
   readonly ledgerFile: string;
   readonly #db: Low<Base | null>;
+  readonly #adapter: StateFileAdapter;
+  /** The state file cold research jobs read their bodies from, and the one before it (closed at the next compaction). */
+  #source: BodySource | null = null;
+  #retired: BodySource | null = null;
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
@@ -397,7 +470,8 @@ export class FilePersistence implements StatePersistence {
     this.#limit = options.journalLimit ?? DEFAULT_JOURNAL_LIMIT;
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
-    this.#db = new Low<Base | null>(new StateFileAdapter(file, (base) => this.#writeBase(base)), null);
+    this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
+    this.#db = new Low<Base | null>(this.#adapter, null);
   }
 
   async load(): Promise<State | null> {
@@ -420,12 +494,14 @@ export class FilePersistence implements StatePersistence {
       // A start that fails leaves no writer thread behind: it would stay, idle, for the rest of the process.
       void this.#worker?.terminate();
       this.#worker = null;
+      this.#closeSources();
       throw e;
     }
   }
 
   async #load(ledgerRead: Promise<LedgerSummary | null> | null): Promise<State | null> {
     await this.#db.read();
+    this.#source = this.#adapter.source;
     const base = this.#db.data;
     const read = await replayJournal(this.location, base);
     this.#baseBytes = base ? (await stat(this.location)).size : 0;
@@ -566,17 +642,45 @@ export class FilePersistence implements StatePersistence {
     this.#db.write().then(wanted.resolve, wanted.reject);
   }
 
-  /** lowdb's write of the state file: in slices, through the writer thread, while commits go on. */
+  /**
+   * lowdb's write of the state file: in slices, through the writer thread, while commits go on. A cold research
+   * job's entry is copied by the writer from the current state file; afterwards every succeeded job written, if
+   * it is still the repository's, reads its body from the new file.
+   */
   async #writeBase(base: Base): Promise<void> {
     this.#post({ op: 'base-begin', id: 0 });
     let text = '';
+    /** Cold entries to copy into `text`: its char index, then the offset and length of the bytes in #source. */
+    let copies: number[] = [];
+    /** Bytes of the new file up to the end of `text`. */
+    let bytes = 0;
+    const placed: { key: string; job: ResearchJob; offset: number; length: number }[] = [];
+    const source = this.#source;
     let sliceStart = performance.now();
     let pieces = 0;
-    for (const piece of stateChunks(base.state, base.seq)) {
-      text += piece;
-      if (text.length >= CHUNK_CHARS) {
-        this.#post({ op: 'base-chunk', text });
+    for (const piece of statePieces(base.state, base.seq)) {
+      if (typeof piece === 'string') {
+        text += piece;
+        bytes += Buffer.byteLength(piece, 'utf8');
+      } else {
+        const at = locationOf(piece);
+        const key = piece.id;
+        if (at && at.source === source) {
+          copies.push(text.length, at.offset, at.length);
+          placed.push({ key, job: piece, offset: bytes, length: at.length });
+          bytes += at.length;
+        } else {
+          const json = JSON.stringify(piece);
+          const length = Buffer.byteLength(json, 'utf8');
+          text += json;
+          placed.push({ key, job: piece, offset: bytes, length });
+          bytes += length;
+        }
+      }
+      if (text.length >= CHUNK_CHARS || copies.length >= COPIES_PER_CHUNK) {
+        this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
         text = '';
+        copies = [];
       }
       // Requests go on between slices; the clock is read every few pieces only.
       if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
@@ -585,11 +689,37 @@ export class FilePersistence implements StatePersistence {
         sliceStart = performance.now();
       }
     }
-    this.#post({ op: 'base-chunk', text });
+    this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
     const reply = await this.#call({ op: 'base-end', id: 0 });
     this.#baseBytes = reply.baseBytes ?? 0;
     this.#baseCharges = base.state.charges.count;
     this.#journalBytes = reply.journalBytes ?? 0;
+    if (this.#baseBytes === bytes) this.#coolDown(placed);
+  }
+
+  /** The succeeded jobs just written, as they are in the new state file; each still the repository's is held cold from now on. */
+  #coolDown(placed: { key: string; job: ResearchJob; offset: number; length: number }[]): void {
+    const repo = this.#repo;
+    if (!repo || placed.length === 0) return;
+    let source: BodySource;
+    try {
+      source = new BodySource(this.location);
+    } catch {
+      // Out of file descriptors, say: the jobs stay as they are, whole or cold in the file before.
+      return;
+    }
+    for (const { key, job, offset, length } of placed)
+      if (repo.get('research_jobs', key) === job) repo.substitute('research_jobs', key, job, coldJob(job, source, offset, length));
+    // The file before stays open until the next compaction: a job read just before this one may still be read.
+    this.#retired?.close();
+    this.#retired = this.#source;
+    this.#source = source;
+  }
+
+  #closeSources(): void {
+    this.#retired?.close();
+    this.#source?.close();
+    this.#retired = this.#source = null;
   }
 
   /** Between two commits: every line is committed, none half written (a commit appends its ledger lines before its record). */
@@ -674,9 +804,12 @@ export class FilePersistence implements StatePersistence {
     if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0)) await this.#requestBase();
     const worker = this.#worker;
     this.#worker = null;
-    if (!worker) return;
-    await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
-    await worker.terminate();
+    if (worker) {
+      await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
+      await worker.terminate();
+    }
+    // After the writer: it may have been copying from them.
+    this.#closeSources();
   }
 
   /**

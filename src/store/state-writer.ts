@@ -5,7 +5,8 @@
  * - `commit`: append ledger lines (fdatasync), then one journal record (fdatasync), acknowledge. A failed append
  *   is cut off again, so that a later record never follows half of one.
  * - `base-begin` / `base-chunk` / `base-end`: a new state file, written to a fresh temp file (0600, created
- *   exclusively, never through a symlink) in chunks while commits go on, then fdatasync, rename over the state
+ *   exclusively, never through a symlink) in chunks while commits go on (a chunk's `copies` are entries taken byte
+ *   for byte from the state file before, open as `source`: cold research jobs), then fdatasync, rename over the state
  *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
@@ -37,7 +38,7 @@ export type WriterMessage =
   | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
   | { op: 'commit'; id: number; record: string; ledger: string }
   | { op: 'base-begin'; id: number }
-  | { op: 'base-chunk'; text: string }
+  | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
   | { op: 'base-end'; id: number }
   | { op: 'replace'; id: number; state: string; ledger: string | null }
   | { op: 'close'; id: number }
@@ -73,7 +74,15 @@ interface Appendable {
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
 let ledger: Appendable | null = null;
-let base: { name: string; fd: number; journalOffset: number; bytes: number; error: Error | null } | null = null;
+/** A state file being written. */
+interface BaseWrite {
+  name: string;
+  fd: number;
+  journalOffset: number;
+  bytes: number;
+  error: Error | null;
+}
+let base: BaseWrite | null = null;
 /** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
 let lastCommitFailed = false;
 
@@ -217,6 +226,25 @@ function journalTail(p: Paths, offset: number): Buffer {
   return tail;
 }
 
+function writeText(b: BaseWrite, text: string): void {
+  if (text.length === 0) return;
+  const bytes = encodeChunk(text);
+  writeAll(b.fd, bytes);
+  b.bytes += bytes.length;
+}
+
+/** `length` bytes at `offset` in `source` (the state file before) appended to the new state file. */
+function copyBytes(b: BaseWrite, source: number, offset: number, length: number): void {
+  for (let done = 0; done < length;) {
+    const want = Math.min(chunkBytes.length, length - done);
+    const n = readSync(source, chunkBytes, 0, want, offset + done);
+    if (n === 0) throw Object.assign(new Error('the state file before is shorter than its entries'), { code: 'EIO' });
+    writeAll(b.fd, chunkBytes.subarray(0, n));
+    b.bytes += n;
+    done += n;
+  }
+}
+
 function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
@@ -273,9 +301,15 @@ function handle(message: WriterMessage): WriterReply | null {
     case 'base-chunk': {
       if (base && !base.error) {
         try {
-          const bytes = encodeChunk(message.text);
-          writeAll(base.fd, bytes);
-          base.bytes += bytes.length;
+          const { text, copies = [], source = -1 } = message;
+          let from = 0;
+          for (let i = 0; i < copies.length; i += 3) {
+            const at = copies[i]!;
+            writeText(base, text.slice(from, at));
+            copyBytes(base, source, copies[i + 1]!, copies[i + 2]!);
+            from = at;
+          }
+          writeText(base, from === 0 ? text : text.slice(from));
         } catch (e) {
           base.error = e as Error;
         }
