@@ -12,7 +12,7 @@ import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.
 import { readOptional } from './durable-write.js';
 import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import { BodySource, coldJob, isColdable, locationOf } from './research-bodies.js';
+import { BodySource, coldJob, isColdable, locationOf, moveJob } from './research-bodies.js';
 import type { ResearchJob } from '../core/jobs.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
@@ -63,11 +63,11 @@ function deferred<T = void>(): Deferred<T> {
  * text, and lets a large state be written a slice at a time.
  */
 export function* stateChunks(state: State, seq: number): Generator<string> {
-  for (const piece of statePieces(state, seq)) yield typeof piece === 'string' ? piece : JSON.stringify(piece);
+  for (const piece of statePieces(state, seq)) yield typeof piece === 'string' ? piece : JSON.stringify(piece.job);
 }
 
 /** stateChunks' text, with each succeeded research job's entry as the job itself (a compaction may copy it from the old file). */
-function* statePieces(state: State, seq: number): Generator<string | ResearchJob> {
+function* statePieces(state: State, seq: number): Generator<string | { key: string; job: ResearchJob }> {
   yield '{';
   let first = true;
   for (const [name, value] of Object.entries(state)) {
@@ -85,7 +85,7 @@ function* statePieces(state: State, seq: number): Generator<string | ResearchJob
       if (entry === undefined) continue;
       if (jobs && isColdable(entry as ResearchJob)) {
         yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:`;
-        yield entry as ResearchJob;
+        yield { key, job: entry as ResearchJob };
       } else yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       firstEntry = false;
     }
@@ -663,17 +663,17 @@ export class FilePersistence implements StatePersistence {
         text += piece;
         bytes += Buffer.byteLength(piece, 'utf8');
       } else {
-        const at = locationOf(piece);
-        const key = piece.id;
+        const { key, job } = piece;
+        const at = locationOf(job);
         if (at && at.source === source) {
           copies.push(text.length, at.offset, at.length);
-          placed.push({ key, job: piece, offset: bytes, length: at.length });
+          placed.push({ key, job, offset: bytes, length: at.length });
           bytes += at.length;
         } else {
-          const json = JSON.stringify(piece);
+          const json = JSON.stringify(job);
           const length = Buffer.byteLength(json, 'utf8');
           text += json;
-          placed.push({ key, job: piece, offset: bytes, length });
+          placed.push({ key, job, offset: bytes, length });
           bytes += length;
         }
       }
@@ -708,8 +708,11 @@ export class FilePersistence implements StatePersistence {
       // Out of file descriptors, say: the jobs stay as they are, whole or cold in the file before.
       return;
     }
-    for (const { key, job, offset, length } of placed)
-      if (repo.get('research_jobs', key) === job) repo.substitute('research_jobs', key, job, coldJob(job, source, offset, length));
+    for (const { key, job, offset, length } of placed) {
+      if (repo.get('research_jobs', key) !== job) continue;
+      // A cold job moves to the new file as it is; a whole one is replaced by a cold one.
+      if (!moveJob(job, source, offset, length)) repo.substitute('research_jobs', key, job, coldJob(job, source, offset, length));
+    }
     // The file before stays open until the next compaction: a job read just before this one may still be read.
     this.#retired?.close();
     this.#retired = this.#source;

@@ -70,7 +70,8 @@ export const locationOf = (job: unknown): BodyLocation | undefined =>
 
 /** Whether a job's entry may be left in the file: it succeeded, so it has a report and never changes again. */
 export const isColdable = (job: ResearchJob): boolean =>
-  job.status === 'succeeded' && typeof job.report === 'string' && Array.isArray(job.citations);
+  // A cold job first: asking it for its report would read it from the file.
+  locations.has(job) || (job.status === 'succeeded' && typeof job.report === 'string' && Array.isArray(job.citations));
 
 function bodyOf(job: object): Body {
   const at = locations.get(job)!;
@@ -90,6 +91,13 @@ const CITATIONS: PropertyDescriptor = {
     return bodyOf(this).citations;
   },
 };
+
+/** A cold job's entry is now at `offset` in `source` (a compaction copied it there); false for a job held whole. */
+export function moveJob(job: ResearchJob, source: BodySource, offset: number, length: number): boolean {
+  if (!locations.has(job)) return false;
+  locations.set(job, { source, offset, length });
+  return true;
+}
 
 /**
  * `job` (whole, or cold already) as a frozen job whose report and citations are read from `offset` in `source`,
