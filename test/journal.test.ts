@@ -424,10 +424,48 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     }
   });
 
+  it('a state of several megabytes: jobs across piece and read boundaries, characters of 2 to 4 bytes at every offset, all read back from their places; bytes that are not UTF-8 leave every job whole', async () => {
+    const dir = await scratchDir();
+    const state = emptyState();
+    for (let i = 0; i < 3000; i++) {
+      const id = `job_${i}`;
+      const text = `${'äß€𝄞x'.repeat(60).slice(0, i % 300)}#${i}`;
+      state.research_jobs[id] = job(id, i % 7 === 6 ? 'queued' : 'succeeded', text);
+    }
+    const file = join(dir, 'state.json');
+    await writeFile(file, [...stateChunks(state, 1)].join(''));
+    expect((await stat(file)).size).toBeGreaterThan(3 << 20);
+    const source = new BodySource(file);
+    try {
+      const jobs = ((await readStateFileByEntries(file, source)) as typeof state).research_jobs;
+      let coldJobs = 0;
+      for (const [id, expected] of Object.entries(state.research_jobs)) {
+        if (locationOf(jobs[id])) coldJobs++;
+        expect(asJson(jobs[id]), id).toEqual(asJson(expected));
+      }
+      expect(coldJobs).toBe(Object.values(state.research_jobs).filter((j) => j.status === 'succeeded').length);
+    } finally {
+      source.close();
+    }
+    // A byte that is not UTF-8 (a hand edit; JSON.parse takes it as U+FFFD) in a table before the jobs: no place is trusted.
+    const bytes = Buffer.from([...stateChunks({ ...state, clients: { c: { client_name: 'Ä' } as never } }, 1)].join(''));
+    bytes[bytes.indexOf(Buffer.from('Ä'))] = 0xff;
+    await writeFile(file, bytes);
+    const damaged = new BodySource(file);
+    try {
+      const read = (await readStateFile(file, damaged)) as typeof state;
+      expect(Object.values(read.research_jobs).some((j) => locationOf(j))).toBe(false);
+      expect(read.research_jobs['job_299']!.report).toBe(state.research_jobs['job_299']!.report);
+    } finally {
+      damaged.close();
+    }
+  });
+
   it('a compaction copies cold jobs byte for byte from the file before and holds every succeeded job cold in the new one; a job replaced meanwhile is left alone', async () => {
     const file = join(await scratchDir(), 'state.json');
     const first = await open(file);
-    for (let i = 0; i < 40; i++)
+    // More cold entries than one chunk to the writer carries (1 024).
+    for (let i = 0; i < 1500; i++)
       first.core.repo.put('research_jobs', `job_${i}`, job(`job_${i}`, i % 10 === 9 ? 'failed' : 'succeeded', `ü${i}€`));
     await first.core.commit();
     await first.persistence.close();
@@ -438,7 +476,7 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     expect(cold('job_9')).toBeUndefined();
     const expected = () => asJson(core.state);
     // New jobs (whole), one removed, one finished again by a retry of the scenario: what the next state file must hold.
-    for (let i = 40; i < 50; i++) core.repo.put('research_jobs', `job_${i}`, job(`job_${i}`, 'succeeded', `neu ${i} 𝄞`));
+    for (let i = 1500; i < 1510; i++) core.repo.put('research_jobs', `job_${i}`, job(`job_${i}`, 'succeeded', `neu ${i} 𝄞`));
     core.repo.delete('research_jobs', 'job_3');
     core.repo.put('research_jobs', 'job_5', job('job_5', 'succeeded', 'wieder'));
     const before = expected();
@@ -448,7 +486,7 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     expect(reads).not.toHaveBeenCalled();
     reads.mockRestore();
     expect(JSON.parse(stored.state)).toEqual({ ...(before as object), journal_seq: expect.any(Number) });
-    for (const id of ['job_0', 'job_5', 'job_45']) expect(cold(id), id).toBeDefined();
+    for (const id of ['job_0', 'job_5', 'job_1505']) expect(cold(id), id).toBeDefined();
     expect(expected()).toEqual(before);
     // A job changed after the snapshot was taken and before the new file was in place stays as it is now.
     const third = persistence.readStored(core.repo);
@@ -459,9 +497,9 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     expect(cold('job_7')).toBeUndefined();
     expect(core.repo.get('research_jobs', 'job_7')!.report).toBe(job('job_7', 'succeeded', 'geändert').report);
     // Once more: the first file is closed by now, the jobs read from the newest one.
-    core.repo.put('research_jobs', 'job_50', job('job_50', 'succeeded', 'spät'));
+    core.repo.put('research_jobs', 'job_1510', job('job_1510', 'succeeded', 'spät'));
     await persistence.readStored(core.repo);
-    expect(cold('job_50')).toBeDefined();
+    expect(cold('job_1510')).toBeDefined();
     expect(cold('job_7')).toBeDefined();
     expect(core.repo.get('research_jobs', 'job_7')!.report).toBe(job('job_7', 'succeeded', 'geändert').report);
     const atRest = asJson(core.state);

@@ -86,7 +86,7 @@ export const SERVE_HEAP_GROWING_PERCENT = 50;
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
-  if (!process.execArgv.some((arg) => arg.startsWith('--heap-growing-percent')))
+  if (![...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => /--heap[-_]growing[-_]percent/.test(arg)))
     setFlagsFromString(`--heap-growing-percent=${SERVE_HEAP_GROWING_PERCENT}`);
   let emulator: Emulator | undefined;
   let log: Log;

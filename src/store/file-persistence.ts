@@ -111,6 +111,9 @@ const DECODE_BYTES = 32 << 10;
 /** A line that opens a table: ends in `"name":{` for one of the state's tables. */
 const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
 
+/** Thrown when the text read with `bodies` is not the file's bytes as UTF-8: readStateFile reads it again without. */
+const NOT_UTF8 = new Error('not UTF-8');
+
 /** Thrown where a file leaves the entry-per-line layout: readStateFile then parses it whole. */
 const notInLayout = () => new Error('not in the entry-per-line layout');
 
@@ -124,6 +127,8 @@ export async function readStateFile(file: string, bodies?: BodySource): Promise<
   try {
     return await readStateFileByEntries(file, bodies);
   } catch (e) {
+    // Bytes that are not UTF-8 (a hand edit) decode to characters of another length: no job's place is known.
+    if (e === NOT_UTF8) return readStateFileByEntries(file);
     if ((e as NodeJS.ErrnoException).code !== undefined) throw e;
     return JSON.parse((await readFile(file)).toString('utf8'));
   }
@@ -250,8 +255,10 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       text = eof ? '' : text.slice(at);
       if (text.length > MAX_LINE_CHARS) throw notInLayout();
     };
+    let bytesInFile = 0;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, READ_BYTES, null);
+      bytesInFile += bytesRead;
       for (let from = 0; from < bytesRead; from += DECODE_BYTES) {
         text += decoder.write(buffer.subarray(from, Math.min(from + DECODE_BYTES, bytesRead)));
         consume(false);
@@ -259,6 +266,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       if (bytesRead === 0) break;
     }
     text += decoder.end();
+    if (bodies && byteAt(text.length) !== bytesInFile) throw NOT_UTF8;
     consume(true);
     if (table) throw notInLayout();
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
@@ -639,7 +647,11 @@ export class FilePersistence implements StatePersistence {
     if (!wanted) return;
     this.#wantBase = null;
     this.#db.data = { state: repo.snapshot(), seq: this.#seq };
-    this.#db.write().then(wanted.resolve, wanted.reject);
+    // Not kept once written: it would hold the jobs' reports that are read from the file from then on.
+    this.#db
+      .write()
+      .finally(() => (this.#db.data = null))
+      .then(wanted.resolve, wanted.reject);
   }
 
   /**
@@ -700,7 +712,14 @@ export class FilePersistence implements StatePersistence {
   /** The succeeded jobs just written, as they are in the new state file; each still the repository's is held cold from now on. */
   #coolDown(placed: { key: string; job: ResearchJob; offset: number; length: number }[]): void {
     const repo = this.#repo;
-    if (!repo || placed.length === 0) return;
+    if (!repo) return;
+    if (placed.length === 0) {
+      // No job reads from the file before any more: it goes at the next compaction, as the one before it now.
+      this.#retired?.close();
+      this.#retired = this.#source;
+      this.#source = null;
+      return;
+    }
     let source: BodySource;
     try {
       source = new BodySource(this.location);
@@ -804,15 +823,18 @@ export class FilePersistence implements StatePersistence {
     if (this.#ageTimer) clearInterval(this.#ageTimer);
     this.#ageTimer = null;
     await this.flush();
-    if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0)) await this.#requestBase();
-    const worker = this.#worker;
-    this.#worker = null;
-    if (worker) {
-      await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
-      await worker.terminate();
+    try {
+      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0)) await this.#requestBase();
+    } finally {
+      const worker = this.#worker;
+      this.#worker = null;
+      if (worker) {
+        await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
+        await worker.terminate();
+      }
+      // After the writer: it may have been copying from them.
+      this.#closeSources();
     }
-    // After the writer: it may have been copying from them.
-    this.#closeSources();
   }
 
   /**

@@ -99,16 +99,12 @@ const isTempOf = (file: string, name: string) => {
 };
 
 /**
- * A compaction's pieces (about 32 Ki chars each) encoded one at a time into the same bytes, instead of a fresh
- * buffer each: fresh memory is what costs most on a VM.
+ * A compaction's bytes, gathered in the same buffer and written when it is full or a chunk ends, instead of a fresh
+ * buffer each (fresh memory is what costs most on a VM) or a write for each cold entry and each few-byte key between
+ * them.
  */
-const chunkBytes = Buffer.allocUnsafe(128 << 10);
-
-/** `text` as UTF-8, in `chunkBytes` when it surely fits (UTF-8 takes at most 3 bytes a char); valid until the next call. */
-function encodeChunk(text: string): Buffer {
-  if (text.length * 3 > chunkBytes.length) return Buffer.from(text, 'utf8');
-  return chunkBytes.subarray(0, chunkBytes.write(text, 'utf8'));
-}
+const out = Buffer.allocUnsafe(1 << 20);
+let outLength = 0;
 
 /** write(2) may write less than asked (a full disk, a signal): go on until all of it is written, or fail. */
 function writeAll(fd: number, buffer: Uint8Array, position: number | null = null): void {
@@ -226,23 +222,43 @@ function journalTail(p: Paths, offset: number): Buffer {
   return tail;
 }
 
+function flushOut(b: BaseWrite): void {
+  if (outLength === 0) return;
+  const length = outLength;
+  outLength = 0;
+  writeAll(b.fd, out.subarray(0, length));
+  b.bytes += length;
+}
+
 function writeText(b: BaseWrite, text: string): void {
   if (text.length === 0) return;
-  const bytes = encodeChunk(text);
-  writeAll(b.fd, bytes);
-  b.bytes += bytes.length;
+  // UTF-8 takes at most 3 bytes a char.
+  if (text.length * 3 > out.length - outLength) flushOut(b);
+  if (text.length * 3 <= out.length) outLength += out.write(text, outLength, 'utf8');
+  else {
+    const bytes = Buffer.from(text, 'utf8');
+    writeAll(b.fd, bytes);
+    b.bytes += bytes.length;
+  }
 }
 
 /** `length` bytes at `offset` in `source` (the state file before) appended to the new state file. */
 function copyBytes(b: BaseWrite, source: number, offset: number, length: number): void {
+  if (length > out.length - outLength) flushOut(b);
+  let first = -1;
+  let last = -1;
   for (let done = 0; done < length;) {
-    const want = Math.min(chunkBytes.length, length - done);
-    const n = readSync(source, chunkBytes, 0, want, offset + done);
+    const n = readSync(source, out, outLength, Math.min(out.length - outLength, length - done), offset + done);
     if (n === 0) throw Object.assign(new Error('the state file before is shorter than its entries'), { code: 'EIO' });
-    writeAll(b.fd, chunkBytes.subarray(0, n));
-    b.bytes += n;
+    if (done === 0) first = out[outLength]!;
+    outLength += n;
     done += n;
+    if (done === length) last = out[outLength - 1]!;
+    if (outLength === out.length) flushOut(b);
   }
+  // An entry is a JSON object: anything else means the file before is not what the main thread read.
+  if (first !== 0x7b || last !== 0x7d)
+    throw Object.assign(new Error(`the state file before does not hold an entry at byte ${offset}`), { code: 'EIO' });
 }
 
 function handle(message: WriterMessage): WriterReply | null {
@@ -310,7 +326,9 @@ function handle(message: WriterMessage): WriterReply | null {
             from = at;
           }
           writeText(base, from === 0 ? text : text.slice(from));
+          flushOut(base);
         } catch (e) {
+          outLength = 0;
           base.error = e as Error;
         }
       }
