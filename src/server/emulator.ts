@@ -407,6 +407,8 @@ export class Emulator {
       return emulator;
     } catch (e) {
       await Promise.allSettled([...apps.map((app) => app.close()), ...ipv6.map(closeServer)]);
+      // Its writer thread and open files go too (a test process may try again and again); before the lock is let go.
+      await persistence?.close().catch(() => undefined);
       await release?.().catch(() => undefined);
       throw e;
     }
