@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
+import { locationOf } from '../src/store/research-bodies.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, bearer, Browser, http, postJson } from './helpers/oauth.js';
 
@@ -204,5 +205,27 @@ describe('spec 2.6, 4.4 rule 4: training documents', () => {
     expect((await post(emu, askOnly.tokens!.access_token, '/training', doc)).status).toBe(403);
     const other = await authorizeAndApprove(emu, { scope: 'training.write' });
     expect((await get(emu, other.tokens!.access_token, status)).status).toBe(404);
+  });
+});
+
+describe('spec 2.5: a finished job after a restart', () => {
+  it('its report, read back from the state file after a restart and again after a compaction, answers exactly as before', async () => {
+    const state = join(await scratchDir(), 'state.json');
+    const clock = new ManualClock();
+    const { emu, token } = await setup({ state, clock });
+    const { job_id, poll } = (await post(emu, token, '/research', { question: 'Wann kommt der Hufschmied?' })).json();
+    clock.advance(5_000);
+    const done = await get(emu, token, poll);
+    expect(done.json().status).toBe('succeeded');
+    const [port, authPort] = [emu.baseUrl, emu.authUrl].map((url) => Number(new URL(url).port));
+    await emu.stop();
+    // The same ports: the token's audience names them.
+    const again = await startEmulator({ state, clock, port, authPort });
+    expect(locationOf(again.core.repo.get('research_jobs', job_id))).toBeDefined();
+    const afterRestart = await get(again, token, poll);
+    expect(afterRestart.status).toBe(200);
+    expect(afterRestart.text).toBe(done.text);
+    await again.core.exportStored();
+    expect((await get(again, token, poll)).text).toBe(done.text);
   });
 });
