@@ -419,6 +419,15 @@ describe("succeeded research jobs' reports stay in the state file", () => {
       other.close();
       expect(locationOf(edited.research_jobs['job_last'])).toBeUndefined();
       expect(edited.research_jobs['job_last']!.report).toBe(state.research_jobs['job_last']!.report);
+      // A job given twice (a hand edit): JSON takes the second, at the first one's place in the key order; read whole.
+      const text = await readFile(file, 'utf8');
+      const line = text.split('\n').find((l) => l.startsWith('"job_1":'))!;
+      await writeFile(file, text.replace('\n,"job_queued"', `\n,${line.replace('# Bericht', '# Zweiter Bericht')}\n,"job_queued"`));
+      const twice = new BodySource(file);
+      const doubled = (await readStateFileByEntries(file, twice)) as typeof state;
+      twice.close();
+      expect(locationOf(doubled.research_jobs['job_1'])).toBeUndefined();
+      expect(doubled.research_jobs['job_1']!.report).toMatch(/^# Zweiter Bericht/);
     } finally {
       source.close();
     }

@@ -168,21 +168,27 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
     };
     /** Each job on its own line from `from` (a line break) to `to`, kept cold where it may be. */
     const parseJobs = (from: number, to: number): void => {
+      const entries = parseEntries(from, to);
+      /** Where each line's key starts and where the line ends. */
+      const lines: number[] = [];
       for (let at = from; at < to;) {
         const next = text.indexOf('\n', at + 1);
         const end = next < 0 || next > to ? to : next;
-        const keyAt = at + (text.charCodeAt(at + 1) === 0x2c ? 2 : 1);
-        const entries = parseEntries(at, end);
-        for (const key in entries) {
-          const job = entries[key] as ResearchJob;
-          const prefix = `${JSON.stringify(key)}:`;
-          // An entry written as stateChunks writes it: its value is the rest of the line.
-          if (isColdable(job) && text.startsWith(prefix, keyAt) && text.charCodeAt(end - 1) === 0x7d) {
-            const offset = byteAt(keyAt + prefix.length);
-            setOwn(table!, key, coldJob(job, bodies!, offset, byteAt(end) - offset));
-          }
-        }
+        lines.push(at + (text.charCodeAt(at + 1) === 0x2c ? 2 : 1), end);
         at = end;
+      }
+      const keys = Object.keys(entries);
+      // A key given twice (a hand edit) leaves fewer keys than lines: no line is then known to be its key's.
+      if (keys.length * 2 !== lines.length) return;
+      for (const [i, key] of keys.entries()) {
+        const job = entries[key] as ResearchJob;
+        const [keyAt, end] = [lines[2 * i]!, lines[2 * i + 1]!];
+        const prefix = `${JSON.stringify(key)}:`;
+        // An entry written as stateChunks writes it: its value is the rest of the line (keys in the lines' order).
+        if (isColdable(job) && text.startsWith(prefix, keyAt) && text.charCodeAt(end - 1) === 0x7d) {
+          const offset = byteAt(keyAt + prefix.length);
+          setOwn(table!, key, coldJob(job, bodies!, offset, byteAt(end) - offset));
+        }
       }
     };
     /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
