@@ -86,7 +86,8 @@ export const SERVE_HEAP_GROWING_PERCENT = 50;
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
-  if (![...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => /--heap[-_]growing[-_]percent/.test(arg)))
+  // Node refuses this flag in NODE_OPTIONS: the command line is the only place a user's own can be.
+  if (!process.execArgv.some((arg) => /^--heap[-_]growing[-_]percent/.test(arg)))
     setFlagsFromString(`--heap-growing-percent=${SERVE_HEAP_GROWING_PERCENT}`);
   let emulator: Emulator | undefined;
   let log: Log;

@@ -39,6 +39,14 @@ const CHUNK_CHARS = 32 << 10;
 const COPIES_PER_CHUNK = 3 << 10;
 const SLICE_MS = 4;
 
+/** A succeeded research job as a compaction wrote it: its entry is `length` bytes at `offset` in the new state file. */
+interface Placed {
+  key: string;
+  job: ResearchJob;
+  offset: number;
+  length: number;
+}
+
 /** The state file as written: the state, and the number of the last journal record it holds. */
 interface Base {
   state: State;
@@ -672,7 +680,7 @@ export class FilePersistence implements StatePersistence {
     let copies: number[] = [];
     /** Bytes of the new file up to the end of `text`. */
     let bytes = 0;
-    const placed: { key: string; job: ResearchJob; offset: number; length: number }[] = [];
+    const placed: Placed[] = [];
     const source = this.#source;
     let sliceStart = performance.now();
     let pieces = 0;
@@ -716,16 +724,11 @@ export class FilePersistence implements StatePersistence {
   }
 
   /** The succeeded jobs just written, as they are in the new state file; each still the repository's is held cold from now on. */
-  #coolDown(placed: { key: string; job: ResearchJob; offset: number; length: number }[]): void {
+  #coolDown(placed: Placed[]): void {
     const repo = this.#repo;
     if (!repo) return;
-    if (placed.length === 0) {
-      // No job reads from the file before any more: it goes at the next compaction, as the one before it now.
-      this.#retired?.close();
-      this.#retired = this.#source;
-      this.#source = null;
-      return;
-    }
+    // No job reads from the file before any more.
+    if (placed.length === 0) return this.#retireSource(null);
     let source: BodySource;
     try {
       source = new BodySource(this.location);
@@ -738,10 +741,14 @@ export class FilePersistence implements StatePersistence {
       // A cold job moves to the new file as it is; a whole one is replaced by a cold one.
       if (!moveJob(job, source, offset, length)) repo.substitute('research_jobs', key, job, coldJob(job, source, offset, length));
     }
-    // The file before stays open until the next compaction: a job read just before this one may still be read.
+    this.#retireSource(source);
+  }
+
+  /** `next` becomes the file cold jobs read from; the one before stays open until the next compaction (a job read just before may still be read). */
+  #retireSource(next: BodySource | null): void {
     this.#retired?.close();
     this.#retired = this.#source;
-    this.#source = source;
+    this.#source = next;
   }
 
   #closeSources(): void {
