@@ -433,6 +433,69 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     }
   });
 
+  it('a start that parses a succeeded job only up to its report accepts exactly what JSON.parse accepts, and reads what it accepts as JSON.parse does', async () => {
+    const dir = await scratchDir();
+    const state = emptyState();
+    for (const id of ['job_a', 'job_b', 'job_c']) setOwn(state.research_jobs, id, job(id, 'succeeded', `ä${id}`));
+    const file = join(dir, 'state.json');
+    const written = [...stateChunks(state, 1)].join('');
+    const lineOf = (id: string) => written.split('\n').find((l) => l.includes(`"${id}":{`))!;
+    const edit = (id: string, change: (line: string) => string) => written.replace(lineOf(id), change(lineOf(id)));
+    const refused = {
+      'a raw control character in a report': edit('job_b', (l) => l.replace('\\n\\n', '\t')),
+      'an escape JSON has not in a report': edit('job_b', (l) => l.replace('\\n\\n', '\\q')),
+      'a short \\u escape in a citation': edit('job_b', (l) => l.replace('»', '\\u00b')),
+      'no field before the report': edit('job_b', (l) => l.replace(/\{.*?,"report"/, '{,"report"')),
+      'two commas before the report': edit('job_b', (l) => l.replace(',"report"', ',,"report"')),
+      'a string left open before the report': edit('job_b', (l) => l.replace(/"finished_at":\d+/, '"finished_at":"1')),
+      'a comma after the last citation': edit('job_b', (l) => l.replace(/\]\}$/, ',]}')),
+      'no comma between two jobs': written.replace('\n,"job_c"', '\n"job_c"'),
+      'a citation that is not an object': edit('job_b', (l) => l.replace('"citations":[', '"citations":["x":1,')),
+    };
+    const accepted = {
+      'a field after the citations': edit('job_b', (l) => l.replace(/\]\}$/, '],"extra":1}')),
+      'a citation with a number in it': edit('job_b', (l) => l.replace('"file_name":"faq.md"', '"file_name":7')),
+      'a space after the colon': edit('job_b', (l) => l.replace('"report":"', '"report": "')),
+      'a space after the entry': edit('job_b', (l) => `${l} `),
+      'an escaped umlaut in a report': edit('job_b', (l) => l.replace('ä', '\\u00e4')),
+      'a report given twice': edit('job_b', (l) => l.replace('"finished_at"', '"report":"first","finished_at"')),
+      'a report not succeeded': edit('job_b', (l) => l.replace('"succeeded"', '"running"')),
+      'a report and citations in a field before them': edit('job_b', (l) =>
+        l.replace('"finished_at"', '"meta":{"n":1,"report":"r","citations":[]},"finished_at"'),
+      ),
+    };
+    /** What a start reads, and the file its cold jobs read from (the caller closes it). */
+    const start = async (text: string) => {
+      await writeFile(file, text);
+      const source = new BodySource(file);
+      try {
+        return { jobs: ((await readStateFileByEntries(file, source)) as typeof state).research_jobs, source };
+      } catch (e) {
+        source.close();
+        throw e;
+      }
+    };
+    const coldIds = (jobs: typeof state.research_jobs) => Object.keys(jobs).filter((id) => locationOf(jobs[id]) !== undefined);
+    const first = await start(written);
+    first.source.close();
+    expect(coldIds(first.jobs)).toEqual(['job_a', 'job_b', 'job_c']);
+    for (const [what, text] of Object.entries(refused)) {
+      expect(() => JSON.parse(text), what).toThrow();
+      // Refused by the start itself, not only when the job is polled.
+      await expect(start(text), what).rejects.toThrow();
+    }
+    for (const [what, text] of Object.entries(accepted)) {
+      const { jobs, source } = await start(text);
+      try {
+        expect(asJson(jobs), what).toEqual((JSON.parse(text) as typeof state).research_jobs);
+      } finally {
+        source.close();
+      }
+      // Only a line as the core writes it is left in the file.
+      expect(coldIds(jobs).includes('job_b'), what).toBe(what === 'an escaped umlaut in a report');
+    }
+  });
+
   it('a state of several megabytes: jobs across piece and read boundaries, characters of 2 to 4 bytes at every offset, all read back from their places; bytes that are not UTF-8 leave every job whole', async () => {
     const dir = await scratchDir();
     const state = emptyState();

@@ -12,7 +12,7 @@ import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.
 import { readOptional } from './durable-write.js';
 import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import { BodySource, coldJob, isColdable, locationOf, moveJob } from './research-bodies.js';
+import { BodySource, coldHead, coldJob, isColdable, locationOf, moveJob } from './research-bodies.js';
 import type { ResearchJob } from '../core/jobs.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 
@@ -119,6 +119,16 @@ const DECODE_BYTES = 32 << 10;
 /** A line that opens a table: ends in `"name":{` for one of the state's tables. */
 const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
 
+/** A JSON string as JSON.stringify writes it or any valid one: no raw control character, only JSON's escapes. */
+const JSON_STRING = String.raw`"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"`;
+/** An object of string fields (a citation). */
+const STRING_OBJECT = `\\{(?:${JSON_STRING}:${JSON_STRING}(?:,${JSON_STRING}:${JSON_STRING})*)?\\}`;
+/**
+ * A succeeded research job's report and citations, last in its entry as the core writes them, up to the entry's
+ * closing brace: what a start leaves in the file. Matches only valid JSON, in native code and without making a string.
+ */
+const JOB_BODY = new RegExp(`,"report":${JSON_STRING},"citations":\\[(?:${STRING_OBJECT}(?:,${STRING_OBJECT})*)?\\]\\}`, 'y');
+
 /** Thrown when the text read with `bodies` is not the file's bytes as UTF-8: readStateFile reads it again without. */
 const NOT_UTF8 = new Error('not UTF-8');
 
@@ -174,46 +184,77 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       cursor = i;
       return cursorByte;
     };
-    /** Each job on its own line from `from` (a line break) to `to`, kept cold where it may be. */
+    /**
+     * Each job on its own line from `from` (a line break) to `to`, kept cold where it may be. A line that ends in a
+     * report and citations as the core writes them (JOB_BODY) is parsed up to them only: they are most of the
+     * file, and parsing them would make strings and objects only to drop them. JOB_BODY checks that what it skips
+     * is valid JSON, so a batch is accepted exactly when parsing it whole would accept it; anything else (a key
+     * given twice, fields after the citations, a job not succeeded) parses the batch whole.
+     */
     const parseJobs = (from: number, to: number): void => {
-      const entries = parseEntries(from, to);
-      /** Where each line's key starts and where the line ends. */
+      const pieces: string[] = [];
+      /** For each line: where its key starts, where its report starts (-1: parsed whole), where it ends. */
       const lines: number[] = [];
       for (let at = from; at < to;) {
         const next = text.indexOf('\n', at + 1);
         const end = next < 0 || next > to ? to : next;
-        lines.push(at + (text.charCodeAt(at + 1) === 0x2c ? 2 : 1), end);
+        const comma = text.charCodeAt(at + 1) === 0x2c;
+        // Each line after the first starts with its comma: joining the pieces must not supply a missing one.
+        if (!comma && at !== from) return parseEntries(from, to);
+        const keyAt = at + (comma ? 2 : 1);
+        let reportAt = text.indexOf(',"report":"', keyAt);
+        if (reportAt >= end) reportAt = -1;
+        else if (reportAt >= 0) {
+          JOB_BODY.lastIndex = reportAt;
+          if (!JOB_BODY.test(text) || JOB_BODY.lastIndex !== end) reportAt = -1;
+        }
+        pieces.push(reportAt < 0 ? text.slice(keyAt, end) : `${text.slice(keyAt, reportAt)}}`);
+        lines.push(keyAt, reportAt, end);
         at = end;
+      }
+      if (table === null || (text.charCodeAt(from + 1) === 0x2c) !== tableHasEntries) return parseEntries(from, to);
+      let entries: Record<string, unknown>;
+      try {
+        entries = JSON.parse(`{${pieces.join(',')}}`) as Record<string, unknown>;
+      } catch {
+        return parseEntries(from, to);
       }
       const keys = Object.keys(entries);
       // A key given twice (a hand edit) leaves fewer keys than lines: no line is then known to be its key's.
-      if (keys.length * 2 !== lines.length) return;
+      if (keys.length * 3 !== lines.length) return parseEntries(from, to);
+      const cold: [key: string, job: ResearchJob][] = [];
       for (const [i, key] of keys.entries()) {
-        const job = entries[key] as ResearchJob;
-        const [keyAt, end] = [lines[2 * i]!, lines[2 * i + 1]!];
+        const [keyAt, reportAt, end] = [lines[3 * i]!, lines[3 * i + 1]!, lines[3 * i + 2]!];
+        if (reportAt < 0) continue;
+        const head = entries[key] as Record<string, unknown>;
         const prefix = `${JSON.stringify(key)}:`;
-        // An entry written as stateChunks writes it: its value is the rest of the line (keys in the lines' order).
-        if (isColdable(job) && text.startsWith(prefix, keyAt) && text.charCodeAt(end - 1) === 0x7d) {
-          const offset = byteAt(keyAt + prefix.length);
-          setOwn(table!, key, coldJob(job, bodies!, offset, byteAt(end) - offset));
-        }
+        // This line is its key's (the key written as JSON.stringify writes it), and its head has a status before
+        // the report: a line `"k":{,"report":…}` is not JSON, though its head `"k":{}` is.
+        if (!text.startsWith(prefix, keyAt) || head.status !== 'succeeded') return parseEntries(from, to);
+        if (Object.hasOwn(head, 'report') || Object.hasOwn(head, 'citations')) return parseEntries(from, to);
+        const offset = byteAt(keyAt + prefix.length);
+        cold.push([key, coldHead(head, bodies!, offset, byteAt(end) - offset)]);
       }
+      addEntries(entries);
+      for (const [key, job] of cold) setOwn(table, key, job);
+      tableHasEntries = true;
     };
     /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
-    const parseEntries = (from: number, to: number): Record<string, unknown> => {
-      if (!table) return {};
+    const parseEntries = (from: number, to: number): void => {
+      if (!table) return;
       const comma = text.charCodeAt(from + 1) === 0x2c;
       if (comma !== tableHasEntries) throw notInLayout();
       const body = text.slice(comma ? from + 2 : from + 1, to);
       const blank = body.trim() === '';
       // A comma must have an entry after it.
       if (comma && blank) throw notInLayout();
-      const entries = JSON.parse(`{${body}}`) as Record<string, unknown>;
-      // Object.assign would take an own "__proto__" entry as the prototype.
-      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
-      else Object.assign(table, entries);
+      addEntries(JSON.parse(`{${body}}`) as Record<string, unknown>);
       tableHasEntries ||= !blank;
-      return entries;
+    };
+    const addEntries = (entries: Record<string, unknown>): void => {
+      // Object.assign would take an own "__proto__" entry as the prototype.
+      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table!, key, entries[key]);
+      else Object.assign(table!, entries);
     };
     const parse = (from: number, to: number): void => {
       if (bodies && table === tables.research_jobs) parseJobs(from, to);

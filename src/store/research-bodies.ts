@@ -108,8 +108,14 @@ export function coldJob(job: ResearchJob, source: BodySource, offset: number, le
   // Own data fields only: reading the getters of a cold job would read its body.
   for (const key of Object.keys(job)) {
     if (key === 'report' || key === 'citations') continue;
-    head[key] = frozen((job as unknown as Record<string, unknown>)[key]);
+    head[key] = (job as unknown as Record<string, unknown>)[key];
   }
+  return coldHead(head, source, offset, length);
+}
+
+/** coldJob for a job's other fields, just parsed: `head` itself becomes the cold job. */
+export function coldHead(head: Record<string, unknown>, source: BodySource, offset: number, length: number): ResearchJob {
+  for (const value of Object.values(head)) frozen(value);
   Object.defineProperty(head, 'report', REPORT);
   Object.defineProperty(head, 'citations', CITATIONS);
   locations.set(head, { source, offset, length });
