@@ -227,7 +227,7 @@ describe('the state file is read entry by entry', () => {
     expect(Object.keys((a as typeof state).clients)).toHaveLength(12_000);
   });
 
-  it('what JSON.parse refuses, reading by entries refuses too, wherever the pieces end: a comma with no entry after it, two commas, a missing comma, a comma before the first entry', async () => {
+  it('what JSON.parse refuses, reading by entries refuses too, wherever the pieces end: a comma with no entry after it, two commas, a missing comma, a comma before the first entry, a value with a comma of its own, a key with a bad escape or a raw tab', async () => {
     const dir = await scratchDir();
     const head = '{"version":1,"clients":{\n';
     const bad = [
@@ -235,6 +235,9 @@ describe('the state file is read entry by entry', () => {
       (pad: string) => `${head}"a":"${pad}"\n,\n,"b":1\n}\n,"journal_seq":1}\n`,
       (pad: string) => `${head}"a":"${pad}"\n"b":1\n}\n,"journal_seq":1}\n`,
       (pad: string) => `${head},"a":"${pad}"\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head}"a":"${pad}"\n,"b":1,2\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head}"a":"${pad}"\n,"b\\q":1\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head}"a":"${pad}"\n,"b\t":1\n}\n,"journal_seq":1}\n`,
     ];
     const file = join(dir, 'state.json');
     // Every alignment of the line breaks against the 32 KiB and 64 KiB piece ends.
@@ -246,6 +249,34 @@ describe('the state file is read entry by entry', () => {
           await writeFile(file, text);
           await expect(readStateFileByEntries(file), `${n}: ${make.toString()}`).rejects.toThrow();
         }
+  });
+});
+
+describe('reading a state file by entries', () => {
+  it('reads what JSON.parse reads, as JSON.parse reads it: keys escaped, "__proto__", a key given twice, a space after a key, an entry over two lines, an empty table', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const text = [
+      '{"version":1,"clients":{',
+      '"a\\u0062":{"n":1}',
+      ',"__proto__":{"n":2}',
+      ',"a":{"n":3}',
+      ',"ab":{"n":4}',
+      ',"c" :{"n":5}',
+      ',"d":{"n":',
+      '6}',
+      ',"e":"\\"quoted\\" \\\\ ä€𝄞"',
+      '},"grants":{}',
+      ',"codes":{',
+      '}',
+      ',"journal_seq":1}',
+      '',
+    ].join('\n');
+    await writeFile(file, text);
+    const expected = JSON.parse(text) as Record<string, Record<string, unknown>>;
+    const read = (await readStateFileByEntries(file)) as typeof expected;
+    expect(JSON.stringify(read)).toBe(JSON.stringify(expected));
+    expect(Object.getPrototypeOf(read['clients']!)).toBe(Object.prototype);
+    expect(Object.keys(read['clients']!)).toEqual(['ab', '__proto__', 'a', 'c', 'd', 'e']);
   });
 });
 
@@ -412,22 +443,31 @@ describe("succeeded research jobs' reports stay in the state file", () => {
         if (locationOf(jobs[id])) expect(Object.isFrozen(jobs[id])).toBe(true);
       }
       expect(asJson(read)).toEqual(asJson({ ...state, journal_seq: 2 }));
-      // A job written otherwise (here: its key escaped by hand) is read whole: its place in the file is not the writer's.
+      // A key escaped by hand is read as JSON reads it; the job's place in the file is still its line's.
       await writeFile(file, (await readFile(file, 'utf8')).replace('"job_last":', '"job\\u005flast":'));
       const other = new BodySource(file);
-      const edited = (await readStateFileByEntries(file, other)) as typeof state;
-      other.close();
-      expect(locationOf(edited.research_jobs['job_last'])).toBeUndefined();
-      expect(edited.research_jobs['job_last']!.report).toBe(state.research_jobs['job_last']!.report);
-      // A job given twice (a hand edit): JSON takes the second, at the first one's place in the key order; read whole.
+      try {
+        const edited = (await readStateFileByEntries(file, other)) as typeof state;
+        expect(Object.keys(edited.research_jobs)).toEqual(ids);
+        expect(locationOf(edited.research_jobs['job_last'])).toBeDefined();
+        expect(edited.research_jobs['job_last']!.report).toBe(state.research_jobs['job_last']!.report);
+      } finally {
+        other.close();
+      }
+      // A job given twice (a hand edit): as in JSON, the second value at the first one's place in the key order,
+      // its report read from the second line.
       const text = await readFile(file, 'utf8');
       const line = text.split('\n').find((l) => l.startsWith('"job_1":'))!;
       await writeFile(file, text.replace('\n,"job_queued"', `\n,${line.replace('# Bericht', '# Zweiter Bericht')}\n,"job_queued"`));
       const twice = new BodySource(file);
-      const doubled = (await readStateFileByEntries(file, twice)) as typeof state;
-      twice.close();
-      expect(locationOf(doubled.research_jobs['job_1'])).toBeUndefined();
-      expect(doubled.research_jobs['job_1']!.report).toMatch(/^# Zweiter Bericht/);
+      try {
+        const doubled = (await readStateFileByEntries(file, twice)) as typeof state;
+        expect(Object.keys(doubled.research_jobs)).toEqual(ids);
+        expect(doubled.research_jobs['job_1']!.report).toMatch(/^# Zweiter Bericht/);
+        expect(asJson(doubled)).toEqual(JSON.parse(await readFile(file, 'utf8')));
+      } finally {
+        twice.close();
+      }
     } finally {
       source.close();
     }

@@ -121,6 +121,8 @@ const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
 
 /** A JSON string as JSON.stringify writes it or any valid one: no raw control character, only JSON's escapes. */
 const JSON_STRING = String.raw`"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"`;
+/** An entry's key and its colon, at the start of its line. */
+const KEY = new RegExp(`${JSON_STRING}:`, 'y');
 /** An object of string fields (a citation). */
 const STRING_OBJECT = `\\{(?:${JSON_STRING}:${JSON_STRING}(?:,${JSON_STRING}:${JSON_STRING})*)?\\}`;
 /**
@@ -185,58 +187,67 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       return cursorByte;
     };
     /**
-     * Each job on its own line from `from` (a line break) to `to`, kept cold where it may be. A line that ends in a
-     * report and citations as the core writes them (JOB_BODY) is parsed up to them only: they are most of the
-     * file, and parsing them would make strings and objects only to drop them. JOB_BODY checks that what it skips
-     * is valid JSON, so a batch is accepted exactly when parsing it whole would accept it; anything else (a key
-     * given twice, fields after the citations, a job not succeeded) parses the batch whole.
+     * The entries from `from` (a line break) to `to`, one a line as stateChunks writes them, into `table`. Their
+     * values are parsed as one array and their keys read from each line: parsed as one object, every batch's
+     * entry names (unique keys) would each make V8 a new hidden class, about a quarter of a start's parse and its
+     * garbage. With `bodies`, a succeeded research job whose line ends in a report and citations as the core
+     * writes them (JOB_BODY) is parsed up to them only and kept cold: they are most of the file, and parsing them
+     * would make strings only to drop them. KEY and JOB_BODY check that what they read or skip is valid JSON, so a
+     * batch is accepted exactly when parsing it as an object would accept it; any other layout (a blank line, an
+     * entry over two lines, a space after a key) is parsed as an object, as before.
      */
-    const parseJobs = (from: number, to: number): void => {
-      const pieces: string[] = [];
-      /** For each line: where its key starts, where its report starts (-1: parsed whole), where it ends. */
-      const lines: number[] = [];
+    const parseLines = (from: number, to: number): void => {
+      if (!table || (text.charCodeAt(from + 1) === 0x2c) !== tableHasEntries) return parseEntries(from, to);
+      const jobs = bodies !== undefined && table === tables.research_jobs;
+      const keys: string[] = [];
+      const values: string[] = [];
+      /** For each job line: where its value starts, where its report starts (-1: parsed whole), where it ends. */
+      const places: number[] = [];
+      /** The first `,"report":"` after the last place searched from (2 ** 32 - 1: none). */
+      let nextReport = -1;
       for (let at = from; at < to;) {
         const next = text.indexOf('\n', at + 1);
         const end = next < 0 || next > to ? to : next;
         const comma = text.charCodeAt(at + 1) === 0x2c;
-        // Each line after the first starts with its comma: joining the pieces must not supply a missing one.
+        // Each line after the first starts with its comma: joining the values must not supply a missing one.
         if (!comma && at !== from) return parseEntries(from, to);
         const keyAt = at + (comma ? 2 : 1);
-        let reportAt = text.indexOf(',"report":"', keyAt);
-        if (reportAt >= end) reportAt = -1;
-        else if (reportAt >= 0) {
+        KEY.lastIndex = keyAt;
+        if (!KEY.test(text)) return parseEntries(from, to);
+        const valueAt = KEY.lastIndex;
+        const key = text.slice(keyAt + 1, valueAt - 2);
+        keys.push(key.includes('\\') ? (JSON.parse(text.slice(keyAt, valueAt - 1)) as string) : key);
+        // The search goes on from where the last one ended, so lines without a report are not searched again.
+        if (jobs && nextReport < valueAt) nextReport = text.indexOf(',"report":"', valueAt) >>> 0;
+        let reportAt = jobs && nextReport < end ? nextReport : -1;
+        if (reportAt >= 0) {
           JOB_BODY.lastIndex = reportAt;
           if (!JOB_BODY.test(text) || JOB_BODY.lastIndex !== end) reportAt = -1;
         }
-        pieces.push(reportAt < 0 ? text.slice(keyAt, end) : `${text.slice(keyAt, reportAt)}}`);
-        lines.push(keyAt, reportAt, end);
+        values.push(reportAt < 0 ? text.slice(valueAt, end) : `${text.slice(valueAt, reportAt)}}`);
+        if (jobs) places.push(valueAt, reportAt, end);
         at = end;
       }
-      if (table === null || (text.charCodeAt(from + 1) === 0x2c) !== tableHasEntries) return parseEntries(from, to);
-      let entries: Record<string, unknown>;
+      let parsed: unknown[];
       try {
-        entries = JSON.parse(`{${pieces.join(',')}}`) as Record<string, unknown>;
+        parsed = JSON.parse(`[${values.join(',')}]`) as unknown[];
       } catch {
         return parseEntries(from, to);
       }
-      const keys = Object.keys(entries);
-      // A key given twice (a hand edit) leaves fewer keys than lines: no line is then known to be its key's.
-      if (keys.length * 3 !== lines.length) return parseEntries(from, to);
-      const cold: [key: string, job: ResearchJob][] = [];
-      for (const [i, key] of keys.entries()) {
-        const [keyAt, reportAt, end] = [lines[3 * i]!, lines[3 * i + 1]!, lines[3 * i + 2]!];
+      // A value with a comma of its own (`"k":1,2`) is two elements.
+      if (parsed.length !== keys.length) return parseEntries(from, to);
+      for (let i = 0; i < places.length; i += 3) {
+        const [valueAt, reportAt, end] = [places[i]!, places[i + 1]!, places[i + 2]!];
         if (reportAt < 0) continue;
-        const head = entries[key] as Record<string, unknown>;
-        const prefix = `${JSON.stringify(key)}:`;
-        // This line is its key's (the key written as JSON.stringify writes it), and its head has a status before
-        // the report: a line `"k":{,"report":…}` is not JSON, though its head `"k":{}` is.
-        if (!text.startsWith(prefix, keyAt) || head.status !== 'succeeded') return parseEntries(from, to);
-        if (Object.hasOwn(head, 'report') || Object.hasOwn(head, 'citations')) return parseEntries(from, to);
-        const offset = byteAt(keyAt + prefix.length);
-        cold.push([key, coldHead(head, bodies!, offset, byteAt(end) - offset)]);
+        const head = parsed[i / 3] as Record<string, unknown> | null;
+        // A head with a status before the report: a line `"k":{,"report":…}` is not JSON, though its head `{}` is.
+        if (head?.status !== 'succeeded' || Object.hasOwn(head, 'report') || Object.hasOwn(head, 'citations'))
+          return parseEntries(from, to);
+        const offset = byteAt(valueAt);
+        parsed[i / 3] = coldHead(head, bodies!, offset, byteAt(end) - offset);
       }
-      addEntries(entries);
-      for (const [key, job] of cold) setOwn(table, key, job);
+      // In the lines' order, so a key given twice (a hand edit) keeps its first place and its last value, as in JSON.
+      for (const [i, key] of keys.entries()) setOwn(table, key, parsed[i]);
       tableHasEntries = true;
     };
     /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
@@ -248,18 +259,13 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       const blank = body.trim() === '';
       // A comma must have an entry after it.
       if (comma && blank) throw notInLayout();
-      addEntries(JSON.parse(`{${body}}`) as Record<string, unknown>);
+      const entries = JSON.parse(`{${body}}`) as Record<string, unknown>;
+      // Object.assign would take an own "__proto__" entry as the prototype.
+      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table, key, entries[key]);
+      else Object.assign(table, entries);
       tableHasEntries ||= !blank;
     };
-    const addEntries = (entries: Record<string, unknown>): void => {
-      // Object.assign would take an own "__proto__" entry as the prototype.
-      if (Object.hasOwn(entries, '__proto__')) for (const key in entries) setOwn(table!, key, entries[key]);
-      else Object.assign(table!, entries);
-    };
-    const parse = (from: number, to: number): void => {
-      if (bodies && table === tables.research_jobs) parseJobs(from, to);
-      else parseEntries(from, to);
-    };
+
     /** Parses what `text` holds up to its last complete entry (all of it at the end) and keeps the rest. */
     const consume = (eof: boolean): void => {
       let at = 0;
@@ -268,7 +274,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
           // Entries hold no line breaks (JSON.stringify escapes them): a line break is the layout's own.
           const close = text.indexOf('\n}', at);
           if (close >= 0) {
-            if (close > at) parse(at, close);
+            if (close > at) parseLines(at, close);
             // The table's closing brace was written into the skeleton when it opened; its line goes on after it.
             table = null;
             at = close + 2;
@@ -276,7 +282,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
           }
           const cut = text.lastIndexOf('\n,');
           if (cut > at) {
-            parse(at, cut);
+            parseLines(at, cut);
             at = cut;
           }
           break;
