@@ -238,6 +238,9 @@ describe('the state file is read entry by entry', () => {
       (pad: string) => `${head}"a":"${pad}"\n,"b":1,2\n}\n,"journal_seq":1}\n`,
       (pad: string) => `${head}"a":"${pad}"\n,"b\\q":1\n}\n,"journal_seq":1}\n`,
       (pad: string) => `${head}"a":"${pad}"\n,"b\t":1\n}\n,"journal_seq":1}\n`,
+      // A value left open on one line and closed on the next, and a line with a value too many to make up the count.
+      (pad: string) => `${head}"a":{"x":[{"p":"${pad}"}\n,"b":{}]}\n,"c":{},{}\n}\n,"journal_seq":1}\n`,
+      (pad: string) => `${head}"a":"${pad}\n,"b":q"\n,"c":3,4\n}\n,"journal_seq":1}\n`,
     ];
     const file = join(dir, 'state.json');
     // Every alignment of the line breaks against the 32 KiB and 64 KiB piece ends.
@@ -253,20 +256,25 @@ describe('the state file is read entry by entry', () => {
 });
 
 describe('reading a state file by entries', () => {
-  it('reads what JSON.parse reads, as JSON.parse reads it: keys escaped, "__proto__", a key given twice, a space after a key, an entry over two lines, an empty table', async () => {
+  it('reads what JSON.parse reads, as JSON.parse reads it: keys escaped, "__proto__", a key given twice, integer-like keys, a space after a key, an entry over two lines, an empty table', async () => {
     const file = join(await scratchDir(), 'state.json');
     const text = [
+      // Entries one a line, as written: read line by line.
       '{"version":1,"clients":{',
       '"a\\u0062":{"n":1}',
       ',"__proto__":{"n":2}',
       ',"a":{"n":3}',
       ',"ab":{"n":4}',
-      ',"c" :{"n":5}',
+      ',"7":{"n":5}',
+      ',"e":"\\"quoted\\" \\\\ ä€𝄞"',
+      ',"f":null',
+      // A layout of a hand edit: its table is parsed as an object.
+      '},"grants":{',
+      '"c" :{"n":5}',
       ',"d":{"n":',
       '6}',
-      ',"e":"\\"quoted\\" \\\\ ä€𝄞"',
-      '},"grants":{}',
-      ',"codes":{',
+      '},"codes":{}',
+      ',"families":{',
       '}',
       ',"journal_seq":1}',
       '',
@@ -276,7 +284,8 @@ describe('reading a state file by entries', () => {
     const read = (await readStateFileByEntries(file)) as typeof expected;
     expect(JSON.stringify(read)).toBe(JSON.stringify(expected));
     expect(Object.getPrototypeOf(read['clients']!)).toBe(Object.prototype);
-    expect(Object.keys(read['clients']!)).toEqual(['ab', '__proto__', 'a', 'c', 'd', 'e']);
+    expect(Object.keys(read['clients']!)).toEqual(['7', 'ab', '__proto__', 'a', 'e', 'f']);
+    expect(Object.keys(read['grants']!)).toEqual(['c', 'd']);
   });
 });
 
@@ -490,6 +499,12 @@ describe("succeeded research jobs' reports stay in the state file", () => {
       'a string left open before the report': edit('job_b', (l) => l.replace(/"finished_at":\d+/, '"finished_at":"1')),
       'a comma after the last citation': edit('job_b', (l) => l.replace(/\]\}$/, ',]}')),
       'no comma between two jobs': written.replace('\n,"job_c"', '\n"job_c"'),
+      // A job's entry left open, closed on the next line, and a value too many after it.
+      'a job left open and closed on the next line': edit(
+        'job_b',
+        () =>
+          '"job_b":{"id":"job_b","status":"succeeded","x":{"y":1,"report":"r","citations":[]}\n,"job_x":"status":"succeeded"}\n,"job_y":1,2',
+      ),
       'a citation that is not an object': edit('job_b', (l) => l.replace('"citations":[', '"citations":["x":1,')),
     };
     const accepted = {

@@ -131,6 +131,8 @@ const STRING_OBJECT = `\\{(?:${JSON_STRING}:${JSON_STRING}(?:,${JSON_STRING}:${J
  */
 const JOB_BODY = new RegExp(`,"report":${JSON_STRING},"citations":\\[(?:${STRING_OBJECT}(?:,${STRING_OBJECT})*)?\\]\\}`, 'y');
 
+/** What parseValue returns for text that is not one JSON value. */
+const NOT_A_VALUE = Symbol('not a JSON value');
 /** Thrown when the text read with `bodies` is not the file's bytes as UTF-8: readStateFile reads it again without. */
 const NOT_UTF8 = new Error('not UTF-8');
 
@@ -187,29 +189,27 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       return cursorByte;
     };
     /**
-     * The entries from `from` (a line break) to `to`, one a line as stateChunks writes them, into `table`. Their
-     * values are parsed as one array and their keys read from each line: parsed as one object, every batch's
-     * entry names (unique keys) would each make V8 a new hidden class, about a quarter of a start's parse and its
-     * garbage. With `bodies`, a succeeded research job whose line ends in a report and citations as the core
-     * writes them (JOB_BODY) is parsed up to them only and kept cold: they are most of the file, and parsing them
-     * would make strings only to drop them. KEY and JOB_BODY check that what they read or skip is valid JSON, so a
-     * batch is accepted exactly when parsing it as an object would accept it; any other layout (a blank line, an
-     * entry over two lines, a space after a key) is parsed as an object, as before.
+     * The entries from `from` (a line break) to `to`, one a line as stateChunks writes them, into `table`. Each
+     * line's key is read with KEY and its value parsed alone: parsed as one object, a batch's entry names (all
+     * different) made V8 a hidden class each, a good part of a start's parse and its garbage. With `bodies`, a
+     * succeeded research job whose line ends in a report and citations as the core writes them (JOB_BODY) is
+     * parsed up to them only and kept cold: they are most of the file, and parsing them would make strings only to
+     * drop them. KEY and JOB_BODY match only valid JSON and each value is parsed on its own, so a line is accepted
+     * exactly when it is a valid entry; any other layout (a blank line, an entry over two lines, a space after a
+     * key) parses the batch as an object, as before, which refuses what JSON.parse refuses.
      */
     const parseLines = (from: number, to: number): void => {
       if (!table || (text.charCodeAt(from + 1) === 0x2c) !== tableHasEntries) return parseEntries(from, to);
       const jobs = bodies !== undefined && table === tables.research_jobs;
       const keys: string[] = [];
-      const values: string[] = [];
-      /** For each job line: where its value starts, where its report starts (-1: parsed whole), where it ends. */
-      const places: number[] = [];
+      const values: unknown[] = [];
       /** The first `,"report":"` after the last place searched from (2 ** 32 - 1: none). */
       let nextReport = -1;
       for (let at = from; at < to;) {
         const next = text.indexOf('\n', at + 1);
         const end = next < 0 || next > to ? to : next;
         const comma = text.charCodeAt(at + 1) === 0x2c;
-        // Each line after the first starts with its comma: joining the values must not supply a missing one.
+        // Each line after the first starts with its comma.
         if (!comma && at !== from) return parseEntries(from, to);
         const keyAt = at + (comma ? 2 : 1);
         KEY.lastIndex = keyAt;
@@ -217,38 +217,36 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         const valueAt = KEY.lastIndex;
         const key = text.slice(keyAt + 1, valueAt - 2);
         keys.push(key.includes('\\') ? (JSON.parse(text.slice(keyAt, valueAt - 1)) as string) : key);
+        at = end;
         // The search goes on from where the last one ended, so lines without a report are not searched again.
         if (jobs && nextReport < valueAt) nextReport = text.indexOf(',"report":"', valueAt) >>> 0;
-        let reportAt = jobs && nextReport < end ? nextReport : -1;
-        if (reportAt >= 0) {
-          JOB_BODY.lastIndex = reportAt;
-          if (!JOB_BODY.test(text) || JOB_BODY.lastIndex !== end) reportAt = -1;
+        let value: unknown = undefined;
+        if (jobs && nextReport < end) {
+          JOB_BODY.lastIndex = nextReport;
+          if (JOB_BODY.test(text) && JOB_BODY.lastIndex === end) {
+            const head = parseValue(valueAt, nextReport, '}') as Record<string, unknown> | null;
+            // A head with a status before the report: a line `"k":{,"report":…}` is not JSON, though its head `{}` is.
+            if (head?.status === 'succeeded' && !Object.hasOwn(head, 'report') && !Object.hasOwn(head, 'citations')) {
+              const offset = byteAt(valueAt);
+              value = coldHead(head, bodies, offset, byteAt(end) - offset);
+            }
+          }
         }
-        values.push(reportAt < 0 ? text.slice(valueAt, end) : `${text.slice(valueAt, reportAt)}}`);
-        if (jobs) places.push(valueAt, reportAt, end);
-        at = end;
-      }
-      let parsed: unknown[];
-      try {
-        parsed = JSON.parse(`[${values.join(',')}]`) as unknown[];
-      } catch {
-        return parseEntries(from, to);
-      }
-      // A value with a comma of its own (`"k":1,2`) is two elements.
-      if (parsed.length !== keys.length) return parseEntries(from, to);
-      for (let i = 0; i < places.length; i += 3) {
-        const [valueAt, reportAt, end] = [places[i]!, places[i + 1]!, places[i + 2]!];
-        if (reportAt < 0) continue;
-        const head = parsed[i / 3] as Record<string, unknown> | null;
-        // A head with a status before the report: a line `"k":{,"report":…}` is not JSON, though its head `{}` is.
-        if (head?.status !== 'succeeded' || Object.hasOwn(head, 'report') || Object.hasOwn(head, 'citations'))
-          return parseEntries(from, to);
-        const offset = byteAt(valueAt);
-        parsed[i / 3] = coldHead(head, bodies!, offset, byteAt(end) - offset);
+        value ??= parseValue(valueAt, end);
+        if (value === NOT_A_VALUE) return parseEntries(from, to);
+        values.push(value);
       }
       // In the lines' order, so a key given twice (a hand edit) keeps its first place and its last value, as in JSON.
-      for (const [i, key] of keys.entries()) setOwn(table, key, parsed[i]);
+      for (const [i, key] of keys.entries()) setOwn(table, key, values[i]);
       tableHasEntries = true;
+    };
+    /** The JSON value from `from` to `to` in `text` (and `after`), or NOT_A_VALUE. */
+    const parseValue = (from: number, to: number, after = ''): unknown => {
+      try {
+        return JSON.parse(text.slice(from, to) + after) as unknown;
+      } catch {
+        return NOT_A_VALUE;
+      }
     };
     /** The entries from `from` (a line break) to `to` (the line break after the last of them) into `table`. */
     const parseEntries = (from: number, to: number): void => {

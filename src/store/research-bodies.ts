@@ -1,5 +1,6 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { frozen } from '../core/immutable.js';
+import { setOwn } from '../core/repository.js';
 import type { Citation, ResearchJob } from '../core/jobs.js';
 
 /**
@@ -108,7 +109,7 @@ export function coldJob(job: ResearchJob, source: BodySource, offset: number, le
   // Own data fields only: reading the getters of a cold job would read its body.
   for (const key of Object.keys(job)) {
     if (key === 'report' || key === 'citations') continue;
-    head[key] = (job as unknown as Record<string, unknown>)[key];
+    setOwn(head, key, (job as unknown as Record<string, unknown>)[key]);
   }
   return coldHead(head, source, offset, length);
 }
