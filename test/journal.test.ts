@@ -270,7 +270,7 @@ describe('reading a state file by entries', () => {
       ',"f":null',
       // A layout of a hand edit: its table is parsed as an object.
       '},"grants":{',
-      '"c" :{"n":5}',
+      '"c" :{"n":5,"ü":"Grüße €𝄞"}',
       ',"d":{"n":',
       '6}',
       '},"codes":{}',
@@ -551,7 +551,7 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     }
   });
 
-  it('a state of several megabytes: jobs across piece and read boundaries, characters of 2 to 4 bytes at every offset, all read back from their places; bytes that are not UTF-8 leave every job whole', async () => {
+  it('a state of several megabytes: jobs across piece and read boundaries, characters of 2 to 4 bytes at every offset, all read back from their places; bytes that are not UTF-8 read as JSON.parse reads them', async () => {
     const dir = await scratchDir();
     const state = emptyState();
     for (let i = 0; i < 3000; i++) {
@@ -574,15 +574,22 @@ describe("succeeded research jobs' reports stay in the state file", () => {
     } finally {
       source.close();
     }
-    // A byte that is not UTF-8 (a hand edit; JSON.parse takes it as U+FFFD) in a table before the jobs: no place is trusted.
+    // Bytes that are not UTF-8 (a hand edit), in a table before the jobs and in a job's report: each reads as U+FFFD,
+    // as in JSON.parse of the file's text, and every job's place is still known.
     const bytes = Buffer.from([...stateChunks({ ...state, clients: { c: { client_name: 'Ä' } as never } }, 1)].join(''));
     bytes[bytes.indexOf(Buffer.from('Ä'))] = 0xff;
+    const report = bytes.indexOf(Buffer.from('# Bericht ä'), bytes.indexOf(Buffer.from('"job_299":')));
+    bytes[report + '# Bericht '.length] = 0xf0; // "ä" (2 bytes) now starts as a 4-byte sequence: not UTF-8
     await writeFile(file, bytes);
     const damaged = new BodySource(file);
     try {
       const read = (await readStateFile(file, damaged)) as typeof state;
-      expect(Object.values(read.research_jobs).some((j) => locationOf(j))).toBe(false);
-      expect(read.research_jobs['job_299']!.report).toBe(state.research_jobs['job_299']!.report);
+      const expected = JSON.parse(bytes.toString('utf8')) as typeof state;
+      expect(read.clients['c']!.client_name).toBe('\ufffd\ufffd');
+      expect(read.research_jobs['job_299']!.report).toBe(expected.research_jobs['job_299']!.report);
+      expect(read.research_jobs['job_299']!.report).toMatch(/^# Bericht \ufffd/);
+      expect(locationOf(read.research_jobs['job_299'])).toBeDefined();
+      expect(asJson(read)).toEqual(asJson(expected));
     } finally {
       damaged.close();
     }

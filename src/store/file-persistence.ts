@@ -1,5 +1,4 @@
 import { open, readFile, stat } from 'node:fs/promises';
-import { StringDecoder } from 'node:string_decoder';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -115,12 +114,22 @@ const MAX_LINE_CHARS = 4 << 20;
 const READ_BYTES = 1 << 20;
 
 /**
- * ... and decodes and parses it this many bytes at a time. Every string made from a piece stays below V8's
- * large-object size (128 KiB), even as two bytes a character (one "€" in a piece makes it so), so it is made in the
- * young generation's pages, which are used again and again: a larger string gets pages of its own, fresh from the
- * kernel each time, and on a VM their page faults cost more than parsing the text in them.
+ * ... and parses it this many bytes at a time. Every string made from a piece stays below V8's large-object size
+ * (128 KiB), so it is made in the young generation's pages, which are used again and again: a larger string gets
+ * pages of its own, fresh from the kernel each time, and on a VM their page faults cost more than parsing the text
+ * in them.
  */
 const DECODE_BYTES = 32 << 10;
+
+/** A character that is not ASCII: in text read as Latin-1, a byte of a UTF-8 sequence. */
+const NOT_ASCII = /[^\x00-\x7f]/;
+
+/**
+ * `text` read as Latin-1 (a character a byte) decoded as the UTF-8 it is. Exactly what decoding the whole file
+ * would give for this piece, also for bytes that are not UTF-8 (U+FFFD for each bad sequence, as in JSON.parse of the
+ * file's text): every piece ends at an ASCII character, and no UTF-8 sequence runs across one.
+ */
+const utf8 = (text: string): string => (NOT_ASCII.test(text) ? Buffer.from(text, 'latin1').toString('utf8') : text);
 
 /** A line that opens a table: ends in `"name":{` for one of the state's tables. */
 const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
@@ -139,8 +148,6 @@ const JOB_BODY = new RegExp(`,"report":${JSON_STRING},"citations":\\[(?:${STRING
 
 /** What parseValue returns for text that is not one JSON value. */
 const NOT_A_VALUE = Symbol('not a JSON value');
-/** Thrown when the text read with `bodies` is not the file's bytes as UTF-8: readStateFile reads it again without. */
-const NOT_UTF8 = new Error('not UTF-8');
 
 /** Thrown where a file leaves the entry-per-line layout: readStateFile then parses it whole. */
 const notInLayout = () => new Error('not in the entry-per-line layout');
@@ -155,8 +162,6 @@ export async function readStateFile(file: string, bodies?: BodySource): Promise<
   try {
     return await readStateFileByEntries(file, bodies);
   } catch (e) {
-    // Bytes that are not UTF-8 (a hand edit) decode to characters of another length: no job's place is known.
-    if (e === NOT_UTF8) return readStateFileByEntries(file);
     if ((e as NodeJS.ErrnoException).code !== undefined) throw e;
     return JSON.parse((await readFile(file)).toString('utf8'));
   }
@@ -171,7 +176,6 @@ export async function readStateFile(file: string, bodies?: BodySource): Promise<
 export async function readStateFileByEntries(file: string, bodies?: BodySource): Promise<unknown> {
   const handle = await open(file, 'r');
   try {
-    const decoder = new StringDecoder('utf8');
     const buffer = Buffer.allocUnsafe(READ_BYTES);
     const skeleton: string[] = [];
     /** The start of a skeleton line longer than what was read so far: kept in pieces, never rescanned or copied. */
@@ -181,19 +185,14 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
     let table: Record<string, unknown> | null = null;
     /** Whether the open table has an entry yet: every later entry line, and only those, start with a comma. */
     let tableHasEntries = false;
-    /** Read and not yet parsed: in a table, it starts at the line break before an entry. */
+    /**
+     * Read and not yet parsed, as Latin-1: a character a byte, so a place in it is a place in the file, and the
+     * reports a start leaves in the file (most of it) are never decoded. What is parsed is decoded first (utf8).
+     * In a table, it starts at the line break before an entry.
+     */
     let text = '';
-    /** Where `text` starts in the file, in bytes; kept only for `bodies`. */
+    /** Where `text` starts in the file. */
     let textStart = 0;
-    /** A place in `text` and where it is in the file: byteAt counts forward from it. */
-    let cursor = 0;
-    let cursorByte = 0;
-    const byteAt = (i: number): number => {
-      if (i < cursor) [cursor, cursorByte] = [0, textStart];
-      cursorByte += Buffer.byteLength(text.slice(cursor, i), 'utf8');
-      cursor = i;
-      return cursorByte;
-    };
     /**
      * The entries from `from` (a line break) to `to`, one a line as stateChunks writes them, into `table`. Each
      * line's key is read with KEY and its value parsed alone: parsed as one object, a batch's entry names (all
@@ -221,8 +220,8 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         KEY.lastIndex = keyAt;
         if (!KEY.test(text)) return parseEntries(from, to);
         const valueAt = KEY.lastIndex;
-        const key = text.slice(keyAt + 1, valueAt - 2);
-        keys.push(key.includes('\\') ? (JSON.parse(text.slice(keyAt, valueAt - 1)) as string) : key);
+        const key = utf8(text.slice(keyAt + 1, valueAt - 2));
+        keys.push(key.includes('\\') ? (JSON.parse(`"${key}"`) as string) : key);
         at = end;
         // The search goes on from where the last one ended, so lines without a report are not searched again.
         if (jobs && nextReport < valueAt) nextReport = text.indexOf(',"report":"', valueAt) >>> 0;
@@ -233,8 +232,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
             const head = parseValue(valueAt, nextReport, '}') as Record<string, unknown> | null;
             // A head with a status before the report: a line `"k":{,"report":…}` is not JSON, though its head `{}` is.
             if (head?.status === 'succeeded' && !Object.hasOwn(head, 'report') && !Object.hasOwn(head, 'citations')) {
-              const offset = byteAt(valueAt);
-              value = coldHead(head, bodies, offset, byteAt(end) - offset);
+              value = coldHead(head, bodies, textStart + valueAt, end - valueAt);
             }
           }
         }
@@ -249,7 +247,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
     /** The JSON value from `from` to `to` in `text` (and `after`), or NOT_A_VALUE. */
     const parseValue = (from: number, to: number, after = ''): unknown => {
       try {
-        return JSON.parse(text.slice(from, to) + after) as unknown;
+        return JSON.parse(utf8(text.slice(from, to)) + after) as unknown;
       } catch {
         return NOT_A_VALUE;
       }
@@ -259,7 +257,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       if (!table) return;
       const comma = text.charCodeAt(from + 1) === 0x2c;
       if (comma !== tableHasEntries) throw notInLayout();
-      const body = text.slice(comma ? from + 2 : from + 1, to);
+      const body = utf8(text.slice(comma ? from + 2 : from + 1, to));
       const blank = body.trim() === '';
       // A comma must have an entry after it.
       if (comma && blank) throw notInLayout();
@@ -313,29 +311,22 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         // A table's entries start at the line break before each of them.
         at = opened ? end : end + 1;
       }
-      if (bodies) {
-        textStart = byteAt(at);
-        [cursor, cursorByte] = [0, textStart];
-      }
+      textStart += at;
       text = eof ? '' : text.slice(at);
       if (text.length > MAX_LINE_CHARS) throw notInLayout();
     };
-    let bytesInFile = 0;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, READ_BYTES, null);
-      bytesInFile += bytesRead;
       for (let from = 0; from < bytesRead; from += DECODE_BYTES) {
-        text += decoder.write(buffer.subarray(from, Math.min(from + DECODE_BYTES, bytesRead)));
+        text += buffer.toString('latin1', from, Math.min(from + DECODE_BYTES, bytesRead));
         consume(false);
       }
       if (bytesRead === 0) break;
     }
-    text += decoder.end();
-    if (bodies && byteAt(text.length) !== bytesInFile) throw NOT_UTF8;
     consume(true);
     if (table) throw notInLayout();
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
-    const json = JSON.parse(skeleton.join('\n')) as Record<string, unknown>;
+    const json = JSON.parse(utf8(skeleton.join('\n'))) as Record<string, unknown>;
     for (const [name, entries] of Object.entries(tables)) json[name] = entries;
     return json;
   } finally {
