@@ -10,6 +10,8 @@ export interface ServiceUrls {
 
 export const issuerOf = (urls: ServiceUrls): string => urls.baseUrl;
 export const resourceOf = (urls: ServiceUrls): string => `${urls.baseUrl}/mcp`;
+/** RFC 8414 §3: the authorization server's metadata, at the issuer (which has no path). */
+export const AS_METADATA_PATH = '/.well-known/oauth-authorization-server';
 export const PROTECTED_RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource/mcp';
 /**
  * Where the metadata of the resource is (RFC 9728 §3.1), at the name the request reached (`host`: its Host header),

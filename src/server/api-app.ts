@@ -9,6 +9,7 @@ import {
   authorizationServerMetadata,
   protectedResourceMetadata,
   resourceMetadataUrl,
+  AS_METADATA_PATH,
 } from '../core/metadata.js';
 import { publicJwks } from '../core/keys.js';
 import { registerClient } from '../core/registration.js';
@@ -33,6 +34,7 @@ import { registerMcpRoute } from './mcp.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { VARIANT_HEADER } from '../core/variation.js';
+import type { WarmUpRequests } from './warm-up-request.js';
 import { useStrictJson } from './strict-json.js';
 import { errorPage } from './views.js';
 import type { Snapshots } from './snapshots.js';
@@ -66,6 +68,8 @@ export interface AppOptions {
   schemaController?: FastifyServerOptions['schemaController'];
   /** Faults on purpose (emulator control): 5xx, latency, and grant faults due on the clock. */
   faults?: Faults;
+  /** The emulator's own warm-up requests: served as any, but logged nowhere and never a fault's. */
+  warmUp?: WarmUpRequests;
 }
 
 declare module 'fastify' {
@@ -92,9 +96,10 @@ function sendInjectedError(request: FastifyRequest, reply: FastifyReply, fault: 
  * "at 12:00" refuses a request at 12:00 even between ticks); 5xx and latency faults once the route, and the
  * caller's token, are known.
  */
-function installFaultHooks(app: FastifyInstance, core: Core, faults: Faults): void {
-  // Admin calls and paths that are no route (a browser's /favicon.ico) never use up a fault.
-  const exempt = (request: FastifyRequest) => request.url.startsWith(ADMIN_PREFIX) || request.routeOptions.url === undefined;
+function installFaultHooks(app: FastifyInstance, core: Core, faults: Faults, warmUp?: WarmUpRequests): void {
+  // Admin calls, paths that are no route (a browser's /favicon.ico) and the emulator's own never use up a fault.
+  const exempt = (request: FastifyRequest) =>
+    request.url.startsWith(ADMIN_PREFIX) || request.routeOptions.url === undefined || warmUp?.owns(request) === true;
   app.addHook('onRequest', (request, _reply, done) => {
     const due = faults.nextDue;
     if (due === null || due > core.clock.now() || exempt(request)) return done();
@@ -182,8 +187,8 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
-    // The dashboard's own stream is not a request to the service.
-    if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH)) {
+    // The dashboard's own stream and the emulator's warm-up are not requests to the service.
+    if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH) && !options.warmUp?.owns(request)) {
       const faults = [...(request.faults ?? []), ...(request.access?.faults ?? [])];
       const variant = reply.getHeader(VARIANT_HEADER);
       core.events.emit('request.served', {
@@ -203,7 +208,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
       void options.faults.countRequest(request.access.grant.id).catch((e: Error) => options.onServerError?.(e));
     done();
   });
-  if (options.faults) installFaultHooks(app, core, options.faults);
+  if (options.faults) installFaultHooks(app, core, options.faults, options.warmUp);
   app.setErrorHandler(
     errorReplier({
       resourceMetadataUrl: (request) => resourceMetadataUrl(core.urls, request.headers.host),
@@ -304,7 +309,7 @@ export async function buildApiApp(
 function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
   // The metadata routes take no input and answer the core's objects as they are: no schema, so the first
   // discovery request (a client's first call, and what readiness probes poll) compiles nothing.
-  app.get('/.well-known/oauth-authorization-server', async () => authorizationServerMetadata(core.urls));
+  app.get(AS_METADATA_PATH, async () => authorizationServerMetadata(core.urls));
   // RFC 9728 §3.1 path for the /mcp resource, and the root path clients fall back to; the resource is named as the
   // client reached it (127.0.0.1, localhost or [::1]), which it compares with the URL it was given (§3.3).
   app.get(PROTECTED_RESOURCE_METADATA_PATH, async (request) => protectedResourceMetadata(core.urls, request.headers.host));

@@ -10,6 +10,7 @@ import type { ConsentPolicy } from '../core/consent-policy.js';
 import { setConsentPolicy } from '../core/consent.js';
 import { Faults, type FaultSpec } from '../core/faults.js';
 import { Core } from '../core/core.js';
+import { AS_METADATA_PATH } from '../core/metadata.js';
 import type { Lifetimes } from '../core/context.js';
 import type { Retention } from '../core/retention.js';
 import { QUICK_TIMINGS, type JobTimings } from '../core/jobs.js';
@@ -35,6 +36,7 @@ import { preloadMcpServer } from './mcp.js';
 import { QuietMoments } from './quiet-moments.js';
 import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
+import { WarmUpRequests } from './warm-up-request.js';
 
 export { DEFAULT_STATE_FILE };
 export const DEFAULT_PORT = 4100;
@@ -300,8 +302,10 @@ export class Emulator {
         () => `aa_session_${ports.auth ?? 0}`,
       );
       const schemaCompilers = options.schemaCompilers ?? PrecompiledSchemas.load();
+      const warmUp = new WarmUpRequests();
       const common = {
         faults,
+        warmUp,
         sessions,
         checkHost,
         bindHost: host,
@@ -366,6 +370,8 @@ export class Emulator {
         ipv6 = emulator.#ipv6 = listening.servers;
         if (listening.notice) onNotice(listening.notice);
       }
+      // Ready means ready: a client's first request finds the code every request runs compiled.
+      await warmUp.get(core.urls.baseUrl, AS_METADATA_PATH);
       if (emulator.adminFile) {
         await writeAdminFile(emulator.adminFile, {
           admin_url: emulator.adminUrl,
