@@ -142,7 +142,7 @@ describe('what a command line loads (bin/agent-access.js)', () => {
     }
   });
 
-  it('serve without --ui loads no Ink; login, token, status and decode none of the server side; token with a valid token no HTTP, OAuth or lock', async () => {
+  it('serve without --ui loads no Ink, and no MCP SDK or zod while no request comes to /mcp; login, token, status and decode none of the server side; token with a valid token no HTTP, OAuth or lock', async () => {
     const traced = await tracedEnv('serve');
     const serve = await startServe(['--in-memory', '--consent', 'approve', '--quiet'], { env: traced.env });
     const config = join(dir, 'config');
@@ -174,5 +174,8 @@ describe('what a command line loads (bin/agent-access.js)', () => {
     const loaded = await traced.loaded();
     expect(loaded.some(npm('fastify')), 'the trace of serve shows its server').toBe(true);
     expectNone(loaded, ['ink', 'react'], 'serve without --ui');
+    // A login, tokens and the quiet moments between them: no /mcp request, so the agent plane's modules never load.
+    expectNone(loaded, ['@modelcontextprotocol', 'zod'], 'serve with no request to /mcp');
+    expect(loaded.some(npm('@orama/orama')), 'the search index, built in a quiet moment').toBe(true);
   });
 });

@@ -32,7 +32,6 @@ import { buildAuthApp } from './auth-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
-import { preloadMcpServer } from './mcp.js';
 import { QuietMoments } from './quiet-moments.js';
 import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
@@ -200,9 +199,9 @@ export class Emulator {
   }
 
   /**
-   * Resolves once what loads after the ready line has loaded: the search index and the MCP SDK, in the quiet moments
-   * after the start. Nothing needs to wait for it (requests that need a piece load it or wait for it by themselves);
-   * it is there for measurements and tests.
+   * Resolves once what loads after the ready line has loaded: the search index, in the quiet moments after the start
+   * (the MCP SDK loads with the first /mcp request). Nothing needs to wait for it (requests that need the index build it
+   * or wait for it by themselves); it is there for measurements and tests.
    */
   loaded(): Promise<void> {
     return this.#loaded;
@@ -393,16 +392,17 @@ export class Emulator {
       // Route schemas that had to be compiled at start mean the build is out of date: said once, after listening.
       const schemaNotice = schemaCompilers.notice?.();
       if (schemaNotice) onNotice(schemaNotice);
-      // What only some requests need loads after the ready line, a piece at a time and in quiet moments, so that the
-      // others are served at full speed meanwhile; a request that needs a piece loads it at once, or waits for the
-      // piece still loading (search: ask, research and the MCP tools; the MCP SDK: /mcp).
+      // The search index, which only some requests need (ask, research and the MCP tools), is built after the ready
+      // line, a piece at a time and in quiet moments, so that the others are served at full speed meanwhile; a request
+      // that needs it builds it at once, or waits for it. (The MCP SDK loads with the first /mcp request: server/mcp.ts.)
       const quiet = new QuietMoments();
       for (const server of [api.server, auth.server, ...ipv6]) quiet.watch(server);
-      const quietMoment = () => quiet.moment(QUIET_MS);
-      emulator.#loaded = quietMoment()
-        // An emulator stopped before its quiet moment loads nothing more (tests start and stop many).
-        .then(() => (lifecycle.stopping ? undefined : resources.search.warmUp()))
-        .then(() => (lifecycle.stopping ? undefined : preloadMcpServer(quietMoment)))
+      emulator.#loaded = quiet
+        .moment(QUIET_MS)
+        .then(async () => {
+          // An emulator stopped before its quiet moment builds nothing more (tests start and stop many).
+          if (!lifecycle.stopping) await resources.search.warmUp();
+        })
         .catch((e: Error) => onError(e, 'warm-up'));
       // Lost while starting: the stop it asked for may have come before there was anything to stop.
       if (lock.lost && statePath) {

@@ -10,12 +10,12 @@ import { INVALID_UTF8 } from './strict-json.js';
 import { HEADERS_TOO_LARGE, HTTP_LIMITS, URI_TOO_LONG } from './http-transport.js';
 
 /**
- * The MCP SDK and zod weigh more than the rest of the server (about 220 ms to load): `preloadMcpServer` loads them
- * after the ready line, and a /mcp request that comes sooner waits for it. Loaded in stages (zod's core, zod, the
- * SDK's protocol types, its server, the transport), because a module graph runs in one go once loaded: a request
- * that does not need them waits at most one stage's run (30 ms on Node 20, up to 100 ms on Node 22, whose loader
- * reads a graph's files in the same go), and the preload waits for a quiet moment before each stage. A /mcp request
- * makes the rest of the load urgent: no more waiting for quiet, which could not come while it is in flight.
+ * The MCP SDK and zod weigh more than the rest of the server (about 220 ms to load, 15 MB of memory): they load
+ * with the first request to /mcp, which an MCP client sends before it has a token (the 401 that starts its
+ * discovery), so they are there by the time it comes back with one; a server no client uses over MCP never loads
+ * them. Loaded in stages (zod's core, zod, the SDK's protocol types, its server, the transport), because a module
+ * graph runs in one go once loaded: a request that does not need them waits at most one stage's run (30 ms on
+ * Node 20, up to 100 ms on Node 22, whose loader reads a graph's files in the same go).
  */
 const MCP_STAGES = [
   () => import('zod/v4/core'),
@@ -26,23 +26,10 @@ const MCP_STAGES = [
   () => import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
 ];
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;
-let urgent = false;
-let wakeUp: (() => void) | undefined;
 
-/** Before a stage of a preload: a quiet moment, unless a request needs the modules now. */
-async function paced(quietMoment: (() => Promise<void>) | undefined): Promise<void> {
-  if (urgent || !quietMoment) return;
-  await Promise.race([quietMoment(), new Promise<void>((resolve) => (wakeUp = resolve))]);
-}
-
-const loadMcpServer = (quietMoment?: () => Promise<void>) => {
-  if (!quietMoment) {
-    urgent = true;
-    wakeUp?.();
-  }
-  return (mcpServerModule ??= (async () => {
+const loadMcpServer = () =>
+  (mcpServerModule ??= (async () => {
     for (const stage of MCP_STAGES) {
-      await paced(quietMoment);
       await stage();
       await new Promise((resolve) => setImmediate(resolve));
     }
@@ -52,10 +39,6 @@ const loadMcpServer = (quietMoment?: () => Promise<void>) => {
     mcpServerModule = undefined;
     throw e;
   }));
-};
-
-/** Loads the agent plane's modules ahead of the first /mcp request, each stage in a quiet moment (see loadMcpServer). */
-export const preloadMcpServer = async (quietMoment: () => Promise<void>): Promise<void> => void (await loadMcpServer(quietMoment));
 
 type JsonRpcMessage = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown } };
 
