@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { open, readFile, stat } from 'node:fs/promises';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +38,7 @@ const WRITER_YOUNG_MB = 4;
 /**
  * A compaction hands the writer text in pieces of about this size, and gives the event loop back every SLICE_MS. A
  * piece stays below V8's large-object size, so neither thread takes fresh pages from the kernel for each one
- * (see DECODE_BYTES).
+ * (see PIECE_BYTES).
  */
 const CHUNK_CHARS = 32 << 10;
 /** ... or once it holds this many numbers of cold entries to copy (three each). */
@@ -107,8 +108,11 @@ function* statePieces(state: State, seq: number): Generator<string | { key: stri
   yield `${first ? '' : ','}"journal_seq":${seq}}\n`;
 }
 
-/** Longer lines than this mean a file not written entry per line (an entry is a few KB; training content at most 256 KiB). */
-const MAX_LINE_CHARS = 4 << 20;
+/**
+ * Longer lines than this (the text is read a character a byte) mean a file not written entry per line (an entry is a
+ * few KB; training content at most 256 KiB).
+ */
+const MAX_LINE_BYTES = 4 << 20;
 
 /** A start reads the state file this many bytes at a time. */
 const READ_BYTES = 1 << 20;
@@ -119,7 +123,7 @@ const READ_BYTES = 1 << 20;
  * pages of its own, fresh from the kernel each time, and on a VM their page faults cost more than parsing the text
  * in them.
  */
-const DECODE_BYTES = 32 << 10;
+const PIECE_BYTES = 32 << 10;
 
 /** A character that is not ASCII: in text read as Latin-1, a byte of a UTF-8 sequence. */
 const NOT_ASCII = /[^\x00-\x7f]/;
@@ -148,6 +152,11 @@ const JOB_BODY = new RegExp(`,"report":${JSON_STRING},"citations":\\[(?:${STRING
 
 /** What parseValue returns for text that is not one JSON value. */
 const NOT_A_VALUE = Symbol('not a JSON value');
+/**
+ * Thrown when a file read with `bodies` is not all UTF-8 (a hand edit): readStateFile reads it again without, so that
+ * every job is held whole and the next compaction writes the file as UTF-8 again (a cold job would be copied as it is).
+ */
+const NOT_UTF8 = new Error('not UTF-8');
 
 /** Thrown where a file leaves the entry-per-line layout: readStateFile then parses it whole. */
 const notInLayout = () => new Error('not in the entry-per-line layout');
@@ -162,6 +171,7 @@ export async function readStateFile(file: string, bodies?: BodySource): Promise<
   try {
     return await readStateFileByEntries(file, bodies);
   } catch (e) {
+    if (e === NOT_UTF8) return readStateFileByEntries(file);
     if ((e as NodeJS.ErrnoException).code !== undefined) throw e;
     return JSON.parse((await readFile(file)).toString('utf8'));
   }
@@ -295,7 +305,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
           partialChars += text.length - at;
           at = text.length;
           // A compact file (one long line) is not read line by line: parsed whole instead.
-          if (partialChars > MAX_LINE_CHARS) throw notInLayout();
+          if (partialChars > MAX_LINE_BYTES) throw notInLayout();
           if (eof) skeleton.push(partial.join(''));
           break;
         }
@@ -313,16 +323,28 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       }
       textStart += at;
       text = eof ? '' : text.slice(at);
-      if (text.length > MAX_LINE_CHARS) throw notInLayout();
+      if (text.length > MAX_LINE_BYTES) throw notInLayout();
     };
+    /** The bytes at the start of `buffer`, read (and parsed) already: a UTF-8 sequence the last read cut, checked with the rest of it. */
+    let carried = 0;
+    let allUtf8 = true;
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, READ_BYTES, null);
-      for (let from = 0; from < bytesRead; from += DECODE_BYTES) {
-        text += buffer.toString('latin1', from, Math.min(from + DECODE_BYTES, bytesRead));
+      const { bytesRead } = await handle.read(buffer, carried, READ_BYTES - carried, null);
+      const end = carried + bytesRead;
+      for (let from = carried; from < end; from += PIECE_BYTES) {
+        text += buffer.toString('latin1', from, Math.min(from + PIECE_BYTES, end));
         consume(false);
       }
-      if (bytesRead === 0) break;
+      if (bytesRead === 0) {
+        allUtf8 &&= carried === 0;
+        break;
+      }
+      const whole = wholeSequencesEnd(buffer, end);
+      allUtf8 &&= isUtf8(buffer.subarray(0, whole));
+      buffer.copyWithin(0, whole, end);
+      carried = end - whole;
     }
+    if (bodies && !allUtf8) throw NOT_UTF8;
     consume(true);
     if (table) throw notInLayout();
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
@@ -332,6 +354,19 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Where the bytes up to `end` stop being whole UTF-8 sequences: at a lead byte in the last three whose sequence runs
+ * past `end`, else `end` (bytes that are not UTF-8 are isUtf8's to find).
+ */
+export function wholeSequencesEnd(bytes: Uint8Array, end: number): number {
+  for (let i = end - 1; i >= Math.max(0, end - 3); i--) {
+    const byte = bytes[i]!;
+    if (byte < 0x80) return end;
+    if (byte >= 0xc0) return i + (byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : 2) > end ? i : end;
+  }
+  return end;
 }
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
