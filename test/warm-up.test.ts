@@ -22,7 +22,7 @@ describe('the emulator warms its request path before the ready point', () => {
       });
     const emu = await startEmulator({ extendApi });
     expect(served).toEqual([{ url: METADATA, status: 200, remotePort: expect.any(Number) }]);
-    // Its socket is gone: a client's request is the client's own.
+    // A client's request is the client's own: logged as any.
     const events: AppEvent[] = [];
     emu.core.events.subscribe((event) => void events.push(event));
     expect((await http(`${emu.baseUrl}${METADATA}`)).status).toBe(200);
@@ -32,19 +32,33 @@ describe('the emulator warms its request path before the ready point', () => {
     ]);
   });
 
-  it("its request is nobody's: a fault armed at start for every route fires on the client's first request, and the dashboard's request list starts with the client's", async () => {
+  // A dual-stack bind (`::`) sees the warm-up come from ::ffff:127.0.0.1: the mark, not the address, tells it apart.
+  for (const host of ['127.0.0.1', '::']) {
+    it(`its request is nobody's (bound to ${host}): a fault armed at start for every route fires on the client's first request, and the dashboard's request list starts with the client's`, async () => {
+      const emu = await startEmulator({ host, faults: [{ kind: 'server_error', status: 503, count: 1 }] });
+      const first = await http(`${emu.baseUrl}${METADATA}`);
+      expect(first.status).toBe(503);
+      expect((await http(`${emu.baseUrl}${METADATA}`)).status).toBe(200);
+      const snapshot = (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json() as {
+        requests: Array<{ path: string; status: number }>;
+        faults: Array<{ fired: number }>;
+      };
+      expect(snapshot.requests.map((r) => [r.path, r.status])).toEqual([
+        [METADATA, 503],
+        [METADATA, 200],
+      ]);
+      expect(snapshot.faults).toEqual([expect.objectContaining({ fired: 1 })]);
+    });
+  }
+
+  it("no client can pass for it: a request with the warm-up's header and another value is logged and meets the fault", async () => {
     const emu = await startEmulator({ faults: [{ kind: 'server_error', status: 503, count: 1 }] });
-    const first = await http(`${emu.baseUrl}${METADATA}`);
-    expect(first.status).toBe(503);
-    expect((await http(`${emu.baseUrl}${METADATA}`)).status).toBe(200);
-    const snapshot = (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json() as {
-      requests: Array<{ path: string; status: number; faults?: string[] }>;
-      faults: Array<{ fired: number }>;
-    };
-    expect(snapshot.requests.map((r) => [r.path, r.status])).toEqual([
-      [METADATA, 503],
-      [METADATA, 200],
+    const events: AppEvent[] = [];
+    emu.core.events.subscribe((event) => void events.push(event));
+    const forged = await http(`${emu.baseUrl}${METADATA}`, { headers: { 'agent-access-warm-up': 'guess' } });
+    expect(forged.status).toBe(503);
+    expect(events.filter((e) => e.name === 'request.served').map((e) => e.data)).toEqual([
+      expect.objectContaining({ path: METADATA, status: 503 }),
     ]);
-    expect(snapshot.faults).toEqual([expect.objectContaining({ fired: 1 })]);
   });
 });
