@@ -9,8 +9,10 @@ import { writeResolveHooks } from './helpers/module-trace.js';
 
 /**
  * "Ready means ready": what a request needs is loaded before the emulator says it is ready, or loads after it in the
- * background while the requests that need it wait; nothing loads in the path of a request. Checked on the build, in
- * a process of its own, by the modules Node loads (a resolve hook logs each one) between marks the script writes.
+ * background while the requests that need it wait (the search index), or with the first request to the one route
+ * that needs it (the MCP SDK, with the first /mcp request, which an MCP client sends before it has a token); once
+ * loaded, nothing loads in the path of a request. Checked on the build, in a process of its own, by the modules
+ * Node loads (a resolve hook logs each one) between marks the script writes.
  */
 
 const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
@@ -133,7 +135,7 @@ describe('ready means ready', () => {
     expect(between(null, 'ready').some(npm('jose'))).toBe(true);
   });
 
-  it('they load in quiet moments: a burst of requests right after the ready point is served before any of it loads', () => {
+  it('a burst of requests right after the ready point is served before any of it loads: the index waits for a quiet moment, the MCP SDK for a request to /mcp', () => {
     const burst = between('ready', 'burst');
     for (const name of ['@orama/orama', '@modelcontextprotocol/sdk', 'zod']) expect(burst.filter(npm(name)), name).toEqual([]);
   });
@@ -146,7 +148,7 @@ describe('ready means ready', () => {
     }
   });
 
-  it('once loaded, requests of every kind load nothing more: no warm-up in the path of a request', () => {
+  it('once loaded (and the first round, which asked /mcp, answered), requests of every kind load nothing more: no warm-up in the path of a request', () => {
     expect(between('loaded', 'answered again')).toEqual([]);
   });
 });

@@ -2,10 +2,10 @@ import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
- * When the servers are between requests. What loads after the ready line (the search index, the MCP SDK) runs in
- * pieces that hold the event loop for up to 100 ms each, so it waits for a quiet moment: no request in flight and
- * none answered for `ms`. A client's burst right after the start (a test suite, a benchmark) is then served at full
- * speed, and the loading fills the gaps after it. A request that needs a piece loads it at once instead.
+ * When the servers are between requests. What is built after the ready line (the search index) runs in pieces
+ * that hold the event loop up, so it waits for a quiet moment: no request in flight and none answered for `ms`. A
+ * client's burst right after the start (a test suite, a benchmark) is then served at full speed, and the building
+ * fills the gaps after it. A request that needs the index builds it at once instead.
  */
 export class QuietMoments {
   #inFlight = 0;
