@@ -325,8 +325,9 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       text = eof ? '' : text.slice(at);
       if (text.length > MAX_LINE_BYTES) throw notInLayout();
     };
-    /** The bytes at the start of `buffer`, read (and parsed) already: a UTF-8 sequence the last read cut, checked with the rest of it. */
+    /** The bytes at the start of `buffer`, read (and parsed) already: a UTF-8 sequence the last read cut. */
     let carried = 0;
+    /** Checked only with `bodies`: a file read without keeps no byte of it as it is. */
     let allUtf8 = true;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, carried, READ_BYTES - carried, null);
@@ -339,10 +340,12 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         allUtf8 &&= carried === 0;
         break;
       }
-      const whole = wholeSequencesEnd(buffer, end);
-      allUtf8 &&= isUtf8(buffer.subarray(0, whole));
-      buffer.copyWithin(0, whole, end);
-      carried = end - whole;
+      if (bodies) {
+        const whole = wholeSequencesEnd(buffer, end);
+        allUtf8 &&= isUtf8(buffer.subarray(0, whole));
+        buffer.copyWithin(0, whole, end);
+        carried = end - whole;
+      }
     }
     if (bodies && !allUtf8) throw NOT_UTF8;
     consume(true);
