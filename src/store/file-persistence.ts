@@ -325,10 +325,11 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
       text = eof ? '' : text.slice(at);
       if (text.length > MAX_LINE_BYTES) throw notInLayout();
     };
-    /** The bytes at the start of `buffer`, read (and parsed) already: a UTF-8 sequence the last read cut. */
+    /**
+     * The bytes at the start of `buffer`, read (and parsed) already: a UTF-8 sequence the last read cut. The check
+     * runs only with `bodies`: a file read without keeps no byte of it as it is.
+     */
     let carried = 0;
-    /** Checked only with `bodies`: a file read without keeps no byte of it as it is. */
-    let allUtf8 = true;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, carried, READ_BYTES - carried, null);
       const end = carried + bytesRead;
@@ -336,18 +337,16 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         text += buffer.toString('latin1', from, Math.min(from + PIECE_BYTES, end));
         consume(false);
       }
-      if (bytesRead === 0) {
-        allUtf8 &&= carried === 0;
-        break;
-      }
+      if (bytesRead === 0) break;
       if (bodies) {
         const whole = wholeSequencesEnd(buffer, end);
-        allUtf8 &&= isUtf8(buffer.subarray(0, whole));
+        if (!isUtf8(buffer.subarray(0, whole))) throw NOT_UTF8;
         buffer.copyWithin(0, whole, end);
         carried = end - whole;
       }
     }
-    if (bodies && !allUtf8) throw NOT_UTF8;
+    // A sequence the file's end cut.
+    if (carried > 0) throw NOT_UTF8;
     consume(true);
     if (table) throw notInLayout();
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
