@@ -378,7 +378,11 @@ export class ResourceService {
         const hits = (await this.search.search(job.question, { person: job.person_id, limit: 8, knowledgeOnly: true }))
           .filter((hit) => (this.core.repo.get('training_documents', hit.id)?.indexed_at ?? -Infinity) <= job.running_until)
           .slice(0, 6);
-        const written = composeReport(job.question, hits, await this.search.analyzer(), this.#fileNames);
+        // Jobs asking the same question over the same index read the same hits and get the same report.
+        const written = await this.search.memo(
+          JSON.stringify(['report', job.question, hits.map((h) => [h.kind, h.id, h.score])]),
+          (analyze) => composeReport(job.question, hits, analyze, this.#fileNames),
+        );
         const finished = { finished_at: job.running_until };
         if (job.fault_id || !written) {
           const error = job.fault_id

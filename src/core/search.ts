@@ -107,7 +107,7 @@ export class SearchIndex {
    * ranks the same, so it is ranked once (agents and test suites ask the same questions again and again).
    */
   readonly #answers = new Map<string, Hit[]>();
-  /** What is made from a question's hits (an ask's composed answer), kept and dropped as the hits are. */
+  /** What is made from hits (an ask's composed answer, a research report), kept and dropped as the hits are. */
   readonly #derived = new Map<string, unknown>();
 
   constructor(workspace: Workspace, knowledge: KnowledgeDocument[]) {
@@ -164,17 +164,26 @@ export class SearchIndex {
    * is deterministic, and costs more than the ranking: an ask's answer quotes sentences scored against the question).
    * `label` names what is made and everything else it depends on. Callers get copies.
    */
-  async derive<T>(
+  derive<T>(
     label: string,
     question: string,
     options: { person: string; limit?: number; knowledgeOnly?: boolean },
     make: (hits: Hit[], analyze: Analyzer) => T,
   ): Promise<T> {
+    const key = JSON.stringify([label, question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
+    return this.memo(key, async (analyze) => make(await this.search(question, options), analyze));
+  }
+
+  /**
+   * What `make` builds from the index, built once per `key` and index: `key` must name everything else the value
+   * depends on (a research report: its question and the hits it was written from). Callers get copies.
+   */
+  async memo<T>(key: string, make: (analyze: Analyzer) => T | Promise<T>): Promise<T> {
     const index = this.#index();
     const { analyze } = await index;
-    const key = JSON.stringify([label, question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
     if (this.#derived.has(key)) return structuredClone(this.#derived.get(key) as T);
-    const value = make(await this.search(question, options), analyze);
+    const value = await make(analyze);
+    // Kept only if the index it came from is still the current one (a restore may have replaced it meanwhile).
     if (index === this.#ready) {
       if (this.#derived.size >= ANSWER_CACHE_SIZE) this.#derived.delete(this.#derived.keys().next().value!);
       this.#derived.set(key, value);

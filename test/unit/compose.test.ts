@@ -5,10 +5,14 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { composeAnswer } from '../../src/core/ask.js';
+import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
+import { authenticate } from '../../src/core/resource-guard.js';
+import { ResourceService } from '../../src/core/resource-service.js';
 import { RELEVANCE, composeReport, relevantHits } from '../../src/core/compose.js';
 import { SearchIndex, type Analyzer } from '../../src/core/search.js';
 import { markdownSentences, splitProse } from '../../src/core/sentences.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
+import { openCore } from './helpers.js';
 
 let index: SearchIndex;
 let analyze: Analyzer;
@@ -156,5 +160,43 @@ describe('answers are made once per question and index', () => {
     await own.addKnowledge({ ...fixtures.knowledge[0]!, id: 'kb-neu', owner: 'person_erika' });
     await derive();
     expect(made).toBe(2);
+  });
+});
+
+describe('research reports are written once per question, hits and index', () => {
+  it('spec 2.5: jobs of one question read the knowledge base as it stood when each finished, settled together or not', async () => {
+    const { core, clock } = await openCore();
+    const fixtures = await loadFixtures();
+    const resources = new ResourceService(core, {
+      workspace: fixtures.workspace,
+      knowledge: fixtures.knowledge,
+      sleep: () => ({ done: new Promise(() => undefined), cancel: () => undefined }),
+      timings: { researchQueueMs: 1_000, researchRunMs: 4_000, trainingStepMs: 500 },
+    });
+    const tokens = await issueTokensWithoutConsent(core, { scopes: ['research', 'training.write'] });
+    const access = await authenticate(core, `Bearer ${tokens.access_token}`, null);
+    const question = 'Wann kommt der Hufschmied?';
+    // A finishes at 5 s, before the document is indexed (4 s + 4 steps of 0.5 s = 6 s); B at 7 s, after it; C as A.
+    const a = String((await resources.startResearch(access, question)).value.job_id);
+    const c = String((await resources.startResearch(access, question)).value.job_id);
+    clock.advance(2_000);
+    const b = String((await resources.startResearch(access, question)).value.job_id);
+    clock.advance(2_000);
+    const doc = await resources.startTraining(
+      access,
+      'hufschmied-neu.md',
+      '# Neuer Hufschmied\n\nDer neue Hufschmied kommt ab April jeden Freitag.',
+    );
+    clock.advance(4_000);
+    // One settle moves all three: the document is indexed first, then each job filters what it could have read.
+    expect(await resources.settle()).toBe(true);
+    const job = (id: string) => core.repo.get('research_jobs', id)!;
+    const cites = (id: string) => (job(id).citations ?? []).map((x) => x.id);
+    expect(job(a).status).toBe('succeeded');
+    expect(cites(a)).not.toContain(doc.value.document_id);
+    expect(cites(b)).toContain(doc.value.document_id);
+    expect(job(b).report).toContain('Der neue Hufschmied kommt ab April jeden Freitag');
+    expect(job(c).report).toBe(job(a).report);
+    expect(job(c).citations).toEqual(job(a).citations);
   });
 });
