@@ -70,6 +70,94 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
   else table[key] = value;
 }
 
+/**
+ * For a snapshot, per table (a collection, or `by_client` and `by_grant` of the charge totals): each key changed
+ * since it was taken, with its value before the first of those changes (undefined: it had none).
+ */
+type Before = Map<string, Map<string, unknown>>;
+
+const CHARGE_TABLES: readonly string[] = ['by_client', 'by_grant'];
+
+/** The live object of a table of `state`. */
+const liveTable = (state: State, name: string): Record<string, unknown> =>
+  ((CHARGE_TABLES.includes(name) ? state.charges : state) as unknown as Record<string, Record<string, unknown>>)[name]!;
+
+/** One of a snapshot's tables: its name and its keys, in their order when the snapshot was taken. */
+export class SnapshotTable {
+  constructor(
+    readonly name: string,
+    readonly keys: readonly string[],
+  ) {}
+}
+
+/**
+ * The state at one moment, read while the repository goes on changing it (Repository.snapshot). `fields` are the
+ * state's fields in their order: a table as a SnapshotTable (its entries through `entries`), the charge totals as
+ * `{ count, by_client, by_grant }` with the two tables so, every other field as it was (lists copied: the
+ * repository appends to them).
+ */
+export class StateSnapshot {
+  readonly fields: ReadonlyArray<readonly [string, unknown]>;
+  readonly #state: State;
+  readonly #before: Before;
+  readonly #release: () => void;
+
+  constructor(state: State, before: Before = new Map(), release: () => void = () => undefined) {
+    const table = (name: string, live: object): SnapshotTable => {
+      before.set(name, new Map());
+      return new SnapshotTable(name, Object.keys(live));
+    };
+    this.fields = Object.entries(state).map(([name, value]: [string, unknown]) => {
+      if ((COLLECTION_NAMES as readonly string[]).includes(name)) return [name, table(name, value as object)] as const;
+      if (name === 'charges')
+        return [
+          name,
+          Object.fromEntries(
+            Object.entries(value as object).map(([k, v]: [string, unknown]) => [k, CHARGE_TABLES.includes(k) ? table(k, v as object) : v]),
+          ),
+        ] as const;
+      return [name, Array.isArray(value) ? [...(value as unknown[])] : value] as const;
+    });
+    this.#state = state;
+    this.#before = before;
+    this.#release = release;
+  }
+
+  /** The charges counted when it was taken. */
+  get chargeCount(): number {
+    return (this.fields.find(([name]) => name === 'charges')?.[1] as { count: number }).count;
+  }
+
+  /** A table's entries as they were, in their order then. */
+  *entries(table: SnapshotTable): Generator<[string, unknown]> {
+    const live = liveTable(this.#state, table.name);
+    const changed = this.#before.get(table.name)!;
+    for (const key of table.keys) {
+      const value = changed.has(key) ? changed.get(key) : live[key];
+      if (value !== undefined) yield [key, value];
+    }
+  }
+
+  /** The snapshot as a plain state of its own. */
+  toState(): State {
+    const plain = (value: unknown): unknown => {
+      if (value instanceof SnapshotTable) {
+        const copy: Record<string, unknown> = {};
+        for (const [key, entry] of this.entries(value)) setOwn(copy, key, entry);
+        return copy;
+      }
+      if (value === null || typeof value !== 'object' || Array.isArray(value) || Object.isFrozen(value)) return value;
+      return Object.fromEntries(Object.entries(value).map(([k, v]: [string, unknown]) => [k, plain(v)]));
+    };
+    return Object.fromEntries(this.fields.map(([name, value]) => [name, plain(value)])) as unknown as State;
+  }
+
+  /** Done with it: the repository stops keeping values for it. */
+  release(): void {
+    this.#release();
+  }
+}
+
 /** A subset of a collection's keys that `where` keeps current. */
 interface Subset {
   collection: CollectionName;
@@ -96,6 +184,8 @@ export class Repository {
   #ledger: string[] = [];
   /** What `where` hands out, kept current here. */
   #subsets: Subset[] = [];
+  /** For each snapshot not yet released: the values its tables had before the changes made since it was taken. */
+  readonly #snapshots = new Set<Before>();
 
   constructor(state: State) {
     this.#state = freezeEntries(state);
@@ -144,6 +234,7 @@ export class Repository {
   /** Puts an entry in place, frozen; returns it. */
   put<C extends CollectionName>(collection: C, key: string, entry: Collections[C]): Collections[C] {
     const inserted = !this.has(collection, key);
+    this.#keep(collection, key);
     setOwn(this.#state[collection], key, frozen(entry));
     this.#mark([collection, key], inserted ? 'inserted' : 'updated');
     for (const subset of this.#subsets) {
@@ -174,6 +265,7 @@ export class Repository {
    */
   substitute<C extends CollectionName>(collection: C, key: string, current: Collections[C], same: Collections[C]): boolean {
     if (this.get(collection, key) !== current) return false;
+    this.#keep(collection, key);
     setOwn(this.#state[collection], key, frozen(same));
     return true;
   }
@@ -181,6 +273,7 @@ export class Repository {
   /** Removes an entry; returns whether there was one. */
   delete(collection: CollectionName, key: string): boolean {
     if (!this.has(collection, key)) return false;
+    this.#keep(collection, key);
     delete (this.#state[collection] as Record<string, unknown>)[key];
     this.#mark([collection, key], 'removed');
     for (const subset of this.#subsets) if (subset.collection === collection) subset.keys.delete(key);
@@ -201,7 +294,10 @@ export class Repository {
   #setCharges(path: [string] | [string, string], value: number): void {
     const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number>;
     if (path.length === 1) totals[path[0]] = value;
-    else setOwn(totals[path[0]] as Record<string, number>, path[1], value);
+    else {
+      this.#keep(path[0], path[1]);
+      setOwn(totals[path[0]] as Record<string, number>, path[1], value);
+    }
     this.#mark(['charges', ...path]);
   }
 
@@ -246,23 +342,31 @@ export class Repository {
   }
 
   /**
-   * The state as it is now, in copies of its tables that later changes do not touch (the entries themselves are
-   * shared: they are immutable). For a write of the whole state that runs while requests go on.
+   * The state as it is now, while requests go on changing it (a write of the whole state runs in slices). Copy on
+   * write: it keeps each table's keys, and the repository keeps for it the value before each change it makes from
+   * now on; copies of the tables themselves would be as large as the tables (about 12 MB at 100k records, made
+   * at every compaction). Release it when done: until then every change keeps a value for it.
    */
-  snapshot(): State {
-    const s = this.#state;
-    const copy: State = {
-      ...s,
-      keys: [...s.keys],
-      charges: { count: s.charges.count, by_client: { ...s.charges.by_client }, by_grant: { ...s.charges.by_grant } },
-      workspace_changes: [...s.workspace_changes],
-    };
-    for (const name of COLLECTION_NAMES) (copy as unknown as Record<string, unknown>)[name] = { ...s[name] };
-    return copy;
+  snapshot(): StateSnapshot {
+    const before: Before = new Map();
+    this.#snapshots.add(before);
+    return new StateSnapshot(this.#state, before, () => this.#snapshots.delete(before));
+  }
+
+  /** Before a change at `path` of a table: its value now, for each snapshot that has none kept for it yet. */
+  #keep(table: string, key: string): void {
+    if (this.#snapshots.size === 0) return;
+    const live = liveTable(this.#state, table);
+    for (const before of this.#snapshots) {
+      const kept = before.get(table)!;
+      if (!kept.has(key)) kept.set(key, Object.hasOwn(live, key) ? live[key] : undefined);
+    }
   }
 
   /** Makes `state` the whole state (a snapshot restored); what was not committed is dropped. */
   replace(state: State): void {
+    // A snapshot taken before reads the old state, which nothing changes any more.
+    this.#snapshots.clear();
     this.#state = freezeEntries(state);
     this.#changed.clear();
     this.#ledger.length = 0;

@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
-import { applyChanges, setOwn, type Repository } from '../core/repository.js';
+import { applyChanges, setOwn, SnapshotTable, StateSnapshot, type Repository } from '../core/repository.js';
 import { COLLECTION_NAMES, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
 import { readOptional } from './durable-write.js';
@@ -53,9 +53,15 @@ interface Placed {
   length: number;
 }
 
-/** The state file as written: the state, and the number of the last journal record it holds. */
+/** The state file as read: the state, and the number of the last journal record it holds. */
 interface Base {
   state: State;
+  seq: number;
+}
+
+/** The state file to write: a snapshot of the state, and the number of the last journal record it holds. */
+interface SnapshotBase {
+  snapshot: StateSnapshot;
   seq: number;
 }
 
@@ -76,27 +82,27 @@ function deferred<T = void>(): Deferred<T> {
  * it). One entry per line lets a start parse the file entry by entry (`readStateFile`), never holding the whole
  * text, and lets a large state be written a slice at a time.
  */
-export function* stateChunks(state: State, seq: number): Generator<string> {
-  for (const piece of statePieces(state, seq)) yield typeof piece === 'string' ? piece : JSON.stringify(piece.job);
+export function* stateChunks(state: State | StateSnapshot, seq: number): Generator<string> {
+  const snapshot = state instanceof StateSnapshot ? state : new StateSnapshot(state);
+  for (const piece of statePieces(snapshot, seq)) yield typeof piece === 'string' ? piece : JSON.stringify(piece.job);
 }
 
 /** stateChunks' text, with each succeeded research job's entry as the job itself (a compaction may copy it from the old file). */
-function* statePieces(state: State, seq: number): Generator<string | { key: string; job: ResearchJob }> {
+function* statePieces(snapshot: StateSnapshot, seq: number): Generator<string | { key: string; job: ResearchJob }> {
   yield '{';
   let first = true;
-  for (const [name, value] of Object.entries(state)) {
+  for (const [name, value] of snapshot.fields) {
     if (value === undefined || name === 'journal_seq') continue;
     yield `${first ? '' : ','}${JSON.stringify(name)}:`;
     first = false;
-    if (!(COLLECTION_NAMES as readonly string[]).includes(name)) {
-      yield JSON.stringify(value);
+    if (!(value instanceof SnapshotTable)) {
+      yield* inline(snapshot, value);
       continue;
     }
     let firstEntry = true;
     yield '{';
     const jobs = name === 'research_jobs';
-    for (const [key, entry] of Object.entries(value as Record<string, unknown>)) {
-      if (entry === undefined) continue;
+    for (const [key, entry] of snapshot.entries(value)) {
       if (jobs && isColdable(entry as ResearchJob)) {
         yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:`;
         yield { key, job: entry as ResearchJob };
@@ -106,6 +112,34 @@ function* statePieces(state: State, seq: number): Generator<string | { key: stri
     yield '\n}';
   }
   yield `${first ? '' : ','}"journal_seq":${seq}}\n`;
+}
+
+/** A field that is not a table, on one line as JSON.stringify writes it; the charge totals' tables a piece an entry. */
+function* inline(snapshot: StateSnapshot, value: unknown): Generator<string> {
+  if (value instanceof SnapshotTable) {
+    let first = true;
+    yield '{';
+    for (const [key, entry] of snapshot.entries(value)) {
+      yield `${first ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+      first = false;
+    }
+    yield '}';
+  } else if (
+    value !== null &&
+    typeof value === 'object' &&
+    !Array.isArray(value) &&
+    Object.values(value).some((v) => v instanceof SnapshotTable)
+  ) {
+    let first = true;
+    yield '{';
+    for (const [key, field] of Object.entries(value)) {
+      if (field === undefined) continue;
+      yield `${first ? '' : ','}${JSON.stringify(key)}:`;
+      yield* inline(snapshot, field);
+      first = false;
+    }
+    yield '}';
+  } else yield JSON.stringify(value);
 }
 
 /**
@@ -372,13 +406,13 @@ export function wholeSequencesEnd(bytes: Uint8Array, end: number): number {
 }
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
-class StateFileAdapter implements Adapter<Base | null> {
+class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
   /** The file the last read kept succeeded research jobs' bodies in (with `coldBodies`). */
   source: BodySource | null = null;
 
   constructor(
     readonly file: string,
-    readonly writeBase: (base: Base) => Promise<void>,
+    readonly writeBase: (base: SnapshotBase) => Promise<void>,
     readonly coldBodies = false,
   ) {}
 
@@ -410,8 +444,9 @@ class StateFileAdapter implements Adapter<Base | null> {
     }
   }
 
-  write(base: Base | null): Promise<void> {
-    return base ? this.writeBase(base) : Promise.resolve();
+  write(base: Base | SnapshotBase | null): Promise<void> {
+    if (!base) return Promise.resolve();
+    return this.writeBase('snapshot' in base ? base : { snapshot: new StateSnapshot(base.state), seq: base.seq });
   }
 }
 
@@ -525,7 +560,8 @@ export class FilePersistence implements StatePersistence {
   readonly location: string;
   readonly journalFile: string;
   readonly ledgerFile: string;
-  readonly #db: Low<Base | null>;
+  /** lowdb's in-memory twin of the state file: the state as read at a start, a snapshot while one is written. */
+  readonly #db: Low<Base | SnapshotBase | null>;
   readonly #adapter: StateFileAdapter;
   /** The state file cold research jobs read their bodies from, and the one before it (closed at the next compaction). */
   #source: BodySource | null = null;
@@ -572,7 +608,7 @@ export class FilePersistence implements StatePersistence {
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
-    this.#db = new Low<Base | null>(this.#adapter, null);
+    this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
 
   async load(): Promise<State | null> {
@@ -603,7 +639,7 @@ export class FilePersistence implements StatePersistence {
   async #load(ledgerRead: Promise<LedgerSummary | null> | null): Promise<State | null> {
     await this.#db.read();
     this.#source = this.#adapter.source;
-    const base = this.#db.data;
+    const base = this.#db.data as Base | null;
     const read = await replayJournal(this.location, base);
     this.#baseBytes = base ? (await stat(this.location)).size : 0;
     this.#baseCharges = base?.state.charges.count ?? 0;
@@ -739,11 +775,15 @@ export class FilePersistence implements StatePersistence {
     const wanted = this.#wantBase;
     if (!wanted) return;
     this.#wantBase = null;
-    this.#db.data = { state: repo.snapshot(), seq: this.#seq };
+    const snapshot = repo.snapshot();
+    this.#db.data = { snapshot, seq: this.#seq };
     // Not kept once written: it would hold the jobs' reports that are read from the file from then on.
     this.#db
       .write()
-      .finally(() => (this.#db.data = null))
+      .finally(() => {
+        snapshot.release();
+        this.#db.data = null;
+      })
       .then(wanted.resolve, wanted.reject);
   }
 
@@ -752,7 +792,7 @@ export class FilePersistence implements StatePersistence {
    * job's entry is copied by the writer from the current state file; afterwards every succeeded job written, if
    * it is still the repository's, reads its body from the new file.
    */
-  async #writeBase(base: Base): Promise<void> {
+  async #writeBase(base: SnapshotBase): Promise<void> {
     this.#post({ op: 'base-begin', id: 0 });
     let text = '';
     /** Cold entries to copy into `text`: its char index, then the offset and length of the bytes in #source. */
@@ -763,7 +803,7 @@ export class FilePersistence implements StatePersistence {
     const source = this.#source;
     let sliceStart = performance.now();
     let pieces = 0;
-    for (const piece of statePieces(base.state, base.seq)) {
+    for (const piece of statePieces(base.snapshot, base.seq)) {
       if (typeof piece === 'string') {
         text += piece;
         bytes += Buffer.byteLength(piece, 'utf8');
@@ -797,7 +837,7 @@ export class FilePersistence implements StatePersistence {
     this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
     const reply = await this.#call({ op: 'base-end', id: 0 });
     this.#baseBytes = reply.baseBytes ?? 0;
-    this.#baseCharges = base.state.charges.count;
+    this.#baseCharges = base.snapshot.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
     if (this.#baseBytes === bytes) this.#coolDown(placed);
   }

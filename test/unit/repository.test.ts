@@ -5,7 +5,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Repository, applyChanges } from '../../src/core/repository.js';
+import { stateText } from '../../src/core/persistence.js';
 import { emptyState, type Grant, type State } from '../../src/core/state.js';
+import { stateChunks } from '../../src/store/file-persistence.js';
 
 const grant = (id: string, n: number): Grant => ({
   id,
@@ -188,12 +190,57 @@ describe('the repository: one write path that knows what changed', () => {
     repo.put('grants', 'g', grant('g', 1));
     repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
     const snapshot = repo.snapshot();
-    const text = JSON.stringify(snapshot);
+    const text = JSON.stringify(snapshot.toState());
     repo.update('grants', 'g', { status: 'revoked' });
     repo.put('grants', 'h', grant('h', 2));
     repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
     repo.appendWorkspaceChange({ action_id: 'a', at: 0, kind: 'contacts', operation: 'create', record: { id: 'k', title: 'Anna' } });
-    expect(JSON.stringify(snapshot)).toBe(text);
+    expect(JSON.stringify(snapshot.toState())).toBe(text);
+  });
+
+  it('a snapshot keeps no copy of the tables: any changes after it (puts, updates, deletes, charges, a replace) leave it as it was, keys in their order', () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('put' as const), key: fc.constantFrom('a', 'b', 'c', '__proto__', '1'), n: fc.nat(9) }),
+      fc.record({ kind: fc.constant('update' as const), key: fc.constantFrom('a', 'b', 'c', '__proto__', '1'), n: fc.nat(9) }),
+      fc.record({ kind: fc.constant('delete' as const), key: fc.constantFrom('a', 'b', 'c', '__proto__', '1') }),
+      fc.record({ kind: fc.constant('charge' as const), client: fc.constantFrom('c1', 'c2'), grant: fc.constantFrom('a', 'b') }),
+      fc.record({ kind: fc.constant('replace' as const) }),
+    );
+    type Op = typeof op extends fc.Arbitrary<infer T> ? T : never;
+    const apply = (repo: Repository, o: Op): void => {
+      if (o.kind === 'put') repo.put('grants', o.key, grant(o.key, o.n));
+      else if (o.kind === 'update') {
+        if (repo.has('grants', o.key)) repo.update('grants', o.key, { last_used_at: o.n });
+      } else if (o.kind === 'delete') repo.delete('grants', o.key);
+      else if (o.kind === 'charge')
+        repo.recordCharge({
+          at: 0,
+          client_id: o.client,
+          grant_id: o.grant,
+          route: 'POST /research',
+          amount: 1,
+          unit: 'AKh',
+          idempotency_key: null,
+        });
+      else repo.replace({ ...emptyState(), grants: { z: grant('z', 0) } });
+    };
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 12 }), fc.array(op, { maxLength: 12 }), fc.boolean(), (before, after, second) => {
+        const repo = new Repository(emptyState());
+        for (const o of before) apply(repo, o);
+        const expected = stateText(structuredClone(repo.state));
+        const snapshot = repo.snapshot();
+        // A second snapshot taken part way and released early must not disturb the first.
+        for (const [i, o] of after.entries()) {
+          if (second && i === 1) repo.snapshot().release();
+          apply(repo, o);
+        }
+        expect(stateText(snapshot.toState())).toBe(expected);
+        // The compaction's text, read from the snapshot while it is still held.
+        expect([...stateChunks(snapshot, 0)].join('')).toBe([...stateChunks(JSON.parse(expected) as State, 0)].join(''));
+        snapshot.release();
+      }),
+    );
   });
 
   it('a batch that could not be made durable goes back: the next drain carries its places (values as they are then) and its ledger lines first', () => {
