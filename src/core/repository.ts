@@ -109,13 +109,14 @@ export class StateSnapshot {
     };
     this.fields = Object.entries(state).map(([name, value]: [string, unknown]) => {
       if ((COLLECTION_NAMES as readonly string[]).includes(name)) return [name, table(name, value as object)] as const;
-      if (name === 'charges')
+      if (name === 'charges') {
+        // In the order the core makes them (a hand-edited file may have them in another).
+        const totals = value as State['charges'];
         return [
           name,
-          Object.fromEntries(
-            Object.entries(value as object).map(([k, v]: [string, unknown]) => [k, CHARGE_TABLES.includes(k) ? table(k, v as object) : v]),
-          ),
+          { count: totals.count, by_client: table('by_client', totals.by_client), by_grant: table('by_grant', totals.by_grant) },
         ] as const;
+      }
       return [name, Array.isArray(value) ? [...(value as unknown[])] : value] as const;
     });
     this.#state = state;
@@ -349,8 +350,9 @@ export class Repository {
    */
   snapshot(): StateSnapshot {
     const before: Before = new Map();
+    const snapshot = new StateSnapshot(this.#state, before, () => this.#snapshots.delete(before));
     this.#snapshots.add(before);
-    return new StateSnapshot(this.#state, before, () => this.#snapshots.delete(before));
+    return snapshot;
   }
 
   /** Before a change at `path` of a table: its value now, for each snapshot that has none kept for it yet. */

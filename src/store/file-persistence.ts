@@ -446,7 +446,9 @@ class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
 
   write(base: Base | SnapshotBase | null): Promise<void> {
     if (!base) return Promise.resolve();
-    return this.writeBase('snapshot' in base ? base : { snapshot: new StateSnapshot(base.state), seq: base.seq });
+    // Written in slices while requests go on: only a snapshot stays as it was meanwhile.
+    if (!('snapshot' in base)) return Promise.reject(new Error('the state file is written from a snapshot of the repository'));
+    return this.writeBase(base);
   }
 }
 

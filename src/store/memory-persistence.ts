@@ -32,8 +32,12 @@ export class MemoryPersistence implements StatePersistence {
   /** Serialised as the file adapter stores it, at the call. */
   async readStored(repo: Repository): Promise<StoredState> {
     const snapshot = repo.snapshot();
-    const state = snapshot.toState();
-    snapshot.release();
+    let state: State;
+    try {
+      state = snapshot.toState();
+    } finally {
+      snapshot.release();
+    }
     await this.commit(repo);
     const lines = this.#ledger.slice(0, state.charges.count);
     return { state: stateText(state), ledger: lines.length > 0 ? lines.map((line) => `${line}\n`).join('') : null };

@@ -243,6 +243,13 @@ describe('the repository: one write path that knows what changed', () => {
     );
   });
 
+  it("a compaction writes the charge totals in the core's order, whatever order a hand-edited state file had", () => {
+    const edited = { ...emptyState(), charges: { by_grant: { g: 1 }, by_client: { c: 1 }, count: 1 } } as State;
+    const snapshot = new Repository(edited).snapshot();
+    expect([...stateChunks(snapshot, 0)].join('')).toContain('"charges":{"count":1,"by_client":{"c":1},"by_grant":{"g":1}}');
+    snapshot.release();
+  });
+
   it('a batch that could not be made durable goes back: the next drain carries its places (values as they are then) and its ledger lines first', () => {
     const repo = new Repository(emptyState());
     repo.put('grants', 'g', grant('g', 1));
