@@ -11,7 +11,7 @@ export interface LoadConfig {
   durationSec: number;
   /**
    * static: the same body every time; refresh: per-connection rotating refresh-token chain;
-   * soak: refresh, and during the measured run also the writers, with completions counted per second
+   * soak: refresh, and from its warm-up on also the writers, with completions counted per second of the measured run
    */
   mode: 'static' | 'refresh' | 'soak';
   body?: string;
@@ -23,7 +23,7 @@ export interface LoadConfig {
   /** refresh and soak modes: one chain per connection for the warm-up, then one per connection for the measured run */
   warmupChains?: Chain[];
   chains?: Chain[];
-  /** soak mode: writers running beside the refreshes of the measured run (the warm-up refreshes only) */
+  /** soak mode: writers running beside the refreshes, from the warm-up on */
   writers?: WriterConfig;
   /** per-request timeout, seconds (default 10) */
   timeoutSec?: number;
@@ -100,7 +100,8 @@ class Recorder {
 /** Counts calls into one-second buckets from the moment start() is called; calls after the last bucket are dropped. */
 class PerSecond {
   readonly counts: number[];
-  #t0 = 0;
+  /** Hits before start are not counted. */
+  #t0 = Infinity;
   constructor(seconds: number) {
     this.counts = new Array<number>(seconds).fill(0);
   }
@@ -250,25 +251,40 @@ async function runOnce(cfg: LoadConfig, durationSec: number, chains: Chain[] | u
   return summarize(await cannon(cfg, durationSec, { requests }), rec);
 }
 
-/** The soak's measured run: refreshes and writers side by side, completions of each counted per second. */
-async function runSoak(cfg: LoadConfig, durationSec: number): Promise<{ main: RunSummary; soak: SoakOutput }> {
+/** Seconds the soak's writers run on after the refreshes' measured run should have ended. */
+const WRITERS_OVERRUN_SEC = 5;
+
+/**
+ * The soak: the refresh warm-up, then the measured run of refreshes, with the writers running from the warm-up on
+ * (so that the first measured seconds hold asks and research jobs at their steady cost, their code compiled and
+ * their first rankings made, as the last ones do); completions of each counted per second of the measured run.
+ */
+async function runSoak(cfg: LoadConfig): Promise<LoadOutput> {
   const w = cfg.writers;
   if (w === undefined || w.tokens.length === 0) throw new Error('soak mode needs writers with at least one token');
   const refreshRec = new Recorder();
   const writerRec = new Recorder();
-  const refreshes = new PerSecond(durationSec);
-  const writes = new PerSecond(durationSec);
+  const refreshes = new PerSecond(cfg.durationSec);
+  const writes = new PerSecond(cfg.durationSec);
+  // They start a warm-up ahead of the refreshes: held back while their first requests are slow, they send the
+  // backlog at once (twice the rate for two seconds), which would fall into the first measured seconds. And they
+  // run on a little after the measured run (which starts when the warm-up is done, not on a timer); what they do
+  // then is not counted.
+  const writing = cannon(cfg, 2 * cfg.warmupSec + cfg.durationSec + WRITERS_OVERRUN_SEC, {
+    connections: w.tokens.length,
+    overallRate: w.rate,
+    setupClient: writerClients(w, writerRec, () => writes.hit()),
+  });
+  // Awaited below; a warm-up that fails first must not leave it unhandled.
+  writing.catch(() => undefined);
+  await new Promise((resolve) => setTimeout(resolve, cfg.warmupSec * 1000));
+  const warmup = await runOnce(cfg, cfg.warmupSec, cfg.warmupChains);
   refreshes.start();
   writes.start();
-  const [r, wr] = await Promise.all([
-    cannon(cfg, durationSec, { setupClient: refreshClients(cfg, cfg.chains, refreshRec, () => refreshes.hit()) }),
-    cannon(cfg, durationSec, {
-      connections: w.tokens.length,
-      overallRate: w.rate,
-      setupClient: writerClients(w, writerRec, () => writes.hit()),
-    }),
-  ]);
+  const r = await cannon(cfg, cfg.durationSec, { setupClient: refreshClients(cfg, cfg.chains, refreshRec, () => refreshes.hit()) });
+  const wr = await writing;
   return {
+    warmup,
     main: summarize(r, refreshRec),
     soak: { refreshPerSec: refreshes.counts, writesPerSec: writes.counts, writers: summarize(wr, writerRec) },
   };
@@ -281,17 +297,17 @@ async function main(): Promise<void> {
       console.error('[load] time limit reached');
       process.exit(3);
     },
-    (cfg.warmupSec + cfg.durationSec + 30 + (cfg.timeoutSec ?? 10)) * 1000,
+    (2 * cfg.warmupSec + cfg.durationSec + WRITERS_OVERRUN_SEC + 30 + (cfg.timeoutSec ?? 10)) * 1000,
   );
   // Separate token sets: a run ends with requests in flight whose rotation the client never sees,
   // so reusing those chains would replay old tokens and (correctly) kill their families.
-  const warmup = await runOnce(cfg, cfg.warmupSec, cfg.warmupChains);
   let out: LoadOutput;
-  if (cfg.mode === 'soak') out = { warmup, ...(await runSoak(cfg, cfg.durationSec)) };
+  if (cfg.mode === 'soak') out = await runSoak(cfg);
   else if (cfg.mode === 'refresh') {
+    const warmup = await runOnce(cfg, cfg.warmupSec, cfg.warmupChains);
     const perSec = new PerSecond(cfg.durationSec);
     out = { warmup, main: await runOnce(cfg, cfg.durationSec, cfg.chains, perSec), mainPerSec: perSec.counts };
-  } else out = { warmup, main: await runOnce(cfg, cfg.durationSec, cfg.chains) };
+  } else out = { warmup: await runOnce(cfg, cfg.warmupSec, cfg.warmupChains), main: await runOnce(cfg, cfg.durationSec, cfg.chains) };
   clearTimeout(guard);
   process.stdout.write(JSON.stringify(out) + '\n');
 }
