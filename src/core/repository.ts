@@ -355,7 +355,7 @@ export class Repository {
     return snapshot;
   }
 
-  /** Before a change at `path` of a table: its value now, for each snapshot that has none kept for it yet. */
+  /** Before a change to `key` of `table`: the entry's value now, for each snapshot that has none kept for it yet. */
   #keep(table: string, key: string): void {
     if (this.#snapshots.size === 0) return;
     const live = liveTable(this.#state, table);
