@@ -14,15 +14,8 @@ import { Core } from '../src/core/core.js';
 import { StateFileError } from '../src/core/errors.js';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
 import { exchangeToken } from '../src/core/token-endpoint.js';
-import {
-  FilePersistence,
-  readStateAt,
-  readStateFile,
-  readStateFileByEntries,
-  stateChunks,
-  wholeSequencesEnd,
-  type FilePersistenceOptions,
-} from '../src/store/file-persistence.js';
+import { FilePersistence, readStateAt, type FilePersistenceOptions } from '../src/store/file-persistence.js';
+import { readStateFile, readStateFileByEntries, stateChunks, wholeSequencesEnd } from '../src/store/state-text.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { generateSigningKey } from '../src/core/keys.js';
 import { Repository, setOwn } from '../src/core/repository.js';

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { Repository, applyChanges } from '../../src/core/repository.js';
 import { stateText } from '../../src/core/persistence.js';
 import { emptyState, type Grant, type State } from '../../src/core/state.js';
-import { stateChunks } from '../../src/store/file-persistence.js';
+import { stateChunks } from '../../src/store/state-text.js';
 
 const grant = (id: string, n: number): Grant => ({
   id,
