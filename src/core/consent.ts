@@ -9,9 +9,9 @@ import type { ConsentPolicy } from './consent-policy.js';
 import type { CoreContext } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
+import { announceGrant, createGrant } from './grants-admin.js';
 import type { Interaction } from './interactions.js';
 import { storedResourceName } from './resource-names.js';
-import type { Grant } from './state.js';
 
 /**
  * Spec 4.2, OAuth 2.1 §4.1.1: the authorization request checked against the registered clients, this issuer and
@@ -99,7 +99,7 @@ export async function decideConsent(
     });
   }
   const now = core.clock.now();
-  const grant: Grant = {
+  const grant = createGrant(core, {
     id: newId('grant'),
     client_id: request.client.client_id,
     person_id: interaction.person_id,
@@ -107,11 +107,8 @@ export async function decideConsent(
     // The loopback name the client asked for (RFC 8707): its tokens' audience, at whatever port the service runs on.
     resource: request.resource === null ? null : storedResourceName(core.resource, request.resource),
     created_at: now,
-    last_used_at: null,
-    status: 'active',
-  };
+  });
   const code = randomToken(32);
-  core.repo.put('grants', grant.id, grant);
   core.repo.put('codes', sha256(code), {
     hash: sha256(code),
     client_id: grant.client_id,
@@ -131,13 +128,7 @@ export async function decideConsent(
     requested_scopes: request.scopes,
     grant_id: grant.id,
   });
-  core.events.emit('grant.created', {
-    grant_id: grant.id,
-    client_id: grant.client_id,
-    person_id: grant.person_id,
-    scopes: grant.scopes,
-    resource: grant.resource,
-  });
+  announceGrant(core, grant);
   core.events.emit('code.issued', { grant_id: grant.id, client_id: grant.client_id, expires_at: now + core.lifetimes.code });
   return redirectWith(request.redirect_uri, { code, state: request.state, iss: core.issuer });
 }

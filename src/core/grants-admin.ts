@@ -23,6 +23,28 @@ export interface GrantSeed {
   created_at?: number;
 }
 
+/** What a new grant is made of; the rest every grant starts with (active, never used). */
+export type NewGrant = Pick<Grant, 'id' | 'client_id' | 'person_id' | 'scopes' | 'resource' | 'created_at'>;
+
+/** Puts a new grant in place (consent, a test's tokens, a seed); returns it. */
+export function createGrant(core: CoreContext, fields: NewGrant): Grant {
+  const { id, client_id, person_id, scopes, resource, created_at } = fields;
+  // Fields in the order every grant is stored in.
+  const grant: Grant = { id, client_id, person_id, scopes, resource, created_at, last_used_at: null, status: 'active' };
+  return core.repo.put('grants', grant.id, grant);
+}
+
+/** Tells the event bus of a grant a person (or a test) gave; seed grants come with the state and are not told. */
+export function announceGrant(core: CoreContext, grant: Grant): void {
+  core.events.emit('grant.created', {
+    grant_id: grant.id,
+    client_id: grant.client_id,
+    person_id: grant.person_id,
+    scopes: grant.scopes,
+    resource: grant.resource,
+  });
+}
+
 /** A grant as listed: with its client's name and its token families. */
 export interface GrantView extends Grant {
   client_name: string;
@@ -97,17 +119,14 @@ export function seedGrant(core: CoreContext, seed: GrantSeed): void {
   if (!core.person(seed.person_id)) throw new Error(`seed grant for ${seed.client.client_id}: unknown person "${seed.person_id}"`);
   const id = seed.id ?? newId('grant');
   if (Object.hasOwn(core.state.grants, id)) throw new Error(`seed grant ${id}: a grant with this id exists already`);
-  const grant: Grant = {
+  const grant = createGrant(core, {
     id,
     client_id: seed.client.client_id,
     person_id: seed.person_id,
     scopes: [...seed.scopes],
     resource: seed.resource === 'mcp' ? '{base_url}/mcp' : null,
     created_at: seed.created_at ?? now,
-    last_used_at: null,
-    status: 'active',
-  };
-  core.repo.put('grants', grant.id, grant);
+  });
   const family = seed.refresh_token ? startFamily(core, grant, seed.refresh_token).family : undefined;
   if (seed.status === 'revoked') {
     core.repo.update('grants', grant.id, { status: 'revoked', revoked_at: now, revoked_by: 'person' });

@@ -3,6 +3,7 @@ import type { CoreContext } from './context.js';
 import { newId, randomToken } from './crypto.js';
 import { OAuthError, ProblemError } from './errors.js';
 import type { TokenResponse } from './grants/types.js';
+import { announceGrant, createGrant } from './grants-admin.js';
 import { registerClient } from './registration.js';
 import { grantedResourceName, isResourceName } from './resource-names.js';
 import { requireSupportedScopes } from './scopes.js';
@@ -118,24 +119,15 @@ export async function issueTokensWithoutConsent(
         response_types: ['code'],
         token_endpoint_auth_method: 'none',
       });
-  const grant: Grant = {
+  const grant = createGrant(core, {
     id: newId('grant'),
     client_id: client.client_id,
     person_id: person.id,
     scopes: [...scopes],
     resource: options.identity ? null : core.resource,
     created_at: core.clock.now(),
-    last_used_at: null,
-    status: 'active',
-  };
-  core.repo.put('grants', grant.id, grant);
-  core.events.emit('grant.created', {
-    grant_id: grant.id,
-    client_id: grant.client_id,
-    person_id: grant.person_id,
-    scopes: grant.scopes,
-    resource: grant.resource,
   });
+  announceGrant(core, grant);
   const { family, refreshToken } = startFamily(core, grant);
   const tokens = await issueTokens(core, grant, family, refreshToken, grant.scopes, 'authorization_code');
   return { ...tokens, client_id: client.client_id, grant_id: grant.id };
