@@ -21,6 +21,13 @@ module.exports = {
       to: { path: '^src/(server|store|cli|client|dashboard|mcp)/' },
     },
     {
+      name: 'library-imports-no-cli',
+      severity: 'error',
+      comment: "startEmulator runs in its user's process: the CLI's process-wide settings (V8 flags, signals) stay in the CLI.",
+      from: { path: '^src/(server|store|mcp)/|^src/index\\.ts$' },
+      to: { path: '^src/cli/' },
+    },
+    {
       name: 'client-and-dashboard-speak-only-the-wire',
       severity: 'error',
       comment: 'The client and the dashboard import protocol, their own folder, node built-ins and npm packages only.',

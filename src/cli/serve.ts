@@ -1,7 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { mkdir, open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
 import { ManualClock } from '../core/clock.js';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
 import { DEFAULT_STATE_FILE } from '../protocol/admin-file.js';
@@ -9,6 +8,7 @@ import { Emulator } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
 import { CliError, EXIT, failWith } from './errors.js';
 import { isLoopbackBind } from '../server/host-guard.js';
+import { tuneServeHeap } from './heap-settings.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import type { FaultSpec } from '../core/faults.js';
 import type { Retention } from '../core/retention.js';
@@ -76,19 +76,9 @@ async function openLog(flags: ServeFlags): Promise<Log> {
   };
 }
 
-/**
- * How far V8 lets the old generation grow past what a full collection left live before the next one, in percent
- * (docs/storage.md "Memory"). Left to itself V8 picks up to 300 %; the state is all on the heap, so at 100k records
- * that let a server under load grow from about 210 MB to 360 MB before collecting. A `node --heap-growing-percent=N`
- * of the user's own wins.
- */
-export const SERVE_HEAP_GROWING_PERCENT = 50;
-
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
-  // Node refuses this flag in NODE_OPTIONS: the command line is the only place a user's own can be.
-  if (!process.execArgv.some((arg) => /^--heap[-_]growing[-_]percent/.test(arg)))
-    setFlagsFromString(`--heap-growing-percent=${SERVE_HEAP_GROWING_PERCENT}`);
+  tuneServeHeap();
   let emulator: Emulator | undefined;
   let log: Log;
   const uiStop = new AbortController();
