@@ -125,8 +125,11 @@ describe('route schemas compiled ahead of time', () => {
   it('serve validates and serialises without loading the ajv or fast-json-stringify compilers', async () => {
     const out = join(dir, 'loaded.txt');
     await writeFile(out, '');
+    // Traced on tsc's output, where each module is a file of its own: the bundle the command line runs holds the same
+    // modules, and runs a CommonJS one (the compilers are) only when something requires it.
     const serve = await startServe(['--in-memory'], {
       nodeArgs: ['--import', pathToFileURL(join(dir, 'register.mjs')).href],
+      bin: join(ROOT, 'dist/cli/main.js'),
       env: { LOADED_OUT: out },
     });
     const base = serve.ready.base_url;
@@ -188,7 +191,10 @@ describe('route schemas compiled ahead of time', () => {
 
   it('a schema changed after the build is compiled at start, said so, and its new rule applies', async () => {
     const root = await copyOfBuild('changed');
-    const schemas = join(root, 'dist/server/schemas.js');
+    // The command line runs from its bundle: the schema is changed in the chunk that holds it.
+    const chunks = JSON.parse(await readFile(join(root, 'dist/bundle/modules.json'), 'utf8')) as Record<string, string[]>;
+    const [chunk] = Object.keys(chunks).filter((file) => chunks[file]!.includes('dist/server/schemas.js'));
+    const schemas = join(root, 'dist/bundle', chunk!);
     const source = await readFile(schemas, 'utf8');
     expect(source).toContain('client_name: str(200)');
     await writeFile(schemas, source.replace('client_name: str(200)', 'client_name: str(5)'));

@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -22,4 +22,28 @@ export async function writeResolveHooks(dir: string): Promise<string> {
   const file = join(dir, 'hooks.mjs');
   await writeFile(file, RESOLVE_HOOKS);
   return pathToFileURL(file).href;
+}
+
+const ROOT = new URL('../../', import.meta.url);
+const BUNDLE = new URL('dist/bundle/', ROOT);
+
+/**
+ * The command line runs from one bundle (rolldown.config.js): a trace of it shows chunks, not modules. This answers
+ * each chunk of `dist/bundle/` as the modules in it (dist/bundle/modules.json, written with the bundle), as file
+ * URLs of where they are built or installed, and every other URL as it is. A chunk counts whole: a module that shares
+ * a chunk with one a command needs is loaded with it.
+ */
+export async function unbundled(urls: readonly string[]): Promise<string[]> {
+  const chunks = JSON.parse(await readFile(new URL('modules.json', BUNDLE), 'utf8')) as Record<string, string[]>;
+  const out = new Set<string>();
+  for (const url of urls) {
+    if (!url.startsWith(BUNDLE.href)) {
+      out.add(url);
+      continue;
+    }
+    const modules = chunks[url.slice(BUNDLE.href.length)];
+    if (!modules) throw new Error(`${url} is not a chunk of the bundle: build again`);
+    for (const module of modules) out.add(new URL(module, ROOT).href);
+  }
+  return [...out];
 }
