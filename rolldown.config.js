@@ -1,4 +1,4 @@
-// The command line as one bundle of tsc's output (npm run build; bin/agent-access.js loads dist/bundle/main.js).
+// The command line as one bundle of tsc's output (npm run build; bin/agent-access.js loads dist/bundle/main.cjs).
 // Node resolves, reads and compiles each of the about 350 files `serve` loads one by one, fastify's CommonJS files
 // most of them; from about 50 files the same code starts about a quarter sooner (docs/bench.md). The library
 // (dist/index.js) stays unbundled: a test suite that imports it shares its dependencies with the caller.
@@ -8,14 +8,28 @@ import { defineConfig } from 'rolldown';
 
 /**
  * Left to Node, each a dependency of ours that resolves from here in any install:
- * - the dashboard's packages, loaded with --ui and `dashboard` only (ink and yoga rely on their own module layout);
  * - `open`, which finds its bundled xdg-open beside its own file;
  * - what fastify requires only when it is used: the schema compilers (a start uses the code `npm run build`
  *   generated, dist/generated/route-schemas.cjs) and light-my-request (`inject`). In the bundle they would be read
  *   and parsed at every start, about 350 kB of the 1.3 MB that `serve` loads.
  */
-const EXTERNAL =
-  /^(ink|react|react-dom|react-devtools-core|yoga-layout|open|ajv|@fastify\/ajv-compiler|@fastify\/fast-json-stringify-compiler|light-my-request)(\/|$)/;
+const PACKAGES = /^(open|ajv|@fastify\/ajv-compiler|@fastify\/fast-json-stringify-compiler|light-my-request)(\/|$)/;
+
+/**
+ * The dashboard (`dashboard`, `serve --ui`) stays tsc's ES modules, imported from the bundle as
+ * `../dashboard/*.js`: Ink and yoga are ES modules, yoga with a top-level await, which a CommonJS bundle can neither
+ * hold nor require.
+ */
+const DASHBOARD = path.resolve('dist/dashboard') + path.sep;
+const dashboardAsItIs = {
+  name: 'dashboard-as-it-is',
+  resolveId(source, importer) {
+    if (!importer || !source.startsWith('.')) return null;
+    const file = path.resolve(path.dirname(importer), source);
+    if (!file.startsWith(DASHBOARD)) return null;
+    return { id: `../dashboard/${path.relative(DASHBOARD, file).split(path.sep).join('/')}`, external: 'absolute' };
+  },
+};
 
 /**
  * Writes dist/bundle/modules.json: each chunk and the modules (paths from the package root) in it. Tests that check
@@ -39,13 +53,15 @@ export default defineConfig({
   // The state writer runs in a worker thread of its own, started from its file beside the chunk that starts it.
   input: { main: 'dist/cli/main.js', 'state-writer': 'dist/store/state-writer.js' },
   platform: 'node',
-  external: EXTERNAL,
-  plugins: [moduleMap],
+  external: PACKAGES,
+  plugins: [dashboardAsItIs, moduleMap],
+  // CommonJS: Node 20 loads a chunk with one synchronous compile and run, where an ES module goes through the
+  // loader's resolve, link and evaluate steps (about 17 ms of a start, docs/bench.md).
   output: {
     dir: 'dist/bundle',
-    format: 'esm',
-    entryFileNames: '[name].js',
-    chunkFileNames: '[name]-[hash].js',
+    format: 'cjs',
+    entryFileNames: '[name].cjs',
+    chunkFileNames: '[name]-[hash].cjs',
     cleanDir: true,
   },
 });

@@ -1,4 +1,5 @@
 import { readFile, stat } from 'node:fs/promises';
+import { extname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -207,10 +208,14 @@ async function replayJournal(
   };
 }
 
-/** Where the writer thread's code is: beside this module once built; under the sources (tests), in the build. */
+/**
+ * Where the writer thread's code is: beside this module once built, as `.js` (tsc) or `.cjs` (the command line's
+ * bundle) like this module; under the sources (tests), in the build.
+ */
 function writerUrl(): URL {
   const here = new URL(import.meta.url);
-  return here.pathname.endsWith('.ts') ? new URL('../../dist/store/state-writer.js', here) : new URL('./state-writer.js', here);
+  if (here.pathname.endsWith('.ts')) return new URL('../../dist/store/state-writer.js', here);
+  return new URL(`./state-writer${extname(here.pathname)}`, here);
 }
 
 /**
