@@ -236,6 +236,11 @@ interface AfterReadyOnce {
   /** the slowest request of those sent one after another for AFTER_READY_WINDOW_MS after the tenth */
   window_max_ms: number;
   window_requests: number;
+  /**
+   * ms of one request on a new connection once the window is over: a server long warm, the connection new, as the
+   * first request's was. What a first request costs that no warm-up of the server's can take away.
+   */
+  warm_new_connection_ms: number;
 }
 
 /** How long after the tenth request the bench keeps asking: the time the emulator loads the rest in the background. */
@@ -248,9 +253,9 @@ async function afterReadyOnce(spec: Spec): Promise<AfterReadyOnce> {
   try {
     await waitForJsonLine(p, spec.readyLineKey ?? 'base_url', START_DEADLINE_MS);
     const url = spec.metaUrl(ports);
-    const timed = async (): Promise<number> => {
+    const timed = async (dispatcher: Agent = agent): Promise<number> => {
       const t0 = performance.now();
-      const r = await request(url, { dispatcher: agent, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      const r = await request(url, { dispatcher, headersTimeout: 10_000, bodyTimeout: 10_000 });
       await r.body.text();
       if (r.statusCode !== 200) throw new BenchError(`${spec.label}: ${url} answered ${r.statusCode} after the ready line`);
       return performance.now() - t0;
@@ -263,7 +268,9 @@ async function afterReadyOnce(spec: Spec): Promise<AfterReadyOnce> {
       window_max_ms = Math.max(window_max_ms, await timed());
       await sleep(2);
     }
-    return { first10_ms, window_max_ms, window_requests };
+    const fresh = new Agent({ connections: 1, pipelining: 1 });
+    const warm_new_connection_ms = await timed(fresh).finally(() => fresh.close());
+    return { first10_ms, window_max_ms, window_requests, warm_new_connection_ms };
   } finally {
     await agent.close();
     await stopProc(p);
@@ -276,6 +283,8 @@ interface AfterReadyStats {
   /** median over the starts of the slowest request in the window after the tenth */
   window_max_median_ms: number;
   window_max_ms: number;
+  /** median of one request on a new connection to the same server after the window */
+  warm_new_connection_median_ms: number;
   samples: AfterReadyOnce[];
 }
 
@@ -285,7 +294,13 @@ function afterReadyStats(xs: AfterReadyOnce[]): AfterReadyStats {
     tenth_median_ms: round(median(xs.map((x) => x.first10_ms[9]!)), 2),
     window_max_median_ms: round(median(xs.map((x) => x.window_max_ms)), 2),
     window_max_ms: round(Math.max(...xs.map((x) => x.window_max_ms)), 2),
-    samples: xs.map((x) => ({ ...x, first10_ms: x.first10_ms.map((m) => round(m, 2)), window_max_ms: round(x.window_max_ms, 2) })),
+    warm_new_connection_median_ms: round(median(xs.map((x) => x.warm_new_connection_ms)), 2),
+    samples: xs.map((x) => ({
+      ...x,
+      first10_ms: x.first10_ms.map((m) => round(m, 2)),
+      window_max_ms: round(x.window_max_ms, 2),
+      warm_new_connection_ms: round(x.warm_new_connection_ms, 2),
+    })),
   };
 }
 
@@ -950,7 +965,8 @@ async function main(): Promise<void> {
     if (x)
       lines.push(
         `  ${who} after the ready line: request 1 ${fmt(x.first_median_ms, 2)} ms, request 10 ${fmt(x.tenth_median_ms, 2)} ms; ` +
-          `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(x.window_max_median_ms, 1)} ms, max ${fmt(x.window_max_ms, 1)} ms`,
+          `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(x.window_max_median_ms, 1)} ms, max ${fmt(x.window_max_ms, 1)} ms; ` +
+          `then a new connection: request 1 ${fmt(x.warm_new_connection_median_ms, 2)} ms`,
       );
   const mb = (kb?: number): string => (kb === undefined ? '-' : `${fmt(kb / 1024, 0)} MB`);
   if (load && Object.keys(load.peak_rss_kb).length > 0)
