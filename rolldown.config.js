@@ -5,6 +5,7 @@
 import path from 'node:path';
 import process from 'node:process';
 import { defineConfig } from 'rolldown';
+import { parseAst } from 'rolldown/parseAst';
 
 /**
  * Left to Node, each a dependency of ours that resolves from here in any install:
@@ -32,6 +33,53 @@ const dashboardAsItIs = {
 };
 
 /**
+ * Every `import()` of a chunk goes through dist/bundle/esm/import.cjs, which Node's own loader compiles: code that V8
+ * compiled from a code cache (src/cli/compile-cache.ts) has no loader for `import()` on Node 20, and asking Node for
+ * one warns on Node 22 and 24. The chunks are in the folder above it, so a relative specifier is resolved from there.
+ */
+const ESM_IMPORT = 'esm/import.cjs';
+
+/** The `import(` of each ImportExpression in `ast`, as [start, end) of the text before its specifier. */
+function importCalls(node, found = []) {
+  if (Array.isArray(node)) for (const child of node) importCalls(child, found);
+  else if (node && typeof node === 'object') {
+    if (node.type === 'ImportExpression') found.push([node.start, node.source.start]);
+    for (const [key, child] of Object.entries(node)) if (key !== 'type' && typeof child === 'object') importCalls(child, found);
+  }
+  return found;
+}
+
+const esmImports = {
+  name: 'esm-imports',
+  renderChunk(code) {
+    if (!code.includes('import(')) return null;
+    const calls = importCalls(parseAst(code));
+    if (calls.length === 0) return null;
+    let out = '';
+    let at = 0;
+    for (const [start, end] of calls.sort((a, b) => a[0] - b[0])) {
+      out += `${code.slice(at, start)}require("./${ESM_IMPORT}")(`;
+      at = end;
+    }
+    return { code: out + code.slice(at) };
+  },
+  generateBundle() {
+    this.emitFile({
+      type: 'asset',
+      fileName: ESM_IMPORT,
+      source: [
+        `'use strict';`,
+        `// Written by rolldown.config.js: import() for the chunks of the folder above, from code Node compiled itself.`,
+        `const { pathToFileURL } = require('node:url');`,
+        `const chunks = pathToFileURL(require('node:path').join(__dirname, '..') + '/');`,
+        `module.exports = (specifier) => import(specifier.startsWith('.') ? new URL(specifier, chunks).href : specifier);`,
+        ``,
+      ].join('\n'),
+    });
+  },
+};
+
+/**
  * Writes dist/bundle/modules.json: each chunk and the modules (paths from the package root) in it. Tests that check
  * what a command line loads map the chunks they see back to the modules.
  */
@@ -54,7 +102,7 @@ export default defineConfig({
   input: { main: 'dist/cli/main.js', 'state-writer': 'dist/store/state-writer.js' },
   platform: 'node',
   external: PACKAGES,
-  plugins: [dashboardAsItIs, moduleMap],
+  plugins: [dashboardAsItIs, esmImports, moduleMap],
   // CommonJS: Node 20 loads a chunk with one synchronous compile and run, where an ES module goes through the
   // loader's resolve, link and evaluate steps (about 17 ms of a start, docs/bench.md).
   output: {

@@ -43,7 +43,7 @@ export function holdYoungGeneration(execArgv: readonly string[] = process.execAr
     // The new space's size counts both of its semi-spaces.
     const young = getHeapSpaceStatistics().find((space) => space.space_name === 'new_space');
     // A V8 without that space has another young generation: left as it is.
-    if (young) setFlagsFromString(`--semi-space-growth-factor=${young.space_size < 2 * HELD_SEMI_SPACE_BYTES ? 2 : 1}`);
+    if (young) setFlag(GROWTH_FACTOR, young.space_size < 2 * HELD_SEMI_SPACE_BYTES ? 2 : 1);
   };
   decide();
   new PerformanceObserver(decide).observe({ entryTypes: ['gc'] });
@@ -69,5 +69,30 @@ export function holdYoungGeneration(execArgv: readonly string[] = process.execAr
  */
 export function tuneServeHeap(execArgv: readonly string[] = process.execArgv): void {
   // Node refuses this flag in NODE_OPTIONS: the command line is the only place a user's own can be.
-  if (!userGave(HEAP_GROWING_FLAG, execArgv, '')) setFlagsFromString(`--heap-growing-percent=${SERVE_HEAP_GROWING_PERCENT}`);
+  if (!userGave(HEAP_GROWING_FLAG, execArgv, '')) setFlag(HEAP_GROWING_PERCENT, SERVE_HEAP_GROWING_PERCENT);
+}
+
+/** The V8 flags this module sets, with V8's own values for them, and what it set them to. */
+const GROWTH_FACTOR = { name: '--semi-space-growth-factor', v8Default: 2 };
+const HEAP_GROWING_PERCENT = { name: '--heap-growing-percent', v8Default: 0 };
+const setTo = new Map<typeof GROWTH_FACTOR, number>();
+
+function setFlag(flag: typeof GROWTH_FACTOR, value: number): void {
+  setFlagsFromString(`${flag.name}=${value}`);
+  setTo.set(flag, value);
+}
+
+/**
+ * Runs `fn` with the flags this module set back at V8's own values, then sets them again. V8 takes a code cache
+ * (compile-cache.ts) only in a process whose flags, those not at V8's values, are the ones of the process that made
+ * it; compiled and made this way, a cache holds whatever this module has set meanwhile.
+ */
+export function atV8FlagDefaults<T>(fn: () => T): T {
+  const changed = [...setTo].filter(([flag, value]) => value !== flag.v8Default);
+  for (const [flag] of changed) setFlagsFromString(`${flag.name}=${flag.v8Default}`);
+  try {
+    return fn();
+  } finally {
+    for (const [flag, value] of changed) setFlagsFromString(`${flag.name}=${value}`);
+  }
 }
