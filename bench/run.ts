@@ -168,6 +168,8 @@ interface Spec {
   metaUrl: (ports: number[]) => string;
   /** prints a JSON ready line with this key on stdout */
   readyLineKey?: string;
+  /** added to the bench's environment */
+  env?: NodeJS.ProcessEnv;
 }
 
 const bareSpec: Spec = {
@@ -216,7 +218,7 @@ interface ReadyOnce {
 
 async function readyOnce(spec: Spec): Promise<ReadyOnce> {
   const ports = await freePorts(spec.nPorts);
-  const p = startProc(spec.label, spec.args(ports), ROOT);
+  const p = startProc(spec.label, spec.args(ports), ROOT, spec.env && { ...process.env, ...spec.env });
   try {
     const ms = await pollUntil200(p, spec.metaUrl(ports), START_DEADLINE_MS, 2);
     if (spec.readyLineKey === undefined) return { ms };
@@ -356,6 +358,11 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
       else log(`ours: first start ${round(first.ms)} ms, state file ${statSync(stateFile).size} bytes`);
       specs.push(warmSpec);
       specs.push(oursSpec('ours_in_memory', 'ours (--in-memory)', () => ['--in-memory']));
+      // The start after an install or upgrade, before a run has left the compile cache (src/cli/compile-cache.ts).
+      specs.push({
+        ...oursSpec('ours_no_compile_cache', 'ours (--state, no compile cache)', () => ['--state', stateFile]),
+        env: { NODE_DISABLE_COMPILE_CACHE: '1' },
+      });
     } catch (e) {
       if (!isBenchFailure(e)) throw e;
       failures.push(`ours failed to start (first start, fresh state file): ${e.message}`);
@@ -954,6 +961,10 @@ async function main(): Promise<void> {
   if (ready?.ours_first_start_ms !== undefined)
     lines.push(`${pad('  ours first start', 26)}${pad(fmt(ready.ours_first_start_ms), 11)}(fresh state file, informational)`);
   if (r['ours_in_memory']) lines.push(`${pad('  ours --in-memory', 26)}${pad(fmt(r['ours_in_memory'].median_ms), 11)}(informational)`);
+  if (r['ours_no_compile_cache'])
+    lines.push(
+      `${pad('  ours, no compile cache', 26)}${pad(fmt(r['ours_no_compile_cache'].median_ms), 11)}(NODE_DISABLE_COMPILE_CACHE=1: a first start after an install; informational)`,
+    );
   if (r['ours']?.ready_line_median_ms !== undefined)
     lines.push(
       `${pad('  ours JSON ready line', 26)}${pad(fmt(r['ours'].ready_line_median_ms), 11)}(spawn -> ready line on stdout, informational)`,
