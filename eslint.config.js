@@ -10,7 +10,10 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['vitest.config.ts'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: {
+        projectService: { allowDefaultProject: ['vitest.config.ts', 'rolldown.config.d.ts'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     rules: {
       // fastify handlers and the persistence interfaces are async by contract: returning a value from an async function

@@ -33,9 +33,9 @@ const dashboardAsItIs = {
 };
 
 /**
- * Every `import()` of a chunk goes through dist/bundle/esm/import.cjs, which Node's own loader compiles: code that V8
- * compiled from a code cache (src/cli/compile-cache.ts) has no loader for `import()` on Node 20, and asking Node for
- * one warns on Node 22 and 24. The chunks are in the folder above it, so a relative specifier is resolved from there.
+ * Every `import()` of a chunk goes through dist/bundle/esm/import.cjs, which Node's own loader compiles: code compiled
+ * through node:vm, as src/cli/compile-cache.ts compiles the chunks, has no loader for `import()` on Node 20, and
+ * asking Node for one warns on Node 22 and 24. The chunks are in the folder above it, so a relative specifier is resolved from there.
  */
 const ESM_IMPORT = 'esm/import.cjs';
 
@@ -72,7 +72,7 @@ const esmImports = {
         `// Written by rolldown.config.js: import() for the chunks of the folder above, from code Node compiled itself.`,
         `const { pathToFileURL } = require('node:url');`,
         `const chunks = pathToFileURL(require('node:path').join(__dirname, '..') + '/');`,
-        `module.exports = (specifier) => import(specifier.startsWith('.') ? new URL(specifier, chunks).href : specifier);`,
+        `module.exports = (specifier, options) => import(specifier.startsWith('.') ? new URL(specifier, chunks).href : specifier, options);`,
         ``,
       ].join('\n'),
     });
@@ -108,6 +108,9 @@ export default defineConfig({
   output: {
     dir: 'dist/bundle',
     format: 'cjs',
+    // tsc's ES modules are strict code, and stay so in CommonJS chunks: rolldown's default adds the directive only
+    // where a source had one, which none of tsc's output has.
+    strict: true,
     entryFileNames: '[name].cjs',
     chunkFileNames: '[name]-[hash].cjs',
     cleanDir: true,

@@ -15,6 +15,8 @@ const E2E = [
 
 export default defineConfig({
   test: {
+    // The compile cache of the command lines the tests start goes to a folder of the run's (test/helpers/cache-home.ts).
+    globalSetup: ['test/helpers/cache-home.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Tests start real servers and child processes; two cores do not profit from more workers.

@@ -125,11 +125,9 @@ describe('route schemas compiled ahead of time', () => {
   it('serve validates and serialises without loading the ajv or fast-json-stringify compilers', async () => {
     const out = join(dir, 'loaded.txt');
     await writeFile(out, '');
-    // Traced on tsc's output, where each module is a file of its own: the bundle the command line runs holds the same
-    // modules, and runs a CommonJS one (the compilers are) only when something requires it.
+    // The compilers are left out of the command line's bundle (rolldown.config.js): loaded, they would be files here.
     const serve = await startServe(['--in-memory'], {
       nodeArgs: ['--import', pathToFileURL(join(dir, 'register.mjs')).href],
-      bin: join(ROOT, 'dist/cli/main.js'),
       env: { LOADED_OUT: out },
     });
     const base = serve.ready.base_url;

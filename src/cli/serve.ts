@@ -8,6 +8,7 @@ import { Emulator } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
 import { CliError, EXIT, failWith } from './errors.js';
 import { isLoopbackBind } from '../server/host-guard.js';
+import { saveCompileCache } from './compile-cache.js';
 import { tuneServeHeap } from './heap-settings.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import type { FaultSpec } from '../core/faults.js';
@@ -171,6 +172,9 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       ].join('\n'),
     );
   }
+  // What the start compiled goes to the compile cache once the search index is built, in a quiet moment: made only at
+  // exit, the cache of a server that ran for days would lack what V8 has dropped of its start by then.
+  void emulator.loaded().then(saveCompileCache, () => undefined);
   if (!flags.quiet) {
     emulator.core.events.subscribe((event) => {
       if (event.name === 'request.served') {

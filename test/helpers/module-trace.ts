@@ -41,7 +41,13 @@ export async function unbundled(urls: readonly string[]): Promise<string[]> {
       out.add(url);
       continue;
     }
-    const modules = chunks[url.slice(BUNDLE.href.length)];
+    const name = url.slice(BUNDLE.href.length);
+    const modules = chunks[name];
+    // Not a chunk: dist/bundle/esm/import.cjs, which the build writes beside them.
+    if (name.includes('/')) {
+      out.add(url);
+      continue;
+    }
     if (!modules) throw new Error(`${url} is not a chunk of the bundle: build again`);
     for (const module of modules) out.add(new URL(module, ROOT).href);
   }
