@@ -66,8 +66,7 @@ let active: { save: () => void } | undefined;
  */
 export function useCompileCache({ bundleDir, cacheDir, atV8FlagDefaults = (fn) => fn() }: CompileCacheOptions): void {
   const folder = cacheFolder(cacheDir, bundleDir);
-  // The folder the user (or ~/.cache) gives: <root>/agent-access/compile-cache/<node version>.
-  const root = dirname(dirname(dirname(cacheDir)));
+  const root = rootOf(cacheDir);
   // Whether cache files may be read from the folder: checked once, at the first chunk.
   let readable: boolean | undefined;
   let toSave: Compiled[] = [];
@@ -124,6 +123,18 @@ export function useCompileCache({ bundleDir, cacheDir, atV8FlagDefaults = (fn) =
   active = { save };
   process.once('exit', save);
 }
+
+/**
+ * Where Node's own compile cache (module.enableCompileCache, Node >= 22.1) may go for what is not in the bundle: a
+ * folder beside the bundle's caches, once they exist and are private; undefined until then (Node's default is a
+ * folder under the shared temp folder).
+ */
+export function nodeCompileCacheDir(cacheDir: string): string | undefined {
+  return privateFolder(cacheDir, rootOf(cacheDir)) ? join(cacheDir, 'node') : undefined;
+}
+
+/** The folder the user (or ~/.cache) gives, of a cacheDir `<root>/agent-access/compile-cache/<node version>`. */
+const rootOf = (cacheDir: string) => dirname(dirname(dirname(cacheDir)));
 
 /**
  * Makes the cache of every chunk loaded so far that lacked one, now rather than at exit: `serve` calls it once it has
