@@ -10,9 +10,9 @@ import { parseAst } from 'rolldown/parseAst';
 /**
  * Left to Node, each a dependency of ours that resolves from here in any install:
  * - `open`, which finds its bundled xdg-open beside its own file;
- * - what fastify requires only when it is used: the schema compilers (a start uses the code `npm run build`
- *   generated, dist/generated/route-schemas.cjs) and light-my-request (`inject`). In the bundle they would be read
- *   and parsed at every start, about 350 kB of the 1.3 MB that `serve` loads.
+ * - what fastify requires only when it is used: the schema compilers, ajv and fastify's two (a start uses the code
+ *   `npm run build` generated, dist/generated/route-schemas.cjs), and light-my-request (`inject`). In the bundle they
+ *   would be read and parsed at every start, about 350 kB of the 1.3 MB that `serve` loads.
  */
 const PACKAGES = /^(open|ajv|@fastify\/ajv-compiler|@fastify\/fast-json-stringify-compiler|light-my-request)(\/|$)/;
 
@@ -35,7 +35,8 @@ const dashboardAsItIs = {
 /**
  * Every `import()` of a chunk goes through dist/bundle/esm/import.cjs, which Node's own loader compiles: code compiled
  * through node:vm, as src/cli/compile-cache.ts compiles the chunks, has no loader for `import()` on Node 20, and
- * asking Node for one warns on Node 22 and 24. The chunks are in the folder above it, so a relative specifier is resolved from there.
+ * asking Node for one warns on Node 22 and 24. The chunks are in the folder above it, so a relative specifier is
+ * resolved from there.
  */
 const ESM_IMPORT = 'esm/import.cjs';
 

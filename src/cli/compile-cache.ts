@@ -59,7 +59,8 @@ interface Compiled {
 let active: { save: () => void } | undefined;
 
 /**
- * Compiles the bundle's chunks through the cache from now on, and saves what they lacked when the process exits.
+ * Compiles the bundle's chunks through the cache from now on, and saves what they lacked when the process exits;
+ * once the folder exists and is private, Node's own compile cache goes beside it.
  * Each copy of the bundle (a global install, a project's, a checkout) has a folder of its own; a run that saves
  * removes from it the caches of chunks its copy no longer has and those of a chunk's earlier contents, and removes the
  * folders of copies that are gone.
@@ -67,8 +68,11 @@ let active: { save: () => void } | undefined;
 export function useCompileCache({ bundleDir, cacheDir, atV8FlagDefaults = (fn) => fn() }: CompileCacheOptions): void {
   const folder = cacheFolder(cacheDir, bundleDir);
   const root = rootOf(cacheDir);
-  // Whether cache files may be read from the folder: checked once, at the first chunk.
-  let readable: boolean | undefined;
+  // Whether cache files may be read from the folder (and so, its parents being private too, Node's own may go beside).
+  const readable = privateFolder(folder, root);
+  // Node's own (>= 22.1) for what is not in the bundle (the dashboard, the packages left out), beside ours rather than
+  // in its default folder under the shared temp folder; typings of Node 20 lack it.
+  if (readable) (Module as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(join(cacheDir, 'node'));
   let toSave: Compiled[] = [];
   /** The cache file of each chunk this run loaded, by the chunk's name. */
   const loaded = new Map<string, string>();
@@ -80,7 +84,6 @@ export function useCompileCache({ bundleDir, cacheDir, atV8FlagDefaults = (fn) =
     const source = Module.wrap(content);
     const name = `${basename(filename)}.${hash(source).slice(0, 32)}`;
     loaded.set(basename(filename), name);
-    readable ??= privateFolder(folder, root);
     const cachedData = readable ? readCache(join(folder, name)) : undefined;
     // No import() in a chunk: Node gives code compiled here no loader for it (rolldown.config.js routes each one).
     const script = atV8FlagDefaults(() => new Script(source, { filename, cachedData }));
@@ -122,15 +125,6 @@ export function useCompileCache({ bundleDir, cacheDir, atV8FlagDefaults = (fn) =
   };
   active = { save };
   process.once('exit', save);
-}
-
-/**
- * Where Node's own compile cache (module.enableCompileCache, Node >= 22.1) may go for what is not in the bundle: a
- * folder beside the bundle's caches, once they exist and are private; undefined until then (Node's default is a
- * folder under the shared temp folder).
- */
-export function nodeCompileCacheDir(cacheDir: string): string | undefined {
-  return privateFolder(cacheDir, rootOf(cacheDir)) ? join(cacheDir, 'node') : undefined;
 }
 
 /** The folder the user (or ~/.cache) gives, of a cacheDir `<root>/agent-access/compile-cache/<node version>`. */

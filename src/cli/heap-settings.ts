@@ -72,12 +72,17 @@ export function tuneServeHeap(execArgv: readonly string[] = process.execArgv): v
   if (!userGave(HEAP_GROWING_FLAG, execArgv, '')) setFlag(HEAP_GROWING_PERCENT, SERVE_HEAP_GROWING_PERCENT);
 }
 
-/** The V8 flags this module sets, with V8's own values for them, and what it set them to. */
-const GROWTH_FACTOR = { name: '--semi-space-growth-factor', v8Default: 2 };
-const HEAP_GROWING_PERCENT = { name: '--heap-growing-percent', v8Default: 0 };
-const setTo = new Map<typeof GROWTH_FACTOR, number>();
+/** A V8 flag this module sets, with V8's own value for it. */
+interface V8Flag {
+  name: string;
+  v8Default: number;
+}
+const GROWTH_FACTOR: V8Flag = { name: '--semi-space-growth-factor', v8Default: 2 };
+const HEAP_GROWING_PERCENT: V8Flag = { name: '--heap-growing-percent', v8Default: 0 };
+/** What this module set each flag to. */
+const setTo = new Map<V8Flag, number>();
 
-function setFlag(flag: typeof GROWTH_FACTOR, value: number): void {
+function setFlag(flag: V8Flag, value: number): void {
   setFlagsFromString(`${flag.name}=${value}`);
   setTo.set(flag, value);
 }

@@ -1,8 +1,7 @@
-import module from 'node:module';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
-import { compileCacheDir, nodeCompileCacheDir, useCompileCache } from './compile-cache.js';
+import { compileCacheDir, useCompileCache } from './compile-cache.js';
 import { atV8FlagDefaults, holdYoungGeneration } from './heap-settings.js';
 import { EXIT } from './errors.js';
 
@@ -11,13 +10,7 @@ import { EXIT } from './errors.js';
 if (isMainThread) {
   // Before any other chunk of the bundle loads; run from tsc's output (no .cjs beside it), it changes nothing.
   const cacheDir = compileCacheDir();
-  if (cacheDir) {
-    useCompileCache({ bundleDir: dirname(fileURLToPath(import.meta.url)), cacheDir, atV8FlagDefaults });
-    // Node's own (>= 22.1) for what is not in the bundle (the dashboard, the packages left out), beside ours rather
-    // than in its default folder under the shared temp folder.
-    const nodeCache = nodeCompileCacheDir(cacheDir);
-    if (nodeCache) (module as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(nodeCache);
-  }
+  if (cacheDir) useCompileCache({ bundleDir: dirname(fileURLToPath(import.meta.url)), cacheDir, atV8FlagDefaults });
   holdYoungGeneration();
 
   // A failure exits at once; success leaves the process to end by itself, so `serve` keeps running. Not a top-level
