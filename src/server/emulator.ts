@@ -369,6 +369,9 @@ export class Emulator {
         ipv6 = emulator.#ipv6 = listening.servers;
         if (listening.notice) onNotice(listening.notice);
       }
+      // Watched before the warm-up, whose request then runs the watcher's code as a client's first would.
+      const quiet = new QuietMoments();
+      for (const server of [api.server, auth.server, ...ipv6]) quiet.watch(server);
       // Ready means ready: a client's first request finds the code every request runs compiled.
       await warmUp.get(core.urls.baseUrl, AS_METADATA_PATH);
       if (emulator.adminFile) {
@@ -395,8 +398,6 @@ export class Emulator {
       // The search index, which only some requests need (ask, research and the MCP tools), is built after the ready
       // line, a piece at a time and in quiet moments, so that the others are served at full speed meanwhile; a request
       // that needs it builds it at once, or waits for it. (The MCP SDK loads with the first /mcp request: server/mcp.ts.)
-      const quiet = new QuietMoments();
-      for (const server of [api.server, auth.server, ...ipv6]) quiet.watch(server);
       emulator.#loaded = quiet
         .moment(QUIET_MS)
         .then(async () => {
