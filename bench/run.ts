@@ -231,29 +231,36 @@ async function readyOnce(spec: Spec): Promise<ReadyOnce> {
 
 // ---------- measure A2: the first requests after the ready line ----------
 
-/** Sequential requests on one keep-alive connection right after the ready line, and how long the next ones may wait. */
+/**
+ * Sequential requests on one keep-alive connection right after the ready line, and the same ten again on a new
+ * connection once the server is long warm. The first of each pays for its connection (client and server), which no
+ * warm-up can take away: a server long warm answers its tenth three to four times as fast as its first. So a second
+ * target compares the first request after the ready line with the first once warm, made the same way; what the first
+ * pays over that is warm-up left in the request path.
+ *
+ * The same way includes the client's: a client that has been idle pays some 0.5 ms more for its first request, on
+ * any server. Before the first once warm, the bench has been sending a request every 2 ms; so while it waits for the
+ * ready line it sends one every 2 ms too, to the pacer, a server of its own.
+ */
 interface AfterReadyOnce {
   /** ms of request 1 .. 10, sent one after another from the moment the ready line was read */
   first10_ms: number[];
   /** the slowest request of those sent one after another for AFTER_READY_WINDOW_MS after the tenth */
   window_max_ms: number;
   window_requests: number;
-  /**
-   * ms of one request on a new connection once the window is over: a server long warm, the connection new, as the
-   * first request's was. What a first request costs that no warm-up of the server's can take away.
-   */
-  warm_new_connection_ms: number;
+  /** ms of request 1 .. 10 on a new connection once the window is over: the server long warm, and busy until then */
+  warm10_ms: number[];
 }
 
 /** How long after the tenth request the bench keeps asking: the time the emulator loads the rest in the background. */
 const AFTER_READY_WINDOW_MS = 1_000;
 
-async function afterReadyOnce(spec: Spec): Promise<AfterReadyOnce> {
+async function afterReadyOnce(spec: Spec, pace: () => Promise<unknown>): Promise<AfterReadyOnce> {
   const ports = await freePorts(spec.nPorts);
   const p = startProc(spec.label, spec.args(ports), ROOT);
   const agent = new Agent({ connections: 1, pipelining: 1 });
   try {
-    await waitForJsonLine(p, spec.readyLineKey ?? 'base_url', START_DEADLINE_MS);
+    await waitForJsonLineTimed(p, spec.readyLineKey ?? 'base_url', START_DEADLINE_MS, pace);
     const url = spec.metaUrl(ports);
     const timed = async (dispatcher: Agent = agent): Promise<number> => {
       const t0 = performance.now();
@@ -270,9 +277,14 @@ async function afterReadyOnce(spec: Spec): Promise<AfterReadyOnce> {
       window_max_ms = Math.max(window_max_ms, await timed());
       await sleep(2);
     }
-    const fresh = new Agent({ connections: 1, pipelining: 1 });
-    const warm_new_connection_ms = await timed(fresh).finally(() => fresh.close());
-    return { first10_ms, window_max_ms, window_requests, warm_new_connection_ms };
+    const warm = new Agent({ connections: 1, pipelining: 1 });
+    const warm10_ms: number[] = [];
+    try {
+      for (let i = 0; i < 10; i++) warm10_ms.push(await timed(warm));
+    } finally {
+      await warm.close();
+    }
+    return { first10_ms, window_max_ms, window_requests, warm10_ms };
   } finally {
     await agent.close();
     await stopProc(p);
@@ -285,8 +297,9 @@ interface AfterReadyStats {
   /** median over the starts of the slowest request in the window after the tenth */
   window_max_median_ms: number;
   window_max_ms: number;
-  /** median of one request on a new connection to the same server after the window */
-  warm_new_connection_median_ms: number;
+  /** medians of the first and the tenth request on a new connection to the same server after the window */
+  warm_first_median_ms: number;
+  warm_tenth_median_ms: number;
   samples: AfterReadyOnce[];
 }
 
@@ -296,12 +309,13 @@ function afterReadyStats(xs: AfterReadyOnce[]): AfterReadyStats {
     tenth_median_ms: round(median(xs.map((x) => x.first10_ms[9]!)), 2),
     window_max_median_ms: round(median(xs.map((x) => x.window_max_ms)), 2),
     window_max_ms: round(Math.max(...xs.map((x) => x.window_max_ms)), 2),
-    warm_new_connection_median_ms: round(median(xs.map((x) => x.warm_new_connection_ms)), 2),
+    warm_first_median_ms: round(median(xs.map((x) => x.warm10_ms[0]!)), 2),
+    warm_tenth_median_ms: round(median(xs.map((x) => x.warm10_ms[9]!)), 2),
     samples: xs.map((x) => ({
       ...x,
       first10_ms: x.first10_ms.map((m) => round(m, 2)),
       window_max_ms: round(x.window_max_ms, 2),
-      warm_new_connection_ms: round(x.warm_new_connection_ms, 2),
+      warm10_ms: x.warm10_ms.map((m) => round(m, 2)),
     })),
   };
 }
@@ -374,6 +388,14 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
   const bareAfterReady: AfterReadyOnce[] = [];
   const oursOnFile = specs.find((s) => s.key === 'ours');
   const bare = specs.find((s) => s.key === 'bare_fastify');
+  // The pacer (AfterReadyOnce): idle, and so not in the way, but for the requests sent while waiting for a ready line.
+  const pacer = oursOnFile || bare ? await startServer(bareSpec) : undefined;
+  const pacerAgent = new Agent({ connections: 1, pipelining: 1 });
+  const pace = async (): Promise<void> => {
+    if (!pacer) return;
+    const r = await request(bareSpec.metaUrl(pacer.ports), { dispatcher: pacerAgent, headersTimeout: 10_000, bodyTimeout: 10_000 });
+    await r.body.text();
+  };
   for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
     // Rotate the order each round so drift in machine load is spread across servers.
     const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
@@ -395,7 +417,7 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
     ] as const) {
       if (!spec || !specs.includes(spec)) continue;
       try {
-        const x = await afterReadyOnce(spec);
+        const x = await afterReadyOnce(spec, pace);
         xs.push(x);
         done.push(`${spec.key}_after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
       } catch (e) {
@@ -405,6 +427,8 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
     }
     log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
   }
+  await pacerAgent.close();
+  if (pacer) await stopProc(pacer.p);
   for (const [key, xs] of Object.entries(samples)) if (xs.length > 0) res.servers[key] = stats(xs);
   if (afterReady.length > 0) res.ours_after_ready = afterReadyStats(afterReady);
   if (bareAfterReady.length > 0) res.bare_after_ready = afterReadyStats(bareAfterReady);
@@ -890,7 +914,11 @@ async function main(): Promise<void> {
   const t5 = ratio(freshRps, verifyRps);
   const t6 = ratio(replayRps, verifyRps);
   const afterReady = ready?.ours_after_ready;
+  // The issue's words, then the same first request against one to the server once warm, both on a new connection
+  // (AfterReadyOnce): what the first pays over the latter is warm-up left in the request path.
   const t7 = ratio(afterReady?.first_median_ms, afterReady?.tenth_median_ms);
+  const t7Warm = ratio(afterReady?.first_median_ms, afterReady?.warm_first_median_ms);
+  const bareAfterReady = ready?.bare_after_ready;
   // Ours over both of its load phases (token and ask) against the mock over its token phase.
   const oursPeaks = [load?.peak_rss_kb['ours_refresh'], load?.peak_rss_kb['ours_ask']].filter((x) => x !== undefined);
   const oursPeakKb = oursPeaks.length > 0 ? Math.max(...oursPeaks) : undefined;
@@ -899,7 +927,22 @@ async function main(): Promise<void> {
   const targets: Target[] = [
     { name: 'ours ready / bare fastify ready', value: t1, target: '<= 1.2', ok: t1 === null ? null : t1 <= 1.2 },
     { name: 'ours ready / oauth2-mock-server ready', value: t2, target: '<= 0.8', ok: t2 === null ? null : t2 <= 0.8 },
-    { name: 'ours 1st request after ready / 10th', value: t7, target: '<= 1', ok: t7 === null ? null : t7 <= 1 },
+    {
+      name: 'ours 1st request after ready / 10th',
+      value: t7,
+      target: '<= 1',
+      ok: t7 === null ? null : t7 <= 1,
+      note:
+        `(the 1st opens the connection; the same ten once warm: ` +
+        `${fmt(ratio(afterReady?.warm_first_median_ms, afterReady?.warm_tenth_median_ms), 2)}x; bare fastify ${fmt(ratio(bareAfterReady?.first_median_ms, bareAfterReady?.tenth_median_ms), 2)}x)`,
+    },
+    {
+      name: '  (1st after ready / 1st once warm)',
+      value: t7Warm,
+      target: '<= 1',
+      ok: t7Warm === null ? null : t7Warm <= 1,
+      note: `(a new connection both; bare fastify ${fmt(ratio(bareAfterReady?.first_median_ms, bareAfterReady?.warm_first_median_ms), 2)}x)`,
+    },
     ...(load && (runsRefresh(o) || runsAsk(o))
       ? [{ name: 'ours peak RSS (token, ask) / mock peak RSS', value: t8, target: '<= 1', ok: t8 === null ? null : t8 <= 1 }]
       : []),
@@ -977,7 +1020,7 @@ async function main(): Promise<void> {
       lines.push(
         `  ${who} after the ready line: request 1 ${fmt(x.first_median_ms, 2)} ms, request 10 ${fmt(x.tenth_median_ms, 2)} ms; ` +
           `slowest in the ${AFTER_READY_WINDOW_MS / 1000} s after: median ${fmt(x.window_max_median_ms, 1)} ms, max ${fmt(x.window_max_ms, 1)} ms; ` +
-          `then a new connection: request 1 ${fmt(x.warm_new_connection_median_ms, 2)} ms`,
+          `then a new connection: request 1 ${fmt(x.warm_first_median_ms, 2)} ms, request 10 ${fmt(x.warm_tenth_median_ms, 2)} ms`,
       );
   const mb = (kb?: number): string => (kb === undefined ? '-' : `${fmt(kb / 1024, 0)} MB`);
   if (load && Object.keys(load.peak_rss_kb).length > 0)

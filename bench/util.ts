@@ -261,11 +261,15 @@ export async function waitForJsonLine(p: Proc, key: string, deadlineMs: number):
   return (await waitForJsonLineTimed(p, key, deadlineMs)).obj;
 }
 
-/** Same, also returning when (ms since spawn) the line arrived. */
+/**
+ * Same, also returning when (ms since spawn) the line arrived. `between`, if given, runs between two looks at the
+ * output, which are then 2 ms apart instead of 5.
+ */
 export async function waitForJsonLineTimed(
   p: Proc,
   key: string,
   deadlineMs: number,
+  between?: () => Promise<unknown>,
 ): Promise<{ obj: Record<string, unknown>; atMs: number }> {
   const start = performance.now();
   let seen = 0;
@@ -281,7 +285,8 @@ export async function waitForJsonLineTimed(
       }
     }
     if (p.hasExited) throw new BenchError(`${p.name} exited before printing its ready line\n${describeProc(p)}`);
-    await sleep(5);
+    await between?.();
+    await sleep(between ? 2 : 5);
   }
   throw new BenchError(`${p.name} printed no JSON ready line with "${key}" within ${deadlineMs} ms\n${describeProc(p)}`);
 }
