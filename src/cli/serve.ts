@@ -79,7 +79,7 @@ async function openLog(flags: ServeFlags): Promise<Log> {
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
-  tuneServeHeap();
+  tuneServeHeap('starting');
   let emulator: Emulator | undefined;
   let log: Log;
   const uiStop = new AbortController();
@@ -141,6 +141,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   } catch (e) {
     failWith(e);
   }
+  tuneServeHeap('started');
   const ready = {
     base_url: emulator.baseUrl,
     auth_url: emulator.authUrl,
