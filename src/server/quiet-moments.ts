@@ -9,7 +9,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
  */
 export class QuietMoments {
   #inFlight = 0;
-  /** From the start: the requests a client sends as soon as it reads the ready line come before any loading. */
   #lastAnswered = performance.now();
 
   /** Counts the requests of this server (the raw Node server: the ::1 twins too). */
@@ -23,10 +22,15 @@ export class QuietMoments {
     });
   }
 
-  /** Resolves at the first moment with no request in flight and none answered for `ms`. */
+  /**
+   * Resolves at the first moment, `ms` or more after this call, with no request in flight and none answered for `ms`.
+   * Counted from the call as well: the emulator's own warm-up request is answered before the ready line, and the
+   * requests a client sends as soon as it reads that line must come before any loading.
+   */
   async moment(ms: number): Promise<void> {
+    const since = performance.now();
     for (;;) {
-      const quietFor = performance.now() - this.#lastAnswered;
+      const quietFor = performance.now() - Math.max(this.#lastAnswered, since);
       if (this.#inFlight === 0 && quietFor >= ms) return;
       await sleep(this.#inFlight === 0 ? ms - quietFor : ms, undefined, { ref: false });
     }
