@@ -238,8 +238,8 @@ async function readyOnce(spec: Spec): Promise<ReadyOnce> {
  * compares the first request after the ready line with the first once warm, made the same way; what the first pays
  * over that is warm-up left in the request path.
  *
- * The same way includes the client's: a client that has been idle pays some 0.5 ms more for its first request, on
- * any server. Before the first once warm, the bench has been sending a request every 2 ms; so while it waits for the
+ * The same way includes the client's: a client that has been idle pays more for its first request, whatever the
+ * server (about 0.2 ms here). Before the first once warm, the bench has been sending a request every 2 ms; so while it waits for the
  * ready line it sends one every 2 ms too, to the pacer, a server of its own.
  */
 interface AfterReadyOnce {
@@ -343,9 +343,9 @@ function stats(xs: ReadyOnce[]): ReadyStats {
 interface ReadyResults {
   servers: Record<string, ReadyStats>;
   ours_first_start_ms?: number;
-  /** ours on its existing state file: the first ten requests after the ready line, and the second after them */
+  /** ours on its existing state file: the first ten requests after the ready line, the second after them, then ten on a new connection */
   ours_after_ready?: AfterReadyStats;
-  /** the same for bare fastify, whose first request has no loading to wait for: what a first request costs anyway */
+  /** the same for bare fastify, which warms nothing up before it listens: what the measure shows of a server that does not */
   bare_after_ready?: AfterReadyStats;
   notes: string[];
   /** CPU cores used by processes outside the bench during this phase */
@@ -389,46 +389,62 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
   const oursOnFile = specs.find((s) => s.key === 'ours');
   const bare = specs.find((s) => s.key === 'bare_fastify');
   // The pacer (AfterReadyOnce): idle, and so not in the way, but for the requests sent while waiting for a ready line.
-  const pacer = oursOnFile || bare ? await startServer(bareSpec) : undefined;
+  // Without it the first requests after the ready line are not measured: the client's state would differ.
+  let pacer: Awaited<ReturnType<typeof startServer>> | undefined;
+  if (oursOnFile || bare) {
+    try {
+      pacer = await startServer(bareSpec);
+    } catch (e) {
+      if (!isBenchFailure(e)) throw e;
+      failures.push(`the pacer (bare fastify) failed to start; the requests after the ready line were not measured: ${e.message}`);
+    }
+  }
   const pacerAgent = new Agent({ connections: 1, pipelining: 1 });
   const pace = async (): Promise<void> => {
     if (!pacer) return;
-    const r = await request(bareSpec.metaUrl(pacer.ports), { dispatcher: pacerAgent, headersTimeout: 10_000, bodyTimeout: 10_000 });
-    await r.body.text();
+    try {
+      const r = await request(bareSpec.metaUrl(pacer.ports), { dispatcher: pacerAgent, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      await r.body.text();
+    } catch (e) {
+      throw new BenchError(`the pacer (bare fastify) did not answer: ${(e as Error).message}`);
+    }
   };
-  for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
-    // Rotate the order each round so drift in machine load is spread across servers.
-    const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
-    const done: string[] = [];
-    for (const s of order) {
-      try {
-        samples[s.key]!.push(await readyOnce(s));
-        done.push(`${s.key}=${round(samples[s.key]!.at(-1)!.ms)}ms`);
-      } catch (e) {
-        if (!isBenchFailure(e)) throw e;
-        failures.push(`${s.label} failed to start (ready run ${round_ + 1}): ${e.message}`);
-        specs = specs.filter((x) => x !== s);
+  try {
+    for (let round_ = 0; round_ < o.runs && specs.length > 0; round_++) {
+      // Rotate the order each round so drift in machine load is spread across servers.
+      const order = specs.map((_, i) => specs[(i + round_) % specs.length]!);
+      const done: string[] = [];
+      for (const s of order) {
+        try {
+          samples[s.key]!.push(await readyOnce(s));
+          done.push(`${s.key}=${round(samples[s.key]!.at(-1)!.ms)}ms`);
+        } catch (e) {
+          if (!isBenchFailure(e)) throw e;
+          failures.push(`${s.label} failed to start (ready run ${round_ + 1}): ${e.message}`);
+          specs = specs.filter((x) => x !== s);
+        }
+        await sleep(20);
       }
-      await sleep(20);
-    }
-    for (const [spec, xs] of [
-      [oursOnFile, afterReady],
-      [bare, bareAfterReady],
-    ] as const) {
-      if (!spec || !specs.includes(spec)) continue;
-      try {
-        const x = await afterReadyOnce(spec, pace);
-        xs.push(x);
-        done.push(`${spec.key}_after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
-      } catch (e) {
-        if (!isBenchFailure(e)) throw e;
-        failures.push(`${spec.label} after the ready line (run ${round_ + 1}): ${e.message}`);
+      for (const [spec, xs] of [
+        [oursOnFile, afterReady],
+        [bare, bareAfterReady],
+      ] as const) {
+        if (!spec || !specs.includes(spec) || !pacer) continue;
+        try {
+          const x = await afterReadyOnce(spec, pace);
+          xs.push(x);
+          done.push(`${spec.key}_after_ready=${round(x.first10_ms[0]!, 2)}/${round(x.first10_ms[9]!, 2)}/${round(x.window_max_ms, 1)}ms`);
+        } catch (e) {
+          if (!isBenchFailure(e)) throw e;
+          failures.push(`${spec.label} after the ready line (run ${round_ + 1}): ${e.message}`);
+        }
       }
+      log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
     }
-    log(`ready round ${round_ + 1}/${o.runs}: ${done.join(' ')}`);
+  } finally {
+    await pacerAgent.close();
+    if (pacer) await stopProc(pacer.p);
   }
-  await pacerAgent.close();
-  if (pacer) await stopProc(pacer.p);
   for (const [key, xs] of Object.entries(samples)) if (xs.length > 0) res.servers[key] = stats(xs);
   if (afterReady.length > 0) res.ours_after_ready = afterReadyStats(afterReady);
   if (bareAfterReady.length > 0) res.bare_after_ready = afterReadyStats(bareAfterReady);

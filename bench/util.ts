@@ -263,7 +263,7 @@ export async function waitForJsonLine(p: Proc, key: string, deadlineMs: number):
 
 /**
  * Same, also returning when (ms since spawn) the line arrived. `between`, if given, runs between two looks at the
- * output, which are then 2 ms apart instead of 5.
+ * output, followed by a sleep of 2 ms instead of 5.
  */
 export async function waitForJsonLineTimed(
   p: Proc,
