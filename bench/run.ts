@@ -239,8 +239,8 @@ async function readyOnce(spec: Spec): Promise<ReadyOnce> {
  * over that is warm-up left in the request path.
  *
  * The same way includes the client's: a client that has been idle pays more for its first request, whatever the
- * server (about 0.2 ms here). Before the first once warm, the bench has been sending a request every 2 ms; so while it waits for the
- * ready line it sends one every 2 ms too, to the pacer, a server of its own.
+ * server (about 0.2 ms here). Before the first once warm, the bench has been sending a request every 2 ms; so while
+ * it waits for the ready line it sends one every 2 ms too, to the pacer, a server of its own.
  */
 interface AfterReadyOnce {
   /** ms of request 1 .. 10, sent one after another from the moment the ready line was read */
@@ -932,8 +932,10 @@ async function main(): Promise<void> {
   const afterReady = ready?.ours_after_ready;
   // Both first requests on a new connection (AfterReadyOnce): what the first after ready pays over the first once warm
   // is warm-up left in the request path. Against the tenth, on the first's connection, it would pay the connection.
-  const t7 = ratio(afterReady?.first_median_ms, afterReady?.warm_first_median_ms);
-  const firstOverTenth = ratio(afterReady?.first_median_ms, afterReady?.tenth_median_ms);
+  const overWarm = (x?: AfterReadyStats) => ratio(x?.first_median_ms, x?.warm_first_median_ms);
+  const overTenth = (x?: AfterReadyStats) => ratio(x?.first_median_ms, x?.tenth_median_ms);
+  const warmOverTenth = (x?: AfterReadyStats) => ratio(x?.warm_first_median_ms, x?.warm_tenth_median_ms);
+  const t7 = overWarm(afterReady);
   const bareAfterReady = ready?.bare_after_ready;
   // Ours over both of its load phases (token and ask) against the mock over its token phase.
   const oursPeaks = [load?.peak_rss_kb['ours_refresh'], load?.peak_rss_kb['ours_ask']].filter((x) => x !== undefined);
@@ -949,10 +951,9 @@ async function main(): Promise<void> {
       target: '<= 1',
       ok: t7 === null ? null : t7 <= 1,
       note:
-        `a new connection both; bare fastify ${fmt(ratio(bareAfterReady?.first_median_ms, bareAfterReady?.warm_first_median_ms), 2)}x. ` +
-        `1st / 10th, the 10th on the 1st's connection: ${fmt(firstOverTenth, 2)}x after ready, ` +
-        `${fmt(ratio(afterReady?.warm_first_median_ms, afterReady?.warm_tenth_median_ms), 2)}x once warm, ` +
-        `bare fastify ${fmt(ratio(bareAfterReady?.first_median_ms, bareAfterReady?.tenth_median_ms), 2)}x`,
+        `a new connection both; bare fastify ${fmt(overWarm(bareAfterReady), 2)}x. ` +
+        `1st / 10th, the 10th on the 1st's connection: ${fmt(overTenth(afterReady), 2)}x after ready, ` +
+        `${fmt(warmOverTenth(afterReady), 2)}x once warm, bare fastify ${fmt(overTenth(bareAfterReady), 2)}x`,
     },
     ...(load && (runsRefresh(o) || runsAsk(o))
       ? [{ name: 'ours peak RSS (token, ask) / mock peak RSS', value: t8, target: '<= 1', ok: t8 === null ? null : t8 <= 1 }]

@@ -9,7 +9,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
  */
 export class QuietMoments {
   #inFlight = 0;
-  #lastAnswered = performance.now();
+  /** None yet: a moment also counts from when it is asked for. */
+  #lastAnswered = -Infinity;
 
   /** Counts the requests of this server (the raw Node server: the ::1 twins too). */
   watch(server: Server): void {
