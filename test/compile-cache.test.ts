@@ -100,9 +100,11 @@ describe("the command line's compile cache", () => {
   it("serve, which sets V8's heap flags as it starts, saves its cache once started (before any exit), and the next serve's V8 takes it", async () => {
     const { env, folder, compiled } = await cacheHome();
     const first = await startServe(['--in-memory', '--quiet'], { env });
-    // Saved in a quiet moment after the ready line: there while the server runs, and after a kill -9.
+    // Saved in a quiet moment after the ready line: there while the server runs, and after a kill -9. The save writes
+    // the folder's bundle-path last, after every cache file: a serve- name alone may be the first of several, or a
+    // temp file still being written.
     await expect
-      .poll(async () => (await readdir(folder).catch(() => [])).some((name) => name.startsWith('serve-')), { timeout: 10_000 })
+      .poll(async () => (await readdir(folder).catch((): string[] => [])).includes('bundle-path'), { timeout: 10_000 })
       .toBe(true);
     first.child.kill('SIGKILL');
     await first.exit;
