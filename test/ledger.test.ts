@@ -12,7 +12,7 @@ import { FilePersistence } from '../src/store/file-persistence.js';
 import { stateChunks } from '../src/store/state-text.js';
 import { droppedLinesNotice, ledgerMatches, reconcileLedger, summarizeLedger } from '../src/store/ledger.js';
 import { runCli, startServe } from './helpers/cli.js';
-import { scratchDir } from './helpers/emulator.js';
+import { leaveLockBehind, scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
 const entry = (seq: number, client_id: string, amount: number, grant_id = `grant_${client_id}`): ChargeEntry => ({
@@ -58,7 +58,8 @@ describe('a ledger of a megabyte or more is read on the writer thread during the
   }
   const load = async (stateFile: string) => {
     const notices: string[] = [];
-    const persistence = new FilePersistence(stateFile, { onNotice: (line) => notices.push(line) });
+    // After a crash: lines beyond the count are a cut-short commit's (the refusals below hold either way).
+    const persistence = new FilePersistence(stateFile, { onNotice: (line) => notices.push(line), afterCrash: true });
     try {
       return { state: await persistence.load(), notices };
     } finally {
@@ -88,7 +89,7 @@ describe('a ledger of a megabyte or more is read on the writer thread during the
     ] as const) {
       const { stateFile, ledgerFile } = await files(totals, ledger, edit);
       const expected = refusal(() =>
-        reconcileLedger(stateFile, ledgerFile, { ...totals, count: edit ? Infinity : totals.count }, ledger),
+        reconcileLedger(stateFile, ledgerFile, { ...totals, count: edit ? Infinity : totals.count }, ledger, true),
       ).message;
       const before = await readFile(ledgerFile, 'utf8');
       await expect(load(stateFile)).rejects.toThrow(expected);
@@ -107,9 +108,10 @@ describe('charge ledger: the first count lines are the committed charges, and th
       }),
       totals: fc.constantFrom('same', 'count+1', 'count-1', 'total', 'extra client', 'infinite count'),
       ledger: fc.constantFrom('same', 'missing', 'extra line', 'torn tail', 'bad line', 'last line gone'),
+      afterCrash: fc.boolean(),
     });
     fc.assert(
-      fc.property(ledgers, ({ entries: drawn, totals: t, ledger: l }) => {
+      fc.property(ledgers, ({ entries: drawn, totals: t, ledger: l, afterCrash }) => {
         const entries = drawn.map((d, i) => entry(i + 1, d.client, d.amount));
         const totals = totalsOf(entries);
         if (t === 'count+1') totals.count++;
@@ -125,7 +127,7 @@ describe('charge ledger: the first count lines are the committed charges, and th
         const ledger = l === 'missing' ? null : written;
         let accepted: boolean;
         try {
-          accepted = reconcileLedger('s.json', 'l', totals, ledger).uncommitted === 0;
+          accepted = reconcileLedger('s.json', 'l', totals, ledger, afterCrash).uncommitted === 0;
         } catch (e) {
           expect(e).toBeInstanceOf(StateFileError);
           accepted = false;
@@ -138,7 +140,7 @@ describe('charge ledger: the first count lines are the committed charges, and th
 
   it('committed lines that sum (in thousandths) to the totals are accepted; nothing to drop', () => {
     const tenths = [1, 2, 3].map((seq) => entry(seq, 'c1', 0.1));
-    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(tenths), text(tenths))).toEqual({
+    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(tenths), text(tenths), true)).toEqual({
       committed: 3,
       uncommitted: 0,
       keep: null,
@@ -146,23 +148,39 @@ describe('charge ledger: the first count lines are the committed charges, and th
     expect(totalsOf(tenths).by_client.c1).toBe(0.3);
   });
 
-  it('lines beyond the count, and a torn last line without its newline, are uncommitted: dropped, and counted', () => {
+  it('after a crash, lines beyond the count and a torn last line without its newline are uncommitted: dropped, and counted', () => {
     const ledger = `${text([...three, entry(4, 'c1', 0.1), entry(5, 'c2', 0.1)])}{"seq":6,"at":17`;
-    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(three), ledger)).toEqual({
+    expect(reconcileLedger('s.json', 's.charges.jsonl', totalsOf(three), ledger, true)).toEqual({
       committed: 3,
       uncommitted: 3,
       keep: text(three),
     });
   });
 
+  it('after a clean stop, lines beyond the count were acknowledged (a state file older than its ledger): refused, never dropped', () => {
+    const beyond = text([...three, entry(4, 'c1', 0.1), entry(5, 'c2', 0.1)]);
+    const error = refusal(() => reconcileLedger('/d/state.json', '/d/state.charges.jsonl', totalsOf(three), beyond, false));
+    expect(error.message).toContain('/d/state.json');
+    expect(error.message).toContain('/d/state.charges.jsonl');
+    expect(error.message).toContain('the ledger holds 2 lines (seq 4–5) beyond the 3 charges the state counts');
+    expect(error.message).toContain('the state file is older than its ledger');
+    expect(error.message).toContain('Put back the newest state file');
+    expect(error.message).toContain(moveAwayCommand('/d/state.json'));
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), `${text(three)}{"seq":4`, false)).message).toContain(
+      'the ledger holds a last line without its newline beyond the 3 charges',
+    );
+    // Exactly the committed lines: nothing beyond them to account for, crash or not.
+    expect(reconcileLedger('s.json', 'l', totalsOf(three), text(three), false)).toEqual({ committed: 3, uncommitted: 0, keep: null });
+  });
+
   it('no state file and no ledger, or an empty one: a fresh start', () => {
-    expect(reconcileLedger('s.json', 's.charges.jsonl', null, null)).toMatchObject({ uncommitted: 0 });
-    expect(reconcileLedger('s.json', 's.charges.jsonl', null, '')).toMatchObject({ uncommitted: 0 });
+    expect(reconcileLedger('s.json', 's.charges.jsonl', null, null, true)).toMatchObject({ uncommitted: 0 });
+    expect(reconcileLedger('s.json', 's.charges.jsonl', null, '', true)).toMatchObject({ uncommitted: 0 });
   });
 
   it('a ledger with lines beside no state file, or beside a state that counts none: refused, naming both files and the way out', () => {
     for (const totals of [null, totalsOf([])]) {
-      const error = refusal(() => reconcileLedger('/d/state.json', '/d/state.charges.jsonl', totals, text(three)));
+      const error = refusal(() => reconcileLedger('/d/state.json', '/d/state.charges.jsonl', totals, text(three), true));
       expect(error.message).toContain('/d/state.json');
       expect(error.message).toContain('/d/state.charges.jsonl');
       expect(error.message).toContain('seq 1–3');
@@ -174,10 +192,14 @@ describe('charge ledger: the first count lines are the committed charges, and th
   });
 
   it('a ledger missing, or shorter than the count: refused, naming the first missing seq', () => {
-    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), null)).message).toContain('the ledger is missing');
-    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), text(three.slice(0, 1)))).message).toContain('seq 2–3 missing');
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), null, true)).message).toContain('the ledger is missing');
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), text(three.slice(0, 1)), true)).message).toContain(
+      'seq 2–3 missing',
+    );
     // A committed line torn (no newline) is not there.
-    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), text(three).slice(0, -1))).message).toContain('seq 3 missing');
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), text(three).slice(0, -1), true)).message).toContain(
+      'seq 3 missing',
+    );
   });
 
   it.each([
@@ -190,19 +212,21 @@ describe('charge ledger: the first count lines are the committed charges, and th
     ['an unknown field', JSON.stringify({ ...entry(2, 'c2', 2), extra: 1 })],
   ])('a committed line that is %s is refused, naming its seq', (_what, line) => {
     const ledger = `${text(three.slice(0, 1))}${line}\n${text(three.slice(2))}`;
-    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), ledger)).message).toMatch(/line 2 is not charge seq 2/);
+    expect(refusal(() => reconcileLedger('s.json', 'l', totalsOf(three), ledger, true)).message).toMatch(/line 2 is not charge seq 2/);
   });
 
   it('totals that differ from the sums of the committed lines are refused, naming the client or grant', () => {
     const tampered = totalsOf(three);
     tampered.by_client.c1 = 0.4;
-    expect(refusal(() => reconcileLedger('s.json', 'l', tampered, text(three))).message).toContain('client c1 is 0.4 AKh, but the ledger');
+    expect(refusal(() => reconcileLedger('s.json', 'l', tampered, text(three), true)).message).toContain(
+      'client c1 is 0.4 AKh, but the ledger',
+    );
     const extra = totalsOf(three);
     extra.by_grant.grant_x = 1;
-    expect(refusal(() => reconcileLedger('s.json', 'l', extra, text(three))).message).toContain('grant grant_x is 1 AKh');
+    expect(refusal(() => reconcileLedger('s.json', 'l', extra, text(three), true)).message).toContain('grant grant_x is 1 AKh');
     const missing = totalsOf(three);
     delete missing.by_client.c2;
-    expect(refusal(() => reconcileLedger('s.json', 'l', missing, text(three))).message).toContain('client c2 is missing');
+    expect(refusal(() => reconcileLedger('s.json', 'l', missing, text(three), true)).message).toContain('client c2 is missing');
   });
 });
 
@@ -296,11 +320,12 @@ describe('serve checks the charge ledger against the state at start', () => {
     await expectRefusal(state, ledger, /line 1 is not charge seq 1: "amount" is not a number/);
   });
 
-  it('uncommitted lines after the committed ones are dropped at start, with one notice on stderr (nothing on stdout but the ready line, also with --json)', async () => {
+  it('after a crash (its lock left behind), uncommitted lines after the committed ones are dropped at start, with one notice on stderr (nothing on stdout but the ready line, also with --json)', async () => {
     const { state, ledger, lines } = await stateWithCharges(await scratchDir());
     const committed = `${lines.join('\n')}\n`;
     const next = { ...JSON.parse(lines[1]!), seq: 3 };
     await appendFile(ledger, `${JSON.stringify(next)}\n{"seq":4,"at":`);
+    await leaveLockBehind(state);
     const s = await startServe(['--state', state]);
     expect(JSON.parse(s.readyLine)).toHaveProperty('base_url');
     expect(s.stderr()).toContain(`agent-access: dropped 2 uncommitted lines (seq 3–4) from the end of charge ledger ${ledger}`);
@@ -315,6 +340,25 @@ describe('serve checks the charge ledger against the state at start', () => {
     expect(report.json()).toMatchObject({ total: 1, entries: [{ seq: 1 }, { seq: 2 }] });
     expect(await s.stop(), s.stderr()).toBe(0);
     expect(s.stdoutRest()).toBe('');
+  });
+
+  it("after a clean stop, ledger lines beyond the state's count (a state file put back from an older backup): exit 3, and every acknowledged line kept", async () => {
+    const dir = await scratchDir();
+    const { state, ledger } = await stateWithCharges(dir);
+    const older = await readFile(state, 'utf8');
+    // Two more charges, acknowledged, then the older state file put back beside the newer ledger.
+    const emu = await Emulator.start({ port: 0, authPort: 0, state, prices: { ask: 0.5 } });
+    const flow = await authorizeAndApprove(emu);
+    for (let i = 0; i < 2; i++)
+      expect(
+        (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flow.tokens!.access_token}` }))
+          .status,
+      ).toBe(200);
+    await emu.stop();
+    await writeFile(state, older);
+    expect((await readFile(ledger, 'utf8')).trim().split('\n')).toHaveLength(4);
+    const stderr = await expectRefusal(state, ledger, /the ledger holds 2 lines \(seq 3–4\) beyond the 2 charges the state counts/);
+    expect(stderr).toContain('Put back the newest state file');
   });
 
   it('a ledger line damaged while serve runs: GET /_admin/charges answers a problem naming the line, without a stack trace', async () => {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 /** A file's text, or null when it does not exist. */
@@ -29,10 +29,28 @@ export async function writeFileDurably(file: string, text: string): Promise<void
     await rm(temp, { force: true });
     throw e;
   }
-  const dir = await open(dirname(file), 'r');
+  await syncDir(dirname(file));
+}
+
+/** fsync of a directory: what was created, renamed or removed in it is on disk. */
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
   try {
-    await dir.sync();
+    await handle.sync();
   } finally {
-    await dir.close();
+    await handle.close();
+  }
+}
+
+/**
+ * `mkdir -p` of `dir` (0700) that lasts through a power loss: each folder made is synced into its parent, as a file
+ * created in it is by its writer.
+ */
+export async function makeDirDurably(dir: string): Promise<void> {
+  const first = await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (first === undefined) return;
+  for (let made = dir; ; made = dirname(made)) {
+    await syncDir(dirname(made));
+    if (made === first) return;
   }
 }

@@ -24,6 +24,11 @@ export interface FilePersistenceOptions {
   journalMaxAgeMs?: number;
   /** What start-up found and did after a crash, one line each (serve prints them on stderr). */
   onNotice?: (line: string) => void;
+  /**
+   * The last process on this file left its lock behind (StateLock.leftBehind): ledger lines beyond the state's
+   * count are then a commit's that a crash cut short, and are dropped. Otherwise they were acknowledged: refused.
+   */
+  afterCrash?: boolean;
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
@@ -238,6 +243,7 @@ export class FilePersistence implements StatePersistence {
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
+  readonly #afterCrash: boolean;
 
   #worker: Worker | null = null;
   /** The writer's start on these files (see #open); a commit that finds it failed fails with its error. */
@@ -276,6 +282,7 @@ export class FilePersistence implements StatePersistence {
     this.#limit = options.journalLimit ?? DEFAULT_JOURNAL_LIMIT;
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
+    this.#afterCrash = options.afterCrash ?? false;
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
@@ -336,7 +343,7 @@ export class FilePersistence implements StatePersistence {
     const totals = read.state?.charges ?? null;
     const summary = ledgerRead && (await ledgerRead);
     if (!summary || !totals || !ledgerMatches(summary, totals))
-      await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#notice);
+      await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#afterCrash, this.#notice);
     this.#open();
     return read.state;
   }

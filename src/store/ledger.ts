@@ -8,7 +8,9 @@ import { writeFileDurably } from './durable-write.js';
  * The charge ledger beside a state file (`state.charges.jsonl`): one ChargeEntry a line, line n being seq n. A
  * commit appends its lines (and syncs them) before its journal record, so after a crash the
  * ledger may hold lines beyond the state's `charges.count`: those were never committed (no answer went out for
- * them) and are dropped. Everything else that disagrees is refused: the two files must come from one history.
+ * them) and are dropped. After a clean stop there are none: lines beyond the count then were acknowledged (the
+ * state file is older than the ledger) and are refused. Everything else that disagrees is refused too: the two
+ * files must come from one history.
  */
 
 const ENTRY_KEYS = ['seq', 'at', 'client_id', 'grant_id', 'route', 'amount', 'unit', 'idempotency_key'] as const;
@@ -141,11 +143,18 @@ const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `s
 /**
  * Checks that the ledger belongs to the state: the first `totals.count` lines exist, each is the entry of its seq,
  * and they sum per client and per grant (in thousandths, as recordCharge adds) to the state's totals. Lines
- * beyond the count are uncommitted and reported for dropping. `totals` null: there is no state file; `ledger`
- * null: there is no ledger file. Anything else that disagrees throws a StateFileError that names both files, what
- * disagrees, and the way out; nothing is written here.
+ * beyond the count are uncommitted and reported for dropping when `afterCrash` (the last process on these files
+ * left its lock behind); after a clean stop they were acknowledged, and are refused. `totals` null: there is no
+ * state file; `ledger` null: there is no ledger file. Anything else that disagrees throws a StateFileError that
+ * names both files, what disagrees, and the way out; nothing is written here.
  */
-export function reconcileLedger(stateFile: string, ledgerFile: string, totals: ChargeTotals | null, ledger: string | null): Reconciled {
+export function reconcileLedger(
+  stateFile: string,
+  ledgerFile: string,
+  totals: ChargeTotals | null,
+  ledger: string | null,
+  afterCrash: boolean,
+): Reconciled {
   const { lines, torn, entries: parsed } = parseLedger(ledger);
   const count = totals?.count ?? 0;
   const refuse = (what: string, wayOut = bothWaysOut(stateFile)) =>
@@ -197,6 +206,18 @@ export function reconcileLedger(stateFile: string, ledgerFile: string, totals: C
   }
   const uncommitted = lines.length - count + (torn.length > 0 ? 1 : 0);
   if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null };
+  // Only a commit cut short by a crash leaves lines it never acknowledged; a process that stopped cleanly took its
+  // lock with it. Dropping them here would delete charges a client was told of.
+  if (!afterCrash) {
+    const beyond = [
+      ...(lines.length > count ? [`${plural(lines.length - count, 'line')} (${seqRange(count + 1, lines.length)})`] : []),
+      ...(torn.length > 0 ? ['a last line without its newline'] : []),
+    ].join(' and ');
+    throw refuse(
+      `the ledger holds ${beyond} beyond the ${plural(count, 'charge')} the state counts, and the last stop on these files was clean (no lock was left), so a client was told of them: the state file is older than its ledger (put back from a backup?)`,
+      `Put back the newest state file, the one these charges belong to; or restore both files from the same backup or snapshot; or, to start over without them, move BOTH away: ${moveAwayCommand(stateFile)}`,
+    );
+  }
   return {
     committed: count,
     uncommitted,
@@ -241,9 +262,10 @@ export async function reconcileLedgerFile(
   stateFile: string,
   ledgerFile: string,
   totals: ChargeTotals | null,
+  afterCrash: boolean,
   onNotice?: (line: string) => void,
 ): Promise<void> {
-  const result = reconcileLedger(stateFile, ledgerFile, totals, await readLedgerText(stateFile, ledgerFile));
+  const result = reconcileLedger(stateFile, ledgerFile, totals, await readLedgerText(stateFile, ledgerFile), afterCrash);
   if (result.keep === null) return;
   await writeFileDurably(ledgerFile, result.keep);
   onNotice?.(droppedLinesNotice(ledgerFile, result));

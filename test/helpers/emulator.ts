@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
@@ -31,4 +31,15 @@ export async function scratchDir(): Promise<string> {
   const dir = await tempDir();
   running.push(() => rm(dir, { recursive: true, force: true }));
   return dir;
+}
+
+/**
+ * What a process killed while holding a state file leaves: its lock directory, no longer refreshed (older than its
+ * staleness, so the next start takes it at once). A start after it may drop ledger lines beyond the state's count.
+ */
+export async function leaveLockBehind(state: string): Promise<void> {
+  const lock = `${state}.lock`;
+  await mkdir(lock);
+  const past = new Date(Date.now() - 60_000);
+  await utimes(lock, past, past);
 }
