@@ -332,9 +332,16 @@ export class FilePersistence implements StatePersistence {
         `dropped an unfinished journal record (${read.dropped} bytes) at the end of ${this.journalFile}: its request was never answered`,
       );
     }
-    if (base && read.replayed > 0)
+    const records = (n: number) => `${n} journal record${n === 1 ? '' : 's'}`;
+    if (read.stale > 0)
       this.#notice(
-        `replayed ${read.replayed} journal record${read.replayed === 1 ? '' : 's'} from ${this.journalFile} (the last stop was not clean)`,
+        `skipped ${records(read.stale)} at the start of ${this.journalFile} that ${this.location} already holds: the last process stopped after writing the state file and before cutting the journal`,
+      );
+    if (read.replayed > 0)
+      this.#notice(
+        base
+          ? `replayed ${records(read.replayed)} from ${this.journalFile} (the last stop was not clean)`
+          : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first start on ${this.location} stopped before it wrote the state file`,
       );
     // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
     // appended by a commit that never completed: dropped.
