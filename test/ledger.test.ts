@@ -375,7 +375,7 @@ describe('serve checks the charge ledger against the state at start', () => {
 
 describe('GET /_admin/charges: one consistent view', () => {
   it(
-    'its total is the sum of its entries, per client too, and its entries are seq 1…n, while charges are recorded concurrently',
+    "while charges are recorded concurrently: each view holds every charge answered before it was asked for, is the start of the final ledger, and its totals are its entries' sums",
     { timeout: 60_000 },
     async () => {
       const dir = await scratchDir();
@@ -390,16 +390,22 @@ describe('GET /_admin/charges: one consistent view', () => {
         const flows = await Promise.all([authorizeAndApprove(emu), authorizeAndApprove(emu)]);
         const admin = { authorization: `Bearer ${emu.adminToken}` };
         let asking = true;
+        let sent = 0;
+        let answered = 0;
         const asks = (async () => {
           const all: Promise<unknown>[] = [];
           for (let wave = 0; wave < 15; wave++) {
-            const batch = Array.from({ length: 20 }, (_, i) =>
-              postJson(
+            const batch = Array.from({ length: 20 }, (_, i) => {
+              sent++;
+              return postJson(
                 `${emu.baseUrl}/chat/ask`,
                 { question: 'Kaution' },
                 { authorization: `Bearer ${flows[i % 2]!.tokens!.access_token}` },
-              ),
-            );
+              ).then((res) => {
+                expect(res.status).toBe(200);
+                answered++;
+              });
+            });
             all.push(...batch);
             await Promise.all(batch);
           }
@@ -407,15 +413,19 @@ describe('GET /_admin/charges: one consistent view', () => {
           asking = false;
         })();
         const thousandths = (n: number) => Math.round(n * 1000);
-        let views = 0;
+        const views: ChargeEntry[][] = [];
         let sawPartial = false;
-        while (asking || views === 0) {
+        while (asking || views.length === 0) {
+          const answeredBefore = answered;
           const report = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json() as {
             total: number;
             clients: Array<{ client_id: string; total: number; charges: number }>;
             entries: ChargeEntry[];
           };
-          views++;
+          views.push(report.entries);
+          // A charge whose answer went out is durable, and so in every view asked for after it; none is made up.
+          expect(report.entries.length).toBeGreaterThanOrEqual(answeredBefore);
+          expect(report.entries.length).toBeLessThanOrEqual(sent);
           expect(report.entries.map((e) => e.seq)).toEqual(report.entries.map((_e, i) => i + 1));
           expect(thousandths(report.total)).toBe(report.entries.reduce((sum, e) => sum + thousandths(e.amount), 0));
           for (const c of report.clients) {
@@ -429,9 +439,11 @@ describe('GET /_admin/charges: one consistent view', () => {
         const final = (await http(`${emu.adminUrl}/charges`, { headers: admin })).json();
         expect(final.entries).toHaveLength(300);
         expect(final.total).toBe(30);
+        // No view saw a line that later changed or went: each is the start of the ledger as it ends.
+        for (const view of views) expect(view).toEqual(final.entries.slice(0, view.length));
         // The views above were taken while charges were being recorded, not only before or after.
         expect(sawPartial).toBe(true);
-        expect(views).toBeGreaterThan(3);
+        expect(views.length).toBeGreaterThan(3);
       } finally {
         await emu.stop();
       }
