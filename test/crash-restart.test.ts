@@ -22,7 +22,7 @@ const notices = (stderr: string) => stderr.split('\n').filter((line) => line.sta
 
 describe('serve after kill -9', () => {
   it(
-    'the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; uncommitted ledger lines are dropped with another',
+    'the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; the journal replayed, uncommitted ledger lines dropped and a killed writer\'s temp file removed, one notice each',
     { timeout: 30_000 },
     async () => {
       const dir = await scratchDir();
@@ -44,10 +44,17 @@ describe('serve after kill -9', () => {
       // What a commit that never completed leaves: its line appended, the state not renamed yet.
       const committed = await readFile(ledger, 'utf8');
       await appendFile(ledger, `${JSON.stringify({ ...JSON.parse(committed), seq: 2 })}\n`);
+      // And what a writer killed in the middle of a compaction leaves: its temp file beside the state file.
+      const temp = join(dir, '.state.json.AbCdEf012345.tmp');
+      await writeFile(temp, '{"half": ');
       const second = await startServe(['--state', state]);
+      // The writer thread starts after the ready line and says what it removed when it has: awaited on its own.
+      const removed = `agent-access: removed 1 temp file left by a writer that was stopped mid-write, beside ${state}`;
+      await expect.poll(() => notices(second.stderr()), { timeout: 10_000 }).toContain(removed);
+      expect(existsSync(temp)).toBe(false);
       // Taken at once, not after waiting for the dead holder's lock to go stale (that path says it waits, below it
       // would be one more notice): the notices name the path taken, which a wall-clock bound on a loaded machine cannot.
-      const lines = notices(second.stderr());
+      const lines = notices(second.stderr()).filter((line) => line !== removed);
       expect(lines).toEqual([
         expect.stringMatching(
           new RegExp(
