@@ -22,7 +22,7 @@ const notices = (stderr: string) => stderr.split('\n').filter((line) => line.sta
 
 describe('serve after kill -9', () => {
   it(
-    'the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; the journal replayed, uncommitted ledger lines dropped and a killed writer\'s temp file removed, one notice each',
+    "the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; the journal replayed, uncommitted ledger lines dropped and a killed writer's temp file removed, one notice each",
     { timeout: 30_000 },
     async () => {
       const dir = await scratchDir();
