@@ -4,7 +4,7 @@ import { appendFile, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { ChargeEntry, ChargeTotals } from '../src/core/charges.js';
+import { ledgerChain, type ChargeEntry, type ChargeTotals } from '../src/core/charges.js';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
 import { emptyState } from '../src/core/state.js';
@@ -34,6 +34,8 @@ const totalsOf = (entries: ChargeEntry[]): ChargeTotals => {
   }
   return totals;
 };
+/** ChargeTotals.ledger_chain of these lines (totalsOf leaves it out, as a state from before it has none). */
+const chainOf = (entries: ChargeEntry[]) => ledgerChain(entries.map((e) => JSON.stringify(e)));
 const refusal = (run: () => unknown): StateFileError => {
   try {
     run();
@@ -107,11 +109,12 @@ describe('charge ledger: the first count lines are the committed charges, and th
         maxLength: 8,
       }),
       totals: fc.constantFrom('same', 'count+1', 'count-1', 'total', 'extra client', 'infinite count'),
-      ledger: fc.constantFrom('same', 'missing', 'extra line', 'torn tail', 'bad line', 'last line gone'),
+      chained: fc.boolean(),
+      ledger: fc.constantFrom('same', 'missing', 'extra line', 'torn tail', 'bad line', 'last line gone', 'time edited'),
       afterCrash: fc.boolean(),
     });
     fc.assert(
-      fc.property(ledgers, ({ entries: drawn, totals: t, ledger: l, afterCrash }) => {
+      fc.property(ledgers, ({ entries: drawn, totals: t, chained, ledger: l, afterCrash }) => {
         const entries = drawn.map((d, i) => entry(i + 1, d.client, d.amount));
         const totals = totalsOf(entries);
         if (t === 'count+1') totals.count++;
@@ -119,11 +122,13 @@ describe('charge ledger: the first count lines are the committed charges, and th
         if (t === 'total' && entries.length > 0) totals.by_client[entries[0]!.client_id] = 99;
         if (t === 'extra client') totals.by_client['c9'] = 0.1;
         if (t === 'infinite count') totals.count = Infinity;
+        if (chained && entries.length > 0) totals.ledger_chain = chainOf(entries);
         let written = text(entries);
         if (l === 'extra line') written += text([entry(entries.length + 1, 'c1', 0.1)]);
         if (l === 'torn tail') written += '{"seq":';
         if (l === 'bad line') written = written.replace('"seq":1,', '"seq":"1",');
         if (l === 'last line gone') written = text(entries.slice(0, -1));
+        if (l === 'time edited') written = written.replace(/"at":(\d+)/, (_m, at: string) => `"at":${Number(at) + 1}`);
         const ledger = l === 'missing' ? null : written;
         let accepted: boolean;
         try {
@@ -144,6 +149,7 @@ describe('charge ledger: the first count lines are the committed charges, and th
       committed: 3,
       uncommitted: 0,
       keep: null,
+      chain: chainOf(tenths),
     });
     expect(totalsOf(tenths).by_client.c1).toBe(0.3);
   });
@@ -154,6 +160,7 @@ describe('charge ledger: the first count lines are the committed charges, and th
       committed: 3,
       uncommitted: 3,
       keep: text(three),
+      chain: chainOf(three),
     });
   });
 
@@ -170,7 +177,27 @@ describe('charge ledger: the first count lines are the committed charges, and th
       'the ledger holds a last line without its newline beyond the 3 charges',
     );
     // Exactly the committed lines: nothing beyond them to account for, crash or not.
-    expect(reconcileLedger('s.json', 'l', totalsOf(three), text(three), false)).toEqual({ committed: 3, uncommitted: 0, keep: null });
+    expect(reconcileLedger('s.json', 'l', totalsOf(three), text(three), false)).toEqual({
+      committed: 3,
+      uncommitted: 0,
+      keep: null,
+      chain: chainOf(three),
+    });
+  });
+
+  it('a committed line edited so that every sum still agrees (amounts moved between two lines of one client and grant, a time changed): refused by the chain', () => {
+    const two = [entry(1, 'c1', 0.1), entry(2, 'c1', 2)];
+    const chained = { ...totalsOf(two), ledger_chain: chainOf(two) };
+    expect(reconcileLedger('s.json', 'l', chained, text(two), false)).toMatchObject({ uncommitted: 0 });
+    const moved = text([entry(1, 'c1', 2), entry(2, 'c1', 0.1)]);
+    const retimed = text(two).replace(`"at":${two[0]!.at}`, `"at":${two[0]!.at + 60_000}`);
+    for (const edited of [moved, retimed]) {
+      expect(refusal(() => reconcileLedger('s.json', 'l', chained, edited, false)).message).toContain(
+        "the ledger's committed lines (seq 1–2) sum to the state's totals, but are not the lines the state recorded",
+      );
+      // The sums alone, as a state from before the chain has them, accept it.
+      expect(reconcileLedger('s.json', 'l', totalsOf(two), edited, false)).toMatchObject({ uncommitted: 0 });
+    }
   });
 
   it('no state file and no ledger, or an empty one: a fresh start', () => {
@@ -359,6 +386,34 @@ describe('serve checks the charge ledger against the state at start', () => {
     expect((await readFile(ledger, 'utf8')).trim().split('\n')).toHaveLength(4);
     const stderr = await expectRefusal(state, ledger, /the ledger holds 2 lines \(seq 3–4\) beyond the 2 charges the state counts/);
     expect(stderr).toContain('Put back the newest state file');
+  });
+
+  it('a committed line edited so that the totals still agree (its time changed): exit 3, the chain in the state names it', async () => {
+    const { state, ledger, lines } = await stateWithCharges(await scratchDir());
+    const stored = JSON.parse(await readFile(state, 'utf8')) as { charges: ChargeTotals };
+    expect(stored.charges.ledger_chain).toBe(ledgerChain(lines));
+    const first = JSON.parse(lines[0]!) as ChargeEntry;
+    await writeFile(ledger, `${JSON.stringify({ ...first, at: first.at - 3_600_000 })}\n${lines[1]}\n`);
+    await expectRefusal(state, ledger, /are not the lines the state recorded .*: a line was edited after it was written/);
+  });
+
+  it('a state from before the chain (no charges.ledger_chain) starts on its sums, takes the chain from its ledger, and chains on', async () => {
+    const { state, ledger } = await stateWithCharges(await scratchDir());
+    const stored = JSON.parse(await readFile(state, 'utf8')) as { charges: ChargeTotals };
+    delete stored.charges.ledger_chain;
+    await writeFile(state, JSON.stringify(stored));
+    const emu = await Emulator.start({ port: 0, authPort: 0, state, prices: { ask: 0.5 } });
+    const flow = await authorizeAndApprove(emu);
+    expect(
+      (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Kaution' }, { authorization: `Bearer ${flow.tokens!.access_token}` })).status,
+    ).toBe(200);
+    await emu.stop();
+    const lines = (await readFile(ledger, 'utf8')).trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect((JSON.parse(await readFile(state, 'utf8')) as { charges: ChargeTotals }).charges.ledger_chain).toBe(ledgerChain(lines));
+    const again = await startServe(['--state', state]);
+    expect(again.stderr()).not.toContain('does not belong');
+    expect(await again.stop(), again.stderr()).toBe(0);
   });
 
   it('a ledger line damaged while serve runs: GET /_admin/charges answers a problem naming the line, without a stack trace', async () => {

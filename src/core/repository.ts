@@ -1,5 +1,5 @@
 import type { PendingAction, WorkspaceChange } from './actions.js';
-import { addAmount, type ChargeEntry } from './charges.js';
+import { addAmount, chainLedger, type ChargeEntry } from './charges.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import { frozen } from './immutable.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
@@ -45,6 +45,7 @@ export type ReadonlyState = Readonly<Omit<State, CollectionName | 'keys' | 'work
     readonly count: number;
     readonly by_client: Readonly<Record<string, number>>;
     readonly by_grant: Readonly<Record<string, number>>;
+    readonly ledger_chain?: string;
   };
 };
 
@@ -114,7 +115,12 @@ export class StateSnapshot {
         const totals = value as State['charges'];
         return [
           name,
-          { count: totals.count, by_client: table('by_client', totals.by_client), by_grant: table('by_grant', totals.by_grant) },
+          {
+            count: totals.count,
+            by_client: table('by_client', totals.by_client),
+            by_grant: table('by_grant', totals.by_grant),
+            ...(totals.ledger_chain === undefined ? {} : { ledger_chain: totals.ledger_chain }),
+          },
         ] as const;
       }
       return [name, Array.isArray(value) ? [...(value as unknown[])] : value] as const;
@@ -288,12 +294,15 @@ export class Repository {
     this.#setCharges(['count'], line.seq);
     this.#setCharges(['by_client', entry.client_id], addAmount(totals.by_client[entry.client_id] ?? 0, entry.amount));
     this.#setCharges(['by_grant', entry.grant_id], addAmount(totals.by_grant[entry.grant_id] ?? 0, entry.amount));
-    this.#ledger.push(JSON.stringify(line));
+    const text = JSON.stringify(line);
+    // Without the chain so far (a state from before it, with charges), the next start takes it from the ledger.
+    if (line.seq === 1 || totals.ledger_chain !== undefined) this.#setCharges(['ledger_chain'], chainLedger(totals.ledger_chain, text));
+    this.#ledger.push(text);
     return line;
   }
 
-  #setCharges(path: [string] | [string, string], value: number): void {
-    const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number>;
+  #setCharges(path: [string] | [string, string], value: number | string): void {
+    const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number | string>;
     if (path.length === 1) totals[path[0]] = value;
     else {
       this.#keep(path[0], path[1]);
@@ -401,7 +410,10 @@ function checkPath(path: readonly string[]): boolean {
   const [head, ...rest] = path;
   if ((COLLECTION_NAMES as readonly string[]).includes(head as string)) return rest.length === 1;
   if (head === 'charges')
-    return (rest.length === 1 && rest[0] === 'count') || (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'));
+    return (
+      (rest.length === 1 && (rest[0] === 'count' || rest[0] === 'ledger_chain')) ||
+      (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'))
+    );
   if (head === 'workspace_changes' || head === 'keys') return rest.length === 1 && /^(0|[1-9]\d{0,8})$/.test(rest[0] as string);
   return head === 'scenario' && rest.length === 0;
 }

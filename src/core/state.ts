@@ -216,7 +216,9 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
     !isRecord(json.charges) ||
     typeof json.charges.count !== 'number' ||
     !isRecord(json.charges.by_client) ||
-    !isRecord(json.charges.by_grant)
+    !isRecord(json.charges.by_grant) ||
+    (json.charges.ledger_chain !== undefined &&
+      !(typeof json.charges.ledger_chain === 'string' && /^[0-9a-f]{64}$/.test(json.charges.ledger_chain)))
   )
     throw problem('"charges" is malformed');
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');

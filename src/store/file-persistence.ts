@@ -349,8 +349,13 @@ export class FilePersistence implements StatePersistence {
     // drops the uncommitted lines.
     const totals = read.state?.charges ?? null;
     const summary = ledgerRead && (await ledgerRead);
-    if (!summary || !totals || !ledgerMatches(summary, totals))
-      await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#afterCrash, this.#notice);
+    const chain =
+      summary && totals && ledgerMatches(summary, totals)
+        ? summary.chain
+        : await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#afterCrash, this.#notice);
+    // A state from before the chain, with charges: it chains on from the ledger it was just checked against (by its
+    // sums). Not a change of its own: every state without it takes it so, and the next charge's record carries it.
+    if (totals && totals.count > 0 && totals.ledger_chain === undefined) totals.ledger_chain = chain;
     this.#open();
     return read.state;
   }

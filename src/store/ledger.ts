@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { addAmount, type ChargeEntry, type ChargeTotals } from '../core/charges.js';
+import { addAmount, ledgerChain, type ChargeEntry, type ChargeTotals } from '../core/charges.js';
 import { moveAwayCommand, shellQuoted } from '../core/state-files.js';
 import { StateFileError } from '../core/errors.js';
 import { writeFileDurably } from './durable-write.js';
@@ -94,6 +94,8 @@ export interface LedgerSummary {
   torn: boolean;
   /** The sums of all lines per client and per grant; null when a line is not the entry of its seq. */
   sums: { client_id: Map<string, number>; grant_id: Map<string, number> } | null;
+  /** All complete lines chained (ChargeTotals.ledger_chain). */
+  chain: string | undefined;
 }
 
 export function summarizeLedger(text: string | null): LedgerSummary {
@@ -103,6 +105,7 @@ export function summarizeLedger(text: string | null): LedgerSummary {
     lines: lines.length,
     torn: torn.length > 0,
     sums: valid ? { client_id: sumBy(entries, 'client_id'), grant_id: sumBy(entries, 'grant_id') } : null,
+    chain: valid ? ledgerChain(lines) : undefined,
   };
 }
 
@@ -113,6 +116,7 @@ export function summarizeLedger(text: string | null): LedgerSummary {
  */
 export function ledgerMatches(summary: LedgerSummary, totals: ChargeTotals): boolean {
   if (!summary.sums || summary.torn || summary.lines !== totals.count) return false;
+  if (totals.ledger_chain !== undefined && summary.chain !== totals.ledger_chain) return false;
   return sameSums(summary.sums.client_id, totals.by_client) && sameSums(summary.sums.grant_id, totals.by_grant);
 }
 
@@ -129,6 +133,8 @@ export interface Reconciled {
   uncommitted: number;
   /** The ledger text without them (set when uncommitted > 0). */
   keep: string | null;
+  /** The committed lines chained (ChargeTotals.ledger_chain): what a state without it takes. */
+  chain: string | undefined;
 }
 
 const sumBy = (entries: readonly ChargeEntry[], key: 'client_id' | 'grant_id'): Map<string, number> => {
@@ -204,8 +210,13 @@ export function reconcileLedger(
       }
     }
   }
+  const chain = ledgerChain(lines.slice(0, count));
+  if (totals?.ledger_chain !== undefined && chain !== totals.ledger_chain)
+    throw refuse(
+      `the ledger's committed lines (${seqRange(1, count)}) sum to the state's totals, but are not the lines the state recorded (their chained sha256 is not its charges.ledger_chain): a line was edited after it was written`,
+    );
   const uncommitted = lines.length - count + (torn.length > 0 ? 1 : 0);
-  if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null };
+  if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null, chain };
   // Only a commit cut short by a crash leaves lines it never acknowledged; a process that stopped cleanly took its
   // lock with it. Dropping them here would delete charges a client was told of.
   if (!afterCrash) {
@@ -221,6 +232,7 @@ export function reconcileLedger(
   return {
     committed: count,
     uncommitted,
+    chain,
     keep: lines
       .slice(0, count)
       .map((line) => `${line}\n`)
@@ -256,7 +268,8 @@ export const droppedLinesNotice = (ledgerFile: string, result: Pick<Reconciled, 
  * reconciles the ledger with the state's totals (see reconcileLedger; `totals` null: no state file) and drops
  * uncommitted lines, durably (temp file, fdatasync, rename, directory fsync: a crash meanwhile keeps every committed
  * line, and a ledger that is a symlink is replaced, never written through). `onNotice` hears one line when lines
- * were dropped. Throws StateFileError, leaving both files untouched, when they disagree otherwise.
+ * were dropped. Returns the committed lines' chain (ChargeTotals.ledger_chain). Throws StateFileError, leaving
+ * both files untouched, when they disagree otherwise.
  */
 export async function reconcileLedgerFile(
   stateFile: string,
@@ -264,11 +277,13 @@ export async function reconcileLedgerFile(
   totals: ChargeTotals | null,
   afterCrash: boolean,
   onNotice?: (line: string) => void,
-): Promise<void> {
+): Promise<string | undefined> {
   const result = reconcileLedger(stateFile, ledgerFile, totals, await readLedgerText(stateFile, ledgerFile), afterCrash);
-  if (result.keep === null) return;
-  await writeFileDurably(ledgerFile, result.keep);
-  onNotice?.(droppedLinesNotice(ledgerFile, result));
+  if (result.keep !== null) {
+    await writeFileDurably(ledgerFile, result.keep);
+    onNotice?.(droppedLinesNotice(ledgerFile, result));
+  }
+  return result.chain;
 }
 
 /** The committed entries of the ledger as read through `readLedger` (complete, committed lines), strictly parsed. */
