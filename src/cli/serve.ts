@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { mkdir, open } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { ManualClock } from '../core/clock.js';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
@@ -11,6 +11,7 @@ import { isLoopbackBind } from '../server/host-guard.js';
 import { saveCompileCache } from './compile-cache.js';
 import { tuneServeHeap } from './heap-settings.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
+import { makeDirDurably } from '../store/durable-write.js';
 import type { FaultSpec } from '../core/faults.js';
 import type { Retention } from '../core/retention.js';
 
@@ -60,7 +61,8 @@ async function openLog(flags: ServeFlags): Promise<Log> {
   );
   let handle;
   try {
-    await mkdir(dirname(file), { recursive: true });
+    // Often the state's folder, which the lock then finds made: made as the lock makes it (0700, synced).
+    await makeDirDurably(dirname(file));
     handle = await open(file, 'a', 0o600);
     // An existing log keeps its mode on open: it holds client ids and paths, so it is made private too.
     await handle.chmod(0o600);

@@ -10,7 +10,7 @@ import { ledgerFileFor } from '../core/state-files.js';
 import { committedEntries } from '../store/ledger.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError } from '../core/errors.js';
-import { lockStateFile, realStatePath, type StateLock } from '../store/lock.js';
+import { lockStateFile, realStatePath } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
 import { ADMIN_ROUTES, adminPath } from '../protocol/admin-api.js';
 import { announcedHolder } from '../server/admin-file.js';
@@ -103,7 +103,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
   // Long enough for one holder that died to go stale (lock.ts), and for a starting emulator to announce itself.
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
-    let release: StateLock;
+    let release: () => Promise<void>;
     try {
       release = await lockStateFile(file, { holder: () => announcedHolder(adminFileFor(file)), onNotice });
     } catch (e) {
@@ -121,11 +121,7 @@ export async function openStateTarget(stateFlag: string | undefined): Promise<St
     }
     try {
       const fixtures = await loadFixtures();
-      const core = await Core.open({
-        clock: systemClock,
-        persistence: new FilePersistence(file, { onNotice, afterCrash: release.leftBehind }),
-        persons: fixtures.persons,
-      });
+      const core = await Core.open({ clock: systemClock, persistence: new FilePersistence(file, { onNotice }), persons: fixtures.persons });
       return new FileTarget(core, release);
     } catch (e) {
       await release();

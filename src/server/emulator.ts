@@ -244,9 +244,7 @@ export class Emulator {
     let apps: FastifyInstance[] = [];
     let ipv6: Server[] = [];
     try {
-      persistence = statePath
-        ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice, afterCrash: release?.leftBehind })
-        : new MemoryPersistence();
+      persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice }) : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;

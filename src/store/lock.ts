@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
-import { lstat, readlink, realpath, rmdir, stat } from 'node:fs/promises';
+import { lstat, mkdir, readlink, realpath, rmdir, stat } from 'node:fs/promises';
 import { hostname, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { StateFileError, StateLockedError } from '../core/errors.js';
-import { makeDirDurably } from './durable-write.js';
 
 /** A held lock is refreshed this often; one not refreshed for STALE_MS is a dead holder's and may be taken. */
 const UPDATE_MS = 1_000;
@@ -44,12 +43,11 @@ export interface LockOptions {
  * nobody has taken it since), the lock is taken at once. Otherwise a holder that is gone is waited out until
  * proper-lockfile sees its lock go stale. A holder that announced its pid and is still alive keeps its lock even
  * when it has not refreshed it for longer than that (stopped with Ctrl+Z, paused in a debugger): staleness alone
- * would hand its file to a second writer. Returns the release function, which also tells whether a lock was there
- * before this one (see StateLock.leftBehind).
+ * would hand its file to a second writer. Returns the release function.
  */
-export async function lockStateFile(file: string, options: LockOptions = {}): Promise<StateLock> {
+export async function lockStateFile(file: string, options: LockOptions = {}): Promise<() => Promise<void>> {
   try {
-    await makeDirDurably(dirname(file));
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
     throw new StateFileError(
@@ -59,8 +57,6 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     );
   }
   const holder = async (): Promise<AnnouncedHolder | null> => (await options.holder?.()) ?? null;
-  const leftBehind = (await lockAge(file)) !== null;
-  const taken = (release: () => Promise<void>): StateLock => Object.assign(release, { leftBehind });
   const announced = await holder();
   // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
   if (announced?.live && (await lockfile.check(file, { realpath: false, stale: Number.MAX_SAFE_INTEGER })))
@@ -69,7 +65,7 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
   try {
     const release = await takeLock(file, 0, options);
     if (takenOver) options.onNotice?.(takenOver);
-    return taken(release);
+    return release;
   } catch (e) {
     if (!(e instanceof StateLockedError)) throw e;
     const now = await holder();
@@ -80,18 +76,8 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
       options.onNotice?.(
         `waiting for the lock on ${file}, last refreshed ${seconds(age)} ago ${heldBy(now)}; it is taken once released, or once not refreshed for ${STALE_MS / 1000} s`,
       );
-    return taken(await takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options));
+    return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
   }
-}
-
-/** A state file's lock, held: calling it releases the lock. */
-export interface StateLock {
-  (): Promise<void>;
-  /**
-   * Whether a lock was there when this one was asked for: the last process on the file did not release it (it was
-   * killed, or the machine stopped), or was still releasing it. Without one, the last stop was clean.
-   */
-  readonly leftBehind: boolean;
 }
 
 const lockDirOf = (file: string): string => `${file}.lock`;
