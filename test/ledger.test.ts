@@ -12,7 +12,7 @@ import { FilePersistence } from '../src/store/file-persistence.js';
 import { stateChunks } from '../src/store/state-text.js';
 import { droppedLinesNotice, ledgerMatches, reconcileLedger, summarizeLedger } from '../src/store/ledger.js';
 import { runCli, startServe } from './helpers/cli.js';
-import { leaveLockBehind, scratchDir } from './helpers/emulator.js';
+import { leaveJournalBehind, scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
 const entry = (seq: number, client_id: string, amount: number, grant_id = `grant_${client_id}`): ChargeEntry => ({
@@ -60,8 +60,7 @@ describe('a ledger of a megabyte or more is read on the writer thread during the
   }
   const load = async (stateFile: string) => {
     const notices: string[] = [];
-    // After a crash: lines beyond the count are a cut-short commit's (the refusals below hold either way).
-    const persistence = new FilePersistence(stateFile, { onNotice: (line) => notices.push(line), afterCrash: true });
+    const persistence = new FilePersistence(stateFile, { onNotice: (line) => notices.push(line) });
     try {
       return { state: await persistence.load(), notices };
     } finally {
@@ -69,12 +68,20 @@ describe('a ledger of a megabyte or more is read on the writer thread during the
     }
   };
 
-  it('matching: loads with nothing to say; two uncommitted lines after them are dropped durably with the same notice as a small ledger gets', async () => {
+  it('matching: loads with nothing to say, and a state without the chain takes it; after a crash two uncommitted lines after them are dropped durably with the same notice as a small ledger gets', async () => {
     const exact = await files(totalsOf(many), text(many));
-    await expect(load(exact.stateFile)).resolves.toMatchObject({ notices: [] });
+    const loaded = await load(exact.stateFile);
+    expect(loaded.notices).toEqual([]);
+    expect(loaded.state?.charges.ledger_chain).toBe(chainOf(many));
     expect(await readFile(exact.ledgerFile, 'utf8')).toBe(text(many));
+    // With the chain: the writer thread's summary carries it, and a line edited within the sums is refused.
+    const chained = { ...totalsOf(many), ledger_chain: chainOf(many) };
+    await expect(load((await files(chained, text(many))).stateFile)).resolves.toMatchObject({ notices: [] });
+    const retimed = text(many).replace(`"at":${many[5]!.at},`, `"at":${many[5]!.at + 1},`);
+    await expect(load((await files(chained, retimed)).stateFile)).rejects.toThrow(/are not the lines the state recorded/);
     const extra = [entry(9_001, 'c1', 0.1), entry(9_002, 'c2', 0.1)];
     const { stateFile, ledgerFile } = await files(totalsOf(many), text([...many, ...extra]));
+    await leaveJournalBehind(stateFile);
     const { state, notices } = await load(stateFile);
     expect(state?.charges.count).toBe(9_000);
     expect(notices).toEqual([droppedLinesNotice(ledgerFile, { committed: 9_000, uncommitted: 2 })]);
@@ -138,6 +145,8 @@ describe('charge ledger: the first count lines are the committed charges, and th
           accepted = false;
         }
         expect(ledgerMatches(summarizeLedger(ledger), totals)).toBe(accepted);
+        // What a start fills into a state without the chain is the same from either side.
+        if (accepted) expect(summarizeLedger(ledger).chain).toBe(reconcileLedger('s.json', 'l', totals, ledger, afterCrash).chain);
       }),
       { numRuns: 500 },
     );
@@ -205,9 +214,13 @@ describe('charge ledger: the first count lines are the committed charges, and th
     expect(reconcileLedger('s.json', 's.charges.jsonl', null, '', true)).toMatchObject({ uncommitted: 0 });
   });
 
-  it('a ledger with lines beside no state file, or beside a state that counts none: refused, naming both files and the way out', () => {
-    for (const totals of [null, totalsOf([])]) {
-      const error = refusal(() => reconcileLedger('/d/state.json', '/d/state.charges.jsonl', totals, text(three), true));
+  it('a ledger with lines beside no state file, or beside a state that counts none after a clean stop: refused, naming both files and the way out', () => {
+    for (const [totals, afterCrash] of [
+      [null, true],
+      [null, false],
+      [totalsOf([]), false],
+    ] as const) {
+      const error = refusal(() => reconcileLedger('/d/state.json', '/d/state.charges.jsonl', totals, text(three), afterCrash));
       expect(error.message).toContain('/d/state.json');
       expect(error.message).toContain('/d/state.charges.jsonl');
       expect(error.message).toContain('seq 1–3');
@@ -216,6 +229,15 @@ describe('charge ledger: the first count lines are the committed charges, and th
       else expect(error.message).toContain(moveAwayCommand('/d/state.json'));
       expect(moveAwayCommand('/d/state.json')).toContain("'/d/state.json' '/d/state.journal.jsonl' '/d/state.charges.jsonl'");
     }
+  });
+
+  it("after a crash, a state that counts none beside lines of its first charges' commit, cut short: dropped", () => {
+    expect(reconcileLedger('s.json', 'l', totalsOf([]), `${text(three.slice(0, 1))}{"seq":2`, true)).toEqual({
+      committed: 0,
+      uncommitted: 2,
+      keep: '',
+      chain: undefined,
+    });
   });
 
   it('a ledger missing, or shorter than the count: refused, naming the first missing seq', () => {
@@ -347,12 +369,12 @@ describe('serve checks the charge ledger against the state at start', () => {
     await expectRefusal(state, ledger, /line 1 is not charge seq 1: "amount" is not a number/);
   });
 
-  it('after a crash (its lock left behind), uncommitted lines after the committed ones are dropped at start, with one notice on stderr (nothing on stdout but the ready line, also with --json)', async () => {
+  it('after a crash (its journal left behind), uncommitted lines after the committed ones are dropped at start, with one notice on stderr (nothing on stdout but the ready line, also with --json)', async () => {
     const { state, ledger, lines } = await stateWithCharges(await scratchDir());
     const committed = `${lines.join('\n')}\n`;
     const next = { ...JSON.parse(lines[1]!), seq: 3 };
     await appendFile(ledger, `${JSON.stringify(next)}\n{"seq":4,"at":`);
-    await leaveLockBehind(state);
+    await leaveJournalBehind(state);
     const s = await startServe(['--state', state]);
     expect(JSON.parse(s.readyLine)).toHaveProperty('base_url');
     expect(s.stderr()).toContain(`agent-access: dropped 2 uncommitted lines (seq 3–4) from the end of charge ledger ${ledger}`);

@@ -7,7 +7,7 @@ import { issueTokens } from '../src/core/issue-tokens.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { readStateAt } from '../src/store/file-persistence.js';
-import { leaveLockBehind, scratchDir, startEmulator } from './helpers/emulator.js';
+import { leaveJournalBehind, scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 import { deferred } from './helpers/wait.js';
 
@@ -272,7 +272,7 @@ describe('spec 1: charges', () => {
     expect(emu.core.state.charges.by_client[client_id]).toBe(0.5);
   });
 
-  it('the ledger file holds every committed charge; lines a crash left beyond the committed count (its lock left behind) are dropped', async () => {
+  it('the ledger file holds every committed charge; lines a crash left beyond the committed count (its journal left behind) are dropped', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');
     const first = await Emulator.start({ port: 0, authPort: 0, state });
@@ -282,7 +282,7 @@ describe('spec 1: charges', () => {
     const ledgerFile = join(dir, 'state.charges.jsonl');
     expect((await readFile(ledgerFile, 'utf8')).trim().split('\n')).toHaveLength(1);
     await appendFile(ledgerFile, '{"seq":2,"torn":true}\n');
-    await leaveLockBehind(state);
+    await leaveJournalBehind(state);
     const second = await startEmulator({ state });
     expect(await second.core.persistence.readLedger()).toHaveLength(1);
   });
@@ -301,7 +301,7 @@ describe('spec 1: charges', () => {
     await writeFile(elsewhere, precious);
     await rm(ledgerFile, { force: true });
     await symlink(elsewhere, ledgerFile);
-    await leaveLockBehind(state);
+    await leaveJournalBehind(state);
     const second = await startEmulator({ state });
     expect(await second.core.persistence.readLedger()).toHaveLength(1);
     expect(await readFile(elsewhere, 'utf8')).toBe(precious);

@@ -24,11 +24,6 @@ export interface FilePersistenceOptions {
   journalMaxAgeMs?: number;
   /** What start-up found and did after a crash, one line each (serve prints them on stderr). */
   onNotice?: (line: string) => void;
-  /**
-   * The last process on this file left its lock behind (StateLock.leftBehind): ledger lines beyond the state's
-   * count are then a commit's that a crash cut short, and are dropped. Otherwise they were acknowledged: refused.
-   */
-  afterCrash?: boolean;
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
@@ -164,6 +159,8 @@ async function replayJournal(
   replayed: number;
   stale: number;
   records: JournalRecord[];
+  /** Whether there was a journal file: a clean stop removes it (see #load). */
+  found: boolean;
 }> {
   const journalFile = journalFileFor(file);
   const journalText = await readOptional(journalFile).catch((e: NodeJS.ErrnoException) => {
@@ -175,7 +172,7 @@ async function replayJournal(
   });
   let state = base?.state ?? null;
   let seq = base?.seq ?? 0;
-  if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0, stale: 0, records: [] };
+  if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0, stale: 0, records: [], found: false };
   const { records, dropped } = parseJournal(journalText, journalFile, file);
   const pending = records.filter((r) => r.seq > seq);
   if (!base && pending.length > 0 && pending[0]!.seq !== 1) {
@@ -210,6 +207,7 @@ async function replayJournal(
     replayed: pending.length,
     stale: records.length - pending.length,
     records,
+    found: true,
   };
 }
 
@@ -243,7 +241,6 @@ export class FilePersistence implements StatePersistence {
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
-  readonly #afterCrash: boolean;
 
   #worker: Worker | null = null;
   /** The writer's start on these files (see #open); a commit that finds it failed fails with its error. */
@@ -282,7 +279,6 @@ export class FilePersistence implements StatePersistence {
     this.#limit = options.journalLimit ?? DEFAULT_JOURNAL_LIMIT;
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
-    this.#afterCrash = options.afterCrash ?? false;
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
@@ -343,8 +339,9 @@ export class FilePersistence implements StatePersistence {
           ? `replayed ${records(read.replayed)} from ${this.journalFile} (the last stop was not clean)`
           : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first start on ${this.location} stopped before it wrote the state file`,
       );
-    // The ledger must be this state's (else StateFileError, nothing touched); lines beyond the committed count were
-    // appended by a commit that never completed: dropped.
+    // The ledger must be this state's (else StateFileError, nothing touched). Lines beyond the committed count were
+    // appended by a commit that never completed only if the journal is there: a commit has its journal file before
+    // it appends ledger lines, and a clean stop removes it (state-writer.ts). Then they are dropped, else refused.
     // What the writer thread read mostly matches as it is; anything else is checked here, which makes the refusal or
     // drops the uncommitted lines.
     const totals = read.state?.charges ?? null;
@@ -352,7 +349,7 @@ export class FilePersistence implements StatePersistence {
     const chain =
       summary && totals && ledgerMatches(summary, totals)
         ? summary.chain
-        : await reconcileLedgerFile(this.location, this.ledgerFile, totals, this.#afterCrash, this.#notice);
+        : await reconcileLedgerFile(this.location, this.ledgerFile, totals, read.found, this.#notice);
     // A state from before the chain, with charges: it chains on from the ledger it was just checked against (by its
     // sums). Not a change of its own: every state without it takes it so, and the next charge's record carries it.
     if (totals && totals.count > 0 && totals.ledger_chain === undefined) totals.ledger_chain = chain;

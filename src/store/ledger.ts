@@ -8,8 +8,8 @@ import { writeFileDurably } from './durable-write.js';
  * The charge ledger beside a state file (`state.charges.jsonl`): one ChargeEntry a line, line n being seq n. A
  * commit appends its lines (and syncs them) before its journal record, so after a crash the
  * ledger may hold lines beyond the state's `charges.count`: those were never committed (no answer went out for
- * them) and are dropped. After a clean stop there are none: lines beyond the count then were acknowledged (the
- * state file is older than the ledger) and are refused. Everything else that disagrees is refused too: the two
+ * them) and are dropped. A clean stop removes the journal, and a commit has one before it appends: without a
+ * journal, lines beyond the count were acknowledged (the state file is older than the ledger) and are refused. Everything else that disagrees is refused too: the two
  * files must come from one history.
  */
 
@@ -149,8 +149,8 @@ const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `s
 /**
  * Checks that the ledger belongs to the state: the first `totals.count` lines exist, each is the entry of its seq,
  * and they sum per client and per grant (in thousandths, as recordCharge adds) to the state's totals. Lines
- * beyond the count are uncommitted and reported for dropping when `afterCrash` (the last process on these files
- * left its lock behind); after a clean stop they were acknowledged, and are refused. `totals` null: there is no
+ * beyond the count are uncommitted and reported for dropping when `afterCrash` (there is a journal: the last process
+ * on these files did not stop cleanly); after a clean stop they were acknowledged, and are refused. `totals` null: there is no
  * state file; `ledger` null: there is no ledger file. Anything else that disagrees throws a StateFileError that
  * names both files, what disagrees, and the way out; nothing is written here.
  */
@@ -170,9 +170,9 @@ export function reconcileLedger(
     );
   if (!Number.isSafeInteger(count) || count < 0)
     throw refuse(`the state's charges.count is ${JSON.stringify(count)}, not a number of lines`);
-  // An old ledger beside a state that counts none of it: the state was replaced or moved away, never a crash (a
-  // crash leaves at most the lines of one commit beyond the count, and those follow committed ones only when count > 0).
-  if (count === 0 && lines.length > 0) {
+  // An old ledger beside a state that counts none of it: the state was replaced or moved away. Or, with a state
+  // and a journal, its first charges' commit was cut short: dropped below like any commit's.
+  if (count === 0 && lines.length > 0 && !(totals && afterCrash)) {
     const what = `the ledger holds ${plural(lines.length, 'charge line')} (${seqRange(1, lines.length)}), but ${totals ? 'the state records no charges' : 'there is no state file'}`;
     if (totals) throw refuse(what);
     throw refuse(
@@ -217,15 +217,15 @@ export function reconcileLedger(
     );
   const uncommitted = lines.length - count + (torn.length > 0 ? 1 : 0);
   if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null, chain };
-  // Only a commit cut short by a crash leaves lines it never acknowledged; a process that stopped cleanly took its
-  // lock with it. Dropping them here would delete charges a client was told of.
+  // Only a commit cut short by a crash leaves lines it never acknowledged, and a journal with them; a process that
+  // stopped cleanly removed its journal. Dropping them here would delete charges a client was told of.
   if (!afterCrash) {
     const beyond = [
       ...(lines.length > count ? [`${plural(lines.length - count, 'line')} (${seqRange(count + 1, lines.length)})`] : []),
       ...(torn.length > 0 ? ['a last line without its newline'] : []),
     ].join(' and ');
     throw refuse(
-      `the ledger holds ${beyond} beyond the ${plural(count, 'charge')} the state counts, and the last stop on these files was clean (no lock was left), so a client was told of them: the state file is older than its ledger (put back from a backup?)`,
+      `the ledger holds ${beyond} beyond the ${plural(count, 'charge')} the state counts, and the last stop on these files was clean (no journal was left), so they were written by commits that completed: the state file is older than its ledger (put back from a backup?)`,
       `Put back the newest state file, the one these charges belong to; or restore both files from the same backup or snapshot; or, to start over without them, move BOTH away: ${moveAwayCommand(stateFile)}`,
     );
   }

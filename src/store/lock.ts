@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
-import { lstat, mkdir, readlink, realpath, rmdir, stat } from 'node:fs/promises';
+import { lstat, readlink, realpath, rmdir, stat } from 'node:fs/promises';
 import { hostname, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { StateFileError, StateLockedError } from '../core/errors.js';
+import { makeDirDurably } from './durable-write.js';
 
 /** A held lock is refreshed this often; one not refreshed for STALE_MS is a dead holder's and may be taken. */
 const UPDATE_MS = 1_000;
@@ -47,7 +48,7 @@ export interface LockOptions {
  */
 export async function lockStateFile(file: string, options: LockOptions = {}): Promise<() => Promise<void>> {
   try {
-    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+    await makeDirDurably(dirname(file));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
     throw new StateFileError(

@@ -282,8 +282,10 @@ function handle(message: WriterMessage): WriterReply | null {
     case 'commit': {
       const p = need();
       lastCommitFailed = true;
-      if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
+      // The journal file first: ledger lines beyond the state's count are taken for a cut-short commit's only while
+      // there is one (a clean stop removes it), and otherwise refused as acknowledged (ledger.ts).
       const target = (journal ??= openAppendable(p.journal));
+      if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
       try {
         append(target, message.record);
         lastCommitFailed = false;
@@ -366,16 +368,20 @@ function handle(message: WriterMessage): WriterReply | null {
     case 'replace': {
       const p = need();
       // The state first: it names the journal position it follows, so the old journal's records are skipped if a
-      // crash comes before the journal is gone; a ledger with more lines than the restored state counts is cut
-      // back to them at the next start.
+      // crash comes before the journal is emptied. The journal stays, empty, until the ledger is written: a crash
+      // before leaves a ledger with more lines than the restored state counts, which the next start cuts back
+      // to them only while there is a journal (ledger.ts); one that differs within them it refuses.
       writeDurably(p.file, Buffer.from(message.state, 'utf8'));
-      dropJournal(p);
+      writeDurably(p.journal, Buffer.alloc(0));
+      if (journal) closeQuietly(journal.fd);
+      journal = null;
       if (ledger) closeQuietly(ledger.fd);
       ledger = null;
       if (message.ledger === null) {
         unlinkQuietly(p.ledger);
         syncDir(p.ledger);
       } else writeDurably(p.ledger, Buffer.from(message.ledger, 'utf8'));
+      dropJournal(p);
       return { id: message.id, journalBytes: 0 };
     }
     case 'ledger-read': {

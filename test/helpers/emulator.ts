@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, utimes } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
@@ -34,12 +34,10 @@ export async function scratchDir(): Promise<string> {
 }
 
 /**
- * What a process killed while holding a state file leaves: its lock directory, no longer refreshed (older than its
- * staleness, so the next start takes it at once). A start after it may drop ledger lines beyond the state's count.
+ * What a process killed in the middle of a commit leaves beside a state file that stopped cleanly before: a journal
+ * (a commit makes it before it appends ledger lines; empty if the kill came before its record). A start after it
+ * drops ledger lines beyond the state's count; without one it refuses them.
  */
-export async function leaveLockBehind(state: string): Promise<void> {
-  const lock = `${state}.lock`;
-  await mkdir(lock);
-  const past = new Date(Date.now() - 60_000);
-  await utimes(lock, past, past);
+export async function leaveJournalBehind(state: string): Promise<void> {
+  await writeFile(`${state.replace(/\.json$/i, '')}.journal.jsonl`, '', { flag: 'a', mode: 0o600 });
 }
