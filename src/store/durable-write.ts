@@ -49,8 +49,9 @@ export async function syncDir(dir: string): Promise<void> {
 export async function makeDirDurably(dir: string): Promise<void> {
   const first = await mkdir(dir, { recursive: true, mode: 0o700 });
   if (first === undefined) return;
+  // Up to the first folder made (mkdir's answer is always one of dir's own), and never past the root.
   for (let made = dir; ; made = dirname(made)) {
     await syncDir(dirname(made));
-    if (made === first) return;
+    if (made === first || dirname(made) === made) return;
   }
 }

@@ -9,8 +9,8 @@ import { writeFileDurably } from './durable-write.js';
  * commit appends its lines (and syncs them) before its journal record, so after a crash the
  * ledger may hold lines beyond the state's `charges.count`: those were never committed (no answer went out for
  * them) and are dropped. A clean stop removes the journal, and a commit has one before it appends: without a
- * journal, lines beyond the count were acknowledged (the state file is older than the ledger) and are refused. Everything else that disagrees is refused too: the two
- * files must come from one history.
+ * journal, lines beyond the count were acknowledged (the state file is older than the ledger) and are refused.
+ * Everything else that disagrees is refused too: the two files must come from one history.
  */
 
 const ENTRY_KEYS = ['seq', 'at', 'client_id', 'grant_id', 'route', 'amount', 'unit', 'idempotency_key'] as const;
@@ -149,9 +149,9 @@ const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `s
 /**
  * Checks that the ledger belongs to the state: the first `totals.count` lines exist, each is the entry of its seq,
  * and they sum per client and per grant (in thousandths, as recordCharge adds) to the state's totals. Lines
- * beyond the count are uncommitted and reported for dropping when `afterCrash` (there is a journal: the last process
- * on these files did not stop cleanly); after a clean stop they were acknowledged, and are refused. `totals` null: there is no
- * state file; `ledger` null: there is no ledger file. Anything else that disagrees throws a StateFileError that
+ * beyond the count are uncommitted and reported for dropping when `afterCrash` (there is a journal: the last
+ * process on these files did not stop cleanly); after a clean stop they were acknowledged, and are refused.
+ * `totals` null: there is no state file; `ledger` null: there is no ledger file. Anything else that disagrees throws a StateFileError that
  * names both files, what disagrees, and the way out; nothing is written here.
  */
 export function reconcileLedger(
