@@ -11,13 +11,14 @@ import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, refresh, register } from './helpers/oauth.js';
 
 describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () => {
-  it('is created 0600 in a 0700 directory', async () => {
+  it('is created 0600 in a 0700 directory, each folder it makes 0700 (and synced into its parent)', async () => {
     const dir = await scratchDir();
-    const state = join(dir, 'nested', 'state.json');
+    const state = join(dir, 'nested', 'deeper', 'state.json');
     await startEmulator({ state });
     expect((await stat(state)).mode & 0o777).toBe(0o600);
     expect((await stat(join(dir, 'nested'))).mode & 0o777).toBe(0o700);
-    expect((await stat(join(dir, 'nested', 'state.admin.json'))).mode & 0o777).toBe(0o600);
+    expect((await stat(join(dir, 'nested', 'deeper'))).mode & 0o777).toBe(0o700);
+    expect((await stat(join(dir, 'nested', 'deeper', 'state.admin.json'))).mode & 0o777).toBe(0o600);
   });
 
   it('a change is on disk before the request is answered', async () => {
