@@ -261,7 +261,11 @@ function copyBytes(b: BaseWrite, source: number, offset: number, length: number)
     throw Object.assign(new Error(`the state file before does not hold an entry at byte ${offset}`), { code: 'EIO' });
 }
 
-function handle(message: WriterMessage): WriterReply | null {
+/**
+ * One message, handled as the thread does; exported so that a test can run the writer in its own process and cut it
+ * short after any file operation (test/writer-crash-points.test.ts).
+ */
+export function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
       paths = { file: message.file, journal: message.journal, ledger: message.ledger };
@@ -370,7 +374,9 @@ function handle(message: WriterMessage): WriterReply | null {
       // The state first: it names the journal position it follows, so the old journal's records are skipped if a
       // crash comes before the journal is emptied. The journal stays, empty, until the ledger is written: a crash
       // before leaves a ledger with more lines than the restored state counts, which the next start cuts back
-      // to them only while there is a journal (ledger.ts); one that differs within them it refuses.
+      // to them only while there is a journal (ledger.ts); one that differs within them it refuses. So the journal
+      // must exist before the state file is replaced: a compaction or a clean start may have removed it.
+      journal ??= openAppendable(p.journal);
       writeDurably(p.file, Buffer.from(message.state, 'utf8'));
       writeDurably(p.journal, Buffer.alloc(0));
       if (journal) closeQuietly(journal.fd);
