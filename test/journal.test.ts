@@ -162,6 +162,24 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
   });
 });
 
+describe('an empty journal', () => {
+  it('left by a crash right after it was made, it is removed at the next start, so that after a clean stop the files read as stopped cleanly', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const first = await open(file);
+    await agentTokens(first.core);
+    await first.persistence.close();
+    expect(existsSync(journalOf(file))).toBe(false);
+    // What a commit or a restore leaves when killed just after making the journal, before anything was appended.
+    await writeFile(journalOf(file), '', { mode: 0o600 });
+    const second = await open(file);
+    expect(second.notices).toEqual([]);
+    expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
+    await second.persistence.close();
+    // Left, it would make every later start take a ledger line beyond the state's count for a cut-short commit's.
+    expect(existsSync(journalOf(file))).toBe(false);
+  });
+});
+
 describe('the state file is read entry by entry', () => {
   it('a file in the entry-per-line layout and the same state written compactly (older versions) read the same, odd keys and strings included', async () => {
     const dir = await scratchDir();

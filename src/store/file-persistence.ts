@@ -317,8 +317,10 @@ export class FilePersistence implements StatePersistence {
     this.#baseCharges = base?.state.charges.count ?? 0;
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
-    // Before anything is appended, the journal holds just the records newer than the state file, whole.
-    if (read.dropped > 0 || read.stale > 0)
+    // Before anything is appended, the journal holds just the records newer than the state file, whole. One that
+    // holds none (a crash right after it was made) goes once the ledger was checked against it, below: else every
+    // later start, clean stops included, would take the files for left by a crash.
+    if (read.dropped > 0 || read.stale > 0 || (read.found && read.records.length === 0))
       this.#journalRewrite = read.records
         .filter((r) => r.seq > (base?.seq ?? 0))
         .map(journalLine)
