@@ -1,7 +1,9 @@
 import { moveAwayCommand } from '../src/core/state-files.js';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { appendFile, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ledgerChain, type ChargeEntry, type ChargeTotals } from '../src/core/charges.js';
@@ -327,6 +329,42 @@ describe('serve checks the charge ledger against the state at start', () => {
     await rename(ledger, `${ledger}.bak`);
     const fresh = await startServe(['--state', state]);
     expect(await fresh.stop(), fresh.stderr()).toBe(0);
+  });
+
+  it('a damaged state file: the plain mv alone is refused; the command serve prints moves the three files away together, and the next start begins a ledger of its own at seq 1, the old files kept byte for byte', async () => {
+    const { state, ledger } = await stateWithCharges(await scratchDir());
+    await writeFile(state, (await readFile(state, 'utf8')).slice(0, 120));
+    const damaged = await serveOn(state);
+    expect(damaged.code, damaged.stderr).toBe(3);
+    expect(damaged.stderr).toContain(`state file ${state} is not valid JSON`);
+    expect(damaged.stderr).toContain(moveAwayCommand(state));
+    const before = { state: await readFile(state), ledger: await readFile(ledger) };
+    // What the old advice said, and what a person tries first: never a start beside the old ledger.
+    await rename(state, `${state}.bak`);
+    await expectRefusal(state, ledger, /there is no state file/);
+    await rename(`${state}.bak`, state);
+    // The command as printed, run by a shell.
+    const from = damaged.stderr.indexOf('for f in ');
+    const command = damaged.stderr.slice(from, damaged.stderr.indexOf('; done', from) + '; done'.length);
+    expect(command).toBe(moveAwayCommand(state));
+    await promisify(execFile)('sh', ['-c', command]);
+    expect([existsSync(state), existsSync(ledger)]).toEqual([false, false]);
+    expect(await readFile(`${state}.bak`)).toEqual(before.state);
+    expect(await readFile(`${ledger}.bak`)).toEqual(before.ledger);
+    const emu = await Emulator.start({ port: 0, authPort: 0, state, prices: { ask: 0.5 } });
+    const flow = await authorizeAndApprove(emu);
+    const ask = await postJson(
+      `${emu.baseUrl}/chat/ask`,
+      { question: 'Kaution' },
+      { authorization: `Bearer ${flow.tokens!.access_token}` },
+    );
+    expect(ask.status).toBe(200);
+    await emu.stop();
+    const fresh = (await readFile(ledger, 'utf8')).trim().split('\n');
+    expect(fresh.map((line) => (JSON.parse(line) as ChargeEntry).seq)).toEqual([1]);
+    expect(await readFile(`${ledger}.bak`)).toEqual(before.ledger);
+    const again = await startServe(['--state', state]);
+    expect(await again.stop(), again.stderr()).toBe(0);
   });
 
   it('a fresh state put beside an old ledger (count 0): exit 3, never new charges numbered 1, 2, … after the old ones', async () => {
