@@ -19,10 +19,11 @@ import { stateChunks, withJournalSeq } from '../src/store/state-text.js';
 import { handle, type WriterMessage } from '../src/store/state-writer.js';
 import { scratchDir } from './helpers/emulator.js';
 
-/** The operation the process dies at (1 = the first after arming), and how many have run. */
-const crash = vi.hoisted(() => ({ armed: false, at: Infinity, count: 0, dead: false }));
-
-class Crash extends Error {}
+/** The operation the process dies at (1 = the first after arming), how many have run, and what a dead process's calls throw. */
+const { crash, Crash } = vi.hoisted(() => ({
+  crash: { armed: false, at: Infinity, count: 0, dead: false },
+  Crash: class Crash extends Error {},
+}));
 
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof import('node:fs')>();
