@@ -371,15 +371,14 @@ export function handle(message: WriterMessage): WriterReply | null {
     }
     case 'replace': {
       const p = need();
-      // The state first: it names the journal position it follows, so the old journal's records are skipped if a
-      // crash comes before the journal is emptied. The journal stays, empty, until the ledger is written: a crash
-      // before leaves a ledger with more lines than the restored state counts, which the next start cuts back
-      // to them only while there is a journal (ledger.ts); one that differs within them it refuses. So the journal
-      // must exist before the state file is replaced: a compaction or a clean start may have removed it.
+      // A journal from before the state file to the ledger (a compaction or a clean start may have removed it): a
+      // crash in between leaves a ledger with more lines than the restored state counts, which the next start cuts
+      // back to them only while there is a journal (ledger.ts); one that differs within them it refuses. The state
+      // names the journal position it follows, so the old journal's records are skipped until it is emptied.
       journal ??= openAppendable(p.journal);
       writeDurably(p.file, Buffer.from(message.state, 'utf8'));
       writeDurably(p.journal, Buffer.alloc(0));
-      if (journal) closeQuietly(journal.fd);
+      closeQuietly(journal.fd);
       journal = null;
       if (ledger) closeQuietly(ledger.fd);
       ledger = null;
