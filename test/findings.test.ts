@@ -4,6 +4,7 @@
  * without a key, an ignored 429, a second login), and none for a well-behaved client run through the same flows.
  * Where they show: GET /_admin/findings, emu.findings() and assertNoFindings(), `agent-access findings`, serve's log.
  */
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
 import { setConsentPolicy } from '../src/core/consent.js';
@@ -33,6 +34,51 @@ async function sdkClientPastExpiry() {
 
 const ask = (emulator: Emulator, token: string, question: string, headers: Record<string, string> = {}) =>
   postJson(`${emulator.baseUrl}/chat/ask`, { question }, bearer(token, headers));
+
+/**
+ * The `ask` tool called on /mcp over a raw socket, in two steps: its head goes first, with `Expect: 100-continue`, so
+ * that the `100 Continue` shows the head was received (Node answers it as it hands the request on); its body goes on
+ * `send()`. /mcp checks a tool call's rate limit once the body is read, so the call has arrived but is not yet admitted.
+ */
+function heldToolCall(emulator: Emulator, token: string, question: string) {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ask', arguments: { question } } });
+  const { port } = new URL(emulator.baseUrl);
+  const socket = connect({ host: '127.0.0.1', port: Number(port) });
+  let received = '';
+  const arrived = new Promise<void>((resolve, reject) => {
+    socket.on('data', (chunk) => {
+      received += chunk.toString('latin1');
+      if (received.startsWith('HTTP/1.1 100')) resolve();
+    });
+    socket.on('error', reject);
+  });
+  const answered = new Promise<number>((resolve) =>
+    socket.on('close', () => resolve(Number(/HTTP\/1\.1 (?!100)(\d{3})/.exec(received)?.[1]))),
+  );
+  socket.write(
+    [
+      'POST /mcp HTTP/1.1',
+      `Host: 127.0.0.1:${port}`,
+      `Authorization: Bearer ${token}`,
+      'Content-Type: application/json',
+      'Accept: application/json, text/event-stream',
+      'MCP-Protocol-Version: 2025-06-18',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      'Expect: 100-continue',
+      'Connection: close',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  return {
+    arrived,
+    /** Sends the body; resolves to the status of the answer. */
+    send: () => {
+      socket.write(body);
+      return answered;
+    },
+  };
+}
 
 describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)', () => {
   it('refresh.concurrent: the MCP SDK client with three tool calls in flight when the access token expires', async () => {
@@ -117,6 +163,36 @@ describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)'
     expect((await ask(emulator, eager.access_token, 'zwei', { 'idempotency-key': 'b' })).status).toBe(429);
     expect((await ask(emulator, eager.access_token, 'zwei', { 'idempotency-key': 'b' })).status).toBe(429);
     expect(notable(emulator)).toMatchObject([{ code: 'ratelimit.retry_too_early', grant_id: eager.grant_id, severity: 'warning' }]);
+  });
+
+  it('48: ratelimit.retry_too_early judges by arrival: a call in flight when the 429 of its grant went out is no retry', async () => {
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, rateLimit: '1/min' });
+    const { access_token } = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
+    expect((await ask(emulator, access_token, 'eins')).status).toBe(200); // the window is used up
+    // Two at once under one grant: the tool call arrives first, and is admitted only after the ask's 429 went out.
+    const inFlight = heldToolCall(emulator, access_token, 'zwei');
+    await inFlight.arrived;
+    expect((await ask(emulator, access_token, 'drei')).status).toBe(429);
+    expect(await inFlight.send()).toBe(429);
+    // The client sent it before it could know of the 429 (RFC 9110 §10.2.3 asks it to wait before its next request).
+    expect(notable(emulator)).toEqual([]);
+  });
+
+  it('48: ratelimit.retry_too_early: a request sent after the 429 was received and before its Retry-After is one, on either transport', async () => {
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, rateLimit: '1/min' });
+    const { access_token, grant_id } = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
+    expect((await ask(emulator, access_token, 'eins')).status).toBe(200);
+    const limited = await ask(emulator, access_token, 'zwei');
+    expect(limited.status).toBe(429);
+    clock.advance(Number(limited.headers['retry-after']) * 1000 - 1000); // a second short of the Retry-After
+    const toolCall = heldToolCall(emulator, access_token, 'drei');
+    await toolCall.arrived;
+    expect(await toolCall.send()).toBe(429);
+    expect(notable(emulator)).toMatchObject([{ code: 'ratelimit.retry_too_early', grant_id, count: 1 }]);
+    expect((await ask(emulator, access_token, 'vier')).status).toBe(429);
+    expect(notable(emulator)).toMatchObject([{ code: 'ratelimit.retry_too_early', grant_id, count: 2 }]);
   });
 
   it('registration.repeated: a client that registers anew on every run; the settings page would list each as another app', async () => {

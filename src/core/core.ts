@@ -1,6 +1,7 @@
 import { AccessTokenSigner } from './access-token.js';
 import type { ChargeEntry } from './charges.js';
 import type { Clock } from './clock.js';
+import { Arrivals } from './arrivals.js';
 import { ConsentPolicies } from './consent-policy.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
 import { StateFileError } from './errors.js';
@@ -64,6 +65,8 @@ export class Core implements CoreContext {
   readonly interactions = new Interactions();
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
+  /** The order requests arrived in, which the transports number (arrivals.ts). */
+  readonly arrivals = new Arrivals();
   /** What the core's events show of each client's habits (client findings); it only watches. */
   readonly findings: Findings;
 

@@ -1,5 +1,6 @@
 import { FINDINGS, SEVERITIES, type Finding, type FindingCode, type FindingSeverity } from '../protocol/findings.js';
 import { HINTS, missingParameterHint, type MissingParameter } from './client-hints.js';
+import type { Arrivals } from './arrivals.js';
 import { MINUTE, SECOND } from './clock.js';
 import type { CoreContext } from './context.js';
 import { sha256 } from './crypto.js';
@@ -28,7 +29,7 @@ const MISSING: ReadonlySet<string> = new Set<MissingParameter>([
 ]);
 
 /** What the findings read of the core (`resource` only once the emulator listens, as requests do). */
-export type FindingsContext = Pick<CoreContext, 'clock' | 'events' | 'state' | 'lifetimes' | 'resource'>;
+export type FindingsContext = Pick<CoreContext, 'clock' | 'events' | 'state' | 'lifetimes' | 'resource'> & { arrivals: Arrivals };
 
 interface Observation {
   code: FindingCode;
@@ -69,7 +70,8 @@ export class Findings {
   readonly #rotations = new Recent<string, number[]>();
   readonly #refusedSince = new Recent<string, string>();
   readonly #cycles = new Recent<string, number>();
-  readonly #waitUntil = new Recent<string, { until: number; at: number; retryAfter: number; delivered: boolean }>();
+  /** Per grant, its latest 429: until when it asks to wait, and once delivered, the last request that had arrived by then. */
+  readonly #waitUntil = new Recent<string, { until: number; at: number; retryAfter: number; deliveredAfter: number | null }>();
   readonly #unkeyed = new Recent<string, number>();
   readonly #registrations = new Recent<string, string[]>();
   /** Grants created in this run, and the scopes each has used. */
@@ -118,22 +120,23 @@ export class Findings {
         if (event.data.resource === null) this.#missingParameter(event.data.client_id, 'resource', null);
         return;
       case 'rate_limit.exceeded':
-        this.#early(event.data.client_id, event.data.grant_id);
+        this.#early(event.data);
         this.#waitUntil.set(event.data.grant_id, {
           until: this.#now() + event.data.retry_after * 1000,
           at: this.#now(),
           retryAfter: event.data.retry_after,
-          delivered: false,
+          deliveredAfter: null,
         });
         return;
       case 'request.served': {
-        // The 429 reached the client: what the same grant sends from now on is a reaction to it.
+        // The 429 reached the client: what the same grant sends from now on is a reaction to it. Requests that
+        // arrived before this moment were sent before the client could know of it, whenever they are admitted.
         const waiting = event.data.grant_id ? this.#waitUntil.get(event.data.grant_id) : undefined;
-        if (waiting && event.data.status === 429) waiting.delivered = true;
+        if (waiting && waiting.deliveredAfter === null && event.data.status === 429) waiting.deliveredAfter = this.#ctx.arrivals.last;
         return;
       }
       case 'request.admitted':
-        this.#early(event.data.client_id, event.data.grant_id);
+        this.#early(event.data);
         this.#grants.get(event.data.grant_id)?.add(event.data.scope);
         return;
       case 'action.pending':
@@ -250,9 +253,10 @@ export class Findings {
 
   // ---- rate limits (spec 7, 8) ------------------------------------------------------------------
 
-  #early(clientId: string, grantId: string): void {
+  /** RFC 9110 §10.2.3: a request that arrived after its grant's 429 was delivered, and before its Retry-After. */
+  #early({ client_id: clientId, grant_id: grantId, arrival }: { client_id: string; grant_id: string; arrival: number }): void {
     const waiting = this.#waitUntil.get(grantId);
-    if (!waiting?.delivered) return;
+    if (waiting?.deliveredAfter == null || arrival <= waiting.deliveredAfter) return;
     const now = this.#now();
     if (now >= waiting.until) {
       this.#waitUntil.delete(grantId);

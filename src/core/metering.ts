@@ -79,7 +79,9 @@ export class Metering {
    * RateLimit-* headers.
    */
   admit(access: AccessContext, gate: Gate): RateLimitState {
-    const who = { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter };
+    // A call that no transport numbered arrives as it is admitted.
+    const arrival = access.arrival ?? this.core.arrivals.next();
+    const who = { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter, arrival };
     if (!access.scopes.includes(gate.scope)) {
       this.core.events.emit('access.refused', {
         client_id: access.client_id,

@@ -16,6 +16,8 @@ export interface AccessContext {
   person_id: string;
   /** Injected faults that shaped this request (emulator control), for the request log. */
   faults: string[];
+  /** When the request arrived (arrivals.ts), as its transport numbered it. */
+  arrival?: number;
 }
 
 /**

@@ -51,10 +51,13 @@ export interface EventMap {
   /** `body_sha256`: a charge without Idempotency-Key names its request body's hash, so that a retry without a key shows. */
   'charge.recorded': ChargeEntry & { body_sha256?: string };
   'idempotency.replayed': { client_id: string; grant_id: string; route: string; key: string };
-  /** `retry_after`: the seconds the 429's Retry-After names. */
-  'rate_limit.exceeded': { client_id: string; grant_id: string; route: string; retry_after: number };
+  /**
+   * `retry_after`: the seconds the 429's Retry-After names. `arrival`, here and on `request.admitted`: the number of
+   * the request in the order requests arrived in (their heads received), which the findings judge a retry by.
+   */
+  'rate_limit.exceeded': { client_id: string; grant_id: string; route: string; arrival: number; retry_after: number };
   /** A request passed the resource guard, its scope and the rate limit (`route`: the REST route or `tool <name>`). */
-  'request.admitted': { client_id: string; grant_id: string; route: string; scope: string };
+  'request.admitted': { client_id: string; grant_id: string; route: string; arrival: number; scope: string };
   /**
    * The authorization request was refused. `client_id`: as sent, when it names a client (otherwise null); `missing`:
    * the required parameters it left out.

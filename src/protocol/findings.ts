@@ -51,7 +51,8 @@ export const FINDINGS = {
   'ratelimit.retry_too_early': {
     severity: 'warning',
     spec: 'spec 7, 8; RFC 9110 §10.2.3',
-    trigger: 'a request with the same grant after a 429 was answered, before its Retry-After passed',
+    trigger:
+      'a request with the same grant that arrived (its head received) after a 429 was delivered, before its Retry-After passed; a request already sent when the 429 went out is never one, however late it is handled',
   },
   'idempotency.retry_without_key': {
     severity: 'warning',

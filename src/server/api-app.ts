@@ -76,6 +76,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Injected faults that shaped this request before any route ran (5xx, latency), for the request log. */
     faults?: string[];
+    /** Its number in the order requests arrived in (core/arrivals.ts), given as its head was received. */
+    arrival?: number;
   }
 }
 
@@ -174,6 +176,8 @@ function refuseClientAuthentication(core: Core) {
 export function installCommonHooks(app: FastifyInstance, core: Core, server: 'api' | 'auth', options: AppOptions): void {
   // Callback-style hooks: they run on every request, and async ones cost a promise each.
   app.addHook('onRequest', (request, reply, done) => {
+    // First of all: a retry is judged by when the request arrived, not by when it was admitted (findings.ts).
+    request.arrival = core.arrivals.next();
     const port = options.port();
     if (port === undefined) return void sendProblem(reply, 'server_starting', 'the emulator is still starting');
     if (options.checkHost && !isAllowedHost(request.headers.host, port, options.bindHost)) {

@@ -29,6 +29,7 @@ export function requireScope(core: Core, scope: string | null, challengeScope?: 
         `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]}`,
         nameReached(core.resource, request.headers.host).resource,
       );
+      request.access.arrival = request.arrival;
     } catch (e) {
       if (e instanceof BearerError) request.refusedToken = e.token;
       throw e;

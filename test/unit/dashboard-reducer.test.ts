@@ -210,11 +210,17 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
     },
   }),
   'rate_limit.exceeded': (s) => ({
-    message: s.event('rate_limit.exceeded', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', retry_after: 3 }),
+    message: s.event('rate_limit.exceeded', {
+      client_id: 'client-1',
+      grant_id: 'grant-1',
+      route: 'POST /chat/ask',
+      arrival: 7,
+      retry_after: 3,
+    }),
     check: (n) => expect(n.activity.at(-1)).toMatchObject({ text: 'rate limit hit by Wetter-Agent on POST /chat/ask', alarm: true }),
   }),
   'request.admitted': (s, state) => ({
-    message: s.event('request.admitted', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', scope: 'ask' }),
+    message: s.event('request.admitted', { client_id: 'client-1', grant_id: 'grant-1', route: 'POST /chat/ask', arrival: 8, scope: 'ask' }),
     // request.served lists every request once: the admission adds nothing to the logs.
     check: (n) => {
       expect(n.requests).toBe(state.requests);

@@ -255,7 +255,13 @@ describe('metered call: spec 7, 8 (rate limit)', () => {
     expect(error).toBeInstanceOf(RateLimitedError);
     expect((error as RateLimitedError).state).toEqual({ limit: 2, remaining: 0, reset: 40 });
     expect(events.filter((e) => e.name === 'rate_limit.exceeded').map((e) => e.data)).toEqual([
-      { client_id: refusedAccess.client_id, grant_id: refusedAccess.grant.id, route: 'POST /chat/ask', retry_after: 40 },
+      {
+        client_id: refusedAccess.client_id,
+        grant_id: refusedAccess.grant.id,
+        route: 'POST /chat/ask',
+        arrival: expect.any(Number),
+        retry_after: 40,
+      },
     ]);
     clock.advance(40_000);
     expect(resources.meter.admit(await access(), gate)).toEqual({ limit: 2, remaining: 1, reset: 60 });
