@@ -387,7 +387,21 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
     const valid = { file_name: 'notiz.md', content: '# Notiz\n\nHufschmied am Dienstag.' };
     const spoilt = spoil(valid, {
       file_name: fc.oneof(
-        fc.constantFrom('', '.', '..', '../x.md', 'a/b.md', 'a\\b.md', 'notiz.exe', 'notiz'),
+        fc.constantFrom(
+          '',
+          '.',
+          '..',
+          '../x.md',
+          'a/b.md',
+          'a\\b.md',
+          'notiz.exe',
+          'notiz',
+          '.md',
+          'C:x.md',
+          'a\u2215b.md',
+          'a\uff0fb.md',
+          'x\u202Egpj.md',
+        ),
         withControl.map((s) => `${s}.md`),
         huge(256),
       ),

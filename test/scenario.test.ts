@@ -229,7 +229,7 @@ describe('README "Scenarios and snapshots": a scenario with mistakes is refused 
     [
       'a file name with a path',
       { ...minimal, knowledge: [{ file_name: '../a.md', content: '# A' }] },
-      '$.knowledge[0].file_name: must be a plain file name (no path)',
+      '$.knowledge[0].file_name: must be a plain file name, not a path',
     ],
     [
       'a time without zone',

@@ -15,8 +15,33 @@ export const QUESTION = { type: 'string', minLength: 1, maxLength: 4000 } as con
 /** An id in a path or a tool argument (job, document, action). */
 export const RESOURCE_ID = { type: 'string', minLength: 1, maxLength: 200 } as const satisfies InputSchema;
 
-/** Spec 2.6: `file_name` of POST /training and the `add_training_document` tool (its form is checked by the core). */
+/** Spec 2.6: `file_name` of POST /training and the `add_training_document` tool (its form: `fileNameProblem`). */
 export const FILE_NAME = { type: 'string', minLength: 1, maxLength: 255 } as const satisfies InputSchema;
+
+/**
+ * The form of a training document's file name (spec 2.6 leaves it open), each rule with what it says when broken.
+ * A file name is shown to the person (the document page, its link) and may become a file on someone's disk, so it
+ * must read as what it is: a name, not a path, in one direction, with a name before its extension.
+ */
+const FILE_NAME_RULES: ReadonlyArray<readonly [RegExp, string]> = [
+  [/^.{1,255}$/su, 'must be 1 to 255 characters'],
+  // Slashes, and the characters that look like one (division, fraction and fullwidth slashes, set minus, ...).
+  [/^[^/\\\u2044\u2215\u2216\u29f5\u29f8\u29f9\u2571\u2572\ufe68\uff0f\uff3c]*$/u, 'must be a plain file name, not a path'],
+  [/^[^\p{Cc}]*$/u, 'must not contain control characters'],
+  // Bidi controls (U+202A to U+202E, U+2066 to U+2069, the marks), zero-width and other invisible format characters, line separators.
+  [/^[^\p{Cf}\u2028\u2029]*$/u, 'must not contain format characters such as a right-to-left override (U+202E) or a zero-width space'],
+  // A drive (`C:x.md`) or an alternate data stream, and what Windows refuses in a name.
+  [/^[^:*?"<>|]*$/u, 'must not contain : * ? " < > or |'],
+  [/\.(md|markdown|txt)$/iu, 'must end in .md, .markdown or .txt'],
+  // `.md` alone, or only dots and spaces before the extension.
+  [/^.*[^.\s].*\.[^.]*$/su, 'must have a name before its extension'],
+];
+
+/** What is wrong with a training document's file name, or null when it is a plain one (`FILE_NAME_RULES`). */
+export function fileNameProblem(name: string): string | null {
+  for (const [rule, problem] of FILE_NAME_RULES) if (!rule.test(name)) return problem;
+  return null;
+}
 
 /** Spec 2.6: `content`; its size limit is the core's (413, not a validation error). */
 export const CONTENT = { type: 'string' } as const satisfies InputSchema;

@@ -9,6 +9,7 @@ import type { RateLimitConfig } from './rate-limit.js';
 import { Refusal } from './refusal.js';
 import { SearchIndex } from './search.js';
 import type { Faults } from './faults.js';
+import { fileNameProblem } from './inputs.js';
 import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
 import {
   QUICK_TIMINGS,
@@ -429,13 +430,9 @@ const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({
   owner: doc.person_id,
 });
 
-/** A plain file name: 1–255 characters, no path, no control characters, a text extension. */
 function validateFileName(name: string): void {
-  const bad = (why: string) => new Refusal('invalid_file_name', `file_name ${why}`);
-  if (name.length === 0 || name.length > 255) throw bad('must be 1 to 255 characters');
-  if (/[/\\]/.test(name) || name === '.' || name === '..') throw bad('must be a plain file name, not a path');
-  if (/[\u0000-\u001f\u007f]/.test(name)) throw bad('must not contain control characters');
-  if (!/\.(md|markdown|txt)$/i.test(name)) throw bad('must end in .md, .markdown or .txt');
+  const problem = fileNameProblem(name);
+  if (problem) throw new Refusal('invalid_file_name', `file_name ${problem}`);
 }
 
 /** A question must say something; its type and length are QUESTION's (inputs.ts), checked where it enters. */

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { AgentAccessError } from '../core/errors.js';
+import { fileNameProblem } from '../core/inputs.js';
 import { TRAINING_STEPS } from '../core/jobs.js';
 import type { LoadedScenario, Scenario } from '../core/scenario.js';
 import { RETIRED_SCOPES, SUPPORTED_SCOPES } from '../core/scopes.js';
@@ -86,12 +87,8 @@ export const SCENARIO_SCHEMA = {
       additionalProperties: false,
       properties: {
         id: ID,
-        file_name: {
-          type: 'string',
-          maxLength: 255,
-          pattern: '^[^/\\\\\\u0000-\\u001f\\u007f]+\\.(md|markdown|txt)$',
-          description: 'must be a plain file name (no path) ending in .md, .markdown or .txt',
-        },
+        // Its form is checked below, by the rule the training route applies (fileNameProblem).
+        file_name: { type: 'string' },
         content: { type: 'string', minLength: 1, maxLength: 256 * 1024 },
         grant: ID,
         processing_step: { type: 'string', enum: [...TRAINING_STEPS, 'failed'] },
@@ -292,6 +289,8 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
   const docIds = new Set<string>(fixtures.knowledge.map((k) => k.id));
   const knowledge: Scenario['knowledge'] = (raw.knowledge ?? []).map((k, i) => {
     const at = `$.knowledge[${i}]`;
+    const nameProblem = fileNameProblem(k.file_name);
+    if (nameProblem) problems.push(`${at}.file_name: ${nameProblem}`);
     if (k.id !== undefined) {
       if (fixtures.knowledge.some((f) => f.id === k.id))
         problems.push(`${at}.id: ${shown(k.id)} is a document of the fixtures' knowledge/ already`);

@@ -2,7 +2,7 @@ import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { FAULT_FIELDS, parseFaultSpec, type FaultSpec } from '../../src/core/faults.js';
 import { IDEMPOTENCY_KEY, parseIdempotencyKey } from '../../src/core/idempotency.js';
-import { QUESTION, satisfies, type InputSchema } from '../../src/core/inputs.js';
+import { QUESTION, fileNameProblem, satisfies, type InputSchema } from '../../src/core/inputs.js';
 import { adminFaultSchema, askSchema } from '../../src/server/schemas.js';
 
 // The route schemas are compiled as fastify compiles them (no coercion), to compare with the core's checker.
@@ -76,5 +76,46 @@ describe('one definition per input', () => {
     expect(parseIdempotencyKey(undefined)).toBeUndefined();
     for (const bad of ['', '""', 'x'.repeat(256), ['a', 'b']])
       expect(() => parseIdempotencyKey(bad)).toThrow(expect.objectContaining({ code: 'invalid_idempotency_key' }));
+  });
+});
+
+describe('41.13: a training file name is a plain name, read in one direction (spec 2.6, README "The REST allowlist")', () => {
+  it.each([
+    ['notiz.md'],
+    ['Protokoll 2026-05-02.markdown'],
+    ['Übergabe (final).TXT'],
+    ['.hidden.md'],
+    ['a.b.md'],
+    ['مرحبا.md'], // right-to-left letters are text, not controls
+    ['x'.repeat(252) + '.md'],
+  ])('%s is accepted', (name) => {
+    expect(fileNameProblem(name)).toBeNull();
+  });
+
+  it.each([
+    ['', 'must be 1 to 255 characters'],
+    ['x'.repeat(253) + '.md', 'must be 1 to 255 characters'],
+    ['../x.md', 'must be a plain file name, not a path'],
+    ['a\\b.md', 'must be a plain file name, not a path'],
+    ['a\u2215b.md', 'must be a plain file name, not a path'], // DIVISION SLASH
+    ['a\uff0fb.md', 'must be a plain file name, not a path'], // FULLWIDTH SOLIDUS
+    ['a\u2044b.md', 'must be a plain file name, not a path'], // FRACTION SLASH
+    ['a\uff3cb.md', 'must be a plain file name, not a path'], // FULLWIDTH REVERSE SOLIDUS
+    ['a\u0000.md', 'must not contain control characters'],
+    ['a\u0085.md', 'must not contain control characters'],
+    ['rechnung\u202Edm.exe.md', 'must not contain format characters such as a right-to-left override (U+202E) or a zero-width space'],
+    ['a\u2067b.md', 'must not contain format characters such as a right-to-left override (U+202E) or a zero-width space'],
+    ['a\u200Bb.md', 'must not contain format characters such as a right-to-left override (U+202E) or a zero-width space'],
+    ['a\u2028b.md', 'must not contain format characters such as a right-to-left override (U+202E) or a zero-width space'],
+    ['C:x.md', 'must not contain : * ? " < > or |'],
+    ['notiz.md:stream.md', 'must not contain : * ? " < > or |'],
+    ['a?.md', 'must not contain : * ? " < > or |'],
+    ['.md', 'must have a name before its extension'],
+    ['...md', 'must have a name before its extension'],
+    [' .txt', 'must have a name before its extension'],
+    ['notiz.exe', 'must end in .md, .markdown or .txt'],
+    ['notiz', 'must end in .md, .markdown or .txt'],
+  ])('%j is refused: %s', (name, problem) => {
+    expect(fileNameProblem(name)).toBe(problem);
   });
 });
