@@ -28,6 +28,37 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeH
   return new SafeHtml(out);
 }
 
+/**
+ * Text a client or agent supplied, inside running text: in its own bidi isolate, so that a right-to-left override in
+ * it (U+202E, without its closing U+202C) cannot reverse what follows it, such as the words after the "nicht
+ * verifiziert" label next to a client's name, or the next value in a sentence.
+ */
+export const isolated = (text: string): SafeHtml => html`<bdi>${text}</bdi>`;
+
+/** The same where no element may stand (a page's `<title>`): between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE. */
+export const isolatedText = (text: string): string => `\u2068${text}\u2069`;
+
+/** Bidi controls and the other invisible format characters, which can make a text look like another. */
+const INVISIBLE = /[\p{Cf}\u2028\u2029]/gu;
+
+/**
+ * A value the person approves exactly as it is, isolated, with every invisible format character shown as its code
+ * point: a right-to-left override inside a phone number would otherwise show its digits in reverse, and a
+ * zero-width space would hide itself.
+ */
+export function exactly(text: string): SafeHtml {
+  const parts: Array<string | SafeHtml> = [];
+  let last = 0;
+  for (const m of text.matchAll(INVISIBLE)) {
+    parts.push(text.slice(last, m.index));
+    const code = `U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+    parts.push(html`<span class="invisible" title="unsichtbares Zeichen ${code}">⟨${code}⟩</span>`);
+    last = m.index + m[0].length;
+  }
+  parts.push(text.slice(last));
+  return html`<bdi>${parts}</bdi>`;
+}
+
 const STYLE = `
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;line-height:1.5}
 h1{font-size:1.4rem}h2{font-size:1.15rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem .45rem;border-radius:.6rem;background:#fff3cd;color:#664d03;border:1px solid #e6c96a;vertical-align:middle}
@@ -46,7 +77,8 @@ ul.chips li{padding:.05rem .5rem;border:1px solid #d5d8dc;border-radius:.3rem;ba
 details.revoked>summary,details.former>summary{cursor:pointer;font-size:.9rem;color:#333}
 table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
 .error{border-left:4px solid #b02a37;padding-left:1rem}
-details.developer{margin-top:1.5rem;font-size:.9rem;color:#333}details.developer p{overflow-wrap:anywhere}`;
+details.developer{margin-top:1.5rem;font-size:.9rem;color:#333}details.developer p{overflow-wrap:anywhere}
+.invisible{font-size:.75em;color:#58151c;background:#f8d7da;border-radius:.2rem;padding:0 .15rem}`;
 
 /** A whole page in the house style (German, as the service's pages are). */
 export function page(title: string, body: SafeHtml): string {

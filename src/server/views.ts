@@ -3,14 +3,10 @@ import type { AuthorizationRequest } from '../core/authorize.js';
 import type { GrantView } from '../core/grants-admin.js';
 import type { Person } from '../core/persons.js';
 import { SCOPES, isSupportedScope } from '../core/scopes.js';
-import { html, page } from '../protocol/html.js';
+import { exactly, html, isolated, isolatedText, page } from '../protocol/html.js';
 
-/**
- * Text a client or agent supplied, inside running text: in its own bidi isolate, so that a right-to-left
- * override in it (U+202E, without its closing U+202C) cannot reverse what follows it in the sentence, such as
- * the words after the "nicht verifiziert" label next to a client's name.
- */
-const isolated = (text: string) => html`<bdi>${text}</bdi>`;
+// Every value a client or agent supplied stands in its own bidi isolate (`isolated`); on the approval pages, where
+// the person approves values exactly, their invisible characters are shown too (`exactly`).
 
 const when = (ms: number | null | undefined) =>
   ms ? new Date(ms).toLocaleString('de-DE', { dateStyle: 'medium', timeStyle: 'short' }) : '–';
@@ -56,7 +52,7 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
         ? html`Der Zugriff gilt für die Agenten-Schnittstelle <code>${input.resource}</code>.`
         : html`Die Anwendung hat keine Ressource angegeben. Sie erhält damit nur einen Nachweis Ihrer Identität, den die Werkzeuge des Arbeitsbereichs nicht annehmen.`
     }</p>
-<p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${target.host}</strong> weitergeleitet.</p>
+<p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${isolated(target.host)}</strong> weitergeleitet.</p>
 <form method="post" action="/consent">
 <input type="hidden" name="interaction" value="${input.interactionId}">
 <input type="hidden" name="csrf" value="${input.csrf}">
@@ -93,13 +89,13 @@ export function errorPage(title: string, error: string, description: string, hin
   return page(
     title,
     html`<div class="error"><h1>${title}</h1>
-<p>${forPerson ?? description}</p>
+<p>${forPerson ?? isolated(description)}</p>
 <p class="note">Fehlercode: <code>${error}</code></p></div>
 ${notReturned ? html`<p class="note">Sie wurden nicht zur Anwendung zurückgeleitet, weil deren Angaben nicht geprüft werden konnten.</p>` : ''}
 ${
   forPerson || hint
     ? html`<details class="developer"><summary>Für Entwickler</summary>
-${forPerson ? html`<p lang="en">${description}</p>` : ''}${hint ? html`<p lang="en">Hint: ${hint}</p>` : ''}</details>`
+${forPerson ? html`<p lang="en">${isolated(description)}</p>` : ''}${hint ? html`<p lang="en">Hint: ${isolated(hint)}</p>` : ''}</details>`
     : ''
 }`,
   );
@@ -202,10 +198,10 @@ ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
 /** A knowledge or training document as the person opens it from its link (spec 4.4 GET /training/{id}/url). */
 export function documentPage(doc: { title: string; file_name: string; content: string }): string {
   return page(
-    doc.title,
-    html`<h1>${doc.title}</h1>
-<p class="note">Datei <code>${doc.file_name}</code> in Ihrer Wissensdatenbank.</p>
-<pre style="white-space:pre-wrap;font-family:inherit">${doc.content}</pre>`,
+    isolatedText(doc.title),
+    html`<h1>${isolated(doc.title)}</h1>
+<p class="note">Datei <code>${isolated(doc.file_name)}</code> in Ihrer Wissensdatenbank.</p>
+<pre style="white-space:pre-wrap;font-family:inherit">${isolated(doc.content)}</pre>`,
   );
 }
 
@@ -223,14 +219,14 @@ export function actionPage(input: { action: PendingAction; clientName: string; c
     'Änderung freigeben?',
     html`<h1>Änderung freigeben?</h1>
 <p><strong id="client-name">${isolated(input.clientName)}</strong> <span class="badge">nicht verifiziert</span> möchte Ihren Arbeitsbereich ändern:</p>
-<p id="description"><strong>${action.description}</strong></p>
+<p id="description"><strong>${exactly(action.description)}</strong></p>
 <table id="changes"><thead><tr><th>Feld</th><th>${action.operation === 'update' ? 'Bisher' : ''}</th><th>Neu</th></tr></thead><tbody>${Object.entries(
       action.fields,
     ).map(
       ([field, value]) =>
-        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${action.before?.[field] ?? ''}</td><td>${value}</td></tr>`,
+        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${exactly(action.before?.[field] ?? '')}</td><td>${exactly(value)}</td></tr>`,
     )}</tbody></table>
-<p class="note">Anlass war die Anfrage: „${isolated(action.question)}“</p>
+<p class="note">Anlass war die Anfrage: „${exactly(action.question)}“</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
 <p>Status: <span id="status">${ACTION_STATUS[action.status]}</span></p>
 ${
@@ -251,7 +247,7 @@ ${
 /** The person's actions, pending first. */
 export function actionsPage(input: { actions: Array<PendingAction & { client_name: string }> }): string {
   const rows = input.actions.map(
-    (a) => html`<tr data-action="${a.id}"><td><a href="/actions/${encodeURIComponent(a.id)}">${a.description}</a></td>
+    (a) => html`<tr data-action="${a.id}"><td><a href="/actions/${encodeURIComponent(a.id)}">${exactly(a.description)}</a></td>
 <td>${isolated(a.client_name)} <span class="badge">nicht verifiziert</span></td><td>${when(a.created_at)}</td><td>${ACTION_STATUS[a.status]}</td></tr>`,
   );
   return page(
