@@ -86,8 +86,12 @@ interface Loaded {
 }
 
 const SNIPPET = 220;
-/** Entries indexed per turn of the event loop when the index is built (a few milliseconds of work). */
-const INSERT_SLICE = 8;
+/**
+ * The most text indexed in one turn of the event loop, and so the most one entry holds, in UTF-16 units. Orama
+ * indexes a batch in one go: 8 Ki of prose take a few milliseconds, of hostile text (long compound words, each a new
+ * token) about 15 ms, so a 256 KiB training document is indexed in slices and holds up no request for longer.
+ */
+export const ENTRY_TEXT = 8 * 1024;
 /** Distinct questions whose ranked hits are kept (see SearchIndex.#answers). */
 const ANSWER_CACHE_SIZE = 1_000;
 const SHARED = 'shared';
@@ -138,17 +142,14 @@ export class SearchIndex {
         schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string' } as const,
         components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
       });
-      const entries: Entry[] = [];
-      for (const kind of WORKSPACE_KINDS) {
-        for (const record of this.#workspace[kind]) entries.push(recordEntry(kind, record));
+      const workspace = this.#workspace;
+      const documents = [...this.#knowledge, ...this.#added];
+      function* entries(): Generator<Entry> {
+        for (const kind of WORKSPACE_KINDS) for (const record of workspace[kind]) yield recordEntry(kind, record);
+        for (const doc of documents) yield* knowledgeEntries(doc);
       }
-      for (const doc of [...this.#knowledge, ...this.#added]) entries.push(...knowledgeEntries(doc));
-      // In slices, yielding between them: built after the ready line, the index must not hold up the requests that
-      // do not need it (Orama inserts a batch in one go).
-      for (let i = 0; i < entries.length; i += INSERT_SLICE) {
-        await orama.insertMultiple(db, entries.slice(i, i + INSERT_SLICE));
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      // Built after the ready line: the index must not hold up the requests that do not need it.
+      await insertInSlices(orama, db, entries());
       return { orama, db, analyze: analyzer(stemmer, new Set(stopwords)) };
     })());
   }
@@ -204,7 +205,7 @@ export class SearchIndex {
     }
     const { orama, db } = await this.#index();
     try {
-      await orama.insertMultiple(db, knowledgeEntries(doc));
+      await insertInSlices(orama, db, knowledgeEntries(doc));
     } finally {
       // Also after a failure part way: the index may have changed.
       this.#forget();
@@ -253,15 +254,22 @@ export class SearchIndex {
       db: Db,
       params: Record<string, unknown>,
     ) => { hits: Array<{ score: number; document: Entry }> };
+    const limit = options.limit ?? 5;
     const result = search(db, {
       term: searchText(question),
       properties: ['title', 'text'],
       boost: { title: 2 },
-      limit: options.limit ?? 5,
+      // A long section is indexed in pieces (ENTRY_TEXT): room for the pieces of one passage, kept once below.
+      limit: limit * 2,
       where: { owner: { in: [SHARED, options.person] }, ...(options.knowledgeOnly ? { kind: { eq: 'knowledge' } } : {}) },
     });
     const words = questionWords(question);
-    return result.hits.map(({ score, document }) => ({
+    const seen = new Set<string>();
+    const passages = result.hits.filter(({ document }) => {
+      const passage = `${document.ref}\n${document.title}`;
+      return !seen.has(passage) && seen.add(passage);
+    });
+    return passages.slice(0, limit).map(({ score, document }) => ({
       kind: document.kind as SourceKind,
       id: document.ref,
       title: document.title,
@@ -272,18 +280,58 @@ export class SearchIndex {
   }
 }
 
-function knowledgeEntries(doc: KnowledgeDocument): Entry[] {
-  return markdownSections(doc).map((section, i) =>
-    entry(
-      `knowledge:${doc.id}:${i}`,
-      'knowledge',
-      doc.owner ?? SHARED,
-      doc.id,
-      section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`,
-      section.text,
-      markdownSentences(section.text),
-    ),
-  );
+/**
+ * Inserts `entries` a slice of at most ENTRY_TEXT of text per turn of the event loop (and makes each entry in the
+ * turn that inserts it), so other requests go on meanwhile.
+ */
+async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>): Promise<void> {
+  let next = entries.next();
+  while (!next.done) {
+    const slice = [next.value];
+    let size = next.value.text.length;
+    while (!(next = entries.next()).done && size + next.value.text.length <= ENTRY_TEXT) {
+      slice.push(next.value);
+      size += next.value.text.length;
+    }
+    await orama.insertMultiple(db, slice);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** A knowledge document's entries: one per `##` section, a long section in pieces of at most ENTRY_TEXT. */
+function* knowledgeEntries(doc: KnowledgeDocument): Generator<Entry> {
+  let i = 0;
+  for (const section of markdownSections(doc)) {
+    const title = section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`;
+    for (const text of pieces(section.text))
+      yield entry(`knowledge:${doc.id}:${i++}`, 'knowledge', doc.owner ?? SHARED, doc.id, title, text, markdownSentences(text));
+  }
+}
+
+/**
+ * `text` cut into pieces of at most ENTRY_TEXT: after the last paragraph or sentence end in a piece's second half,
+ * else after its last white space, else (one word that long) at the limit, never inside a surrogate pair.
+ */
+function pieces(text: string): string[] {
+  const out: string[] = [];
+  let rest = text;
+  while (rest.length > ENTRY_TEXT) {
+    const window = rest.slice(0, ENTRY_TEXT);
+    const half = ENTRY_TEXT / 2;
+    const at = [/\n\s*\n/g, /[.!?]\s/g, /\s/g]
+      .map((boundary) => {
+        let last = -1;
+        for (const m of window.matchAll(boundary)) if (m.index >= half) last = m.index + m[0].length;
+        return last;
+      })
+      .find((end) => end > 0);
+    let end = at ?? ENTRY_TEXT;
+    if (at === undefined && /[\ud800-\udbff]/.test(rest[end - 1]!)) end--;
+    out.push(rest.slice(0, end).trim());
+    rest = rest.slice(end);
+  }
+  out.push(rest.trim());
+  return out.filter((piece) => piece !== '');
 }
 
 /** The question's words that can place a snippet: four letters or more, in lower case. */
