@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { adminRequest } from './protocol/admin-client.js';
-import { ADMIN_ROUTES, adminPath } from './protocol/admin-api.js';
+import { ADMIN_ROUTES, adminPath, allPages } from './protocol/admin-api.js';
 import { ManualClock, systemClock } from './core/clock.js';
 import type { TokenResponse } from './core/grants/index.js';
 import { Emulator, type EmulatorOptions } from './server/emulator.js';
@@ -176,6 +176,9 @@ interface Endpoints {
 const admin = <T>(e: Endpoints, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> =>
   adminRequest<T>({ adminUrl: e.adminUrl, token: e.adminToken }, method, path, body);
 
+/** Every finding, page after page (GET /_admin/findings is paged). */
+const allFindings = (e: Endpoints) => allPages('findings', ADMIN_ROUTES.findings, (path) => admin<FindingsList>(e, 'GET', path));
+
 function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<void>): RunningEmulator {
   return {
     ...e,
@@ -217,11 +220,11 @@ function controls(e: Endpoints, mode: 'system' | 'manual', stop: () => Promise<v
         (await admin<{ action: PendingAction }>(e, 'POST', adminPath('decideAction', { id }), { decision })).action,
     },
     findings: async (options = {}) => {
-      const { findings } = await admin<FindingsList>(e, 'GET', ADMIN_ROUTES.findings);
+      const findings = await allFindings(e);
       return options.minSeverity ? findingsAtOrAbove(findings, options.minSeverity) : findings;
     },
     assertNoFindings: async ({ failOn = 'warning' } = {}) => {
-      const failing = findingsAtOrAbove((await admin<FindingsList>(e, 'GET', ADMIN_ROUTES.findings)).findings, failOn);
+      const failing = findingsAtOrAbove(await allFindings(e), failOn);
       if (failing.length > 0) throw new FindingsError(failing, failOn);
     },
     clearFindings: async () => (await admin<{ cleared: number }>(e, 'DELETE', ADMIN_ROUTES.findings)).cleared,

@@ -129,7 +129,7 @@ describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)'
     expect(res.status).toBe(400);
     expect(res.text).toContain('Die Anfrage der Anwendung ist unvollständig oder fehlerhaft.');
     expect(res.text).toMatch(
-      /<details class="developer"><summary>Für Entwickler<\/summary>\s*<p lang="en">redirect_uri is missing<\/p><p lang="en">Hint: Send redirect_uri/,
+      /<details class="developer"><summary>Für Entwickler<\/summary>\s*<p lang="en"><bdi>redirect_uri is missing<\/bdi><\/p><p lang="en">Hint: <bdi>Send redirect_uri/,
     );
     expect(notable(emulator)).toMatchObject([{ code: 'authorize.missing_parameter', client_id }]);
   });
@@ -282,7 +282,13 @@ describe('where findings show', () => {
       await new Browser().get(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, state: null }, pkce().challenge));
       const res = await http(`${emu.adminUrl}/findings`, { headers: bearer(emu.adminToken) });
       expect(res.status).toBe(200);
-      expect(res.json()).toEqual({ findings: [expect.objectContaining({ code: 'authorize.missing_parameter', client_id })] });
+      expect(res.json()).toEqual({
+        findings: [expect.objectContaining({ code: 'authorize.missing_parameter', client_id })],
+        total: 1,
+        offset: 0,
+        limit: 1000,
+        next: null,
+      });
       expect(await emu.findings()).toEqual(res.json().findings);
       expect(await emu.findings({ minSeverity: 'error' })).toHaveLength(1);
       const failure = await emu.assertNoFindings({ failOn: 'error' }).catch((e: unknown) => e);

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../core/clock.js';
 import { chargesReport, type ChargesReport } from '../core/charges-report.js';
 import { Core } from '../core/core.js';
-import { listGrants, revokeGrant, type GrantView } from '../core/grants-admin.js';
+import { grantView, listGrants, revokeGrant, type GrantView } from '../core/grants-admin.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { ledgerFileFor } from '../core/state-files.js';
 import { committedEntries } from '../store/ledger.js';
@@ -12,7 +12,7 @@ import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError } from '../core/errors.js';
 import { lockStateFile, realStatePath } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
-import { ADMIN_ROUTES, adminPath } from '../protocol/admin-api.js';
+import { ADMIN_ROUTES, adminPath, allPages, type AdminPage } from '../protocol/admin-api.js';
 import { announcedHolder } from '../server/admin-file.js';
 import { CLIENT_EXIT, CliError, EXIT } from './errors.js';
 
@@ -35,8 +35,7 @@ class FileTarget implements StateTarget {
     return listGrants(this.core, filter);
   }
   async revokeGrant(id: string) {
-    await revokeGrant(this.core, id, 'admin');
-    return listGrants(this.core).find((g) => g.id === id) as GrantView;
+    return grantView(this.core, await revokeGrant(this.core, id, 'admin'));
   }
   async charges() {
     return chargesReport(
@@ -69,7 +68,9 @@ class EmulatorTarget implements StateTarget {
   }
   async listGrants(filter: { person_id?: string; client_id?: string }) {
     const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === 'string')).toString();
-    return (await this.#call<{ grants: GrantView[] }>('GET', `${ADMIN_ROUTES.grants}${query ? `?${query}` : ''}`)).grants;
+    return allPages('grants', `${ADMIN_ROUTES.grants}${query ? `?${query}` : ''}`, (path) =>
+      this.#call<AdminPage & { grants: GrantView[] }>('GET', path),
+    );
   }
   async revokeGrant(id: string) {
     return (await this.#call<{ grant: GrantView }>('POST', adminPath('revokeGrant', { id }))).grant;

@@ -55,10 +55,68 @@ export interface GrantView extends Grant {
  * Spec 3.3: the stored grants (kept so that they can be revoked), newest first, each with its client's name and its
  * token families: what the settings page, the admin API and the CLI show. `filter` narrows to a person or a client.
  */
-export function listGrants(core: CoreContext, filter: { person_id?: string; client_id?: string } = {}): GrantView[] {
+export function listGrants(core: CoreContext, filter: GrantFilter = {}): GrantView[] {
+  const grants = matching(core, filter).sort(newestFirst);
+  return views(core, grants);
+}
+
+export interface GrantFilter {
+  person_id?: string;
+  client_id?: string;
+}
+
+/** One page of grants, and how many there are in all: what a list that may hold thousands shows at once. */
+export interface GrantPage {
+  grants: GrantView[];
+  /** Grants that match the filter, on every page. */
+  total: number;
+  offset: number;
+  limit: number;
+  /** The clients with an active grant among all that match, not only this page's. */
+  active_clients: string[];
+}
+
+/**
+ * `limit` grants from `offset` on, newest first; `activeFirst`: the active ones first (the settings page). Views are
+ * made for the page alone, so a page of a state with many grants costs a sort, not a view of each grant.
+ */
+export function pageOfGrants(
+  core: CoreContext,
+  filter: GrantFilter,
+  page: { offset: number; limit: number; activeFirst?: boolean },
+): GrantPage {
+  const all = matching(core, filter);
+  const order = page.activeFirst
+    ? (a: Grant, b: Grant) => Number(a.status !== 'active') - Number(b.status !== 'active') || newestFirst(a, b)
+    : newestFirst;
+  const active = new Set(all.filter((g) => g.status === 'active').map((g) => g.client_id));
+  return {
+    grants: views(core, all.sort(order).slice(page.offset, page.offset + page.limit)),
+    total: all.length,
+    offset: page.offset,
+    limit: page.limit,
+    active_clients: [...active],
+  };
+}
+
+/** One grant as the lists show it. */
+export const grantView = (core: CoreContext, grant: Grant): GrantView => views(core, [grant])[0]!;
+
+const newestFirst = (a: Grant, b: Grant) => b.created_at - a.created_at;
+
+/** The grants that match, the latest made first: the state keeps them in the order made, and grants made in one millisecond sort (stably) by it. */
+const matching = (core: CoreContext, filter: GrantFilter): Grant[] =>
+  Object.values(core.state.grants)
+    .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))
+    .reverse();
+
+/** Each grant with its client's name and its token families. */
+function views(core: CoreContext, grants: Grant[]): GrantView[] {
+  const wanted = new Set(grants.map((g) => g.id));
   // Families by grant, in one pass: a state of many grants must not cost grants × families.
   const familiesOf = new Map<string, GrantView['families']>();
   for (const f of Object.values(core.state.families)) {
+    if (!wanted.has(f.grant_id)) continue;
     const view = {
       id: f.id,
       status: f.status,
@@ -71,14 +129,11 @@ export function listGrants(core: CoreContext, filter: { person_id?: string; clie
     if (list) list.push(view);
     else familiesOf.set(f.grant_id, [view]);
   }
-  return Object.values(core.state.grants)
-    .filter((g) => (!filter.person_id || g.person_id === filter.person_id) && (!filter.client_id || g.client_id === filter.client_id))
-    .sort((a, b) => b.created_at - a.created_at)
-    .map((g) => ({
-      ...g,
-      client_name: core.state.clients[g.client_id]?.client_name ?? '(unbekannter Client)',
-      families: familiesOf.get(g.id) ?? [],
-    }));
+  return grants.map((g) => ({
+    ...g,
+    client_name: core.state.clients[g.client_id]?.client_name ?? '(unbekannter Client)',
+    families: familiesOf.get(g.id) ?? [],
+  }));
 }
 
 /**

@@ -4,8 +4,21 @@ import type { FaultView, ReplayEntry, RequestEntry, Snapshot } from '../protocol
 
 export type { FaultView, ReplayEntry, RequestEntry, Snapshot } from '../protocol/snapshot.js';
 
-/** How many of the newest items a snapshot carries per list; older ones stay in the state file. */
-export const SNAPSHOT_LIMITS = { families: 200, jobs: 200, charges: 200, actions: 200, requests: 200 } as const;
+/**
+ * How many of the newest items a snapshot carries per list; older ones stay in the state file (grants and findings:
+ * the paged GET /_admin/grants and /_admin/findings have them all). Clients: those the snapshot's rows name, and
+ * this many of the newest besides.
+ */
+export const SNAPSHOT_LIMITS = {
+  families: 200,
+  jobs: 200,
+  charges: 200,
+  actions: 200,
+  requests: 200,
+  grants: 500,
+  findings: 200,
+  clients: 500,
+} as const;
 
 const newest = <T extends { created_at: number }>(items: Iterable<T>, limit: number): T[] =>
   [...items].sort((a, b) => a.created_at - b.created_at).slice(-limit);
@@ -18,24 +31,53 @@ export function buildSnapshot(
   const s = core.state;
   // First: judging the run-wide findings may publish some, which this snapshot then already holds.
   const findings = core.findings.list();
+  const allGrants = Object.values(s.grants);
+  const grants = newest(allGrants, SNAPSHOT_LIMITS.grants);
+  const families = newest(Object.values(s.families), SNAPSHOT_LIMITS.families);
+  const research = newest(Object.values(s.research_jobs), SNAPSHOT_LIMITS.jobs);
+  const training = newest(Object.values(s.training_documents), SNAPSHOT_LIMITS.jobs);
+  const actions = newest(Object.values(s.pending_actions), SNAPSHOT_LIMITS.actions);
+  const shownFindings = findings.slice(0, SNAPSHOT_LIMITS.findings);
+  const charges = extra.charges.slice(-SNAPSHOT_LIMITS.charges);
+  const replays = extra.replays.slice(-SNAPSHOT_LIMITS.charges);
+  const requests = extra.requests.slice(-SNAPSHOT_LIMITS.requests);
+  const allClients = Object.values(s.clients);
+  // The clients the rows name (a request or a charge of an old client too), and the newest registrations.
+  const named = new Set<string | null | undefined>(
+    [grants, families, research, training, actions, shownFindings, charges, replays, requests].flatMap((rows) =>
+      (rows as Array<{ client_id?: string | null }>).map((row) => row.client_id),
+    ),
+  );
+  const recent = new Set(
+    [...allClients]
+      .sort((a, b) => a.client_id_issued_at - b.client_id_issued_at)
+      .slice(-SNAPSHOT_LIMITS.clients)
+      .map((c) => c.client_id),
+  );
+  const clients = allClients.filter((c) => named.has(c.client_id) || recent.has(c.client_id));
+  const shownClients = new Set(clients.map((c) => c.client_id));
+  const shownGrants = new Set(grants.map((g) => g.id));
+  const pick = (totals: Record<string, number>, keep: (id: string) => boolean) =>
+    Object.fromEntries(Object.entries(totals).filter(([id]) => keep(id)));
   return {
     seq: core.events.seq,
     now: core.clock.now(),
     service: { base_url: core.urls.baseUrl, auth_url: core.urls.authUrl, issuer: core.issuer },
     persons: Object.fromEntries(core.persons.map((p) => [p.id, p.name])),
+    totals: { clients: allClients.length, grants: allGrants.length, findings: findings.length },
     clients: Object.fromEntries(
-      Object.values(s.clients).map((c) => [
+      clients.map((c) => [
         c.client_id,
         { client_id: c.client_id, client_name: c.client_name, registered_at: c.client_id_issued_at * 1000 },
       ]),
     ),
-    grants: Object.values(s.grants).map((g) => ({
+    grants: grants.map((g) => ({
       ...g,
       scopes: [...g.scopes],
       revoked_at: g.revoked_at ?? null,
       revoked_by: g.revoked_by ?? null,
     })),
-    families: newest(Object.values(s.families), SNAPSHOT_LIMITS.families).map((f) => ({
+    families: families.map((f) => ({
       id: f.id,
       grant_id: f.grant_id,
       client_id: f.client_id,
@@ -52,7 +94,7 @@ export function buildSnapshot(
         revoked: Object.hasOwn(s.revoked_access_tokens, t.jti),
       })),
     })),
-    research: newest(Object.values(s.research_jobs), SNAPSHOT_LIMITS.jobs).map((j) => ({
+    research: research.map((j) => ({
       id: j.id,
       client_id: j.client_id,
       grant_id: j.grant_id,
@@ -62,7 +104,7 @@ export function buildSnapshot(
       finished_at: j.finished_at ?? null,
       error: j.error ? `${j.error.code}: ${j.error.message}` : null,
     })),
-    training: newest(Object.values(s.training_documents), SNAPSHOT_LIMITS.jobs).map((d) => ({
+    training: training.map((d) => ({
       id: d.id,
       client_id: d.client_id,
       grant_id: d.grant_id,
@@ -74,12 +116,12 @@ export function buildSnapshot(
       error: d.error ? `${d.error.code}: ${d.error.message}` : null,
     })),
     charges: {
-      by_client: { ...s.charges.by_client },
-      by_grant: { ...s.charges.by_grant },
-      entries: extra.charges.slice(-SNAPSHOT_LIMITS.charges),
-      replays: extra.replays.slice(-SNAPSHOT_LIMITS.charges),
+      by_client: pick(s.charges.by_client, (id) => shownClients.has(id)),
+      by_grant: pick(s.charges.by_grant, (id) => shownGrants.has(id)),
+      entries: charges,
+      replays,
     },
-    actions: newest(Object.values(s.pending_actions), SNAPSHOT_LIMITS.actions).map((a) => ({
+    actions: actions.map((a) => ({
       id: a.id,
       client_id: a.client_id,
       person_id: a.person_id,
@@ -90,8 +132,8 @@ export function buildSnapshot(
       created_at: a.created_at,
       decided_at: a.decided_at ?? null,
     })),
-    requests: extra.requests.slice(-SNAPSHOT_LIMITS.requests),
+    requests,
     faults: extra.faults ?? [],
-    findings,
+    findings: shownFindings,
   };
 }

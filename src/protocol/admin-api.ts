@@ -22,9 +22,52 @@ export const ADMIN_ROUTES = {
   saveSnapshot: '/snapshots/:name',
   restoreSnapshot: '/snapshots/:name/restore',
   reset: '/reset',
-  /** Client findings: GET lists them (`{ findings }`), DELETE forgets them (`{ cleared }`). */
+  /** Client findings: GET lists them (`{ findings }`, paged), DELETE forgets them (`{ cleared }`). */
   findings: '/findings',
 } as const;
+
+/**
+ * Lists that grow with what clients do (grants, findings) come in pages: `?limit=` (1 to ADMIN_PAGE.max, default
+ * ADMIN_PAGE.default) and `?offset=`. Each answer says how many there are and where the next page is.
+ */
+export const ADMIN_PAGE = { default: 1000, max: 10_000 } as const;
+
+/** What a paged answer carries beside its list. `next`: the path of the next page under the admin URL, or null on the last. */
+export interface AdminPage {
+  total: number;
+  offset: number;
+  limit: number;
+  next: string | null;
+}
+
+/** `path` with `limit` and `offset` set, other parameters kept. */
+export function pagePath(path: string, offset: number, limit: number): string {
+  const [route, query = ''] = path.split('?') as [string, string?];
+  const params = new URLSearchParams(query);
+  params.set('offset', String(offset));
+  params.set('limit', String(limit));
+  return `${route}?${params.toString()}`;
+}
+
+/** The paging fields of a page of `total` items that starts at `offset` and holds `count` of them. */
+export function pageOf(path: string, total: number, offset: number, limit: number, count: number): AdminPage {
+  return { total, offset, limit, next: offset + count < total ? pagePath(path, offset + count, limit) : null };
+}
+
+/** Every item of a paged list: `get` fetches one page by its path; `next` is followed until the last. */
+export async function allPages<T, K extends string>(
+  key: K,
+  path: string,
+  get: (path: string) => Promise<AdminPage & Record<K, T[]>>,
+): Promise<T[]> {
+  const items: T[] = [];
+  for (let at: string | null = path; at !== null;) {
+    const page: AdminPage & Record<K, T[]> = await get(at);
+    items.push(...page[key]);
+    at = page.next;
+  }
+  return items;
+}
 
 export type AdminRoute = keyof typeof ADMIN_ROUTES;
 

@@ -1,3 +1,4 @@
+import type { AdminPage } from './admin-api.js';
 /**
  * Client findings: what the emulator noticed about a client's traffic that its developer should change. Findings are
  * observations, never faults: they never change what a client receives. This is their wire shape and their catalogue,
@@ -105,7 +106,8 @@ export interface Finding {
 }
 
 /** The answer of `GET /_admin/findings`. */
-export interface FindingsList {
+/** `GET /_admin/findings`: a page of them (admin-api.ts). */
+export interface FindingsList extends AdminPage {
   findings: Finding[];
 }
 

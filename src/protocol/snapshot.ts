@@ -97,6 +97,12 @@ export interface Snapshot {
   now: number;
   service: { base_url: string; auth_url: string; issuer: string };
   persons: Record<string, string>;
+  /**
+   * How many there are in all: the lists hold the newest (SNAPSHOT_LIMITS); the rest come from GET /_admin/grants
+   * and /_admin/findings, page by page.
+   */
+  totals: { clients: number; grants: number; findings: number };
+  /** The clients the lists name, and the newest registrations. */
   clients: Record<string, { client_id: string; client_name: string; registered_at: number }>;
   grants: GrantEntry[];
   families: FamilyView[];

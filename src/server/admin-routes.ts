@@ -10,6 +10,7 @@ import {
   adminFaultIdSchema,
   adminFaultSchema,
   adminDecideSchema,
+  adminFindingsSchema,
   adminGrantsSchema,
   adminResetSchema,
   adminRevokeSchema,
@@ -20,7 +21,7 @@ import {
 } from './schemas.js';
 import { parseConsentPolicy } from '../core/consent-policy.js';
 import { setConsentPolicy } from '../core/consent.js';
-import { listGrants, revokeGrant } from '../core/grants-admin.js';
+import { grantView, pageOfGrants, revokeGrant } from '../core/grants-admin.js';
 import { issueTokensWithoutConsent } from '../core/issue-tokens.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
@@ -32,8 +33,17 @@ import { AdminFeed } from './admin-feed.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
 import type { FaultSpec, Faults } from '../core/faults.js';
-import { ADMIN_PREFIX, ADMIN_ROUTES } from '../protocol/admin-api.js';
+import { ADMIN_PAGE, ADMIN_PREFIX, ADMIN_ROUTES, pageOf } from '../protocol/admin-api.js';
 import type { FindingsList } from '../protocol/findings.js';
+
+/** `?limit=` and `?offset=` of a paged list (ADMIN_PAGE), their forms checked by the route's schema. */
+const paging = (query: { limit?: string; offset?: string }) => ({
+  offset: Number(query.offset ?? 0),
+  limit: Math.min(Number(query.limit ?? ADMIN_PAGE.default), ADMIN_PAGE.max),
+});
+
+/** A request's path under the admin URL, as `next` links give it. */
+const underAdmin = (url: string) => url.slice(ADMIN_PREFIX.length);
 
 export interface AdminOptions {
   adminToken: string;
@@ -96,9 +106,17 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         base_url: core.urls.baseUrl,
         auth_url: core.urls.authUrl,
       }));
-      admin.get(ADMIN_ROUTES.grants, { schema: adminGrantsSchema }, async (request) => ({
-        grants: listGrants(core, request.query as { person_id?: string; client_id?: string }),
-      }));
+      admin.get(ADMIN_ROUTES.grants, { schema: adminGrantsSchema }, async (request) => {
+        const { person_id, client_id, ...query } = request.query as {
+          person_id?: string;
+          client_id?: string;
+          limit?: string;
+          offset?: string;
+        };
+        const { offset, limit } = paging(query);
+        const page = pageOfGrants(core, { person_id, client_id }, { offset, limit });
+        return { grants: page.grants, ...pageOf(underAdmin(request.url), page.total, offset, limit, page.grants.length) };
+      });
       // From the committed ledger lines only, totals included: the total is always the sum of the entries answered.
       admin.get(ADMIN_ROUTES.charges, async () => {
         const location = core.persistence.location;
@@ -113,11 +131,16 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         const { id } = request.params as { id: string };
         const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';
         const grant = await revokeGrant(core, id, by);
-        return { grant: listGrants(core).find((g) => g.id === grant.id) };
+        return { grant: grantView(core, grant) };
       });
       admin.get(ADMIN_ROUTES.snapshot, async () => feed.snapshot());
       // Client findings: observations of each client's habits, never faults (src/core/findings.ts).
-      admin.get(ADMIN_ROUTES.findings, async (): Promise<FindingsList> => ({ findings: core.findings.list() }));
+      admin.get(ADMIN_ROUTES.findings, { schema: adminFindingsSchema }, async (request): Promise<FindingsList> => {
+        const { offset, limit } = paging(request.query as { limit?: string; offset?: string });
+        const all = core.findings.list();
+        const findings = all.slice(offset, offset + limit);
+        return { findings, ...pageOf(underAdmin(request.url), all.length, offset, limit, findings.length) };
+      });
       admin.delete(ADMIN_ROUTES.findings, async () => {
         const cleared = core.findings.list().length;
         core.findings.clear();

@@ -5,12 +5,12 @@ import type { QueryValue } from '../core/authorize.js';
 import type { Core } from '../core/core.js';
 import { answerByPolicy, beginConsent, checkAuthorizationRequest, decideConsent } from '../core/consent.js';
 import { ProblemError } from '../core/errors.js';
-import { listGrants, revokeGrant } from '../core/grants-admin.js';
+import { pageOfGrants, revokeGrant } from '../core/grants-admin.js';
 import { installCommonHooks, newFastify, notFound, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
-import { actionDecisionSchema, authorizeSchema, consentSchema, settingsRevokeSchema } from './schemas.js';
-import { actionPage, actionsPage, consentPage, documentPage, errorPage, settingsPage } from './views.js';
+import { actionDecisionSchema, authorizeSchema, consentSchema, settingsRevokeSchema, settingsSchema } from './schemas.js';
+import { SETTINGS_PAGE_SIZE, actionPage, actionsPage, consentPage, documentPage, errorPage, settingsPage } from './views.js';
 
 const SETTINGS_PURPOSE = 'settings';
 
@@ -94,18 +94,22 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     },
   );
 
-  app.get('/settings', { config: { errorStyle: 'html' } }, async (request, reply) => {
+  app.get('/settings', { schema: settingsSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
     const session = sessions.ensure(request, reply);
     const person = core.person(session.person_id) ?? core.defaultPerson;
-    const notice = (request.query as { revoked?: string }).revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
-    return pageHeaders(reply).send(
-      settingsPage({
-        person,
-        grants: listGrants(core, { person_id: person.id }),
-        csrf: sessions.csrfToken(session, SETTINGS_PURPOSE),
-        notice,
-      }),
-    );
+    const query = request.query as { revoked?: string; page?: string };
+    const notice = query.revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
+    const pageAt = (page: number) =>
+      pageOfGrants(
+        core,
+        { person_id: person.id },
+        { offset: (page - 1) * SETTINGS_PAGE_SIZE, limit: SETTINGS_PAGE_SIZE, activeFirst: true },
+      );
+    let page = Number(query.page ?? 1);
+    let grants = pageAt(page);
+    // A page past the last (the grants shrank since the link was made) shows the last.
+    if (grants.grants.length === 0 && grants.total > 0) grants = pageAt((page = Math.ceil(grants.total / SETTINGS_PAGE_SIZE)));
+    return pageHeaders(reply).send(settingsPage({ person, grants, page, csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
   });
 
   // Spec 3.3, 5.7: the person revokes; it applies from the next request.

@@ -1,5 +1,6 @@
 /** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
 import { AUTHORIZE_PARAMETERS } from '../core/authorize.js';
+import { ADMIN_PAGE } from '../protocol/admin-api.js';
 import { FAULT_FIELDS } from '../core/faults.js';
 import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID } from '../core/inputs.js';
 import { SNAPSHOT_NAME } from '../store/snapshot-store.js';
@@ -120,6 +121,16 @@ export const consentSchema = {
   },
 } as const;
 
+/** The settings page: `page` of the person's grants (SETTINGS_PAGE_SIZE each); `revoked` says a revocation just happened. */
+export const settingsSchema = {
+  querystring: {
+    type: 'object',
+    // Query values are strings (no coercion): a page number is digits, 1 to 999999.
+    properties: { page: { type: 'string', pattern: '^[1-9][0-9]{0,5}$' }, revoked: str(10) },
+    additionalProperties: true,
+  },
+} as const;
+
 export const settingsRevokeSchema = {
   params: { type: 'object', required: ['id'], properties: { id: str(200) } },
   body: { type: 'object', required: ['csrf'], properties: { csrf: str(200) }, additionalProperties: false },
@@ -153,9 +164,32 @@ const grantView = {
   },
 } as const;
 
+/** `limit` and `offset` of a paged admin list (ADMIN_PAGE): digits, as query values come (no coercion). */
+const paging = {
+  limit: { type: 'string', pattern: `^[1-9][0-9]{0,${String(ADMIN_PAGE.max).length - 1}}$` },
+  offset: { type: 'string', pattern: '^[0-9]{1,9}$' },
+} as const;
+const pageFields = {
+  total: { type: 'integer' },
+  offset: { type: 'integer' },
+  limit: { type: 'integer' },
+  next: { type: ['string', 'null'] },
+} as const;
+
 export const adminGrantsSchema = {
-  querystring: { type: 'object', properties: { person_id: str(200), client_id: str(200) }, additionalProperties: false },
-  response: { 200: { type: 'object', properties: { grants: { type: 'array', items: grantView } } }, '4xx': problemSchema },
+  querystring: { type: 'object', properties: { person_id: str(200), client_id: str(200), ...paging }, additionalProperties: false },
+  response: {
+    200: { type: 'object', properties: { grants: { type: 'array', items: grantView }, ...pageFields } },
+    '4xx': problemSchema,
+  },
+} as const;
+
+export const adminFindingsSchema = {
+  querystring: { type: 'object', properties: paging, additionalProperties: false },
+  response: {
+    200: { type: 'object', properties: { findings: { type: 'array', items: openObject }, ...pageFields } },
+    '4xx': problemSchema,
+  },
 } as const;
 
 export const adminRevokeSchema = {

@@ -1,6 +1,6 @@
 import { fieldLabel, type PendingAction } from '../core/actions.js';
 import type { AuthorizationRequest } from '../core/authorize.js';
-import type { GrantView } from '../core/grants-admin.js';
+import type { GrantPage, GrantView } from '../core/grants-admin.js';
 import type { Person } from '../core/persons.js';
 import { SCOPES, isSupportedScope } from '../core/scopes.js';
 import { exactly, html, isolated, isolatedText, page } from '../protocol/html.js';
@@ -109,7 +109,7 @@ interface ClientGrants {
   revoked: GrantView[];
 }
 
-/** Groups grants (newest first) by client, keeping that order within each group and ordering groups by their newest grant. */
+/** Groups grants by client, keeping their order within each group and ordering groups by their first grant. */
 function byClient(grants: GrantView[]): ClientGrants[] {
   const groups = new Map<string, ClientGrants>();
   for (const g of grants) {
@@ -169,28 +169,48 @@ ${group.revoked.length > 0 ? html`<details class="revoked"><summary>${count(grou
 </section>`;
 }
 
+/** Grants per page of the settings page: a person with thousands of grants gets pages, not one page of megabytes. */
+export const SETTINGS_PAGE_SIZE = 50;
+
+/** Where the person is among the pages of grants, and the links to the others (none when there is one page). */
+function pager(grants: GrantPage, page: number) {
+  const pages = Math.ceil(grants.total / grants.limit);
+  if (pages <= 1) return '';
+  const first = grants.offset + 1;
+  const last = grants.offset + grants.grants.length;
+  const link = (to: number, text: string, rel: string) => html`<a href="/settings?page=${to}" rel="${rel}">${text}</a>`;
+  return html`<nav class="pages" aria-label="Seiten"><p class="note">Zugriffe ${first}–${last} von <span id="grant-total">${grants.total}</span> · Seite ${page} von ${pages}</p>
+<p>${page > 1 ? html`${link(1, '« Erste', 'first')} · ${link(page - 1, '‹ Vorige', 'prev')}` : ''}${page > 1 && page < pages ? ' · ' : ''}${
+    page < pages ? html`${link(page + 1, 'Nächste ›', 'next')} · ${link(pages, 'Letzte »', 'last')}` : ''
+  }</p></nav>`;
+}
+
 /**
- * Spec 3.3, 5.7: the person sees the stored grants and revokes any of them. Grouped by application: those with an
- * active grant first, each revocable; revoked grants folded away, applications with none active at the very end.
+ * Spec 3.3, 5.7: the person sees the stored grants and revokes any of them, SETTINGS_PAGE_SIZE a page, active ones
+ * first. Grouped by application: those with an active grant first, each revocable; revoked grants folded away,
+ * applications with none active (on any page) at the very end.
  */
-export function settingsPage(input: { person: Person; grants: GrantView[]; csrf: string; notice?: string }): string {
-  const groups = byClient(input.grants);
-  const current = groups.filter((g) => g.active.length > 0);
-  const former = groups.filter((g) => g.active.length === 0);
+export function settingsPage(input: { person: Person; grants: GrantPage; page: number; csrf: string; notice?: string }): string {
+  const groups = byClient(input.grants.grants);
+  const active = new Set(input.grants.active_clients);
+  const current = groups.filter((g) => active.has(g.client_id));
+  const former = groups.filter((g) => !active.has(g.client_id));
+  const nav = pager(input.grants, input.page);
   return page(
     'Verbundene Anwendungen',
     html`<h1>Verbundene Anwendungen</h1>
 <p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
-<div id="grants">${
-      input.grants.length === 0
+${nav}<div id="grants">${
+      input.grants.total === 0
         ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
-        : html`${current.length === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g, i) => clientSection(g, input.csrf, `app-${i}`))}${
+        : html`${active.size === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g, i) => clientSection(g, input.csrf, `app-${i}`))}${
             former.length > 0
               ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g, i) => clientSection(g, input.csrf, `app-${current.length + i}`))}</details>`
               : ''
           }`
     }</div>
+${nav}
 <p class="note">Ein Widerruf wirkt sofort: Schon die nächste Anfrage der Anwendung wird abgelehnt, auch wenn ihr Token noch nicht abgelaufen ist.</p>`,
   );
 }

@@ -16,6 +16,7 @@ export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
     now: T0,
     service: { base_url: 'http://127.0.0.1:4100', auth_url: 'http://127.0.0.1:4101', issuer: 'http://127.0.0.1:4100' },
     persons: { 'person-anna': 'Anna Schmidt' },
+    totals: { clients: 1, grants: 0, findings: 0 },
     clients: { 'client-1': { client_id: 'client-1', client_name: 'Wetter-Agent', registered_at: T0 } },
     grants: [],
     families: [],

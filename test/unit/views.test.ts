@@ -72,7 +72,10 @@ describe('41.12: every value a client supplied stands in its own bidi isolate, o
         created_at: 0,
         families: [],
       }) as unknown as GrantView;
-    expectEveryOverrideIsolated(settingsPage({ person, grants: [grant('g1', `Eins${RLO}`), grant('g2', `${RLO}Zwei`)], csrf: 'c' }));
+    const grants = [grant('g1', `Eins${RLO}`), grant('g2', `${RLO}Zwei`)];
+    expectEveryOverrideIsolated(
+      settingsPage({ person, grants: { grants, total: 2, offset: 0, limit: 50, active_clients: ['c_g1', 'c_g2'] }, page: 1, csrf: 'c' }),
+    );
   });
 
   it('document page: title (also in <title>), file name and content', () => {

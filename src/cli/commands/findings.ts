@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
-import { ADMIN_ROUTES } from '../../protocol/admin-api.js';
+import { ADMIN_ROUTES, allPages } from '../../protocol/admin-api.js';
 import { SEVERITIES, findingsAtOrAbove, formatFinding, type FindingSeverity, type FindingsList } from '../../protocol/findings.js';
 import { callAdmin, withAdminTarget, type AdminTargetFlags } from '../admin-call.js';
 import { CliError, EXIT } from '../errors.js';
@@ -18,7 +18,7 @@ export function findingsCommand(ctx: ClientContext): Command {
         new Option('--fail-on <severity>', `exit ${EXIT.findings} when a finding is at or above this severity`).choices([...SEVERITIES]),
       ),
   ).action(async (flags: AdminTargetFlags & { failOn?: FindingSeverity }) => {
-    const { findings } = await callAdmin<FindingsList>(ctx, flags, 'GET', ADMIN_ROUTES.findings);
+    const findings = await allPages('findings', ADMIN_ROUTES.findings, (path) => callAdmin<FindingsList>(ctx, flags, 'GET', path));
     if (flags.json) printJson({ findings });
     else ctx.stdout.write(findings.length === 0 ? 'no findings\n' : `${findings.map(formatFinding).join('\n\n')}\n`);
     const failing = flags.failOn ? findingsAtOrAbove(findings, flags.failOn) : [];
