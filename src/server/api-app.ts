@@ -146,8 +146,12 @@ function requireMediaType(type: 'application/x-www-form-urlencoded' | 'applicati
 }
 const formOnly = requireMediaType('application/x-www-form-urlencoded', 'oauth');
 
-/** An auth-scheme token (RFC 9110 §11.1); anything else is answered in the Basic scheme of RFC 6749 §2.3.1. */
-const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,40}(?=[ \t]|$)/;
+/**
+ * The auth-scheme of credentials (RFC 9110 §11.4: a token, then whitespace or the end), of any length the header limit
+ * lets through. A header that does not begin with one names no scheme and is answered in the Basic scheme of RFC 6749
+ * §2.3.1, the one client authentication defines.
+ */
+const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+(?=[ \t]|$)/;
 
 /**
  * RFC 6749 §5.2, RFC 7009 §2.1: clients are public (spec 2.1, 5.1: token_endpoint_auth_method "none" only), so
@@ -159,11 +163,12 @@ function refuseClientAuthentication(core: Core) {
   return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
     const authorization = request.headers.authorization;
     if (authorization === undefined) return done();
-    const scheme = AUTH_SCHEME.exec(authorization)?.[0] ?? 'Basic';
+    const sent = AUTH_SCHEME.exec(authorization)?.[0];
+    const scheme = sent ?? 'Basic';
     done(
       new OAuthError(
         'invalid_client',
-        `client authentication (${scheme} in the Authorization header) is not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
+        `client authentication (${sent ? `${sent} in the Authorization header` : 'an Authorization header that names no scheme'}) is not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
         { status: 401, challenge: `${scheme} realm="${core.issuer}"` },
       ),
     );
