@@ -326,7 +326,20 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
 
   app.post(
     '/oauth/register',
-    { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') },
+    {
+      schema: registerSchema,
+      config: { errorStyle: 'registration' },
+      // The rate per source address is taken before the body is read: a flood costs no parsing.
+      onRequest: (request, _reply, done) => {
+        try {
+          core.registrations.admit(request.ip);
+          done();
+        } catch (e) {
+          done(e as Error);
+        }
+      },
+      preValidation: requireMediaType('application/json', 'registration'),
+    },
     async (request, reply) => {
       const client = await registerClient(core, request.body as Record<string, unknown>);
       return reply.code(201).headers(NO_STORE).send(client);

@@ -87,6 +87,10 @@ export interface EmulatorOptions {
   varyUnspecified?: VaryUnspecified | false;
   /** How long finished records stay in the state, on the emulator clock (README "State"). */
   retention?: Partial<Retention>;
+  /** Registered clients at most (default 5 000); a registration beyond answers 503 (README "Endpoints", **Limits**). */
+  maxClients?: number;
+  /** Registrations per source address on the emulator clock, e.g. `600/min` (the default); beyond answers 429. */
+  registrationRate?: string | RateLimitConfig;
   /** Fold the state file's journal into it once the journal holds this many bytes and as many as the state file (the larger of the two). Default 8 MiB. */
   journalLimit?: number;
   /**
@@ -254,6 +258,12 @@ export class Emulator {
         persons: fixtures.persons,
         lifetimes: options.lifetimes,
         retention: options.retention,
+        registration: {
+          ...(options.maxClients !== undefined ? { maxClients: options.maxClients } : {}),
+          ...(options.registrationRate !== undefined
+            ? { rate: typeof options.registrationRate === 'string' ? parseRateLimit(options.registrationRate) : options.registrationRate }
+            : {}),
+        },
         seedGrants: fixtures.grants,
         ...(scenario ? { scenario: { ...scenario, timings } } : {}),
       });
