@@ -50,6 +50,8 @@ export interface StartEmulatorOptions {
   maxClients?: number;
   /** Registrations per source address, e.g. `600/min` (`serve --registration-rate`, the default). */
   registrationRate?: string;
+  /** Open connections at most, over both servers (`serve --max-connections`); default 512. */
+  maxConnections?: number;
   /**
    * Who answers the consent screen for every client: `page` (a person, the default), `approve`, `deny`, or approve
    * a subset of what is requested (`{ decision: 'approve', scopes: ['ask'] }`). Change it later with `consent.set`.
@@ -74,6 +76,7 @@ export interface StartEmulatorOptions {
     | 'rateLimit'
     | 'maxClients'
     | 'registrationRate'
+    | 'maxConnections'
     | 'consent'
     | 'faults'
     | 'varyUnspecified'
@@ -277,6 +280,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
   if (options.maxClients !== undefined) args.push('--max-clients', String(options.maxClients));
   if (options.registrationRate) args.push('--registration-rate', options.registrationRate);
+  if (options.maxConnections !== undefined) args.push('--max-connections', String(options.maxConnections));
   const consent = consentOption(options);
   for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
   if (consent)
@@ -384,6 +388,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     rateLimit: options.rateLimit,
     maxClients: options.maxClients,
     registrationRate: options.registrationRate,
+    maxConnections: options.maxConnections,
     consent: options.consent === undefined ? undefined : [consentOption(options)!],
     faults: options.faults,
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,

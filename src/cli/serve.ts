@@ -28,6 +28,7 @@ export interface ServeFlags {
   quiet?: boolean;
   rateLimit: string;
   maxClients?: number;
+  maxConnections?: number;
   registrationRate?: string;
   askTimeout: number;
   askLatency: number;
@@ -109,6 +110,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       ...(flags.clock === 'manual' ? { clock: new ManualClock() } : {}),
       rateLimit: flags.rateLimit,
       maxClients: flags.maxClients,
+      maxConnections: flags.maxConnections,
       registrationRate: flags.registrationRate,
       consent: flags.consent,
       faults: flags.fault,

@@ -238,8 +238,15 @@ export function newFastify(options: AppOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Request line and headers up to HTTP_LIMITS.head reach the routes, which check the limits with their error shape;
-    // what the parser refuses beyond it is answered as a problem, then the connection closes politely.
-    http: { maxHeaderSize: HTTP_LIMITS.head },
+    // what the parser refuses beyond it is answered as a problem, then the connection closes politely. A head must
+    // arrive within headersTimeoutMs, and an idle keep-alive connection is closed after keepAliveMs: both give their
+    // descriptors back (the connection bound is ConnectionBudget's, over every listener).
+    http: {
+      maxHeaderSize: HTTP_LIMITS.head,
+      headersTimeout: HTTP_LIMITS.headersTimeoutMs,
+      connectionsCheckingInterval: HTTP_LIMITS.timeoutCheckMs,
+    },
+    keepAliveTimeout: HTTP_LIMITS.keepAliveMs,
     clientErrorHandler: answerClientError,
     ...(options.schemaController ? { schemaController: options.schemaController } : {}),
     // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.

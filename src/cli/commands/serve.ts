@@ -47,6 +47,12 @@ export function serveCommand(): Command {
     )
     .addOption(
       new Option(
+        '--max-connections <n>',
+        'open connections at most, over both servers; at the bound the oldest idle one is closed for a new one (default 512)',
+      ).argParser(parseCount),
+    )
+    .addOption(
+      new Option(
         '--registration-rate <limit>',
         'registrations per source address on the emulator clock, e.g. 600/min (the default); beyond answers 429',
       ).argParser(parseRateLimitFlag),
