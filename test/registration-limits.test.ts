@@ -6,7 +6,7 @@ import { DAY, MINUTE, ManualClock } from '../src/core/clock.js';
 import { DEFAULT_REGISTRATION_LIMITS } from '../src/core/registration-gate.js';
 import { DEFAULT_RETENTION } from '../src/core/retention.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { authorizeAndApprove, clientMetadata, postJson, register } from './helpers/oauth.js';
+import { REDIRECT, authorizeAndApprove, clientMetadata, postJson, register } from './helpers/oauth.js';
 
 const registerRaw = (baseUrl: string, overrides: Record<string, unknown> = {}) =>
   postJson(`${baseUrl}/oauth/register`, clientMetadata(overrides));
@@ -52,9 +52,20 @@ describe('41.1: open registration is bounded (a rate per source address, a numbe
     expect((await registerRaw(emu.baseUrl)).status).toBe(201);
   });
 
-  it('41.1: a client never used goes a day after its registration (retention unused-clients); a client with a grant stays', async () => {
+  it('41.1: a client never used goes a day after its registration (retention unused-clients); one with a grant, or of a scenario, stays', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const emu = await startEmulator({ clock, maxClients: 2 });
+    const emu = await startEmulator({ clock, maxClients: 3 });
+    // A client a scenario (or a state file of an earlier version) holds: there on purpose, though it has no grant.
+    emu.core.repo.put('clients', 'client_scenario', {
+      client_id: 'client_scenario',
+      client_id_issued_at: clock.now() / 1000,
+      client_name: 'Aus dem Szenario',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    });
+    await emu.core.commit();
     const unused = await register(emu.baseUrl);
     const flow = await authorizeAndApprove(emu);
     expect((await registerRaw(emu.baseUrl)).status).toBe(503);
@@ -62,7 +73,7 @@ describe('41.1: open registration is bounded (a rate per source address, a numbe
     expect(emu.core.prune()).toBe(false);
     clock.advance(1);
     expect(emu.core.prune()).toBe(true);
-    expect(Object.keys(emu.core.state.clients)).toEqual([flow.client_id]);
+    expect(Object.keys(emu.core.state.clients).sort()).toEqual(['client_scenario', flow.client_id].sort());
     expect(emu.core.state.clients[unused.client_id]).toBeUndefined();
     // Months later the used client is still there, and the freed place takes a new one.
     clock.advance(90 * DAY);

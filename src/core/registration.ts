@@ -81,7 +81,12 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
 export async function registerClient(core: CoreContext, input: ClientMetadataInput): Promise<Client> {
   const metadata = validateClientMetadata(input);
   core.registrations.checkRoom(core.clock.now());
-  const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(core.clock.now()), ...metadata };
+  const client: Client = {
+    client_id: newId('client'),
+    client_id_issued_at: epochSeconds(core.clock.now()),
+    ...metadata,
+    self_registered: true,
+  };
   core.repo.put('clients', client.client_id, client);
   await core.commit();
   core.events.emit('client.registered', {

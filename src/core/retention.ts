@@ -48,7 +48,8 @@ export const RETENTION_NAMES = {
 export const familyEndedAt = (family: TokenFamily): number =>
   family.status === 'invalidated' ? (family.invalidated_at ?? family.created_at) : family.current.expires_at;
 
-/** The ids of the clients a grant was ever made for (grants stay in the state, revoked ones too). */
+/** The ids of the clients a grant was ever made for (grants stay in the state, revoked ones too). Only clients that
+ * registered themselves go unused: a scenario's or the fixtures' are there on purpose. */
 const clientsInUse = (repo: Repository): Set<string> => new Set(repo.values('grants').map((g) => g.client_id));
 
 /** When the client, registered and never used, is let go of. */
@@ -60,7 +61,7 @@ export function nextUnusedClientExpiry(repo: Repository, retention: Retention): 
   const used = clientsInUse(repo);
   let soonest: number | null = null;
   for (const [id, client] of repo.entries('clients')) {
-    if (used.has(id)) continue;
+    if (used.has(id) || !client.self_registered) continue;
     const at = unusedClientEndsAt(client, retention);
     if (soonest === null || at < soonest) soonest = at;
   }
@@ -99,6 +100,6 @@ export function applyRetention(repo: Repository, now: number, retention: Retenti
   }
   const used = clientsInUse(repo);
   for (const [id, client] of repo.entries('clients'))
-    if (!used.has(id) && unusedClientEndsAt(client, retention) <= now) drop('clients', id);
+    if (client.self_registered && !used.has(id) && unusedClientEndsAt(client, retention) <= now) drop('clients', id);
   return { removed, families };
 }
