@@ -46,6 +46,12 @@ export interface StartEmulatorOptions {
   scenario?: string;
   /** Per grant on the REST allowlist, e.g. `60/min`. */
   rateLimit?: string;
+  /** Registered clients at most (`serve --max-clients`); default 5 000. */
+  maxClients?: number;
+  /** Registrations per source address, e.g. `600/min` (`serve --registration-rate`, the default). */
+  registrationRate?: string;
+  /** Open connections at most, over both servers (`serve --max-connections`); default 512. */
+  maxConnections?: number;
   /**
    * Who answers the consent screen for every client: `page` (a person, the default), `approve`, `deny`, or approve
    * a subset of what is requested (`{ decision: 'approve', scopes: ['ask'] }`). Change it later with `consent.set`.
@@ -61,7 +67,20 @@ export interface StartEmulatorOptions {
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
   emulator?: Omit<
     EmulatorOptions,
-    'clock' | 'port' | 'authPort' | 'state' | 'inMemory' | 'fixtures' | 'rateLimit' | 'consent' | 'faults' | 'varyUnspecified' | 'scenario'
+    | 'clock'
+    | 'port'
+    | 'authPort'
+    | 'state'
+    | 'inMemory'
+    | 'fixtures'
+    | 'rateLimit'
+    | 'maxClients'
+    | 'registrationRate'
+    | 'maxConnections'
+    | 'consent'
+    | 'faults'
+    | 'varyUnspecified'
+    | 'scenario'
   >;
 }
 
@@ -262,6 +281,9 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   if (options.fixtures) args.push('--fixtures', options.fixtures);
   if (options.scenario) args.push('--scenario', options.scenario);
   if (options.rateLimit) args.push('--rate-limit', options.rateLimit);
+  if (options.maxClients !== undefined) args.push('--max-clients', String(options.maxClients));
+  if (options.registrationRate) args.push('--registration-rate', options.registrationRate);
+  if (options.maxConnections !== undefined) args.push('--max-connections', String(options.maxConnections));
   const consent = consentOption(options);
   for (const spec of options.faults ?? []) args.push('--fault', JSON.stringify(spec));
   if (consent)
@@ -367,6 +389,9 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     fixtures: options.fixtures,
     scenario: options.scenario,
     rateLimit: options.rateLimit,
+    maxClients: options.maxClients,
+    registrationRate: options.registrationRate,
+    maxConnections: options.maxConnections,
     consent: options.consent === undefined ? undefined : [consentOption(options)!],
     faults: options.faults,
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,

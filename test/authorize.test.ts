@@ -59,6 +59,42 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
       (await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri: 'http://localhost:9/callback' }, challenge))).status,
     ).toBe(400);
   });
+
+  // Each of these reads as http://127.0.0.1/callback to a URL parser; none is that string with another port.
+  it.each([
+    ['an IPv4 address in hex', 'http://0x7f.1/callback'],
+    ['a shortened IPv4 address', 'http://127.1/callback'],
+    ['an IPv4 address as one number', 'http://2130706433/callback'],
+    ['a dot segment', 'http://127.0.0.1/callback/../callback'],
+    ['a backslash for the slash', 'http://127.0.0.1\\callback'],
+    ['a trailing dot on the host', 'http://127.0.0.1./callback'],
+    ['an upper-case scheme', 'HTTP://127.0.0.1/callback'],
+    ['an empty port', 'http://127.0.0.1:/callback'],
+    ['a port with a leading zero', 'http://127.0.0.1:08080/callback'],
+    ['a port over 65535', 'http://127.0.0.1:65536/callback'],
+    ['a trailing slash', 'http://127.0.0.1/callback/'],
+  ])(
+    '41.14: OAuth 2.1 §2.3.1, RFC 8252 §7.3: registered http://127.0.0.1/callback does not match %s (%s): 400, not redirected',
+    async (_what, redirect_uri) => {
+      const { emu, challenge } = await setup();
+      const { client_id } = await register(emu.baseUrl, { redirect_uris: ['http://127.0.0.1/callback'] });
+      const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri }, challenge));
+      expect(res.status).toBe(400);
+      expect(res.headers.location).toBeUndefined();
+      expect(res.text).toContain('invalid_request');
+    },
+  );
+
+  it.each([
+    'http://127.0.0.1/callback',
+    'http://127.0.0.1:80/callback',
+    'http://127.0.0.1:53123/callback',
+    'http://127.0.0.1:65535/callback',
+  ])('41.14: RFC 8252 §7.3: registered http://127.0.0.1/callback matches %s, the same string but for the port', async (redirect_uri) => {
+    const { emu, challenge } = await setup();
+    const { client_id } = await register(emu.baseUrl, { redirect_uris: ['http://127.0.0.1/callback'] });
+    expect((await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, redirect_uri }, challenge))).status).toBe(200);
+  });
 });
 
 describe('spec 4.2 / RFC 9207: later errors redirect back with error, state and iss', () => {

@@ -240,24 +240,47 @@ const HEAD_ROUTES: Array<{ name: string; method: string; url: (emu: Emulator) =>
 ];
 
 describe('RFC 9110 §15.5.15, RFC 6585 §5: a request target or header fields over the limit, in the route error shape', () => {
-  it.each(HEAD_ROUTES)('$name: a 20 KB URL → 414, 64 KB of header fields → 431; the state is unchanged', async (route) => {
-    const setup = await setUp();
-    const before = await stored(setup.state);
-    const url = route.url(setup.emu);
-    const body = route.method === 'POST' ? Buffer.from('{}') : undefined;
-    const headers = body ? JSON_TYPE : {};
-    const long = `${url}?pad=${pad(20_000)}`;
-    expectAnswer(await rawExchange(long, requestHead(route.method, long, headers, body), body), 414, route.shape);
-    const big = { ...headers, 'x-padding': pad(64_000) };
-    expectAnswer(await rawExchange(url, requestHead(route.method, url, big, body), body), 431, route.shape);
-    expect(await stored(setup.state)).toEqual(before);
-  });
+  it.each(HEAD_ROUTES)(
+    '$name: a 10 KB URL → 414, 900 short header fields (over 16 KiB with their separators) → 431; the state is unchanged',
+    async (route) => {
+      const setup = await setUp();
+      const before = await stored(setup.state);
+      const url = route.url(setup.emu);
+      const body = route.method === 'POST' ? Buffer.from('{}') : undefined;
+      const headers = body ? JSON_TYPE : {};
+      const long = `${url}?pad=${pad(10_000)}`;
+      expectAnswer(await rawExchange(long, requestHead(route.method, long, headers, body), body), 414, route.shape);
+      // Within what the parser takes (names and values, 13 500 bytes), over the 16 KiB of the fields with their separators.
+      const many = {
+        ...headers,
+        ...Object.fromEntries(Array.from({ length: 900 }, (_, i) => [`x-p${String(i).padStart(4, '0')}`, 'vvvvvvvv'])),
+      };
+      expectAnswer(await rawExchange(url, requestHead(route.method, url, many, body), body), 431, route.shape);
+      expect(await stored(setup.state)).toEqual(before);
+    },
+  );
+
+  it.each(HEAD_ROUTES)(
+    '41.2: $name: a head over 16 KiB (a 20 KB URL, 64 KB of header fields) → 431 problem from the parser; the state is unchanged',
+    async (route) => {
+      const setup = await setUp();
+      const before = await stored(setup.state);
+      const url = route.url(setup.emu);
+      const body = route.method === 'POST' ? Buffer.from('{}') : undefined;
+      const headers = body ? JSON_TYPE : {};
+      const long = `${url}?pad=${pad(20_000)}`;
+      expectAnswer(await rawExchange(long, requestHead(route.method, long, headers, body), body), 431, problem('invalid_request'));
+      const big = { ...headers, 'x-padding': pad(64_000) };
+      expectAnswer(await rawExchange(url, requestHead(route.method, url, big, body), body), 431, problem('invalid_request'));
+      expect(await stored(setup.state)).toEqual(before);
+    },
+  );
 
   it.each([
     ['{base_url}', (e: Emulator) => `${e.baseUrl}/.well-known/oauth-authorization-server`],
     ['{auth_url}', (e: Emulator) => `${e.authUrl}/oauth/authorize`],
   ])(
-    'RFC 6585 §5: on %s, 2 MiB of header fields sent in pieces, past what the parser takes (1 MiB) → 431 problem the client reads, no reset',
+    'RFC 6585 §5: on %s, 2 MiB of header fields sent in pieces, past what the parser takes (16 KiB) → 431 problem the client reads, no reset',
     async (_origin, target) => {
       const { emu } = await setUp();
       const url = target(emu);

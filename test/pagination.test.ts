@@ -15,7 +15,7 @@ import { Browser, http } from './helpers/oauth.js';
 async function withGrants(emulator: Emulator, count: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i++)
-    ids.push((await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'], clientName: `Agent ${i}` })).grant_id);
+    ids.push((await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'], client_name: `Agent ${i}` })).grant_id);
   return ids;
 }
 

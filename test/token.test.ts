@@ -360,6 +360,35 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
     expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })).status).toBe(200);
   });
 
+  // RFC 6749 §5.2: "include the WWW-Authenticate response header field matching the authentication scheme used by the client".
+  it.each([
+    ['Basic', 'Basic Zm9vOg==', 'Basic'],
+    ['Bearer', 'Bearer abc', 'Bearer'],
+    ['Digest', 'Digest username="a", realm="r"', 'Digest'],
+    ['DPoP', 'DPoP eyJ.x.y', 'DPoP'],
+    ['Negotiate', 'Negotiate YIIB', 'Negotiate'],
+    ['a lower-case scheme', 'basic Zm9vOg==', 'basic'],
+    ['a scheme alone', 'Token', 'Token'],
+    ['a scheme of 60 characters', `${'X'.repeat(60)} abc`, 'X'.repeat(60)],
+    ['no scheme (a separator first)', '=abc', 'Basic'],
+    ['no scheme (a comma after the name)', 'Foo,bar', 'Basic'],
+  ])(
+    '41.15: RFC 6749 §5.2: Authorization with %s → 401 invalid_client, WWW-Authenticate in the scheme sent, else Basic',
+    async (_what, authorization, scheme) => {
+      const emu = await startEmulator();
+      for (const endpoint of ['token', 'revoke']) {
+        const res = await postForm(
+          `${emu.baseUrl}/oauth/${endpoint}`,
+          { grant_type: 'refresh_token', client_id: 'c', refresh_token: 'r', token: 'r' },
+          { authorization },
+        );
+        expect(res.status).toBe(401);
+        expect(res.headers['www-authenticate']).toBe(`${scheme} realm="${emu.issuer}"`);
+        expect(res.json().error).toBe('invalid_client');
+      }
+    },
+  );
+
   it('RFC 7009 §2.1: client authentication in the Authorization header at the revocation endpoint → 401 invalid_client with a challenge, and nothing is revoked', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu);

@@ -50,6 +50,13 @@ export function parseSize(value: string): number {
   return bytes;
 }
 
+/** `--max-clients 5000`: a whole number, at least 1. */
+export const parseCount = (value: string): number => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('a count is a whole number, at least 1');
+  return n;
+};
+
 /** `--rate-limit 60/min`: kept as text (the emulator takes the text form), checked here. */
 export function parseRateLimitFlag(value: string): string {
   validated(() => parseRateLimit(value));

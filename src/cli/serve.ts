@@ -27,6 +27,9 @@ export interface ServeFlags {
   json?: boolean;
   quiet?: boolean;
   rateLimit: string;
+  maxClients?: number;
+  maxConnections?: number;
+  registrationRate?: string;
   askTimeout: number;
   askLatency: number;
   priceAsk?: number;
@@ -106,6 +109,9 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       scenario: flags.scenario,
       ...(flags.clock === 'manual' ? { clock: new ManualClock() } : {}),
       rateLimit: flags.rateLimit,
+      maxClients: flags.maxClients,
+      maxConnections: flags.maxConnections,
+      registrationRate: flags.registrationRate,
       consent: flags.consent,
       faults: flags.fault,
       askTimeoutMs: flags.askTimeout,

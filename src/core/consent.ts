@@ -29,8 +29,17 @@ export function checkAuthorizationRequest(core: CoreContext, query: Record<strin
   return outcome;
 }
 
-/** Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3, 5.6). */
-export function beginConsent(core: CoreContext, request: AuthorizationRequest, personId: string, binding: string): Interaction {
+/**
+ * Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3, 5.6). `anonymous`: the
+ * request brought no browser session (Interaction.anonymous).
+ */
+export function beginConsent(
+  core: CoreContext,
+  request: AuthorizationRequest,
+  personId: string,
+  binding: string,
+  anonymous = false,
+): Interaction {
   const answeredBy = core.consentPolicies.for(request.client.client_id).decision === 'page' ? 'person' : 'policy';
   core.interactions.prune(core.clock.now());
   const interaction: Interaction = {
@@ -39,6 +48,7 @@ export function beginConsent(core: CoreContext, request: AuthorizationRequest, p
     person_id: personId,
     binding,
     expires_at: core.clock.now() + core.lifetimes.interaction,
+    anonymous,
   };
   core.interactions.add(interaction);
   core.events.emit('consent.shown', {

@@ -6,6 +6,7 @@ import type { EventBus } from './events.js';
 import type { Interactions } from './interactions.js';
 import type { ServiceUrls } from './metadata.js';
 import type { Person } from './persons.js';
+import type { RegistrationGate } from './registration-gate.js';
 import type { ReadonlyState, Repository } from './repository.js';
 import type { TokenFamily } from './state.js';
 
@@ -48,6 +49,8 @@ export interface CoreContext {
   readonly interactions: Interactions;
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies: ConsentPolicies;
+  /** What open registration admits: a rate per source, a number of clients. */
+  readonly registrations: RegistrationGate;
   person(id: string): Person | undefined;
   /** Makes every change made so far durable. Concurrent calls share one write. */
   commit(): Promise<void>;

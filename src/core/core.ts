@@ -17,6 +17,7 @@ import type { StatePersistence, StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
+import { RegistrationGate, type RegistrationLimits } from './registration-gate.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
 import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 
@@ -30,6 +31,8 @@ export interface CoreOptions {
   lifetimes?: Partial<Lifetimes>;
   /** How long finished records are kept (default DEFAULT_RETENTION). */
   retention?: Partial<Retention>;
+  /** The bounds of open registration (default DEFAULT_REGISTRATION_LIMITS). */
+  registration?: Partial<RegistrationLimits>;
   /** Grants created when the state is new (their resource reads `{base_url}/mcp` in the file). */
   seedGrants?: GrantSeed[];
   /**
@@ -69,6 +72,7 @@ export class Core implements CoreContext {
   readonly arrivals = new Arrivals();
   /** What the core's events show of each client's habits (client findings); it only watches. */
   readonly findings: Findings;
+  readonly registrations: RegistrationGate;
 
   private constructor(options: CoreOptions, state: State, created: boolean, newKey: SigningKey | null) {
     this.clock = options.clock;
@@ -83,6 +87,7 @@ export class Core implements CoreContext {
     this.#signer = new AccessTokenSigner(this.state.keys[0]!);
     this.#reindex();
     this.findings = new Findings(this);
+    this.registrations = new RegistrationGate(this.clock, this.repo, this.retention, options.registration);
   }
 
   get state(): ReadonlyState {
@@ -148,6 +153,7 @@ export class Core implements CoreContext {
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
       this.interactions.clear();
+      this.registrations.clear();
       this.repo.replace(state);
       this.#signer = new AccessTokenSigner(this.state.keys[0]!);
       this.#reindex();

@@ -37,16 +37,19 @@ export class OAuthError extends AgentAccessError {
   readonly redirectable: boolean;
   /** WWW-Authenticate value, for a 401 to client authentication sent in the Authorization header (RFC 6749 §5.2). */
   readonly challenge: string | undefined;
+  /** Retry-After in seconds, for a refusal that passes with time (RFC 9110 §10.2.3): a 429 or 503. */
+  readonly retryAfter: number | undefined;
   constructor(
     error: OAuthErrorCode,
     description: string,
-    options: { status?: number; redirectable?: boolean; challenge?: string; hint?: string } = {},
+    options: { status?: number; redirectable?: boolean; challenge?: string; hint?: string; retryAfter?: number } = {},
   ) {
     super(error, description, { hint: options.hint });
     this.error = error;
     this.status = options.status ?? OAUTH_ERRORS[error].status;
     this.redirectable = options.redirectable ?? true;
     this.challenge = options.challenge;
+    this.retryAfter = options.retryAfter;
   }
   /** RFC 6749 §5.2 error body. */
   toJSON(): { error: OAuthErrorCode; error_description: string } {

@@ -73,7 +73,8 @@ export class Findings {
   /** Per grant, its latest 429: until when it asks to wait, and once delivered, the last request that had arrived by then. */
   readonly #waitUntil = new Recent<string, { until: number; at: number; retryAfter: number; deliveredAfter: number | null }>();
   readonly #unkeyed = new Recent<string, number>();
-  readonly #registrations = new Recent<string, string[]>();
+  /** Registrations by name and redirect URIs (their hash: a name and 20 URIs can be 40 KB), as a count. */
+  readonly #registrations = new Recent<string, number>();
   /** Grants created in this run, and the scopes each has used. */
   readonly #grants = new Recent<string, Set<string>>();
 
@@ -293,18 +294,20 @@ export class Findings {
 
   #registered(data: EventMap['client.registered']): void {
     const key = `${data.client_name}\n${[...data.redirect_uris].sort().join('\n')}`;
-    const clients = [...(this.#registrations.get(key) ?? []), data.client_id];
-    this.#registrations.set(key, clients);
-    if (clients.length < REPEATED_REGISTRATIONS) return;
+    // A count, not the list of clients: copying a growing list made each registration slower than the last.
+    const hash = sha256(key);
+    const count = (this.#registrations.get(hash) ?? 0) + 1;
+    this.#registrations.set(hash, count);
+    if (count < REPEATED_REGISTRATIONS) return;
     this.#record(
       {
         code: 'registration.repeated',
         client_id: data.client_id,
         subject: key,
-        message: `“${data.client_name}” was registered ${clients.length} times with the same redirect URIs; each registration is another unverified application the person sees.`,
+        message: `“${data.client_name}” was registered ${count} times with the same redirect URIs; each registration is another unverified application the person sees.`,
         hint: HINTS.repeatedRegistration,
       },
-      clients.length - REPEATED_REGISTRATIONS + 1,
+      count - REPEATED_REGISTRATIONS + 1,
     );
   }
 

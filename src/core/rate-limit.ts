@@ -42,6 +42,9 @@ export function parseRateLimit(text: string): RateLimitConfig {
   return { limit: Number(match[1]), windowMs: unit * (match[2] ? Number(match[2]) : 1) };
 }
 
+/** Windows kept before the ended ones are swept. */
+const WINDOWS_KEPT = 10_000;
+
 /**
  * A fixed window per grant on the emulator's clock (not persisted: a restart starts fresh windows).
  * Every allowlist response reports the grant's window; a request over the limit is refused before any work.
@@ -76,6 +79,9 @@ export class RateLimiter {
     const now = this.clock.now();
     let window = this.#windows.get(grantId);
     if (!window || now >= window.start + this.config.windowMs) {
+      // Keys are grants, or the source addresses of registrations: windows that ended are dropped before they pile up.
+      if (!window && this.#windows.size >= WINDOWS_KEPT)
+        for (const [key, w] of this.#windows) if (now >= w.start + this.config.windowMs) this.#windows.delete(key);
       window = { start: now - ((now - (window?.start ?? now)) % this.config.windowMs), used: 0 };
       this.#windows.set(grantId, window);
     }

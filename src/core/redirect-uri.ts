@@ -35,21 +35,32 @@ export function validateRedirectUri(value: string): void {
   throw fail('must use https, or http on a loopback address (127.0.0.1, [::1] or localhost)');
 }
 
+/** A port as RFC 3986 §3.2.3 writes it in normal form: digits without a leading zero, at most 65535. */
+const PORT = /^:(?:0|[1-9][0-9]{0,4})/;
+
 /**
- * Exact string comparison, except for loopback redirect URIs, where the port may differ
- * (OAuth 2.1 §8.4.2, RFC 8252 §7.3): scheme, host, path and query must still match.
+ * Exact string comparison, except for loopback http redirect URIs, where the port may differ (OAuth 2.1 §2.3.1,
+ * RFC 8252 §7.3): the requested URI must be the registered one character for character once its port is left out.
+ * Nothing is parsed on the requested side: a parser reads `127.1`, `0x7f.1`, `2130706433`, `127.0.0.1.`, `HTTP:`,
+ * a backslash or `/../` as the registered URI, and a comparison of parsed values would let each of them match.
  */
 export function redirectUriMatches(registered: string, requested: string): boolean {
   if (registered === requested) return true;
-  let a: URL;
-  let b: URL;
+  let url: URL;
   try {
-    a = new URL(registered);
-    b = new URL(requested);
+    url = new URL(registered);
   } catch {
     return false;
   }
-  if (a.protocol !== 'http:' || b.protocol !== 'http:' || !isLoopbackHost(a.hostname)) return false;
-  if (requested.includes('#') || b.username || b.password) return false;
-  return a.hostname === b.hostname && a.pathname === b.pathname && a.search === b.search;
+  if (url.protocol !== 'http:' || !isLoopbackHost(url.hostname)) return false;
+  // Registered URIs are in normal form (validateRedirectUri), so they begin with scheme, host and port as written.
+  const authority = `http://${url.host}`;
+  if (!registered.startsWith(authority)) return false;
+  const origin = `http://${url.hostname}`;
+  const rest = registered.slice(authority.length);
+  if (!requested.startsWith(origin)) return false;
+  const afterHost = requested.slice(origin.length);
+  const port = PORT.exec(afterHost)?.[0] ?? '';
+  if (port && Number(port.slice(1)) > 65535) return false;
+  return afterHost.slice(port.length) === rest;
 }

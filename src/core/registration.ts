@@ -75,11 +75,18 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
 
 /**
  * Spec 4.1, RFC 7591 §3.2.1: registers a public client with the checked metadata and a new `client_id`; durable
- * before it answers. Throws as `validateClientMetadata` does, before anything is stored.
+ * before it answers. Throws as `validateClientMetadata` does, or 503 when the table is full, before anything is stored.
+ * The rate per source is the adapter's to take (`RegistrationGate.admit`), before it reads the body.
  */
 export async function registerClient(core: CoreContext, input: ClientMetadataInput): Promise<Client> {
   const metadata = validateClientMetadata(input);
-  const client: Client = { client_id: newId('client'), client_id_issued_at: epochSeconds(core.clock.now()), ...metadata };
+  core.registrations.checkRoom(core.clock.now());
+  const client: Client = {
+    client_id: newId('client'),
+    client_id_issued_at: epochSeconds(core.clock.now()),
+    ...metadata,
+    self_registered: true,
+  };
   core.repo.put('clients', client.client_id, client);
   await core.commit();
   core.events.emit('client.registered', {

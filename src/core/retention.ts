@@ -1,6 +1,6 @@
 import { DAY, HOUR } from './clock.js';
 import type { Repository } from './repository.js';
-import type { TokenFamily } from './state.js';
+import type { Client, TokenFamily } from './state.js';
 
 /**
  * How long finished records stay in the state, on the emulator clock (README "State: retention"). The spec
@@ -18,6 +18,11 @@ export interface Retention {
   deadFamilies: number;
   /** Authorization codes past their expiry: kept this long to recognise a replay (and revoke what the code gave). */
   expiredCodes: number;
+  /**
+   * Clients never used (no grant was ever made for them), from their registration: open registration must not let a
+   * long run collect clients nobody uses (a page in the developer's browser can register them).
+   */
+  unusedClients: number;
 }
 
 export const DEFAULT_RETENTION: Retention = {
@@ -26,6 +31,7 @@ export const DEFAULT_RETENTION: Retention = {
   decidedActions: 7 * DAY,
   deadFamilies: 7 * DAY,
   expiredCodes: DAY,
+  unusedClients: DAY,
 };
 
 /** The names `serve --retention` takes, and the field each sets. */
@@ -35,11 +41,32 @@ export const RETENTION_NAMES = {
   actions: 'decidedActions',
   families: 'deadFamilies',
   codes: 'expiredCodes',
+  'unused-clients': 'unusedClients',
 } as const satisfies Record<string, keyof Retention>;
 
 /** When a family stopped being of use: invalidated, or its current refresh token expired. */
 export const familyEndedAt = (family: TokenFamily): number =>
   family.status === 'invalidated' ? (family.invalidated_at ?? family.created_at) : family.current.expires_at;
+
+/** The ids of the clients a grant was ever made for (grants stay in the state, revoked ones too). Only clients that
+ * registered themselves go unused: a scenario's or the fixtures' are there on purpose. */
+const clientsInUse = (repo: Repository): Set<string> => new Set(repo.values('grants').map((g) => g.client_id));
+
+/** When the client, registered and never used, is let go of. */
+export const unusedClientEndsAt = (client: Client, retention: Retention): number =>
+  client.client_id_issued_at * 1000 + retention.unusedClients;
+
+/** The soonest moment an unused client is let go of, or null when every client has a grant. */
+export function nextUnusedClientExpiry(repo: Repository, retention: Retention): number | null {
+  const used = clientsInUse(repo);
+  let soonest: number | null = null;
+  for (const [id, client] of repo.entries('clients')) {
+    if (used.has(id) || !client.self_registered) continue;
+    const at = unusedClientEndsAt(client, retention);
+    if (soonest === null || at < soonest) soonest = at;
+  }
+  return soonest;
+}
 
 /**
  * Removes what retention lets go of as of `now`, plus what is expired by rule: idempotency records past their
@@ -71,5 +98,8 @@ export function applyRetention(repo: Repository, now: number, retention: Retenti
     const decidedAt = action.status === 'applied' ? action.applied_at : action.status === 'rejected' ? action.decided_at : undefined;
     if (decidedAt !== undefined && decidedAt + retention.decidedActions <= now) drop('pending_actions', id);
   }
+  const used = clientsInUse(repo);
+  for (const [id, client] of repo.entries('clients'))
+    if (client.self_registered && !used.has(id) && unusedClientEndsAt(client, retention) <= now) drop('clients', id);
   return { removed, families };
 }

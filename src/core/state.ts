@@ -67,6 +67,11 @@ export interface Client {
   readonly grant_types: readonly string[];
   readonly response_types: readonly string[];
   readonly token_endpoint_auth_method: 'none';
+  /**
+   * Registered through open registration (RFC 7591), not from a scenario or the fixtures: only such a client goes when
+   * it was never used (Retention.unusedClients). Absent on clients of state files written before it was kept.
+   */
+  readonly self_registered?: true;
 }
 
 export interface Grant {

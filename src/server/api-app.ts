@@ -148,8 +148,12 @@ function requireMediaType(type: 'application/x-www-form-urlencoded' | 'applicati
 }
 const formOnly = requireMediaType('application/x-www-form-urlencoded', 'oauth');
 
-/** An auth-scheme token (RFC 9110 §11.1); anything else is answered in the Basic scheme of RFC 6749 §2.3.1. */
-const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,40}(?=[ \t]|$)/;
+/**
+ * The auth-scheme of credentials (RFC 9110 §11.4: a token, then whitespace or the end), of any length the header limit
+ * lets through. A header that does not begin with one names no scheme and is answered in the Basic scheme of RFC 6749
+ * §2.3.1, the one client authentication defines.
+ */
+const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+(?=[ \t]|$)/;
 
 /**
  * RFC 6749 §5.2, RFC 7009 §2.1: clients are public (spec 2.1, 5.1: token_endpoint_auth_method "none" only), so
@@ -161,11 +165,12 @@ function refuseClientAuthentication(core: Core) {
   return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
     const authorization = request.headers.authorization;
     if (authorization === undefined) return done();
-    const scheme = AUTH_SCHEME.exec(authorization)?.[0] ?? 'Basic';
+    const sent = AUTH_SCHEME.exec(authorization)?.[0];
+    const scheme = sent ?? 'Basic';
     done(
       new OAuthError(
         'invalid_client',
-        `client authentication (${scheme} in the Authorization header) is not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
+        `client authentication (${sent ? `${sent} in the Authorization header` : 'an Authorization header that names no scheme'}) is not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
         { status: 401, challenge: `${scheme} realm="${core.issuer}"` },
       ),
     );
@@ -237,8 +242,15 @@ export function newFastify(options: AppOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Request line and headers up to HTTP_LIMITS.head reach the routes, which check the limits with their error shape;
-    // what the parser refuses beyond it is answered as a problem, then the connection closes politely.
-    http: { maxHeaderSize: HTTP_LIMITS.head },
+    // what the parser refuses beyond it is answered as a problem, then the connection closes politely. A head must
+    // arrive within headersTimeoutMs, and an idle keep-alive connection is closed after keepAliveMs: both give their
+    // descriptors back (the connection bound is ConnectionBudget's, over every listener).
+    http: {
+      maxHeaderSize: HTTP_LIMITS.head,
+      headersTimeout: HTTP_LIMITS.headersTimeoutMs,
+      connectionsCheckingInterval: HTTP_LIMITS.timeoutCheckMs,
+    },
+    keepAliveTimeout: HTTP_LIMITS.keepAliveMs,
     clientErrorHandler: answerClientError,
     ...(options.schemaController ? { schemaController: options.schemaController } : {}),
     // Errors the router raises before any route runs (an over-long parameter, a broken URL) get the one error shape too.
@@ -325,7 +337,20 @@ function registerOAuthRoutes(app: FastifyInstance, core: Core): void {
 
   app.post(
     '/oauth/register',
-    { schema: registerSchema, config: { errorStyle: 'registration' }, preValidation: requireMediaType('application/json', 'registration') },
+    {
+      schema: registerSchema,
+      config: { errorStyle: 'registration' },
+      // The rate per source address is taken before the body is read: a flood costs no parsing.
+      onRequest: (request, _reply, done) => {
+        try {
+          core.registrations.admit(request.ip);
+          done();
+        } catch (e) {
+          done(e as Error);
+        }
+      },
+      preValidation: requireMediaType('application/json', 'registration'),
+    },
     async (request, reply) => {
       const client = await registerClient(core, request.body as Record<string, unknown>);
       return reply.code(201).headers(NO_STORE).send(client);

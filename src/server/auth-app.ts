@@ -46,9 +46,10 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       );
     }
     if (outcome.kind === 'redirect') return reply.code(302).header('cache-control', 'no-store').redirect(outcome.location, 302);
+    const anonymous = sessions.current(request) === undefined;
     const session = sessions.ensure(request, reply, hint?.id);
     const person = core.person(session.person_id) ?? core.defaultPerson;
-    const interaction = beginConsent(core, outcome.request, person.id, session.id);
+    const interaction = beginConsent(core, outcome.request, person.id, session.id, anonymous);
     // Consent as code: the page's interaction is answered by the policy, as the form would, and the browser sent on.
     const answered = answerByPolicy(core, interaction);
     if (answered) return reply.header('cache-control', 'no-store').redirect(await answered, 302);

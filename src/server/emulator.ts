@@ -33,6 +33,7 @@ import { BrowserSessions } from './browser-session.js';
 import { isLoopbackBind } from './host-guard.js';
 import { alsoOnIpv6Loopback, closeServer } from './ipv6-loopback.js';
 import { QuietMoments } from './quiet-moments.js';
+import { ConnectionBudget } from './http-transport.js';
 import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
 import { WarmUpRequests } from './warm-up-request.js';
@@ -87,6 +88,15 @@ export interface EmulatorOptions {
   varyUnspecified?: VaryUnspecified | false;
   /** How long finished records stay in the state, on the emulator clock (README "State"). */
   retention?: Partial<Retention>;
+  /** Registered clients at most (default 5 000); a registration beyond answers 503 (README "Endpoints", **Limits**). */
+  maxClients?: number;
+  /** Registrations per source address on the emulator clock, e.g. `600/min` (the default); beyond answers 429. */
+  registrationRate?: string | RateLimitConfig;
+  /**
+   * Open connections of both servers together (default 512, README "Endpoints", **Limits**): at the bound the oldest
+   * idle one is closed for a new one, and a new one is answered 503 when every one has a request in flight.
+   */
+  maxConnections?: number;
   /** Fold the state file's journal into it once the journal holds this many bytes and as many as the state file (the larger of the two). Default 8 MiB. */
   journalLimit?: number;
   /**
@@ -254,6 +264,12 @@ export class Emulator {
         persons: fixtures.persons,
         lifetimes: options.lifetimes,
         retention: options.retention,
+        registration: {
+          ...(options.maxClients !== undefined ? { maxClients: options.maxClients } : {}),
+          ...(options.registrationRate !== undefined
+            ? { rate: typeof options.registrationRate === 'string' ? parseRateLimit(options.registrationRate) : options.registrationRate }
+            : {}),
+        },
         seedGrants: fixtures.grants,
         ...(scenario ? { scenario: { ...scenario, timings } } : {}),
       });
@@ -351,6 +367,9 @@ export class Emulator {
         lifecycle,
         varyUnspecified,
       );
+      // One bound over every listener's connections, counted from the first.
+      const connections = new ConnectionBudget(options.maxConnections);
+      for (const server of [api.server, auth.server]) connections.watch(server);
       await Promise.all([
         api.listen({ port: options.port ?? DEFAULT_PORT, host }),
         auth.listen({ port: options.authPort ?? DEFAULT_AUTH_PORT, host }),
@@ -367,6 +386,7 @@ export class Emulator {
           { app: auth, port: ports.auth },
         ]);
         ipv6 = emulator.#ipv6 = listening.servers;
+        for (const server of ipv6) connections.watch(server);
         if (listening.notice) onNotice(listening.notice);
       }
       // Watched before the warm-up, whose request then runs the watcher's code as a client's first would.

@@ -45,6 +45,7 @@ const problemCodeOfStatus = (status: number): ProblemCode =>
 
 export function sendOAuthError(reply: FastifyReply, error: OAuthError) {
   if (error.challenge) reply.header('www-authenticate', error.challenge);
+  if (error.retryAfter !== undefined) reply.header('retry-after', error.retryAfter);
   return reply.code(error.status).header('cache-control', 'no-store').header('pragma', 'no-cache').send(error.toJSON());
 }
 

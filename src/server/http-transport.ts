@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PROBLEM_TYPE_PREFIX, PROBLEMS } from '../protocol/problems.js';
@@ -12,14 +13,27 @@ export const HTTP_LIMITS = {
    * (https://www.rfc-editor.org/rfc/rfc9110#section-4.1).
    */
   target: 8 * 1024,
-  /** The header fields, names and values with their separators; more → 431 (RFC 6585 §5). Node's own default limit. */
+  /** The header fields, names and values with their separators; more → 431 (RFC 6585 §5). */
   headers: 16 * 1024,
   /**
-   * What Node's parser takes of request line and headers at all (its `maxHeaderSize`). Up to here the two limits above
-   * are checked with the route known, so the answer has the route's error shape; beyond it no route is known and the
-   * 431 is a problem.
+   * What Node's parser takes of a request's head at all (its `maxHeaderSize`, Node's default): the target, header names
+   * and values, without separators. Within it the two limits above are checked with the route known, so the answer has
+   * the route's error shape; beyond it no route is known and the 431 is a problem. Each connection buffers at most this
+   * much of a head, so many connections that never end their head cost little memory.
    */
-  head: 1024 * 1024,
+  head: 16 * 1024,
+  /** A request's head must have arrived this long after it began, else 408 and the connection closes (slow heads). */
+  headersTimeoutMs: 10_000,
+  /** How often Node looks for heads past that timeout. */
+  timeoutCheckMs: 1_000,
+  /** A keep-alive connection with no request is closed after this long (Node's default; fastify's is 72 s). */
+  keepAliveMs: 5_000,
+  /**
+   * Open connections of all the emulator's listeners together. At the bound the oldest connection with no request in
+   * flight is closed for the new one; when every one has a request in flight, the new one gets 503. Below the soft
+   * limit of file descriptors common on desktops (1024), with room for the state files and the process's own.
+   */
+  connections: 512,
   /** A body left unread by an early answer that Node reads and discards, keeping the connection; more closes it. */
   drain: 1024 * 1024,
   /** After an early answer the connection is read and discarded for at most this long (RFC 9112 §9.6)... */
@@ -161,3 +175,71 @@ const STATUS_TEXT: Partial<Record<number, string>> = {
   413: 'Content Too Large',
   431: 'Request Header Fields Too Large',
 };
+
+/**
+ * The one bound on open connections of every listener of an emulator (`HTTP_LIMITS.connections`). A file descriptor
+ * is spent on each: idle keep-alive connections and heads that never end must not lock out the next client. So, at
+ * the bound, the oldest connection without a request in flight (idle, or its head not complete) is closed to make
+ * room; a request being answered is never cut. Only when all of them are busy is the new connection refused, with a
+ * 503 it can read.
+ */
+export class ConnectionBudget {
+  /** Open connections in the order they came, with the number of their requests in flight. */
+  readonly #open = new Map<Socket, number>();
+
+  /** The answer to a connection over the bound (as an injected 503: the service's `server_error` problem). */
+  readonly #busy: string;
+
+  constructor(readonly max: number = HTTP_LIMITS.connections) {
+    if (!Number.isSafeInteger(max) || max < 1) throw new Error(`maxConnections ${max} is not a whole number of at least 1`);
+    this.#busy = JSON.stringify({
+      type: `${PROBLEM_TYPE_PREFIX}server_error`,
+      title: PROBLEMS.server_error.title,
+      status: 503,
+      detail: `all ${max} connections the emulator keeps open have a request in flight; retry in a moment`,
+    });
+  }
+
+  get size(): number {
+    return this.#open.size;
+  }
+
+  /** Counts the server's connections against this budget (listeners sharing it share the bound). */
+  watch(server: Server): void {
+    server.on('connection', (socket: Socket) => this.#admit(socket));
+    server.on('request', (request: { socket: Socket }, response: { once(event: 'close', listener: () => void): unknown }) => {
+      const socket = request.socket;
+      const inFlight = this.#open.get(socket);
+      if (inFlight === undefined) return;
+      this.#open.set(socket, inFlight + 1);
+      response.once('close', () => {
+        const now = this.#open.get(socket);
+        if (now !== undefined) this.#open.set(socket, now - 1);
+      });
+    });
+  }
+
+  #admit(socket: Socket): void {
+    if (this.#open.size >= this.max && !this.#evictIdle()) {
+      socket.end(
+        'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Type: application/problem+json; charset=utf-8\r\n' +
+          `Content-Length: ${Buffer.byteLength(this.#busy)}\r\n\r\n${this.#busy}`,
+        () => socket.destroy(),
+      );
+      return;
+    }
+    this.#open.set(socket, 0);
+    socket.once('close', () => this.#open.delete(socket));
+  }
+
+  /** Closes the oldest connection with no request in flight; false when there is none. */
+  #evictIdle(): boolean {
+    for (const [socket, inFlight] of this.#open) {
+      if (inFlight > 0) continue;
+      this.#open.delete(socket);
+      socket.destroy();
+      return true;
+    }
+    return false;
+  }
+}

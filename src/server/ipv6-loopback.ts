@@ -12,10 +12,24 @@ export function listenOnIpv6Loopback(app: FastifyInstance, port: number): Promis
   const main = app.server;
   // The parser's options as the app's server got them (fastify's `http` option; Node keeps them on the server):
   // the same limits on both addresses, the request head's size among them.
-  const { maxHeaderSize, insecureHTTPParser, requireHostHeader, joinDuplicateHeaders, rejectNonStandardBodyWrites } =
-    main as unknown as ServerOptions;
+  const {
+    maxHeaderSize,
+    insecureHTTPParser,
+    requireHostHeader,
+    joinDuplicateHeaders,
+    rejectNonStandardBodyWrites,
+    connectionsCheckingInterval,
+  } = main as unknown as ServerOptions;
   const twin = createServer(
-    { maxHeaderSize, insecureHTTPParser, requireHostHeader, joinDuplicateHeaders, rejectNonStandardBodyWrites },
+    {
+      maxHeaderSize,
+      insecureHTTPParser,
+      requireHostHeader,
+      joinDuplicateHeaders,
+      rejectNonStandardBodyWrites,
+      connectionsCheckingInterval,
+      headersTimeout: main.headersTimeout,
+    },
     (request, response) => app.routing(request, response),
   );
   twin.keepAliveTimeout = main.keepAliveTimeout;

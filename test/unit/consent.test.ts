@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { MINUTE } from '../../src/core/clock.js';
 import { beginConsent, checkAuthorizationRequest, decideConsent, findInteraction } from '../../src/core/consent.js';
+import { INTERACTION_LIMIT } from '../../src/core/interactions.js';
 import type { Core } from '../../src/core/core.js';
 import type { Client } from '../../src/core/state.js';
 import { pkce } from '../helpers/oauth.js';
@@ -170,5 +171,21 @@ describe('consent', () => {
     const tokens = await exchangeCode(core, { client, code: location.searchParams.get('code')!, pkce: verifier });
     expect(tokens.scope).toBe('ask');
     expect(Object.values(core.state.grants)[0]!.scopes).toEqual(['ask']);
+  });
+});
+
+describe('41.4: open consent screens are bounded per kind', () => {
+  it("41.4: anonymous screens (no browser session) push out the oldest anonymous one at the limit, never a known session's", async () => {
+    const { core } = await openCore();
+    const client = await register(core);
+    const outcome = checkAuthorizationRequest(core, authorizeQuery(client, pkce().challenge));
+    if (outcome.kind !== 'consent') throw new Error('refused');
+    const known = beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
+    const first = beginConsent(core, outcome.request, core.defaultPerson.id, 'anon-0', true);
+    for (let i = 1; i < INTERACTION_LIMIT; i++) beginConsent(core, outcome.request, core.defaultPerson.id, `anon-${i}`, true);
+    expect(findInteraction(core, first.id, 'anon-0')).toBeDefined();
+    beginConsent(core, outcome.request, core.defaultPerson.id, 'anon-last', true);
+    expect(findInteraction(core, first.id, 'anon-0')).toBeUndefined();
+    expect(findInteraction(core, known.id, BINDING)).toBeDefined();
   });
 });

@@ -19,6 +19,11 @@ describe('OAuth 2.1 §8.4.2 / RFC 8252 §7.3: redirectUriMatches', () => {
     ['https://app.example/cb', 'https://app.example:444/cb', false],
     ['https://app.example/cb', 'https://app.example/cb', true],
     ['https://app.example/cb', 'https://APP.example/cb', false],
+    ['http://127.0.0.1/cb', 'http://127.1/cb', false],
+    ['http://127.0.0.1/cb', 'http://127.0.0.1./cb', false],
+    ['http://127.0.0.1/cb', 'HTTP://127.0.0.1/cb', false],
+    ['http://127.0.0.1/cb', 'http://127.0.0.1:80/cb', true],
+    ['http://127.0.0.1:9', 'http://127.0.0.1:8', true],
   ])('%s vs %s → %s', (registered, requested, expected) => {
     expect(redirectUriMatches(registered, requested)).toBe(expected);
   });

@@ -5,6 +5,7 @@ import {
   parseDurationFlag,
   parsePort,
   parsePrice,
+  parseCount,
   parseRateLimitFlag,
   parseRetentionFlag,
   parseSeed,
@@ -40,6 +41,21 @@ export function serveCommand(): Command {
       new Option('--rate-limit <limit>', 'requests per grant on the REST allowlist, e.g. 60/min, 10/s, 1000/h')
         .argParser(parseRateLimitFlag)
         .default('60/min'),
+    )
+    .addOption(
+      new Option('--max-clients <n>', 'registered clients at most; a registration beyond answers 503 (default 5000)').argParser(parseCount),
+    )
+    .addOption(
+      new Option(
+        '--max-connections <n>',
+        'open connections at most, over both servers; at the bound the oldest idle one is closed for a new one (default 512)',
+      ).argParser(parseCount),
+    )
+    .addOption(
+      new Option(
+        '--registration-rate <limit>',
+        'registrations per source address on the emulator clock, e.g. 600/min (the default); beyond answers 429',
+      ).argParser(parseRateLimitFlag),
     )
     .addOption(
       new Option('--ask-timeout <duration>', 'abandon POST /chat/ask after this long (30s, 1m30s; digits alone: ms)')
@@ -90,7 +106,7 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         '--retention <kind=duration,...>',
-        'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), codes (1d); repeatable',
+        'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), codes (1d), unused-clients (1d: clients never used, from their registration); repeatable',
       )
         .argParser(parseRetentionFlag)
         .default({}, 'the defaults above'),
