@@ -25,7 +25,7 @@ describe('spec 4.2 / OAuth 2.1 §4.1.2.1: errors before the redirect URI is trus
     expect(forThePerson).toContain('Die Anwendung, die Sie hierher geschickt hat, ist bei diesem Dienst nicht registriert.');
     expect(forThePerson).toContain('Sie wurden nicht zur Anwendung zurückgeleitet');
     expect(forThePerson).not.toContain('register the client first');
-    expect(forDevelopers).toContain('<p lang="en">unknown client_id &quot;nope&quot;: register the client first</p>');
+    expect(forDevelopers).toContain('<p lang="en"><bdi>unknown client_id &quot;nope&quot;: register the client first</bdi></p>');
   });
 
   it('redirect URI mismatch → 400 error page, not redirected', async () => {
@@ -156,7 +156,7 @@ describe('spec 5.6 / 3.3: the consent screen, every time', () => {
       .filter((m) => m[0].includes('Schreibzugriff'))
       .map((m) => m[1]);
     expect(writes).toEqual(['workspace.write', 'training.write']);
-    expect(res.text).toContain('<strong id="redirect-host">127.0.0.1:9</strong>');
+    expect(res.text).toContain('<strong id="redirect-host"><bdi>127.0.0.1:9</bdi></strong>');
     expect(res.text).toContain('name="decision" value="approve" class="primary">Zulassen</button>');
     expect(res.text).toContain('name="decision" value="deny">Ablehnen</button>');
     expect(res.headers['content-security-policy']).toContain("default-src 'none'");
