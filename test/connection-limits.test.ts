@@ -102,6 +102,21 @@ describe('41.2, 41.3: the HTTP transport bounds connections, heads and idle keep
     },
   );
 
+  it(
+    '41.3: a body that never comes is closed after the request timeout (20 s), with 408, and the connection closes',
+    { timeout: 45_000 },
+    async () => {
+      const emu = await startEmulator();
+      const conn = await open(emu.baseUrl);
+      const { host } = new URL(emu.baseUrl);
+      conn.socket.write(
+        `POST /oauth/register HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+      );
+      await pollUntil(() => conn.closed, 'the server closing the request whose body stopped', { timeoutMs: 35_000 });
+      expect(conn.data).toMatch(/^HTTP\/1\.1 408 /);
+    },
+  );
+
   it('41.2: a head that stops half way is closed after the head timeout (10 s), with 408', { timeout: 25_000 }, async () => {
     const emu = await startEmulator();
     const conn = await open(emu.baseUrl);

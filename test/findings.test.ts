@@ -195,6 +195,20 @@ describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)'
     expect(notable(emulator)).toMatchObject([{ code: 'ratelimit.retry_too_early', grant_id, count: 2 }]);
   });
 
+  it('48: ratelimit.retry_too_early: a request sent after one 429 is judged by it, though another 429 went out while it was handled', async () => {
+    const clock = new ManualClock();
+    const emulator = await startEmulator({ clock, rateLimit: '1/min' });
+    const { access_token, grant_id } = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
+    expect((await ask(emulator, access_token, 'eins')).status).toBe(200);
+    expect((await ask(emulator, access_token, 'zwei')).status).toBe(429);
+    // Both sent after that 429 was received: the tool call arrives, the ask gets a 429 of its own, then the call is admitted.
+    const toolCall = heldToolCall(emulator, access_token, 'drei');
+    await toolCall.arrived;
+    expect((await ask(emulator, access_token, 'vier')).status).toBe(429);
+    expect(await toolCall.send()).toBe(429);
+    expect(notable(emulator)).toMatchObject([{ code: 'ratelimit.retry_too_early', grant_id, count: 2 }]);
+  });
+
   it('registration.repeated: a client that registers anew on every run; the settings page would list each as another app', async () => {
     const emulator = await startEmulator();
     for (let i = 0; i < 2; i++) await register(emulator.baseUrl);

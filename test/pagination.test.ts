@@ -93,7 +93,9 @@ describe('41.5: pages, with a count and a way to the rest', () => {
       findings: expect.any(Number),
     });
     expect(snapshot.grants).toHaveLength(SNAPSHOT_LIMITS.grants);
-    expect(Object.keys(snapshot.clients)).toHaveLength(SNAPSHOT_LIMITS.clients);
+    // The newest registrations, and any other client a row of the snapshot names (a finding's, say).
+    expect(Object.keys(snapshot.clients).length).toBeGreaterThanOrEqual(SNAPSHOT_LIMITS.clients);
+    expect(Object.keys(snapshot.clients).length).toBeLessThan(SNAPSHOT_LIMITS.grants + 30);
     expect(snapshot.findings.length).toBeLessThanOrEqual(SNAPSHOT_LIMITS.findings);
     for (const grant of snapshot.grants) expect(snapshot.clients[grant.client_id]).toBeDefined();
   });

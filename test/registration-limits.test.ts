@@ -34,6 +34,10 @@ describe('41.1: open registration is bounded (a rate per source address, a numbe
       error_description: expect.stringMatching(/3 clients are registered.*serve --max-clients N \(startEmulator\(\{ maxClients: N \}\)\)/),
     });
     expect(Object.keys(emu.core.state.clients)).toHaveLength(3);
+    // When Retry-After has passed, there is room at once, on a manual clock too: no wait for the prune timer.
+    clock.advance(23 * 3_600_000);
+    expect((await registerRaw(emu.baseUrl)).status).toBe(201);
+    expect(Object.keys(emu.core.state.clients)).toHaveLength(1);
   });
 
   it('41.1: more registrations from one address than the rate → 429 temporarily_unavailable with Retry-After on the emulator clock; the next window admits again', async () => {

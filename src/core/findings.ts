@@ -120,15 +120,18 @@ export class Findings {
       case 'consent.shown':
         if (event.data.resource === null) this.#missingParameter(event.data.client_id, 'resource', null);
         return;
-      case 'rate_limit.exceeded':
+      case 'rate_limit.exceeded': {
         this.#early(event.data);
+        // A 429 delivered before and still in force keeps deciding what came after it, until this one is delivered.
+        const before = this.#waitUntil.get(event.data.grant_id);
         this.#waitUntil.set(event.data.grant_id, {
           until: this.#now() + event.data.retry_after * 1000,
           at: this.#now(),
           retryAfter: event.data.retry_after,
-          deliveredAfter: null,
+          deliveredAfter: before && this.#now() < before.until ? before.deliveredAfter : null,
         });
         return;
+      }
       case 'request.served': {
         // The 429 reached the client: what the same grant sends from now on is a reaction to it. Requests that
         // arrived before this moment were sent before the client could know of it, whenever they are admitted.
@@ -323,12 +326,13 @@ export class Findings {
       if (!earlier) this.#ctx.events.emit('finding.recorded', finding);
     };
     const grants = this.#ctx.state.grants;
-    const newer = new Map<string, number[]>();
+    /** For each client and person, when their newest grant of this run was made. */
+    const newest = new Map<string, number>();
     for (const [grantId, used] of this.#grants) {
       const grant = grants[grantId];
       if (!grant) continue;
       const key = `${grant.client_id}\n${grant.person_id}`;
-      newer.set(key, [...(newer.get(key) ?? []), grant.created_at]);
+      newest.set(key, Math.max(newest.get(key) ?? grant.created_at, grant.created_at));
       const unused = grant.resource === null ? [] : grant.scopes.filter((s) => !used.has(s));
       if (unused.length > 0)
         keep({
@@ -340,12 +344,12 @@ export class Findings {
           hint: HINTS.unusedScope,
         });
     }
-    if (newer.size > 0)
+    if (newest.size > 0)
       for (const grant of Object.values(grants)) {
         if (grant.status !== 'active') continue;
-        const later = newer.get(`${grant.client_id}\n${grant.person_id}`)?.filter((t) => t > grant.created_at);
+        const latest = newest.get(`${grant.client_id}\n${grant.person_id}`);
         // Judged against the newest grant: a grant used since then is still in use (another session of the client).
-        if (!later?.length || (grant.last_used_at ?? grant.created_at) >= Math.max(...later)) continue;
+        if (latest === undefined || latest <= grant.created_at || (grant.last_used_at ?? grant.created_at) >= latest) continue;
         keep({
           code: 'grant.abandoned',
           client_id: grant.client_id,

@@ -2,7 +2,7 @@ import { MINUTE, type Clock } from './clock.js';
 import { OAuthError } from './errors.js';
 import { RateLimitedError, RateLimiter, type RateLimitConfig } from './rate-limit.js';
 import type { Repository } from './repository.js';
-import { nextUnusedClientExpiry, type Retention } from './retention.js';
+import { dropUnusedClients, nextUnusedClientExpiry, type Retention } from './retention.js';
 
 /**
  * Open registration (spec 4.1, RFC 7591) answers anyone who reaches `{base_url}`, a page in the developer's browser
@@ -69,6 +69,8 @@ export class RegistrationGate {
   /** Throws 503 `temporarily_unavailable` when the table holds `maxClients` clients. */
   checkRoom(now: number): void {
     if (this.#clients.size < this.limits.maxClients) return;
+    // Retention's rule applied now, not at the next prune (a timer of real time): room that is due is there at once.
+    if (dropUnusedClients(this.repo, now, this.retention) > 0 && this.#clients.size < this.limits.maxClients) return;
     const next = nextUnusedClientExpiry(this.repo, this.retention);
     const retryAfter = Math.max(1, Math.ceil(((next ?? now + this.retention.unusedClients) - now) / 1000));
     throw new OAuthError(

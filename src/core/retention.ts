@@ -98,8 +98,15 @@ export function applyRetention(repo: Repository, now: number, retention: Retenti
     const decidedAt = action.status === 'applied' ? action.applied_at : action.status === 'rejected' ? action.decided_at : undefined;
     if (decidedAt !== undefined && decidedAt + retention.decidedActions <= now) drop('pending_actions', id);
   }
+  removed += dropUnusedClients(repo, now, retention);
+  return { removed, families };
+}
+
+/** Removes the clients that registered themselves, never got a grant, and are past `retention.unusedClients`; returns how many. */
+export function dropUnusedClients(repo: Repository, now: number, retention: Retention): number {
+  let removed = 0;
   const used = clientsInUse(repo);
   for (const [id, client] of repo.entries('clients'))
-    if (client.self_registered && !used.has(id) && unusedClientEndsAt(client, retention) <= now) drop('clients', id);
-  return { removed, families };
+    if (client.self_registered && !used.has(id) && unusedClientEndsAt(client, retention) <= now && repo.delete('clients', id)) removed++;
+  return removed;
 }

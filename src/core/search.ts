@@ -37,12 +37,23 @@ interface Entry {
   lower: string;
   /** The passage cut into sentences an answer can quote (not indexed either). */
   sentences: string[];
+  /** What a hit stands for: a record, or a section of a document, however many pieces it was indexed in. */
+  passage: string;
 }
 
 /** An entry from its parts, with the text prepared once for indexing, snippets and answers. */
-function entry(id: string, kind: string, owner: string, ref: string, title: string, text: string, sentences: string[]): Entry {
+function entry(
+  id: string,
+  kind: string,
+  owner: string,
+  ref: string,
+  title: string,
+  text: string,
+  sentences: string[],
+  passage = id,
+): Entry {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase(), sentences };
+  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase(), sentences, passage };
 }
 
 /** Record fields written as prose; the others are values, quoted with their label (`Telefon: 0171 2345678`). */
@@ -255,20 +266,25 @@ export class SearchIndex {
       params: Record<string, unknown>,
     ) => { hits: Array<{ score: number; document: Entry }> };
     const limit = options.limit ?? 5;
-    const result = search(db, {
-      term: searchText(question),
-      properties: ['title', 'text'],
-      boost: { title: 2 },
-      // A long section is indexed in pieces (ENTRY_TEXT): room for the pieces of one passage, kept once below.
-      limit: limit * 2,
-      where: { owner: { in: [SHARED, options.person] }, ...(options.knowledgeOnly ? { kind: { eq: 'knowledge' } } : {}) },
-    });
+    const rank = (count: number) =>
+      search(db, {
+        term: searchText(question),
+        properties: ['title', 'text'],
+        boost: { title: 2 },
+        limit: count,
+        where: { owner: { in: [SHARED, options.person] }, ...(options.knowledgeOnly ? { kind: { eq: 'knowledge' } } : {}) },
+      }).hits;
+    // A long section is indexed in pieces (ENTRY_TEXT), each a hit of its own: a passage counts once, at its best
+    // piece, and more hits are asked for while pieces of one passage take the places of others.
+    type Ranked = Array<{ score: number; document: Entry }>;
+    const distinct = (count: number): Ranked => {
+      const hits = rank(count);
+      const seen = new Set<string>();
+      const passages = hits.filter(({ document }) => !seen.has(document.passage) && seen.add(document.passage));
+      return passages.length >= limit || hits.length < count ? passages : distinct(count * 4);
+    };
+    const passages = distinct(limit * 2);
     const words = questionWords(question);
-    const seen = new Set<string>();
-    const passages = result.hits.filter(({ document }) => {
-      const passage = `${document.ref}\n${document.title}`;
-      return !seen.has(passage) && seen.add(passage);
-    });
     return passages.slice(0, limit).map(({ score, document }) => ({
       kind: document.kind as SourceKind,
       id: document.ref,
@@ -301,10 +317,11 @@ async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>): P
 /** A knowledge document's entries: one per `##` section, a long section in pieces of at most ENTRY_TEXT. */
 function* knowledgeEntries(doc: KnowledgeDocument): Generator<Entry> {
   let i = 0;
-  for (const section of markdownSections(doc)) {
+  for (const [s, section] of markdownSections(doc).entries()) {
     const title = section.heading === doc.title ? doc.title : `${doc.title}: ${section.heading}`;
+    const passage = `knowledge:${doc.id}:section:${s}`;
     for (const text of pieces(section.text))
-      yield entry(`knowledge:${doc.id}:${i++}`, 'knowledge', doc.owner ?? SHARED, doc.id, title, text, markdownSentences(text));
+      yield entry(`knowledge:${doc.id}:${i++}`, 'knowledge', doc.owner ?? SHARED, doc.id, title, text, markdownSentences(text), passage);
   }
 }
 

@@ -35,8 +35,11 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeH
  */
 export const isolated = (text: string): SafeHtml => html`<bdi>${text}</bdi>`;
 
-/** The same where no element may stand (a page's `<title>`): between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE. */
-export const isolatedText = (text: string): string => `\u2068${text}\u2069`;
+/**
+ * The same where no element may stand (a page's `<title>`): between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE,
+ * without the value's own embeddings, overrides and isolates, one of which (U+2069) could close the isolate early.
+ */
+export const isolatedText = (text: string): string => `\u2068${text.replace(/[\u202A-\u202E\u2066-\u2069]/g, '')}\u2069`;
 
 /** Bidi controls and the other invisible format characters, which can make a text look like another. */
 const INVISIBLE = /[\p{Cf}\u2028\u2029]/gu;

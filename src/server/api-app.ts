@@ -243,13 +243,14 @@ export function newFastify(options: AppOptions): FastifyInstance {
     forceCloseConnections: 'idle',
     // Request line and headers up to HTTP_LIMITS.head reach the routes, which check the limits with their error shape;
     // what the parser refuses beyond it is answered as a problem, then the connection closes politely. A head must
-    // arrive within headersTimeoutMs, and an idle keep-alive connection is closed after keepAliveMs: both give their
-    // descriptors back (the connection bound is ConnectionBudget's, over every listener).
+    // arrive within headersTimeoutMs, its body within requestTimeoutMs, and an idle keep-alive connection is closed
+    // after keepAliveMs: each gives its descriptor back (the connection bound is ConnectionBudget's, over every listener).
     http: {
       maxHeaderSize: HTTP_LIMITS.head,
       headersTimeout: HTTP_LIMITS.headersTimeoutMs,
       connectionsCheckingInterval: HTTP_LIMITS.timeoutCheckMs,
     },
+    requestTimeout: HTTP_LIMITS.requestTimeoutMs,
     keepAliveTimeout: HTTP_LIMITS.keepAliveMs,
     clientErrorHandler: answerClientError,
     ...(options.schemaController ? { schemaController: options.schemaController } : {}),

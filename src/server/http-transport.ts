@@ -24,7 +24,12 @@ export const HTTP_LIMITS = {
   head: 16 * 1024,
   /** A request's head must have arrived this long after it began, else 408 and the connection closes (slow heads). */
   headersTimeoutMs: 10_000,
-  /** How often Node looks for heads past that timeout. */
+  /**
+   * The whole request, body included, must have arrived this long after it began, else 408 and the connection closes:
+   * a connection counts as busy once its head is in, so bodies that never come would otherwise hold every slot.
+   */
+  requestTimeoutMs: 20_000,
+  /** How often Node looks for heads and requests past their timeouts. */
   timeoutCheckMs: 1_000,
   /** A keep-alive connection with no request is closed after this long (Node's default; fastify's is 72 s). */
   keepAliveMs: 5_000,

@@ -85,6 +85,17 @@ describe('41.6: ingest of a training document yields to other requests (README, 
     expect(kaution[0]?.sentences).toContain('Die Kaution beträgt drei Monatsmieten.');
   });
 
+  it('the pieces of one long section never crowd out other passages: as many distinct sources as asked for', async () => {
+    const index = new SearchIndex(emptyWorkspace, []);
+    await index.warmUp();
+    await index.addKnowledge(doc('gross', prose(LIMIT)));
+    // Weaker hits than any piece of the long one: one mention among other words.
+    const weaker = `# Stall\n\nDer Hufschmied war da. ${'Die Weide wird im Mai gemäht und das Heu eingefahren. '.repeat(40)}`;
+    for (const id of ['klein-1', 'klein-2']) await index.addKnowledge(doc(id, weaker));
+    const hits = await index.search('Hufschmied Dienstag', { person: 'person_erika', limit: 3 });
+    expect(hits.map((h) => h.id).sort()).toEqual(['gross', 'klein-1', 'klein-2']);
+  });
+
   it('the index built at start is sliced the same way', async () => {
     const index = new SearchIndex(emptyWorkspace, [doc('a', compounds(LIMIT, 40)), doc('b', prose(LIMIT))]);
     const turns = await turnsDuring(index.warmUp());
