@@ -31,6 +31,11 @@ export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
 const LEDGER_ON_WRITER_BYTES = 1 << 20;
 const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
 /**
+ * A compaction that failed (a full disk, a state file made immutable) is tried again after this long, doubled after
+ * each failure in a row up to the journal's maximum age: meanwhile the journal holds every write, as it does anyway.
+ */
+const COMPACTION_RETRY_MS = 1_000;
+/**
  * The writer thread's young generation, in MB. Everything it allocates (a compaction's pieces, a large ledger's
  * lines at a start) dies young, and V8 grew its default young generation to hold it, about 12 MB of RSS kept for as
  * long as serve runs (a 100k-record state under the bench's refresh load: 253 MB peak instead of 266).
@@ -255,6 +260,9 @@ export class FilePersistence implements StatePersistence {
   /** charges.count of the state file on disk: the ledger lines a snapshot of it takes. */
   #baseCharges = 0;
   #baseAt = Date.now();
+  /** Compactions that failed in a row, and when the next one due to size or age may be tried. */
+  #failedCompactions = 0;
+  #retryAt = 0;
   #repo: Repository | null = null;
   #waiting: Deferred[] = [];
   #scheduled = false;
@@ -400,7 +408,11 @@ export class FilePersistence implements StatePersistence {
     if (changes.length === 0 && ledger.length === 0) {
       // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a
       // journal (a first start that was killed) gets its state file now.
-      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting) this.#requestBase().then(() => settle(), settle);
+      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting && this.#compactionDue())
+        this.#requestBase().then(
+          () => settle(),
+          () => settle(),
+        );
       else settle();
       this.#maybeBeginBase(repo);
       this.#next();
@@ -423,12 +435,16 @@ export class FilePersistence implements StatePersistence {
       (reply) => {
         this.#inWriter = false;
         this.#journalBytes = reply.journalBytes ?? this.#journalBytes;
-        if (this.#baseBytes === 0) {
-          // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up.
-          this.#requestBase().then(() => settle(), settle);
+        if (this.#baseBytes === 0 && this.#compactionDue()) {
+          // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up. The
+          // record is durable either way: a state file that cannot be written is said and tried again (#requestBase).
+          this.#requestBase().then(
+            () => settle(),
+            () => settle(),
+          );
         } else {
           settle();
-          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes))
+          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes) && this.#compactionDue())
             void this.#requestBase().catch(() => undefined);
         }
         this.#next();
@@ -444,15 +460,44 @@ export class FilePersistence implements StatePersistence {
     );
   }
 
-  /** Asks for a state file write at the next record (compaction). */
+  /** Whether a compaction that is due by size or age may be tried now: not while one that failed waits for its retry. */
+  #compactionDue(): boolean {
+    return Date.now() >= this.#retryAt;
+  }
+
+  /**
+   * Asks for a state file write at the next record (compaction). One that fails is said, with its cause, and the
+   * next one due by size or age waits for a backoff: the journal keeps every write meanwhile, and serve goes on.
+   */
   #requestBase(): Promise<void> {
     if (this.#compacting) return this.#compacting;
     this.#wantBase = deferred();
-    this.#compacting = this.#wantBase.promise.finally(() => {
-      this.#compacting = null;
-      this.#baseAt = Date.now();
-      this.#next();
-    });
+    this.#compacting = this.#wantBase.promise
+      .then(
+        () => {
+          if (this.#failedCompactions > 0)
+            this.#notice(
+              `wrote ${this.location} again after ${this.#failedCompactions} failed compaction${this.#failedCompactions === 1 ? '' : 's'}`,
+            );
+          this.#failedCompactions = 0;
+          this.#retryAt = 0;
+        },
+        (e: unknown) => {
+          if (!this.#abandoned) {
+            const delay = Math.min(COMPACTION_RETRY_MS * 2 ** this.#failedCompactions++, this.#maxAgeMs);
+            this.#retryAt = Date.now() + delay;
+            this.#notice(
+              `compaction failed: ${(e as Error).message}; every answered write is in ${this.journalFile} (${this.#journalBytes} bytes), which a start replays; serving goes on, next try in ${delay / 1000} s`,
+            );
+          }
+          throw e;
+        },
+      )
+      .finally(() => {
+        this.#compacting = null;
+        this.#baseAt = Date.now();
+        this.#next();
+      });
     // A record of its own if changes wait; else the state file is written as the state is now.
     if (this.#repo) void this.commit(this.#repo).catch(() => undefined);
     return this.#compacting;
@@ -643,7 +688,14 @@ export class FilePersistence implements StatePersistence {
     this.#ageTimer = null;
     await this.flush();
     try {
-      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0)) await this.#requestBase();
+      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0))
+        await this.#requestBase().catch((e: unknown) => {
+          if (this.#abandoned) throw e;
+          // Every answered write is durable in the journal (a commit is answered only then): a clean stop all the same.
+          this.#notice(
+            `stopped without folding the journal into ${this.location} (${(e as Error).message}); every answered write is kept in ${this.journalFile}, which the next start replays`,
+          );
+        });
     } finally {
       const worker = this.#worker;
       this.#worker = null;
@@ -684,7 +736,7 @@ export class FilePersistence implements StatePersistence {
     this.#opened.catch(() => undefined);
     this.#ageTimer = setInterval(
       () => {
-        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held)
+        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held && this.#compactionDue())
           void this.#requestBase().catch(() => undefined);
       },
       Math.min(this.#maxAgeMs, 5_000),

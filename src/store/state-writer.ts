@@ -164,14 +164,21 @@ function cutBack(target: Appendable): void {
 /** Writes `bytes` as `file`: fresh temp file, fdatasync, rename, directory fsync. */
 function writeDurably(file: string, bytes: Uint8Array): void {
   const name = tempName(file);
-  const fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  let fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  // Forgotten before it is closed, also when close fails (Linux releases the number either way): a second close would
+  // hit whatever the main thread opened under that number since, a socket, and abort the process.
+  const forget = () => {
+    const open = fd;
+    fd = -1;
+    return open;
+  };
   try {
     writeAll(fd, bytes);
     fdatasyncSync(fd);
-    closeSync(fd);
+    closeSync(forget());
     renameSync(name, file);
   } catch (e) {
-    closeQuietly(fd);
+    if (fd >= 0) closeQuietly(fd);
     unlinkQuietly(name);
     throw e;
   }
@@ -345,16 +352,18 @@ export function handle(message: WriterMessage): WriterReply | null {
       const b = base;
       base = null;
       if (!b) throw new Error('no state file write in progress');
+      const created = b.fd >= 0;
       try {
         if (b.error) throw b.error;
         fdatasyncSync(b.fd);
-        closeSync(b.fd);
+        // Forgotten before it is closed (see writeDurably): a failed rename below must not close it again.
+        const fd = b.fd;
+        b.fd = -1;
+        closeSync(fd);
         renameSync(b.name, p.file);
       } catch (e) {
-        if (b.fd >= 0) {
-          closeQuietly(b.fd);
-          unlinkQuietly(b.name);
-        }
+        if (b.fd >= 0) closeQuietly(b.fd);
+        if (created) unlinkQuietly(b.name);
         throw e;
       }
       syncDir(p.file);
@@ -365,6 +374,8 @@ export function handle(message: WriterMessage): WriterReply | null {
       else {
         writeDurably(p.journal, tail);
         if (journal) closeQuietly(journal.fd);
+        // Not kept closed: a commit would append to whatever holds that number next.
+        journal = null;
         journal = openAppendable(p.journal);
       }
       return { id: message.id, journalBytes: journal?.size ?? 0, baseBytes: b.bytes };

@@ -1,0 +1,94 @@
+/**
+ * A real `serve` under disk and file faults (issue 41, section B): its answers must match what it stored. Faults
+ * are injected at the file layer (test/helpers/fs-faults.cjs, loaded with `node --require` into serve and its
+ * writer thread): a rename that fails as onto an immutable file, a write that fails as on a full disk. They need no
+ * root and no special file system; they are armed and cleared while serve runs.
+ */
+import { rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { readStateAt } from '../src/store/file-persistence.js';
+import { startServe, type ServeProcess } from './helpers/cli.js';
+import { scratchDir } from './helpers/emulator.js';
+import { bearer, postJson } from './helpers/oauth.js';
+import { pollUntil } from './helpers/wait.js';
+
+const FS_FAULTS = fileURLToPath(new URL('./helpers/fs-faults.cjs', import.meta.url));
+
+interface FaultRules {
+  write?: { code: string; name: string };
+  rename?: { code: string; name: string };
+}
+
+/** A serve on `dir/state.json` whose file operations fail as `arm` says, from the next one on. */
+async function serveWithFaults(
+  dir: string,
+  args: string[] = [],
+): Promise<{ serve: ServeProcess; file: string; arm: (rules: FaultRules) => Promise<void> }> {
+  const control = join(dir, 'faults.json');
+  // Whole or not at all: serve reads it at every file operation.
+  const arm = async (rules: FaultRules) => {
+    await writeFile(`${control}.new`, JSON.stringify(rules));
+    await rename(`${control}.new`, control);
+  };
+  await arm({});
+  const file = join(dir, 'state.json');
+  const serve = await startServe(['--state', file, '--clock', 'manual', ...args], {
+    nodeArgs: ['--require', FS_FAULTS],
+    env: { AGENT_ACCESS_TEST_FS_FAULTS: control },
+  });
+  return { serve, file, arm };
+}
+
+const tokens = async (serve: ServeProcess, scopes = ['ask']) => {
+  const res = await postJson(`${serve.ready.admin_url}/tokens`, { scopes }, bearer(serve.ready.admin_token));
+  return { status: res.status, body: res.json() as { access_token: string; client_id: string } };
+};
+
+describe('a compaction that fails (issue 41.7)', () => {
+  it('41.7: a state file that cannot be renamed into place is said with its cause and tried again, serve keeps answering from the journal, and a clean stop exits 0 keeping every answered write', async () => {
+    const dir = await scratchDir();
+    // A compaction once the journal passes the state file's size (a few KB).
+    const { serve, file, arm } = await serveWithFaults(dir, ['--journal-limit', '1kb']);
+    // As `chattr +i state.json` does: every rename onto it fails.
+    await arm({ rename: { code: 'EPERM', name: '^state\\.json$' } });
+    const clients: string[] = [];
+    await pollUntil(
+      async () => {
+        const next = await tokens(serve);
+        expect(next.status).toBe(200);
+        clients.push(next.body.client_id);
+        return /compaction failed: .*EPERM/.test(serve.stderr());
+      },
+      'the failed compaction on stderr',
+      { describe: serve.stderr },
+    );
+    expect(serve.stderr()).toMatch(/every answered write is in .*state\.journal\.jsonl .*serving goes on, next try in \d+ s/);
+    // Tried again after its backoff, and failing again; meanwhile every write is answered.
+    await pollUntil(
+      async () => {
+        const next = await tokens(serve);
+        expect(next.status).toBe(200);
+        clients.push(next.body.client_id);
+        return (serve.stderr().match(/compaction failed/g) ?? []).length >= 2;
+      },
+      'a second try',
+      { intervalMs: 50, describe: serve.stderr },
+    );
+    expect(await serve.stop()).toBe(0);
+    expect(serve.stderr()).toMatch(
+      /stopped without folding the journal into .*state\.json \(.*EPERM.*\); every answered write is kept in .*state\.journal\.jsonl/,
+    );
+    expect(serve.stderr()).not.toMatch(/Abort|SIGABRT|uncaught/i);
+    // Every answered write is on disk, in the journal, and a start replays it.
+    const state = await readStateAt(file);
+    for (const id of clients) expect(state?.clients[id], id).toBeDefined();
+
+    await arm({});
+    const again = await serveWithFaults(dir);
+    expect((await tokens(again.serve)).status).toBe(200);
+    expect(await again.serve.stop()).toBe(0);
+    expect(again.serve.stderr()).not.toMatch(/compaction failed|stopped without/);
+  });
+});
