@@ -92,3 +92,49 @@ describe('a compaction that fails (issue 41.7)', () => {
     expect(again.serve.stderr()).not.toMatch(/compaction failed|stopped without/);
   });
 });
+
+describe('a commit that fails (issue 41.8)', () => {
+  it('41.8: asks and research jobs answered 500 on a full disk change and charge nothing, then or later, and a retry with the same Idempotency-Key runs afresh', async () => {
+    const dir = await scratchDir();
+    const { serve, file, arm } = await serveWithFaults(dir);
+    const admin = bearer(serve.ready.admin_token);
+    let { body } = await tokens(serve, ['ask', 'research']);
+    const call = (path: string, question: string, key: string) =>
+      postJson(`${serve.ready.base_url}${path}`, { question }, bearer(body.access_token, { 'idempotency-key': key }));
+    const calls = [
+      ...['k1', 'k2', 'k3', 'k4'].map((key) => () => call('/chat/ask', `Wann kommt der Hufschmied? (${key})`, key)),
+      ...['r1', 'r2', 'r3'].map((key) => () => call('/research', `Welche Weiden sind im Winter gesperrt? (${key})`, key)),
+    ];
+    // A full disk: no write to the state's files gets through.
+    await arm({ write: { code: 'ENOSPC', name: '^\\.?state\\.' } });
+    for (const send of calls) expect((await send()).status).toBe(500);
+    await arm({});
+    // Space is back, and another write commits: nothing of the failed ones comes with it.
+    expect((await tokens(serve)).status).toBe(200);
+    const charges = async () =>
+      (
+        (await (await fetch(`${serve.ready.admin_url}/charges`, { headers: admin })).json()) as {
+          entries: Array<{ idempotency_key: string }>;
+        }
+      ).entries;
+    expect(await charges()).toEqual([]);
+    // On the clock, a job that had been kept would run now.
+    expect((await postJson(`${serve.ready.admin_url}/clock/advance`, { by: '1h' }, admin)).status).toBe(200);
+    let state = await readStateAt(file);
+    expect(state?.charges.count).toBe(0);
+    expect(Object.keys(state?.research_jobs ?? {})).toEqual([]);
+    expect(Object.keys(state?.idempotency ?? {})).toEqual([]);
+
+    // The same keys again (a token of the same client: the first expired on the clock) run the operations afresh:
+    // each charged once, now.
+    ({ body } = await postJson(`${serve.ready.admin_url}/tokens`, { scopes: ['ask', 'research'], client_id: body.client_id }, admin).then(
+      (r) => ({ body: r.json() as typeof body }),
+    ));
+    for (const send of calls) expect([200, 202]).toContain((await send()).status);
+    expect((await charges()).map((c) => c.idempotency_key).sort()).toEqual(['k1', 'k2', 'k3', 'k4', 'r1', 'r2', 'r3']);
+    expect(await serve.stop()).toBe(0);
+    state = await readStateAt(file);
+    expect(state?.charges.count).toBe(7);
+    expect(Object.keys(state?.research_jobs ?? {})).toHaveLength(3);
+  });
+});

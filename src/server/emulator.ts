@@ -268,6 +268,10 @@ export class Emulator {
       const pristine = structuredClone(fixtures.workspace);
       // Changes the person approved on the agent plane, replayed over the fixtures' workspace.
       const replay = () => replayWorkspaceChanges(fixtures.workspace, core, (message) => onError(new Error(message), 'warm-up'));
+      const rebuildWorkspace = () => {
+        for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
+        replay();
+      };
       replay();
       const resources = new ResourceService(core, {
         workspace: fixtures.workspace,
@@ -287,11 +291,15 @@ export class Emulator {
         core,
         statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(),
         () => {
-          for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
-          replay();
+          rebuildWorkspace();
           resources.reload();
         },
       );
+      // A commit that failed was rolled back (its requests answered 500): the workspace and search follow the state.
+      core.repo.onRollBack((heads) => {
+        if (heads.has('workspace_changes')) rebuildWorkspace();
+        if (heads.has('workspace_changes') || heads.has('training_documents') || heads.has('shared_knowledge')) resources.reindex();
+      });
       // The state as created is what `reset` returns to.
       if (core.created) await snapshots.captureBaseline();
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore

@@ -398,7 +398,8 @@ export class FilePersistence implements StatePersistence {
     }
     const batch = this.#waiting;
     this.#waiting = [];
-    const { changes, ledger } = repo.drain();
+    const drained = repo.drain();
+    const { changes, ledger } = drained;
     const settle = (error?: unknown) => {
       for (const d of batch) {
         if (error) d.reject(error);
@@ -451,10 +452,15 @@ export class FilePersistence implements StatePersistence {
       },
       (error: unknown) => {
         this.#inWriter = false;
-        // Not written: the number is free again, and the changes go into the next record (with their values then).
+        // Not written: the number is free again, and its requests are answered with an error, so nothing of it may
+        // happen later (README: a server error changes and charges nothing). The state goes back to before it, with
+        // what was changed since on top of it, whose commits fail with it.
         this.#seq = seq - 1;
-        repo.restore({ changes, ledger });
+        repo.rollBack(drained);
+        const since = this.#waiting;
+        this.#waiting = [];
         settle(error);
+        for (const d of since) d.reject(error);
         this.#next();
       },
     );
