@@ -4,12 +4,13 @@
  * writer thread): a rename that fails as onto an immutable file, a write that fails as on a full disk. They need no
  * root and no special file system; they are armed and cleared while serve runs.
  */
-import { rename, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { readStateAt } from '../src/store/file-persistence.js';
-import { startServe, type ServeProcess } from './helpers/cli.js';
+import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { bearer, postJson } from './helpers/oauth.js';
 import { pollUntil } from './helpers/wait.js';
@@ -136,5 +137,50 @@ describe('a commit that fails (issue 41.8)', () => {
     state = await readStateAt(file);
     expect(state?.charges.count).toBe(7);
     expect(Object.keys(state?.research_jobs ?? {})).toHaveLength(3);
+  });
+});
+
+/** `dir` mounted read-only at a new folder (a bind mount: needs root, and a system that allows it); null where it cannot be. */
+async function readOnlyView(dir: string): Promise<{ path: string; unmount: () => void } | null> {
+  if (process.getuid?.() !== 0) return null;
+  const path = `${dir}-ro`;
+  await mkdir(path);
+  try {
+    execFileSync('mount', ['--bind', dir, path], { stdio: 'ignore' });
+  } catch {
+    return null;
+  }
+  const unmount = () => execFileSync('umount', [path], { stdio: 'ignore' });
+  try {
+    execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'ignore' });
+  } catch {
+    unmount();
+    return null;
+  }
+  return { path, unmount };
+}
+
+describe('a state folder that is read-only (issue 41.11)', () => {
+  it('41.11: serve on a read-only file system says the folder is read-only, at once, not that another process holds the file (needs root for a read-only bind mount; skipped otherwise)', async (ctx) => {
+    const dir = await scratchDir();
+    // As a killed serve leaves it: a state file, its lock and admin file.
+    const serve = await startServe(['--state', join(dir, 'state.json')]);
+    serve.child.kill('SIGKILL');
+    await serve.exit;
+    const view = await readOnlyView(dir);
+    if (!view) return ctx.skip('needs root and bind mounts for a read-only file system');
+    try {
+      for (const state of [join(view.path, 'state.json'), join(view.path, 'new', 'state.json')]) {
+        const started = Date.now();
+        const { code, stderr } = await runCli(['serve', '--state', state, '--port', '0', '--auth-port', '0']);
+        expect(code, stderr).toBe(3);
+        expect(stderr).toContain(`the folder ${view.path} is on a read-only file system`);
+        expect(stderr).not.toMatch(/another agent-access process|waiting for the lock/);
+        // Not after waiting out the lock (5 s).
+        expect(Date.now() - started).toBeLessThan(4_000);
+      }
+    } finally {
+      view.unmount();
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
-import { lstat, readlink, realpath, rmdir, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, lstat, readlink, realpath, rmdir, stat } from 'node:fs/promises';
 import { hostname, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
@@ -51,12 +52,19 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
     await makeDirDurably(dirname(file));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-    throw new StateFileError(
-      file,
-      `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`,
-      { cause: e },
+    throw (
+      (await notWritable(file, dirname(file))) ??
+      new StateFileError(
+        file,
+        `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`,
+        { cause: e },
+      )
     );
   }
+  // Before the lock: on a read-only folder, a lock left by a killed serve can be neither taken over nor waited out,
+  // and the wait ended in "in use by another agent-access process".
+  const readOnly = await notWritable(file, dirname(file));
+  if (readOnly) throw readOnly;
   const holder = async (): Promise<AnnouncedHolder | null> => (await options.holder?.()) ?? null;
   const announced = await holder();
   // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
@@ -82,6 +90,32 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
 }
 
 const lockDirOf = (file: string): string => `${file}.lock`;
+
+/**
+ * The error to give when `dir`, or the nearest folder above it that exists, cannot be written: a read-only file
+ * system (EROFS, also for root) or a folder without write permission (EACCES, EPERM). Null when it can be.
+ */
+async function notWritable(file: string, dir: string): Promise<StateFileError | null> {
+  for (let at = dir; ; at = dirname(at)) {
+    try {
+      await access(at, constants.W_OK);
+      return null;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' && dirname(at) !== at) continue;
+      const way = 'Choose a writable place with --state OTHER_FILE, or use --in-memory.';
+      if (code === 'EROFS')
+        return new StateFileError(
+          file,
+          `cannot use state file ${file}: the folder ${at} is on a read-only file system, and serve writes its state, journal and lock there. ${way}`,
+          { cause: e },
+        );
+      if (code === 'EACCES' || code === 'EPERM')
+        return new StateFileError(file, `cannot use state file ${file}: the folder ${at} is not writable (${code}). ${way}`, { cause: e });
+      return null;
+    }
+  }
+}
 const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
 
 function heldBy(holder: AnnouncedHolder | null): string {
