@@ -5,10 +5,12 @@
  * root and no special file system; they are armed and cleared while serve runs.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { journalFileFor } from '../src/core/state-files.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
@@ -182,5 +184,40 @@ describe('a state folder that is read-only (issue 41.11)', () => {
     } finally {
       view.unmount();
     }
+  });
+});
+
+describe('state files removed under a running serve (issue 41.10)', () => {
+  it('41.10: a journal removed by hand is noticed before the next write is acknowledged: that write is answered 500, serve writes every answered write from memory and stops (exit 3), and the next start has them all', async () => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const serve = await startServe(['--state', file]);
+    const answered: string[] = [];
+    for (let i = 0; i < 5; i++) answered.push((await tokens(serve)).body.client_id);
+    await rm(journalFileFor(file));
+    const after = await tokens(serve);
+    expect(after.status).toBe(500);
+    expect(await serve.exit).toBe(3);
+    expect(serve.stderr()).toContain(`the journal ${journalFileFor(file)} was removed while serve ran; stopped acknowledging writes`);
+    expect(serve.stderr()).toMatch(/every write answered before is kept: .*state\.json is written from memory/);
+    expect(serve.stderr()).toMatch(/wrote .*state\.json from memory: it holds every answered write/);
+    const again = await startServe(['--state', file]);
+    const state = await readStateAt(file);
+    for (const id of answered) expect(state?.clients[id], id).toBeDefined();
+    expect(Object.keys(state?.clients ?? {})).toHaveLength(answered.length);
+    expect(await again.stop()).toBe(0);
+  });
+
+  it('41.10: a state folder removed by hand (rm -rf) is noticed before the next write is acknowledged, and serve stops (exit 3) saying that nothing is written back', async () => {
+    const dir = join(await scratchDir(), 'state');
+    const file = join(dir, 'state.json');
+    const serve = await startServe(['--state', file]);
+    expect((await tokens(serve)).status).toBe(200);
+    await rm(dir, { recursive: true, force: true });
+    expect((await tokens(serve)).status).toBe(500);
+    expect(await serve.exit).toBe(3);
+    expect(serve.stderr()).toContain(`the state folder ${dir} was removed while serve ran; stopped acknowledging writes`);
+    expect(serve.stderr()).toContain('nothing is written back');
+    expect(existsSync(dir)).toBe(false);
   });
 });

@@ -96,8 +96,11 @@ export interface EmulatorOptions {
    * too. Default: process.emitWarning.
    */
   onNotice?: (line: string) => void;
-  /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
-  onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
+  /**
+   * Where errors that no request can report go: server errors of requests (500s), a lost state-file lock, state
+   * files removed under a running emulator (`state`: it stops acknowledging writes, and stops).
+   */
+  onError?: (error: Error, context: 'request' | 'lock' | 'state' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
   /**
@@ -244,7 +247,17 @@ export class Emulator {
     let apps: FastifyInstance[] = [];
     let ipv6: Server[] = [];
     try {
-      persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice }) : new MemoryPersistence();
+      persistence = statePath
+        ? new FilePersistence(statePath, {
+            journalLimit: options.journalLimit,
+            onNotice,
+            // Its files were removed under it: it acknowledges nothing more (the persistence refuses), and stops.
+            onLost: (lost) => {
+              onError(lost, 'state');
+              void emulator?.stop();
+            },
+          })
+        : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;

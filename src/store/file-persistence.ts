@@ -14,7 +14,7 @@ import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import { BodySource, coldJob, locationOf, moveJob } from './research-bodies.js';
 import type { ResearchJob } from '../core/jobs.js';
-import type { WriterMessage, WriterReply } from './state-writer.js';
+import { FILES_GONE, type WriterMessage, type WriterReply } from './state-writer.js';
 import { readStateFile, statePieces, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
@@ -24,6 +24,11 @@ export interface FilePersistenceOptions {
   journalMaxAgeMs?: number;
   /** What start-up found and did after a crash, one line each (serve prints them on stderr). */
   onNotice?: (line: string) => void;
+  /**
+   * The state's files were found gone from their paths (a journal or ledger removed by hand, or the folder): nothing
+   * more is acknowledged, and the owner should stop (serve exits 3). The error says what happened and what is kept.
+   */
+  onLost?: (error: Error) => void;
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
@@ -246,6 +251,9 @@ export class FilePersistence implements StatePersistence {
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
+  readonly #onLost: (error: Error) => void;
+  /** Only the journal was found gone: the state in memory is written as the state file as the owner stops. */
+  #salvage = false;
 
   #worker: Worker | null = null;
   /** The writer's start on these files (see #open); a commit that finds it failed fails with its error. */
@@ -287,6 +295,7 @@ export class FilePersistence implements StatePersistence {
     this.#limit = options.journalLimit ?? DEFAULT_JOURNAL_LIMIT;
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
+    this.#onLost = options.onLost ?? (() => undefined);
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
@@ -368,7 +377,11 @@ export class FilePersistence implements StatePersistence {
   }
 
   commit(repo: Repository): Promise<void> {
-    if (this.#abandoned) return Promise.reject(this.#abandoned);
+    if (this.#abandoned) {
+      // Answered with an error: what the request changed goes (README: a server error changes nothing).
+      repo.rollBack({ changes: [], ledger: [] });
+      return Promise.reject(this.#abandoned);
+    }
     this.#repo = repo;
     const done = deferred();
     this.#waiting.push(done);
@@ -461,6 +474,8 @@ export class FilePersistence implements StatePersistence {
         this.#waiting = [];
         settle(error);
         for (const d of since) d.reject(error);
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === FILES_GONE.journal || code === FILES_GONE.ledger || code === FILES_GONE.folder) this.#lose(error as Error, code);
         this.#next();
       },
     );
@@ -530,8 +545,8 @@ export class FilePersistence implements StatePersistence {
    * job's entry is copied by the writer from the current state file; afterwards every succeeded job written, if
    * it is still the repository's, reads its body from the new file.
    */
-  async #writeBase(base: SnapshotBase): Promise<void> {
-    this.#post({ op: 'base-begin', id: 0 });
+  async #writeBase(base: SnapshotBase, salvage = false): Promise<void> {
+    this.#post({ op: 'base-begin', id: 0, salvage });
     let text = '';
     /** Cold entries to copy into `text`: its char index, then the offset and length of the bytes in #source. */
     let copies: number[] = [];
@@ -568,7 +583,7 @@ export class FilePersistence implements StatePersistence {
       // Requests go on between slices; the clock is read every few pieces only.
       if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
         await nextTurn();
-        if (this.#abandoned) throw this.#abandoned;
+        if (this.#abandoned && !salvage) throw this.#abandoned;
         sliceStart = performance.now();
       }
     }
@@ -667,11 +682,46 @@ export class FilePersistence implements StatePersistence {
   }
 
   /**
+   * A commit found its files gone from their paths (FILES_GONE): what it appended is in a file no path names. Nothing
+   * more is acknowledged. If only the journal went, the state in memory (every answered write) becomes the state file
+   * as the owner stops (#salvageBase), and the ledger in place matches it; otherwise nothing is written back.
+   */
+  #lose(error: Error, code: string): void {
+    const cause = error.message.replace(/^cannot write state file [^:]*: /, '');
+    let kept: string;
+    if (code === FILES_GONE.journal) {
+      this.#salvage = true;
+      kept = `every write answered before is kept: ${this.location} is written from memory as serve stops, and the ledger beside it matches it`;
+    } else if (code === FILES_GONE.ledger)
+      kept = `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ledger, and a start refuses them until it is put back`;
+    else kept = `nothing is written back: the state of this run is not on disk any more`;
+    const lost = new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, {
+      cause: error,
+    });
+    this.abandon(lost);
+    this.#onLost(lost);
+  }
+
+  /** Every answered write, from memory, as the state file (the journal was found gone; see #lose). */
+  async #salvageBase(repo: Repository): Promise<void> {
+    // A compaction under way stops at its next slice (abandoned); the writer drops what it had begun.
+    await this.#compacting?.catch(() => undefined);
+    const snapshot = repo.snapshot();
+    try {
+      await this.#writeBase({ snapshot, seq: this.#seq }, true);
+    } finally {
+      snapshot.release();
+    }
+  }
+
+  /**
    * The lock was taken over: saves waiting, and every save from here on, fail with `error`, and nothing more is
    * handed to the writer. Writing them anyway would undo what the new owner wrote.
    */
   abandon(error: Error): void {
     this.#abandoned ??= error;
+    // Changes not yet handed to the writer were never acknowledged, and never will be: they go.
+    this.#repo?.rollBack({ changes: [], ledger: [] });
     const waiting = this.#waiting;
     this.#waiting = [];
     for (const d of waiting) d.reject(this.#abandoned);
@@ -702,6 +752,14 @@ export class FilePersistence implements StatePersistence {
             `stopped without folding the journal into ${this.location} (${(e as Error).message}); every answered write is kept in ${this.journalFile}, which the next start replays`,
           );
         });
+      if (this.#salvage && this.#repo)
+        await this.#salvageBase(this.#repo).then(
+          () => this.#notice(`wrote ${this.location} from memory: it holds every answered write (journal record ${this.#seq})`),
+          (e: unknown) =>
+            this.#notice(
+              `could not write ${this.location} from memory (${(e as Error).message}): the writes answered since its last compaction are lost`,
+            ),
+        );
     } finally {
       const worker = this.#worker;
       this.#worker = null;

@@ -26,6 +26,7 @@ import {
   readFileSync,
   readSync,
   renameSync,
+  statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -37,7 +38,7 @@ import { summarizeLedger, type LedgerSummary } from './ledger.js';
 export type WriterMessage =
   | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
   | { op: 'commit'; id: number; record: string; ledger: string }
-  | { op: 'base-begin'; id: number }
+  | { op: 'base-begin'; id: number; salvage?: boolean }
   | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
   | { op: 'base-end'; id: number }
   | { op: 'replace'; id: number; state: string; ledger: string | null }
@@ -69,7 +70,16 @@ interface Paths {
 interface Appendable {
   fd: number;
   size: number;
+  /** The file's identity when opened: a path that names another file (or none) no longer leads to what is appended. */
+  dev: number;
+  ino: number;
 }
+
+/**
+ * Error codes of a commit that found its files gone from their paths after appending (a journal or ledger removed by
+ * hand, the state folder removed with them): what it appended is in a file no path names, and would be lost.
+ */
+export const FILES_GONE = { journal: 'JOURNAL_GONE', ledger: 'LEDGER_GONE', folder: 'STATE_FOLDER_GONE' } as const;
 
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
@@ -136,7 +146,33 @@ function openAppendable(file: string): Appendable {
     created = true;
   }
   if (created) syncDir(file);
-  return { fd, size: fstatSync(fd).size };
+  const { size, dev, ino } = fstatSync(fd);
+  return { fd, size, dev, ino };
+}
+
+/** Throws (FILES_GONE) unless `file` still names the open `target`, or its folder is gone. One stat: about a microsecond. */
+function checkInPlace(file: string, target: Appendable, what: 'journal' | 'ledger'): void {
+  const at = statOrNull(file);
+  if (at && at.dev === target.dev && at.ino === target.ino) return;
+  const folder = dirname(file);
+  if (!statOrNull(folder))
+    throw Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder });
+  throw Object.assign(
+    new Error(`the ${what === 'journal' ? 'journal' : 'charge ledger'} ${file} was ${at ? 'replaced' : 'removed'} while serve ran`),
+    {
+      code: FILES_GONE[what],
+    },
+  );
+}
+
+function statOrNull(file: string): { dev: number; ino: number } | null {
+  try {
+    return statSync(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw e;
+  }
 }
 
 function append(target: Appendable, text: string): void {
@@ -299,6 +335,9 @@ export function handle(message: WriterMessage): WriterReply | null {
       if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
       try {
         append(target, message.record);
+        // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
+        checkInPlace(p.journal, target, 'journal');
+        if (message.ledger && ledger) checkInPlace(p.ledger, ledger, 'ledger');
         lastCommitFailed = false;
       } catch (e) {
         // The ledger lines belong to this record: without it they were never committed.
@@ -313,9 +352,15 @@ export function handle(message: WriterMessage): WriterReply | null {
     case 'base-begin': {
       const p = need();
       const name = tempName(p.file);
+      // One given up half way (its main thread stopped posting: the files were found gone) goes.
+      if (base && base.fd >= 0) {
+        closeQuietly(base.fd);
+        unlinkQuietly(base.name);
+      }
       base = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
       // The snapshot was taken after the record just before: if that record is not on disk, neither may the snapshot be.
-      if (lastCommitFailed) {
+      // A salvage is of the state rolled back to before that record (the journal was found gone): it may.
+      if (lastCommitFailed && !message.salvage) {
         base.error = new Error('the journal record this state file follows could not be written');
         return null;
       }
