@@ -6,12 +6,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { journalFileFor } from '../src/core/state-files.js';
-import { readStateAt } from '../src/store/file-persistence.js';
+import { Repository } from '../src/core/repository.js';
+import { emptyState } from '../src/core/state.js';
+import { FilePersistence, readStateAt } from '../src/store/file-persistence.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { bearer, postJson } from './helpers/oauth.js';
@@ -219,5 +221,34 @@ describe('state files removed under a running serve (issue 41.10)', () => {
     expect(serve.stderr()).toContain(`the state folder ${dir} was removed while serve ran; stopped acknowledging writes`);
     expect(serve.stderr()).toContain('nothing is written back');
     expect(existsSync(dir)).toBe(false);
+  });
+});
+
+describe('a serve that lost its lock (issue 41.9)', () => {
+  it('41.9: a commit checks that the lock is still its own before it writes and before it is acknowledged, not only on the refresh timer: after another process made the lock anew, it fails, writes nothing and is rolled back', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const lockDir = `${file}.lock`;
+    await mkdir(lockDir);
+    const lost: Error[] = [];
+    const persistence = new FilePersistence(file, { lockDir, onLost: (e) => lost.push(e) });
+    const repo = new Repository((await persistence.load()) ?? emptyState());
+    repo.put('revoked_access_tokens', 'a', 1);
+    await persistence.commit(repo);
+    const journal = () => readFile(journalFileFor(file), 'utf8').catch(() => null);
+    const before = await journal();
+    // Stood still (SIGSTOP) while its lock was removed and another process took it: the lock is made anew.
+    await rm(lockDir, { recursive: true });
+    await mkdir(lockDir);
+    repo.put('revoked_access_tokens', 'b', 2);
+    await expect(persistence.commit(repo)).rejects.toThrow(/the lock .*\.lock is no longer this process's/);
+    expect(await journal()).toBe(before);
+    expect(repo.has('revoked_access_tokens', 'b')).toBe(false);
+    expect(lost.map((e) => e.message)).toEqual([expect.stringMatching(/stopped acknowledging writes.*nothing more is written/)]);
+    // And nothing after it either.
+    repo.put('revoked_access_tokens', 'c', 3);
+    await expect(persistence.commit(repo)).rejects.toThrow(/no longer this process's/);
+    await persistence.close();
+    expect(await journal()).toBe(before);
+    expect(Object.keys((await readStateAt(file))?.revoked_access_tokens ?? {})).toEqual(['a']);
   });
 });

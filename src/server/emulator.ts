@@ -24,6 +24,7 @@ import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
 import { lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
+import { LOCK_LOST } from '../store/writer-errors.js';
 import { DEFAULT_STATE_FILE, adminFileFor } from '../protocol/admin-file.js';
 import { announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
@@ -251,9 +252,17 @@ export class Emulator {
         ? new FilePersistence(statePath, {
             journalLimit: options.journalLimit,
             onNotice,
-            // Its files were removed under it: it acknowledges nothing more (the persistence refuses), and stops.
+            lockDir: `${statePath}.lock`,
+            // Its files were removed under it, or its lock is not its own any more: it acknowledges nothing more (the
+            // persistence refuses), and stops.
             onLost: (lost) => {
-              onError(lost, 'state');
+              const lockLost = (lost as NodeJS.ErrnoException).code === LOCK_LOST;
+              if (lockLost) {
+                lock.lost ??= lost;
+                // The admin file may be the new holder's already.
+                if (emulator) emulator.#lockLost = true;
+              }
+              onError(lost, lockLost ? 'lock' : 'state');
               void emulator?.stop();
             },
           })

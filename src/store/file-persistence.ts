@@ -14,7 +14,8 @@ import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import { BodySource, coldJob, locationOf, moveJob } from './research-bodies.js';
 import type { ResearchJob } from '../core/jobs.js';
-import { FILES_GONE, type WriterMessage, type WriterReply } from './state-writer.js';
+import type { WriterMessage, WriterReply } from './state-writer.js';
+import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 import { readStateFile, statePieces, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
@@ -29,6 +30,11 @@ export interface FilePersistenceOptions {
    * more is acknowledged, and the owner should stop (serve exits 3). The error says what happened and what is kept.
    */
   onLost?: (error: Error) => void;
+  /**
+   * The lock directory the owner holds on the file (lock.ts): each commit checks that it is still this one before it
+   * writes and before it is acknowledged, and fails (onLost, code LOCK_LOST) when it is not.
+   */
+  lockDir?: string;
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
@@ -252,6 +258,7 @@ export class FilePersistence implements StatePersistence {
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
   readonly #onLost: (error: Error) => void;
+  readonly #lockDir: string | null;
   /** Only the journal was found gone: the state in memory is written as the state file as the owner stops. */
   #salvage = false;
 
@@ -296,6 +303,7 @@ export class FilePersistence implements StatePersistence {
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
     this.#onLost = options.onLost ?? (() => undefined);
+    this.#lockDir = options.lockDir ?? null;
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
@@ -475,7 +483,8 @@ export class FilePersistence implements StatePersistence {
         settle(error);
         for (const d of since) d.reject(error);
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === FILES_GONE.journal || code === FILES_GONE.ledger || code === FILES_GONE.folder) this.#lose(error as Error, code);
+        if (code === FILES_GONE.journal || code === FILES_GONE.ledger || code === FILES_GONE.folder || code === LOCK_LOST)
+          this.#lose(error as Error, code);
         this.#next();
       },
     );
@@ -692,12 +701,14 @@ export class FilePersistence implements StatePersistence {
     if (code === FILES_GONE.journal) {
       this.#salvage = true;
       kept = `every write answered before is kept: ${this.location} is written from memory as serve stops, and the ledger beside it matches it`;
-    } else if (code === FILES_GONE.ledger)
+    } else if (code === LOCK_LOST) kept = `nothing more is written: the files may be another process's now`;
+    else if (code === FILES_GONE.ledger)
       kept = `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ledger, and a start refuses them until it is put back`;
     else kept = `nothing is written back: the state of this run is not on disk any more`;
-    const lost = new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, {
-      cause: error,
-    });
+    const lost = Object.assign(
+      new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, { cause: error }),
+      { code },
+    );
     this.abandon(lost);
     this.#onLost(lost);
   }
@@ -790,6 +801,7 @@ export class FilePersistence implements StatePersistence {
       journal: this.journalFile,
       ledger: this.ledgerFile,
       journalText: rewrite,
+      lock: this.#lockDir,
     }).then((reply) => {
       if (reply.swept)
         this.#notice(

@@ -34,9 +34,10 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
 import { summarizeLedger, type LedgerSummary } from './ledger.js';
+import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 
 export type WriterMessage =
-  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
+  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null; lock?: string | null }
   | { op: 'commit'; id: number; record: string; ledger: string }
   | { op: 'base-begin'; id: number; salvage?: boolean }
   | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
@@ -75,11 +76,32 @@ interface Appendable {
   ino: number;
 }
 
+/** The lock directory this process holds (lock.ts), as it was when the writer opened: a new holder makes another. */
+let lock: { path: string; dev: number; ino: number; birth: number } | null = null;
+
 /**
- * Error codes of a commit that found its files gone from their paths after appending (a journal or ledger removed by
- * hand, the state folder removed with them): what it appended is in a file no path names, and would be lost.
+ * Throws (LOCK_LOST) unless the lock directory is still the one this process made: removed by hand, or taken over
+ * by another process after this one stood still (SIGSTOP, a debugger), it is not. The lock's refresh timer finds
+ * that too, but only once it runs: a process that continues serves the requests queued for it first.
  */
-export const FILES_GONE = { journal: 'JOURNAL_GONE', ledger: 'LEDGER_GONE', folder: 'STATE_FOLDER_GONE' } as const;
+function checkLock(): void {
+  if (!lock) return;
+  let at: { dev: number; ino: number; birthtimeMs: number } | null = null;
+  try {
+    at = statSync(lock.path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  if (at && at.dev === lock.dev && at.ino === lock.ino && at.birthtimeMs === lock.birth) return;
+  // Gone with the folder it was in: that is what to say.
+  const folder = dirname(lock.path);
+  if (!at && !statOrNull(folder))
+    throw Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder });
+  throw Object.assign(
+    new Error(`the lock ${lock.path} is no longer this process's (${at ? 'another process made it anew' : 'it was removed'})`),
+    { code: LOCK_LOST },
+  );
+}
 
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
@@ -312,6 +334,10 @@ export function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
       paths = { file: message.file, journal: message.journal, ledger: message.ledger };
+      if (message.lock) {
+        const { dev, ino, birthtimeMs } = statSync(message.lock);
+        lock = { path: message.lock, dev, ino, birth: birthtimeMs };
+      }
       mkdirSync(dirname(message.file), { recursive: true, mode: 0o700 });
       let swept = 0;
       // Temp files of a writer that was killed before it could remove them: this is the one writer now.
@@ -329,6 +355,8 @@ export function handle(message: WriterMessage): WriterReply | null {
     case 'commit': {
       const p = need();
       lastCommitFailed = true;
+      // Not one byte into files another process may own now.
+      checkLock();
       // The journal file first: ledger lines beyond the state's count are taken for a cut-short commit's only while
       // there is one (a clean stop removes it), and otherwise refused as acknowledged (ledger.ts).
       const target = (journal ??= openAppendable(p.journal));
@@ -338,6 +366,8 @@ export function handle(message: WriterMessage): WriterReply | null {
         // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
         checkInPlace(p.journal, target, 'journal');
         if (message.ledger && ledger) checkInPlace(p.ledger, ledger, 'ledger');
+        // And still ours once written (it could have stood still in between): else not acknowledged.
+        checkLock();
         lastCommitFailed = false;
       } catch (e) {
         // The ledger lines belong to this record: without it they were never committed.
