@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -250,5 +250,31 @@ describe('a serve that lost its lock (issue 41.9)', () => {
     await persistence.close();
     expect(await journal()).toBe(before);
     expect(Object.keys((await readStateAt(file))?.revoked_access_tokens ?? {})).toEqual(['a']);
+  });
+});
+
+describe('one writer per file, whatever its name (issue 41.9)', () => {
+  it('41.9: a hard link to a served state file from another folder is refused (exit 3, naming the file it is): the lock is on the file, its device and inode, not only its path', async () => {
+    const first = join(await scratchDir(), 'state.json');
+    const serve = await startServe(['--state', first]);
+    expect((await tokens(serve)).status).toBe(200);
+    const other = join(await scratchDir(), 'state.json');
+    await link(first, other);
+    const { code, stderr } = await runCli(['serve', '--state', other, '--port', '0', '--auth-port', '0']);
+    expect(code, stderr).toBe(3);
+    expect(stderr).toContain(`state file ${other} is the same file as ${first} (a hard link), which pid ${serve.child.pid} serves`);
+    // The first serve is untouched, and once it stopped, the other name may be served (by one process at a time).
+    expect((await tokens(serve)).status).toBe(200);
+    expect(await serve.stop()).toBe(0);
+  });
+
+  it("41.9: a serve killed with its lock by the file's identity held does not keep its own restart waiting", async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const serve = await startServe(['--state', file]);
+    serve.child.kill('SIGKILL');
+    await serve.exit;
+    const again = await startServe(['--state', file]);
+    expect(again.stderr()).not.toMatch(/waiting for the lock/);
+    expect(await again.stop()).toBe(0);
   });
 });

@@ -253,6 +253,8 @@ export class Emulator {
             journalLimit: options.journalLimit,
             onNotice,
             lockDir: `${statePath}.lock`,
+            // A compaction's new inode is locked as the one before was: a hard link to it cannot be served either.
+            onStateFile: () => void release?.identify(),
             // Its files were removed under it, or its lock is not its own any more: it acknowledges nothing more (the
             // persistence refuses), and stops.
             onLost: (lost) => {
@@ -279,6 +281,8 @@ export class Emulator {
         seedGrants: fixtures.grants,
         ...(scenario ? { scenario: { ...scenario, timings } } : {}),
       });
+      // A new state file exists now: it is locked by its identity too (lock.ts), as one that existed was at once.
+      await release?.identify();
       for (const { clientId, policy } of options.consent ?? []) setConsentPolicy(core, clientId, policy);
       const faults = new Faults(core);
       for (const spec of options.faults ?? []) faults.arm(spec);

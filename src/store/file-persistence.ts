@@ -35,6 +35,8 @@ export interface FilePersistenceOptions {
    * writes and before it is acknowledged, and fails (onLost, code LOCK_LOST) when it is not.
    */
   lockDir?: string;
+  /** A new state file was put in place (a compaction, a restore): a new inode, which the owner locks (lock.ts). */
+  onStateFile?: () => void;
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
@@ -259,6 +261,7 @@ export class FilePersistence implements StatePersistence {
   readonly #notice: (line: string) => void;
   readonly #onLost: (error: Error) => void;
   readonly #lockDir: string | null;
+  readonly #onStateFile: () => void;
   /** Only the journal was found gone: the state in memory is written as the state file as the owner stops. */
   #salvage = false;
 
@@ -304,6 +307,7 @@ export class FilePersistence implements StatePersistence {
     this.#notice = options.onNotice ?? (() => undefined);
     this.#onLost = options.onLost ?? (() => undefined);
     this.#lockDir = options.lockDir ?? null;
+    this.#onStateFile = options.onStateFile ?? (() => undefined);
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
@@ -598,6 +602,7 @@ export class FilePersistence implements StatePersistence {
     }
     this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
     const reply = await this.#call({ op: 'base-end', id: 0 });
+    this.#onStateFile();
     this.#baseBytes = reply.baseBytes ?? 0;
     this.#baseCharges = base.snapshot.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
@@ -659,6 +664,7 @@ export class FilePersistence implements StatePersistence {
       if (this.#abandoned) throw this.#abandoned;
       const text = withJournalSeq(stored.state, this.#seq);
       await this.#call({ op: 'replace', id: 0, state: text, ledger: stored.ledger });
+      this.#onStateFile();
       this.#journalBytes = 0;
       this.#baseBytes = Buffer.byteLength(text, 'utf8');
       this.#baseCharges = state.charges.count;
