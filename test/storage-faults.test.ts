@@ -98,6 +98,48 @@ describe('a compaction that fails (issue 41.7)', () => {
   });
 });
 
+/** `chattr +i` on `file` (root only, and a file system that has the flag); false where it cannot be done. */
+function makeImmutable(file: string, on: boolean): boolean {
+  if (process.getuid?.() !== 0) return false;
+  try {
+    execFileSync('chattr', [on ? '+i' : '-i', file], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('a compaction that fails on a real immutable file (issue 41.7)', () => {
+  it('41.7: with state.json made immutable (chattr +i) under load, serve keeps answering, never aborts, says why its compactions fail, and a clean stop exits 0 (needs root and chattr; skipped otherwise)', async (ctx) => {
+    const dir = await scratchDir();
+    const file = join(dir, 'state.json');
+    const serve = await startServe(['--state', file, '--journal-limit', '1kb']);
+    if (!makeImmutable(file, true)) {
+      await serve.stop();
+      return ctx.skip('needs root and chattr +i');
+    }
+    try {
+      // Bounded load: 8 concurrent writers until two compactions have failed.
+      await pollUntil(
+        async () => {
+          const answers = await Promise.all(Array.from({ length: 8 }, () => tokens(serve)));
+          for (const a of answers) expect(a.status).toBe(200);
+          return (serve.stderr().match(/compaction failed: .*EPERM/g) ?? []).length >= 2;
+        },
+        'two failed compactions',
+        { intervalMs: 20, describe: serve.stderr },
+      );
+      expect(serve.child.exitCode).toBeNull();
+      expect(await serve.stop()).toBe(0);
+      expect(serve.stderr()).toMatch(/stopped without folding the journal into .*EPERM/);
+    } finally {
+      makeImmutable(file, false);
+    }
+    const again = await startServe(['--state', file]);
+    expect(await again.stop()).toBe(0);
+  });
+});
+
 describe('a commit that fails (issue 41.8)', () => {
   it('41.8: asks and research jobs answered 500 on a full disk change and charge nothing, then or later, and a retry with the same Idempotency-Key runs afresh', async () => {
     const dir = await scratchDir();
