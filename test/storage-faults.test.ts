@@ -12,10 +12,11 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { journalFileFor } from '../src/core/state-files.js';
 import { Repository } from '../src/core/repository.js';
+import { authenticate } from '../src/core/resource-guard.js';
 import { emptyState } from '../src/core/state.js';
 import { FilePersistence, readStateAt } from '../src/store/file-persistence.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
-import { scratchDir } from './helpers/emulator.js';
+import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { bearer, postJson } from './helpers/oauth.js';
 import { pollUntil } from './helpers/wait.js';
 
@@ -318,5 +319,28 @@ describe('one writer per file, whatever its name (issue 41.9)', () => {
     const again = await startServe(['--state', file]);
     expect(again.stderr()).not.toMatch(/waiting for the lock/);
     expect(await again.stop()).toBe(0);
+  });
+});
+
+describe('what lives beside the state follows a rollback (issue 41.8)', () => {
+  it('41.8: an approved write action whose commit fails is not applied: the workspace and search go back with the state', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const errors: string[] = [];
+    const emu = await startEmulator({ state: file, onError: (e) => errors.push(e.message) });
+    const issued = await postJson(`${emu.adminUrl}/tokens`, { scopes: ['ask', 'workspace.write'] }, bearer(emu.adminToken));
+    const access = await authenticate(emu.core, `Bearer ${(issued.json() as { access_token: string }).access_token}`, null);
+    const asked = (await emu.plane.ask(access, 'Lege einen Kontakt „Bernd Zirbelhuber“ an, Telefon: 0171 2345678.')).value as {
+      action_id: string;
+    };
+    await emu.plane.decide(access.person_id, asked.action_id, 'approve');
+    const titles = async () => (await emu.resources.search.search('Zirbelhuber', { person: access.person_id })).map((h) => h.title);
+    const changes = emu.core.state.workspace_changes.length;
+    // The commit that applies it fails: its journal was removed (41.10), which rolls it back as any failed commit.
+    await rm(journalFileFor(file), { force: true });
+    await expect(emu.plane.continueAsk(access, asked.action_id)).rejects.toThrow(/was removed while serve ran/);
+    expect(emu.core.state.workspace_changes).toHaveLength(changes);
+    expect(emu.core.state.pending_actions[asked.action_id]?.status).toBe('approved');
+    expect(await titles()).not.toContain('Bernd Zirbelhuber');
+    expect(errors.join('\n')).toContain('stopped acknowledging writes');
   });
 });
