@@ -6,7 +6,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { link, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -309,6 +310,32 @@ describe('one writer per file, whatever its name (issue 41.9)', () => {
     // The first serve is untouched, and once it stopped, the other name may be served (by one process at a time).
     expect((await tokens(serve)).status).toBe(200);
     expect(await serve.stop()).toBe(0);
+  });
+
+  it('41.9: locks by identity that killed holders left long ago are removed at a start, so the folder does not grow run after run; recent ones stay', async () => {
+    const dir = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`);
+    // Names no file has (inode 0 on device 0); written as a holder killed two hours ago left them, and one just now.
+    const old = join(dir, '0-0');
+    const recent = join(dir, '0-1');
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await mkdir(`${old}.lock`, { recursive: true });
+    await writeFile(`${old}.json`, '{}');
+    await writeFile(`${recent}.json`, '{}');
+    const longAgo = new Date(Date.now() - 2 * 60 * 60_000);
+    await Promise.all([utimes(`${old}.lock`, longAgo, longAgo), utimes(`${old}.json`, longAgo, longAgo)]);
+    try {
+      const serve = await startServe(['--state', join(await scratchDir(), 'state.json')]);
+      expect(await serve.stop()).toBe(0);
+      expect(existsSync(`${old}.lock`)).toBe(false);
+      expect(existsSync(`${old}.json`)).toBe(false);
+      expect(existsSync(`${recent}.json`)).toBe(true);
+    } finally {
+      await Promise.all([
+        rm(`${old}.lock`, { recursive: true, force: true }),
+        rm(`${old}.json`, { force: true }),
+        rm(`${recent}.json`, { force: true }),
+      ]);
+    }
   });
 
   it("41.9: a serve killed with its lock by the file's identity held does not keep its own restart waiting", async () => {

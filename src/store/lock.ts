@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:fs';
-import { access, lstat, mkdir, readFile, readlink, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { access, lstat, mkdir, readdir, readFile, readlink, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
@@ -49,6 +49,8 @@ export interface LockOptions {
  */
 export async function lockStateFile(file: string, options: LockOptions = {}): Promise<StateLock> {
   const release = await lockStatePath(file, options);
+  // Once a start, not at every compaction.
+  await sweepIdentityLocks(identityLockDir());
   let held: IdentityLock | null;
   try {
     held = await lockIdentity(file, options);
@@ -88,6 +90,36 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
  * place, and a link made to it then would otherwise not be seen).
  */
 export type StateLock = (() => Promise<void>) & { identify: () => Promise<void> };
+
+/** A folder of this user's that no one else may read or write. */
+function isPrivateDir(info: { isDirectory(): boolean; uid: number; mode: number }): boolean {
+  const uid = process.getuid?.();
+  return info.isDirectory() && (uid === undefined || info.uid === uid) && (info.mode & 0o077) === 0;
+}
+
+/** The private folder of this user's that locks by identity are in. */
+const identityLockDir = (): string => join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`);
+
+/** A lock by identity not refreshed for this long was left by a killed holder (a live one refreshes it every second). */
+const IDENTITY_LEFTOVER_MS = 60 * 60_000;
+
+/** Removes the locks and notes killed holders left in `dir` long ago, so that the folder does not grow run after run. */
+async function sweepIdentityLocks(dir: string): Promise<void> {
+  const info = await lstat(dir).catch(() => null);
+  if (!info || !isPrivateDir(info)) return;
+  const cutoff = Date.now() - IDENTITY_LEFTOVER_MS;
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const old = async (name: string) => {
+    const info = await lstat(join(dir, name)).catch(() => null);
+    return info !== null && info.mtimeMs < cutoff;
+  };
+  for (const name of names) if (/^\d+-\d+\.lock$/.test(name) && (await old(name))) await rmdir(join(dir, name)).catch(() => undefined);
+  for (const name of names) {
+    if (!/^\d+-\d+\.json$/.test(name) || !(await old(name))) continue;
+    const lock = await lstat(join(dir, name.replace(/\.json$/, '.lock'))).catch(() => null);
+    if (!lock) await rm(join(dir, name), { force: true });
+  }
+}
 
 interface IdentityLock {
   dev: number;
@@ -152,14 +184,11 @@ const lockDirOf = (file: string): string => `${file}.lock`;
 async function lockIdentity(file: string, options: LockOptions): Promise<IdentityLock | null> {
   const identity = await stat(file).catch(() => null);
   if (!identity) return null;
-  const uid = process.getuid?.();
-  const dir = join(tmpdir(), `agent-access-${uid ?? 'user'}`);
+  const dir = identityLockDir();
   try {
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const info = await lstat(dir);
     // Another user's folder (made first in a shared temp folder) could hold or fake locks.
-    if (!info.isDirectory() || (uid !== undefined && info.uid !== uid) || (info.mode & 0o077) !== 0)
-      throw new Error(`${dir} is not private`);
+    if (!isPrivateDir(await lstat(dir))) throw new Error(`${dir} is not private`);
   } catch (e) {
     options.onNotice?.(
       `cannot lock ${file} by its identity in ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): a hard link to it could let a second serve start on it`,
