@@ -5,7 +5,7 @@
  * root and no special file system; they are armed and cleared while serve runs.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, rmdirSync } from 'node:fs';
 import { link, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -196,9 +196,13 @@ async function readOnlyView(dir: string): Promise<{ path: string; unmount: () =>
   try {
     execFileSync('mount', ['--bind', dir, path], { stdio: 'ignore' });
   } catch {
+    rmdirSync(path);
     return null;
   }
-  const unmount = () => execFileSync('umount', [path], { stdio: 'ignore' });
+  const unmount = () => {
+    execFileSync('umount', [path], { stdio: 'ignore' });
+    rmdirSync(path);
+  };
   try {
     execFileSync('mount', ['-o', 'remount,ro,bind', path], { stdio: 'ignore' });
   } catch {
