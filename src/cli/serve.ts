@@ -137,8 +137,10 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         if (log.file) log.write(`${new Date().toISOString()} ${line}\n`);
       },
       onError: (error, context) => {
-        log.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${error.stack ?? error.message}\n`);
-        if (context === 'lock') {
+        // Losing the lock or the files is expected in its way: its message says it all, without a stack.
+        const text = context === 'lock' || context === 'state' ? error.message : (error.stack ?? error.message);
+        log.write(`agent-access: ${context === 'request' ? 'request failed' : context}: ${text}\n`);
+        if (context === 'lock' || context === 'state') {
           process.exitCode = EXIT.state;
           // With --ui the dashboard ends first (it gives the terminal back), then the emulator stops.
           if (flags.ui) uiStop.abort();

@@ -61,7 +61,15 @@ export type Change = readonly [path: readonly string[]] | readonly [path: readon
 export interface CommitBatch {
   changes: Change[];
   ledger: string[];
+  /** What `rollBack` puts back if the batch cannot be made durable (absent: a batch made elsewhere, a test's). */
+  readonly undo?: UndoLog;
 }
+
+/**
+ * For each place changed since a drain (by its path key): its value before the first of those changes, or that it
+ * had none. Values are shared, not copied: entries are immutable.
+ */
+type UndoLog = Map<string, { path: readonly string[]; present: boolean; value: unknown }>;
 
 const pathKey = (path: readonly string[]): string => path.join('\u0000');
 
@@ -189,6 +197,10 @@ export class Repository {
   #changed = new Map<string, { path: readonly string[]; removed: boolean }>();
   /** Ledger lines recorded since the last drain (spec 1: charges); durable with the same commit as the totals. */
   #ledger: string[] = [];
+  /** What the places changed since the last drain held before: a rollback puts it back. */
+  #undo: UndoLog = new Map();
+  /** Told after a rollback which tables and fields it put back (what lives beside the state follows them). */
+  readonly #rollBackListeners: Array<(heads: ReadonlySet<string>) => void> = [];
   /** What `where` hands out, kept current here. */
   #subsets: Subset[] = [];
   /** For each snapshot not yet released: the values its tables had before the changes made since it was taken. */
@@ -241,6 +253,7 @@ export class Repository {
   /** Puts an entry in place, frozen; returns it. */
   put<C extends CollectionName>(collection: C, key: string, entry: Collections[C]): Collections[C] {
     const inserted = !this.has(collection, key);
+    this.#remember([collection, key]);
     this.#keep(collection, key);
     setOwn(this.#state[collection], key, frozen(entry));
     this.#mark([collection, key], inserted ? 'inserted' : 'updated');
@@ -280,6 +293,7 @@ export class Repository {
   /** Removes an entry; returns whether there was one. */
   delete(collection: CollectionName, key: string): boolean {
     if (!this.has(collection, key)) return false;
+    this.#remember([collection, key]);
     this.#keep(collection, key);
     delete (this.#state[collection] as Record<string, unknown>)[key];
     this.#mark([collection, key], 'removed');
@@ -303,6 +317,7 @@ export class Repository {
 
   #setCharges(path: [string] | [string, string], value: number | string): void {
     const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number | string>;
+    this.#remember(['charges', ...path]);
     if (path.length === 1) totals[path[0]] = value;
     else {
       this.#keep(path[0], path[1]);
@@ -314,16 +329,19 @@ export class Repository {
   /** An applied workspace change, kept in order. */
   appendWorkspaceChange(change: WorkspaceChange): void {
     const list = this.#state.workspace_changes;
+    this.#remember(['workspace_changes', String(list.length)]);
     list.push(frozen(change));
     this.#mark(['workspace_changes', String(list.length - 1)]);
   }
 
   addSigningKey(key: SigningKey): void {
+    this.#remember(['keys', String(this.#state.keys.length)]);
     this.#state.keys.push(frozen(key));
     this.#mark(['keys', String(this.#state.keys.length - 1)]);
   }
 
   setScenario(origin: ScenarioOrigin): void {
+    this.#remember(['scenario']);
     this.#state.scenario = frozen({ ...origin });
     this.#mark(['scenario']);
   }
@@ -342,13 +360,79 @@ export class Repository {
       if (found.present) changes.push([path, found.value]);
     }
     this.#changed.clear();
-    return { changes, ledger: this.#ledger.splice(0) };
+    const undo = this.#undo;
+    this.#undo = new Map();
+    return { changes, ledger: this.#ledger.splice(0), undo };
   }
 
-  /** Puts back a batch that could not be made durable: its places go into the next drain (with their values then), its ledger lines first. */
-  restore(batch: CommitBatch): void {
-    for (const [path, ...value] of batch.changes) this.#mark(path, value.length === 0 ? 'removed' : 'updated');
-    this.#ledger.unshift(...batch.ledger);
+  /**
+   * A drained batch could not be made durable, and its requests are answered with an error: the state goes back to
+   * what it was before the batch, so nothing of it is written later, charged or acted on (a retry with the same
+   * Idempotency-Key runs afresh). Changes made since the drain are built on it and go too (their commits fail
+   * with it); so do ledger lines not yet drained. Returns how many places were put back.
+   */
+  rollBack(batch: CommitBatch): number {
+    const since = this.#undo;
+    this.#undo = new Map();
+    this.#changed.clear();
+    this.#ledger.length = 0;
+    // Newest first: what changed since the drain goes back to the batch's values, then those to the ones before.
+    const heads = new Set<string>();
+    for (const log of [since, batch.undo ?? (new Map() as UndoLog)])
+      for (const { path, present, value } of log.values()) {
+        this.#putBack(path, present, value);
+        heads.add(path[0]!);
+      }
+    for (const listener of this.#rollBackListeners) listener(heads);
+    return since.size + (batch.undo?.size ?? 0);
+  }
+
+  /** `listener` is told after each rollback which tables and fields it put back (`rollBack`). */
+  onRollBack(listener: (heads: ReadonlySet<string>) => void): void {
+    this.#rollBackListeners.push(listener);
+  }
+
+  /** Before a change at `path`: what is there now, unless a change since the last drain came first. */
+  #remember(path: readonly string[]): void {
+    const key = pathKey(path);
+    if (this.#undo.has(key)) return;
+    const found = lookup(this.#state, path);
+    this.#undo.set(key, { path, present: found.present, value: found.present ? found.value : undefined });
+  }
+
+  /** Sets `path` back to a value it had (or to nothing), keeping snapshots and subsets as a change would, unrecorded. */
+  #putBack(path: readonly string[], present: boolean, value: unknown): void {
+    const [head, ...rest] = path as [string, ...string[]];
+    if (head === 'workspace_changes' || head === 'keys') {
+      // Lists are only appended to: an index that held nothing before is cut off again, with all after it.
+      const list = this.#state[head] as unknown[];
+      const index = Number(rest[0]);
+      if (present) list[index] = value;
+      else if (list.length > index) list.length = index;
+      return;
+    }
+    if (head === 'scenario') {
+      if (present) this.#state.scenario = value as ScenarioOrigin;
+      else delete (this.#state as { scenario?: unknown }).scenario;
+      return;
+    }
+    const [table, key] =
+      head === 'charges' ? (rest.length === 2 ? [rest[0]!, rest[1]!] : [null, rest[0]!]) : ([head, rest[0]!] as [string, string]);
+    if (table === null) {
+      const totals = this.#state.charges as unknown as Record<string, unknown>;
+      if (present) totals[key] = value;
+      else delete totals[key];
+      return;
+    }
+    this.#keep(table, key);
+    const live = liveTable(this.#state, table);
+    if (present) setOwn(live, key, value);
+    else delete live[key];
+    for (const subset of this.#subsets) {
+      if (subset.collection !== table) continue;
+      if (present && subset.test(value)) subset.keys.add(key);
+      else subset.keys.delete(key);
+    }
   }
 
   /**
@@ -380,6 +464,7 @@ export class Repository {
     this.#snapshots.clear();
     this.#state = freezeEntries(state);
     this.#changed.clear();
+    this.#undo.clear();
     this.#ledger.length = 0;
     for (const subset of this.#subsets) this.#fill(subset);
   }

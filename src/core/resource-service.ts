@@ -152,6 +152,11 @@ export class ResourceService {
   /** The state was replaced (a snapshot restore): search starts over from it, and rate-limit windows are forgotten. */
   reload(): void {
     this.meter.limiter.clear();
+    this.reindex();
+  }
+
+  /** Search finds what the state and workspace hold now (a failed commit's training documents were rolled back). */
+  reindex(): void {
     this.search.rebuild(this.#findable());
     // Built now rather than by the first ask after the restore; a failure shows there again.
     void this.search.warmUp().catch(() => undefined);

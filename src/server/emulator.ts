@@ -24,6 +24,7 @@ import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
 import { lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
+import { LOCK_LOST } from '../store/writer-errors.js';
 import { DEFAULT_STATE_FILE, adminFileFor } from '../protocol/admin-file.js';
 import { announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
@@ -106,8 +107,11 @@ export interface EmulatorOptions {
    * too. Default: process.emitWarning.
    */
   onNotice?: (line: string) => void;
-  /** Where errors that no request can report go: server errors of requests (500s), a lost state-file lock. */
-  onError?: (error: Error, context: 'request' | 'lock' | 'prune' | 'settle' | 'warm-up') => void;
+  /**
+   * Where errors that no request can report go: server errors of requests (500s), a lost state-file lock, state
+   * files removed under a running emulator (`state`: it stops acknowledging writes, and stops).
+   */
+  onError?: (error: Error, context: 'request' | 'lock' | 'state' | 'prune' | 'settle' | 'warm-up') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
   /**
@@ -254,7 +258,27 @@ export class Emulator {
     let apps: FastifyInstance[] = [];
     let ipv6: Server[] = [];
     try {
-      persistence = statePath ? new FilePersistence(statePath, { journalLimit: options.journalLimit, onNotice }) : new MemoryPersistence();
+      persistence = statePath
+        ? new FilePersistence(statePath, {
+            journalLimit: options.journalLimit,
+            onNotice,
+            lockDir: `${statePath}.lock`,
+            // A compaction's new inode is locked as the one before was: a hard link to it cannot be served either.
+            onStateFile: () => void release?.identify(),
+            // Its files were removed under it, or its lock is not its own any more: it acknowledges nothing more (the
+            // persistence refuses), and stops.
+            onLost: (lost) => {
+              const lockLost = (lost as NodeJS.ErrnoException).code === LOCK_LOST;
+              if (lockLost) {
+                lock.lost ??= lost;
+                // The admin file may be the new holder's already.
+                if (emulator) emulator.#lockLost = true;
+              }
+              onError(lost, lockLost ? 'lock' : 'state');
+              void emulator?.stop();
+            },
+          })
+        : new MemoryPersistence();
       const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
       // The schema validator loads only when a scenario is given: it is not on every start's path.
       const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
@@ -273,6 +297,8 @@ export class Emulator {
         seedGrants: fixtures.grants,
         ...(scenario ? { scenario: { ...scenario, timings } } : {}),
       });
+      // A new state file exists now: it is locked by its identity too (lock.ts), as one that existed was at once.
+      await release?.identify();
       for (const { clientId, policy } of options.consent ?? []) setConsentPolicy(core, clientId, policy);
       const faults = new Faults(core);
       for (const spec of options.faults ?? []) faults.arm(spec);
@@ -284,6 +310,10 @@ export class Emulator {
       const pristine = structuredClone(fixtures.workspace);
       // Changes the person approved on the agent plane, replayed over the fixtures' workspace.
       const replay = () => replayWorkspaceChanges(fixtures.workspace, core, (message) => onError(new Error(message), 'warm-up'));
+      const rebuildWorkspace = () => {
+        for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
+        replay();
+      };
       replay();
       const resources = new ResourceService(core, {
         workspace: fixtures.workspace,
@@ -303,11 +333,15 @@ export class Emulator {
         core,
         statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(),
         () => {
-          for (const kind of WORKSPACE_KINDS) fixtures.workspace[kind] = structuredClone(pristine[kind]);
-          replay();
+          rebuildWorkspace();
           resources.reload();
         },
       );
+      // A commit that failed was rolled back (its requests answered 500): the workspace and search follow the state.
+      core.repo.onRollBack((heads) => {
+        if (heads.has('workspace_changes')) rebuildWorkspace();
+        if (heads.has('workspace_changes') || heads.has('training_documents') || heads.has('shared_knowledge')) resources.reindex();
+      });
       // The state as created is what `reset` returns to.
       if (core.created) await snapshots.captureBaseline();
       // One session store for both origins: the browser sends {auth_url}'s cookie to {base_url} too (cookies ignore

@@ -15,6 +15,7 @@ import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import { BodySource, coldJob, locationOf, moveJob } from './research-bodies.js';
 import type { ResearchJob } from '../core/jobs.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
+import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 import { readStateFile, statePieces, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
@@ -24,12 +25,29 @@ export interface FilePersistenceOptions {
   journalMaxAgeMs?: number;
   /** What start-up found and did after a crash, one line each (serve prints them on stderr). */
   onNotice?: (line: string) => void;
+  /**
+   * The state's files were found gone from their paths (a journal or ledger removed by hand, or the folder): nothing
+   * more is acknowledged, and the owner should stop (serve exits 3). The error says what happened and what is kept.
+   */
+  onLost?: (error: Error) => void;
+  /**
+   * The lock directory the owner holds on the file (lock.ts): each commit checks that it is still this one before it
+   * writes and before it is acknowledged, and fails (onLost, code LOCK_LOST) when it is not.
+   */
+  lockDir?: string;
+  /** A new state file was put in place (a compaction, a restore): a new inode, which the owner locks (lock.ts). */
+  onStateFile?: () => void;
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
 /** A ledger this large (about 6 000 charges) is read on the writer's thread, in parallel with the state file. */
 const LEDGER_ON_WRITER_BYTES = 1 << 20;
 const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
+/**
+ * A compaction that failed (a full disk, a state file made immutable) is tried again after this long, doubled after
+ * each failure in a row up to the journal's maximum age: meanwhile the journal holds every write, as it does anyway.
+ */
+const COMPACTION_RETRY_MS = 1_000;
 /**
  * The writer thread's young generation, in MB. Everything it allocates (a compaction's pieces, a large ledger's
  * lines at a start) dies young, and V8 grew its default young generation to hold it, about 12 MB of RSS kept for as
@@ -241,6 +259,11 @@ export class FilePersistence implements StatePersistence {
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
+  readonly #onLost: (error: Error) => void;
+  readonly #lockDir: string | null;
+  readonly #onStateFile: () => void;
+  /** Only the journal was found gone: the state in memory is written as the state file as the owner stops. */
+  #salvage = false;
 
   #worker: Worker | null = null;
   /** The writer's start on these files (see #open); a commit that finds it failed fails with its error. */
@@ -255,6 +278,9 @@ export class FilePersistence implements StatePersistence {
   /** charges.count of the state file on disk: the ledger lines a snapshot of it takes. */
   #baseCharges = 0;
   #baseAt = Date.now();
+  /** Compactions that failed in a row, and when the next one due to size or age may be tried. */
+  #failedCompactions = 0;
+  #retryAt = 0;
   #repo: Repository | null = null;
   #waiting: Deferred[] = [];
   #scheduled = false;
@@ -279,6 +305,9 @@ export class FilePersistence implements StatePersistence {
     this.#limit = options.journalLimit ?? DEFAULT_JOURNAL_LIMIT;
     this.#maxAgeMs = options.journalMaxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS;
     this.#notice = options.onNotice ?? (() => undefined);
+    this.#onLost = options.onLost ?? (() => undefined);
+    this.#lockDir = options.lockDir ?? null;
+    this.#onStateFile = options.onStateFile ?? (() => undefined);
     this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
@@ -360,7 +389,11 @@ export class FilePersistence implements StatePersistence {
   }
 
   commit(repo: Repository): Promise<void> {
-    if (this.#abandoned) return Promise.reject(this.#abandoned);
+    if (this.#abandoned) {
+      // Answered with an error: what the request changed goes (README: a server error changes nothing).
+      repo.rollBack({ changes: [], ledger: [] });
+      return Promise.reject(this.#abandoned);
+    }
     this.#repo = repo;
     const done = deferred();
     this.#waiting.push(done);
@@ -390,7 +423,8 @@ export class FilePersistence implements StatePersistence {
     }
     const batch = this.#waiting;
     this.#waiting = [];
-    const { changes, ledger } = repo.drain();
+    const drained = repo.drain();
+    const { changes, ledger } = drained;
     const settle = (error?: unknown) => {
       for (const d of batch) {
         if (error) d.reject(error);
@@ -400,7 +434,11 @@ export class FilePersistence implements StatePersistence {
     if (changes.length === 0 && ledger.length === 0) {
       // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a
       // journal (a first start that was killed) gets its state file now.
-      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting) this.#requestBase().then(() => settle(), settle);
+      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting && this.#compactionDue())
+        this.#requestBase().then(
+          () => settle(),
+          () => settle(),
+        );
       else settle();
       this.#maybeBeginBase(repo);
       this.#next();
@@ -423,36 +461,77 @@ export class FilePersistence implements StatePersistence {
       (reply) => {
         this.#inWriter = false;
         this.#journalBytes = reply.journalBytes ?? this.#journalBytes;
-        if (this.#baseBytes === 0) {
-          // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up.
-          this.#requestBase().then(() => settle(), settle);
+        if (this.#baseBytes === 0 && this.#compactionDue()) {
+          // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up. The
+          // record is durable either way: a state file that cannot be written is said and tried again (#requestBase).
+          this.#requestBase().then(
+            () => settle(),
+            () => settle(),
+          );
         } else {
           settle();
-          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes))
+          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes) && this.#compactionDue())
             void this.#requestBase().catch(() => undefined);
         }
         this.#next();
       },
       (error: unknown) => {
         this.#inWriter = false;
-        // Not written: the number is free again, and the changes go into the next record (with their values then).
+        // Not written: the number is free again, and its requests are answered with an error, so nothing of it may
+        // happen later (README: a server error changes and charges nothing). The state goes back to before it, with
+        // what was changed since on top of it, whose commits fail with it.
         this.#seq = seq - 1;
-        repo.restore({ changes, ledger });
+        repo.rollBack(drained);
+        const since = this.#waiting;
+        this.#waiting = [];
         settle(error);
+        for (const d of since) d.reject(error);
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === FILES_GONE.journal || code === FILES_GONE.ledger || code === FILES_GONE.folder || code === LOCK_LOST)
+          this.#lose(error as Error, code);
         this.#next();
       },
     );
   }
 
-  /** Asks for a state file write at the next record (compaction). */
+  /** Whether a compaction that is due by size or age may be tried now: not while one that failed waits for its retry. */
+  #compactionDue(): boolean {
+    return Date.now() >= this.#retryAt;
+  }
+
+  /**
+   * Asks for a state file write at the next record (compaction). One that fails is said, with its cause, and the
+   * next one due by size or age waits for a backoff: the journal keeps every write meanwhile, and serve goes on.
+   */
   #requestBase(): Promise<void> {
     if (this.#compacting) return this.#compacting;
     this.#wantBase = deferred();
-    this.#compacting = this.#wantBase.promise.finally(() => {
-      this.#compacting = null;
-      this.#baseAt = Date.now();
-      this.#next();
-    });
+    this.#compacting = this.#wantBase.promise
+      .then(
+        () => {
+          if (this.#failedCompactions > 0)
+            this.#notice(
+              `wrote ${this.location} again after ${this.#failedCompactions} failed compaction${this.#failedCompactions === 1 ? '' : 's'}`,
+            );
+          this.#failedCompactions = 0;
+          this.#retryAt = 0;
+        },
+        (e: unknown) => {
+          if (!this.#abandoned) {
+            const delay = Math.min(COMPACTION_RETRY_MS * 2 ** this.#failedCompactions++, this.#maxAgeMs);
+            this.#retryAt = Date.now() + delay;
+            this.#notice(
+              `compaction failed: ${(e as Error).message}; every answered write is in ${this.journalFile} (${this.#journalBytes} bytes), which a start replays; serving goes on, next try in ${delay / 1000} s`,
+            );
+          }
+          throw e;
+        },
+      )
+      .finally(() => {
+        this.#compacting = null;
+        this.#baseAt = Date.now();
+        this.#next();
+      });
     // A record of its own if changes wait; else the state file is written as the state is now.
     if (this.#repo) void this.commit(this.#repo).catch(() => undefined);
     return this.#compacting;
@@ -479,8 +558,8 @@ export class FilePersistence implements StatePersistence {
    * job's entry is copied by the writer from the current state file; afterwards every succeeded job written, if
    * it is still the repository's, reads its body from the new file.
    */
-  async #writeBase(base: SnapshotBase): Promise<void> {
-    this.#post({ op: 'base-begin', id: 0 });
+  async #writeBase(base: SnapshotBase, salvage = false): Promise<void> {
+    this.#post({ op: 'base-begin', id: 0, salvage });
     let text = '';
     /** Cold entries to copy into `text`: its char index, then the offset and length of the bytes in #source. */
     let copies: number[] = [];
@@ -517,12 +596,13 @@ export class FilePersistence implements StatePersistence {
       // Requests go on between slices; the clock is read every few pieces only.
       if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
         await nextTurn();
-        if (this.#abandoned) throw this.#abandoned;
+        if (this.#abandoned && !salvage) throw this.#abandoned;
         sliceStart = performance.now();
       }
     }
     this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
     const reply = await this.#call({ op: 'base-end', id: 0 });
+    this.#onStateFile();
     this.#baseBytes = reply.baseBytes ?? 0;
     this.#baseCharges = base.snapshot.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
@@ -584,6 +664,7 @@ export class FilePersistence implements StatePersistence {
       if (this.#abandoned) throw this.#abandoned;
       const text = withJournalSeq(stored.state, this.#seq);
       await this.#call({ op: 'replace', id: 0, state: text, ledger: stored.ledger });
+      this.#onStateFile();
       this.#journalBytes = 0;
       this.#baseBytes = Buffer.byteLength(text, 'utf8');
       this.#baseCharges = state.charges.count;
@@ -616,11 +697,48 @@ export class FilePersistence implements StatePersistence {
   }
 
   /**
+   * A commit found its files gone from their paths (FILES_GONE): what it appended is in a file no path names. Nothing
+   * more is acknowledged. If only the journal went, the state in memory (every answered write) becomes the state file
+   * as the owner stops (#salvageBase), and the ledger in place matches it; otherwise nothing is written back.
+   */
+  #lose(error: Error, code: string): void {
+    const cause = error.message.replace(/^cannot write state file [^:]*: /, '');
+    let kept: string;
+    if (code === FILES_GONE.journal) {
+      this.#salvage = true;
+      kept = `every write answered before is kept: ${this.location} is written from memory as serve stops, and the ledger beside it matches it`;
+    } else if (code === LOCK_LOST) kept = `nothing more is written: the files may be another process's now`;
+    else if (code === FILES_GONE.ledger)
+      kept = `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ledger, and a start refuses them until it is put back`;
+    else kept = `nothing is written back: the state of this run is not on disk any more`;
+    const lost = Object.assign(
+      new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, { cause: error }),
+      { code },
+    );
+    this.abandon(lost);
+    this.#onLost(lost);
+  }
+
+  /** Every answered write, from memory, as the state file (the journal was found gone; see #lose). */
+  async #salvageBase(repo: Repository): Promise<void> {
+    // A compaction under way stops at its next slice (abandoned); the writer drops what it had begun.
+    await this.#compacting?.catch(() => undefined);
+    const snapshot = repo.snapshot();
+    try {
+      await this.#writeBase({ snapshot, seq: this.#seq }, true);
+    } finally {
+      snapshot.release();
+    }
+  }
+
+  /**
    * The lock was taken over: saves waiting, and every save from here on, fail with `error`, and nothing more is
    * handed to the writer. Writing them anyway would undo what the new owner wrote.
    */
   abandon(error: Error): void {
     this.#abandoned ??= error;
+    // Changes not yet handed to the writer were never acknowledged, and never will be: they go.
+    this.#repo?.rollBack({ changes: [], ledger: [] });
     const waiting = this.#waiting;
     this.#waiting = [];
     for (const d of waiting) d.reject(this.#abandoned);
@@ -643,7 +761,22 @@ export class FilePersistence implements StatePersistence {
     this.#ageTimer = null;
     await this.flush();
     try {
-      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0)) await this.#requestBase();
+      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0))
+        await this.#requestBase().catch((e: unknown) => {
+          if (this.#abandoned) throw e;
+          // Every answered write is durable in the journal (a commit is answered only then): a clean stop all the same.
+          this.#notice(
+            `stopped without folding the journal into ${this.location} (${(e as Error).message}); every answered write is kept in ${this.journalFile}, which the next start replays`,
+          );
+        });
+      if (this.#salvage && this.#repo)
+        await this.#salvageBase(this.#repo).then(
+          () => this.#notice(`wrote ${this.location} from memory: it holds every answered write (journal record ${this.#seq})`),
+          (e: unknown) =>
+            this.#notice(
+              `could not write ${this.location} from memory (${(e as Error).message}): the writes answered since its last compaction are lost`,
+            ),
+        );
     } finally {
       const worker = this.#worker;
       this.#worker = null;
@@ -674,6 +807,7 @@ export class FilePersistence implements StatePersistence {
       journal: this.journalFile,
       ledger: this.ledgerFile,
       journalText: rewrite,
+      lock: this.#lockDir,
     }).then((reply) => {
       if (reply.swept)
         this.#notice(
@@ -684,7 +818,7 @@ export class FilePersistence implements StatePersistence {
     this.#opened.catch(() => undefined);
     this.#ageTimer = setInterval(
       () => {
-        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held)
+        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held && this.#compactionDue())
           void this.#requestBase().catch(() => undefined);
       },
       Math.min(this.#maxAgeMs, 5_000),

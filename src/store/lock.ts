@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
-import { lstat, readlink, realpath, rmdir, stat } from 'node:fs/promises';
-import { hostname, uptime } from 'node:os';
+import { constants } from 'node:fs';
+import { access, lstat, mkdir, readdir, readFile, readlink, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { StateFileError, StateLockedError } from '../core/errors.js';
@@ -46,17 +47,105 @@ export interface LockOptions {
  * when it has not refreshed it for longer than that (stopped with Ctrl+Z, paused in a debugger): staleness alone
  * would hand its file to a second writer. Returns the release function.
  */
-export async function lockStateFile(file: string, options: LockOptions = {}): Promise<() => Promise<void>> {
+export async function lockStateFile(file: string, options: LockOptions = {}): Promise<StateLock> {
+  const release = await lockStatePath(file, options);
+  // Once a start, not at every compaction.
+  await sweepIdentityLocks(identityLockDir());
+  let held: IdentityLock | null;
+  try {
+    held = await lockIdentity(file, options);
+  } catch (e) {
+    await release().catch(() => undefined);
+    throw e;
+  }
+  let moving = Promise.resolve();
+  return Object.assign(
+    async () => {
+      await moving;
+      await held?.release().catch(() => undefined);
+      await release();
+    },
+    {
+      // One at a time: two compactions in a row must not leave the older inode locked and the newer not.
+      identify: () =>
+        (moving = moving.then(async () => {
+          const now = await stat(file).catch(() => null);
+          if (!now || (held && held.dev === now.dev && held.ino === now.ino)) return;
+          const next = await lockIdentity(file, options).catch((e: unknown) => {
+            options.onNotice?.(`cannot lock ${file} by its new identity: ${(e as Error).message}`);
+            return null;
+          });
+          if (!next) return;
+          const previous = held;
+          held = next;
+          await previous?.release().catch(() => undefined);
+        })),
+    },
+  );
+}
+
+/**
+ * Releases both locks. `identify` moves the lock on the file's identity to the file the path names now: call it once
+ * there is a file (a first start), and after each write of a new state file (a compaction renames a new inode into
+ * place, and a link made to it then would otherwise not be seen).
+ */
+export type StateLock = (() => Promise<void>) & { identify: () => Promise<void> };
+
+/** A folder of this user's that no one else may read or write. */
+function isPrivateDir(info: { isDirectory(): boolean; uid: number; mode: number }): boolean {
+  const uid = process.getuid?.();
+  return info.isDirectory() && (uid === undefined || info.uid === uid) && (info.mode & 0o077) === 0;
+}
+
+/** The private folder of this user's that locks by identity are in. */
+const identityLockDir = (): string => join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`);
+
+/** A lock by identity not refreshed for this long was left by a killed holder (a live one refreshes it every second). */
+const IDENTITY_LEFTOVER_MS = 60 * 60_000;
+
+/** Removes the locks and notes killed holders left in `dir` long ago, so that the folder does not grow run after run. */
+async function sweepIdentityLocks(dir: string): Promise<void> {
+  const info = await lstat(dir).catch(() => null);
+  if (!info || !isPrivateDir(info)) return;
+  const cutoff = Date.now() - IDENTITY_LEFTOVER_MS;
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const old = async (name: string) => {
+    const info = await lstat(join(dir, name)).catch(() => null);
+    return info !== null && info.mtimeMs < cutoff;
+  };
+  for (const name of names) if (/^\d+-\d+\.lock$/.test(name) && (await old(name))) await rmdir(join(dir, name)).catch(() => undefined);
+  for (const name of names) {
+    if (!/^\d+-\d+\.json$/.test(name) || !(await old(name))) continue;
+    const lock = await lstat(join(dir, name.replace(/\.json$/, '.lock'))).catch(() => null);
+    if (!lock) await rm(join(dir, name), { force: true });
+  }
+}
+
+interface IdentityLock {
+  dev: number;
+  ino: number;
+  release: () => Promise<void>;
+}
+
+/** The lock on the state file's path (see lockStateFile). */
+async function lockStatePath(file: string, options: LockOptions): Promise<() => Promise<void>> {
   try {
     await makeDirDurably(dirname(file));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-    throw new StateFileError(
-      file,
-      `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`,
-      { cause: e },
+    throw (
+      (await notWritable(file, dirname(file))) ??
+      new StateFileError(
+        file,
+        `cannot create the directory of state file ${file} (${code}). Choose a writable place with --state OTHER_FILE, or use --in-memory.`,
+        { cause: e },
+      )
     );
   }
+  // Before the lock: on a read-only folder, a lock left by a killed serve can be neither taken over nor waited out,
+  // and the wait ended in "in use by another agent-access process".
+  const readOnly = await notWritable(file, dirname(file));
+  if (readOnly) throw readOnly;
   const holder = async (): Promise<AnnouncedHolder | null> => (await options.holder?.()) ?? null;
   const announced = await holder();
   // Locked at all, stale or not: a lock directory left behind with the admin file decides nothing by itself.
@@ -82,6 +171,94 @@ export async function lockStateFile(file: string, options: LockOptions = {}): Pr
 }
 
 const lockDirOf = (file: string): string => `${file}.lock`;
+
+/**
+ * The lock on the state file itself, by its device and inode: a hard link to it from another folder is another path,
+ * with a lock, journal and ledger of its own beside it, and a second serve started on it wrote the same file. It is
+ * a lock directory (as the path's) in a folder of this user's in the temp folder, named by the identity, beside a note
+ * of the path that holds it. Held for this very path, it was left by a holder that is gone (this process holds the
+ * path's lock now) and is taken over; held for another path, the start is refused. The identity is the file's at the
+ * start, moved to each new state file a compaction puts in place (StateLock.identify). Null: no file yet
+ * (nothing can link to it), or no private folder for the lock could be had (the path's lock alone then).
+ */
+async function lockIdentity(file: string, options: LockOptions): Promise<IdentityLock | null> {
+  const identity = await stat(file).catch(() => null);
+  if (!identity) return null;
+  const dir = identityLockDir();
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    // Another user's folder (made first in a shared temp folder) could hold or fake locks.
+    if (!isPrivateDir(await lstat(dir))) throw new Error(`${dir} is not private`);
+  } catch (e) {
+    options.onNotice?.(
+      `cannot lock ${file} by its identity in ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): a hard link to it could let a second serve start on it`,
+    );
+    return null;
+  }
+  const key = join(dir, `${identity.dev}-${identity.ino}`);
+  const note = `${key}.json`;
+  const take = (retries: number) =>
+    lockfile.lock(key, {
+      realpath: false,
+      stale: STALE_MS,
+      update: UPDATE_MS,
+      retries: retries > 0 ? { retries, minTimeout: 250, maxTimeout: 250, factor: 1 } : 0,
+      onCompromised: options.onCompromised ?? ((e) => process.emitWarning(`agent-access: lost the lock on ${file}: ${e.message}`)),
+    });
+  let release: () => Promise<void>;
+  try {
+    release = await take(0);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ELOCKED') throw e;
+    const holder = (await readFile(note, 'utf8').then(JSON.parse, () => null)) as { path?: unknown; pid?: unknown } | null;
+    if (typeof holder?.path === 'string' && holder.path !== file)
+      throw new StateFileError(
+        file,
+        `state file ${file} is the same file as ${holder.path} (a hard link${typeof holder.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'}: two names for one file would let two processes write it, each with a journal and ledger of its own. Use one name, or copy the file (cp) for a second state.`,
+      );
+    if (holder?.path === file) await rmdir(`${key}.lock`).catch(() => undefined);
+    // Left by a holder of this path that is gone: taken at once; with no note, once it is stale.
+    release = await take(holder?.path === file ? 0 : Math.ceil((STALE_MS + 1_500) / 250)).catch((again: unknown) => {
+      if ((again as NodeJS.ErrnoException).code === 'ELOCKED') throw new StateLockedError(file, null);
+      throw again;
+    });
+  }
+  await writeFile(note, JSON.stringify({ path: file, pid: process.pid }), { mode: 0o600 });
+  return {
+    dev: identity.dev,
+    ino: identity.ino,
+    release: async () => {
+      await rm(note, { force: true });
+      await release();
+    },
+  };
+}
+
+/**
+ * The error to give when `dir`, or the nearest folder above it that exists, cannot be written: a read-only file
+ * system (EROFS, also for root) or a folder without write permission (EACCES, EPERM). Null when it can be.
+ */
+async function notWritable(file: string, dir: string): Promise<StateFileError | null> {
+  for (let at = dir; ; at = dirname(at)) {
+    try {
+      await access(at, constants.W_OK);
+      return null;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' && dirname(at) !== at) continue;
+      const way = 'Choose a writable place with --state OTHER_FILE, or use --in-memory.';
+      if (code === 'EROFS')
+        return new StateFileError(
+          file,
+          `cannot use state file ${file}: the folder ${at} is on a read-only file system, and serve writes its state, journal and lock there. ${way}`,
+          { cause: e },
+        );
+      if (code === 'EACCES' || code === 'EPERM')
+        return new StateFileError(file, `cannot use state file ${file}: the folder ${at} is not writable (${code}). ${way}`, { cause: e });
+      return null;
+    }
+  }
+}
 const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
 
 function heldBy(holder: AnnouncedHolder | null): string {

@@ -26,6 +26,7 @@ import {
   readFileSync,
   readSync,
   renameSync,
+  statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -33,11 +34,12 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
 import { summarizeLedger, type LedgerSummary } from './ledger.js';
+import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 
 export type WriterMessage =
-  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null }
+  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null; lock?: string | null }
   | { op: 'commit'; id: number; record: string; ledger: string }
-  | { op: 'base-begin'; id: number }
+  | { op: 'base-begin'; id: number; salvage?: boolean }
   | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
   | { op: 'base-end'; id: number }
   | { op: 'replace'; id: number; state: string; ledger: string | null }
@@ -69,6 +71,36 @@ interface Paths {
 interface Appendable {
   fd: number;
   size: number;
+  /** The file's identity when opened: a path that names another file (or none) no longer leads to what is appended. */
+  dev: number;
+  ino: number;
+}
+
+/** The lock directory this process holds (lock.ts), as it was when the writer opened: a new holder makes another. */
+let lock: { path: string; dev: number; ino: number; birth: number } | null = null;
+
+/**
+ * Throws (LOCK_LOST) unless the lock directory is still the one this process made: removed by hand, or taken over
+ * by another process after this one stood still (SIGSTOP, a debugger), it is not. The lock's refresh timer finds
+ * that too, but only once it runs: a process that continues serves the requests queued for it first.
+ */
+function checkLock(): void {
+  if (!lock) return;
+  let at: { dev: number; ino: number; birthtimeMs: number } | null = null;
+  try {
+    at = statSync(lock.path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  if (at && at.dev === lock.dev && at.ino === lock.ino && at.birthtimeMs === lock.birth) return;
+  // Gone with the folder it was in: that is what to say.
+  const folder = dirname(lock.path);
+  if (!at && !statOrNull(folder))
+    throw Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder });
+  throw Object.assign(
+    new Error(`the lock ${lock.path} is no longer this process's (${at ? 'another process made it anew' : 'it was removed'})`),
+    { code: LOCK_LOST },
+  );
 }
 
 let paths: Paths | null = null;
@@ -136,7 +168,33 @@ function openAppendable(file: string): Appendable {
     created = true;
   }
   if (created) syncDir(file);
-  return { fd, size: fstatSync(fd).size };
+  const { size, dev, ino } = fstatSync(fd);
+  return { fd, size, dev, ino };
+}
+
+/** Throws (FILES_GONE) unless `file` still names the open `target`, or its folder is gone. One stat: about a microsecond. */
+function checkInPlace(file: string, target: Appendable, what: 'journal' | 'ledger'): void {
+  const at = statOrNull(file);
+  if (at && at.dev === target.dev && at.ino === target.ino) return;
+  const folder = dirname(file);
+  if (!statOrNull(folder))
+    throw Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder });
+  throw Object.assign(
+    new Error(`the ${what === 'journal' ? 'journal' : 'charge ledger'} ${file} was ${at ? 'replaced' : 'removed'} while serve ran`),
+    {
+      code: FILES_GONE[what],
+    },
+  );
+}
+
+function statOrNull(file: string): { dev: number; ino: number } | null {
+  try {
+    return statSync(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw e;
+  }
 }
 
 function append(target: Appendable, text: string): void {
@@ -164,14 +222,21 @@ function cutBack(target: Appendable): void {
 /** Writes `bytes` as `file`: fresh temp file, fdatasync, rename, directory fsync. */
 function writeDurably(file: string, bytes: Uint8Array): void {
   const name = tempName(file);
-  const fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  let fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  // Forgotten before it is closed, also when close fails (Linux releases the number either way): a second close would
+  // hit whatever the main thread opened under that number since, a socket, and abort the process.
+  const forget = () => {
+    const open = fd;
+    fd = -1;
+    return open;
+  };
   try {
     writeAll(fd, bytes);
     fdatasyncSync(fd);
-    closeSync(fd);
+    closeSync(forget());
     renameSync(name, file);
   } catch (e) {
-    closeQuietly(fd);
+    if (fd >= 0) closeQuietly(fd);
     unlinkQuietly(name);
     throw e;
   }
@@ -269,6 +334,10 @@ export function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
       paths = { file: message.file, journal: message.journal, ledger: message.ledger };
+      if (message.lock) {
+        const { dev, ino, birthtimeMs } = statSync(message.lock);
+        lock = { path: message.lock, dev, ino, birth: birthtimeMs };
+      }
       mkdirSync(dirname(message.file), { recursive: true, mode: 0o700 });
       let swept = 0;
       // Temp files of a writer that was killed before it could remove them: this is the one writer now.
@@ -286,12 +355,19 @@ export function handle(message: WriterMessage): WriterReply | null {
     case 'commit': {
       const p = need();
       lastCommitFailed = true;
+      // Not one byte into files another process may own now.
+      checkLock();
       // The journal file first: ledger lines beyond the state's count are taken for a cut-short commit's only while
       // there is one (a clean stop removes it), and otherwise refused as acknowledged (ledger.ts).
       const target = (journal ??= openAppendable(p.journal));
       if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
       try {
         append(target, message.record);
+        // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
+        checkInPlace(p.journal, target, 'journal');
+        if (message.ledger && ledger) checkInPlace(p.ledger, ledger, 'ledger');
+        // And still ours once written (it could have stood still in between): else not acknowledged.
+        checkLock();
         lastCommitFailed = false;
       } catch (e) {
         // The ledger lines belong to this record: without it they were never committed.
@@ -306,9 +382,15 @@ export function handle(message: WriterMessage): WriterReply | null {
     case 'base-begin': {
       const p = need();
       const name = tempName(p.file);
+      // One given up half way (its main thread stopped posting: the files were found gone) goes.
+      if (base && base.fd >= 0) {
+        closeQuietly(base.fd);
+        unlinkQuietly(base.name);
+      }
       base = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
       // The snapshot was taken after the record just before: if that record is not on disk, neither may the snapshot be.
-      if (lastCommitFailed) {
+      // A salvage is of the state rolled back to before that record (the journal was found gone): it may.
+      if (lastCommitFailed && !message.salvage) {
         base.error = new Error('the journal record this state file follows could not be written');
         return null;
       }
@@ -345,16 +427,18 @@ export function handle(message: WriterMessage): WriterReply | null {
       const b = base;
       base = null;
       if (!b) throw new Error('no state file write in progress');
+      const created = b.fd >= 0;
       try {
         if (b.error) throw b.error;
         fdatasyncSync(b.fd);
-        closeSync(b.fd);
+        // Forgotten before it is closed (see writeDurably): a failed rename below must not close it again.
+        const fd = b.fd;
+        b.fd = -1;
+        closeSync(fd);
         renameSync(b.name, p.file);
       } catch (e) {
-        if (b.fd >= 0) {
-          closeQuietly(b.fd);
-          unlinkQuietly(b.name);
-        }
+        if (b.fd >= 0) closeQuietly(b.fd);
+        if (created) unlinkQuietly(b.name);
         throw e;
       }
       syncDir(p.file);
@@ -365,6 +449,8 @@ export function handle(message: WriterMessage): WriterReply | null {
       else {
         writeDurably(p.journal, tail);
         if (journal) closeQuietly(journal.fd);
+        // Not kept closed: a commit would append to whatever holds that number next.
+        journal = null;
         journal = openAppendable(p.journal);
       }
       return { id: message.id, journalBytes: journal?.size ?? 0, baseBytes: b.bytes };
