@@ -6,16 +6,18 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, rmdirSync } from 'node:fs';
-import { link, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import lockfile from 'proper-lockfile';
 import { describe, expect, it } from 'vitest';
 import { journalFileFor } from '../src/core/state-files.js';
 import { Repository } from '../src/core/repository.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import { emptyState } from '../src/core/state.js';
 import { FilePersistence, readStateAt } from '../src/store/file-persistence.js';
+import { lockStateFile } from '../src/store/lock.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { bearer, postJson } from './helpers/oauth.js';
@@ -315,6 +317,29 @@ describe('one writer per file, whatever its name (issue 41.9)', () => {
     expect((await tokens(serve)).status).toBe(200);
     expect(await serve.stop()).toBe(0);
   });
+
+  it(
+    '41.9: a lock by identity held for a path that is another file now (inode numbers are reused) refuses nothing: it is waited for, then the start goes on',
+    { timeout: 30_000 },
+    async () => {
+      const file = join(await scratchDir(), 'state.json');
+      await writeFile(file, '');
+      const other = join(await scratchDir(), 'state.json');
+      await writeFile(other, ''); // another file: another inode
+      const { dev, ino } = await stat(file);
+      const key = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`, `${dev}-${ino}`);
+      await mkdir(dirname(key), { recursive: true, mode: 0o700 });
+      // Held for `other`, as by a serve whose earlier file had this file's inode number, until it moves its lock.
+      const held = await lockfile.lock(key, { realpath: false, update: 1_000, stale: 5_000 });
+      await writeFile(`${key}.json`, JSON.stringify({ path: other, pid: process.pid }));
+      setTimeout(() => void held(), 1_000);
+      const notices: string[] = [];
+      const release = await lockStateFile(file, { onNotice: (line) => notices.push(line) });
+      expect(notices).toEqual([]);
+      expect(JSON.parse(await readFile(`${key}.json`, 'utf8'))).toEqual({ path: file, pid: process.pid });
+      await release();
+    },
+  );
 
   it('41.9: locks by identity that killed holders left long ago are removed at a start, so the folder does not grow run after run; recent ones stay', async () => {
     const dir = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`);

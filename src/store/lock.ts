@@ -211,17 +211,30 @@ async function lockIdentity(file: string, options: LockOptions): Promise<Identit
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ELOCKED') throw e;
     const holder = (await readFile(note, 'utf8').then(JSON.parse, () => null)) as { path?: unknown; pid?: unknown } | null;
-    if (typeof holder?.path === 'string' && holder.path !== file)
-      throw new StateFileError(
-        file,
-        `state file ${file} is the same file as ${holder.path} (a hard link${typeof holder.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'}: two names for one file would let two processes write it, each with a journal and ledger of its own. Use one name, or copy the file (cp) for a second state.`,
-      );
-    if (holder?.path === file) await rmdir(`${key}.lock`).catch(() => undefined);
-    // Left by a holder of this path that is gone: taken at once; with no note, once it is stale.
-    release = await take(holder?.path === file ? 0 : Math.ceil((STALE_MS + 1_500) / 250)).catch((again: unknown) => {
-      if ((again as NodeJS.ErrnoException).code === 'ELOCKED') throw new StateLockedError(file, null);
-      throw again;
-    });
+    if (typeof holder?.path === 'string' && holder.path !== file) {
+      // Inode numbers are reused: the holder's file may have been replaced (a compaction) or removed, and this file
+      // made with its old number since. Only a path that names this very file now is a hard link to it.
+      const theirs = await stat(holder.path).catch(() => null);
+      if (theirs?.dev === identity.dev && theirs.ino === identity.ino)
+        throw new StateFileError(
+          file,
+          `state file ${file} is the same file as ${holder.path} (a hard link${typeof holder.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'}: two names for one file would let two processes write it, each with a journal and ledger of its own. Use one name, or copy the file (cp) for a second state.`,
+        );
+      // Its holder moves it to its new file, or it goes stale.
+      const moved = await take(Math.ceil((STALE_MS + 1_500) / 250)).catch(() => null);
+      if (!moved) {
+        options.onNotice?.(`cannot lock ${file} by its identity: ${key} is held for ${holder.path}, which is another file now`);
+        return null;
+      }
+      release = moved;
+    } else {
+      if (holder?.path === file) await rmdir(`${key}.lock`).catch(() => undefined);
+      // Left by a holder of this path that is gone: taken at once; with no note, once it is stale.
+      release = await take(holder?.path === file ? 0 : Math.ceil((STALE_MS + 1_500) / 250)).catch((again: unknown) => {
+        if ((again as NodeJS.ErrnoException).code === 'ELOCKED') throw new StateLockedError(file, null);
+        throw again;
+      });
+    }
   }
   await writeFile(note, JSON.stringify({ path: file, pid: process.pid }), { mode: 0o600 });
   return {
