@@ -444,7 +444,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     const first = await connectWithOAuth(emulator, 'ask workspace.write');
     const asked = await call(first.client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an.' });
     const page = await new Browser().get(asked.data.approve_url);
-    expect(page.text).toMatch(/<table id="changes">.*<td>Name<\/td><td><\/td><td>Anna Schmidt<\/td>/s);
+    expect(page.text).toMatch(/<table id="changes">.*<td>Name<\/td><td><\/td><td><bdi>Anna Schmidt<\/bdi><\/td>/s);
     await revokeGrant(emulator.core, listGrants(emulator.core)[0]!.id, 'person');
     expect((await new Browser().submitForm(asked.data.approve_url, { decision: 'approve' })).answer.status).toBe(409);
     expect(emulator.core.state.pending_actions[asked.data.action_id]!.status).toBe('pending');

@@ -244,7 +244,7 @@ export function actionPage(input: { action: PendingAction; clientName: string; c
       action.fields,
     ).map(
       ([field, value]) =>
-        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${exactly(action.before?.[field] ?? '')}</td><td>${exactly(value)}</td></tr>`,
+        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${action.before?.[field] === undefined ? '' : exactly(action.before[field])}</td><td>${exactly(value)}</td></tr>`,
     )}</tbody></table>
 <p class="note">Anlass war die Anfrage: „${exactly(action.question)}“</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
