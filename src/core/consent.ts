@@ -10,7 +10,7 @@ import type { CoreContext } from './context.js';
 import { newId, randomToken, safeEqual, sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import { announceGrant, createGrant } from './grants-admin.js';
-import type { Interaction } from './interactions.js';
+import type { Interaction } from './consent-screens.js';
 import { storedResourceName } from './resource-names.js';
 
 /**
@@ -30,27 +30,17 @@ export function checkAuthorizationRequest(core: CoreContext, query: Record<strin
 }
 
 /**
- * Starts a consent screen. Consent is asked every time, even when a grant exists (spec 3.3, 5.6). `anonymous`: the
- * request brought no browser session (Interaction.anonymous).
+ * Opens a consent screen. Consent is asked every time, even when a grant exists (spec 3.3, 5.6). Nothing of it is
+ * kept: its form carries it back (ConsentScreens).
  */
-export function beginConsent(
-  core: CoreContext,
-  request: AuthorizationRequest,
-  personId: string,
-  binding: string,
-  anonymous = false,
-): Interaction {
+export function beginConsent(core: CoreContext, request: AuthorizationRequest, personId: string, binding: string): Interaction {
   const answeredBy = core.consentPolicies.for(request.client.client_id).decision === 'page' ? 'person' : 'policy';
-  core.interactions.prune(core.clock.now());
-  const interaction: Interaction = {
-    id: randomToken(18),
+  const interaction = core.consentScreens.open({
     request,
     person_id: personId,
     binding,
     expires_at: core.clock.now() + core.lifetimes.interaction,
-    anonymous,
-  };
-  core.interactions.add(interaction);
+  });
   core.events.emit('consent.shown', {
     interaction_id: interaction.id,
     client_id: request.client.client_id,
@@ -64,12 +54,19 @@ export function beginConsent(
 }
 
 /**
- * The interaction if it exists, has not expired and belongs to `binding`, the browser session that saw it (RFC 6749
- * §10.12: consent cannot be given from another session's page).
+ * The screen a form's ticket carries, if this emulator signed it, it has not expired, it was not answered yet, and it
+ * belongs to `binding`, the browser session that saw it (RFC 6749 §10.12: consent cannot be given from another
+ * session's page).
  */
-export function findInteraction(core: CoreContext, id: string, binding: string): Interaction | undefined {
-  const interaction = core.interactions.get(id);
-  if (!interaction || interaction.expires_at <= core.clock.now() || !safeEqual(interaction.binding, binding)) return undefined;
+export function findInteraction(core: CoreContext, ticket: string, binding: string): Interaction | undefined {
+  const interaction = core.consentScreens.read(ticket, (id) => core.repo.get('clients', id));
+  if (
+    !interaction ||
+    interaction.expires_at <= core.clock.now() ||
+    !safeEqual(interaction.binding, binding) ||
+    core.consentScreens.wasAnswered(interaction.id)
+  )
+    return undefined;
   return interaction;
 }
 
@@ -80,19 +77,19 @@ export function findInteraction(core: CoreContext, id: string, binding: string):
  */
 export async function decideConsent(
   core: CoreContext,
-  id: string,
+  ticket: string,
   binding: string,
   decision: 'approve' | 'deny',
   answer: { by: 'person' | 'policy'; scopes?: readonly string[] } = { by: 'person' },
 ): Promise<string> {
-  const interaction = findInteraction(core, id, binding);
+  const interaction = findInteraction(core, ticket, binding);
   if (!interaction)
     throw new ProblemError(
       'consent_expired',
       'Diese Anfrage ist abgelaufen oder wurde bereits beantwortet. Bitte starten Sie die Anmeldung in der Anwendung erneut.',
     );
-  core.interactions.delete(id);
-  const { request } = interaction;
+  core.consentScreens.answered(interaction);
+  const { id, request } = interaction;
   const granted = answer.scopes ? request.scopes.filter((s) => answer.scopes!.includes(s)) : [...request.scopes];
   const base = { client_id: request.client.client_id, person_id: interaction.person_id, by: answer.by };
   if (decision === 'deny' || granted.length === 0) {
@@ -151,7 +148,7 @@ export async function decideConsent(
 export function answerByPolicy(core: CoreContext, interaction: Interaction): Promise<string> | null {
   const policy = core.consentPolicies.for(interaction.request.client.client_id);
   if (policy.decision === 'page') return null;
-  return decideConsent(core, interaction.id, interaction.binding, policy.decision, {
+  return decideConsent(core, interaction.ticket, interaction.binding, policy.decision, {
     by: 'policy',
     scopes: policy.decision === 'approve' ? policy.scopes : undefined,
   });

@@ -3,7 +3,7 @@ import type { ChargeEntry } from './charges.js';
 import type { ConsentPolicies } from './consent-policy.js';
 import { DAY, MINUTE, type Clock } from './clock.js';
 import type { EventBus } from './events.js';
-import type { Interactions } from './interactions.js';
+import type { ConsentScreens } from './consent-screens.js';
 import type { ServiceUrls } from './metadata.js';
 import type { Person } from './persons.js';
 import type { RegistrationGate } from './registration-gate.js';
@@ -45,8 +45,8 @@ export interface CoreContext {
   /** `{base_url}/mcp`, the one protected resource (RFC 8707, RFC 9728). */
   readonly resource: string;
   readonly defaultPerson: Person;
-  /** The open consent screens (in memory: a restart asks again). */
-  readonly interactions: Interactions;
+  /** Signs the consent screens and remembers which were answered (a restart asks again). */
+  readonly consentScreens: ConsentScreens;
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies: ConsentPolicies;
   /** What open registration admits: a rate per source, a number of clients. */

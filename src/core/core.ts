@@ -8,7 +8,7 @@ import { StateFileError } from './errors.js';
 import { EventBus } from './events.js';
 import { Findings } from './findings.js';
 import { seedGrant, type GrantSeed } from './grants-admin.js';
-import { Interactions } from './interactions.js';
+import { ConsentScreens } from './consent-screens.js';
 import type { JobTimings } from './jobs.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
@@ -64,8 +64,8 @@ export class Core implements CoreContext {
   #signer: AccessTokenSigner;
   #urls: ServiceUrls | undefined;
   #familyByHandle = new Map<string, string>();
-  /** The open consent screens (in memory: a restart asks again). */
-  readonly interactions = new Interactions();
+  /** Signs the consent screens and remembers which were answered (a restart asks again). */
+  readonly consentScreens = new ConsentScreens();
   /** Who answers the consent screen (emulator control): the person by default. */
   readonly consentPolicies = new ConsentPolicies();
   /** The order requests arrived in, which the transports number (arrivals.ts). */
@@ -152,7 +152,7 @@ export class Core implements CoreContext {
     const state = parseState(stored.state, label);
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
-      this.interactions.clear();
+      this.consentScreens.reset();
       this.registrations.clear();
       this.repo.replace(state);
       this.#signer = new AccessTokenSigner(this.state.keys[0]!);
@@ -217,7 +217,7 @@ export class Core implements CoreContext {
   prune(): boolean {
     const { removed, families } = applyRetention(this.repo, this.clock.now(), this.retention);
     for (const family of families) this.#familyByHandle.delete(family.handle_hash);
-    this.interactions.prune(this.clock.now());
+    this.consentScreens.prune(this.clock.now());
     return removed > 0;
   }
 }

@@ -46,18 +46,17 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       );
     }
     if (outcome.kind === 'redirect') return reply.code(302).header('cache-control', 'no-store').redirect(outcome.location, 302);
-    const anonymous = sessions.current(request) === undefined;
     const session = sessions.ensure(request, reply, hint?.id);
     const person = core.person(session.person_id) ?? core.defaultPerson;
-    const interaction = beginConsent(core, outcome.request, person.id, session.id, anonymous);
+    const interaction = beginConsent(core, outcome.request, person.id, session.id);
     // Consent as code: the page's interaction is answered by the policy, as the form would, and the browser sent on.
     const answered = answerByPolicy(core, interaction);
     if (answered) return reply.header('cache-control', 'no-store').redirect(await answered, 302);
     const html = consentPage({
       request: outcome.request,
       person,
-      interactionId: interaction.id,
-      csrf: sessions.csrfToken(session, interaction.id),
+      ticket: interaction.ticket,
+      csrf: sessions.csrfToken(session, interaction.ticket),
       resource: outcome.request.resource ?? core.resource,
     });
     return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);

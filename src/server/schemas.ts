@@ -112,11 +112,17 @@ export const authorizeSchema = {
   },
 } as const;
 
+/**
+ * A consent screen's ticket: the authorization request signed (core/consent-screens.ts). The request target is at most
+ * 8 KiB; its parameters as JSON in base64url stay well under this.
+ */
+const CONSENT_TICKET_LIMIT = 32 * 1024;
+
 export const consentSchema = {
   body: {
     type: 'object',
     required: ['interaction', 'csrf', 'decision'],
-    properties: { interaction: str(200), csrf: str(200), decision: { type: 'string', enum: ['approve', 'deny'] } },
+    properties: { interaction: str(CONSENT_TICKET_LIMIT), csrf: str(200), decision: { type: 'string', enum: ['approve', 'deny'] } },
     additionalProperties: false,
   },
 } as const;

@@ -33,7 +33,8 @@ function scopeItem(scope: string) {
 export function consentPage(input: {
   request: AuthorizationRequest;
   person: Person;
-  interactionId: string;
+  /** The screen, signed: the form carries it back (core/consent-screens.ts). */
+  ticket: string;
   csrf: string;
   resource: string;
 }): string {
@@ -54,7 +55,7 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
     }</p>
 <p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${isolated(target.host)}</strong> weitergeleitet.</p>
 <form method="post" action="/consent">
-<input type="hidden" name="interaction" value="${input.interactionId}">
+<input type="hidden" name="interaction" value="${input.ticket}">
 <input type="hidden" name="csrf" value="${input.csrf}">
 <div class="buttons">
 <button type="submit" name="decision" value="approve" class="primary">Zulassen</button>

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { MINUTE } from '../../src/core/clock.js';
 import { beginConsent, checkAuthorizationRequest, decideConsent, findInteraction } from '../../src/core/consent.js';
-import { INTERACTION_LIMIT } from '../../src/core/interactions.js';
+import { ANSWERED_LIMIT, ConsentScreens } from '../../src/core/consent-screens.js';
 import type { Core } from '../../src/core/core.js';
 import type { Client } from '../../src/core/state.js';
 import { pkce } from '../helpers/oauth.js';
@@ -108,7 +108,7 @@ describe('consent', () => {
     const { core, eventsNamed } = await openCore();
     const client = await register(core);
     const interaction = showConsent(core, client, { state: 'deny-me' });
-    const location = new URL(await decideConsent(core, interaction.id, BINDING, 'deny'));
+    const location = new URL(await decideConsent(core, interaction.ticket, BINDING, 'deny'));
     expect(Object.fromEntries(location.searchParams)).toMatchObject({ error: 'access_denied', state: 'deny-me', iss: BASE_URL });
     expect(location.searchParams.has('code')).toBe(false);
     expect(core.state.grants).toEqual({});
@@ -138,9 +138,9 @@ describe('consent', () => {
     const client = await register(core);
     const late = showConsent(core, client);
     clock.advance(10 * MINUTE - 1);
-    expect(findInteraction(core, late.id, BINDING)).toBeDefined();
+    expect(findInteraction(core, late.ticket, BINDING)).toBeDefined();
     clock.advance(1);
-    await expect(decideConsent(core, late.id, BINDING, 'approve')).rejects.toMatchObject({ status: 400, code: 'consent_expired' });
+    await expect(decideConsent(core, late.ticket, BINDING, 'approve')).rejects.toMatchObject({ status: 400, code: 'consent_expired' });
     expect(core.state.grants).toEqual({});
   });
 
@@ -148,9 +148,9 @@ describe('consent', () => {
     const { core } = await openCore();
     const client = await register(core);
     const interaction = showConsent(core, client);
-    await decideConsent(core, interaction.id, BINDING, 'approve');
-    await expect(decideConsent(core, interaction.id, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
-    await expect(decideConsent(core, interaction.id, BINDING, 'deny')).rejects.toMatchObject({ code: 'consent_expired' });
+    await decideConsent(core, interaction.ticket, BINDING, 'approve');
+    await expect(decideConsent(core, interaction.ticket, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
+    await expect(decideConsent(core, interaction.ticket, BINDING, 'deny')).rejects.toMatchObject({ code: 'consent_expired' });
     expect(Object.keys(core.state.grants)).toHaveLength(1);
   });
 
@@ -158,8 +158,8 @@ describe('consent', () => {
     const { core } = await openCore();
     const client = await register(core);
     const interaction = showConsent(core, client);
-    await expect(decideConsent(core, interaction.id, 'another-session', 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
-    await expect(decideConsent(core, interaction.id, BINDING, 'approve')).resolves.toMatch(/code=/);
+    await expect(decideConsent(core, interaction.ticket, 'another-session', 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
+    await expect(decideConsent(core, interaction.ticket, BINDING, 'approve')).resolves.toMatch(/code=/);
   });
 
   it('RFC 6749 §3.3: a consent policy may approve a subset of the requested scopes; the tokens carry only those', async () => {
@@ -167,25 +167,63 @@ describe('consent', () => {
     const client = await register(core);
     const verifier = pkce();
     const interaction = showConsent(core, client, { scope: 'ask research', code_challenge: verifier.challenge });
-    const location = new URL(await decideConsent(core, interaction.id, BINDING, 'approve', { by: 'policy', scopes: ['ask'] }));
+    const location = new URL(await decideConsent(core, interaction.ticket, BINDING, 'approve', { by: 'policy', scopes: ['ask'] }));
     const tokens = await exchangeCode(core, { client, code: location.searchParams.get('code')!, pkce: verifier });
     expect(tokens.scope).toBe('ask');
     expect(Object.values(core.state.grants)[0]!.scopes).toEqual(['ask']);
   });
 });
 
-describe('41.4: open consent screens are bounded per kind', () => {
-  it("41.4: anonymous screens (no browser session) push out the oldest anonymous one at the limit, never a known session's", async () => {
+describe('41.4: consent screens are not kept on the server, so no flood can push one out', () => {
+  it("41.4: 20 000 screens opened after a person's, in other sessions and in the person's own, leave the person's answerable", async () => {
     const { core } = await openCore();
     const client = await register(core);
     const outcome = checkAuthorizationRequest(core, authorizeQuery(client, pkce().challenge));
     if (outcome.kind !== 'consent') throw new Error('refused');
-    const known = beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
-    const first = beginConsent(core, outcome.request, core.defaultPerson.id, 'anon-0', true);
-    for (let i = 1; i < INTERACTION_LIMIT; i++) beginConsent(core, outcome.request, core.defaultPerson.id, `anon-${i}`, true);
-    expect(findInteraction(core, first.id, 'anon-0')).toBeDefined();
-    beginConsent(core, outcome.request, core.defaultPerson.id, 'anon-last', true);
-    expect(findInteraction(core, first.id, 'anon-0')).toBeUndefined();
-    expect(findInteraction(core, known.id, BINDING)).toBeDefined();
+    const persons = beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
+    for (let i = 0; i < 10_000; i++) beginConsent(core, outcome.request, core.defaultPerson.id, `flood-${i}`);
+    // A page on another port of 127.0.0.1 is same-site: its requests carry the person's own cookie.
+    for (let i = 0; i < 10_000; i++) beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
+    await expect(decideConsent(core, persons.ticket, BINDING, 'approve')).resolves.toMatch(/code=/);
+  });
+
+  it('41.4: a ticket changed in any part, cut short, or signed before a restore is refused, and nothing is stored', async () => {
+    const { core } = await openCore();
+    const client = await register(core);
+    const interaction = showConsent(core, client);
+    const [body, mac] = interaction.ticket.split('.') as [string, string];
+    const flip = (text: string) => `${text.slice(0, 5)}${text[5] === 'A' ? 'B' : 'A'}${text.slice(6)}`;
+    for (const forged of [`${flip(body)}.${mac}`, `${body}.${flip(mac)}`, body, `${body}.${mac}.x`, ''])
+      await expect(decideConsent(core, forged, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
+    core.consentScreens.reset();
+    await expect(decideConsent(core, interaction.ticket, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
+    expect(core.state.grants).toEqual({});
+  });
+
+  it('41.4: a screen whose client is no longer registered is refused', async () => {
+    const { core } = await openCore();
+    const client = await register(core);
+    const interaction = showConsent(core, client);
+    core.repo.delete('clients', client.client_id);
+    await expect(decideConsent(core, interaction.ticket, BINDING, 'approve')).rejects.toMatchObject({ code: 'consent_expired' });
+    expect(core.state.grants).toEqual({});
+  });
+
+  it(`41.4: answered screens are remembered at most ${ANSWERED_LIMIT}, the earliest answered forgotten first`, async () => {
+    const { core } = await openCore();
+    const client = await register(core);
+    const outcome = checkAuthorizationRequest(core, authorizeQuery(client, pkce().challenge));
+    if (outcome.kind !== 'consent') throw new Error('refused');
+    const screens = new ConsentScreens();
+    const open = () => screens.open({ request: outcome.request, person_id: 'p', binding: BINDING, expires_at: 1 });
+    const first = open();
+    screens.answered(first);
+    const second = open();
+    screens.answered(second);
+    for (let i = 2; i < ANSWERED_LIMIT; i++) screens.answered({ ...first, id: `answered-${i}` });
+    expect(screens.wasAnswered(first.id)).toBe(true);
+    screens.answered({ ...first, id: 'one-more' });
+    expect(screens.wasAnswered(first.id)).toBe(false);
+    expect(screens.wasAnswered(second.id)).toBe(true);
   });
 });

@@ -104,7 +104,7 @@ export async function authorize(
   const outcome = checkAuthorizationRequest(core, authorizeQuery(client, verifier.challenge, query));
   if (outcome.kind !== 'consent') throw new Error(`authorization request refused: ${outcome.error.error} ${outcome.error.message}`);
   const interaction = beginConsent(core, outcome.request, core.defaultPerson.id, BINDING);
-  const location = new URL(await decideConsent(core, interaction.id, BINDING, 'approve'));
+  const location = new URL(await decideConsent(core, interaction.ticket, BINDING, 'approve'));
   const code = location.searchParams.get('code');
   expect(code, `no code in ${location.href}`).toBeTruthy();
   return { client, pkce: verifier, code: code!, location };

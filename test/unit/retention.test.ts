@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DAY, HOUR, MINUTE } from '../../src/core/clock.js';
-import { beginConsent, checkAuthorizationRequest } from '../../src/core/consent.js';
+import { beginConsent, checkAuthorizationRequest, decideConsent } from '../../src/core/consent.js';
 import { revokeGrant } from '../../src/core/grants-admin.js';
 import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
 import { revokeToken } from '../../src/core/revocation.js';
@@ -128,15 +128,19 @@ describe('retention on the emulator clock', () => {
     expect(c.state.revoked_access_tokens).toEqual({});
   });
 
-  it('open consent screens are forgotten once they expired on the clock', async () => {
+  it('answered consent screens are forgotten once they expired on the clock', async () => {
     const { core: c, clock } = await core();
     const client = await register(c);
     const outcome = checkAuthorizationRequest(c, authorizeQuery(client, pkce().challenge));
     if (outcome.kind !== 'consent') throw new Error('refused');
     const interaction = beginConsent(c, outcome.request, 'person_erika', BINDING);
-    clock.advance(c.lifetimes.interaction);
+    await decideConsent(c, interaction.ticket, BINDING, 'deny');
+    clock.advance(c.lifetimes.interaction - 1);
     c.prune();
-    expect(c.interactions.get(interaction.id)).toBeUndefined();
+    expect(c.consentScreens.wasAnswered(interaction.id)).toBe(true);
+    clock.advance(1);
+    c.prune();
+    expect(c.consentScreens.wasAnswered(interaction.id)).toBe(false);
   });
 
   it('every kind is configurable (serve --retention jobs=1h,...); unknown kinds and bad durations are refused', async () => {

@@ -55,7 +55,7 @@ describe('41.12: every value a client supplied stands in its own bidi isolate, o
       resource: 'http://127.0.0.1:4100/mcp',
       code_challenge: 'c',
     };
-    const page = consentPage({ request, person, interactionId: 'i', csrf: 'c', resource: 'http://127.0.0.1:4100/mcp' });
+    const page = consentPage({ request, person, ticket: 'i', csrf: 'c', resource: 'http://127.0.0.1:4100/mcp' });
     expectEveryOverrideIsolated(page);
     expect(page).toContain('<strong id="redirect-host"><bdi>xn--mgbh0fb.example</bdi></strong>');
   });
