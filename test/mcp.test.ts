@@ -1,22 +1,22 @@
 /**
  * The agent plane at `{base_url}/mcp` (spec 1, 2.7, 4.4 rule 1, 4.5, 5.8) with the MCP TypeScript SDK's own
  * Client and StreamableHTTPClientTransport over real HTTP, including the SDK's OAuth flow: from the first 401,
- * through discovery, registration and the consent form, to tool calls.
+ * through discovery, registration and the consent form, to tool calls. The tools run under each protocol version
+ * (MCP_VERSIONS): SDK 1.x under 2025-11-25, SDK 2 pinned to 2026-07-28.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, SECOND } from '../src/core/clock.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { connectWithOAuth } from './helpers/mcp-client.js';
+import { MCP_VERSIONS, connectWithOAuth, type McpTestClient } from './helpers/mcp-client.js';
 import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, register } from './helpers/oauth.js';
 
 const FAST_JOBS = { researchQueueMs: 200, researchRunMs: 500, trainingStepMs: 100 };
 
 type Structured = Record<string, any>;
-const call = async (client: Client, name: string, args: Record<string, unknown>) => {
+const call = async (client: McpTestClient, name: string, args: Record<string, unknown>) => {
   const result = await client.callTool({ name, arguments: args });
   return { result, data: result.structuredContent as Structured, text: (result.content as Array<{ text: string }>)[0]?.text ?? '' };
 };
@@ -234,10 +234,10 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   });
 });
 
-describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', () => {
+describe.each(MCP_VERSIONS)('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5), MCP %s', (version) => {
   it('ask answers in German with sources, charged like POST /chat/ask; an idempotency_key replays the same message_id uncharged', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask');
+    const { client } = await connectWithOAuth(emulator, 'ask', undefined, version);
     const first = await call(client, 'ask', { question: 'Wann kommt der Hufschmied?', idempotency_key: 'k1' });
     expect(first.data).toMatchObject({ outcome: 'answered' });
     expect(first.text).toMatch(/Hufschmied/);
@@ -259,7 +259,7 @@ describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', (
   it('4.4 rule 3: a research job started and polled through tools reaches succeeded with report and citations', async () => {
     const clock = new ManualClock();
     const emulator = await startEmulator({ clock, timings: FAST_JOBS });
-    const { client } = await connectWithOAuth(emulator, 'research');
+    const { client } = await connectWithOAuth(emulator, 'research', undefined, version);
     const started = await call(client, 'start_research', { question: 'Wie läuft das Onboarding neuer Kunden?' });
     expect(started.data).toMatchObject({ status: 'queued', poll: `/research/${started.data.job_id}` });
     expect((await call(client, 'get_research', { job_id: started.data.job_id })).data.status).toBe('queued');
@@ -277,7 +277,7 @@ describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', (
   it('4.4 rule 4: a training document added through tools becomes findable once indexed, with its link', async () => {
     const clock = new ManualClock();
     const emulator = await startEmulator({ clock, timings: FAST_JOBS });
-    const { client } = await connectWithOAuth(emulator, 'ask training.write');
+    const { client } = await connectWithOAuth(emulator, 'ask training.write', undefined, version);
     const added = await call(client, 'add_training_document', {
       file_name: 'aufzug.md',
       content: '# Wartung Aufzug Nordflügel\n\nDer Aufzug im Nordflügel wird von der Firma Hebetech gewartet.\n',
@@ -296,10 +296,10 @@ describe('the tools: the same reach as the REST allowlist (spec 1, 4.4, 4.5)', (
   });
 });
 
-describe('the same charges and rate limits as the REST twins (spec 1, 7, 8)', () => {
+describe.each(MCP_VERSIONS)('the same charges and rate limits as the REST twins (spec 1, 7, 8), MCP %s', (version) => {
   it("start_research is charged once like POST /research; tools/call counts against the grant's window and a call over it gets 429 with Retry-After", async () => {
     const emulator = await startEmulator({ rateLimit: '3/min' });
-    const { client, provider } = await connectWithOAuth(emulator, 'ask research');
+    const { client, provider } = await connectWithOAuth(emulator, 'ask research', undefined, version);
     const byRoute = () => emulator.core.state.charges.count;
     const countBefore = byRoute();
     await call(client, 'start_research', { question: 'Wie läuft das Onboarding neuer Kunden?' });
@@ -325,11 +325,11 @@ describe('the same charges and rate limits as the REST twins (spec 1, 7, 8)', ()
   });
 });
 
-describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 1)', () => {
+describe.each(MCP_VERSIONS)('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 1), MCP %s', (version) => {
   it('approved: ask prepares one action and changes nothing; continue_ask waits, then applies it; later asks see it; the state file keeps it', async () => {
     const state = join(await scratchDir(), 'state.json');
     const emulator = await startEmulator({ state });
-    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const asked = await call(client, 'ask', {
       question: 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678, Firma: Schmidt Gartenbau, Ort: Lenggries.',
     });
@@ -377,7 +377,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
 
   it('an update names the record and the field: the change shows old and new value, and applies to that record', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const asked = await call(client, 'ask', { question: 'Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf „+49 170 1234567“.' });
     expect(asked.data).toMatchObject({
       outcome: 'pending_approval',
@@ -401,7 +401,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
 
   it('rejected: continue_ask reports the rejection and nothing changes', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const asked = await call(client, 'ask', {
       question: 'Lege eine Aufgabe „Dachrinne reinigen“ an, Fälligkeit: 2026-12-01, Zuständig: Georg Mustermann.',
     });
@@ -421,7 +421,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
 
   it('without workspace.write a request for a change is refused with a German explanation, and nothing is prepared', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask');
+    const { client } = await connectWithOAuth(emulator, 'ask', undefined, version);
     const refused = await call(client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678.' });
     expect(refused.data).toMatchObject({ outcome: 'refused', needed_scope: 'workspace.write' });
     expect(refused.text).toMatch(/fehlt diesem Zugang die Berechtigung „workspace.write“; es wurde nichts geändert/);
@@ -431,7 +431,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
 
   it('an unclear request prepares nothing and says what is needed, in German', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const unclear = await call(client, 'ask', { question: 'Erstelle bitte etwas Schönes.' });
     expect(unclear.data.outcome).toBe('unclear');
     expect(unclear.text).toMatch(/Es wurde nichts vorbereitet/);
@@ -441,7 +441,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
 
   it('spec 3.3: after the grant is revoked its open action can no longer be approved, nor applied under a new grant', async () => {
     const emulator = await startEmulator();
-    const first = await connectWithOAuth(emulator, 'ask workspace.write');
+    const first = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const asked = await call(first.client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an.' });
     const page = await new Browser().get(asked.data.approve_url);
     expect(page.text).toMatch(/<table id="changes">.*<td>Name<\/td><td><\/td><td><bdi>Anna Schmidt<\/bdi><\/td>/s);
@@ -449,7 +449,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
     expect((await new Browser().submitForm(asked.data.approve_url, { decision: 'approve' })).answer.status).toBe(409);
     expect(emulator.core.state.pending_actions[asked.data.action_id]!.status).toBe('pending');
     // The same client, authorized anew: the old grant's action is not its to continue.
-    const second = await connectWithOAuth(emulator, 'ask workspace.write');
+    const second = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const other = await call(second.client, 'continue_ask', { action_id: asked.data.action_id });
     expect(other.result.isError).toBe(true);
     expect(other.data).toMatchObject({ error: 'action_not_found', status: 404 });
@@ -459,7 +459,7 @@ describe('write actions wait for the person (spec 2.7 workspace.write, 4.4 rule 
 
   it('the approval page belongs to the person: another person cannot see or decide it; the form needs its CSRF token', async () => {
     const emulator = await startEmulator();
-    const { client } = await connectWithOAuth(emulator, 'ask workspace.write');
+    const { client } = await connectWithOAuth(emulator, 'ask workspace.write', undefined, version);
     const asked = await call(client, 'ask', { question: 'Lege einen Kontakt „Anna Schmidt“ an.' });
     const other = new Browser();
     const { client_id } = await register(emulator.baseUrl);

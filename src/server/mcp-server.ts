@@ -1,5 +1,11 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpServer,
+  WebStandardStreamableHTTPServerTransport,
+  createMcpHandler,
+  isLegacyRequest,
+  type AuthInfo,
+  type CallToolResult,
+} from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { AgentPlane } from '../core/agent-plane.js';
 import { ProblemError } from '../core/errors.js';
@@ -13,7 +19,6 @@ import { PROBLEMS } from '../protocol/problems.js';
 import { routeOf, VARIANT_META, type ToolName } from './mcp-tools.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
-export { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 
 /**
  * A tool argument's zod schema from the input's one definition (src/core/inputs.ts), which fastify validates the
@@ -95,7 +100,7 @@ export function buildServer(
         'Stellt eine Frage zum Arbeitsbereich und zur Wissensdatenbank der Person und antwortet auf Deutsch mit den verwendeten Quellen. ' +
         'Mit der Berechtigung workspace.write bereitet eine Bitte um eine Änderung (anlegen oder ändern eines Kontakts, einer Aufgabe, eines Briefs …) genau eine Aktion vor: ' +
         'sie ändert noch nichts, bis die Person sie freigibt; danach führt continue_ask sie aus. Ohne idempotency_key wird jeder Aufruf berechnet (AKh).',
-      inputSchema: { question: zodString(QUESTION, 'Die Frage oder Bitte, auf Deutsch'), idempotency_key: idempotencyKey },
+      inputSchema: z.object({ question: zodString(QUESTION, 'Die Frage oder Bitte, auf Deutsch'), idempotency_key: idempotencyKey }),
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     },
     async ({ question, idempotency_key }) => metered('ask', idempotency_key, { question }, () => plane.ask(access, question)),
@@ -107,7 +112,7 @@ export function buildServer(
       title: 'Freigegebene Aktion ausführen',
       description:
         'Setzt eine von ask vorbereitete Aktion fort: meldet, dass sie noch auf die Freigabe wartet, dass die Person sie abgelehnt hat, oder führt die freigegebene Änderung aus (genau einmal) und antwortet auf Deutsch. Kostenlos.',
-      inputSchema: { action_id: id('Die action_id aus der Antwort von ask') },
+      inputSchema: z.object({ action_id: id('Die action_id aus der Antwort von ask') }),
       annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
     },
     async ({ action_id }) => direct(() => plane.continueAsk(access, action_id)),
@@ -119,7 +124,7 @@ export function buildServer(
       title: 'Recherche starten',
       description:
         'Startet eine Recherche in der Wissensdatenbank (liest keine Arbeitsbereichsdaten) und antwortet sofort mit job_id und Status queued; das Ergebnis holt get_research. Kostet AKh, einmal pro Auftrag.',
-      inputSchema: { question: zodString(QUESTION, 'Die Recherchefrage, auf Deutsch'), idempotency_key: idempotencyKey },
+      inputSchema: z.object({ question: zodString(QUESTION, 'Die Recherchefrage, auf Deutsch'), idempotency_key: idempotencyKey }),
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     },
     async ({ question, idempotency_key }) =>
@@ -132,7 +137,7 @@ export function buildServer(
       title: 'Recherche abfragen',
       description:
         'Liest den Stand einer Recherche: status (queued bei Annahme, succeeded wenn fertig, dazwischen und bei einem Fehler andere Werte); bei succeeded mit report und citations, bei einem Fehler mit error. Kostenlos.',
-      inputSchema: { job_id: id('Die job_id von start_research') },
+      inputSchema: z.object({ job_id: id('Die job_id von start_research') }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ job_id }) => direct(() => resources.researchView(access, job_id)),
@@ -144,11 +149,11 @@ export function buildServer(
       title: 'Dokument zur Wissensdatenbank hinzufügen',
       description:
         'Nimmt ein Textdokument (z. B. Markdown) für die Wissensdatenbank an. Es wird asynchron verarbeitet (processing_step) und ist erst nach der Indexierung auffindbar. Kostenlos.',
-      inputSchema: {
+      inputSchema: z.object({
         file_name: zodString(FILE_NAME, 'Dateiname, z. B. hausordnung.md'),
         content: zodString(CONTENT, 'Der Text des Dokuments'),
         idempotency_key: idempotencyKey,
-      },
+      }),
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     },
     async ({ file_name, content, idempotency_key }) =>
@@ -161,7 +166,7 @@ export function buildServer(
       title: 'Verarbeitungsstand abfragen',
       description:
         'Liest den Stand eines hinzugefügten Dokuments, vor allem processing_step (der Verarbeitungsschritt; die Werte sind nicht festgelegt).',
-      inputSchema: { document_id: id('Die document_id von add_training_document') },
+      inputSchema: z.object({ document_id: id('Die document_id von add_training_document') }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ document_id }) => direct(() => resources.trainingView(access, document_id)),
@@ -172,7 +177,7 @@ export function buildServer(
     {
       title: 'Link zum Dokument',
       description: 'Gibt den Link zurück, unter dem die Person das Dokument im Browser öffnen kann.',
-      inputSchema: { document_id: id('Die document_id von add_training_document') },
+      inputSchema: z.object({ document_id: id('Die document_id von add_training_document') }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ document_id }) => direct(() => resources.trainingUrl(access, document_id)),
@@ -180,3 +185,31 @@ export function buildServer(
 
   return server;
 }
+
+/**
+ * One MCP endpoint for every protocol version current clients send: MCP 2026-07-28, where each request carries its
+ * version and capabilities, through the SDK's per-request handler; and the 2025 revisions with their `initialize`
+ * handshake, served statelessly, each request by a server of its own, answering JSON as before (the SDK's own legacy
+ * fallback answers with event streams). The SDK tells them apart; both build their server from the one definition
+ * above, so the versions cannot drift.
+ */
+export function buildHandler(resources: ResourceService, plane: AgentPlane, onServerError: (error: Error) => void) {
+  const modern = createMcpHandler((ctx) => buildServer(accessOf(ctx.authInfo), resources, plane, onServerError), {
+    legacy: 'reject',
+    onerror: () => undefined,
+  });
+  return async (request: Request, access: AccessContext, parsedBody: unknown): Promise<Response> => {
+    const authInfo: AuthInfo = { token: '', clientId: access.grant.client_id, scopes: [...access.grant.scopes], extra: { access } };
+    if (!(await isLegacyRequest(request, parsedBody))) return modern.fetch(request, { authInfo, parsedBody });
+    const server = buildServer(access, resources, plane, onServerError);
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(request, { authInfo, parsedBody });
+    } finally {
+      void server.close();
+    }
+  };
+}
+
+const accessOf = (authInfo: AuthInfo | undefined) => (authInfo?.extra as { access: AccessContext }).access;

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentPlane } from '../core/agent-plane.js';
 import type { Core } from '../core/core.js';
 import type { AccessContext } from '../core/resource-guard.js';
@@ -17,14 +17,7 @@ import { HEADERS_TOO_LARGE, HTTP_LIMITS, URI_TOO_LONG } from './http-transport.j
  * graph runs in one go once loaded: a request that does not need them waits at most one stage's run (30 ms on
  * Node 20, up to 100 ms on Node 22, whose loader reads a graph's files in the same go).
  */
-const MCP_STAGES = [
-  () => import('zod/v4/core'),
-  () => import('zod'),
-  () => import('@modelcontextprotocol/sdk/types.js'),
-  () => import('@modelcontextprotocol/sdk/server/index.js'),
-  () => import('@modelcontextprotocol/sdk/server/mcp.js'),
-  () => import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
-];
+const MCP_STAGES = [() => import('zod/v4/core'), () => import('zod'), () => import('@modelcontextprotocol/server')];
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;
 
 const loadMcpServer = () =>
@@ -100,6 +93,7 @@ export function registerMcpRoute(
   plane: AgentPlane,
   onServerError: (error: Error) => void = () => undefined,
 ): void {
+  let handler: ReturnType<Awaited<ReturnType<typeof loadMcpServer>>['buildHandler']> | undefined;
   // The import starts while the token is checked; a failed import surfaces in the handler, which awaits it.
   const preload = async () => void loadMcpServer().catch(() => undefined);
 
@@ -156,19 +150,38 @@ export function registerMcpRoute(
       const refusal = checkToolCalls(request.body, access, resources, reply);
       if (refusal) return reply.type('application/json').send(refusal);
 
-      const { buildServer, StreamableHTTPServerTransport } = await loadMcpServer();
-      reply.hijack();
-      const server = buildServer(access, resources, plane, onServerError);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      reply.raw.once('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
-      await server.connect(transport);
-      await transport.handleRequest(request.raw, reply.raw, request.body);
+      const { buildHandler } = await loadMcpServer();
+      handler ??= buildHandler(resources, plane, onServerError);
+      const response = await handler(webRequest(request), access, request.body);
+      reply.code(response.status);
+      response.headers.forEach((value, name) => void reply.header(name, value));
+      return reply.send(withRequestId(Buffer.from(await response.arrayBuffer()), request.body as JsonRpcMessage));
     },
   });
+}
+
+/**
+ * JSON-RPC 2.0 §5: an error answer to a request carries the request's id; `null` only when it could not be read.
+ * The SDK's 2025 transport answers an unsupported `MCP-Protocol-Version` header with `id: null` even so.
+ */
+function withRequestId(body: Buffer, message: JsonRpcMessage): Buffer {
+  if (!isId(message.id) || !body.includes('"id":null')) return body;
+  const answer = JSON.parse(body.toString()) as { id?: unknown; error?: unknown };
+  if (answer.id !== null || !answer.error) return body;
+  return Buffer.from(JSON.stringify({ ...answer, id: message.id }));
+}
+
+/** Headers that describe the connection or the body as sent, not the message the SDK is handed parsed. */
+const HOP_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'expect', 'upgrade']);
+
+/** The request as the SDK's web-standard handler takes it; the body goes alongside, already parsed. */
+function webRequest(request: FastifyRequest): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || HOP_HEADERS.has(name)) continue;
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
+  }
+  return new Request(`http://${request.host}${request.url}`, { method: request.method, headers });
 }
 
 /**

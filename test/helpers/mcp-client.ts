@@ -1,4 +1,13 @@
-/** The MCP TypeScript SDK's client with an OAuth provider, driven through the emulator's real consent form. */
+/**
+ * The MCP TypeScript SDK's clients with an OAuth provider, driven through the emulator's real consent form: SDK 1.x,
+ * which speaks the 2025 revisions, and SDK 2 pinned to 2026-07-28.
+ */
+import {
+  Client as ClientV2,
+  StreamableHTTPClientTransport as StreamableHTTPClientTransportV2,
+  UnauthorizedError as UnauthorizedErrorV2,
+  type OAuthClientProvider as OAuthClientProviderV2,
+} from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -16,6 +25,8 @@ export class ConsentingProvider implements OAuthClientProvider {
   #tokens: OAuthTokens | undefined;
   #verifier = '';
   code: string | undefined;
+  /** The parameters of the redirect back to the client (code, state, iss), as SDK 2's finishAuth checks them. */
+  callback: URLSearchParams | undefined;
   authorizationUrl: URL | undefined;
   constructor(readonly scope: string) {}
   get redirectUrl() {
@@ -58,18 +69,48 @@ export class ConsentingProvider implements OAuthClientProvider {
     // The SDK asks for the scope the 401 challenge names ("ask"); an agent configured for more asks for it.
     url.searchParams.set('scope', this.scope);
     const { answer } = await new Browser().submitForm(url.toString(), { decision: 'approve' });
-    this.code = new URL(answer.headers.location as string).searchParams.get('code') ?? undefined;
+    this.callback = new URL(answer.headers.location as string).searchParams;
+    this.code = this.callback.get('code') ?? undefined;
   }
 }
 
-/** The SDK's whole flow: connect → 401 → auth (discovery, registration, consent) → finishAuth → connect again. */
-export async function connectWithOAuth(emulator: Emulator, scope: string, url = new URL(`${emulator.baseUrl}/mcp`)) {
+/** The MCP protocol versions the tests run the tools under: the newest of 2025 (SDK 1.x) and 2026-07-28 (SDK 2). */
+export const MCP_VERSIONS = ['2025-11-25', '2026-07-28'] as const;
+export type McpVersion = (typeof MCP_VERSIONS)[number];
+
+/** What the tests call on either SDK's client. */
+export type McpTestClient = Pick<Client, 'callTool' | 'listTools' | 'close' | 'getServerVersion'>;
+
+const CLIENT_INFO = { name: 'test-agent', version: '1' };
+
+/**
+ * The SDK's whole flow: connect → 401 → auth (discovery, registration, consent) → finishAuth → connect again. Under
+ * 2026-07-28 it is SDK 2's client pinned to that version (no fallback to 2025).
+ */
+export async function connectWithOAuth(
+  emulator: Emulator,
+  scope: string,
+  url = new URL(`${emulator.baseUrl}/mcp`),
+  version: McpVersion = '2025-11-25',
+): Promise<{ client: McpTestClient; provider: ConsentingProvider }> {
   const provider = new ConsentingProvider(scope);
+  if (version === '2026-07-28') {
+    const options = { versionNegotiation: { mode: { pin: version } } };
+    const authProvider = provider as unknown as OAuthClientProviderV2;
+    const first = new StreamableHTTPClientTransportV2(url, { authProvider });
+    await expect(new ClientV2(CLIENT_INFO, options).connect(first)).rejects.toBeInstanceOf(UnauthorizedErrorV2);
+    expect(provider.callback?.get('code')).toBeTruthy();
+    await first.finishAuth(provider.callback!);
+    const client = new ClientV2(CLIENT_INFO, options);
+    await client.connect(new StreamableHTTPClientTransportV2(url, { authProvider }));
+    expect(client.getNegotiatedProtocolVersion()).toBe(version);
+    return { client: client as unknown as McpTestClient, provider };
+  }
   const first = new StreamableHTTPClientTransport(url, { authProvider: provider });
-  await expect(new Client({ name: 'test-agent', version: '1' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
+  await expect(new Client(CLIENT_INFO).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
   expect(provider.code).toBeTruthy();
   await first.finishAuth(provider.code!);
-  const client = new Client({ name: 'test-agent', version: '1' });
+  const client = new Client(CLIENT_INFO);
   await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
   return { client, provider };
 }
