@@ -146,6 +146,27 @@ describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)'
     expect(notable(emulator)[0]!.message).toMatch(/POST \/chat\/ask .* without Idempotency-Key, and charged again/);
   });
 
+  it('44.5: an MCP caller is told of its idempotency_key argument, not of a header: the finding, its hint and the 409', async () => {
+    const emulator = await startEmulator();
+    const { client } = await connectWithOAuth(emulator, 'ask');
+    const ask = (args: Record<string, string>) => client.callTool({ name: 'ask', arguments: args });
+    await ask({ question: 'Was kostet das Futter?' });
+    await ask({ question: 'Was kostet das Futter?' });
+    const [finding] = notable(emulator);
+    expect(finding).toMatchObject({ code: 'idempotency.retry_without_key' });
+    expect(finding!.message).toMatch(/without idempotency_key, and charged again/);
+    expect(finding!.hint).toMatch(/^Pass the idempotency_key argument/);
+    expect(`${finding!.message} ${finding!.hint}`).not.toMatch(/Idempotency-Key|header/);
+    await ask({ question: 'Wann kommt der Hufschmied?', idempotency_key: 'k' });
+    const reused = await ask({ question: 'Etwas anderes?', idempotency_key: 'k' });
+    expect(reused.structuredContent).toMatchObject({
+      error: 'idempotency_key_reused',
+      detail: expect.stringMatching(/^idempotency_key "k"/),
+    });
+    expect(JSON.stringify(reused.structuredContent)).not.toMatch(/Idempotency-Key/);
+    await client.close();
+  });
+
   it('ratelimit.retry_too_early: a request right after a 429; waiting the Retry-After is no finding', async () => {
     const clock = new ManualClock();
     const emulator = await startEmulator({ clock, rateLimit: '1/min' });

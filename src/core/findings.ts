@@ -2,6 +2,7 @@ import { FINDINGS, SEVERITIES, type Finding, type FindingCode, type FindingSever
 import { HINTS, missingParameterHint, type MissingParameter } from './client-hints.js';
 import type { Arrivals } from './arrivals.js';
 import { MINUTE, SECOND } from './clock.js';
+import { idempotencyKeyName } from './idempotency.js';
 import type { CoreContext } from './context.js';
 import { sha256 } from './crypto.js';
 import type { AppEvent, EventMap } from './events.js';
@@ -288,8 +289,11 @@ export class Findings {
       client_id: data.client_id,
       grant_id: data.grant_id,
       subject: data.route,
-      message: `The same request body was sent to ${data.route} again ${seconds(data.at - previous)} later without Idempotency-Key, and charged again (${data.amount} ${data.unit}).`,
-      hint: HINTS.retryWithoutKey,
+      message:
+        idempotencyKeyName(data.route) === 'idempotency_key'
+          ? `The same arguments were sent to the MCP ${data.route} again ${seconds(data.at - previous)} later without idempotency_key, and charged again (${data.amount} ${data.unit}).`
+          : `The same request body was sent to ${data.route} again ${seconds(data.at - previous)} later without Idempotency-Key, and charged again (${data.amount} ${data.unit}).`,
+      hint: HINTS.retryWithoutKey(idempotencyKeyName(data.route)),
     });
   }
 

@@ -86,3 +86,13 @@ export function checkIdempotencyKey(key: string): string {
  */
 export const idempotencyId = (clientId: string, personId: string, route: string, key: string): string =>
   JSON.stringify([clientId, personId, route, key]);
+
+/** Charges, keys and rate-limit events of an MCP tool are kept under this name (its REST twin's are under its route). */
+export const toolMeter = (tool: string): string => `tool ${tool}`;
+
+/**
+ * How the caller of `meter` names its key: the `idempotency_key` argument of an MCP tool, the `Idempotency-Key`
+ * header of a REST route. Messages and hints name the one the caller sends.
+ */
+export const idempotencyKeyName = (meter: string): 'idempotency_key' | 'Idempotency-Key' =>
+  meter.startsWith('tool ') ? 'idempotency_key' : 'Idempotency-Key';

@@ -4,7 +4,14 @@ import { sha256 } from './crypto.js';
 import { HINTS } from './client-hints.js';
 import { BearerError } from './errors.js';
 import type { FaultContext, FaultKind, Faults } from './faults.js';
-import { IDEMPOTENCY_WINDOW, checkIdempotencyKey, idempotencyId, storedResult, type StoredResult } from './idempotency.js';
+import {
+  IDEMPOTENCY_WINDOW,
+  checkIdempotencyKey,
+  idempotencyId,
+  idempotencyKeyName,
+  storedResult,
+  type StoredResult,
+} from './idempotency.js';
 import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
 import { Refusal } from './refusal.js';
 import type { AccessContext } from './resource-guard.js';
@@ -123,6 +130,7 @@ export class Metering {
   async run<T>(access: AccessContext, call: Call, operation: () => Promise<Charged<T>>): Promise<Metered<T>> {
     if (call.key === undefined) return { ...(await this.#charge(access, call, null, operation)), replayed: false };
     const key = checkIdempotencyKey(call.key);
+    const named = idempotencyKeyName(call.meter);
     const now = this.core.clock.now();
     const id = idempotencyId(access.client_id, access.person_id, call.meter, key);
     const fingerprint = sha256(call.body);
@@ -130,7 +138,7 @@ export class Metering {
     if (this.#inFlight.has(id))
       throw new Refusal(
         'idempotency_key_in_flight',
-        `a request with Idempotency-Key "${key}" is still being processed`,
+        `a request with ${named} "${key}" is still being processed`,
         'Wait for the first request with this key to be answered, then retry with the same key and body to get its stored answer.',
       );
     const existing = this.core.repo.get('idempotency', id);
@@ -138,8 +146,12 @@ export class Metering {
       if (existing.fingerprint !== fingerprint)
         throw new Refusal(
           'idempotency_key_reused',
-          `Idempotency-Key "${key}" was already used with a different request body`,
-          'Use a fresh Idempotency-Key for each new operation; repeat a key only to retry the same request with a byte-identical body.',
+          named === 'idempotency_key'
+            ? `idempotency_key "${key}" was already used with different arguments`
+            : `Idempotency-Key "${key}" was already used with a different request body`,
+          named === 'idempotency_key'
+            ? 'Use a fresh idempotency_key for each new operation; repeat a key only to retry the same call with the same arguments.'
+            : 'Use a fresh Idempotency-Key for each new operation; repeat a key only to retry the same request with a byte-identical body.',
         );
       this.core.events.emit('idempotency.replayed', { client_id: access.client_id, grant_id: access.grant.id, route: call.meter, key });
       return { ...(storedResult(existing) as Answer<T>), replayed: true };

@@ -1,3 +1,4 @@
+import { toolMeter } from '../core/idempotency.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
 
 // What the agent plane's route (./mcp.ts) and its lazily loaded MCP server (./mcp-server.ts) both name.
@@ -18,7 +19,7 @@ export type ToolName = keyof typeof TOOL_SCOPES;
 export const RETIRED_TOOLS: readonly string[] = WORKSPACE_KINDS.flatMap((kind) => [`${kind}_list`, `${kind}_get`]);
 
 /** Charges, idempotency keys and rate-limit events of a tool are kept under this route name. */
-export const routeOf = (tool: ToolName): string => `tool ${tool}`;
+export const routeOf = (tool: ToolName): string => toolMeter(tool);
 
 /** `_meta` key of a tool result that names what it varied (--vary-unspecified): the MCP twin of the Agent-Access-Variant header. */
 export const VARIANT_META = 'agent-access/variant';
