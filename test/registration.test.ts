@@ -21,6 +21,24 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     expect(body).not.toHaveProperty('client_secret');
   });
 
+  it('44.3: application_type (OpenID Registration §2, MCP SEP-837) is stored and echoed; a value other than native or web is invalid_client_metadata', async () => {
+    const emu = await startEmulator();
+    const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ application_type: 'native' }));
+    expect(res.status).toBe(201);
+    expect(res.json().application_type).toBe('native');
+    expect(emu.core.state.clients[res.json().client_id]!.application_type).toBe('native');
+    const without = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata());
+    expect(without.json()).not.toHaveProperty('application_type');
+    const clients = Object.keys(emu.core.state.clients).length;
+    const bad = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ application_type: 'desktop' }));
+    expect(bad.status).toBe(400);
+    expect(bad.json()).toMatchObject({
+      error: 'invalid_client_metadata',
+      error_description: expect.stringMatching(/application_type 'desktop'/),
+    });
+    expect(Object.keys(emu.core.state.clients)).toHaveLength(clients);
+  });
+
   it('RFC 7591 §2: unknown fields sent by real clients are ignored', async () => {
     const emu = await startEmulator();
     const res = await postJson(

@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import { ClientError } from '../protocol/errors.js';
 import { isLoopbackHost } from '../protocol/loopback.js';
-import type { HttpClient } from './http.js';
+import { bearerChallenge, type HttpClient } from './http.js';
 
 /** What discovery found: the authorization server (RFC 8414) and the protected resource (RFC 9728). */
 export interface Discovered {
@@ -13,10 +13,16 @@ export interface Discovered {
 export const CLIENT_NAME = 'agent-access CLI';
 
 /** Plain http is allowed for loopback servers only (the local emulator); everything else must be https. */
+function checkScheme(url: string): URL {
+  const parsed = new URL(url);
+  if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname))
+    throw new ClientError('usage', `refusing plain http to ${parsed.origin}: only loopback servers may use http`);
+  return parsed;
+}
+
+/** oauth4webapi's options for a request to `url`: this client's fetch, and plain http where checkScheme allows it. */
 function requestOptions(http: HttpClient, url: string) {
-  const { protocol, hostname } = new URL(url);
-  if (protocol === 'http:' && !isLoopbackHost(hostname))
-    throw new ClientError('usage', `refusing plain http to ${new URL(url).origin}: only loopback servers may use http`);
+  const { protocol } = checkScheme(url);
   return {
     [oauth.customFetch]: http.fetch as unknown as typeof fetch,
     ...(protocol === 'http:' ? { [oauth.allowInsecureRequests]: true } : {}),
@@ -57,37 +63,90 @@ export function oauthFailure(step: string, e: unknown): ClientError {
 }
 
 /**
- * RFC 9728 then RFC 8414: the resource metadata of `{base_url}/mcp` names the authorization server, whose
- * metadata must carry exactly that issuer and support PKCE with S256.
+ * RFC 9728 then RFC 8414, as the MCP authorization spec has clients do it: the resource metadata of `{base_url}/mcp`
+ * names the authorization server, whose metadata must carry exactly that issuer and support PKCE with S256.
  */
 export async function discover(http: HttpClient, baseUrl: string): Promise<Discovered> {
   const resourceId = new URL(`${baseUrl}/mcp`);
-  let rs: oauth.ResourceServer;
-  try {
-    rs = await oauth.processResourceDiscoveryResponse(
-      resourceId,
-      await oauth.resourceDiscoveryRequest(resourceId, requestOptions(http, baseUrl)),
-    );
-  } catch (e) {
-    throw oauthFailure(`discovery of ${baseUrl}/.well-known/oauth-protected-resource/mcp`, e);
-  }
+  const rs = await firstMetadata(http, await resourceMetadataUrls(http, resourceId), `the resource metadata of ${resourceId.href}`, (r) =>
+    oauth.processResourceDiscoveryResponse(resourceId, r),
+  );
   const issuerText = rs.authorization_servers?.[0];
   if (!issuerText) throw new ClientError('server', `the resource metadata of ${resourceId.href} names no authorization server`);
   const issuer = new URL(issuerText);
-  let as: oauth.AuthorizationServer;
-  try {
-    as = await oauth.processDiscoveryResponse(
-      issuer,
-      await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...requestOptions(http, issuerText) }),
-    );
-  } catch (e) {
-    throw oauthFailure(`discovery of the authorization server ${issuerText}`, e);
-  }
+  const as = await firstMetadata(http, authorizationServerMetadataUrls(issuer), `the authorization server ${issuerText}`, (r) =>
+    oauth.processDiscoveryResponse(issuer, r),
+  );
   if (!as.code_challenge_methods_supported?.includes('S256'))
     throw new ClientError('server', `${issuerText} does not announce PKCE with S256 (code_challenge_methods_supported)`);
   if (!as.authorization_endpoint || !as.token_endpoint)
     throw new ClientError('server', `${issuerText} announces no authorization or token endpoint`);
   return { as, resource: rs.resource };
+}
+
+/**
+ * Where the resource metadata may be, in the order RFC 9728 and the MCP authorization spec give: the
+ * `resource_metadata` of the `401` a request without a token gets (§5.1), then the path-based well-known URI (§3.1),
+ * then the root one.
+ */
+async function resourceMetadataUrls(http: HttpClient, resourceId: URL): Promise<string[]> {
+  const wellKnown = `${resourceId.origin}/.well-known/oauth-protected-resource`;
+  const urls = [`${wellKnown}${resourceId.pathname}`, wellKnown];
+  let challenge: Response;
+  try {
+    checkScheme(resourceId.href);
+    challenge = await http.fetch(resourceId.href, { method: 'GET', headers: { accept: 'application/json, text/event-stream' } });
+    await challenge.body?.cancel();
+  } catch (e) {
+    throw oauthFailure(`discovery at ${resourceId.href}`, e);
+  }
+  const named = challenge.status === 401 ? bearerChallenge(challenge.headers.get('www-authenticate') ?? '').resource_metadata : undefined;
+  return named ? [named, ...urls.filter((u) => u !== named)] : urls;
+}
+
+/**
+ * Where an authorization server's metadata may be (MCP authorization spec, "Authorization Server Metadata
+ * Discovery"): RFC 8414 with the issuer's path after the well-known part, at the root, then OpenID Connect Discovery.
+ */
+function authorizationServerMetadataUrls(issuer: URL): string[] {
+  const path = issuer.pathname.replace(/\/$/, '');
+  const { origin } = issuer;
+  if (!path) return [`${origin}/.well-known/oauth-authorization-server`, `${origin}/.well-known/openid-configuration`];
+  return [
+    `${origin}/.well-known/oauth-authorization-server${path}`,
+    `${origin}/.well-known/oauth-authorization-server`,
+    `${origin}/.well-known/openid-configuration${path}`,
+    `${origin}${path}/.well-known/openid-configuration`,
+  ];
+}
+
+/**
+ * The first of `urls` that answers with metadata `process` accepts (it checks `resource` or `issuer` exactly). A URL
+ * that is not found, or whose metadata names another resource or issuer, gives way to the next; when none answers,
+ * the error says what each did.
+ */
+async function firstMetadata<T>(http: HttpClient, urls: string[], what: string, process: (response: Response) => Promise<T>): Promise<T> {
+  const tried: string[] = [];
+  for (const url of urls) {
+    let response: Response;
+    try {
+      checkScheme(url);
+      response = await http.fetch(url, { method: 'GET', headers: { accept: 'application/json' } });
+    } catch (e) {
+      throw oauthFailure(`discovery of ${what} at ${url}`, e);
+    }
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      tried.push(`${url}: HTTP ${response.status}`);
+      continue;
+    }
+    try {
+      return await process(response);
+    } catch (e) {
+      tried.push(`${url}: ${oauthFailure('', e).message.replace(/^: /, '')}`);
+    }
+  }
+  throw new ClientError('server', `discovery of ${what} failed: ${tried.join('; ')}`);
 }
 
 export const publicClient = (clientId: string): oauth.Client => ({ client_id: clientId, token_endpoint_auth_method: 'none' });
@@ -104,6 +163,8 @@ export async function registerClient(http: HttpClient, as: oauth.AuthorizationSe
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: 'none',
+        // A loopback redirect URI makes it a native client (RFC 8252; OpenID Registration §2; MCP SEP-837).
+        application_type: 'native',
       },
       requestOptions(http, as.registration_endpoint),
     );

@@ -11,6 +11,7 @@ export interface ClientMetadataInput {
   grant_types?: unknown;
   response_types?: unknown;
   token_endpoint_auth_method?: unknown;
+  application_type?: unknown;
   [other: string]: unknown;
 }
 
@@ -20,6 +21,7 @@ export interface ClientMetadata {
   grant_types: string[];
   response_types: string[];
   token_endpoint_auth_method: 'none';
+  application_type?: 'native' | 'web';
 }
 
 const bad = (description: string) => new OAuthError('invalid_client_metadata', description, { redirectable: false });
@@ -32,7 +34,8 @@ const stringList = (value: unknown, field: string): string[] => {
 };
 
 /**
- * Spec 2.1 and RFC 7591 §2: every field of 2.1 is required; unknown fields are ignored.
+ * Spec 2.1 and RFC 7591 §2: every field of 2.1 is required; `application_type` is kept when sent; unknown fields are
+ * ignored.
  * Throws `invalid_redirect_uri` or `invalid_client_metadata` naming the field.
  */
 export function validateClientMetadata(input: ClientMetadataInput): ClientMetadata {
@@ -70,7 +73,19 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
       { redirectable: false, hint },
     );
   }
-  return { client_name: input.client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: 'none' };
+  // OpenID Connect Registration §2 defines the two values; RFC 7591 §2 lets a server keep metadata it knows.
+  if (input.application_type !== undefined && input.application_type !== 'native' && input.application_type !== 'web')
+    throw bad(
+      `application_type ${JSON.stringify(input.application_type)} is not supported; use "native" (loopback redirect URIs) or "web"`,
+    );
+  return {
+    client_name: input.client_name,
+    redirect_uris,
+    grant_types,
+    response_types,
+    token_endpoint_auth_method: 'none',
+    ...(input.application_type === undefined ? {} : { application_type: input.application_type }),
+  };
 }
 
 /**

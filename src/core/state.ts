@@ -67,6 +67,8 @@ export interface Client {
   readonly grant_types: readonly string[];
   readonly response_types: readonly string[];
   readonly token_endpoint_auth_method: 'none';
+  /** OpenID Connect Registration §2 (MCP SEP-837): `native` for a loopback or app client, `web`; absent when not sent. */
+  readonly application_type?: 'native' | 'web';
   /**
    * Registered through open registration (RFC 7591), not from a scenario or the fixtures: only such a client goes when
    * it was never used (Retention.unusedClients). Absent on clients of state files written before it was kept.
