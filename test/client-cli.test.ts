@@ -161,6 +161,27 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(listGrants(emulator.core).filter((g) => g.status === 'active')).toHaveLength(1);
   });
 
+  it('MCP SEP-2352: when the server names another authorization server, the stored tokens are never presented to it; log in anew', async () => {
+    const emulator = await startEmulator();
+    setConsentPolicy(emulator.core, null, { decision: 'approve' });
+    const config = await scratchDir();
+    const env = clientEnv(config);
+    expect((await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env })).code).toBe(0);
+    // As if the tokens came from the authorization server the resource named before.
+    const { file, record } = await storedLogin(config);
+    await writeFile(file, JSON.stringify({ ...record, issuer: 'https://old-as.example' }), { mode: 0o600 });
+    let refreshes = 0;
+    emulator.core.events.subscribe((e) => e.name === 'refresh.rotated' && refreshes++);
+    const refused = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toMatch(/now names another authorization server \(http:\/\/127\.0\.0\.1:\d+, was https:\/\/old-as\.example\)/);
+    expect(refreshes).toBe(0);
+    expect((await storedLogin(config)).record).toMatchObject({ login: null, clients: {} });
+    const again = await runCli(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ client_registered: true });
+  });
+
   it('RFC 6749 §4.1.2.1: "Ablehnen" ends the command with a clear message and exit 5; nothing is stored', async () => {
     const emulator = await startEmulator();
     const config = await scratchDir();

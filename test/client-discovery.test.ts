@@ -100,21 +100,29 @@ describe('44.2: the client discovers as RFC 9728 and the MCP authorization spec 
     expect(asked.slice(2)).toEqual(['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']);
   });
 
-  it('RFC 8414 §3.1: an issuer with a path: path-inserted, root, then both OpenID forms, until the issuer matches', async () => {
+  it('RFC 8414 §3.1, MCP authorization: an issuer with a path: path-inserted, then both OpenID forms, never the root', async () => {
     const { base, asked } = await metadataServer((base) => ({
       '/mcp': unauthorized(),
       '/.well-known/oauth-protected-resource/mcp': { json: prm(base, `${base}/tenant`) },
-      // The root document belongs to another issuer: it is passed over, not taken.
+      // The root document belongs to another issuer: it is not asked for.
       '/.well-known/oauth-authorization-server': { json: asMetadata(base) },
       '/tenant/.well-known/openid-configuration': { json: asMetadata(`${base}/tenant`) },
     }));
     expect((await discoverAt(base)).as.issuer).toBe(`${base}/tenant`);
     expect(asked.slice(2)).toEqual([
       '/.well-known/oauth-authorization-server/tenant',
-      '/.well-known/oauth-authorization-server',
       '/.well-known/openid-configuration/tenant',
       '/tenant/.well-known/openid-configuration',
     ]);
+  });
+
+  it('RFC 9728 §3.3: the root metadata may describe the origin; its resource is then the one asked for', async () => {
+    const { base } = await metadataServer((base) => ({
+      '/mcp': unauthorized(),
+      '/.well-known/oauth-protected-resource': { json: { resource: base, authorization_servers: [base] } },
+      '/.well-known/oauth-authorization-server': { json: asMetadata(base) },
+    }));
+    expect((await discoverAt(base)).resource).toBe(base);
   });
 
   it('RFC 9728 §3.3, RFC 8414 §3.3: metadata naming another resource or issuer is never used; the error says what each URL answered', async () => {

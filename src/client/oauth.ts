@@ -68,8 +68,11 @@ export function oauthFailure(step: string, e: unknown): ClientError {
  */
 export async function discover(http: HttpClient, baseUrl: string): Promise<Discovered> {
   const resourceId = new URL(`${baseUrl}/mcp`);
-  const rs = await firstMetadata(http, await resourceMetadataUrls(http, resourceId), `the resource metadata of ${resourceId.href}`, (r) =>
-    oauth.processResourceDiscoveryResponse(resourceId, r),
+  const rs = await firstMetadata(
+    http,
+    await resourceMetadataUrls(http, resourceId),
+    `the resource metadata of ${resourceId.href}`,
+    (r, url) => resourceMetadata(resourceId, url, r),
   );
   const issuerText = rs.authorization_servers?.[0];
   if (!issuerText) throw new ClientError('server', `the resource metadata of ${resourceId.href} names no authorization server`);
@@ -95,7 +98,12 @@ async function resourceMetadataUrls(http: HttpClient, resourceId: URL): Promise<
   let challenge: Response;
   try {
     checkScheme(resourceId.href);
-    challenge = await http.fetch(resourceId.href, { method: 'GET', headers: { accept: 'application/json, text/event-stream' } });
+    // A POST, as an MCP client's first request is: some servers answer other methods 404 or 405 before any token check.
+    challenge = await http.fetch(resourceId.href, {
+      method: 'POST',
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'ping' }),
+    });
     await challenge.body?.cancel();
   } catch (e) {
     throw oauthFailure(`discovery at ${resourceId.href}`, e);
@@ -105,16 +113,33 @@ async function resourceMetadataUrls(http: HttpClient, resourceId: URL): Promise<
 }
 
 /**
+ * RFC 9728 §3.3: the metadata names the resource whose identifier the URL was made from: `{base_url}/mcp` for the
+ * path-based URL and the 401's; the root URL describes the origin, though MCP servers (this emulator among them) also
+ * name `{base_url}/mcp` there. Either is compared exactly; the resource is then asked for as named.
+ */
+async function resourceMetadata(resourceId: URL, url: string, response: Response): Promise<oauth.ResourceServer> {
+  if (url !== `${resourceId.origin}/.well-known/oauth-protected-resource`)
+    return oauth.processResourceDiscoveryResponse(resourceId, response);
+  const copy = response.clone();
+  try {
+    return await oauth.processResourceDiscoveryResponse(resourceId, response);
+  } catch {
+    return oauth.processResourceDiscoveryResponse(new URL(resourceId.origin), copy);
+  }
+}
+
+/**
  * Where an authorization server's metadata may be (MCP authorization spec, "Authorization Server Metadata
- * Discovery"): RFC 8414 with the issuer's path after the well-known part, at the root, then OpenID Connect Discovery.
+ * Discovery"): RFC 8414 with the issuer's path after the well-known part, then OpenID Connect Discovery with the path
+ * after the well-known part and, as OpenID Connect Discovery §4 has it, before.
  */
 function authorizationServerMetadataUrls(issuer: URL): string[] {
   const path = issuer.pathname.replace(/\/$/, '');
   const { origin } = issuer;
   if (!path) return [`${origin}/.well-known/oauth-authorization-server`, `${origin}/.well-known/openid-configuration`];
+  // Never the root form for an issuer with a path: the root document is another issuer's.
   return [
     `${origin}/.well-known/oauth-authorization-server${path}`,
-    `${origin}/.well-known/oauth-authorization-server`,
     `${origin}/.well-known/openid-configuration${path}`,
     `${origin}${path}/.well-known/openid-configuration`,
   ];
@@ -125,7 +150,12 @@ function authorizationServerMetadataUrls(issuer: URL): string[] {
  * that is not found, or whose metadata names another resource or issuer, gives way to the next; when none answers,
  * the error says what each did.
  */
-async function firstMetadata<T>(http: HttpClient, urls: string[], what: string, process: (response: Response) => Promise<T>): Promise<T> {
+async function firstMetadata<T>(
+  http: HttpClient,
+  urls: string[],
+  what: string,
+  process: (response: Response, url: string) => Promise<T>,
+): Promise<T> {
   const tried: string[] = [];
   for (const url of urls) {
     let response: Response;
@@ -141,7 +171,7 @@ async function firstMetadata<T>(http: HttpClient, urls: string[], what: string, 
       continue;
     }
     try {
-      return await process(response);
+      return await process(response, url);
     } catch (e) {
       tried.push(`${url}: ${oauthFailure('', e).message.replace(/^: /, '')}`);
     }
@@ -168,6 +198,15 @@ export async function registerClient(http: HttpClient, as: oauth.AuthorizationSe
       },
       requestOptions(http, as.registration_endpoint),
     );
+    // A public client uses nothing of the answer but client_id. Some servers issue a client_secret anyway, without the
+    // client_secret_expires_at RFC 7591 §3.2.1 then requires; the secret goes unused, so that does not fail the login.
+    if (response.status === 201 || response.status === 200) {
+      const body = (await response
+        .clone()
+        .json()
+        .catch(() => null)) as { client_id?: unknown; client_secret?: unknown } | null;
+      if (body && typeof body.client_id === 'string' && body.client_id !== '' && body.client_secret !== undefined) return body.client_id;
+    }
     return (await oauth.processDynamicClientRegistrationResponse(response)).client_id;
   } catch (e) {
     throw oauthFailure('client registration', e);

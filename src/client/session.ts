@@ -125,6 +125,15 @@ export class Session {
           import('./oauth.js'),
           import('oauth4webapi'),
         ]);
+        // Tokens and the registration belong to the authorization server that issued them (MCP SEP-2352): when the
+        // server now names another, they are never presented to it; the person logs in there anew.
+        if (record.issuer !== null && record.issuer !== as.issuer)
+          return {
+            record: { ...record, login: null, clients: {} },
+            result: {
+              error: `${this.baseUrl} now names another authorization server (${as.issuer}, was ${record.issuer}); the login there is needed anew`,
+            },
+          };
         let tokens: oauth.TokenEndpointResponse;
         try {
           tokens = await refreshTokens(this.http, as, {

@@ -1,3 +1,5 @@
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentPlane } from '../core/agent-plane.js';
 import type { Core } from '../core/core.js';
@@ -155,6 +157,11 @@ export function registerMcpRoute(
       const response = await handler(webRequest(request), access, request.body);
       reply.code(response.status);
       response.headers.forEach((value, name) => void reply.header(name, value));
+      // An event stream (a 2026-07-28 subscriptions/listen) is passed on as it comes; a JSON answer whole.
+      if (!response.body || !/^application\/json/i.test(response.headers.get('content-type') ?? ''))
+        // Node's web ReadableStream type, which the DOM lib's (the tests' program) already is.
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
+        return reply.send(response.body ? Readable.fromWeb(response.body as NodeReadableStream) : null);
       return reply.send(withRequestId(Buffer.from(await response.arrayBuffer()), request.body as JsonRpcMessage));
     },
   });
