@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Tests that drive programs outside Node: Chromium (the consent and login pages), tmux (the dashboard in a real
- * terminal) and npm (the packed tarball). Everything else outside test/unit starts servers, processes or files.
+ * terminal), npm (the packed tarball) and the MCP conformance suite. Everything else outside test/unit starts servers, processes or files.
  */
 const E2E = [
   'test/consent-browser.test.ts',
@@ -11,6 +11,8 @@ const E2E = [
   'test/settings-browser.test.ts',
   'test/dashboard-tmux.test.ts',
   'test/pack.test.ts',
+  // The official MCP conformance suite, on the Node 22 .ci/run installs.
+  'test/mcp-conformance-suite.test.ts',
 ];
 
 export default defineConfig({
