@@ -10,7 +10,7 @@ import { Refusal } from '../core/refusal.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { PROBLEMS } from '../protocol/problems.js';
-import { routeOf, VARIANT_META, type ToolName } from './mcp-tools.js';
+import { routeOf, TOOL_CALL_ROUTE, VARIANT_META, type ToolName } from './mcp-tools.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
 export { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -71,6 +71,7 @@ export function buildServer(
   resources: ResourceService,
   plane: AgentPlane,
   onServerError: (error: Error) => void,
+  loseAnswer: () => void,
 ): McpServer {
   const server = new McpServer(
     { name: 'agent-access', version: '1' },
@@ -81,9 +82,20 @@ export function buildServer(
     },
   );
 
-  /** The metered call of the REST routes (idempotency, charges, commit); the arguments (without the key) are the body. */
+  /**
+   * The metered call of the REST routes (idempotency, charges, commit); the arguments (without the key) are the body.
+   * An answer a drop_response fault hits is never sent: the connection closes first.
+   */
   const metered = (tool: ToolName, key: string | undefined, args: Record<string, unknown>, operation: () => Promise<Charged<unknown>>) =>
-    run(() => resources.meter.run(access, { meter: routeOf(tool), key, body: JSON.stringify(args) }, operation), onServerError);
+    run(async () => {
+      const answer = await resources.meter.run(
+        access,
+        { meter: routeOf(tool), route: TOOL_CALL_ROUTE, key, body: JSON.stringify(args) },
+        operation,
+      );
+      if (answer.lost) loseAnswer();
+      return answer;
+    }, onServerError);
   /** An operation without idempotency (a read, continue_ask): its answer as it comes. */
   const direct = (operation: () => Promise<Answer<unknown>>) => run(operation, onServerError);
 

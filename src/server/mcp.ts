@@ -3,7 +3,7 @@ import type { AgentPlane } from '../core/agent-plane.js';
 import type { Core } from '../core/core.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
-import { RETIRED_TOOLS, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
+import { RETIRED_TOOLS, TOOL_CALL_ROUTE, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
 import { requireScope } from './resource-guard.js';
 import { setRateLimitHeaders } from './rest-routes.js';
 import { INVALID_UTF8 } from './strict-json.js';
@@ -158,7 +158,7 @@ export function registerMcpRoute(
 
       const { buildServer, StreamableHTTPServerTransport } = await loadMcpServer();
       reply.hijack();
-      const server = buildServer(access, resources, plane, onServerError);
+      const server = buildServer(access, resources, plane, onServerError, () => app.loseAnswer(request, reply));
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       reply.raw.once('close', () => {
         void transport.close();
@@ -190,7 +190,7 @@ function checkToolCalls(body: unknown, access: AccessContext, resources: Resourc
   if (!scope) return undefined; // unknown: the MCP server answers "not found"
   setRateLimitHeaders(
     reply,
-    resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: 'POST /mcp', meter: routeOf(name as ToolName) }),
+    resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: TOOL_CALL_ROUTE, meter: routeOf(name as ToolName) }),
   );
   return undefined;
 }
