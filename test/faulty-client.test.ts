@@ -1,0 +1,208 @@
+/**
+ * The deliberately faulty sample client (test/fixtures/conformance/faulty-client.mjs, issue 42 point 5): without
+ * switches it completes its workload against an emulator as a correct client does; each switch shows in its traffic.
+ * The conformance scenarios grade it elsewhere; here only what the emulator saw of it is asserted.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { chmod, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/core/clock.js';
+import type { AppEvent } from '../src/core/events.js';
+import type { FaultSpec } from '../src/core/faults.js';
+import type { Emulator } from '../src/server/emulator.js';
+import { scratchDir, startEmulator } from './helpers/emulator.js';
+
+const CLIENT = fileURLToPath(new URL('./fixtures/conformance/faulty-client.mjs', import.meta.url));
+
+/**
+ * A $BROWSER for a consent policy: requests the URL given last, follows the redirects (to the client's loopback
+ * listener) and stops there.
+ */
+async function consentOpener(): Promise<string> {
+  const path = join(await scratchDir(), 'open-consent.mjs');
+  await writeFile(
+    path,
+    `#!${process.execPath}
+let url = process.argv.at(-1);
+for (let hop = 0; hop < 5; hop++) {
+  const res = await fetch(url, { redirect: 'manual' });
+  await res.arrayBuffer();
+  const next = res.headers.get('location');
+  if (res.status < 300 || res.status >= 400 || !next) process.exit(res.ok ? 0 : 1);
+  url = new URL(next, url).href;
+}
+process.exit(1);
+`,
+  );
+  await chmod(path, 0o755);
+  return path;
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+async function runClient(baseUrl: string, defects: string[] = [], env: Record<string, string> = {}): Promise<Run> {
+  const child = spawn(process.execPath, [CLIENT, baseUrl], {
+    env: { ...process.env, BROWSER: await consentOpener(), FAULTY_CLIENT_DEFECTS: defects.join(','), AGENT_ACCESS_BASE_URL: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** An emulator on a manual clock whose consent policy approves, and every event it publishes, with the real time seen. */
+async function emulatorWithLog(options: { faults?: FaultSpec[]; seed?: number; rateLimit?: string } = {}) {
+  const clock = new ManualClock(Date.UTC(2026, 10, 27, 9));
+  const emulator: Emulator = await startEmulator({
+    clock,
+    consent: [{ clientId: null, policy: { decision: 'approve' } }],
+    faults: options.faults,
+    ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
+    ...(options.seed !== undefined ? { varyUnspecified: { seed: options.seed } } : {}),
+  });
+  const events: Array<AppEvent & { seen: number }> = [];
+  emulator.core.events.subscribe((e) => void events.push({ ...e, seen: Date.now() }));
+  const of = <N extends AppEvent['name']>(name: N) =>
+    events.filter((e): e is Extract<AppEvent, { name: N }> & { seen: number } => e.name === name);
+  const polls = () => of('request.served').filter((e) => e.data.method === 'GET' && e.data.path.startsWith('/research/'));
+  return { emulator, clock, events, of, polls };
+}
+
+type Log = Awaited<ReturnType<typeof emulatorWithLog>>;
+
+/**
+ * The person's clock moves the way the expiry scenarios move it: 16 minutes once the first ask is charged (so the
+ * calls after it carry an expired token), and 10 minutes at the first poll (so the research job finishes).
+ */
+function moveClockAlong({ emulator, clock }: Log): void {
+  let expired = false;
+  let polled = false;
+  emulator.core.events.subscribe((e) => {
+    if (!expired && e.name === 'charge.recorded' && e.data.route === 'POST /chat/ask') {
+      expired = true;
+      clock.advance(16 * 60_000);
+    }
+    if (!polled && e.name === 'request.served' && e.data.method === 'GET' && e.data.path.startsWith('/research/')) {
+      polled = true;
+      clock.advance(10 * 60_000);
+    }
+  });
+}
+
+const refreshes = (log: Log) => log.of('tokens.issued').filter((e) => e.data.grant_type === 'refresh_token');
+
+describe('the faulty sample client, without defects (issue 42.5)', () => {
+  it('42.5 a correct client: discovery, registration, PKCE S256 with resource and minimal scopes; after expiry one refresh for three calls in flight, no replay; polls 1 s apart; exit 0', async () => {
+    const log = await emulatorWithLog();
+    moveClockAlong(log);
+    const run = await runClient(log.emulator.baseUrl);
+    expect(run.code, run.stderr).toBe(0);
+    const served = log.of('request.served').map((e) => `${e.data.method} ${e.data.path} ${e.data.status}`);
+    expect(served.slice(0, 2)).toEqual([
+      'GET /.well-known/oauth-protected-resource/mcp 200',
+      'GET /.well-known/oauth-authorization-server 200',
+    ]);
+    expect(log.of('grant.created').map((e) => [e.data.scopes, e.data.resource])).toEqual([
+      [['ask', 'research'], `${log.emulator.baseUrl}/mcp`],
+    ]);
+    // Three asks in flight with the expired token: 401 each, one refresh between them, the family alive.
+    expect(served.filter((s) => s === 'POST /chat/ask 401')).toHaveLength(3);
+    expect(refreshes(log)).toHaveLength(1);
+    expect(log.of('family.invalidated')).toEqual([]);
+    // Every charged call carried a key; five asks and one research, each charged once.
+    const charges = log.of('charge.recorded');
+    expect(charges.map((c) => c.data.route).sort()).toEqual([...Array(5).fill('POST /chat/ask'), 'POST /research'].sort());
+    expect(charges.every((c) => typeof c.data.idempotency_key === 'string')).toBe(true);
+    const polls = log.polls();
+    expect(polls.length).toBeGreaterThanOrEqual(2);
+    for (let i = 1; i < polls.length; i++) expect(polls[i]!.seen - polls[i - 1]!.seen).toBeGreaterThanOrEqual(900);
+    expect(run.stdout).toMatch(/Recherche: /);
+  });
+
+  it('42.2 lost-answer and server-error: the correct client retries a lost answer and a 503 with the same key; each operation is charged once', async () => {
+    const log = await emulatorWithLog({
+      faults: [
+        { kind: 'drop_response', route: 'POST /chat/ask', count: 1 },
+        { kind: 'server_error', route: 'POST /research', status: 503, count: 1 },
+      ],
+    });
+    moveClockAlong(log);
+    const run = await runClient(log.emulator.baseUrl);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/answer was lost/);
+    const charges = log.of('charge.recorded');
+    expect(charges.filter((c) => c.data.route === 'POST /chat/ask')).toHaveLength(5);
+    expect(charges.filter((c) => c.data.route === 'POST /research')).toHaveLength(1);
+    // The lost answer's retry got the stored answer.
+    expect(log.of('idempotency.replayed').map((e) => e.data.key)).toEqual([charges[0]!.data.idempotency_key]);
+  });
+});
+
+describe('the faulty sample client: each switch shows in its traffic (issue 42.5)', () => {
+  it('no-pkce: the authorization request is refused (invalid_request redirect); no tokens, exit 1', async () => {
+    const log = await emulatorWithLog();
+    const run = await runClient(log.emulator.baseUrl, ['no-pkce']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/authorization refused: invalid_request/);
+    expect(log.of('tokens.issued')).toEqual([]);
+  });
+
+  it('post-retry-without-key: after a 503 on POST /research the retry carries no key (nor does any POST)', async () => {
+    const faults: FaultSpec[] = [{ kind: 'server_error', route: 'POST /research', status: 503, count: 1 }];
+    const faulty = await emulatorWithLog({ faults });
+    moveClockAlong(faulty);
+    expect((await runClient(faulty.emulator.baseUrl, ['post-retry-without-key'])).code).toBe(0);
+    const served = faulty.of('request.served').filter((e) => e.data.path === '/research');
+    expect(served.map((e) => e.data.status)).toEqual([503, 202]);
+    const research = faulty.of('charge.recorded').filter((c) => c.data.route === 'POST /research');
+    expect(research.map((c) => c.data.idempotency_key)).toEqual([null]);
+    expect(faulty.of('charge.recorded').every((c) => c.data.idempotency_key === null)).toBe(true);
+  });
+
+  it('parallel-refresh: the three calls in flight refresh with one refresh token; the replay kills the family', async () => {
+    const log = await emulatorWithLog();
+    moveClockAlong(log);
+    const run = await runClient(log.emulator.baseUrl, ['parallel-refresh']);
+    expect(run.stderr).toMatch(/defects on: parallel-refresh/);
+    expect(log.of('family.invalidated').map((e) => e.data.reason)).toContain('refresh_replay');
+  });
+
+  it('hot-poll: polls follow each other without waiting', async () => {
+    // The job never finishes (the clock stands still): how often each client polls within 1.5 s of real time. The rate
+    // limit is out of the way: its window runs on the standing clock, and a hot loop would meet it.
+    const log = await emulatorWithLog({ rateLimit: '100000/min' });
+    const env = { FAULTY_CLIENT_RESEARCH_WAIT_MS: '1500' };
+    const hot = await runClient(log.emulator.baseUrl, ['hot-poll'], env);
+    expect(hot.code).toBe(1);
+    expect(log.polls().length).toBeGreaterThan(5);
+    const calm = await emulatorWithLog({ rateLimit: '100000/min' });
+    expect((await runClient(calm.emulator.baseUrl, [], env)).code).toBe(1);
+    expect(calm.polls().length).toBeLessThanOrEqual(2);
+  });
+
+  it('unchecked-sources: sources[0].title read blindly crashes on sources of another shape; the correct client reads them', async () => {
+    // Seed 2 gives the first ask its sources renamed (`name`, no `title`): a shape the spec allows ("element shape not shown").
+    const faulty = await emulatorWithLog({ seed: 2 });
+    moveClockAlong(faulty);
+    const crashed = await runClient(faulty.emulator.baseUrl, ['unchecked-sources']);
+    expect(crashed.code).toBe(1);
+    expect(crashed.stderr).toMatch(/TypeError: Cannot read properties of undefined \(reading 'trim'\)/);
+    const asks = faulty.of('request.served').filter((e) => e.data.path === '/chat/ask');
+    expect(asks.map((e) => [e.data.status, e.data.variant])).toEqual([[200, expect.stringContaining('ask.sources=renamed')]]);
+    const correct = await emulatorWithLog({ seed: 2 });
+    moveClockAlong(correct);
+    expect((await runClient(correct.emulator.baseUrl)).code).toBe(0);
+  });
+});
