@@ -3,107 +3,14 @@
  * switches it completes its workload against an emulator as a correct client does; each switch shows in its traffic.
  * The conformance scenarios grade it elsewhere; here only what the emulator saw of it is asserted.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { chmod, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
-import type { AppEvent } from '../src/core/events.js';
 import type { FaultSpec } from '../src/core/faults.js';
-import type { Emulator } from '../src/server/emulator.js';
-import { scratchDir, startEmulator } from './helpers/emulator.js';
+import { emulatorWithLog, moveClockAlong, refreshes, runSampleClient, type Run } from './helpers/sample-clients.js';
 
-const CLIENT = fileURLToPath(new URL('./fixtures/conformance/faulty-client.mjs', import.meta.url));
+const runClient = (baseUrl: string, defects: string[] = [], env: Record<string, string> = {}): Promise<Run> =>
+  runSampleClient('faulty-client.mjs', baseUrl, { FAULTY_CLIENT_DEFECTS: defects.join(','), ...env });
 
-/**
- * A $BROWSER for a consent policy: requests the URL given last, follows the redirects (to the client's loopback
- * listener) and stops there.
- */
-async function consentOpener(): Promise<string> {
-  const path = join(await scratchDir(), 'open-consent.mjs');
-  await writeFile(
-    path,
-    `#!${process.execPath}
-let url = process.argv.at(-1);
-for (let hop = 0; hop < 5; hop++) {
-  const res = await fetch(url, { redirect: 'manual' });
-  await res.arrayBuffer();
-  const next = res.headers.get('location');
-  if (res.status < 300 || res.status >= 400 || !next) process.exit(res.ok ? 0 : 1);
-  url = new URL(next, url).href;
-}
-process.exit(1);
-`,
-  );
-  await chmod(path, 0o755);
-  return path;
-}
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-async function runClient(baseUrl: string, defects: string[] = [], env: Record<string, string> = {}): Promise<Run> {
-  const child = spawn(process.execPath, [CLIENT, baseUrl], {
-    env: { ...process.env, BROWSER: await consentOpener(), FAULTY_CLIENT_DEFECTS: defects.join(','), AGENT_ACCESS_BASE_URL: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const [code] = (await once(child, 'exit')) as [number | null];
-  clearTimeout(timer);
-  return { code, stdout, stderr };
-}
-
-/** An emulator on a manual clock whose consent policy approves, and every event it publishes, with the real time seen. */
-async function emulatorWithLog(options: { faults?: FaultSpec[]; seed?: number; rateLimit?: string } = {}) {
-  const clock = new ManualClock(Date.UTC(2026, 10, 27, 9));
-  const emulator: Emulator = await startEmulator({
-    clock,
-    consent: [{ clientId: null, policy: { decision: 'approve' } }],
-    faults: options.faults,
-    ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
-    ...(options.seed !== undefined ? { varyUnspecified: { seed: options.seed } } : {}),
-  });
-  const events: Array<AppEvent & { seen: number }> = [];
-  emulator.core.events.subscribe((e) => void events.push({ ...e, seen: Date.now() }));
-  const of = <N extends AppEvent['name']>(name: N) =>
-    events.filter((e): e is Extract<AppEvent, { name: N }> & { seen: number } => e.name === name);
-  const polls = () => of('request.served').filter((e) => e.data.method === 'GET' && e.data.path.startsWith('/research/'));
-  return { emulator, clock, events, of, polls };
-}
-
-type Log = Awaited<ReturnType<typeof emulatorWithLog>>;
-
-/**
- * The person's clock moves the way the expiry scenarios move it: 16 minutes once the first ask is charged (so the
- * calls after it carry an expired token), and 10 minutes at the first poll (so the research job finishes).
- */
-function moveClockAlong({ emulator, clock }: Log): void {
-  let expired = false;
-  let polled = false;
-  emulator.core.events.subscribe((e) => {
-    if (!expired && e.name === 'charge.recorded' && e.data.route === 'POST /chat/ask') {
-      expired = true;
-      clock.advance(16 * 60_000);
-    }
-    if (!polled && e.name === 'request.served' && e.data.method === 'GET' && e.data.path.startsWith('/research/')) {
-      polled = true;
-      clock.advance(10 * 60_000);
-    }
-  });
-}
-
-const refreshes = (log: Log) => log.of('tokens.issued').filter((e) => e.data.grant_type === 'refresh_token');
-
-describe('the faulty sample client, without defects (issue 42.5)', () => {
+describe('the faulty sample client, without defects (issue 42.5)', { timeout: 60_000 }, () => {
   it('42.5 a correct client: discovery, registration, PKCE S256 with resource and minimal scopes; after expiry one refresh for three calls in flight, no replay; polls 1 s apart; exit 0', async () => {
     const log = await emulatorWithLog();
     moveClockAlong(log);
@@ -150,7 +57,7 @@ describe('the faulty sample client, without defects (issue 42.5)', () => {
   });
 });
 
-describe('the faulty sample client: each switch shows in its traffic (issue 42.5)', () => {
+describe('the faulty sample client: each switch shows in its traffic (issue 42.5)', { timeout: 60_000 }, () => {
   it('no-pkce: the authorization request is refused (invalid_request redirect); no tokens, exit 1', async () => {
     const log = await emulatorWithLog();
     const run = await runClient(log.emulator.baseUrl, ['no-pkce']);
