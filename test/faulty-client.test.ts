@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { FaultSpec } from '../src/core/faults.js';
-import { emulatorWithLog, moveClockAlong, refreshes, runSampleClient, type Run } from './helpers/sample-clients.js';
+import { emulatorWithLog, moveClockAlong, refreshes, revokeAfterFirstAsk, runSampleClient, type Run } from './helpers/sample-clients.js';
 
 const runClient = (baseUrl: string, defects: string[] = [], env: Record<string, string> = {}): Promise<Run> =>
   runSampleClient('faulty-client.mjs', baseUrl, { FAULTY_CLIENT_DEFECTS: defects.join(','), ...env });
@@ -54,6 +54,25 @@ describe('the faulty sample client, without defects (issue 42.5)', { timeout: 60
     expect(charges.filter((c) => c.data.route === 'POST /research')).toHaveLength(1);
     // The lost answer's retry got the stored answer.
     expect(log.of('idempotency.replayed').map((e) => e.data.key)).toEqual([charges[0]!.data.idempotency_key]);
+  });
+  it('42.2 revoked: after the grant is revoked the correct client tries one refresh, is refused, authorizes once more and finishes', async () => {
+    const log = await emulatorWithLog();
+    moveClockAlong(log);
+    revokeAfterFirstAsk(log);
+    const run = await runClient(log.emulator.baseUrl);
+    expect(run.code, run.stderr).toBe(0);
+    const token = log.of('request.served').filter((e) => e.data.path === '/oauth/token');
+    expect(token.map((e) => e.data.status)).toEqual([200, 400, 200]);
+    expect(log.of('grant.created')).toHaveLength(2);
+  });
+
+  it('42.2 consent-denied: the correct client exits 1 after one authorization and calls no API', async () => {
+    const log = await emulatorWithLog({ consent: { decision: 'deny' } });
+    const run = await runClient(log.emulator.baseUrl);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/authorization refused: access_denied/);
+    expect(log.of('consent.denied')).toHaveLength(1);
+    expect(log.of('request.served').filter((e) => e.data.path === '/chat/ask')).toEqual([]);
   });
 });
 
@@ -111,5 +130,44 @@ describe('the faulty sample client: each switch shows in its traffic (issue 42.5
     const correct = await emulatorWithLog({ seed: 2 });
     moveClockAlong(correct);
     expect((await runClient(correct.emulator.baseUrl)).code).toBe(0);
+  });
+
+  it('ignore-retry-after: after a 429 with Retry-After: 2 the faulty client asks again at once; the correct one waits 2 s', async () => {
+    const faults: FaultSpec[] = [{ kind: 'rate_limit', route: 'POST /chat/ask', retry_after: 2, count: 2 }];
+    const firstThree = async (defects: string[]) => {
+      const log = await emulatorWithLog({ faults });
+      moveClockAlong(log);
+      await runClient(log.emulator.baseUrl, defects);
+      const asks = log.of('request.served').filter((e) => e.data.path === '/chat/ask');
+      expect(asks.slice(0, 3).map((e) => e.data.status)).toEqual([429, 429, 200]);
+      return asks[2]!.seen - asks[0]!.seen;
+    };
+    expect(await firstThree(['ignore-retry-after'])).toBeLessThan(2_000);
+    expect(await firstThree([])).toBeGreaterThanOrEqual(3_800);
+  });
+
+  it('retry-revoked-refresh: a refresh token refused with invalid_grant is presented again', async () => {
+    const log = await emulatorWithLog();
+    moveClockAlong(log);
+    revokeAfterFirstAsk(log);
+    await runClient(log.emulator.baseUrl, ['retry-revoked-refresh']);
+    const refused = log.of('request.served').filter((e) => e.data.path === '/oauth/token' && e.data.status === 400);
+    expect(refused.length).toBeGreaterThan(1);
+  });
+
+  it('all-scopes: every supported scope is requested; no-resource: an identity token the API refuses, exit 1 without a loop', async () => {
+    const all = await emulatorWithLog();
+    moveClockAlong(all);
+    await runClient(all.emulator.baseUrl, ['all-scopes']);
+    expect(all.of('grant.created')[0]!.data.scopes).toEqual(
+      expect.arrayContaining(['ask', 'research', 'training.write', 'workspace.write']),
+    );
+
+    const identity = await emulatorWithLog();
+    const run = await runClient(identity.emulator.baseUrl, ['no-resource']);
+    expect(run.code).toBe(1);
+    expect(identity.of('grant.created').map((e) => e.data.resource)).toEqual([null]);
+    const asks = identity.of('request.served').filter((e) => e.data.path === '/chat/ask');
+    expect(asks.map((e) => e.data.status)).toEqual([401, 401, 401]);
   });
 });

@@ -8,6 +8,7 @@ import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ManualClock } from '../../src/core/clock.js';
+import type { ConsentPolicy } from '../../src/core/consent-policy.js';
 import type { AppEvent } from '../../src/core/events.js';
 import type { FaultSpec } from '../../src/core/faults.js';
 import type { Emulator } from '../../src/server/emulator.js';
@@ -61,12 +62,12 @@ export async function runSampleClient(script: string, baseUrl: string, env: Reco
   return { code, stdout, stderr };
 }
 
-/** An emulator on a manual clock whose consent policy approves, and every event it publishes, with the real time seen. */
-export async function emulatorWithLog(options: { faults?: FaultSpec[]; seed?: number; rateLimit?: string } = {}) {
+/** An emulator on a manual clock whose consent policy approves (unless told otherwise), and every event it publishes, with the real time seen. */
+export async function emulatorWithLog(options: { faults?: FaultSpec[]; seed?: number; rateLimit?: string; consent?: ConsentPolicy } = {}) {
   const clock = new ManualClock(Date.UTC(2026, 10, 27, 9));
   const emulator: Emulator = await startEmulator({
     clock,
-    consent: [{ clientId: null, policy: { decision: 'approve' } }],
+    consent: [{ clientId: null, policy: options.consent ?? { decision: 'approve' } }],
     faults: options.faults,
     ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
     ...(options.seed !== undefined ? { varyUnspecified: { seed: options.seed } } : {}),
@@ -102,3 +103,13 @@ export function moveClockAlong({ emulator, clock }: Log): void {
 }
 
 export const refreshes = (log: Log) => log.of('tokens.issued').filter((e) => e.data.grant_type === 'refresh_token');
+
+/** The person revokes the grant once its first ask is charged: refused from the next request on (spec 3.3, 5.7). */
+export function revokeAfterFirstAsk({ emulator }: Log): void {
+  let revoked = false;
+  emulator.core.events.subscribe((e) => {
+    if (revoked || e.name !== 'charge.recorded') return;
+    revoked = true;
+    emulator.faults.arm({ kind: 'revoke', grant_id: e.data.grant_id });
+  });
+}
