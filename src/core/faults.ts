@@ -29,8 +29,8 @@ export interface FaultSpec {
   /**
    * rate_limit, server_error, latency, drop_response: which requests, as `METHOD PATH` or `PATH`, the path as the spec
    * writes it (`/research/{job_id}`) or as sent; a trailing `*` matches a prefix. Default: every route (rate_limit:
-   * every rate-limited route, the REST allowlist and MCP tool calls; drop_response: every charged call, the allowlist's
-   * POSTs and their MCP tools as `POST /mcp`).
+   * every rate-limited route, the REST allowlist and MCP tool calls; drop_response: every call that takes an
+   * idempotency key, the allowlist's POSTs and their MCP tools as `POST /mcp`).
    */
   route?: string;
   /** Fires this many times, then is spent. Default: until cleared. */
@@ -239,7 +239,7 @@ function describe(f: Omit<Fault, 'description'>): string {
     case 'latency':
       return `+${f.ms} ms latency${where || ' on every route'}${scope}${suffix}`;
     case 'drop_response':
-      return `answer lost: the call is carried out and committed, then its connection closed${where || ' on charged calls'}${scope}${suffix}`;
+      return `answer lost: the call is carried out and committed, then its connection closed${where || ' on calls with idempotency keys'}${scope}${suffix}`;
     case 'ask_timeout':
       return `ask abandoned as timed out${scope}${suffix}`;
     case 'research_fail':
