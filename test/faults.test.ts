@@ -376,6 +376,21 @@ describe('serve --fault (README "Faults": from flags)', () => {
     }
   });
 
+  it('42.2 lost-answer from the flag: serve --fault drop_response:count=1 closes the first ask unanswered, charged, and logs it', async () => {
+    const serve = await startServe(['--in-memory', '--fault', 'drop_response:count=1']);
+    try {
+      const admin = bearer(serve.ready.admin_token);
+      const tokens = (await postJson(`${serve.ready.admin_url}/tokens`, { scopes: ['ask'] }, admin)).json();
+      const ask = () => postJson(`${serve.ready.base_url}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token));
+      await expect(ask()).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+      expect((await ask()).status).toBe(200);
+      expect((await http(`${serve.ready.admin_url}/charges`, { headers: admin })).json().entries).toHaveLength(2);
+      await expect.poll(() => serve.stderr()).toMatch(/POST \/chat\/ask 200 [\d.]+ms \S+ FAULT fault_1 drop_response/);
+    } finally {
+      await serve.stop();
+    }
+  });
+
   it('a malformed --fault is a usage error (exit 2) that names the problem', async () => {
     const bad = await runCli(['serve', '--in-memory', '--port', '0', '--auth-port', '0', '--fault', 'latency:ms=fast']);
     expect(bad.code).toBe(2);
