@@ -33,8 +33,8 @@ describe('the MCP SDK sample client across an expiry (issue 42.5)', { timeout: 6
     const killed = log.of('family.invalidated');
     expect(killed.map((e) => e.data.reason)).toEqual(['refresh_replay']);
     expect(rotatedFrom).toContain(killed[0]!.data.replayed_generation);
-    // The SDK then drops its tokens and starts new authorizations: more consents for what one refresh would have done.
-    expect(log.of('consent.approved').length).toBeGreaterThanOrEqual(2);
-    expect(run.stderr).toMatch(/unauthorized: the SDK started a new authorization/);
+    // What follows depends on how the refreshes interleave: the SDK drops its tokens and starts a new authorization
+    // (which this script finishes), or its second refresh fails too and the call with it. Either way it cost the family.
+    expect(run.stderr).toMatch(/sdk-client: (done|failed)/);
   });
 });
