@@ -13,7 +13,8 @@ const runClient = (baseUrl: string, defects: string[] = [], env: Record<string, 
 describe('the faulty sample client, without defects (issue 42.5)', { timeout: 60_000 }, () => {
   it('42.5 a correct client: discovery, registration, PKCE S256 with resource and minimal scopes; after expiry one refresh for three calls in flight, no replay; polls 1 s apart; exit 0', async () => {
     const log = await emulatorWithLog();
-    moveClockAlong(log);
+    // Expired once the second ask is charged: the three asks after it are in flight together.
+    moveClockAlong(log, { expireAfterAsks: 2 });
     const run = await runClient(log.emulator.baseUrl);
     expect(run.code, run.stderr).toBe(0);
     const served = log.of('request.served').map((e) => `${e.data.method} ${e.data.path} ${e.data.status}`);
@@ -28,9 +29,9 @@ describe('the faulty sample client, without defects (issue 42.5)', { timeout: 60
     expect(served.filter((s) => s === 'POST /chat/ask 401')).toHaveLength(3);
     expect(refreshes(log)).toHaveLength(1);
     expect(log.of('family.invalidated')).toEqual([]);
-    // Every charged call carried a key; five asks and one research, each charged once.
+    // Every charged call carried a key; nine asks and one research, each charged once.
     const charges = log.of('charge.recorded');
-    expect(charges.map((c) => c.data.route).sort()).toEqual([...Array(5).fill('POST /chat/ask'), 'POST /research'].sort());
+    expect(charges.map((c) => c.data.route).sort()).toEqual([...Array(9).fill('POST /chat/ask'), 'POST /research'].sort());
     expect(charges.every((c) => typeof c.data.idempotency_key === 'string')).toBe(true);
     const polls = log.polls();
     expect(polls.length).toBeGreaterThanOrEqual(2);
@@ -50,11 +51,12 @@ describe('the faulty sample client, without defects (issue 42.5)', { timeout: 60
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/answer was lost/);
     const charges = log.of('charge.recorded');
-    expect(charges.filter((c) => c.data.route === 'POST /chat/ask')).toHaveLength(5);
+    expect(charges.filter((c) => c.data.route === 'POST /chat/ask')).toHaveLength(9);
     expect(charges.filter((c) => c.data.route === 'POST /research')).toHaveLength(1);
     // The lost answer's retry got the stored answer.
     expect(log.of('idempotency.replayed').map((e) => e.data.key)).toEqual([charges[0]!.data.idempotency_key]);
   });
+
   it('42.2 revoked: after the grant is revoked the correct client tries one refresh, is refused, authorizes once more and finishes', async () => {
     const log = await emulatorWithLog();
     moveClockAlong(log);
@@ -97,12 +99,18 @@ describe('the faulty sample client: each switch shows in its traffic (issue 42.5
     expect(faulty.of('charge.recorded').every((c) => c.data.idempotency_key === null)).toBe(true);
   });
 
-  it('parallel-refresh: the three calls in flight refresh with one refresh token; the replay kills the family', async () => {
+  it('parallel-refresh: the three calls in flight refresh with one refresh token and the replay kills the family; an expiry met by one call goes well', async () => {
     const log = await emulatorWithLog();
-    moveClockAlong(log);
+    moveClockAlong(log, { expireAfterAsks: 2 });
     const run = await runClient(log.emulator.baseUrl, ['parallel-refresh']);
     expect(run.stderr).toMatch(/defects on: parallel-refresh/);
     expect(log.of('family.invalidated').map((e) => e.data.reason)).toContain('refresh_replay');
+
+    const single = await emulatorWithLog();
+    moveClockAlong(single);
+    expect((await runClient(single.emulator.baseUrl, ['parallel-refresh'])).code).toBe(0);
+    expect(refreshes(single)).toHaveLength(1);
+    expect(single.of('family.invalidated')).toEqual([]);
   });
 
   it('hot-poll: polls follow each other without waiting', async () => {

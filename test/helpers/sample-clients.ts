@@ -83,18 +83,16 @@ export async function emulatorWithLog(options: { faults?: FaultSpec[]; seed?: nu
 export type Log = Awaited<ReturnType<typeof emulatorWithLog>>;
 
 /**
- * The person's clock moves the way the expiry scenarios move it: 16 minutes once the first ask is charged, before
- * its answer is sent (so every call after it carries an expired token), and 10 minutes at the first poll (so the
- * research job finishes).
+ * The person's clock moves the way the expiry scenarios move it: 16 minutes once the `expireAfterAsks`th ask (default
+ * the first) is charged, before its answer is sent, so every call after it carries an expired token; and 10 minutes
+ * at the first poll, so the research job finishes.
  */
-export function moveClockAlong({ emulator, clock }: Log): void {
-  let expired = false;
+export function moveClockAlong({ emulator, clock }: Log, { expireAfterAsks = 1 } = {}): void {
+  let asks = 0;
   let polled = false;
   emulator.core.events.subscribe((e) => {
-    if (!expired && e.name === 'charge.recorded' && (e.data.route === 'POST /chat/ask' || e.data.route === 'tool ask')) {
-      expired = true;
+    if (e.name === 'charge.recorded' && (e.data.route === 'POST /chat/ask' || e.data.route === 'tool ask') && ++asks === expireAfterAsks)
       clock.advance(16 * 60_000);
-    }
     if (!polled && e.name === 'request.served' && e.data.method === 'GET' && e.data.path.startsWith('/research/')) {
       polled = true;
       clock.advance(10 * 60_000);
