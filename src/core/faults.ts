@@ -239,7 +239,7 @@ function describe(f: Omit<Fault, 'description'>): string {
     case 'latency':
       return `+${f.ms} ms latency${where || ' on every route'}${scope}${suffix}`;
     case 'drop_response':
-      return `answer lost: the call is carried out and committed, then its connection closed${where || ' on calls with idempotency keys'}${scope}${suffix}`;
+      return `answer lost: connection closed once the call is committed${where || ' on calls that take an idempotency key'}${scope}${suffix}`;
     case 'ask_timeout':
       return `ask abandoned as timed out${scope}${suffix}`;
     case 'research_fail':

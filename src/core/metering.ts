@@ -129,6 +129,7 @@ export class Metering {
    */
   async run<T>(access: AccessContext, call: Call, operation: () => Promise<Charged<T>>): Promise<Metered<T>> {
     const metered = await this.#run(access, call, operation);
+    if (!this.faults?.armed) return metered;
     // After the answer is durable, so a retry with the key finds it stored (the lost-answer case a client must survive).
     const [method, route] = (call.route ?? call.meter).split(' ');
     return requestFault(this.faults, 'drop_response', access, { method, route, path: route }) ? { ...metered, lost: true } : metered;
