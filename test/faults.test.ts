@@ -386,6 +386,7 @@ describe('serve --fault (README "Faults": from flags)', () => {
       expect((await ask()).status).toBe(200);
       expect((await http(`${serve.ready.admin_url}/charges`, { headers: admin })).json().entries).toHaveLength(2);
       await expect.poll(() => serve.stderr()).toMatch(/POST \/chat\/ask 200 [\d.]+ms \S+ FAULT fault_1 drop_response/);
+      expect(serve.stderr()).toMatch(/fault\.fired .*"fault_id":"fault_1","kind":"drop_response"/);
     } finally {
       await serve.stop();
     }
