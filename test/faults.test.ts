@@ -186,6 +186,101 @@ describe('faults observed by a client (README "Faults")', () => {
   });
 });
 
+describe('drop_response: the answer to a charged call is lost (README "Faults"; issue 42.2 lost-answer)', () => {
+  const keyed = (token: string, key: string) => bearer(token, { 'idempotency-key': key });
+  const requestLog = async (emu: RunningEmulator, path: string) =>
+    (await snapshot(emu)).requests
+      .filter((r: { path: string }) => r.path === path)
+      .map((r: { status: number; faults?: string[] }) => [r.status, r.faults]);
+  const toolCall = (emu: RunningEmulator, token: string, args: Record<string, string>) =>
+    http(`${emu.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: bearer(token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ask', arguments: args } }),
+    });
+
+  it('42.2 lost-answer: drop_response commits and charges, then closes before the answer; a retry with the same Idempotency-Key gets the stored answer, one charge in the ledger', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    const fault = await emu.faults.add({ kind: 'drop_response', count: 1 });
+    // The connection is closed before any byte of the answer: the client sees a reset, no status.
+    await expect(
+      ask(emu, access_token).then(
+        () => null,
+        (e: Error & { code?: string }) => e.code,
+      ),
+    ).resolves.toBe('UND_ERR_SOCKET');
+    expect(await charges(emu)).toHaveLength(1);
+    const retry = await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Wann kommt der Hufschmied?' }, keyed(access_token, 'k-1'));
+    expect(retry.status).toBe(200);
+    expect(await charges(emu)).toHaveLength(2);
+    // The case a client must survive: the first try had a key.
+    await emu.faults.add({ kind: 'drop_response', route: 'POST /chat/ask', count: 1 });
+    const body = { question: 'Was steht in der Hausordnung?' };
+    const lost = await postJson(`${emu.baseUrl}/chat/ask`, body, keyed(access_token, 'k-2')).catch((e: Error) => e);
+    expect(lost).toBeInstanceOf(Error);
+    expect(await charges(emu)).toHaveLength(3);
+    const replay = await postJson(`${emu.baseUrl}/chat/ask`, body, keyed(access_token, 'k-2'));
+    expect(replay.status).toBe(200);
+    expect(replay.json()).toMatchObject({ answer: expect.any(String), message_id: expect.any(String) });
+    expect(await charges(emu)).toHaveLength(3);
+    const log = await requestLog(emu, '/chat/ask');
+    expect(log).toEqual([
+      [200, [`${fault.id} drop_response`]],
+      [200, undefined],
+      [200, [expect.stringMatching(/^fault_\d+ drop_response$/)]],
+      [200, undefined],
+    ]);
+    expect((await emu.faults.list()).map((f) => [f.kind, f.state, f.fired])).toEqual([
+      ['drop_response', 'spent', 1],
+      ['drop_response', 'spent', 1],
+    ]);
+  });
+
+  it('42.2 lost-answer: a retry without a key after a lost answer is carried out again and charged twice', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['research'] });
+    await emu.faults.add({ kind: 'drop_response', route: 'POST /research', count: 1 });
+    const question = { question: 'Hausordnung Ruhezeiten' };
+    await expect(postJson(`${emu.baseUrl}/research`, question, bearer(access_token))).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+    expect((await postJson(`${emu.baseUrl}/research`, question, bearer(access_token))).status).toBe(202);
+    expect(await charges(emu)).toHaveLength(2);
+    // Both were carried out: two jobs.
+    expect((await snapshot(emu)).research).toHaveLength(2);
+    expect(await requestLog(emu, '/research')).toEqual([
+      [202, [expect.stringMatching(/drop_response$/)]],
+      [202, undefined],
+    ]);
+  });
+
+  it('42.2 lost-answer: an MCP tools/call (as POST /mcp) is committed and charged, then its connection closed; the same idempotency_key gets the stored result, one charge', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    const fault = await emu.faults.add({ kind: 'drop_response', route: 'POST /mcp', count: 1 });
+    const args = { question: 'Wann kommt der Hufschmied?', idempotency_key: 'mcp-1' };
+    await expect(toolCall(emu, access_token, args)).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+    expect(await charges(emu)).toHaveLength(1);
+    const retry = await toolCall(emu, access_token, args);
+    expect(retry.status).toBe(200);
+    expect(retry.json().result).toMatchObject({ structuredContent: { answer: expect.any(String) } });
+    expect(await charges(emu)).toHaveLength(1);
+    expect(await requestLog(emu, '/mcp')).toEqual([
+      [200, [`${fault.id} drop_response`]],
+      [200, undefined],
+    ]);
+  });
+
+  it('drop_response leaves free calls alone by default: a poll is answered', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['research'] });
+    const job = (await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung' }, keyed(access_token, 'r-1'))).json();
+    await emu.faults.add({ kind: 'drop_response' });
+    expect((await http(`${emu.baseUrl}${job.poll}`, { headers: bearer(access_token) })).status).toBe(200);
+    const fired = (await emu.faults.list())[0]!;
+    expect(fired.fired).toBe(0);
+  });
+});
+
 describe('faults: edges (README "Faults")', () => {
   it('a revocation due on the clock fires on the next request even between ticks, and that refused request is marked in the log', async () => {
     // The emulator's own tick (every 250 ms) also fires due faults; held still here, so that a tick cannot come
@@ -276,6 +371,22 @@ describe('serve --fault (README "Faults": from flags)', () => {
       await expect.poll(() => serve.stderr()).toMatch(/POST \/chat\/ask 429 [\d.]+ms \S+ FAULT fault_1 rate_limit/);
       expect(serve.stderr()).toMatch(/GET \/.well-known\/jwks.json 500 [\d.]+ms FAULT fault_2 server_error/);
       expect(serve.stderr()).toMatch(/fault\.fired .*"fault_id":"fault_1"/);
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  it('42.2 lost-answer from the flag: serve --fault drop_response:count=1 closes the first ask unanswered, charged, and logs it', async () => {
+    const serve = await startServe(['--in-memory', '--fault', 'drop_response:count=1']);
+    try {
+      const admin = bearer(serve.ready.admin_token);
+      const tokens = (await postJson(`${serve.ready.admin_url}/tokens`, { scopes: ['ask'] }, admin)).json();
+      const ask = () => postJson(`${serve.ready.base_url}/chat/ask`, { question: 'Hufschmied?' }, bearer(tokens.access_token));
+      await expect(ask()).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+      expect((await ask()).status).toBe(200);
+      expect((await http(`${serve.ready.admin_url}/charges`, { headers: admin })).json().entries).toHaveLength(2);
+      await expect.poll(() => serve.stderr()).toMatch(/POST \/chat\/ask 200 [\d.]+ms \S+ FAULT fault_1 drop_response/);
+      expect(serve.stderr()).toMatch(/fault\.fired .*"fault_id":"fault_1","kind":"drop_response"/);
     } finally {
       await serve.stop();
     }

@@ -11,16 +11,26 @@ import type { FaultView } from './snapshot.js';
  * deterministically, so a client's handling of it can be tested. Request faults fire on matching requests; the
  * grant faults (a stored refresh-token replay, a revocation) fire at a chosen moment.
  */
-export const FAULT_KINDS = ['rate_limit', 'server_error', 'latency', 'ask_timeout', 'research_fail', 'refresh_replay', 'revoke'] as const;
+export const FAULT_KINDS = [
+  'rate_limit',
+  'server_error',
+  'latency',
+  'drop_response',
+  'ask_timeout',
+  'research_fail',
+  'refresh_replay',
+  'revoke',
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** What a caller asks for (flag, admin API, programmatic API). */
 export interface FaultSpec {
   kind: FaultKind;
   /**
-   * rate_limit, server_error, latency: which requests, as `METHOD PATH` or `PATH`, the path as the spec writes it
-   * (`/research/{job_id}`) or as sent; a trailing `*` matches a prefix. Default: every route (rate_limit: every
-   * rate-limited route, the REST allowlist and MCP tool calls).
+   * rate_limit, server_error, latency, drop_response: which requests, as `METHOD PATH` or `PATH`, the path as the spec
+   * writes it (`/research/{job_id}`) or as sent; a trailing `*` matches a prefix. Default: every route (rate_limit:
+   * every rate-limited route, the REST allowlist and MCP tool calls; drop_response: every call that takes an
+   * idempotency key, the allowlist's POSTs and their MCP tools as `POST /mcp`).
    */
   route?: string;
   /** Fires this many times, then is spent. Default: until cleared. */
@@ -83,7 +93,7 @@ export interface FaultContext {
   question?: string;
 }
 
-const REQUEST_KINDS: readonly FaultKind[] = ['rate_limit', 'server_error', 'latency', 'ask_timeout', 'research_fail'];
+const REQUEST_KINDS: readonly FaultKind[] = ['rate_limit', 'server_error', 'latency', 'drop_response', 'ask_timeout', 'research_fail'];
 const GRANT_KINDS: readonly FaultKind[] = ['refresh_replay', 'revoke'];
 export const FAULT_LIMIT = 100;
 
@@ -94,6 +104,7 @@ const FIELDS: Record<FaultKind, readonly (keyof FaultSpec)[]> = {
   rate_limit: ['route', 'count', 'rate', 'retry_after', 'client_id', 'grant_id'],
   server_error: ['route', 'count', 'rate', 'status', 'client_id', 'grant_id'],
   latency: ['route', 'count', 'rate', 'ms', 'client_id', 'grant_id'],
+  drop_response: ['route', 'count', 'rate', 'client_id', 'grant_id'],
   ask_timeout: ['count', 'rate', 'match', 'client_id', 'grant_id'],
   research_fail: ['count', 'rate', 'match', 'client_id', 'grant_id'],
   refresh_replay: ['grant_id', 'at', 'in', 'after_requests'],
@@ -227,6 +238,8 @@ function describe(f: Omit<Fault, 'description'>): string {
       return `${f.status} server error${where || ' on every route'}${scope}${suffix}`;
     case 'latency':
       return `+${f.ms} ms latency${where || ' on every route'}${scope}${suffix}`;
+    case 'drop_response':
+      return `answer lost: connection closed once the call is committed${where || ' on calls that take an idempotency key'}${scope}${suffix}`;
     case 'ask_timeout':
       return `ask abandoned as timed out${scope}${suffix}`;
     case 'research_fail':

@@ -31,6 +31,11 @@ export interface Charged<T> extends Answer<T> {
 /** What a metered call hands its transport: the answer, and whether it is a replay of a stored one (spec 4.4 rule 5). */
 export interface Metered<T> extends Answer<T> {
   replayed: boolean;
+  /**
+   * A drop_response fault fired (emulator control): the call is carried out and durable, and the transport closes
+   * the connection instead of answering, so the client sees its answer lost.
+   */
+  lost?: true;
 }
 
 /** Where a request is admitted: the scope it needs, and how the rate limit, its faults and events name it. */
@@ -49,6 +54,8 @@ export interface Gate {
 /** A metered operation's call: under which name it is kept, its Idempotency-Key, and the request body as sent. */
 export interface Call {
   meter: string;
+  /** `METHOD /path` it is served on, which drop_response faults match, if not its meter (MCP tool calls: `POST /mcp`). */
+  route?: string;
   key: string | undefined;
   /** The exact bytes (REST) or the arguments as JSON (MCP) that a key's later uses must repeat. */
   body: string;
@@ -125,9 +132,17 @@ export class Metering {
    * the same key and body again get that result back, uncharged, the operation not run; the same key with another
    * body, or while the first is still running, is refused (`idempotency_key_reused`, `idempotency_key_in_flight`).
    * Records last 24 hours on the clock. Only answers are stored (a refusal throws), so a refused call may be retried
-   * with its key.
+   * with its key. An answer a drop_response fault hits comes back `lost`, once it is durable.
    */
   async run<T>(access: AccessContext, call: Call, operation: () => Promise<Charged<T>>): Promise<Metered<T>> {
+    const metered = await this.#run(access, call, operation);
+    if (!this.faults?.armed) return metered;
+    // After the answer is durable, so a retry with the key finds it stored (the lost-answer case a client must survive).
+    const [method, route] = (call.route ?? call.meter).split(' ');
+    return requestFault(this.faults, 'drop_response', access, { method, route, path: route }) ? { ...metered, lost: true } : metered;
+  }
+
+  async #run<T>(access: AccessContext, call: Call, operation: () => Promise<Charged<T>>): Promise<Metered<T>> {
     if (call.key === undefined) return { ...(await this.#charge(access, call, null, operation)), replayed: false };
     const key = checkIdempotencyKey(call.key);
     const named = idempotencyKeyName(call.meter);

@@ -79,6 +79,13 @@ declare module 'fastify' {
     /** Its number in the order requests arrived in (core/arrivals.ts), given as its head was received. */
     arrival?: number;
   }
+  interface FastifyInstance {
+    /**
+     * A drop_response fault (emulator control): closes the connection before any byte of the answer is written, so
+     * the client sees it reset, and logs the request as served (no response finishes, so onResponse never runs).
+     */
+    loseAnswer(request: FastifyRequest, reply: FastifyReply): void;
+  }
 }
 
 /** An injected 5xx in the route's own error style: RFC 6749 JSON on OAuth endpoints, a page on pages, else a problem. */
@@ -195,7 +202,8 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     closeUnreadRequest(request, reply);
     done(null, payload);
   });
-  app.addHook('onResponse', (request, reply, done) => {
+  /** The request log (`request.served`), and the answered request counted for faults waiting on the grant. */
+  const served = (request: FastifyRequest, reply: FastifyReply) => {
     // The dashboard's own stream and the emulator's warm-up are not requests to the service.
     if (core.events.active && !request.url.startsWith(ADMIN_EVENTS_PATH) && !options.warmUp?.owns(request)) {
       const faults = [...(request.faults ?? []), ...(request.access?.faults ?? [])];
@@ -215,6 +223,14 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     // A revocation or replay "after N requests" counts answered requests of the grant.
     if (request.access && options.faults?.armed)
       void options.faults.countRequest(request.access.grant.id).catch((e: Error) => options.onServerError?.(e));
+  };
+  app.decorate('loseAnswer', (request: FastifyRequest, reply: FastifyReply) => {
+    reply.hijack();
+    request.raw.socket?.destroy();
+    served(request, reply);
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    served(request, reply);
     done();
   });
   if (options.faults) installFaultHooks(app, core, options.faults, options.warmUp);

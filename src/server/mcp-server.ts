@@ -16,7 +16,7 @@ import { Refusal } from '../core/refusal.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { PROBLEMS } from '../protocol/problems.js';
-import { routeOf, VARIANT_META, type ToolName } from './mcp-tools.js';
+import { routeOf, TOOL_CALL_ROUTE, VARIANT_META, type ToolName } from './mcp-tools.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
 
@@ -76,6 +76,7 @@ export function buildServer(
   resources: ResourceService,
   plane: AgentPlane,
   onServerError: (error: Error) => void,
+  loseAnswer: () => void,
 ): McpServer {
   const server = new McpServer(
     { name: 'agent-access', version: '1' },
@@ -86,9 +87,20 @@ export function buildServer(
     },
   );
 
-  /** The metered call of the REST routes (idempotency, charges, commit); the arguments (without the key) are the body. */
+  /**
+   * The metered call of the REST routes (idempotency, charges, commit); the arguments (without the key) are the body.
+   * An answer a drop_response fault hits is never sent: the connection closes first.
+   */
   const metered = (tool: ToolName, key: string | undefined, args: Record<string, unknown>, operation: () => Promise<Charged<unknown>>) =>
-    run(() => resources.meter.run(access, { meter: routeOf(tool), key, body: JSON.stringify(args) }, operation), onServerError);
+    run(async () => {
+      const answer = await resources.meter.run(
+        access,
+        { meter: routeOf(tool), route: TOOL_CALL_ROUTE, key, body: JSON.stringify(args) },
+        operation,
+      );
+      if (answer.lost) loseAnswer();
+      return answer;
+    }, onServerError);
   /** An operation without idempotency (a read, continue_ask): its answer as it comes. */
   const direct = (operation: () => Promise<Answer<unknown>>) => run(operation, onServerError);
 
@@ -194,14 +206,19 @@ export function buildServer(
  * above, so the versions cannot drift.
  */
 export function buildHandler(resources: ResourceService, plane: AgentPlane, onServerError: (error: Error) => void) {
-  const modern = createMcpHandler((ctx) => buildServer(accessOf(ctx.authInfo), resources, plane, onServerError), {
-    legacy: 'reject',
-    onerror: () => undefined,
-  });
-  return async (request: Request, access: AccessContext, parsedBody: unknown): Promise<Response> => {
-    const authInfo: AuthInfo = { token: '', clientId: access.grant.client_id, scopes: [...access.grant.scopes], extra: { access } };
+  const modern = createMcpHandler(
+    (ctx) => {
+      const { access, loseAnswer } = ctx.authInfo?.extra as unknown as PlaneRequest;
+      return buildServer(access, resources, plane, onServerError, loseAnswer);
+    },
+    { legacy: 'reject', onerror: () => undefined },
+  );
+  /** `loseAnswer`: what a drop_response fault does to this request's connection (emulator control). */
+  return async (request: Request, access: AccessContext, parsedBody: unknown, loseAnswer: () => void): Promise<Response> => {
+    const extra: PlaneRequest = { access, loseAnswer };
+    const authInfo: AuthInfo = { token: '', clientId: access.grant.client_id, scopes: [...access.grant.scopes], extra: { ...extra } };
     if (!(await isLegacyRequest(request, parsedBody))) return modern.fetch(request, { authInfo, parsedBody });
-    const server = buildServer(access, resources, plane, onServerError);
+    const server = buildServer(access, resources, plane, onServerError, loseAnswer);
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     try {
@@ -212,4 +229,8 @@ export function buildHandler(resources: ResourceService, plane: AgentPlane, onSe
   };
 }
 
-const accessOf = (authInfo: AuthInfo | undefined) => (authInfo?.extra as { access: AccessContext }).access;
+/** What the route hands the SDK's handler with each request (as `authInfo.extra`), for the server it builds for it. */
+interface PlaneRequest {
+  access: AccessContext;
+  loseAnswer: () => void;
+}

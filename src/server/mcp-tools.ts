@@ -18,6 +18,9 @@ export type ToolName = keyof typeof TOOL_SCOPES;
 /** Spec 4.4 rule 6, 9: the per-kind read tools, removed together with their routes. Not listed; refused. */
 export const RETIRED_TOOLS: readonly string[] = WORKSPACE_KINDS.flatMap((kind) => [`${kind}_list`, `${kind}_get`]);
 
+/** What request faults (rate_limit, drop_response) match a tool call as: its HTTP request. */
+export const TOOL_CALL_ROUTE = 'POST /mcp';
+
 /** Charges, idempotency keys and rate-limit events of a tool are kept under this route name. */
 export const routeOf = (tool: ToolName): string => toolMeter(tool);
 

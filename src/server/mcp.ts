@@ -5,7 +5,7 @@ import type { AgentPlane } from '../core/agent-plane.js';
 import type { Core } from '../core/core.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
-import { RETIRED_TOOLS, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
+import { RETIRED_TOOLS, TOOL_CALL_ROUTE, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
 import { requireScope } from './resource-guard.js';
 import { setRateLimitHeaders } from './rest-routes.js';
 import { INVALID_UTF8 } from './strict-json.js';
@@ -154,7 +154,9 @@ export function registerMcpRoute(
 
       const { buildHandler } = await loadMcpServer();
       handler ??= buildHandler(resources, plane, onServerError);
-      const response = await handler(webRequest(request), access, request.body);
+      const response = await handler(webRequest(request), access, request.body, () => app.loseAnswer(request, reply));
+      // A drop_response fault closed the connection before the answer (emulator control): nothing more to send.
+      if (reply.sent) return reply;
       reply.code(response.status);
       response.headers.forEach((value, name) => void reply.header(name, value));
       // An event stream (a 2026-07-28 subscriptions/listen) is passed on as it comes; a JSON answer whole.
@@ -210,7 +212,7 @@ function checkToolCalls(body: unknown, access: AccessContext, resources: Resourc
   if (!scope) return undefined; // unknown: the MCP server answers "not found"
   setRateLimitHeaders(
     reply,
-    resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: 'POST /mcp', meter: routeOf(name as ToolName) }),
+    resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: TOOL_CALL_ROUTE, meter: routeOf(name as ToolName) }),
   );
   return undefined;
 }

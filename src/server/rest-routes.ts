@@ -103,6 +103,7 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
           operation(request.access!, body),
         );
         setVariantHeader(reply, answer.variant);
+        if (answer.lost) return void rest.loseAnswer(request, reply.code(status));
         return reply
           .code(status)
           .type('application/json; charset=utf-8')

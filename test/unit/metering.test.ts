@@ -293,9 +293,17 @@ async function restApp(core: Core, resources: ResourceService) {
 
 async function mcpClient(core: Core, resources: ResourceService, workspace: ReturnType<typeof emptyWorkspace>, token: string) {
   const access = await authenticate(core, `Bearer ${token}`, null);
-  const server = buildServer(access, resources, new AgentPlane(core, resources, workspace), (e) => {
-    throw e;
-  });
+  const server = buildServer(
+    access,
+    resources,
+    new AgentPlane(core, resources, workspace),
+    (e) => {
+      throw e;
+    },
+    () => {
+      throw new Error('an in-memory transport has no connection to lose');
+    },
+  );
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   const client = new Client({ name: 'unit', version: '1' });

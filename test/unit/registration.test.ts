@@ -25,9 +25,10 @@ describe('registration', () => {
 
   it('RFC 7591 §2: unknown fields are ignored', async () => {
     const { core } = await openCore();
-    const client = await register(core, { application_type: 'native', software_id: 'x', client_uri: 'https://example.com' });
-    expect(client).not.toHaveProperty('application_type');
+    const client = await register(core, { logo_uri: 'https://example.com/logo.png', software_id: 'x', client_uri: 'https://example.com' });
+    expect(client).not.toHaveProperty('logo_uri');
     expect(client).not.toHaveProperty('software_id');
+    expect(client).not.toHaveProperty('client_uri');
   });
 
   it.each(['client_name', 'redirect_uris', 'grant_types', 'response_types', 'token_endpoint_auth_method'])(
