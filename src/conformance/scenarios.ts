@@ -55,7 +55,7 @@ const QUICK_JOBS = { researchQueueMs: 100, researchRunMs: 400, trainingStepMs: 1
 const APPROVE: Partial<EmulatorOptions> = { consent: [{ clientId: null, policy: { decision: 'approve' } }], timings: QUICK_JOBS };
 
 const s = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+const plural = (n: number, word: string, words = `${word}s`) => `${n} ${n === 1 ? word : words}`;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 function check(id: CheckId, verdict: Verdict, message: string, hint?: string): CheckReport {
@@ -419,7 +419,10 @@ const parallelExpiry: Scenario = {
             'parallel-expiry.one-refresh',
             `${most} calls were in flight when the token expired; ${concurrent?.message ?? `the refresh token was presented ${replays.length + rotated.length} times`}`,
           )
-        : pass('parallel-expiry.one-refresh', `${most} calls in flight after the expiry, ${plural(rotated.length, 'refresh')}, no replay`),
+        : pass(
+            'parallel-expiry.one-refresh',
+            `${most} calls in flight after the expiry, ${plural(rotated.length, 'refresh', 'refreshes')}, no replay`,
+          ),
       invalidated.length > 0
         ? fail(
             'parallel-expiry.family-lives',
@@ -458,7 +461,7 @@ function grantEnd(name: 'revoked' | 'family-killed', description: string, arm: S
           ),
         );
       const checks: CheckReport[] = [];
-      const seen = `${plural(refusedCalls.length, 'refused call')} and ${plural(refusedRefreshes.length, 'refused refresh')}`;
+      const seen = `${plural(refusedCalls.length, 'refused call')} and ${plural(refusedRefreshes.length, 'refused refresh', 'refused refreshes')}`;
       checks.push(
         refusedCalls.length <= 2 && refusedRefreshes.length <= 1
           ? pass(id('no-loop'), `${seen}, then the client stopped using the dead tokens`)
@@ -637,7 +640,7 @@ const serverError: Scenario = {
         : pass(
             'server-error.retry-with-key',
             retried
-              ? `${plural(retried, 'retry')}, each with the first send's key and body`
+              ? `${plural(retried, 'retry', 'retries')}, each with the first send's key and body`
               : `${plural(failed.length, '503')}, not retried`,
           ),
       unkeyed || doubled
@@ -695,7 +698,7 @@ const lostAnswer: Scenario = {
               ids[0],
               `${dropped.route} was retried ${bad.key === undefined ? 'without a key' : dropped.key === undefined ? 'with a key the lost call did not carry' : 'with another key'} after its answer was lost: it ran twice`,
             )
-          : pass(ids[0], `${plural(retries.length, 'retry')} with the lost call's key`),
+          : pass(ids[0], `${plural(retries.length, 'retry', 'retries')} with the lost call's key`),
       );
     }
     const hash = sha256(dropped.body);

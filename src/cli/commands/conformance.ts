@@ -79,7 +79,6 @@ export function conformanceCommand(ctx: ClientContext): Command {
       .option('--json', 'print the report as JSON')
       .option('--junit <file>', 'also write JUnit XML, one testcase per check')
       .option('--keep-logs <dir>', "keep each scenario's request log, events, and the command's stdout and stderr")
-      .passThroughOptions()
       .action(async (command: string[], flags: ClientFlags) => {
         const { runClientConformance, CommandNotStartedError } = await import('../../conformance/runner.js');
         const [program, ...args] = command;

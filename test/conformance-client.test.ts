@@ -1,0 +1,161 @@
+/**
+ * Issue 42: `agent-access conformance client` grades a client both ways. agent-access's own client (its commands in a
+ * small script: login through $BROWSER, ask, research --wait, train --wait, ask) passes every scenario it exercises;
+ * the same client used the wrong way fails the check that names the mistake; and the command's exit codes, JSON,
+ * JUnit and kept logs are what the README says.
+ */
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runClientConformance, type ConformanceReport } from '../src/index.js';
+import { BIN, runCli } from './helpers/cli.js';
+
+const OWN_CLIENT = fileURLToPath(new URL('./fixtures/conformance/own-client.sh', import.meta.url));
+const CLI = `${process.execPath} ${BIN}`;
+const env = { AGENT_ACCESS_CLI: CLI, NO_COLOR: '1' };
+
+/** The checks of a report that did not pass, as `id verdict: message` lines (a failed assertion shows them). */
+const notPassed = (report: ConformanceReport) =>
+  report.scenarios.flatMap((s) => s.checks.filter((c) => c.verdict !== 'pass').map((c) => `${c.id} ${c.verdict}: ${c.message}`));
+const verdicts = (report: ConformanceReport) => Object.fromEntries(report.scenarios.map((s) => [s.name, s.verdict]));
+const check = (report: ConformanceReport, id: string) => report.scenarios.flatMap((s) => s.checks).find((c) => c.id === id);
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'conformance-test-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A client script: the own CLI's commands, `$base` the base URL the scenario appends. */
+async function script(name: string, body: string): Promise<string> {
+  const file = join(dir, name);
+  await writeFile(file, `set -e\nfor base; do :; done\ncli="${CLI}"\n${body}\n`);
+  return file;
+}
+
+describe('42.5 agent-access own client', () => {
+  it('42.5 passes every scenario it exercises; parallel-expiry is not exercised (it never has two calls in flight)', async () => {
+    const started = Date.now();
+    const report = await runClientConformance({ command: 'sh', args: [OWN_CLIENT], suite: 'all', env });
+    const figures = report.scenarios.map((s) => `${s.name} ${s.verdict} ${(s.duration_ms / 1000).toFixed(1)} s`).join('; ');
+    console.log(`own client, all scenarios in ${((Date.now() - started) / 1000).toFixed(1)} s: ${figures}`);
+    expect(report.summary.fail, notPassed(report).join('\n')).toBe(0);
+    expect(verdicts(report)).toMatchObject({
+      flow: 'pass',
+      expiry: 'pass',
+      rotation: 'pass',
+      revoked: 'pass',
+      'family-killed': 'pass',
+      'rate-limited': 'pass',
+      'server-error': 'pass',
+      'research-polling': 'pass',
+      'research-failed': 'pass',
+      'training-async': 'pass',
+      shapes: 'pass',
+      'consent-denied': 'pass',
+      'parallel-expiry': 'not_exercised',
+    });
+    // A check whose trigger never came is not_exercised, never pass.
+    expect(check(report, 'parallel-expiry.one-refresh')?.verdict).toBe('not_exercised');
+  }, 240_000);
+});
+
+describe('42.2 the same client used the wrong way fails the check that names the mistake', () => {
+  it('42.2 flow: a login without resource (an identity token) fails flow.pkce-state-resource with the RFC 8707 hint', async () => {
+    const client = await script('identity.sh', '$cli login --base-url "$base" --identity\n$cli ask --base-url "$base" "Hallo?" || true');
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['flow'], env });
+    const failed = check(report, 'flow.pkce-state-resource')!;
+    expect(failed).toMatchObject({ verdict: 'fail', rule: expect.stringContaining('RFC 8707') });
+    expect(failed.message).toMatch(/no resource/);
+    expect(failed.hint).toMatch(/resource=http:\/\/127\.0\.0\.1:\d+\/mcp/);
+  }, 60_000);
+
+  it('42.2 flow: scopes asked for and never used fail flow.minimal-scopes (spec 5.9)', async () => {
+    const client = await script(
+      'scopes.sh',
+      '$cli login --base-url "$base" --scope "ask research training.write"\n$cli ask --base-url "$base" "Hallo?"',
+    );
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['flow'], env });
+    expect(check(report, 'flow.minimal-scopes')).toMatchObject({
+      verdict: 'fail',
+      message: expect.stringMatching(/“research”, “training.write”/),
+    });
+  }, 60_000);
+
+  it('42.2 rate-limited: a POST without Idempotency-Key is not retried after its 429, so rate-limited.eventually-succeeds fails', async () => {
+    const client = await script('no-key.sh', '$cli login --base-url "$base"\n$cli ask --base-url "$base" "Hallo?"');
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['rate-limited'], env });
+    expect(check(report, 'rate-limited.eventually-succeeds')).toMatchObject({
+      verdict: 'fail',
+      message: expect.stringContaining('POST /chat/ask'),
+    });
+    expect(report.scenarios[0]!.exit_code).toBe(9);
+  }, 60_000);
+
+  it('42.2 expiry: a client that never calls again after its first call leaves expiry not_exercised, and the scenario too', async () => {
+    const client = await script('once.sh', '$cli login --base-url "$base"\n$cli ask --base-url "$base" "Hallo?"');
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['expiry'], env });
+    expect(report.scenarios[0]).toMatchObject({ verdict: 'not_exercised' });
+    expect(report.summary).toEqual({ pass: 0, fail: 0, not_exercised: 1 });
+  }, 60_000);
+});
+
+describe('42.1 the command', () => {
+  it('42.1 exit 0, the report as JSON, JUnit with one testcase per check, and the kept logs of each scenario', async () => {
+    const junit = join(dir, 'report.xml');
+    const logs = join(dir, 'logs');
+    const { code, stdout, stderr } = await runCli(
+      ['conformance', 'client', '--scenario', 'consent-denied', '--json', '--junit', junit, '--keep-logs', logs, '--', 'sh', OWN_CLIENT],
+      { env, timeoutMs: 60_000 },
+    );
+    expect(code, stderr).toBe(0);
+    const report = JSON.parse(stdout) as ConformanceReport;
+    expect(report).toMatchObject({ version: 1, command: ['sh', OWN_CLIENT], summary: { pass: 1, fail: 0, not_exercised: 0 } });
+    expect(report.scenarios[0]).toMatchObject({ name: 'consent-denied', verdict: 'pass', exit_code: 5 });
+    // One line per scenario on stderr when it is no terminal, without colour.
+    expect(stderr).toMatch(/^consent-denied: pass \(\d+\.\d s, exit 5\)$/m);
+    expect(stderr).not.toContain('\x1b[');
+    const xml = await readFile(junit, 'utf8');
+    expect(xml.match(/<testcase /g)).toHaveLength(report.scenarios[0]!.checks.length);
+    expect(xml).toContain('name="consent-denied.exits-non-zero"');
+    expect((await readdir(join(logs, 'consent-denied'))).sort()).toEqual(['events.jsonl', 'requests.jsonl', 'stderr.log', 'stdout.log']);
+    expect(await readFile(join(logs, 'consent-denied', 'requests.jsonl'), 'utf8')).toContain('/oauth/authorize');
+  }, 60_000);
+
+  it('42.1 exit 1 when a scenario fails, with the failed check, its rule and hint in the table', async () => {
+    const client = await script('identity-cli.sh', '$cli login --base-url "$base" --identity');
+    const { code, stdout } = await runCli(['conformance', 'client', '--scenario', 'flow', '--', 'sh', client], { env, timeoutMs: 60_000 });
+    expect(code).toBe(1);
+    expect(stdout).toMatch(/^flow +fail/m);
+    expect(stdout).toMatch(/FAIL flow\.pkce-state-resource \(spec 4\.2;.*RFC 8707 §2\)/);
+    expect(stdout).toMatch(/hint: Send resource=/);
+  }, 60_000);
+
+  it('42.1 exit 2 for an unknown scenario or suite, exit 3 when the command cannot be started', async () => {
+    expect((await runCli(['conformance', 'client', '--scenario', 'nope', '--', 'true'])).code).toBe(2);
+    expect((await runCli(['conformance', 'client', '--suite', 'nope', '--', 'true'])).code).toBe(2);
+    const missing = await runCli(['conformance', 'client', '--scenario', 'consent-denied', '--', join(dir, 'no-such-client')], {
+      timeoutMs: 30_000,
+    });
+    expect(missing.code).toBe(3);
+    expect(missing.stderr).toMatch(/cannot start .*no-such-client: ENOENT/);
+  }, 60_000);
+
+  it('42.1 a command still running at --timeout is killed with its whole process group, and the run is judged', async () => {
+    const pidFile = join(dir, 'grandchild.pid');
+    const client = await script('hang.sh', `sleep 60 & echo $! > ${pidFile}\nwait`);
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['consent-denied'], timeout: '1s', env });
+    expect(report.scenarios[0]).toMatchObject({ timed_out: true, exit_code: null, verdict: 'not_exercised' });
+    const grandchild = Number(await readFile(pidFile, 'utf8'));
+    // Gone, or a zombie no one reaped yet: not running.
+    const state = await readFile(`/proc/${grandchild}/stat`, 'utf8').then(
+      (stat) => stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3),
+      () => 'gone',
+    );
+    expect(['gone', 'Z']).toContain(state);
+  }, 60_000);
+});
