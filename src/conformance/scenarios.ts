@@ -37,6 +37,8 @@ export interface Scenario {
   suite: 'core' | 'resilience';
   /** How many times the command runs, each against a fresh emulator (default 1). */
   runs?: number;
+  /** The waits it imposes on a client, in runs of an ordinary scenario (rate-limited: 12 Retry-Afters). */
+  waits?: number;
   /** Emulator options of run `index` (consent, faults, timings, variation). */
   options?: (index: number) => Partial<EmulatorOptions>;
   /** Reacts to what the client does while it runs (moves the clock, revokes the grant, ...). */
@@ -548,6 +550,7 @@ const TOLERANCE_MS = 50;
 
 const rateLimited: Scenario = {
   name: 'rate-limited',
+  waits: 4,
   description:
     'the first two calls to each allowlist route and to the MCP tools get 429 with Retry-After: 2: wait, at most three calls, then succeed',
   suite: 'resilience',
