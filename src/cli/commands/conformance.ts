@@ -8,7 +8,7 @@ import { CliError, EXIT } from '../errors.js';
 import { jsonText } from '../output.js';
 
 interface ClientFlags {
-  scenario: string[];
+  scenario?: string[];
   suite?: keyof typeof SUITES;
   timeout: number;
   json?: boolean;
@@ -66,16 +66,20 @@ export function conformanceCommand(ctx: ClientContext): Command {
       .usage('[options] -- COMMAND [ARG...]')
       .argument('<command...>', 'the client to grade; the base URL is appended as its last argument')
       .addOption(
-        new Option('--scenario <name>', `a scenario to run, repeatable: ${SCENARIOS.map((s) => s.name).join(', ')}`)
-          .argParser((value: string, previous: string[] = []) => {
+        new Option('--scenario <name>', `a scenario to run, repeatable: ${SCENARIOS.map((s) => s.name).join(', ')}`).argParser(
+          (value: string, previous: string[] = []) => {
             if (!SCENARIOS.some((s) => s.name === value))
               throw new InvalidArgumentError(`no scenario "${value}"; the scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
             return [...previous, value];
-          })
-          .default([]),
+          },
+        ),
       )
       .addOption(new Option('--suite <name>', 'a suite of scenarios (default: all)').choices(Object.keys(SUITES)))
-      .option('--timeout <duration>', 'how long one run of the command may take, e.g. 2m, 90s', duration, 2 * 60_000)
+      .addOption(
+        new Option('--timeout <duration>', 'how long one run of the command may take, e.g. 90s, 5m')
+          .argParser(duration)
+          .default(2 * 60_000, '2m'),
+      )
       .option('--json', 'print the report as JSON')
       .option('--junit <file>', 'also write JUnit XML, one testcase per check')
       .option('--keep-logs <dir>', "keep each scenario's request log, events, and the command's stdout and stderr")
