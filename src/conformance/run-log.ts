@@ -119,7 +119,16 @@ export class RunLog implements RequestObserver {
 export function callOf(exchange: ObservedExchange): Call | null {
   if (exchange.server !== 'api' || exchange.route === null || !RESOURCE_ROUTE.test(exchange.route)) return null;
   if (exchange.route === '/mcp') {
-    const tool = exchange.method === 'POST' ? toolCall(exchange.body) : null;
+    if (exchange.method !== 'POST') return null;
+    const tool = toolCall(exchange.body);
+    // Refused by the token before its body was read: with a token, a call all the same (its tool unknown).
+    if (
+      !tool &&
+      exchange.body === undefined &&
+      exchange.authorization !== undefined &&
+      (exchange.status === 401 || exchange.status === 403)
+    )
+      return { exchange, route: 'POST /mcp', post: true, key: undefined, body: '', id: undefined };
     if (!tool) return null;
     const { idempotency_key: key, ...args } = tool.args;
     return {

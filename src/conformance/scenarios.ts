@@ -410,7 +410,13 @@ const parallelExpiry: Scenario = {
     const ids = ['parallel-expiry.one-refresh', 'parallel-expiry.family-lives'] as const;
     if (at === undefined) return ids.map((id) => unexercised(id, 'the client made no successful call, so its token never expired'));
     const after = log.calls().filter((c) => c.exchange.startedAt >= at);
-    const most = mostInFlight(after);
+    // A refusal is answered in a millisecond, so calls sent together rarely overlap at the server; but a client that
+    // sent one call at a time would have refreshed after the first refusal: several refused with one token were sent together.
+    const refusedWith = new Map<string, number>();
+    for (const c of after)
+      if (c.exchange.status === 401 && c.exchange.authorization)
+        refusedWith.set(c.exchange.authorization, (refusedWith.get(c.exchange.authorization) ?? 0) + 1);
+    const most = Math.max(mostInFlight(after), ...refusedWith.values());
     if (most < 2) return ids.map((id) => unexercised(id, `the client never had two calls in flight after the expiry (at most ${most})`));
     const { rotated, refused, invalidated } = refreshesSince(log, at);
     const concurrent = findingMessage(log, 'refresh.concurrent');
@@ -419,7 +425,7 @@ const parallelExpiry: Scenario = {
       replays.length > 0
         ? fail(
             'parallel-expiry.one-refresh',
-            `${most} calls were in flight when the token expired; ${concurrent?.message ?? `the refresh token was presented ${replays.length + rotated.length} times`}`,
+            `${most} calls were in flight after the access token expired; ${concurrent?.message ?? `the refresh token was presented ${replays.length + rotated.length} times`}`,
           )
         : pass(
             'parallel-expiry.one-refresh',
