@@ -882,7 +882,12 @@ const trainingAsync: Scenario = {
 
 /** Runs of `shapes`: enough for the longest list of variants (five) to come round on the first objects. */
 export const SHAPE_RUNS = 5;
-const SHAPES_SEED = 1;
+/**
+ * The first seed: over seeds 5021 to 5025 every variant of every dimension comes up on the first object of its kind
+ * (the first answer, job and document of each run), so a client that makes one of each meets them all
+ * (test/unit/conformance-report.test.ts checks it).
+ */
+export const SHAPES_SEED = 5021;
 
 const shapes: Scenario = {
   name: 'shapes',

@@ -15,7 +15,8 @@ import {
   type ConformanceReport,
 } from '../../src/conformance/report.js';
 import { ConformanceUsageError, selectScenarios } from '../../src/conformance/runner.js';
-import { SCENARIOS, SUITES } from '../../src/conformance/scenarios.js';
+import { SCENARIOS, SHAPE_RUNS, SHAPES_SEED, SUITES } from '../../src/conformance/scenarios.js';
+import { CATALOGUE, selectVariant, type VariedKind } from '../../src/core/variation.js';
 
 const passed: CheckReport = { id: 'flow.bearer', verdict: 'pass', rule: 'RFC 6750 §2.1', message: '3 calls' };
 const unexercised: CheckReport = { id: 'parallel-expiry.one-refresh', verdict: 'not_exercised', rule: 'spec 3.2', message: 'never two' };
@@ -83,6 +84,19 @@ describe('42.2 the scenarios', () => {
     expect(selectScenarios({}).length).toBe(SCENARIOS.length);
     expect(() => selectScenarios({ scenarios: ['nope'] })).toThrow(ConformanceUsageError);
     expect(() => selectScenarios({ suite: 'nope' as 'all' })).toThrow(ConformanceUsageError);
+  });
+
+  it('42.2 shapes: over its consecutive seeds every variant of every dimension comes up on the first object of its kind', () => {
+    for (const [kind, dimensions] of Object.entries(CATALOGUE))
+      for (const [dimension, variants] of Object.entries(dimensions)) {
+        const seen = new Set(
+          Array.from(
+            { length: SHAPE_RUNS },
+            (_, i) => (selectVariant(SHAPES_SEED + i, kind as VariedKind, 0).choices as Record<string, string>)[dimension],
+          ),
+        );
+        expect([...seen].sort(), `${kind}.${dimension}`).toEqual([...variants].sort());
+      }
   });
 
   it('every check belongs to a scenario by its prefix', () => {
