@@ -1,5 +1,6 @@
 import type { AppEvent, EventMap, EventName } from '../core/events.js';
 import type { Clock } from '../core/clock.js';
+import type { Finding } from '../protocol/findings.js';
 import type { ObservedExchange, ObservedRequest, RequestObserver } from '../server/observer.js';
 
 /** An event with the real time it happened at: a client's waits are judged in real time. */
@@ -55,6 +56,8 @@ export interface Call {
 export class RunLog implements RequestObserver {
   readonly events: TimedEvent[] = [];
   readonly exchanges: ObservedExchange[] = [];
+  /** The findings as they stood when the command had exited. */
+  readonly findings: Finding[] = [];
   readonly #eventListeners: Array<(e: TimedEvent) => void> = [];
   readonly #exchangeListeners: Array<(e: ObservedExchange) => void> = [];
 

@@ -204,7 +204,8 @@ async function runOnce(
       // Whatever it left running (a loopback listener, a browser it started) goes with it.
       killGroup();
     });
-    await emulator.stop();
+    // The findings judged on the run as a whole (scope.unused, grant.abandoned) are judged when read.
+    log.findings.push(...emulator.core.findings.list());
     return {
       log,
       exitCode,

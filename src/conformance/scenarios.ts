@@ -234,12 +234,11 @@ const flow: Scenario = {
       const unused = grants.flatMap((g) =>
         used.has(g.data.grant_id) ? g.data.scopes.filter((sc) => !used.get(g.data.grant_id)!.has(sc)) : [],
       );
+      // The finding scope.unused says it (one text, one place); the list is the fallback for a finding since cleared.
+      const finding = log.findings.find((f) => f.code === 'scope.unused');
       checks.push(
         unused.length > 0
-          ? fail(
-              'flow.minimal-scopes',
-              `The grant holds ${[...new Set(unused)].map((sc) => `“${sc}”`).join(', ')}, which no request of it has used.`,
-            )
+          ? fail('flow.minimal-scopes', finding?.message ?? `unused scopes: ${[...new Set(unused)].join(', ')}`, finding?.hint)
           : pass('flow.minimal-scopes', `asked for ${requested.join(' ')}, and used each`),
       );
     }
