@@ -116,6 +116,72 @@ describe('42.2 the same client used the wrong way fails the check that names the
     });
   }, 60_000);
 
+  it('42.2 research-polling: polling in a loop without a pause fails research-polling.interval', async () => {
+    const client = await script(
+      'hot-poll.sh',
+      [
+        '$cli login --base-url "$base" --scope research',
+        'job=$($cli research --base-url "$base" "Wartungsintervalle?")',
+        'tok=$($cli token --base-url "$base")',
+        // Bounded: at most 300 polls.
+        'i=0; while [ $i -lt 300 ] && ! curl -s "$base/research/$job" -H "authorization: Bearer $tok" | grep -q succeeded; do i=$((i+1)); done',
+      ].join('\n'),
+    );
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['research-polling'], env });
+    expect(check(report, 'research-polling.interval')).toMatchObject({
+      verdict: 'fail',
+      message: expect.stringMatching(/polls in [\d.]+ s: one every \d+ ms$/),
+    });
+  }, 60_000);
+
+  it('42.2 research-failed: the same research started again without a key after it failed fails research-failed.no-unkeyed-restart', async () => {
+    const client = await script(
+      'restart.sh',
+      '$cli login --base-url "$base" --scope research\nq="Wartungsintervalle?"\n$cli research --base-url "$base" --wait --interval 1s "$q" || $cli research --base-url "$base" --wait --interval 1s "$q"',
+    );
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['research-failed'], env });
+    expect(check(report, 'research-failed.no-unkeyed-restart')?.verdict).toBe('fail');
+    expect(check(report, 'research-failed.stops-polling')?.verdict).toBe('pass');
+  }, 60_000);
+
+  it('42.2 training-async: asking right after POST /training, before it is indexed, fails training-async.waits-for-indexed', async () => {
+    const client = await script(
+      'no-wait.sh',
+      'printf "# Notiz\\n\\nWartung freitags.\\n" > "$HOME/n.md"\n$cli login --base-url "$base" --scope "ask training.write"\n$cli train --base-url "$base" "$HOME/n.md"\n$cli ask --base-url "$base" "Wann ist Wartung?"',
+    );
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['training-async'], env });
+    expect(check(report, 'training-async.waits-for-indexed')).toMatchObject({
+      verdict: 'fail',
+      message: expect.stringMatching(
+        /^asked [\d.]+ s after POST \/training, (.+ before the document was indexed|and the document was never indexed)$/,
+      ),
+    });
+  }, 60_000);
+
+  it('42.2 revoked: a script that goes on as if nothing happened (exit 0) fails revoked.stops-or-reauthorizes', async () => {
+    const client = await script(
+      'ignore.sh',
+      '$cli login --base-url "$base"\nfor q in Eins Zwei Drei; do $cli ask --base-url "$base" "$q?" || true; done',
+    );
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['revoked'], env });
+    expect(check(report, 'revoked.stops-or-reauthorizes')).toMatchObject({
+      verdict: 'fail',
+      message: expect.stringMatching(/exited 0 without a new authorization/),
+    });
+    // The own client forgot the dead login after one refused refresh: no loop, no second try of the refused token.
+    expect(check(report, 'revoked.no-loop')?.verdict).toBe('pass');
+    expect(check(report, 'revoked.no-refused-refresh-retry')?.verdict).toBe('pass');
+  }, 60_000);
+
+  it('42.2 consent-denied: a client that exits 0 after the person refused fails consent-denied.exits-non-zero', async () => {
+    const client = await script('denied.sh', '$cli login --base-url "$base" || true');
+    const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['consent-denied'], env });
+    expect(check(report, 'consent-denied.exits-non-zero')).toMatchObject({
+      verdict: 'fail',
+      message: 'the client exited 0 after the person refused access',
+    });
+  }, 60_000);
+
   it('42.2 expiry: a client that never calls again after its first call leaves expiry not_exercised, and the scenario too', async () => {
     const client = await script('once.sh', '$cli login --base-url "$base"\n$cli ask --base-url "$base" "Hallo?"');
     const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['expiry'], env });
