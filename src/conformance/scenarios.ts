@@ -550,7 +550,10 @@ const RATE_LIMITED = [
   'POST /mcp',
 ];
 const RETRY_AFTER = 2;
-/** A timer set to Retry-After after the client received the 429 fires no earlier; this much is the socket's. */
+/**
+ * Times are taken in this process as requests arrive and answers go out, so a busy moment here can shorten a gap the
+ * client kept by a little: this much is allowed (a client that does not wait misses by a second or more).
+ */
 const TOLERANCE_MS = 50;
 
 const rateLimited: Scenario = {
@@ -575,8 +578,10 @@ const rateLimited: Scenario = {
     for (const route of new Set(limited.map((c) => c.route))) {
       const same = calls.filter((c) => c.route === route);
       for (const c of same.filter((x) => x.exchange.status === 429)) {
-        const next = same.find((n) => n.exchange.startedAt >= c.exchange.endedAt && n !== c);
-        const gap = next ? next.exchange.startedAt - c.exchange.endedAt : Infinity;
+        // A call that arrived before the 429 went out was sent before the client could know of it.
+        const delivered = c.exchange.sentAt || c.exchange.endedAt;
+        const next = same.find((n) => n.exchange.startedAt >= delivered && n !== c);
+        const gap = next ? next.exchange.startedAt - delivered : Infinity;
         if (gap < RETRY_AFTER * 1000 - TOLERANCE_MS)
           early.push(`${route}: the next call came ${s(gap)} after a 429 whose Retry-After asked to wait ${RETRY_AFTER} s`);
       }
@@ -772,7 +777,7 @@ const researchPolling: Scenario = {
       const span = polls.at(-1)!.exchange.startedAt - polls[0]!.exchange.startedAt;
       const every = span / (polls.length - 1);
       checks.push(
-        every >= 1000
+        every >= 1000 - TOLERANCE_MS
           ? pass(ids[0], `${polls.length} polls in ${s(span)}: one every ${s(every)}`)
           : fail(ids[0], `${polls.length} polls in ${s(span)}: one every ${Math.round(every)} ms`),
       );

@@ -29,6 +29,11 @@ export interface ObservedExchange extends ObservedRequest {
   status: number;
   /** The answer's text, when it was text of at most 64 KiB. */
   response: string | undefined;
+  /**
+   * Real time its answer began to go out (0 when none did): a client cannot have it earlier. `endedAt`, once the socket
+   * took it all, can be later than the client saw it when this process is busy.
+   */
+  sentAt: number;
   endedAt: number;
 }
 
@@ -47,6 +52,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     observed?: ObservedRequest;
     observedResponse?: string;
+    observedSentAt?: number;
   }
 }
 
@@ -86,12 +92,14 @@ export function installObserver(
         rawBody: request.rawBody,
         status: reply.raw.writableFinished ? reply.statusCode : 0,
         response: request.observedResponse,
+        sentAt: request.observedSentAt ?? 0,
         endedAt: Date.now(),
       }),
     );
     done();
   });
   app.addHook('onSend', (request, _reply, payload, done) => {
+    if (request.observed) request.observedSentAt = Date.now();
     if (request.observed && (typeof payload === 'string' || Buffer.isBuffer(payload)) && payload.length <= RESPONSE_LIMIT)
       request.observedResponse = String(payload);
     done(null, payload);
