@@ -121,10 +121,10 @@ describe('42.2 the same client used the wrong way fails the check that names the
       'hot-poll.sh',
       [
         '$cli login --base-url "$base" --scope research',
-        'job=$($cli research --base-url "$base" "Wartungsintervalle?")',
+        'job=$($cli research --base-url "$base" "Was sagt die Wissensdatenbank über Wartungsintervalle?")',
         'tok=$($cli token --base-url "$base")',
         // Bounded: at most 300 polls.
-        'i=0; while [ $i -lt 300 ] && ! curl -s "$base/research/$job" -H "authorization: Bearer $tok" | grep -q succeeded; do i=$((i+1)); done',
+        'i=0; while [ $i -lt 300 ] && ! curl -s "$base/research/$job" -H "authorization: Bearer $tok" | grep -qE "succeeded|failed"; do i=$((i+1)); done',
       ].join('\n'),
     );
     const report = await runClientConformance({ command: 'sh', args: [client], scenarios: ['research-polling'], env });
