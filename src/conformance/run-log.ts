@@ -2,6 +2,7 @@ import type { AppEvent, EventMap, EventName } from '../core/events.js';
 import type { Clock } from '../core/clock.js';
 import type { Finding } from '../protocol/findings.js';
 import type { ObservedExchange, ObservedRequest, RequestObserver } from '../server/observer.js';
+import { TOOL_SCOPES } from '../server/mcp-tools.js';
 
 /** An event with the real time it happened at: a client's waits are judged in real time. */
 export type TimedEvent<N extends EventName = EventName> = Extract<AppEvent, { name: N }> & { real: number };
@@ -23,6 +24,9 @@ export class SteppedClock implements Clock {
 /** REST allowlist routes and `/mcp`, as fastify names them. */
 const RESOURCE_ROUTE = /^\/(?:mcp|chat\/ask|research|training)(?:\/|$)/;
 
+/** The tools that only read, as a GET of their REST twin does: `get_research`, `get_training_document`, ... */
+const READ_TOOLS = new Set(Object.keys(TOOL_SCOPES).filter((name) => name.startsWith('get_')));
+
 /** A JSON-RPC message (or batch) that calls a tool. */
 function toolCall(body: unknown): { name: string; args: Record<string, unknown> } | null {
   for (const message of Array.isArray(body) ? body : [body]) {
@@ -38,7 +42,7 @@ export interface Call {
   exchange: ObservedExchange;
   /** The meter's name: `POST /chat/ask`, `GET /research/{job_id}`, `tool ask`. */
   route: string;
-  /** POST /chat/ask, /research, /training, and every tool call: what may be charged. */
+  /** POST /chat/ask, /research, /training, and the tools that are no reads: what may be charged. */
   post: boolean;
   /** The Idempotency-Key header, or a tool's idempotency_key argument. */
   key: string | undefined;
@@ -137,7 +141,7 @@ export function callOf(exchange: ObservedExchange): Call | null {
     return {
       exchange,
       route: `tool ${tool.name}`,
-      post: true,
+      post: !READ_TOOLS.has(tool.name),
       key: typeof key === 'string' ? key : undefined,
       body: JSON.stringify(args),
       id: typeof args.job_id === 'string' ? args.job_id : typeof args.document_id === 'string' ? args.document_id : undefined,

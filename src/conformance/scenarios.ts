@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { EmulatorOptions, Emulator } from '../server/emulator.js';
 import type { FaultSpec } from '../core/faults.js';
+import { sha256 } from '../core/crypto.js';
 import { isRetiredScope, isSupportedScope } from '../core/scopes.js';
 import { missingParameterHint, type MissingParameter } from '../core/client-hints.js';
 import { selectVariant } from '../core/variation.js';
@@ -58,7 +58,6 @@ const APPROVE: Partial<EmulatorOptions> = { consent: [{ clientId: null, policy: 
 
 const s = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
 const plural = (n: number, word: string, words = `${word}s`) => `${n} ${n === 1 ? word : words}`;
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 function check(id: CheckId, verdict: Verdict, message: string, hint?: string): CheckReport {
   return { id, verdict, rule: CHECKS[id].rule, message, ...(verdict === 'fail' ? { hint: hint ?? CHECKS[id].hint } : {}) };
@@ -743,8 +742,7 @@ const UNLISTED_SEED = (() => {
 /** The emulator time a poll moves the clock on: the job runs three minutes, over a few polls. */
 const POLL_STEP = 40_000;
 
-const isPollOf = (c: Call, job: string) =>
-  c.id === job && (c.route === 'GET /research/{job_id}' || (c.route.startsWith('tool ') && c.route !== 'tool start_research'));
+const isPollOf = (c: Call, job: string) => c.id === job && (c.route === 'GET /research/{job_id}' || c.route === 'tool get_research');
 
 const researchPolling: Scenario = {
   name: 'research-polling',
