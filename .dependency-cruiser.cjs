@@ -18,13 +18,13 @@ module.exports = {
       severity: 'error',
       comment: 'The core is the pure domain: adapters import it, never the other way round.',
       from: { path: '^src/core/' },
-      to: { path: '^src/(server|store|cli|client|dashboard|mcp)/' },
+      to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance)/' },
     },
     {
       name: 'library-imports-no-cli',
       severity: 'error',
       comment: "startEmulator runs in its user's process: the CLI's process-wide settings (V8 flags, signals) stay in the CLI.",
-      from: { path: '^src/(server|store|mcp)/|^src/index\\.ts$' },
+      from: { path: '^src/(server|store|mcp|conformance)/|^src/index\\.ts$' },
       to: { path: '^src/cli/' },
     },
     {
@@ -33,6 +33,14 @@ module.exports = {
       comment: 'The client and the dashboard import protocol, their own folder, node built-ins and npm packages only.',
       from: { path: '^src/(client|dashboard)/' },
       to: { path: '^src/', pathNot: ['^src/protocol/', '^src/$1/'] },
+    },
+    {
+      name: 'conformance-grades-through-the-emulator',
+      comment:
+        'The conformance runner starts emulators and judges what they saw: it imports core, server and protocol, never the client it grades, the CLI or the dashboard.',
+      severity: 'error',
+      from: { path: '^src/conformance/' },
+      to: { path: '^src/(client|cli|dashboard)/' },
     },
     {
       name: 'protocol-imports-nothing-else-under-src',

@@ -30,6 +30,15 @@ export { FINDINGS, FindingsError, formatFinding, type Finding, type FindingCode,
 export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
 export type { Fault, FaultKind, FaultSpec } from './core/faults.js';
 export type { VaryUnspecified } from './core/variation.js';
+export {
+  runClientConformance,
+  CommandNotStartedError,
+  ConformanceUsageError,
+  CONSENT_OPENER,
+  type ClientConformanceOptions,
+} from './conformance/runner.js';
+export type { CheckReport, ConformanceReport, ScenarioReport, Verdict } from './conformance/report.js';
+export { SCENARIOS as CONFORMANCE_SCENARIOS, SUITES as CONFORMANCE_SUITES } from './conformance/scenarios.js';
 
 export interface StartEmulatorOptions {
   /** `system` (default): real time. `manual`: time stands still until `clock.advance()`; a number starts it there (epoch ms). */

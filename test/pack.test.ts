@@ -23,6 +23,8 @@ describe('the published package', () => {
       expect(listing).toContain('package/dist/cli/main.js');
       expect(listing).toContain('package/fixtures/persons.json');
       expect(listing).toContain('package/fixtures/scenarios/hausverwaltung.json');
+      // conformance client's $BROWSER for the client under test.
+      expect(listing).toContain('package/bin/consent-opener.js');
       expect(listing).not.toContain('package/src/');
       expect(listing).not.toContain('package/test/');
 
@@ -58,6 +60,14 @@ describe('the published package', () => {
       } finally {
         child.kill('SIGTERM');
       }
+
+      // conformance client from the installed package: its consent opener (an executable path as $BROWSER) answers
+      // the installed client's login, which the person denies: the client exits 5, as consent-denied asks.
+      const graded = await run(bin, ['conformance', 'client', '--scenario', 'consent-denied', '--json', '--', bin, 'login', '--base-url'], {
+        cwd: app,
+        timeout: 60_000,
+      });
+      expect(JSON.parse(graded.stdout)).toMatchObject({ scenarios: [{ name: 'consent-denied', verdict: 'pass', exit_code: 5 }] });
 
       // The programmatic API imports from the installed package, with its type declarations, in-process and as a child.
       const script = [

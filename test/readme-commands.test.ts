@@ -242,6 +242,17 @@ const SH: Record<string, ShCheck> = {
     },
   '### Recipes › npx --no-install agent-access serve --json --in-memory --port 0 --auth-port 0 --clock manual --consent approve > ready.json 2> serve.log &':
     { how: 'run in readme-recipes.test.ts', anchor: CI_RECIPE, name: 'CI_RECIPE' },
+  '## Grading your client › agent-access conformance client': { how: 'synopsis', complete: true },
+  '## Grading your client › npx --no-install agent-access conformance client --suite all --junit conformance.xml -- node agent.js': {
+    how: 'checked',
+    test: "README conformance in CI: the suite and the flags it uses are the command's (it is run in conformance-client.test.ts)",
+    // Not run here: `node agent.js` is the reader's agent; test/conformance-client.test.ts runs the command against clients.
+    check: async (b) => {
+      const help = (await runCli(['conformance', 'client', '--help'])).stdout.replace(/\s+/g, ' ');
+      for (const flag of b.body.match(/--[a-z][a-z-]*/g)!.filter((f) => f !== '--no-install')) expect(help, flag).toContain(flag);
+      expect(help).toMatch(/all, core, resilience|"all", "core", "resilience"/);
+    },
+  },
   '## Diagnosing your client › npx --no-install agent-access findings --url "$AGENT_ACCESS_BASE_URL" --fail-on warning': {
     how: 'run',
     test: 'README findings in CI: exit 0 for a clean run, exit 10 with the hint once a client earned a warning',
@@ -426,6 +437,9 @@ const TS: Record<string, TsCheck> = {
       expect(at901).toMatchObject({ status: 401, body: { type: 'urn:agent-access:error:invalid_token' } });
       expect(at901.body.detail).toMatch(/the access token has expired/);
     },
+  },
+  "## Grading your client › import { describe, expect, it } from 'vitest';": {
+    typeCheckOnly: "its tests are vitest's, and it grades the reader's agent.js; test/conformance-client.test.ts runs runClientConformance",
   },
   "## Diagnosing your client › import { afterAll, beforeAll } from 'vitest';": {
     typeCheckOnly: "its hooks are vitest's and run only inside a test run; the calls it makes are run by the blocks above",

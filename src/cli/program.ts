@@ -68,6 +68,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async (ctx) => (await import('./commands/findings.js')).findingsCommand(ctx),
   },
   {
+    name: 'conformance',
+    usage: '',
+    description: "grade a client against the service's hard cases (README: Grading your client)",
+    load: async (ctx) => (await import('./commands/conformance.js')).conformanceCommand(ctx),
+  },
+  {
     name: 'login',
     usage: '[options]',
     description: 'log in through the browser: discovery, registration, PKCE, consent, tokens stored for later commands',

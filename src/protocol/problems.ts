@@ -139,6 +139,8 @@ export const PROCESS_ERRORS = {
   login_required: { kind: 'auth_required', title: 'Not logged in' },
   token_not_jwt: { kind: 'failed', title: 'The token is not a JWT' },
   findings_reported: { kind: 'findings', title: 'Client findings at or above the threshold were recorded' },
+  conformance_failed: { kind: 'failed', title: 'A conformance scenario failed' },
+  command_not_started: { kind: 'failed', title: 'The command under test could not be started' },
 } as const satisfies Record<string, Omit<ProblemEntry, 'status'>>;
 
 export type ProcessErrorCode = keyof typeof PROCESS_ERRORS;

@@ -35,6 +35,7 @@ import type { ResourceService } from '../core/resource-service.js';
 import { registerSchema, revokeSchema, tokenSchema } from './schemas.js';
 import { VARIANT_HEADER } from '../core/variation.js';
 import type { WarmUpRequests } from './warm-up-request.js';
+import { installObserver, type RequestObserver } from './observer.js';
 import { useStrictJson } from './strict-json.js';
 import { errorPage } from './views.js';
 import type { Snapshots } from './snapshots.js';
@@ -70,6 +71,8 @@ export interface AppOptions {
   faults?: Faults;
   /** The emulator's own warm-up requests: served as any, but logged nowhere and never a fault's. */
   warmUp?: WarmUpRequests;
+  /** Sees every request of the service (`conformance client`). */
+  observer?: RequestObserver;
 }
 
 declare module 'fastify' {
@@ -197,6 +200,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
     }
     done(checkRequestHead(request));
   });
+  if (options.observer) installObserver(app, core, server, options.observer, options.warmUp);
   app.addHook('onSend', (request, reply, payload, done) => {
     if (options.stopping?.()) reply.header('connection', 'close');
     closeUnreadRequest(request, reply);

@@ -38,6 +38,7 @@ import { ConnectionBudget } from './http-transport.js';
 import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
 import { WarmUpRequests } from './warm-up-request.js';
+import type { RequestObserver } from './observer.js';
 
 export { DEFAULT_STATE_FILE };
 export const DEFAULT_PORT = 4100;
@@ -119,6 +120,8 @@ export interface EmulatorOptions {
    * while it matches its route's schema; the rest is compiled as the routes register (and the start says so).
    */
   schemaCompilers?: SchemaCompilers;
+  /** Sees every request of the service with its headers, body and answer (`conformance client` grades clients by it). */
+  observer?: RequestObserver;
 }
 
 /** The host part of the service URLs: a wildcard bind is announced as 127.0.0.1, IPv6 literals get brackets. */
@@ -360,6 +363,7 @@ export class Emulator {
         bindHost: host,
         stopping: () => lifecycle.stopping,
         onServerError: (error: Error) => onError(error, 'request'),
+        observer: options.observer,
       };
       // The signing keys are imported before the ready line: the first token request is served at full speed.
       const [api, auth] = await Promise.all([

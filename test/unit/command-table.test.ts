@@ -10,6 +10,7 @@ import { apiCommands } from '../../src/cli/commands/api.js';
 import { chargesCommand } from '../../src/cli/commands/charges.js';
 import { clientCommands } from '../../src/cli/commands/client.js';
 import { clockCommand } from '../../src/cli/commands/clock.js';
+import { conformanceCommand } from '../../src/cli/commands/conformance.js';
 import { dashboardCommand } from '../../src/cli/commands/dashboard.js';
 import { findingsCommand } from '../../src/cli/commands/findings.js';
 import { grantsCommand } from '../../src/cli/commands/grants.js';
@@ -28,6 +29,7 @@ const realCommands = (): Command[] => [
   clockCommand(ctx),
   snapshotCommand(ctx),
   findingsCommand(ctx),
+  conformanceCommand(ctx),
   ...clientCommands(ctx),
   ...apiCommands(ctx),
 ];

@@ -1,0 +1,232 @@
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseDuration } from '../core/clock.js';
+import { Emulator } from '../server/emulator.js';
+import { scenarioVerdict, summarize, type ConformanceReport, type ScenarioReport } from './report.js';
+import { RunLog, SteppedClock } from './run-log.js';
+import { SCENARIOS, SUITES, type Scenario, type ScenarioRun, type SuiteName } from './scenarios.js';
+
+/** The consent opener shipped with the package: `$BROWSER` of the command under test. */
+export const CONSENT_OPENER = fileURLToPath(new URL('../../bin/consent-opener.js', import.meta.url));
+
+export const DEFAULT_TIMEOUT_MS = 2 * 60_000;
+/**
+ * Scenarios at a time. A run is mostly the client waiting (polls, Retry-After) and processes starting, so several
+ * fit on two cores; each has its own emulator, and no check depends on how fast the machine is.
+ */
+const DEFAULT_CONCURRENCY = 4;
+/** How long a scenario takes, roughly: its runs, and its waits. */
+const weight = (scenario: Scenario) => (scenario.runs ?? 1) + (scenario.waits ?? 0);
+
+/** What is kept of a command's stdout and stderr for `--keep-logs`: the newest bytes. */
+const OUTPUT_LIMIT = 1024 * 1024;
+
+export interface ClientConformanceOptions {
+  /** The client: a program, run as `command ...args BASE_URL`. */
+  command: string;
+  args?: readonly string[];
+  /** Scenario names; with `suite`, both together. Default: the suite, else `all`. */
+  scenarios?: readonly string[];
+  suite?: SuiteName;
+  /** Per run of the command: milliseconds or a duration (`2m`, the default). */
+  timeout?: number | string;
+  /** A folder for each scenario's request log, events, and the command's stdout and stderr. */
+  keepLogs?: string;
+  /** More environment for the command (the scenario's own variables win). */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Scenarios run at the same time, each with its own emulator (default 4). */
+  concurrency?: number;
+  /** Told as each scenario starts and ends. */
+  onProgress?: (progress: { scenario: string; report?: ScenarioReport }) => void;
+}
+
+/** Scenario names that are none, or a suite that is none: a usage error (exit 2). */
+export class ConformanceUsageError extends Error {
+  override name = 'ConformanceUsageError';
+}
+
+/** The command could not be started at all (exit 3). */
+export class CommandNotStartedError extends Error {
+  override name = 'CommandNotStartedError';
+}
+
+/** The scenarios `options` names, in the order of SCENARIOS. */
+export function selectScenarios(options: Pick<ClientConformanceOptions, 'scenarios' | 'suite'>): Scenario[] {
+  const names = new Set<string>();
+  if (options.suite !== undefined) {
+    if (!Object.hasOwn(SUITES, options.suite))
+      throw new ConformanceUsageError(`no suite "${options.suite}"; the suites: ${Object.keys(SUITES).join(', ')}`);
+    for (const n of SUITES[options.suite]) names.add(n);
+  }
+  for (const n of options.scenarios ?? []) {
+    if (!SCENARIOS.some((s) => s.name === n))
+      throw new ConformanceUsageError(`no scenario "${n}"; the scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+    names.add(n);
+  }
+  if (names.size === 0) for (const n of SUITES.all) names.add(n);
+  return SCENARIOS.filter((s) => names.has(s.name));
+}
+
+/**
+ * Puts a client through the scenarios (README "Grading your client"): each run gets a fresh in-memory emulator on
+ * free loopback ports, the command runs against it with the base URL as its last argument, and the checks judge
+ * what the emulator saw. Resolves to the report that `conformance client --json` prints.
+ */
+export async function runClientConformance(options: ClientConformanceOptions): Promise<ConformanceReport> {
+  const scenarios = selectScenarios(options);
+  const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration(options.timeout);
+  if (timeoutMs <= 0) throw new ConformanceUsageError('the timeout must be longer than 0');
+  // One compile cache for the runs' programs (not a login: nothing of a scenario leaks through it).
+  const cache = process.env.XDG_CACHE_HOME ?? (await mkdtemp(join(tmpdir(), 'agent-access-conformance-cache-')));
+  try {
+    // A few scenarios at a time: a run is mostly the client's own waiting and process starts.
+    const reports: ScenarioReport[] = new Array<ScenarioReport>(scenarios.length);
+    // The longest first, so that they do not end up alone at the end; reported in their own order.
+    const queue = scenarios.map((scenario, i) => ({ scenario, i })).sort((a, b) => weight(b.scenario) - weight(a.scenario));
+    const worker = async () => {
+      for (let item = queue.shift(); item; item = queue.shift())
+        reports[item.i] = await runScenario(item.scenario, options, timeoutMs, cache);
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? DEFAULT_CONCURRENCY, scenarios.length)) }, worker));
+    return { version: 1, command: [options.command, ...(options.args ?? [])], scenarios: reports, summary: summarize(reports) };
+  } finally {
+    if (process.env.XDG_CACHE_HOME === undefined) await rm(cache, { recursive: true, force: true });
+  }
+}
+
+async function runScenario(
+  scenario: Scenario,
+  options: ClientConformanceOptions,
+  timeoutMs: number,
+  cache: string,
+): Promise<ScenarioReport> {
+  options.onProgress?.({ scenario: scenario.name });
+  const started = Date.now();
+  const runs: ScenarioRun[] = [];
+  for (let i = 0; i < (scenario.runs ?? 1); i++) runs.push(await runOnce(scenario, i, options, timeoutMs, cache));
+  const checks = scenario.judge(runs);
+  const report: ScenarioReport = {
+    name: scenario.name,
+    description: scenario.description,
+    verdict: scenarioVerdict(checks),
+    exit_code: runs.at(-1)!.exitCode,
+    duration_ms: Date.now() - started,
+    ...(runs.some((r) => r.timedOut) ? { timed_out: true } : {}),
+    checks,
+  };
+  options.onProgress?.({ scenario: scenario.name, report });
+  return report;
+}
+/** Appends to a bounded buffer of the newest output. */
+const keepTail = (text: string, chunk: Buffer) => (text + chunk.toString('utf8')).slice(-OUTPUT_LIMIT);
+
+async function runOnce(
+  scenario: Scenario,
+  index: number,
+  options: ClientConformanceOptions,
+  timeoutMs: number,
+  cache: string,
+): Promise<ScenarioRun> {
+  const log = new RunLog();
+  const clock = new SteppedClock();
+  const errors: string[] = [];
+  const scenarioOptions = scenario.options?.(index) ?? {};
+  const emulator = await Emulator.start({
+    ...scenarioOptions,
+    port: 0,
+    authPort: 0,
+    inMemory: true,
+    clock,
+    observer: log,
+    onNotice: () => undefined,
+    onError: (error, context) => void errors.push(`${context}: ${error.stack ?? error.message}`),
+  });
+  const unsubscribe = emulator.core.events.subscribe((event) => log.event(event));
+  const home = await mkdtemp(join(tmpdir(), 'agent-access-conformance-'));
+  let stdout = '';
+  let stderr = '';
+  let timedOut = false;
+  try {
+    scenario.arm?.({
+      emulator,
+      clock,
+      log,
+      jump: (ms) => {
+        clock.jump(ms);
+        void Promise.all([emulator.resources.settle(), emulator.faults.runDue()]).catch((e: Error) => errors.push(`jump: ${e.message}`));
+      },
+    });
+    await mkdir(join(home, 'config'));
+    const baseUrl = emulator.baseUrl;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...options.env,
+      AGENT_ACCESS_BASE_URL: baseUrl,
+      AGENT_ACCESS_MCP_URL: `${baseUrl}/mcp`,
+      AGENT_ACCESS_SCENARIO: scenario.name,
+      AGENT_ACCESS_CONFIG_DIR: join(home, 'config'),
+      HOME: home,
+      XDG_CONFIG_HOME: join(home, '.config'),
+      XDG_CACHE_HOME: cache,
+      BROWSER: CONSENT_OPENER,
+    };
+    // Its own process group, so that the timeout ends whatever the command started too.
+    const child = spawn(options.command, [...(options.args ?? []), baseUrl], {
+      cwd: options.cwd,
+      env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (d: Buffer) => (stdout = keepTail(stdout, d)));
+    child.stderr.on('data', (d: Buffer) => (stderr = keepTail(stderr, d)));
+    const killGroup = () => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // the group is gone already
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup();
+    }, timeoutMs);
+    const exitCode = await new Promise<number | null>((resolve, reject) => {
+      child.once('error', (e: NodeJS.ErrnoException) =>
+        reject(new CommandNotStartedError(`cannot start ${options.command}: ${e.code ?? e.message}`)),
+      );
+      child.once('close', (code) => resolve(code));
+    }).finally(() => {
+      clearTimeout(timer);
+      // Whatever it left running (a loopback listener, a browser it started) goes with it.
+      killGroup();
+    });
+    // The findings judged on the run as a whole (scope.unused, grant.abandoned) are judged when read.
+    log.findings.push(...emulator.core.findings.list());
+    return {
+      log,
+      exitCode,
+      timedOut,
+      baseUrl,
+      resource: `${baseUrl}/mcp`,
+      ...(scenarioOptions.varyUnspecified ? { seed: scenarioOptions.varyUnspecified.seed } : {}),
+    };
+  } finally {
+    unsubscribe();
+    await emulator.stop();
+    await rm(home, { recursive: true, force: true });
+    if (options.keepLogs) {
+      const dir = join(options.keepLogs, (scenario.runs ?? 1) > 1 ? `${scenario.name}-${index + 1}` : scenario.name);
+      await mkdir(dir, { recursive: true });
+      await Promise.all([
+        writeFile(join(dir, 'requests.jsonl'), log.exchanges.map((e) => JSON.stringify(e)).join('\n') + '\n'),
+        writeFile(join(dir, 'events.jsonl'), log.events.map((e) => JSON.stringify(e)).join('\n') + '\n'),
+        writeFile(join(dir, 'stdout.log'), stdout),
+        writeFile(join(dir, 'stderr.log'), stderr + (errors.length ? `\n--- emulator errors ---\n${errors.join('\n')}\n` : '')),
+      ]);
+    }
+  }
+}
