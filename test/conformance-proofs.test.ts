@@ -20,13 +20,24 @@ const figures = (report: ConformanceReport) =>
 
 describe.skipIf(!existsSync(SDK_CLIENT))('42.5 the MCP TypeScript SDK client', () => {
   it('42.5 SDK: flow and expiry hold; its parallel refresh with one refresh token fails parallel-expiry.one-refresh, the cause named', async () => {
+    // One call at a time through flow and expiry; in parallel-expiry its later calls three at a time, as an agent
+    // that calls tools in parallel does.
+    const sequential = await runClientConformance({
+      command: process.execPath,
+      args: [SDK_CLIENT],
+      scenarios: ['flow', 'expiry'],
+      timeout: '1m',
+    });
     const report = await runClientConformance({
       command: process.execPath,
       args: [SDK_CLIENT],
-      scenarios: ['flow', 'expiry', 'parallel-expiry'],
+      env: { SDK_CLIENT_PARALLEL: '3' },
+      scenarios: ['parallel-expiry'],
       timeout: '1m',
     });
-    console.log(`MCP SDK client: ${figures(report)}\n${notPassed(report).join('\n')}`);
+    console.log(
+      `MCP SDK client: ${figures(sequential)}; ${figures(report)}\n${[...notPassed(sequential), ...notPassed(report)].join('\n')}`,
+    );
     for (const id of [
       'flow.discovery',
       'flow.pkce-state-resource',
@@ -35,7 +46,7 @@ describe.skipIf(!existsSync(SDK_CLIENT))('42.5 the MCP TypeScript SDK client', (
       'expiry.refreshes',
       'expiry.repeat-succeeds',
     ])
-      expect(check(report, id)?.verdict, id).toBe('pass');
+      expect(check(sequential, id)?.verdict, id).toBe('pass');
     expect(check(report, 'parallel-expiry.one-refresh')).toMatchObject({
       verdict: 'fail',
       message: expect.stringMatching(/calls were in flight .*refreshes in parallel with one token/),

@@ -50,13 +50,13 @@ export const CHECKS = {
     rule: 'spec 7; RFC 6585 §4',
     hint: 'Treat 429 as "later", not as a failure: wait Retry-After, then send the call again (a POST with its Idempotency-Key).',
   },
-  'server-error.retry-with-key': { rule: 'spec 4.4 rule 5; RFC 9110 §9.2.2', hint: HINTS.retryWithoutKey },
-  'server-error.no-double-charge': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey },
+  'server-error.retry-with-key': { rule: 'spec 4.4 rule 5; RFC 9110 §9.2.2', hint: HINTS.retryWithoutKey() },
+  'server-error.no-double-charge': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey() },
   'lost-answer.retry-same-key': {
     rule: 'spec 4.4 rule 5; RFC 9110 §9.2.2',
-    hint: `A charged call whose answer was lost may have run: retry it only with the Idempotency-Key it was first sent with, or report the failure and exit non-zero. ${HINTS.retryWithoutKey}`,
+    hint: `A charged call whose answer was lost may have run: retry it only with the Idempotency-Key it was first sent with, or report the failure and exit non-zero. ${HINTS.retryWithoutKey()}`,
   },
-  'lost-answer.one-charge': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey },
+  'lost-answer.one-charge': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey() },
   'research-polling.interval': {
     rule: 'spec 3.1',
     hint: 'Wait between polls: at least 1 s (a Retry-After on the answer wins), longer for long jobs; never poll in a loop without a pause.',
@@ -77,7 +77,7 @@ export const CHECKS = {
     rule: 'spec 2.5, 3.1',
     hint: 'A job with an error (whatever its status is called) is finished: stop polling and report the error.',
   },
-  'research-failed.no-unkeyed-restart': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey },
+  'research-failed.no-unkeyed-restart': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey() },
   'training-async.waits-for-indexed': {
     rule: 'spec 2.6, 3.1, 4.4 rule 4',
     hint: 'After POST /training, poll GET /training/{id} until processing_step reaches its last step (the emulator: "indexed") before asking about the document; until then the search does not know it.',

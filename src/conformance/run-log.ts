@@ -23,6 +23,7 @@ export class SteppedClock implements Clock {
 
 /** REST allowlist routes and `/mcp`, as fastify names them. */
 const RESOURCE_ROUTE = /^\/(?:mcp|chat\/ask|research|training)(?:\/|$)/;
+const isResourceCall = (r: ObservedRequest) => r.server === 'api' && r.route !== null && RESOURCE_ROUTE.test(r.route);
 
 /** The tools that only read, as a GET of their REST twin does: `get_research`, `get_training_document`, ... */
 const READ_TOOLS = new Set(Object.keys(TOOL_SCOPES).filter((name) => name.startsWith('get_')));
@@ -64,10 +65,18 @@ export class RunLog implements RequestObserver {
   readonly findings: Finding[] = [];
   readonly #eventListeners: Array<(e: TimedEvent) => void> = [];
   readonly #exchangeListeners: Array<(e: ObservedExchange) => void> = [];
+  readonly #startListeners: Array<(request: ObservedRequest, othersInFlight: number) => void> = [];
+  /** The arrivals of calls to the API (REST allowlist and /mcp) whose answer has not ended yet. */
+  readonly #inFlight = new Set<number>();
 
-  started(_request: ObservedRequest): void {}
+  started(request: ObservedRequest): void {
+    if (!isResourceCall(request)) return;
+    for (const l of this.#startListeners) l(request, this.#inFlight.size);
+    this.#inFlight.add(request.arrival);
+  }
 
   ended(exchange: ObservedExchange): void {
+    this.#inFlight.delete(exchange.arrival);
     this.exchanges.push(exchange);
     for (const l of this.#exchangeListeners) l(exchange);
   }
@@ -82,6 +91,11 @@ export class RunLog implements RequestObserver {
     this.#eventListeners.push(listener);
   }
 
+  /** A call to the API has arrived (before its token is checked), with how many others were in flight then. */
+  onCallStarted(listener: (request: ObservedRequest, othersInFlight: number) => void): void {
+    this.#startListeners.push(listener);
+  }
+
   onExchange(listener: (e: ObservedExchange) => void): void {
     this.#exchangeListeners.push(listener);
   }
@@ -92,7 +106,7 @@ export class RunLog implements RequestObserver {
 
   /** The exchanges with the service's API (REST allowlist and /mcp), in the order they ended. */
   resourceExchanges(): ObservedExchange[] {
-    return this.exchanges.filter((e) => e.server === 'api' && e.route !== null && RESOURCE_ROUTE.test(e.route));
+    return this.exchanges.filter(isResourceCall);
   }
 
   /** The client's calls, in the order they arrived. */

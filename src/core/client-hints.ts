@@ -49,10 +49,13 @@ export const HINTS = {
     `Send resource=${resource} in the authorization request and the token requests (RFC 8707), then authorize again: a token issued without it is an identity token, refused on every workspace route. MCP TypeScript SDK 1.12 sends no resource; newer versions do.`,
   retryTooEarly:
     'After a 429, wait the seconds its Retry-After header names (RateLimit-Reset says the same) before the next request with this grant; retrying at once is refused again.',
-  retryWithoutKey: (key: 'idempotency_key' | 'Idempotency-Key') =>
+  /** `key`: how the caller sends it; none when the caller may be either (a REST client or an MCP one). */
+  retryWithoutKey: (key?: 'idempotency_key' | 'Idempotency-Key') =>
     key === 'idempotency_key'
       ? 'Pass the idempotency_key argument (a fresh random value per operation, the same value on every retry of it): a retry with the same key and arguments is answered from the stored result and not charged again.'
-      : 'Send an Idempotency-Key header (a fresh random value per operation, the same value on every retry of it): a retry with the same key and body is answered from the stored response and not charged again.',
+      : key === 'Idempotency-Key'
+        ? 'Send an Idempotency-Key header (a fresh random value per operation, the same value on every retry of it): a retry with the same key and body is answered from the stored response and not charged again.'
+        : 'Send an Idempotency-Key header, or the idempotency_key argument of an MCP tool (a fresh random value per operation, the same value on every retry of it): a retry with the same key and body is answered from the stored response and not charged again.',
   repeatedRegistration:
     'Register once and keep the client_id (per server and redirect URI); register again only when the server answers invalid_client.',
   abandonedGrant:
