@@ -109,11 +109,13 @@ describe("the command line's compile cache", () => {
     first.child.kill('SIGKILL');
     await first.exit;
     const saved = await compiled();
-    const serveChunks = saved.filter((c) => c.chunk.startsWith('serve-')).map((c) => c.chunk);
+    // serve's own chunks, and the emulator's, which serve shares with `conformance client`.
+    const serverChunk = /^(serve|emulator)-/;
+    const serveChunks = saved.filter((c) => serverChunk.test(c.chunk)).map((c) => c.chunk);
     expect(serveChunks.length).toBeGreaterThan(0);
     const made = await files(folder);
     // The server's chunk, the largest, is among them.
-    expect(made.some((f) => f.name.startsWith('serve-') && f.bytes.length > 100_000)).toBe(true);
+    expect(made.some((f) => serverChunk.test(f.name) && f.bytes.length > 100_000)).toBe(true);
 
     const second = await startServe(['--in-memory', '--quiet'], { env });
     expect(await second.stop()).toBe(0);

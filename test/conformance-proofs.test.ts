@@ -2,9 +2,8 @@
  * Issue 42.5, proof that `conformance client` grades both ways, with clients of others: the MCP TypeScript SDK's
  * client (its known parallel refresh fails parallel-expiry, with the cause named), and a deliberately faulty client
  * whose every defect fails the check that names it, while the same client without defects fails nothing.
- * The two clients are fixtures of their own (test/fixtures/conformance/); until they are there, these are skipped.
+ * The two clients are fixtures of their own (test/fixtures/conformance/).
  */
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { runClientConformance, type ConformanceReport } from '../src/index.js';
@@ -18,7 +17,7 @@ const notPassed = (report: ConformanceReport) =>
 const figures = (report: ConformanceReport) =>
   report.scenarios.map((s) => `${s.name} ${s.verdict} ${(s.duration_ms / 1000).toFixed(1)} s`).join('; ');
 
-describe.skipIf(!existsSync(SDK_CLIENT))('42.5 the MCP TypeScript SDK client', () => {
+describe('42.5 the MCP TypeScript SDK client', () => {
   it('42.5 SDK: flow and expiry hold; its parallel refresh with one refresh token fails parallel-expiry.one-refresh, the cause named', async () => {
     // One call at a time through flow and expiry; in parallel-expiry its later calls three at a time, as an agent
     // that calls tools in parallel does.
@@ -69,7 +68,7 @@ const DEFECTS = [
   ['unchecked-sources', 'shapes', 'shapes.exits-0'],
 ] as const;
 
-describe.skipIf(!existsSync(FAULTY_CLIENT))('42.5 the faulty sample client', () => {
+describe('42.5 the faulty sample client', () => {
   it('42.5 without defects it fails no scenario, and passes the core suite', async () => {
     const report = await runClientConformance({ command: process.execPath, args: [FAULTY_CLIENT], suite: 'all', timeout: '1m' });
     console.log(`faulty client without defects: ${figures(report)}`);

@@ -149,6 +149,8 @@ describe('what a command line loads (bin/agent-access.js)', () => {
     const config = join(dir, 'config');
     const env = { AGENT_ACCESS_CONFIG_DIR: config, AGENT_ACCESS_BASE_URL: serve.ready.base_url, BROWSER: '' };
     try {
+      // Started, ready, and no request to /mcp yet: the agent plane's modules have not loaded.
+      expectNone(await traced.loaded(), ['@modelcontextprotocol', 'zod'], 'serve with no request to /mcp');
       expectNone((await loadedByCli(['login', '--headless'], env)).loaded, SERVER_SIDE, 'login');
 
       const token = await loadedByCli(['token'], env);
@@ -175,8 +177,8 @@ describe('what a command line loads (bin/agent-access.js)', () => {
     const loaded = await traced.loaded();
     expect(loaded.some(npm('fastify')), 'the trace of serve shows its server').toBe(true);
     expectNone(loaded, ['ink', 'react'], 'serve without --ui');
-    // A login, tokens and the quiet moments between them: no /mcp request, so the agent plane's modules never load.
-    expectNone(loaded, ['@modelcontextprotocol', 'zod'], 'serve with no request to /mcp');
+    // The login's discovery asks /mcp for its 401 first (RFC 9728 §5.1, as MCP clients start), which loads them.
+    expect(loaded.some(npm('@modelcontextprotocol/server')), 'the 401 of /mcp a login starts from').toBe(true);
     expect(loaded.some(npm('@orama/orama')), 'the search index, built in a quiet moment').toBe(true);
   });
 });

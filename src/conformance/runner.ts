@@ -71,6 +71,9 @@ export function selectScenarios(options: Pick<ClientConformanceOptions, 'scenari
   return SCENARIOS.filter((s) => names.has(s.name));
 }
 
+/** How long the output of a command that exited may still come, from children outside its group. */
+const OUTPUT_GRACE_MS = 2_000;
+
 /**
  * Puts a client through the scenarios (README "Grading your client"): each run gets a fresh in-memory emulator on
  * free loopback ports, the command runs against it with the base URL as its last argument, and the checks judge
@@ -80,34 +83,34 @@ export async function runClientConformance(options: ClientConformanceOptions): P
   const scenarios = selectScenarios(options);
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration(options.timeout);
   if (timeoutMs <= 0) throw new ConformanceUsageError('the timeout must be longer than 0');
-  // One compile cache for the runs' programs (not a login: nothing of a scenario leaks through it).
-  const cache = process.env.XDG_CACHE_HOME ?? (await mkdtemp(join(tmpdir(), 'agent-access-conformance-cache-')));
-  try {
-    // A few scenarios at a time: a run is mostly the client's own waiting and process starts.
-    const reports: ScenarioReport[] = new Array<ScenarioReport>(scenarios.length);
-    // The longest first, so that they do not end up alone at the end; reported in their own order.
-    const queue = scenarios.map((scenario, i) => ({ scenario, i })).sort((a, b) => weight(b.scenario) - weight(a.scenario));
-    const worker = async () => {
-      for (let item = queue.shift(); item; item = queue.shift())
-        reports[item.i] = await runScenario(item.scenario, options, timeoutMs, cache);
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? DEFAULT_CONCURRENCY, scenarios.length)) }, worker));
-    return { version: 1, command: [options.command, ...(options.args ?? [])], scenarios: reports, summary: summarize(reports) };
-  } finally {
-    if (process.env.XDG_CACHE_HOME === undefined) await rm(cache, { recursive: true, force: true });
-  }
+  // A few scenarios at a time: a run is mostly the client's own waiting and process starts.
+  const reports: ScenarioReport[] = new Array<ScenarioReport>(scenarios.length);
+  // The longest first, so that they do not end up alone at the end; reported in their own order.
+  const queue = scenarios.map((scenario, i) => ({ scenario, i })).sort((a, b) => weight(b.scenario) - weight(a.scenario));
+  const worker = async () => {
+    for (let item = queue.shift(); item; item = queue.shift()) {
+      try {
+        reports[item.i] = await runScenario(item.scenario, options, timeoutMs);
+      } catch (e) {
+        // The command cannot be started: no more scenarios, and the others end their run before this is thrown.
+        queue.length = 0;
+        throw e;
+      }
+    }
+  };
+  const settled = await Promise.allSettled(
+    Array.from({ length: Math.max(1, Math.min(options.concurrency ?? DEFAULT_CONCURRENCY, scenarios.length)) }, worker),
+  );
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return { version: 1, command: [options.command, ...(options.args ?? [])], scenarios: reports, summary: summarize(reports) };
 }
 
-async function runScenario(
-  scenario: Scenario,
-  options: ClientConformanceOptions,
-  timeoutMs: number,
-  cache: string,
-): Promise<ScenarioReport> {
+async function runScenario(scenario: Scenario, options: ClientConformanceOptions, timeoutMs: number): Promise<ScenarioReport> {
   options.onProgress?.({ scenario: scenario.name });
   const started = Date.now();
   const runs: ScenarioRun[] = [];
-  for (let i = 0; i < (scenario.runs ?? 1); i++) runs.push(await runOnce(scenario, i, options, timeoutMs, cache));
+  for (let i = 0; i < (scenario.runs ?? 1); i++) runs.push(await runOnce(scenario, i, options, timeoutMs));
   const checks = scenario.judge(runs);
   const report: ScenarioReport = {
     name: scenario.name,
@@ -124,13 +127,7 @@ async function runScenario(
 /** Appends to a bounded buffer of the newest output. */
 const keepTail = (text: string, chunk: Buffer) => (text + chunk.toString('utf8')).slice(-OUTPUT_LIMIT);
 
-async function runOnce(
-  scenario: Scenario,
-  index: number,
-  options: ClientConformanceOptions,
-  timeoutMs: number,
-  cache: string,
-): Promise<ScenarioRun> {
+async function runOnce(scenario: Scenario, index: number, options: ClientConformanceOptions, timeoutMs: number): Promise<ScenarioRun> {
   const log = new RunLog();
   const clock = new SteppedClock();
   const errors: string[] = [];
@@ -170,8 +167,11 @@ async function runOnce(
       AGENT_ACCESS_SCENARIO: scenario.name,
       AGENT_ACCESS_CONFIG_DIR: join(home, 'config'),
       HOME: home,
+      // Every place a client may keep a login is the run's own, so none leaks into the next scenario.
       XDG_CONFIG_HOME: join(home, '.config'),
-      XDG_CACHE_HOME: cache,
+      XDG_DATA_HOME: join(home, '.local', 'share'),
+      XDG_STATE_HOME: join(home, '.local', 'state'),
+      XDG_CACHE_HOME: join(home, '.cache'),
       BROWSER: CONSENT_OPENER,
     };
     // Its own process group, so that the timeout ends whatever the command started too.
@@ -194,16 +194,20 @@ async function runOnce(
       timedOut = true;
       killGroup();
     }, timeoutMs);
+    // 'exit', not 'close': a child the command left in the background may hold its stdout for as long as it lives.
+    const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
     const exitCode = await new Promise<number | null>((resolve, reject) => {
       child.once('error', (e: NodeJS.ErrnoException) =>
         reject(new CommandNotStartedError(`cannot start ${options.command}: ${e.code ?? e.message}`)),
       );
-      child.once('close', (code) => resolve(code));
+      child.once('exit', (code) => resolve(code));
     }).finally(() => {
       clearTimeout(timer);
       // Whatever it left running (a loopback listener, a browser it started) goes with it.
       killGroup();
     });
+    // The rest of its output, unless something outside its group still holds the pipes.
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, OUTPUT_GRACE_MS).unref())]);
     // The findings judged on the run as a whole (scope.unused, grant.abandoned) are judged when read.
     log.findings.push(...emulator.core.findings.list());
     return {
