@@ -23,6 +23,10 @@ const envelope = (version: string) => ({
 
 async function post(emulator: Emulator, headers: Record<string, string>, body: object) {
   const { access_token } = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
+  return postWith(emulator, access_token, headers, body);
+}
+
+async function postWith(emulator: Emulator, access_token: string, headers: Record<string, string>, body: object) {
   const res = await http(`${emulator.baseUrl}/mcp`, {
     method: 'POST',
     headers: {
@@ -121,5 +125,36 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
     expect(status).toBe(200);
     expect(JSON.stringify(message.result)).toContain(MODERN);
     expect(message.result.capabilities).toMatchObject({ tools: {} });
+  });
+
+  it('44.1: under 2026-07-28 a tool call varies as under 2025 (--vary-unspecified names it in _meta), and a fault shapes it alike', async () => {
+    const emulator = await startEmulator({ varyUnspecified: { seed: 9 }, rateLimit: '100/min' });
+    const { access_token } = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
+    const ask = (version: string, id: number) =>
+      postWith(
+        emulator,
+        access_token,
+        version === MODERN
+          ? { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'ask' }
+          : { 'mcp-protocol-version': version },
+        {
+          jsonrpc: '2.0',
+          id,
+          method: 'tools/call',
+          params: {
+            name: 'ask',
+            arguments: { question: 'Wann kommt der Hufschmied?' },
+            ...(version === MODERN ? { _meta: envelope(MODERN) } : {}),
+          },
+        },
+      );
+    const modern = await ask(MODERN, 1);
+    const legacy = await ask('2025-11-25', 2);
+    expect(modern.status).toBe(200);
+    expect(modern.message.result._meta['agent-access/variant']).toMatch(/^seed=9, ordinal=\d+, ask\.sources=/);
+    expect(legacy.message.result._meta['agent-access/variant']).toMatch(/^seed=9, ordinal=\d+, ask\.sources=/);
+    emulator.faults.arm({ kind: 'rate_limit', route: 'POST /mcp', count: 1, retry_after: 7 });
+    const limited = await ask(MODERN, 3);
+    expect(limited.status).toBe(429);
   });
 });
