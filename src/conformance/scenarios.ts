@@ -54,6 +54,8 @@ const IN_FLIGHT_MS = 500;
 /** research-polling: polls closer than this to the one before are a hot loop, from this many on. */
 const HOT_POLL_MS = 100;
 const HOT_POLLS = 3;
+/** The calls that charge (spec 1, 7): the lost answer of lost-answer must be one of theirs. */
+const CHARGED_CALLS = new Set(['POST /chat/ask', 'POST /research', 'tool ask', 'tool start_research']);
 
 /** A job's status in a poll's answer: the REST body's, or the MCP tool result's structured content. */
 const statusOf = (answer: unknown): unknown => {
@@ -328,13 +330,30 @@ const expiry: Scenario = {
         ),
       );
     else checks.push(pass('expiry.refreshes', `refreshed with rotation ${s(rotated[0]!.real - at)} after the expiry`));
-    const repeated = rotated[0] && after.find((c) => c.exchange.startedAt >= rotated[0]!.real && ok(c.exchange));
+    // The repeat of a call the expiry refused (its route: a refusal comes before the body is read, and an MCP call
+    // refused is only `POST /mcp`); any call when none was refused (a refresh ahead of time).
+    const refusedAfter = after.filter((c) => c.exchange.status === 401);
+    const repeats = (refused: Call, call: Call) =>
+      refused.route === 'POST /mcp' ? call.route === 'POST /mcp' || call.route.startsWith('tool ') : refused.route === call.route;
+    const repeated =
+      rotated[0] &&
+      after.find(
+        (c) =>
+          c.exchange.startedAt >= rotated[0]!.real &&
+          ok(c.exchange) &&
+          (refusedAfter.length === 0 || refusedAfter.some((r) => repeats(r, c))),
+      );
     if (!rotated[0]) checks.push(unexercised('expiry.repeat-succeeds', 'no refresh, so no repeat after one'));
     else
       checks.push(
         repeated
           ? pass('expiry.repeat-succeeds', `${repeated.route} answered ${repeated.exchange.status} with the new token`)
-          : fail('expiry.repeat-succeeds', 'after the refresh no call succeeded'),
+          : fail(
+              'expiry.repeat-succeeds',
+              refusedAfter.length
+                ? `after the refresh the refused ${refusedAfter[0]!.route} was not repeated with success`
+                : 'after the refresh no call succeeded',
+            ),
       );
     const consents = log.of('consent.shown').filter((e) => e.real >= at).length;
     checks.push(
@@ -497,12 +516,16 @@ function grantEnd(name: 'revoked' | 'family-killed', description: string, arm: S
         );
       const checks: CheckReport[] = [];
       const seen = `${plural(refusedCalls.length, 'refused call')} and ${plural(refusedRefreshes.length, 'refused refresh', 'refused refreshes')}`;
+      // Calls already in flight when the first refusal came back are one refused call; one sent after it is another.
+      const refusedExchanges = log.calls().filter((c) => c.exchange.startedAt >= at && c.exchange.status === 401);
+      const learned = Math.min(...refusedExchanges.map((c) => c.exchange.endedAt));
+      const sentAfter = refusedExchanges.filter((c) => c.exchange.startedAt > learned).length;
       checks.push(
-        refusedCalls.length <= 2 && refusedRefreshes.length <= 1
+        sentAfter === 0 && refusedRefreshes.length <= 1
           ? pass(id('no-loop'), `${seen}, then the client stopped using the dead tokens`)
           : fail(
               id('no-loop'),
-              `after the ${name === 'revoked' ? 'revocation' : 'family ended'}: ${seen} (at most one of each, two calls when they were in flight together)`,
+              `after the ${name === 'revoked' ? 'revocation' : 'family ended'}: ${seen}, ${plural(sentAfter, 'call')} sent after the first refusal had come back (at most one refused call, or the calls in flight with it, and one refresh)`,
             ),
       );
       if (newConsent) checks.push(pass(id('stops-or-reauthorizes'), `a new authorization, approved ${s(newConsent.real - at)} later`));
@@ -714,6 +737,9 @@ const lostAnswer: Scenario = {
       return ids.map((id) =>
         unexercised(id, `the answer to ${fired.data.method ?? ''} ${fired.data.path ?? ''} was dropped, but the call was not seen`),
       );
+    // The fault takes the first call that has a key to send, charged or not (a training upload): only a charged one tests this.
+    if (!CHARGED_CALLS.has(dropped.route))
+      return ids.map((id) => unexercised(id, `the lost answer was of ${dropped.route}, which charges nothing`));
     const retries = retriesOf(calls, dropped);
     const checks: CheckReport[] = [];
     if (retries.length === 0)
