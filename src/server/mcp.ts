@@ -154,11 +154,15 @@ export function registerMcpRoute(
 
       const { buildHandler } = await loadMcpServer();
       handler ??= buildHandler(resources, plane, onServerError);
-      const response = await handler(webRequest(request), access, request.body, () => app.loseAnswer(request, reply));
+      // The SDK ends an exchange (an open event stream) when its request is aborted: when the client goes.
+      const gone = new AbortController();
+      reply.raw.once('close', () => gone.abort());
+      const response = await handler(webRequest(request, gone.signal), access, request.body, () => app.loseAnswer(request, reply));
       // A drop_response fault closed the connection before the answer (emulator control): nothing more to send.
       if (reply.sent) return reply;
       reply.code(response.status);
-      response.headers.forEach((value, name) => void reply.header(name, value));
+      // Its length is the body's as sent here (the id put back, withRequestId), which fastify sets itself.
+      response.headers.forEach((value, name) => void (name === 'content-length' || reply.header(name, value)));
       // An event stream (a 2026-07-28 subscriptions/listen) is passed on as it comes; a JSON answer whole.
       if (!response.body || !/^application\/json/i.test(response.headers.get('content-type') ?? ''))
         // Node's web ReadableStream type, which the DOM lib's (the tests' program) already is.
@@ -184,13 +188,13 @@ function withRequestId(body: Buffer, message: JsonRpcMessage): Buffer {
 const HOP_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'expect', 'upgrade']);
 
 /** The request as the SDK's web-standard handler takes it; the body goes alongside, already parsed. */
-function webRequest(request: FastifyRequest): Request {
+function webRequest(request: FastifyRequest, signal: AbortSignal): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined || HOP_HEADERS.has(name)) continue;
     for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
   }
-  return new Request(`http://${request.host}${request.url}`, { method: request.method, headers });
+  return new Request(`http://${request.host}${request.url}`, { method: request.method, headers, signal });
 }
 
 /**
