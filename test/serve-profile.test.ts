@@ -51,6 +51,7 @@ async function start(options: StartEmulatorOptions) {
   const headers = { authorization: `Bearer ${access_token}` };
   return {
     emu,
+    headers,
     get: (path: string) => http(`${emu.baseUrl}${path}`, { headers }),
     post: (path: string, body: unknown) => postJson(`${emu.baseUrl}${path}`, body, headers),
   };
@@ -146,6 +147,16 @@ describe('43.3 serve --profile: the emulator answers a profile', () => {
     // Unpinned (its variant in the profile is null): the emulator's own url answer and vocabulary.
     expect((await s.get(`/training/${id}`)).json()).toMatchObject({ document_id: id, processing_step: 'indexed' });
     expect((await s.get(`/training/${id}/url`)).json()).toEqual({ document_id: id, url: `${s.emu.authUrl}/documents/${id}` });
+
+    // The MCP twin of the ask answers the same way and names the profile in `_meta`.
+    const tool = await postJson(
+      `${s.emu.baseUrl}/mcp`,
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ask', arguments: { question: 'Wann kommt der Hufschmied?' } } },
+      { ...s.headers, accept: 'application/json, text/event-stream' },
+    );
+    const result = tool.json().result;
+    expect(result._meta['agent-access/variant']).toMatch(/^profile="service\.json", ordinal=1, ask\.sources=strings, /);
+    for (const source of result.structuredContent.sources) expect(source).toEqual(expect.any(String));
   });
 
   it('43.3 --profile with --vary-unspecified: the profiled dimensions stay pinned, the others vary; the ready line names both', async () => {
