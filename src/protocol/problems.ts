@@ -142,6 +142,7 @@ export const PROCESS_ERRORS = {
   findings_reported: { kind: 'findings', title: 'Client findings at or above the threshold were recorded' },
   conformance_failed: { kind: 'failed', title: 'A conformance scenario failed' },
   command_not_started: { kind: 'failed', title: 'The command under test could not be started' },
+  conformance_interrupted: { kind: 'interrupted', title: 'The conformance run was stopped' },
 } as const satisfies Record<string, Omit<ProblemEntry, 'status'>>;
 
 export type ProcessErrorCode = keyof typeof PROCESS_ERRORS;
