@@ -653,7 +653,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
 
     const keyed = await cli('ask', 'Hallo', '--idempotency-key', 'retry-me');
     expect(keyed.code, keyed.stderr).toBe(0);
-    expect(keyed.stderr).toMatch(/rate limited; retrying in 1 s \(attempt 2 of 4\)/);
+    expect(keyed.stderr).toMatch(/rate limited; retrying in 1 s \(attempt 2 of 4; Ctrl-C stops\)\n/);
     expect(keyed.stdout).toMatch(/\S/);
   });
 });

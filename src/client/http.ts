@@ -4,6 +4,7 @@ import type { Agent } from 'undici';
 import { ClientError } from '../protocol/errors.js';
 import { textOf } from '../protocol/format.js';
 import type { ClientContext } from './context.js';
+import { Progress } from './progress.js';
 
 export interface ApiRequest {
   method: 'GET' | 'POST' | 'DELETE';
@@ -126,9 +127,20 @@ export class HttpClient {
     return { status: res.statusCode, headers: res.headers, body, text };
   }
 
+  /** One line on stderr while it waits; on a terminal it counts down in place and is cleared when the retry goes out. */
   async #wait(ms: number, why: string, attempt: number): Promise<void> {
-    this.#ctx.stderr.write(`agent-access: ${why}; retrying in ${formatWait(ms)} (attempt ${attempt + 1} of ${this.#retry.attempts})\n`);
-    await sleep(ms);
+    const until = Date.now() + ms;
+    // The countdown in whole seconds (rounded up), so it never reads "999 ms" a moment after "2 s".
+    const left = () => (ms < 1_000 ? formatWait(ms) : `${Math.max(1, Math.ceil((until - Date.now()) / 1_000))} s`);
+    const line = () => `agent-access: ${why}; retrying in ${left()} (attempt ${attempt + 1} of ${this.#retry.attempts}; Ctrl-C stops)`;
+    const progress = new Progress(this.#ctx, line(), { elapsed: false });
+    const countdown = progress.live ? setInterval(() => progress.update(line()), 1_000) : undefined;
+    try {
+      await sleep(ms);
+    } finally {
+      clearInterval(countdown);
+      progress.stop();
+    }
   }
 }
 

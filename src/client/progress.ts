@@ -9,15 +9,18 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
 export class Progress {
   readonly #ctx: ClientContext;
   readonly #animate: boolean;
+  readonly #showElapsed: boolean;
   readonly #started = Date.now();
   #text = '';
   #printed = '';
   #frame = 0;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(ctx: ClientContext, text: string) {
+  /** `elapsed: false` for a line that counts down itself. */
+  constructor(ctx: ClientContext, text: string, options: { elapsed?: boolean } = {}) {
     this.#ctx = ctx;
     this.#animate = useAnsi(ctx);
+    this.#showElapsed = options.elapsed ?? true;
     this.update(text);
     if (this.#animate) {
       this.#timer = setInterval(() => this.#draw(), 100);
@@ -39,11 +42,16 @@ export class Progress {
   #draw(): void {
     if (this.#animate) {
       this.#frame = (this.#frame + 1) % FRAMES.length;
-      this.#ctx.stderr.write(`\r\x1b[2K${FRAMES[this.#frame]} ${this.#text} ${this.elapsed}`);
+      this.#ctx.stderr.write(`\r\x1b[2K${FRAMES[this.#frame]} ${this.#text}${this.#showElapsed ? ` ${this.elapsed}` : ''}`);
     } else if (this.#text !== this.#printed) {
       this.#printed = this.#text;
       this.#ctx.stderr.write(`${this.#text}\n`);
     }
+  }
+
+  /** Whether the line redraws in place (a terminal), so a caller can update a countdown in it. */
+  get live(): boolean {
+    return this.#animate;
   }
 
   /** Clears the line (terminal) and prints a final line if given. */
