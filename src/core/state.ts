@@ -202,7 +202,14 @@ export function parseState(text: string, file: string): State {
 
 /** The refusal of a state file whose text is not JSON: names the file and the way out. */
 export const notValidJson = (file: string, error: Error): StateFileError =>
-  new StateFileError(file, `state file ${file} is not valid JSON (${error.message}). ${resetAdvice(file)}`);
+  // Newer V8s quote the text around the fault, newlines and all: escaped, so the message stays one line.
+  new StateFileError(file, `state file ${file} is not valid JSON (${oneLine(error.message)}). ${resetAdvice(file)}`);
+
+/** Line breaks and other control characters as escapes (`\n`), so quoted file text cannot break a message's line. */
+const oneLine = (text: string): string =>
+  text.replace(/[\u0000-\u001f\u007f]/g, (c) =>
+    c === '\n' ? '\\n' : c === '\r' ? '\\r' : c === '\t' ? '\\t' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 
 /** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */
 export function checkState(json: unknown, file: string, what = `state file ${file}`): State {
