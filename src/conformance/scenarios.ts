@@ -1,3 +1,4 @@
+import { plural } from '../protocol/format.js';
 import type { EmulatorOptions, Emulator } from '../server/emulator.js';
 import type { FaultSpec } from '../core/faults.js';
 import { sha256 } from '../core/crypto.js';
@@ -72,7 +73,6 @@ const QUICK_JOBS = { researchQueueMs: 100, researchRunMs: 400, trainingStepMs: 1
 const APPROVE: Partial<EmulatorOptions> = { consent: [{ clientId: null, policy: { decision: 'approve' } }], timings: QUICK_JOBS };
 
 const s = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-const plural = (n: number, word: string, words = `${word}s`) => `${n} ${n === 1 ? word : words}`;
 
 function check(id: CheckId, verdict: Verdict, message: string, hint?: string): CheckReport {
   return { id, verdict, rule: CHECKS[id].rule, message, ...(verdict === 'fail' ? { hint: hint ?? CHECKS[id].hint } : {}) };

@@ -61,6 +61,8 @@ export const HINTS = {
   abandonedGrant:
     'When the client authorizes again (a new login), revoke the previous refresh token at /oauth/revoke (RFC 7009), so that the person does not keep grants that nothing uses.',
   unusedScope: 'Request only the scopes the agent uses (spec 5.9): the person sees each on the consent screen.',
+  codeNeverExchanged:
+    'Exchange the code from the redirect at the token endpoint (grant_type=authorization_code with the PKCE code_verifier) right away: it expires in minutes and works once.',
   familyInvalidated:
     'Drop the stored tokens and send the person through authorization again. If this was not a revocation, look for a parallel or repeated use of one refresh token.',
   grantRevoked: 'The person revoked access: drop the stored tokens and ask the person to authorize again.',

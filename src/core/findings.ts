@@ -1,3 +1,4 @@
+import { plural } from '../protocol/format.js';
 import { FINDINGS, SEVERITIES, type Finding, type FindingCode, type FindingSeverity } from '../protocol/findings.js';
 import { HINTS, missingParameterHint, type MissingParameter } from './client-hints.js';
 import type { Arrivals } from './arrivals.js';
@@ -6,6 +7,7 @@ import { idempotencyKeyName } from './idempotency.js';
 import type { CoreContext } from './context.js';
 import { sha256 } from './crypto.js';
 import type { AppEvent, EventMap } from './events.js';
+import type { Grant } from './state.js';
 
 /** A replayed refresh token counts as a parallel refresh (not a stale one) this soon after its rotation. */
 export const CONCURRENT_WINDOW = 10 * SECOND;
@@ -300,7 +302,7 @@ export class Findings {
   // ---- registration (spec 4.1) ------------------------------------------------------------------
 
   #registered(data: EventMap['client.registered']): void {
-    const key = `${data.client_name}\n${[...data.redirect_uris].sort().join('\n')}`;
+    const key = softwareOf(data);
     // A count, not the list of clients: copying a growing list made each registration slower than the last.
     const hash = sha256(key);
     const count = (this.#registrations.get(hash) ?? 0) + 1;
@@ -329,40 +331,66 @@ export class Findings {
       standing.set(id, finding);
       if (!earlier) this.#ctx.events.emit('finding.recorded', finding);
     };
-    const grants = this.#ctx.state.grants;
-    /** For each client and person, when their newest grant of this run was made. */
-    const newest = new Map<string, number>();
+    const { grants, clients, families } = this.#ctx.state;
+    /**
+     * A grant's software and person: a client that registers anew at each login (the MCP Inspector's --relogin) is
+     * the same software (the same name and redirect URIs), so its old grants are judged with its new ones.
+     */
+    const holder = (grant: Grant) => {
+      const client = clients[grant.client_id];
+      return `${client ? softwareOf(client) : grant.client_id}\n${grant.person_id}`;
+    };
+    /** For each software and person, its newest grant of this run. */
+    const newest = new Map<string, Grant>();
+    let exchanged: Set<string> | undefined;
     for (const [grantId, used] of this.#grants) {
       const grant = grants[grantId];
       if (!grant) continue;
-      const key = `${grant.client_id}\n${grant.person_id}`;
-      newest.set(key, Math.max(newest.get(key) ?? grant.created_at, grant.created_at));
+      const key = holder(grant);
+      const latest = newest.get(key);
+      if (!latest || grant.created_at >= latest.created_at) newest.set(key, grant);
       const unused = grant.resource === null ? [] : grant.scopes.filter((s) => !used.has(s));
-      if (unused.length > 0)
-        keep({
-          code: 'scope.unused',
-          client_id: grant.client_id,
-          grant_id: grant.id,
-          subject: grant.id,
-          message: `The grant holds ${unused.map((s) => `“${s}”`).join(', ')}, which no request of it has used.`,
-          hint: HINTS.unusedScope,
-        });
+      if (unused.length === 0) continue;
+      // A grant whose code never became tokens could not have used any scope: say that, not "unused".
+      exchanged ??= new Set(Object.values(families).map((f) => f.grant_id));
+      keep({
+        code: 'scope.unused',
+        client_id: grant.client_id,
+        grant_id: grant.id,
+        subject: grant.id,
+        message: exchanged.has(grant.id)
+          ? `The grant holds ${unused.map((s) => `“${s}”`).join(', ')}, which no request of it has used.`
+          : `The grant holds ${unused.map((s) => `“${s}”`).join(', ')}, but its authorization code was never exchanged for tokens, so nothing could use them.`,
+        hint: exchanged.has(grant.id) ? HINTS.unusedScope : HINTS.codeNeverExchanged,
+      });
     }
+    /** Per software and person, the older grants still active and not used since its newest grant. */
+    const leftActive = new Map<string, Grant[]>();
     if (newest.size > 0)
       for (const grant of Object.values(grants)) {
         if (grant.status !== 'active') continue;
-        const latest = newest.get(`${grant.client_id}\n${grant.person_id}`);
-        // Judged against the newest grant: a grant used since then is still in use (another session of the client).
+        const key = holder(grant);
+        const latest = newest.get(key)?.created_at;
+        // Judged against the newest grant: a grant used since then is still in use (another session of the software).
         if (latest === undefined || latest <= grant.created_at || (grant.last_used_at ?? grant.created_at) >= latest) continue;
+        leftActive.set(key, [...(leftActive.get(key) ?? []), grant]);
+      }
+    for (const [key, old] of leftActive) {
+      const latest = newest.get(key)!;
+      const names = old.map((g) => (g.client_id === latest.client_id ? g.id : `${g.id} (client ${g.client_id})`));
+      for (const grant of old)
         keep({
           code: 'grant.abandoned',
           client_id: grant.client_id,
           grant_id: grant.id,
           subject: grant.id,
-          message: `The client was granted access again for the same person, while this older grant stays active and has not been used since.`,
+          message:
+            grant.client_id === latest.client_id
+              ? `The client was granted access again for the same person (grant ${latest.id}), while ${plural(old.length, 'older grant')} ${old.length === 1 ? 'stays' : 'stay'} active and unused since: ${names.join(', ')}.`
+              : `The same software (same name and redirect URIs) registered again as client ${latest.client_id} and was granted access for the same person (grant ${latest.id}), while ${plural(old.length, 'older grant')} ${old.length === 1 ? 'stays' : 'stay'} active and unused since: ${names.join(', ')}.`,
           hint: HINTS.abandonedGrant,
         });
-      }
+    }
     this.#standing = standing;
   }
 
@@ -410,6 +438,10 @@ export class Findings {
 }
 
 /** One finding per code, client and subject; a repeated registration spans clients: one per name and redirect URIs. */
+/** What makes two registrations the same software: the name and the redirect URIs, in any order. */
+const softwareOf = (client: { client_name: string; redirect_uris: readonly string[] }): string =>
+  `${client.client_name}\n${[...client.redirect_uris].sort().join('\n')}`;
+
 function findingId(code: FindingCode, clientId: string, subject: string): string {
   return code === 'registration.repeated' ? `${code}:${sha256(subject).slice(0, 12)}` : `${code}:${clientId}:${subject}`;
 }

@@ -68,7 +68,8 @@ export const FINDINGS = {
   'grant.abandoned': {
     severity: 'warning',
     spec: 'spec 3.3, 5.7; RFC 7009 §2',
-    trigger: 'a client has a newer grant for the same person while an older one is still active and was not used since',
+    trigger:
+      'a client, or the same software registered again (same name and redirect URIs), has a newer grant for the same person while an older one is still active and was not used since',
   },
   'scope.unused': {
     severity: 'info',

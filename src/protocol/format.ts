@@ -22,3 +22,6 @@ export function textOf(value: unknown, fallback = ''): string {
   if (Array.isArray(value)) return value.map((v) => textOf(v)).join(', ');
   return value === null || value === undefined ? fallback : JSON.stringify(value);
 }
+
+/** `1 retry`, `3 retries`: a count with its noun. */
+export const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;

@@ -1,3 +1,4 @@
+import { plural } from '../protocol/format.js';
 import { readFile } from 'node:fs/promises';
 import { addAmount, ledgerChain, type ChargeEntry, type ChargeTotals } from '../core/charges.js';
 import { moveAwayCommand, shellQuoted } from '../core/state-files.js';
@@ -143,7 +144,6 @@ const sumBy = (entries: readonly ChargeEntry[], key: 'client_id' | 'grant_id'): 
   return sums;
 };
 
-const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const seqRange = (from: number, to: number) => (from === to ? `seq ${from}` : `seq ${from}–${to}`);
 
 /**

@@ -10,7 +10,7 @@ import { authenticate } from '../../src/core/resource-guard.js';
 import { FINDINGS, type Finding } from '../../src/protocol/findings.js';
 import { tablesUnder } from '../helpers/readme.js';
 import { pkce } from '../helpers/oauth.js';
-import { authorize, authorizeQuery, exchangeCode, oauthError, openCore, refresh, register, walkToTokens } from './helpers.js';
+import { authorize, authorizeQuery, exchangeCode, oauthError, openCore, refresh, register, RESOURCE, walkToTokens } from './helpers.js';
 
 const codes = (findings: Finding[]) => findings.map((f) => f.code);
 /** The findings at warning and above: a grant these tests never use for a request holds unused scopes (an info finding). */
@@ -185,6 +185,43 @@ describe('client findings: registrations and grants (spec 3.3, 4.1, 5.9)', () =>
     expect(codes(notable(core))).toEqual(['grant.abandoned', 'grant.abandoned']);
     for (const grant of Object.values(core.state.grants).slice(0, -1)) await revokeGrant(core, grant.id, 'client');
     expect(notable(core)).toEqual([]);
+  });
+
+  it('45.12 grant.abandoned per software: a client that registers anew at each login and keeps its old grants is found, naming every grant left active; other software is not', async () => {
+    const { core, clock } = await openCore();
+    const first = await walkToTokens(core);
+    clock.advance(MINUTE);
+    const second = await walkToTokens(core);
+    clock.advance(MINUTE);
+    const third = await walkToTokens(core);
+    const abandoned = () => notable(core).filter((f) => f.code === 'grant.abandoned');
+    expect(
+      abandoned()
+        .map((f) => f.grant_id)
+        .sort(),
+    ).toEqual([first.grantId, second.grantId].sort());
+    expect(abandoned().find((f) => f.grant_id === first.grantId)!.message).toBe(
+      `The same software (same name and redirect URIs) registered again as client ${third.client.client_id} and was granted access for the same person (grant ${third.grantId}), while 2 older grants stay active and unused since: ${first.grantId} (client ${first.client.client_id}), ${second.grantId} (client ${second.client.client_id}).`,
+    );
+    // Other software of the same person is judged on its own.
+    clock.advance(MINUTE);
+    await walkToTokens(core, { client: { client_name: 'Ein anderer Agent', redirect_uris: ['http://127.0.0.1/other'] } });
+    expect(abandoned()).toHaveLength(2);
+    for (const grant of [first, second]) await revokeGrant(core, grant.grantId, 'client');
+    expect(abandoned()).toEqual([]);
+  });
+
+  it('45.11 scope.unused says when the code was never exchanged, with the hint to exchange it', async () => {
+    const { core } = await openCore();
+    const client = await register(core);
+    await authorize(core, client, { scope: 'ask', resource: RESOURCE });
+    expect(core.findings.list()).toMatchObject([
+      {
+        code: 'scope.unused',
+        message: 'The grant holds “ask”, but its authorization code was never exchanged for tokens, so nothing could use them.',
+        hint: expect.stringMatching(/^Exchange the code from the redirect/),
+      },
+    ]);
   });
 
   it('a reset forgets the findings', async () => {
