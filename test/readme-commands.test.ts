@@ -176,12 +176,14 @@ const SCRIPTED_USE = '### Scripted use › # once, interactively (or on a machin
 const SH: Record<string, ShCheck> = {
   '# agent-access › npm install && npm start': {
     how: 'checked',
-    test: 'README quick start: npm start builds, then serves on 4100 with the state in .agent-access/state.json',
+    test: 'README quick start: npm start builds when sources changed, then serves on 4100 with the state in .agent-access/state.json',
     // Not run: `npm install` needs the registry, and the build is this run's own. The quick start test serves it.
     check: async (b) => {
-      expect(b.body).toMatch(/# builds, then runs the emulator on http:\/\/127\.0\.0\.1:4100 with state in \.agent-access\/state\.json/);
+      expect(b.body).toMatch(
+        /# builds \(when sources changed\), then runs the emulator on http:\/\/127\.0\.0\.1:4100 with state in \.agent-access\/state\.json/,
+      );
       const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8'));
-      expect(pkg.scripts.start).toBe('npm run build && node bin/agent-access.js serve');
+      expect(pkg.scripts.start).toBe('node scripts/build-if-stale.mjs && node bin/agent-access.js serve');
       const help = (await runCli(['serve', '--help'])).stdout.replace(/\s+/g, ' ');
       expect(help).toMatch(/--port <port> [^-]*\(default: 4100\)/);
       expect(help).toMatch(/--host <host> [^-]*\(default: "127\.0\.0\.1"\)/);
