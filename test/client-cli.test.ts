@@ -161,6 +161,18 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(listGrants(emulator.core).filter((g) => g.status === 'active')).toHaveLength(1);
   });
 
+  it('45.11 login --headless whose code exchange fails says so once, never "server answered 502; retrying" (the 502 is its own listener\'s)', async () => {
+    const emulator = await startEmulator();
+    setConsentPolicy(emulator.core, null, { decision: 'approve' });
+    emulator.faults.arm({ kind: 'server_error', route: '/oauth/token', count: 1 });
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env: clientEnv(await scratchDir()) });
+    expect(res.code).toBe(6);
+    expect(res.stderr.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(/^Requesting the consent page on .* without a browser/),
+      `agent-access: code exchange: the server answered HTTP 500 (${emulator.baseUrl}/oauth/token)`,
+    ]);
+  });
+
   it('MCP SEP-2352: when the server names another authorization server, the stored tokens are never presented to it; log in anew', async () => {
     const emulator = await startEmulator();
     setConsentPolicy(emulator.core, null, { decision: 'approve' });

@@ -12,6 +12,8 @@ export interface ApiRequest {
   token?: string;
   body?: unknown;
   idempotencyKey?: string;
+  /** false: answered as it comes, never retried (a request to this process's own login listener, not a server). */
+  retry?: boolean;
 }
 
 export interface ApiResponse {
@@ -82,7 +84,7 @@ export class HttpClient {
 
   /** Sends a request, retrying what may be retried; answers every status (the caller decides what is an error). */
   async send(req: ApiRequest): Promise<ApiResponse> {
-    const retryable = req.method === 'GET' || req.idempotencyKey !== undefined;
+    const retryable = req.retry !== false && (req.method === 'GET' || req.idempotencyKey !== undefined);
     for (let attempt = 1; ; attempt++) {
       let response: ApiResponse;
       try {

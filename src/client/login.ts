@@ -227,7 +227,8 @@ async function answerWithoutBrowser(session: Session, url: string, listener: str
         `the authorization endpoint redirected to ${target.origin}, not to this login's listener ${listener}`,
         'client.login_redirect',
       );
-    await session.http.send({ method: 'GET', url: target.href });
+    // The listener's answer is this login's own outcome (a failed code exchange is its 502), which the wait reports.
+    await session.http.send({ method: 'GET', url: target.href, retry: false });
     return;
   }
   if (answer.status === 200) {

@@ -48,7 +48,16 @@ export function oauthFailure(step: string, e: unknown): ClientError {
     );
   }
   const err = e as Error & { code?: string; cause?: unknown };
-  const cause = err.cause instanceof Response ? ` (HTTP ${err.cause.status} from ${err.cause.url})` : '';
+  // Duck-typed: the Response comes from undici's fetch, whose class is not the global one on every Node.
+  const response = err.cause as { status?: unknown; url?: unknown } | undefined;
+  const answered = typeof response?.status === 'number' && typeof response.url === 'string';
+  if (answered && /unexpected HTTP status code/.test(err.message))
+    return new ClientError(
+      (response.status as number) >= 500 ? 'server' : 'failed',
+      `${step}: the server answered HTTP ${response.status as number} (${response.url as string})`,
+      'oauth.failed',
+    );
+  const cause = answered ? ` (HTTP ${response.status as number} from ${response.url as string})` : '';
   const network = (err.cause as { code?: string } | undefined)?.code;
   if (err instanceof TypeError && network)
     return new ClientError('unreachable', `${step}: cannot reach the server (${network})`, 'client.unreachable');
