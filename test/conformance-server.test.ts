@@ -214,3 +214,48 @@ describe('43.4 against servers that break a rule', () => {
     60_000,
   );
 });
+
+describe('43.3 --record-profile', () => {
+  it('43.3 against an emulator under --vary-unspecified=SEED the profile names the variants that emulator used for the objects the run saw', async () => {
+    const emu = await startRunning({ consent: 'approve', varyUnspecified: { seed: 7 } });
+    // The emulator names what it varied in Agent-Access-Variant (its diagnostics): read here on the way, never by the run.
+    const used = new Map<string, Set<string>>();
+    const proxy = await startContractProxy(emu, {
+      answer(_req, res) {
+        for (const item of (res.headers['agent-access-variant'] ?? '').split(/,\s*/)) {
+          const [name, value] = item.split('=');
+          if (name && value && name.includes('.')) used.set(name, (used.get(name) ?? new Set()).add(value));
+        }
+      },
+    });
+    const file = join(await scratchDir(), 'service.json');
+    const { checks, stderr } = await checkServer(proxy.baseUrl, ['--allow-charges', '--allow-writes'], ['--record-profile', file]);
+    expect(notPassed(checks).filter((c) => !/needs --allow-extra-logins/.test(c))).toEqual([]);
+    expect(stderr).toContain(`Wrote the profile ${file}`);
+    const profile = JSON.parse(await readFile(file, 'utf8')) as {
+      version: number;
+      server: string;
+      dimensions: Record<string, Record<string, { variant: string | null }>>;
+      observations: Record<string, unknown>;
+    };
+    expect(profile).toMatchObject({ version: 1, server: proxy.baseUrl, observations: { ratelimit_limit: '60' } });
+    const named = Object.entries(profile.dimensions).flatMap(([kind, dims]) =>
+      Object.entries(dims).map(([dimension, p]) => [`${kind}.${dimension}`, p.variant] as const),
+    );
+    // The objects the run saw: an ask, a research job that succeeded, a training document, each with its dimensions.
+    for (const dimension of [
+      'ask.sources',
+      'research.report',
+      'research.citations',
+      'training.accepted',
+      'training.url',
+      'training.processing_step',
+    ])
+      expect(named.map(([d]) => d)).toContain(dimension);
+    const compared = named.filter(([dimension]) => used.has(dimension));
+    expect(compared.length).toBeGreaterThanOrEqual(8);
+    const differing = named.filter(([dimension, variant]) => used.has(dimension) && !used.get(dimension)!.has(String(variant)));
+    expect(differing, JSON.stringify([...used].map(([d, v]) => [d, [...v]]))).toEqual([]);
+    console.log(`profile of seed 7: ${compared.map(([d, v]) => `${d}=${v}`).join(', ')}`);
+  }, 90_000);
+});

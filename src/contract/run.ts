@@ -7,16 +7,10 @@ import { authorize, login as storedLogin, type Authorized, type LoginOptions } f
 import type { Session } from '../client/session.js';
 import type { StoredLogin } from '../client/token-store.js';
 import { summarizeChecks, scenarioVerdict, type CheckReport, type ConformanceReport, type ScenarioReport } from '../conformance/report.js';
+import type { ObservedResponse } from '../core/variant-profile.js';
 import { ClientError } from '../protocol/errors.js';
 import { RETIRED_SCOPES, SUPPORTED_SCOPES } from '../protocol/scopes.js';
 import { GROUPS, NEED_FLAG, SERVER_CHECKS, type Need, type ServerCheckId } from './checks.js';
-
-/** One answer of the ask, research or training routes, as the profile records it (src/core/variant-profile.ts). */
-export interface SeenResponse {
-  step: 'ask' | 'research.created' | 'research.poll' | 'training.accepted' | 'training.status' | 'training.url';
-  status: number;
-  body: unknown;
-}
 
 export interface ServerRunOptions {
   allowCharges: boolean;
@@ -34,7 +28,7 @@ export interface ServerRunOptions {
 
 export interface ServerRun {
   report: ConformanceReport;
-  responses: SeenResponse[];
+  responses: ObservedResponse[];
 }
 
 /** A failed expectation: what was wrong, and the exchange that showed it. */
@@ -100,7 +94,7 @@ export async function runServerConformance(session: Session, options: ServerRunO
   const base = session.baseUrl;
   const resourceId = `${base}/mcp`;
   const results = new Map<ServerCheckId, CheckReport>();
-  const responses: SeenResponse[] = [];
+  const responses: ObservedResponse[] = [];
   const errors: Record<string, ReturnType<typeof errorFormat>> = {};
   const rateLimit: { limit: string | null; missing: string[]; seen: number } = { limit: null, missing: [], seen: 0 };
   const charged: Record<string, number> = { 'POST /chat/ask': 0, 'POST /research': 0 };
@@ -478,7 +472,7 @@ export async function runServerConformance(session: Session, options: ServerRunO
   }
   /** Ends an extra login's grant (RFC 7009), so the person keeps none the run made. */
   async function cleanUp(auth: Authorized | undefined, refreshToken?: string) {
-    const token = refreshToken ?? (auth?.tokens.refresh_token);
+    const token = refreshToken ?? auth?.tokens.refresh_token;
     if (!auth || !token || typeof meta.revocation_endpoint !== 'string') return;
     await wire('POST', meta.revocation_endpoint, { form: { token, token_type_hint: 'refresh_token', client_id: auth.clientId } }).catch(
       () => undefined,
@@ -731,7 +725,7 @@ export async function runServerConformance(session: Session, options: ServerRunO
   });
 
   // ---- the report ----
-  const first = (step: SeenResponse['step']) => responses.filter((r) => r.step === step && r.status < 300).map((r) => asRecord(r.body));
+  const first = (step: ObservedResponse['step']) => responses.filter((r) => r.step === step && r.status < 300).map((r) => asRecord(r.body));
   const elementShapes = (list: unknown) => (Array.isArray(list) ? [...new Set(list.map(shapeOf))] : []);
   const polls = first('research.poll');
   const observations: Record<string, unknown> = {
