@@ -73,6 +73,22 @@ describe('43.4 against the emulator', () => {
     expect((state.grants as unknown[]).length).toBe(1);
   }, 60_000);
 
+  it('43.1 the stored login is used when it has the scopes, and one that ended (revoked) is replaced by a fresh login, not failed', async () => {
+    const emu = await startRunning({ consent: 'approve' });
+    const config = await scratchDir();
+    const env = { AGENT_ACCESS_CONFIG_DIR: config };
+    expect((await runCli(['login', '--base-url', emu.baseUrl, '--headless'], { env })).code).toBe(0);
+    const reused = await runCli(['conformance', 'server', '--base-url', emu.baseUrl, '--headless', '--json'], { env, timeoutMs: 60_000 });
+    expect(reused.code, reused.stderr).toBe(0);
+    expect(reused.stderr).not.toContain('logging in to');
+    const grants = (await adminGet(emu, '/grants')).grants as Array<{ id: string }>;
+    for (const g of grants)
+      await fetch(`${emu.adminUrl}/grants/${g.id}/revoke`, { method: 'POST', headers: { authorization: `Bearer ${emu.adminToken}` } });
+    const again = await runCli(['conformance', 'server', '--base-url', emu.baseUrl, '--headless', '--json'], { env, timeoutMs: 60_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(/logging in to .*: the stored login is no longer valid/);
+  }, 60_000);
+
   it('43.1 --junit writes one testcase per check, skipped ones as skipped; a server not reachable exits 6', async () => {
     const emu = await startRunning({ consent: 'approve' });
     const dir = await scratchDir();

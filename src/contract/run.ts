@@ -4,7 +4,7 @@ import type * as oauth from 'oauth4webapi';
 import { bearerChallenge, retryAfterMs } from '../client/http.js';
 import { tokenClaims } from '../client/login-view.js';
 import { authorize, login as storedLogin, type Authorized, type LoginOptions } from '../client/login.js';
-import type { Session } from '../client/session.js';
+import { LoginRequiredError, type Session } from '../client/session.js';
 import type { StoredLogin } from '../client/token-store.js';
 import { summarizeChecks, scenarioVerdict, type CheckReport, type ConformanceReport, type ScenarioReport } from '../conformance/report.js';
 import type { ObservedResponse } from '../core/variant-profile.js';
@@ -157,11 +157,22 @@ export async function runServerConformance(session: Session, options: ServerRunO
       body = new URLSearchParams(init.form).toString();
     }
     let res: Response;
-    try {
-      res = await session.http.fetch(url, { method, headers, body, redirect: 'manual' });
-    } catch (e) {
-      const code = (e as { cause?: { code?: string } }).cause?.code;
-      throw new ClientError('unreachable', `cannot reach ${new URL(url).origin}: ${code ?? (e as Error).message}`);
+    // A 429 is waited out (its Retry-After, a minute at most, three times) where sending again is safe: a GET, or a
+    // POST with its Idempotency-Key. The rate limit is the server's right, not a broken rule.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        res = await session.http.fetch(url, { method, headers, body, redirect: 'manual' });
+      } catch (e) {
+        const code = (e as { cause?: { code?: string } }).cause?.code;
+        throw new ClientError('unreachable', `cannot reach ${new URL(url).origin}: ${code ?? (e as Error).message}`);
+      }
+      const wait = res.status === 429 ? retryAfterMs(res.headers.get('retry-after') ?? undefined, Date.now()) : null;
+      if (wait === null || wait > 60_000 || attempt > 3 || (method !== 'GET' && !init.key)) break;
+      await res.body?.cancel();
+      options.say(
+        `agent-access: ${method} ${new URL(url).pathname} answered 429; waiting ${Math.ceil(wait / 1000)} s as its Retry-After says`,
+      );
+      await sleep(wait);
     }
     const text = await res.text();
     let parsed: unknown = text;
@@ -388,17 +399,21 @@ export async function runServerConformance(session: Session, options: ServerRunO
     timeoutMs: options.loginTimeoutMs,
     callbackPort: 0,
   });
+  let loggedInNow = false;
+  const logIn = async (why: string) => {
+    options.say(`agent-access: logging in to ${base} with scope "${needed.join(' ')}": ${why} (a consent screen opens)`);
+    await storedLogin(session, loginOptions(needed.join(' ')));
+    loggedInNow = true;
+    main = (await session.store.read(base)).login ?? undefined;
+  };
   try {
     const stored = (await session.store.read(base)).login;
     const held = new Set(stored?.scope.split(' ') ?? []);
     if (stored && stored.resource !== null && needed.every((s) => held.has(s))) main = stored;
-    else {
-      options.say(
-        `agent-access: logging in to ${base} with scope "${needed.join(' ')}": ${stored ? `the stored login ${stored.resource === null ? 'is an identity token' : `holds "${stored.scope}"`}` : 'no stored login'} (a consent screen opens)`,
+    else
+      await logIn(
+        stored ? `the stored login ${stored.resource === null ? 'is an identity token' : `holds "${stored.scope}"`}` : 'no stored login',
       );
-      await storedLogin(session, loginOptions(needed.join(' ')));
-      main = (await session.store.read(base)).login ?? undefined;
-    }
   } catch (e) {
     if (e instanceof ClientError && (e.kind === 'unreachable' || e.kind === 'interrupted')) throw e;
     options.say(`agent-access: no login to ${base}: ${(e as Error).message}`);
@@ -409,9 +424,21 @@ export async function runServerConformance(session: Session, options: ServerRunO
       await body(main);
     });
 
-  await withLogin('refresh.rotates', async (before) => {
+  await withLogin('refresh.rotates', async (stored) => {
     let answer: oauth.TokenEndpointResponse | undefined;
-    const after = await session.accessToken({ force: true, onTokens: (t) => (answer = t) });
+    let before = stored;
+    const refresh = () => session.accessToken({ force: true, onTokens: (t) => (answer = t) });
+    let after: StoredLogin;
+    try {
+      after = await refresh();
+    } catch (e) {
+      // A login stored long ago may have ended (revoked, replayed elsewhere): not the server's fault; one fresh login.
+      if (!(e instanceof LoginRequiredError) || loggedInNow) throw e;
+      await logIn(`the stored login is no longer valid (${e.message.replace(/ Run `.*$/, '')})`);
+      if (!main) throw e;
+      before = main;
+      after = await refresh();
+    }
     tokenResponse(answer as unknown as Record<string, unknown>, 'the refresh of the stored login');
     expect(
       typeof answer?.refresh_token === 'string' && answer.refresh_token !== before.refresh_token,
