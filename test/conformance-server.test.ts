@@ -48,6 +48,7 @@ describe('43.4 against the emulator', () => {
     expect(code).toBe(0);
     expect(report.summary).toEqual({ pass: checks.length, fail: 0, skipped: 0 });
     expect(report.charges).toMatchObject({ calls: 3, routes: { 'POST /chat/ask': 2, 'POST /research': 1 } });
+    expect(report.charges!.note).toContain('at most 2.2 AKh, 2.1 AKh where the reused key is refused with 409');
     // One line on stderr per extra consent screen, saying why.
     expect(stderr.match(/a consent screen of its own opens: .+/g)).toHaveLength(4);
     // The emulator charged one ask and one research job: the replay and the 409 cost nothing.

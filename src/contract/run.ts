@@ -8,6 +8,7 @@ import { LoginRequiredError, type Session } from '../client/session.js';
 import type { StoredLogin } from '../client/token-store.js';
 import { summarizeChecks, scenarioVerdict, type CheckReport, type ConformanceReport, type ScenarioReport } from '../conformance/report.js';
 import type { ObservedResponse } from '../core/variant-profile.js';
+import { addAmount, DEFAULT_PRICES } from '../protocol/charges.js';
 import { ClientError } from '../protocol/errors.js';
 import { RETIRED_SCOPES, SUPPORTED_SCOPES } from '../protocol/scopes.js';
 import { GROUPS, NEED_FLAG, SERVER_CHECKS, type Need, type ServerCheckId } from './checks.js';
@@ -770,10 +771,14 @@ export async function runServerConformance(session: Session, options: ServerRunO
     ...(first('training.url').length ? { training_url_fields: Object.keys(first('training.url')[0]!).sort() } : {}),
   };
   const calls = CHARGED_ROUTES.reduce((n, r) => n + charged[r]!, 0);
+  const asks = charged['POST /chat/ask']!;
+  const research = charged['POST /research']!;
+  // The reused key with another body costs nothing where the server answers 409 as it must.
+  const akh = (askCount: number) => addAmount(askCount * DEFAULT_PRICES.ask, research * DEFAULT_PRICES.research);
   const note =
     calls === 0
       ? 'No charged call was made: nothing was charged.'
-      : `Charged calls made: ${calls} (${CHARGED_ROUTES.map((r) => `${r} ${charged[r]}`).join(', ')}), each with an Idempotency-Key: at most ${calls} charges, ${calls - (charged['POST /chat/ask']! > 1 ? 1 : 0)} where the server refuses the reused key with 409 as it must. The server prices each in AKh (the emulator: 0.1 an ask, 2 a research job).`;
+      : `Charged calls made: ${calls} (POST /chat/ask ${asks}, POST /research ${research}), each with an Idempotency-Key, so one charge each at most: at the emulator's prices (${DEFAULT_PRICES.ask} AKh an ask, ${DEFAULT_PRICES.research} a research job) at most ${akh(asks)} AKh, ${akh(Math.min(asks, 1))} AKh where the reused key is refused with 409 as it must be. The spec states no prices: the server's may differ.`;
   const scenarios: ScenarioReport[] = GROUPS.map((group) => {
     const checks = (Object.keys(SERVER_CHECKS) as ServerCheckId[])
       .filter((id) => SERVER_CHECKS[id].group === group)
