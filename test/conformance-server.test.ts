@@ -90,6 +90,19 @@ describe('43.4 against the emulator', () => {
     expect(again.stderr).toMatch(/logging in to .*: the stored login is no longer valid/);
   }, 60_000);
 
+  it('43.1 a consent screen the person declines skips the checks that needed it (it says nothing about the server)', async () => {
+    const emu = await startRunning({ consent: 'deny' });
+    const { code, check, report } = await checkServer(emu.baseUrl, ['--allow-extra-logins']);
+    expect(check('refresh.rotates')).toMatchObject({
+      verdict: 'skipped',
+      message: expect.stringMatching(/^skipped \(its consent screen was not approved: access denied/),
+    });
+    expect(check('guard.identity-token')).toMatchObject({ verdict: 'skipped' });
+    expect(check('guard.no-token')).toMatchObject({ verdict: 'pass' });
+    expect(report.summary.fail).toBe(0);
+    expect(code).toBe(0);
+  }, 60_000);
+
   it('43.1 --junit writes one testcase per check, skipped ones as skipped; a server not reachable exits 6', async () => {
     const emu = await startRunning({ consent: 'approve' });
     const dir = await scratchDir();
