@@ -12,7 +12,8 @@ import { adminRequest } from './protocol/admin-client.js';
 import { ADMIN_ROUTES, adminPath, allPages } from './protocol/admin-api.js';
 import { ManualClock, systemClock } from './core/clock.js';
 import type { TokenResponse } from './core/grants/index.js';
-import { Emulator, type EmulatorOptions } from './server/emulator.js';
+import { Emulator, type EmulatorOptions, type ProfileInUse } from './server/emulator.js';
+import type { VariantProfile } from './core/variant-profile.js';
 import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-policy.js';
 import type { PendingAction } from './core/actions.js';
 import type { GrantView } from './core/grants-admin.js';
@@ -21,7 +22,15 @@ import { checkSeed, type VaryUnspecified } from './core/variation.js';
 import type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 import { FindingsError, findingsAtOrAbove, type Finding, type FindingSeverity, type FindingsList } from './protocol/findings.js';
 
-export { Emulator, type EmulatorOptions } from './server/emulator.js';
+export { Emulator, type EmulatorOptions, type ProfileInUse } from './server/emulator.js';
+export {
+  parseProfile,
+  recordProfile,
+  type ObservedResponse,
+  type ObservedStep,
+  type ProfiledDimension,
+  type VariantProfile,
+} from './core/variant-profile.js';
 export type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 export { ManualClock, parseDuration, type Clock } from './core/clock.js';
 export type { AppEvent, EventMap, EventName } from './core/events.js';
@@ -73,6 +82,11 @@ export interface StartEmulatorOptions {
    * random seed (read it from `varyUnspecified` of the result). Default: off.
    */
   varyUnspecified?: boolean | VaryUnspecified;
+  /**
+   * Answer like a real server was seen to (`serve --profile`, issue 43): a profile file (`conformance server
+   * --record-profile`), or, in-process only, the profile itself. Its dimensions are pinned, the rest as without it.
+   */
+  profile?: string | VariantProfile;
   /** In-process only: any other emulator option (prices, timings, ask timeout, ...). */
   emulator?: Omit<
     EmulatorOptions,
@@ -89,6 +103,7 @@ export interface StartEmulatorOptions {
     | 'consent'
     | 'faults'
     | 'varyUnspecified'
+    | 'profile'
     | 'scenario'
   >;
 }
@@ -123,6 +138,8 @@ export interface RunningEmulator {
   readonly adminToken: string;
   /** The variation mode it runs in, with its seed, or false. */
   readonly varyUnspecified: VaryUnspecified | false;
+  /** The profile it answers with: its name, file, server, the dimensions pinned and those not; or null. */
+  readonly profile: ProfileInUse | null;
   readonly clock: {
     readonly mode: 'system' | 'manual';
     /** The emulator's time, epoch ms. */
@@ -199,6 +216,7 @@ interface Endpoints {
   adminUrl: string;
   adminToken: string;
   varyUnspecified: VaryUnspecified | false;
+  profile: ProfileInUse | null;
 }
 
 const admin = <T>(e: Endpoints, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> =>
@@ -302,6 +320,10 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     );
   if (options.varyUnspecified)
     args.push(options.varyUnspecified === true ? '--vary-unspecified' : `--vary-unspecified=${checkSeed(options.varyUnspecified.seed)}`);
+  if (options.profile !== undefined) {
+    if (typeof options.profile !== 'string') throw new TypeError('profile: a child emulator takes a profile file, not a profile object');
+    args.push('--profile', options.profile);
+  }
   const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   // The child never outlives this process, even when a test run ends without calling stop().
   const killChild = () => child.kill('SIGKILL');
@@ -338,6 +360,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     admin_url: string;
     admin_token: string;
     vary_unspecified?: VaryUnspecified;
+    profile?: ProfileInUse;
   };
   const e: Endpoints = {
     baseUrl: ready.base_url,
@@ -346,6 +369,7 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
     adminUrl: ready.admin_url,
     adminToken: ready.admin_token,
     varyUnspecified: ready.vary_unspecified ?? false,
+    profile: ready.profile ?? null,
   };
   let stopping: Promise<void> | undefined;
   return controls(
@@ -405,6 +429,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     faults: options.faults,
     clock: mode === 'manual' ? new ManualClock(typeof options.clock === 'number' ? options.clock : Date.now()) : systemClock,
     varyUnspecified: options.varyUnspecified === true ? { seed: randomInt(1_000_000) } : options.varyUnspecified || false,
+    ...(options.profile !== undefined ? { profile: options.profile } : {}),
   });
   const e = {
     baseUrl: emulator.baseUrl,
@@ -413,6 +438,7 @@ export async function startEmulator(options: StartEmulatorOptions = {}): Promise
     adminUrl: emulator.adminUrl,
     adminToken: emulator.adminToken,
     varyUnspecified: emulator.varyUnspecified,
+    profile: emulator.profile,
   };
   return controls(e, mode, () => emulator.stop());
 }

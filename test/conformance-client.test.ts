@@ -4,7 +4,8 @@
  * the same client used the wrong way fails the check that names the mistake; and the command's exit codes, JSON,
  * JUnit and kept logs are what the README says.
  */
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runClientConformance, type ConformanceReport } from '../src/index.js';
 import { FAULT_KINDS } from '../src/core/faults.js';
 import { BIN, runCli } from './helpers/cli.js';
+import { pollUntil } from './helpers/wait.js';
 
 const OWN_CLIENT = fileURLToPath(new URL('./fixtures/conformance/own-client.sh', import.meta.url));
 const CLI = `${process.execPath} ${BIN}`;
@@ -268,4 +270,46 @@ describe('42.1 the command', () => {
     );
     expect(['gone', 'Z']).toContain(state);
   }, 60_000);
+
+  it('42.1 Ctrl-C (SIGINT) or SIGTERM stops the run: exit 130, every command under test killed with its group, every run folder removed, no report', async () => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const marks = join(dir, `interrupted-${signal}`);
+      await mkdir(marks);
+      // Each scenario's command leaves its background child's pid and its HOME, then waits.
+      const client = await script(`hang-${signal}.sh`, `sleep 60 & echo "$! $HOME" > ${marks}/$AGENT_ACCESS_SCENARIO\nwait`);
+      const child = spawn(
+        process.execPath,
+        [BIN, 'conformance', 'client', '--scenario', 'flow', '--scenario', 'expiry', '--', 'sh', client],
+        {
+          env: { ...process.env, ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const written = async () => {
+        const lines = await Promise.all((await readdir(marks)).map((name) => readFile(join(marks, name), 'utf8')));
+        return lines.length === 2 && lines.every((line) => line.endsWith('\n')) ? lines.map((line) => line.trim().split(' ')) : null;
+      };
+      const runs = await pollUntil(written, 'both commands under test to start', { timeoutMs: 30_000 });
+      child.kill(signal);
+      expect(await exited, stderr).toBe(130);
+      expect(stderr).toMatch(new RegExp(`interrupted \\(${signal}\\): the commands under test were stopped and their folders removed`));
+      expect(stdout).toBe('');
+      for (const [pid, home] of runs) {
+        expect(await processState(Number(pid)), `${signal}: background child of a command`).not.toBe('running');
+        await expect(stat(home!), `${signal}: the run's HOME`).rejects.toMatchObject({ code: 'ENOENT' });
+      }
+    }
+  }, 90_000);
 });
+
+/** `gone`, `zombie` (ended, not yet reaped) or `running`, from /proc. */
+async function processState(pid: number): Promise<'gone' | 'zombie' | 'running'> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return 'gone';
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z' ? 'zombie' : 'running';
+}

@@ -55,18 +55,55 @@ describe('42.5 the MCP TypeScript SDK client', () => {
   }, 180_000);
 });
 
-/** Each switch of the faulty client, the scenario it must fail, and the check that must name it. */
-const DEFECTS = [
-  ['parallel-refresh', 'parallel-expiry', 'parallel-expiry.one-refresh'],
-  ['ignore-retry-after', 'rate-limited', 'rate-limited.waits-retry-after'],
-  ['post-retry-without-key', 'server-error', 'server-error.retry-with-key'],
-  ['hot-poll', 'research-polling', 'research-polling.interval'],
-  ['retry-revoked-refresh', 'revoked', 'revoked.no-refused-refresh-retry'],
-  ['all-scopes', 'flow', 'flow.minimal-scopes'],
-  ['no-pkce', 'flow', 'flow.pkce-state-resource'],
-  ['no-resource', 'flow', 'flow.pkce-state-resource'],
-  ['unchecked-sources', 'shapes', 'shapes.exits-0'],
-] as const;
+describe('42.2 an MCP client through rate-limited and server-error (each tool faulted on its own)', () => {
+  it('42.2 SDK client that waits Retry-After and repeats with its idempotency_key passes rate-limited and server-error; one that repeats at once fails rate-limited.waits-retry-after on tool ask', async () => {
+    const waits = await runClientConformance({
+      command: process.execPath,
+      args: [SDK_CLIENT],
+      env: { SDK_CLIENT_RETRY: 'after', SDK_CLIENT_ROUNDS: '1' },
+      scenarios: ['rate-limited', 'server-error'],
+      timeout: '1m',
+    });
+    const hurries = await runClientConformance({
+      command: process.execPath,
+      args: [SDK_CLIENT],
+      env: { SDK_CLIENT_RETRY: 'at-once', SDK_CLIENT_ROUNDS: '1' },
+      scenarios: ['rate-limited'],
+      timeout: '1m',
+    });
+    console.log(`MCP SDK client with retries: ${figures(waits)}; at once: ${figures(hurries)}`);
+    expect(waits.summary, notPassed(waits).join('\n')).toEqual({ pass: 2, fail: 0, not_exercised: 0 });
+    expect(check(waits, 'rate-limited.eventually-succeeds')?.message).toMatch(/1 route/);
+    expect(check(waits, 'server-error.retry-with-key')?.message).toMatch(/1 retry, each with the first send's key and body/);
+    expect(check(hurries, 'rate-limited.waits-retry-after')).toMatchObject({
+      verdict: 'fail',
+      message: expect.stringMatching(/^tool ask: the next call came [\d.]+ s after a 429 whose Retry-After asked to wait 2 s/),
+    });
+  }, 120_000);
+});
+
+/**
+ * Each switch of the faulty client, the check that must name it, and every scenario it must fail: the one the issue
+ * names, and those whose workload meets the same defect (rotation's three calls at once meet a parallel refresh; a
+ * lost answer is a POST retry too; family-killed is judged as revoked is). Every other scenario must not fail.
+ */
+const DEFECTS: ReadonlyArray<readonly [defect: string, check: string, scenarios: readonly string[]]> = [
+  ['parallel-refresh', 'parallel-expiry.one-refresh', ['parallel-expiry', 'rotation']],
+  ['ignore-retry-after', 'rate-limited.waits-retry-after', ['rate-limited']],
+  ['post-retry-without-key', 'server-error.retry-with-key', ['server-error', 'lost-answer']],
+  ['hot-poll', 'research-polling.interval', ['research-polling']],
+  ['retry-revoked-refresh', 'revoked.no-refused-refresh-retry', ['revoked', 'family-killed']],
+  ['all-scopes', 'flow.minimal-scopes', ['flow']],
+  ['no-pkce', 'flow.pkce-state-resource', ['flow']],
+  ['no-resource', 'flow.pkce-state-resource', ['flow']],
+  ['unchecked-sources', 'shapes.exits-0', ['shapes']],
+];
+/**
+ * A hot loop on the real clock of `shapes` can spend the grant's rate limit (60 a minute) before its job is done; the
+ * client then gives up on a Retry-After over 10 s and exits 1. That failure is the defect's too, but it depends on how
+ * fast the loop ran, so it may or may not come.
+ */
+const MAY_ALSO_FAIL: Record<string, readonly string[]> = { 'hot-poll': ['shapes'] };
 
 describe('42.5 the faulty sample client', () => {
   it('42.5 without defects it fails no scenario, and passes the core suite', async () => {
@@ -78,22 +115,27 @@ describe('42.5 the faulty sample client', () => {
   }, 300_000);
 
   it.each(DEFECTS)(
-    '42.5 the defect %s fails %s on %s',
-    async (defect, scenario, id) => {
+    '42.5 the defect %s fails exactly the scenarios that meet it, %s naming it',
+    async (defect, id, scenarios) => {
       const report = await runClientConformance({
         command: process.execPath,
         args: [FAULTY_CLIENT],
-        scenarios: [scenario],
+        suite: 'all',
         timeout: '1m',
         env: { FAULTY_CLIENT_DEFECTS: defect },
       });
-      expect(report.scenarios[0]!.verdict, notPassed(report).join('\n')).toBe('fail');
+      const failed = report.scenarios.filter((s) => s.verdict === 'fail').map((s) => s.name);
+      const unexpected = failed.filter((name) => !scenarios.includes(name) && !MAY_ALSO_FAIL[defect]?.includes(name));
+      expect({ missing: scenarios.filter((name) => !failed.includes(name)), unexpected }, notPassed(report).join('\n')).toEqual({
+        missing: [],
+        unexpected: [],
+      });
       expect(check(report, id), notPassed(report).join('\n')).toMatchObject({
         verdict: 'fail',
         rule: expect.any(String),
         hint: expect.any(String),
       });
     },
-    120_000,
+    300_000,
   );
 });

@@ -19,6 +19,18 @@ const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/sn
 const charges = async (emu: RunningEmulator) =>
   (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
 
+/** One JSON-RPC message to /mcp: a `tools/call` of `tool`, or another method with `tool` null. */
+const mcpCall = (emu: RunningEmulator, token: string, tool: string | null, args: Record<string, string> = {}) =>
+  http(`${emu.baseUrl}/mcp`, {
+    method: 'POST',
+    headers: bearer(token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+    body: JSON.stringify(
+      tool === null
+        ? { jsonrpc: '2.0', id: 1, method: 'tools/list' }
+        : { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: args } },
+    ),
+  });
+
 describe('faults observed by a client (README "Faults")', () => {
   it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {
     const emu = await start();
@@ -192,12 +204,7 @@ describe('drop_response: the answer to a charged call is lost (README "Faults"; 
     (await snapshot(emu)).requests
       .filter((r: { path: string }) => r.path === path)
       .map((r: { status: number; faults?: string[] }) => [r.status, r.faults]);
-  const toolCall = (emu: RunningEmulator, token: string, args: Record<string, string>) =>
-    http(`${emu.baseUrl}/mcp`, {
-      method: 'POST',
-      headers: bearer(token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ask', arguments: args } }),
-    });
+  const toolCall = (emu: RunningEmulator, token: string, args: Record<string, string>) => mcpCall(emu, token, 'ask', args);
 
   it('42.2 lost-answer: drop_response commits and charges, then closes before the answer; a retry with the same Idempotency-Key gets the stored answer, one charge in the ledger', async () => {
     const emu = await start();
@@ -278,6 +285,71 @@ describe('drop_response: the answer to a charged call is lost (README "Faults"; 
     expect((await http(`${emu.baseUrl}${job.poll}`, { headers: bearer(access_token) })).status).toBe(200);
     const fired = (await emu.faults.list())[0]!;
     expect(fired.fired).toBe(0);
+  });
+});
+
+describe('faults on one MCP tool (README "Faults": tool; issue 42.2 rate-limited, server-error)', () => {
+  it('42.2 rate-limited: rate_limit tool=ask count=2 gives the next two ask calls 429 with Retry-After; other tools, tools/list and REST pass; the third ask passes', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask', 'research'] });
+    const fault = await emu.faults.add({ kind: 'rate_limit', tool: 'ask', count: 2, retry_after: 2 });
+    expect(fault.description).toBe('429 Too Many Requests on tool ask (2×)');
+    const question = { question: 'Wann kommt der Hufschmied?' };
+    const limited = await mcpCall(emu, access_token, 'ask', question);
+    expect(limited.status).toBe(429);
+    expect(limited.headers['retry-after']).toBe('2');
+    expect((await mcpCall(emu, access_token, null)).status).toBe(200);
+    expect((await mcpCall(emu, access_token, 'start_research', { question: 'Hausordnung' })).status).toBe(200);
+    expect((await ask(emu, access_token)).status).toBe(200);
+    expect((await mcpCall(emu, access_token, 'ask', question)).status).toBe(429);
+    const third = await mcpCall(emu, access_token, 'ask', question);
+    expect(third.status).toBe(200);
+    expect(third.json().result).toMatchObject({ structuredContent: { answer: expect.any(String) } });
+    expect((await emu.faults.list())[0]).toMatchObject({ state: 'spent', fired: 2 });
+  });
+
+  it('42.2 server-error: server_error tool=start_research status=503 answers that tools/call 503 with Retry-After, starts no job, charges nothing; ask calls pass', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask', 'research'] });
+    await emu.faults.add({ kind: 'server_error', tool: 'start_research', status: 503, count: 1 });
+    expect((await mcpCall(emu, access_token, 'ask', { question: 'Wann kommt der Hufschmied?' })).status).toBe(200);
+    const failed = await mcpCall(emu, access_token, 'start_research', { question: 'Hausordnung', idempotency_key: 'r-1' });
+    expect(failed.status).toBe(503);
+    expect(failed.headers['retry-after']).toBe('1');
+    expect((await snapshot(emu)).research).toEqual([]);
+    expect(await charges(emu)).toHaveLength(1);
+    const retried = await mcpCall(emu, access_token, 'start_research', { question: 'Hausordnung', idempotency_key: 'r-1' });
+    expect(retried.status).toBe(200);
+    expect((await snapshot(emu)).research).toHaveLength(1);
+    expect(await charges(emu)).toHaveLength(2);
+  });
+
+  it('tool=* matches every tool call and no other MCP message nor REST route; a tool name that is no name, or tool on a kind that does not take it, is refused and arms nothing', async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
+    await emu.faults.add({ kind: 'server_error', tool: '*' });
+    expect((await mcpCall(emu, access_token, null)).status).toBe(200);
+    expect((await ask(emu, access_token)).status).toBe(200);
+    expect((await mcpCall(emu, access_token, 'ask', { question: 'Hufschmied' })).status).toBe(500);
+    await emu.faults.clear();
+    for (const spec of [
+      { kind: 'rate_limit', tool: 'ask tool' },
+      { kind: 'rate_limit', tool: '' },
+      { kind: 'ask_timeout', tool: 'ask' },
+    ] as const)
+      await expect(emu.faults.add(spec as never)).rejects.toMatchObject({ status: 400 });
+    expect((await emu.faults.list()).filter((f) => f.state === 'armed')).toEqual([]);
+  });
+
+  it("42.2 lost-answer: drop_response tool=add_training_document leaves an ask alone and loses the upload's answer", async () => {
+    const emu = await start();
+    const { access_token } = await emu.issueTokens({ scopes: ['ask', 'training.write'] });
+    await emu.faults.add({ kind: 'drop_response', tool: 'add_training_document', count: 1 });
+    expect((await mcpCall(emu, access_token, 'ask', { question: 'Hufschmied', idempotency_key: 'a-1' })).status).toBe(200);
+    await expect(
+      mcpCall(emu, access_token, 'add_training_document', { file_name: 'stall.md', content: '# Stall', idempotency_key: 't-1' }),
+    ).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+    expect((await emu.faults.list())[0]).toMatchObject({ state: 'spent', fired: 1 });
   });
 });
 

@@ -4,7 +4,7 @@ import { dirname, resolve } from 'node:path';
 import { ManualClock } from '../core/clock.js';
 import { REALISTIC_TIMINGS } from '../core/jobs.js';
 import { DEFAULT_STATE_FILE } from '../protocol/admin-file.js';
-import { Emulator } from '../server/emulator.js';
+import { Emulator, type ProfileInUse } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
 import { CliError, EXIT, failWith } from './errors.js';
 import { isLoopbackBind } from '../server/host-guard.js';
@@ -44,6 +44,8 @@ export interface ServeFlags {
   fault: FaultSpec[];
   /** `true` without a seed (one is picked at random and announced). */
   varyUnspecified?: number | true;
+  /** A variant profile file (`conformance server --record-profile`): answer its dimensions the observed way. */
+  profile?: string;
   retention: Partial<Retention>;
   journalLimit?: number;
 }
@@ -131,6 +133,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       ...(flags.varyUnspecified !== undefined
         ? { varyUnspecified: { seed: flags.varyUnspecified === true ? randomInt(1_000_000) : flags.varyUnspecified } }
         : {}),
+      ...(flags.profile !== undefined ? { profile: flags.profile } : {}),
       // One line each, on stderr (never stdout, which carries the ready line); with --ui in the log as well.
       onNotice: (line) => {
         process.stderr.write(`agent-access: ${line}\n`);
@@ -162,6 +165,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     clock: flags.clock,
     pid: process.pid,
     ...(emulator.varyUnspecified ? { vary_unspecified: emulator.varyUnspecified } : {}),
+    ...(emulator.profile ? { profile: emulator.profile } : {}),
   };
   if (flags.json) {
     process.stdout.write(JSON.stringify(ready) + '\n');
@@ -178,6 +182,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
               `  varying   what the spec leaves open, seed ${emulator.varyUnspecified.seed} (--vary-unspecified=${emulator.varyUnspecified.seed} repeats it; see the Agent-Access-Variant header)`,
             ]
           : []),
+        ...(emulator.profile ? profileLines(emulator.profile) : []),
         '  Ctrl+C stops it.',
         '',
       ].join('\n'),
@@ -237,4 +242,14 @@ async function runWithDashboard(emulator: Emulator, log: Log, stop: AbortControl
   }
   process.stdout.write(`agent-access: stopped ${emulator.baseUrl}; the log is in ${log.file}\n`);
   process.exit(process.exitCode ?? 0);
+}
+
+/** The banner's lines for `--profile`: what is pinned, and what is not because the emulator cannot mimic it yet. */
+function profileLines(profile: ProfileInUse): string[] {
+  return [
+    `  profile   ${profile.file ?? profile.name} (recorded from ${profile.server}): ${profile.pinned.length} dimension${profile.pinned.length === 1 ? '' : 's'} answered as observed; see the Agent-Access-Variant header`,
+    ...(profile.not_pinned.length
+      ? [`            not pinned (a shape the emulator cannot mimic yet): ${profile.not_pinned.join(', ')}`]
+      : []),
+  ];
 }

@@ -42,6 +42,11 @@ export interface ClientConformanceOptions {
   concurrency?: number;
   /** Told as each scenario starts and ends. */
   onProgress?: (progress: { scenario: string; report?: ScenarioReport }) => void;
+  /**
+   * Stops the run (Ctrl-C): the commands running now are killed with their process groups, no scenario starts, each
+   * emulator stops and each run's folder is removed; then the promise rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 /** Scenario names that are none, or a suite that is none: a usage error (exit 2). */
@@ -88,7 +93,7 @@ export async function runClientConformance(options: ClientConformanceOptions): P
   // The longest first, so that they do not end up alone at the end; reported in their own order.
   const queue = scenarios.map((scenario, i) => ({ scenario, i })).sort((a, b) => weight(b.scenario) - weight(a.scenario));
   const worker = async () => {
-    for (let item = queue.shift(); item; item = queue.shift()) {
+    for (let item = queue.shift(); item && !options.signal?.aborted; item = queue.shift()) {
       try {
         reports[item.i] = await runScenario(item.scenario, options, timeoutMs);
       } catch (e) {
@@ -101,6 +106,8 @@ export async function runClientConformance(options: ClientConformanceOptions): P
   const settled = await Promise.allSettled(
     Array.from({ length: Math.max(1, Math.min(options.concurrency ?? DEFAULT_CONCURRENCY, scenarios.length)) }, worker),
   );
+  // Once every run has ended and cleaned up: the commands killed by an abort are not judged.
+  options.signal?.throwIfAborted();
   const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   return { version: 1, command: [options.command, ...(options.args ?? [])], scenarios: reports, summary: summarize(reports) };
@@ -110,7 +117,10 @@ async function runScenario(scenario: Scenario, options: ClientConformanceOptions
   options.onProgress?.({ scenario: scenario.name });
   const started = Date.now();
   const runs: ScenarioRun[] = [];
-  for (let i = 0; i < (scenario.runs ?? 1); i++) runs.push(await runOnce(scenario, i, options, timeoutMs));
+  for (let i = 0; i < (scenario.runs ?? 1); i++) {
+    runs.push(await runOnce(scenario, i, options, timeoutMs));
+    options.signal?.throwIfAborted();
+  }
   const checks = scenario.judge(runs);
   const report: ScenarioReport = {
     name: scenario.name,
@@ -194,6 +204,7 @@ async function runOnce(scenario: Scenario, index: number, options: ClientConform
       timedOut = true;
       killGroup();
     }, timeoutMs);
+    options.signal?.addEventListener('abort', killGroup, { once: true });
     // 'exit', not 'close': a child the command left in the background may hold its stdout for as long as it lives.
     const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
     const exitCode = await new Promise<number | null>((resolve, reject) => {
@@ -203,6 +214,7 @@ async function runOnce(scenario: Scenario, index: number, options: ClientConform
       child.once('exit', (code) => resolve(code));
     }).finally(() => {
       clearTimeout(timer);
+      options.signal?.removeEventListener('abort', killGroup);
       // Whatever it left running (a loopback listener, a browser it started) goes with it.
       killGroup();
     });

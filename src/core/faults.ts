@@ -33,6 +33,12 @@ export interface FaultSpec {
    * idempotency key, the allowlist's POSTs and their MCP tools as `POST /mcp`).
    */
   route?: string;
+  /**
+   * rate_limit, server_error, latency, drop_response: only MCP `tools/call` requests of this tool (`ask`,
+   * `start_research`, …), or of any tool with `*`. Lets each tool be faulted on its own, as `route` does each REST route,
+   * where they all share `POST /mcp`.
+   */
+  tool?: string;
   /** Fires this many times, then is spent. Default: until cleared. */
   count?: number;
   /** Fires on this share of the matching requests (0 < rate ≤ 1), spread evenly: 0.25 is every fourth. */
@@ -61,6 +67,7 @@ export interface Fault {
   id: string;
   kind: FaultKind;
   route: string | null;
+  tool: string | null;
   count: number | null;
   rate: number | null;
   match: string | null;
@@ -88,6 +95,8 @@ export interface FaultContext {
   /** The route template as registered (`/research/:job_id`) and the path as sent. */
   route?: string;
   path?: string;
+  /** An MCP tool call's tool. */
+  tool?: string;
   client_id?: string;
   grant_id?: string;
   question?: string;
@@ -101,10 +110,10 @@ const bad = (message: string) => new ProblemError('invalid_fault', message);
 
 /** Which fields each kind takes; anything else is an error, so a misspelt intent never arms a different fault. */
 const FIELDS: Record<FaultKind, readonly (keyof FaultSpec)[]> = {
-  rate_limit: ['route', 'count', 'rate', 'retry_after', 'client_id', 'grant_id'],
-  server_error: ['route', 'count', 'rate', 'status', 'client_id', 'grant_id'],
-  latency: ['route', 'count', 'rate', 'ms', 'client_id', 'grant_id'],
-  drop_response: ['route', 'count', 'rate', 'client_id', 'grant_id'],
+  rate_limit: ['route', 'tool', 'count', 'rate', 'retry_after', 'client_id', 'grant_id'],
+  server_error: ['route', 'tool', 'count', 'rate', 'status', 'client_id', 'grant_id'],
+  latency: ['route', 'tool', 'count', 'rate', 'ms', 'client_id', 'grant_id'],
+  drop_response: ['route', 'tool', 'count', 'rate', 'client_id', 'grant_id'],
   ask_timeout: ['count', 'rate', 'match', 'client_id', 'grant_id'],
   research_fail: ['count', 'rate', 'match', 'client_id', 'grant_id'],
   refresh_replay: ['grant_id', 'at', 'in', 'after_requests'],
@@ -128,6 +137,12 @@ export const FAULT_FIELDS = {
     maxLength: 200,
     pattern: '^(?:(?:GET|POST|DELETE|PUT|PATCH|OPTIONS) )?(?:\\*|/\\S*)$',
     description: '"PATH" or "METHOD PATH" of at most 200 characters (e.g. "POST /research", "/research/{job_id}", "/oauth/*", "*")',
+  },
+  tool: {
+    type: 'string',
+    maxLength: 64,
+    pattern: '^(?:\\*|[A-Za-z0-9_.-]+)$',
+    description: 'an MCP tool name of at most 64 characters (e.g. "ask", "start_research"), or "*" for any tool',
   },
   count: { type: 'integer', minimum: 1, maximum: 1_000_000 },
   rate: {
@@ -188,6 +203,7 @@ export function parseFaultSpec(
   return {
     kind: spec.kind,
     route: spec.route ?? null,
+    tool: spec.tool ?? null,
     count: spec.count ?? null,
     rate: spec.rate ?? null,
     match: spec.match ?? null,
@@ -217,7 +233,12 @@ function routeMatches(pattern: string | null, ctx: FaultContext): boolean {
 }
 
 function describe(f: Omit<Fault, 'description'>): string {
-  const where = f.route && f.route !== '*' ? ` on ${f.route}` : '';
+  const where = [
+    f.route && f.route !== '*' ? ` on ${f.route}` : '',
+    f.tool ? ` on ${f.tool === '*' ? 'every tool' : `tool ${f.tool}`}` : '',
+  ]
+    .filter(Boolean)
+    .join(',');
   const who = [
     f.client_id ? `client ${f.client_id}` : '',
     f.kind !== 'revoke' && f.kind !== 'refresh_replay' && f.grant_id ? `grant ${f.grant_id}` : '',
@@ -356,6 +377,7 @@ export class Faults {
     if (fault.client_id !== null && fault.client_id !== ctx.client_id) return false;
     if (fault.grant_id !== null && fault.grant_id !== ctx.grant_id) return false;
     if (fault.match !== null && !(ctx.question ?? '').toLowerCase().includes(fault.match.toLowerCase())) return false;
+    if (fault.tool !== null && (ctx.tool === undefined || (fault.tool !== '*' && fault.tool !== ctx.tool))) return false;
     return REQUEST_KINDS.includes(fault.kind) ? routeMatches(fault.route, ctx) : true;
   }
 
@@ -371,6 +393,7 @@ export class Faults {
       remaining: fault.count === null ? null : fault.count - fault.fired,
       ...(ctx.method ? { method: ctx.method } : {}),
       ...(ctx.path ? { path: ctx.path } : {}),
+      ...(ctx.tool ? { tool: ctx.tool } : {}),
       ...(ctx.client_id ? { client_id: ctx.client_id } : {}),
       ...(ctx.grant_id ? { grant_id: ctx.grant_id } : {}),
     });

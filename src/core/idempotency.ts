@@ -90,6 +90,9 @@ export const idempotencyId = (clientId: string, personId: string, route: string,
 /** Charges, keys and rate-limit events of an MCP tool are kept under this name (its REST twin's are under its route). */
 export const toolMeter = (tool: string): string => `tool ${tool}`;
 
+/** The tool a meter name belongs to (`tool ask` → `ask`), or undefined for a REST route. */
+export const toolOfMeter = (meter: string): string | undefined => (meter.startsWith('tool ') ? meter.slice(5) : undefined);
+
 /**
  * How the caller of `meter` names its key: the `idempotency_key` argument of an MCP tool, the `Idempotency-Key`
  * header of a REST route. Messages and hints name the one the caller sends.

@@ -10,6 +10,7 @@ import {
   idempotencyId,
   idempotencyKeyName,
   storedResult,
+  toolOfMeter,
   type StoredResult,
 } from './idempotency.js';
 import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
@@ -116,7 +117,12 @@ export class Metering {
     let window: RateLimitState;
     try {
       const [method, template] = gate.route.split(' ');
-      const fault = requestFault(this.faults, 'rate_limit', access, { method, route: template, path: gate.path ?? template });
+      const fault = requestFault(this.faults, 'rate_limit', access, {
+        method,
+        route: template,
+        path: gate.path ?? template,
+        tool: toolOfMeter(gate.meter),
+      });
       if (fault) throw new RateLimitedError({ limit: this.limiter.config.limit, remaining: 0, reset: fault.retry_after ?? 1 });
       window = this.limiter.take(access.grant.id);
     } catch (e) {
@@ -139,7 +145,9 @@ export class Metering {
     if (!this.faults?.armed) return metered;
     // After the answer is durable, so a retry with the key finds it stored (the lost-answer case a client must survive).
     const [method, route] = (call.route ?? call.meter).split(' ');
-    return requestFault(this.faults, 'drop_response', access, { method, route, path: route }) ? { ...metered, lost: true } : metered;
+    return requestFault(this.faults, 'drop_response', access, { method, route, path: route, tool: toolOfMeter(call.meter) })
+      ? { ...metered, lost: true }
+      : metered;
   }
 
   async #run<T>(access: AccessContext, call: Call, operation: () => Promise<Charged<T>>): Promise<Metered<T>> {

@@ -32,6 +32,7 @@ import {
   varyTrainingUrl,
   type ResearchJobView,
   type TrainingDocumentView,
+  type PinnedProfile,
   type VariantSelection,
   type VaryUnspecified,
 } from './variation.js';
@@ -62,6 +63,8 @@ export interface ResourceServiceOptions {
   faults?: Faults;
   /** Vary what the spec leaves open (README "Varying what the spec leaves open"); off by default. */
   varyUnspecified?: VaryUnspecified | false;
+  /** `serve --profile`: dimensions answered the way a real server was seen to answer; the rest as without it. */
+  profile?: PinnedProfile | null;
 }
 
 /** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
@@ -102,7 +105,7 @@ export class ResourceService {
   readonly askLatencyMs: number;
   readonly timings: JobTimings;
   readonly faults: Faults | undefined;
-  /** Hands out the variants of new answers, jobs and documents; null unless --vary-unspecified. */
+  /** Hands out the variants of new answers, jobs and documents; null unless --vary-unspecified or --profile. */
   readonly variation: Variation | null;
   readonly #sleep: Sleep;
   readonly #fileNames = new Map<string, string>();
@@ -126,7 +129,10 @@ export class ResourceService {
     this.askLatencyMs = options.askLatencyMs ?? 0;
     this.#sleep = options.sleep;
     this.faults = options.faults;
-    this.variation = options.varyUnspecified ? new Variation(options.varyUnspecified.seed) : null;
+    this.variation =
+      options.varyUnspecified || options.profile
+        ? new Variation(options.varyUnspecified ? options.varyUnspecified.seed : null, options.profile ?? null)
+        : null;
     this.#unfinishedJobs = core.repo.where('research_jobs', (job) => job.status !== 'succeeded' && job.status !== 'failed');
     this.#unfinishedDocuments = core.repo.where(
       'training_documents',

@@ -56,8 +56,14 @@ export type Choices<K extends VariedKind> = { -readonly [D in Dimension<K>]: Cat
 /** What one response object was given. Stored with jobs and documents, so each keeps its variant across polls and restarts. */
 export interface VariantSelection<K extends VariedKind = VariedKind> {
   kind: K;
-  seed: number;
+  /** The --vary-unspecified seed; null when a profile alone chose (`serve --profile` without the mode). */
+  seed: number | null;
   /** The object's place among the objects of its kind since the emulator started: 0, 1, 2, … */
   ordinal: number;
   choices: Choices<K>;
+  /** `serve --profile`: the profile whose dimensions were pinned (its name, for the Agent-Access-Variant header). */
+  profile?: string;
 }
+
+/** What a profile pins (`serve --profile`): per kind, the dimensions answered the observed way. */
+export type PinnedChoices = { [K in VariedKind]?: Partial<Choices<K>> };

@@ -6,7 +6,7 @@
  * Pure: answers in, a profile out; parseProfile checks a profile read from a file.
  */
 import { PROCESSING_STEPS } from './variation.js';
-import { CATALOGUE, type VariedKind } from './variant-catalogue.js';
+import { CATALOGUE, type PinnedChoices, type VariedKind } from './variant-catalogue.js';
 
 export type ObservedStep = 'ask' | 'research.created' | 'research.poll' | 'training.accepted' | 'training.status' | 'training.url';
 /** One answer a server gave, as the `conformance server` run saw it (status and parsed JSON body). */
@@ -341,4 +341,23 @@ export function parseProfile(json: unknown): VariantProfile {
     }
   }
   return json as unknown as VariantProfile;
+}
+
+/** What `serve --profile` pins: every dimension named by a variant. Those kept as an example (`variant: null`) are not pinned. */
+export function pinsOf(profile: VariantProfile): PinnedChoices {
+  const pins: Record<string, Record<string, string>> = {};
+  for (const [kind, byDimension] of Object.entries(profile.dimensions))
+    for (const [dimension, profiled] of Object.entries(byDimension ?? {}))
+      if (profiled.variant !== null) (pins[kind] ??= {})[dimension] = profiled.variant;
+  return pins;
+}
+
+/** The dimensions of a profile as `kind.dimension`, those pinned and those the emulator cannot mimic (for the ready line and banner). */
+export function profileSummary(profile: VariantProfile): { pinned: string[]; not_pinned: string[] } {
+  const pinned: string[] = [];
+  const notPinned: string[] = [];
+  for (const [kind, byDimension] of Object.entries(profile.dimensions))
+    for (const [dimension, profiled] of Object.entries(byDimension ?? {}))
+      (profiled.variant !== null ? pinned : notPinned).push(`${kind}.${dimension}`);
+  return { pinned, not_pinned: notPinned };
 }

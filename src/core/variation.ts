@@ -9,10 +9,18 @@
 import type { AskAnswer } from './ask.js';
 import type { Citation, ResearchStatus, TrainingStep } from './jobs.js';
 import { sourceLabel, type Source } from './search.js';
-import { CATALOGUE, type Choices, type VariantSelection, type VariedKind } from './variant-catalogue.js';
+import { CATALOGUE, type Choices, type PinnedChoices, type VariantSelection, type VariedKind } from './variant-catalogue.js';
 
 // The catalogue and a selection's type live apart so that jobs.ts can store a selection without importing this module.
-export { CATALOGUE, type Catalogue, type Choices, type Dimension, type VariantSelection, type VariedKind } from './variant-catalogue.js';
+export {
+  CATALOGUE,
+  type Catalogue,
+  type Choices,
+  type Dimension,
+  type PinnedChoices,
+  type VariantSelection,
+  type VariedKind,
+} from './variant-catalogue.js';
 
 /** The option: on, with the seed every variant is chosen from. */
 export interface VaryUnspecified {
@@ -51,15 +59,38 @@ export function selectVariant<K extends VariedKind>(seed: number, kind: K, ordin
   return { kind, seed, ordinal, choices: choices as Choices<K> };
 }
 
-/** Hands out selections in order, one counter per kind (in memory: ordinals count from the emulator's start). */
+/** The emulator's own choice in every dimension: the first variant of each (the README's "the emulator does"). */
+export function emulatorChoices<K extends VariedKind>(kind: K): Choices<K> {
+  const dimensions = CATALOGUE[kind] as Record<string, readonly string[]>;
+  return Object.fromEntries(Object.entries(dimensions).map(([dimension, variants]) => [dimension, variants[0]])) as Choices<K>;
+}
+
+/** `serve --profile`: the pinned dimensions and the profile's name, as the header shows it. */
+export interface PinnedProfile {
+  name: string;
+  pins: PinnedChoices;
+}
+
+/**
+ * Hands out selections in order, one counter per kind (in memory: ordinals count from the emulator's start). With a
+ * seed, the dimensions vary; without, each is the emulator's own; a profile's pinned dimensions override both.
+ */
 export class Variation {
   readonly #next: Record<VariedKind, number> = { ask: 0, research: 0, training: 0 };
-  constructor(readonly seed: number) {
-    checkSeed(seed);
+  constructor(
+    readonly seed: number | null,
+    readonly profile: PinnedProfile | null = null,
+  ) {
+    if (seed !== null) checkSeed(seed);
   }
 
   next<K extends VariedKind>(kind: K): VariantSelection<K> {
-    return selectVariant(this.seed, kind, this.#next[kind]++);
+    const ordinal = this.#next[kind]++;
+    const selection: VariantSelection<K> =
+      this.seed === null ? { kind, seed: null, ordinal, choices: emulatorChoices(kind) } : selectVariant(this.seed, kind, ordinal);
+    if (!this.profile) return selection;
+    const pins = this.profile.pins[kind] as Partial<Choices<K>> | undefined;
+    return { ...selection, choices: { ...selection.choices, ...pins }, profile: this.profile.name };
   }
 }
 
@@ -68,14 +99,23 @@ export const VARIANT_HEADER = 'agent-access-variant';
 
 /**
  * The header value: an RFC 8941 dictionary (`seed=7, ordinal=3, research.report=sections, …`) naming every
- * dimension of the object, also those that show only later (a job's failed status while it still runs).
+ * dimension of the object, also those that show only later (a job's failed status while it still runs). Under a
+ * profile it names it too (`profile="service.json"`), and without --vary-unspecified it has no seed.
  */
 export function describeVariant(selection: VariantSelection): string {
   const choices = Object.entries(selection.choices as Record<string, string>).map(
     ([dimension, variant]) => `${selection.kind}.${dimension}=${variant}`,
   );
-  return [`seed=${selection.seed}`, `ordinal=${selection.ordinal}`, ...choices].join(', ');
+  return [
+    ...(selection.seed !== null ? [`seed=${selection.seed}`] : []),
+    ...(selection.profile !== undefined ? [`profile=${sfString(selection.profile)}`] : []),
+    `ordinal=${selection.ordinal}`,
+    ...choices,
+  ].join(', ');
 }
+
+/** An RFC 8941 sf-string: printable ASCII only, `\` and `"` escaped; anything else becomes `?`. */
+const sfString = (text: string): string => `"${text.replace(/[^\x20-\x7e]/g, '?').replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 
 // ---- identifiers ------------------------------------------------------------------------------
 

@@ -127,6 +127,8 @@ export interface EventMap {
     remaining: number | null;
     method?: string;
     path?: string;
+    /** An MCP tool call's tool. */
+    tool?: string;
     client_id?: string;
     grant_id?: string;
   };

@@ -128,6 +128,7 @@ export const isOAuthErrorCode = (code: unknown): code is OAuthErrorCode => typeo
 /** Errors inside one process that never reach the wire: no status, only what they mean to the CLI. */
 export const PROCESS_ERRORS = {
   scenario_invalid: { kind: 'usage', title: 'The scenario file is not valid' },
+  profile_invalid: { kind: 'usage', title: 'The variant profile file is not valid' },
   fixtures_invalid: { kind: 'failed', title: 'The fixtures are not valid' },
   state_unusable: { kind: 'state', title: 'The state file cannot be used' },
   state_locked: { kind: 'state', title: 'The state file is held by another process' },
@@ -141,6 +142,7 @@ export const PROCESS_ERRORS = {
   findings_reported: { kind: 'findings', title: 'Client findings at or above the threshold were recorded' },
   conformance_failed: { kind: 'failed', title: 'A conformance scenario failed' },
   command_not_started: { kind: 'failed', title: 'The command under test could not be started' },
+  conformance_interrupted: { kind: 'interrupted', title: 'The conformance run was stopped' },
 } as const satisfies Record<string, Omit<ProblemEntry, 'status'>>;
 
 export type ProcessErrorCode = keyof typeof PROCESS_ERRORS;

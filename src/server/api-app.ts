@@ -103,6 +103,13 @@ function sendInjectedError(request: FastifyRequest, reply: FastifyReply, fault: 
   return sendProblem(reply, 'server_error', detail, {}, status);
 }
 
+/** The tool an MCP `tools/call` request names (its body is parsed by now), for faults armed on one tool. */
+function toolCalled(request: FastifyRequest): string | undefined {
+  if (request.routeOptions.url !== '/mcp' || request.method !== 'POST') return undefined;
+  const message = request.body as { method?: unknown; params?: { name?: unknown } } | null | undefined;
+  return message?.method === 'tools/call' && typeof message.params?.name === 'string' ? message.params.name : undefined;
+}
+
 /**
  * Faults on the HTTP side: grant faults whose moment has come fire before the request is looked at (a revocation
  * "at 12:00" refuses a request at 12:00 even between ticks); 5xx and latency faults once the route, and the
@@ -130,6 +137,7 @@ function installFaultHooks(app: FastifyInstance, core: Core, faults: Faults, war
       method: request.method,
       route: request.routeOptions.url,
       path: request.url.split('?')[0],
+      tool: toolCalled(request),
       client_id: clientId,
       grant_id: request.access?.grant.id,
     };

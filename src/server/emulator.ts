@@ -39,6 +39,8 @@ import { PrecompiledSchemas, type SchemaCompilers } from './route-schemas.js';
 import { Snapshots } from './snapshots.js';
 import { WarmUpRequests } from './warm-up-request.js';
 import type { RequestObserver } from './observer.js';
+import { parseProfile, pinsOf, profileSummary, type VariantProfile } from '../core/variant-profile.js';
+import type { LoadedProfile } from '../store/profile-file.js';
 
 export { DEFAULT_STATE_FILE };
 export const DEFAULT_PORT = 4100;
@@ -49,6 +51,32 @@ const STOP_GRACE_MS = 10_000;
 const SETTLE_EVERY_MS = 250;
 /** How long the servers must have been idle before a piece of the loading after the ready line runs. */
 const QUIET_MS = 50;
+
+/** The profile an emulator answers with, as its ready line and banner name it. */
+export interface ProfileInUse {
+  /** The file's name (or the profile's server, for a profile given as an object): what the Agent-Access-Variant header names. */
+  name: string;
+  /** The file's absolute path; null for a profile given as an object. */
+  file: string | null;
+  /** The server the profile was recorded from. */
+  server: string;
+  /** `kind.dimension` pinned to the observed variant. */
+  pinned: string[];
+  /** `kind.dimension` the server answered in a shape the emulator cannot mimic yet: not pinned. */
+  not_pinned: string[];
+}
+
+/** A profile option as a loaded profile; a file is read only when one is given (the loader is not on every start's path). */
+async function loadedProfile(option: string | VariantProfile): Promise<LoadedProfile | (Omit<LoadedProfile, 'file'> & { file: null })> {
+  if (typeof option === 'string') return (await import('../store/profile-file.js')).loadProfile(option);
+  let profile: VariantProfile;
+  try {
+    profile = parseProfile(option);
+  } catch (e) {
+    throw new TypeError(`profile: ${(e as Error).message}`, { cause: e });
+  }
+  return { name: profile.server, file: null, profile };
+}
 
 export interface EmulatorOptions {
   /** `{base_url}` port; 0 picks a free one. Default 4100. */
@@ -88,6 +116,11 @@ export interface EmulatorOptions {
    * chosen deterministically from `seed`; see README "Varying what the spec leaves open". Default: off.
    */
   varyUnspecified?: VaryUnspecified | false;
+  /**
+   * Answer like a real server was seen to answer (`serve --profile`, issue 43): a profile file's path, or a profile
+   * (named by its server). Its dimensions are pinned; the others are the emulator's own, or vary with `varyUnspecified`.
+   */
+  profile?: string | VariantProfile;
   /** How long finished records stay in the state, on the emulator clock (README "State"). */
   retention?: Partial<Retention>;
   /** Registered clients at most (default 5 000); a registration beyond answers 503 (README "Endpoints", **Limits**). */
@@ -155,6 +188,8 @@ export class Emulator {
   readonly adminFile: string | null;
   /** The variation mode it runs in (its seed), or false. */
   readonly varyUnspecified: VaryUnspecified | false;
+  /** The profile it answers with (`serve --profile`), or null. */
+  readonly profile: ProfileInUse | null;
   readonly #api: FastifyInstance;
   readonly #auth: FastifyInstance;
   /** The servers' second listeners, on ::1 (bound to the default 127.0.0.1). */
@@ -186,8 +221,10 @@ export class Emulator {
     release: (() => Promise<void>) | null,
     lifecycle: { stopping: boolean },
     varyUnspecified: VaryUnspecified | false,
+    profile: ProfileInUse | null,
   ) {
     this.varyUnspecified = varyUnspecified;
+    this.profile = profile;
     this.resources = resources;
     this.plane = plane;
     this.faults = faults;
@@ -227,6 +264,8 @@ export class Emulator {
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
     const host = options.host ?? DEFAULT_HOST;
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
+    // Read before anything else, so a bad profile stops the start before a lock is taken or a port is bound.
+    const loaded = options.profile === undefined ? null : await loadedProfile(options.profile);
     const statePath = options.inMemory ? null : await realStatePath(options.state ?? DEFAULT_STATE_FILE);
     const onError: NonNullable<EmulatorOptions['onError']> =
       options.onError ?? ((error, context) => process.emitWarning(`agent-access (${context}): ${error.stack ?? error.message}`));
@@ -329,6 +368,7 @@ export class Emulator {
         timings: options.timings,
         faults,
         varyUnspecified,
+        profile: loaded ? { name: loaded.name, pins: pinsOf(loaded.profile) } : null,
       });
       const plane = new AgentPlane(core, resources, fixtures.workspace);
       // After a restore, what lives in memory beside the state follows it: the workspace, search, rate limits.
@@ -404,6 +444,7 @@ export class Emulator {
         release,
         lifecycle,
         varyUnspecified,
+        loaded && { name: loaded.name, file: loaded.file, server: loaded.profile.server, ...profileSummary(loaded.profile) },
       );
       // One bound over every listener's connections, counted from the first.
       const connections = new ConnectionBudget(options.maxConnections);

@@ -16,6 +16,7 @@ import {
 } from '../../src/conformance/report.js';
 import { ConformanceUsageError, selectScenarios } from '../../src/conformance/runner.js';
 import { SCENARIOS, SHAPE_RUNS, SHAPES_SEED, SUITES } from '../../src/conformance/scenarios.js';
+import { TOOL_SCOPES } from '../../src/server/mcp-tools.js';
 import { CATALOGUE, selectVariant, type VariedKind } from '../../src/core/variation.js';
 
 const passed: CheckReport = { id: 'flow.bearer', verdict: 'pass', rule: 'RFC 6750 §2.1', message: '3 calls' };
@@ -97,6 +98,23 @@ describe('42.2 the scenarios', () => {
         );
         expect([...seen].sort(), `${kind}.${dimension}`).toEqual([...variants].sort());
       }
+  });
+
+  it('42.2 rate-limited arms two 429s (Retry-After 2) on each allowlist route and on each MCP tool by name; server-error one 503 on each allowlist POST and its MCP tool', () => {
+    const faults = (name: string) => SCENARIOS.find((s) => s.name === name)!.options!(0).faults ?? [];
+    const limited = faults('rate-limited');
+    expect(limited.every((f) => f.kind === 'rate_limit' && f.count === 2 && f.retry_after === 2)).toBe(true);
+    expect(limited.filter((f) => f.tool).map((f) => f.tool)).toEqual(Object.keys(TOOL_SCOPES));
+    expect(limited.filter((f) => f.route).map((f) => f.route)).toEqual(
+      expect.arrayContaining(['POST /chat/ask', 'GET /research/{job_id}']),
+    );
+    expect(limited.some((f) => f.route === 'POST /mcp')).toBe(false);
+    const failing = faults('server-error');
+    expect(failing.map((f) => [f.kind, f.status, f.count, f.route ?? `tool ${f.tool}`])).toEqual(
+      ['POST /chat/ask', 'POST /research', 'POST /training', 'tool ask', 'tool start_research', 'tool add_training_document'].map(
+        (where) => ['server_error', 503, 1, where],
+      ),
+    );
   });
 
   it('every check belongs to a scenario by its prefix', () => {

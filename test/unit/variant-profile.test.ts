@@ -7,9 +7,12 @@ import { describe, expect, it } from 'vitest';
 import type { AskAnswer } from '../../src/core/ask.js';
 import { composeReport } from '../../src/core/compose.js';
 import { TRAINING_STEPS } from '../../src/core/jobs.js';
-import { CANNOT_MIMIC, parseProfile, recordProfile, type ObservedResponse } from '../../src/core/variant-profile.js';
+import { CANNOT_MIMIC, parseProfile, pinsOf, recordProfile, type ObservedResponse } from '../../src/core/variant-profile.js';
 import {
   CATALOGUE,
+  Variation,
+  describeVariant,
+  emulatorChoices,
   formatId,
   selectVariant,
   varyAskAnswer,
@@ -290,5 +293,53 @@ describe('43.3 parseProfile: a profile file is checked before the emulator answe
     );
     expect(refusal((p) => delete p.dimensions.training.accepted.example)).toMatch(/^dimensions\.training\.accepted\.example is missing/);
     expect(refusal((p) => delete p.dimensions.training.accepted.note)).toMatch(/^dimensions\.training\.accepted\.note is missing/);
+  });
+});
+
+describe('43.3 a profile pins its dimensions (serve --profile)', () => {
+  const profile = parseProfile({
+    version: 1,
+    server: 'https://api.example.test',
+    recorded_at: '2026-11-28T04:00:00.000Z',
+    dimensions: {
+      ask: { sources: { variant: 'strings' } },
+      research: { 'status.running': { variant: 'in_progress' } },
+      training: { accepted: { variant: 'job_id' }, url: { variant: null, example: { link: 'x' }, note: CANNOT_MIMIC } },
+    },
+  });
+
+  it("43.3 without --vary-unspecified: the pinned dimensions as observed, every other one the emulator's own, a null variant not pinned", () => {
+    expect(pinsOf(profile)).toEqual({
+      ask: { sources: 'strings' },
+      research: { 'status.running': 'in_progress' },
+      training: { accepted: 'job_id' },
+    });
+    const variation = new Variation(null, { name: 'service.json', pins: pinsOf(profile) });
+    for (let i = 0; i < 3; i++) {
+      expect(variation.next('ask').choices).toEqual({ ...emulatorChoices('ask'), sources: 'strings' });
+      expect(variation.next('research').choices).toEqual({ ...emulatorChoices('research'), 'status.running': 'in_progress' });
+      expect(variation.next('training').choices).toEqual({ ...emulatorChoices('training'), accepted: 'job_id' });
+    }
+  });
+
+  it('43.3 with --vary-unspecified: the pinned dimensions stay, the others vary as before', () => {
+    const pinned = new Variation(7, { name: 'service.json', pins: pinsOf(profile) });
+    const free = new Variation(7);
+    const seen = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      const a = pinned.next('ask');
+      const b = free.next('ask');
+      expect(a.choices).toEqual({ ...b.choices, sources: 'strings' });
+      seen.add(a.choices.ids);
+    }
+    expect(seen.size).toBe(CATALOGUE.ask.ids.length);
+  });
+
+  it('43.3 the Agent-Access-Variant header names the profile as an RFC 8941 string, and the seed only under --vary-unspecified', () => {
+    const alone = describeVariant(new Variation(null, { name: 'service.json', pins: pinsOf(profile) }).next('ask'));
+    expect(alone).toMatch(/^profile="service\.json", ordinal=0, ask\.sources=strings, ask\.extra_fields=emulator, ask\.ids=prefixed$/);
+    expect(describeVariant(new Variation(7, { name: 'a "b"\\ü.json', pins: {} }).next('ask'))).toMatch(
+      /^seed=7, profile="a \\"b\\"\\\\\?\.json", ordinal=0, /,
+    );
   });
 });

@@ -87,6 +87,20 @@ export function conformanceCommand(ctx: ClientContext): Command {
         const { runClientConformance, CommandNotStartedError } = await import('../../conformance/runner.js');
         const [program, ...args] = command;
         let report;
+        // Ctrl-C: the commands under test run in process groups of their own, which the terminal's SIGINT does not
+        // reach; the run kills them, stops its emulators and removes its folders before the command exits.
+        const interrupt = new AbortController();
+        const stopOn = (signal: NodeJS.Signals) => () =>
+          interrupt.abort(
+            new CliError(
+              `interrupted (${signal}): the commands under test were stopped and their folders removed`,
+              EXIT.interrupted,
+              'conformance_interrupted',
+            ),
+          );
+        const offInterrupt = ctx.onInterrupt?.(stopOn('SIGINT'));
+        const onTerm = stopOn('SIGTERM');
+        process.once('SIGTERM', onTerm);
         try {
           report = await runClientConformance({
             command: program!,
@@ -96,10 +110,14 @@ export function conformanceCommand(ctx: ClientContext): Command {
             timeout: flags.timeout,
             keepLogs: flags.keepLogs,
             onProgress: progress(ctx),
+            signal: interrupt.signal,
           });
         } catch (e) {
           if (e instanceof CommandNotStartedError) throw new CliError(e.message, NOT_STARTED, 'command_not_started');
           throw e;
+        } finally {
+          offInterrupt?.();
+          process.off('SIGTERM', onTerm);
         }
         ctx.stdout.write(flags.json ? jsonText(report) : formatTable(report));
         if (flags.junit) await writeFile(flags.junit, formatJunit(report));

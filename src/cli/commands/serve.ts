@@ -125,6 +125,10 @@ export function serveCommand(): Command {
         'vary what the spec leaves open (status values, shapes, unknown fields); the same seed gives the same variants (default: a random seed, announced)',
       ).argParser(parseSeed),
     )
+    .option(
+      '--profile <file>',
+      'answer what the spec leaves open as a real server was seen to (a profile of conformance server --record-profile); the rest as without it, or varied with --vary-unspecified',
+    )
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('../serve.js');
       await runServe(flags);
