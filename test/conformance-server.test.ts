@@ -246,7 +246,7 @@ describe('43.4 against servers that break a rule', () => {
 });
 
 describe('43.3 --record-profile', () => {
-  it('43.3 against an emulator under --vary-unspecified=SEED the profile names the variants that emulator used for the objects the run saw', async () => {
+  it('43.3 against an emulator under --vary-unspecified=SEED the profile names the variants that emulator used for the objects the run saw; serve --profile with it records the same profile', async () => {
     const emu = await startRunning({ consent: 'approve', varyUnspecified: { seed: 7 } });
     // The emulator names what it varied in Agent-Access-Variant (its diagnostics): read here on the way, never by the run.
     const used = new Map<string, Set<string>>();
@@ -287,5 +287,16 @@ describe('43.3 --record-profile', () => {
     const differing = named.filter(([dimension, variant]) => used.has(dimension) && !used.get(dimension)!.has(String(variant)));
     expect(differing, JSON.stringify([...used].map(([d, v]) => [d, [...v]]))).toEqual([]);
     console.log(`profile of seed 7: ${compared.map(([d, v]) => `${d}=${v}`).join(', ')}`);
+
+    // The loop's step 4: an emulator that answers with the profile, checked again, records the same profile.
+    const pinned = await startRunning({ consent: 'approve', profile: file });
+    const again = join(await scratchDir(), 'again.json');
+    const second = await checkServer(pinned.baseUrl, ['--allow-charges', '--allow-writes'], ['--record-profile', again]);
+    expect(notPassed(second.checks).filter((c) => !/needs --allow-extra-logins/.test(c))).toEqual([]);
+    const recorded = JSON.parse(await readFile(again, 'utf8')) as typeof profile;
+    expect(recorded.dimensions).toEqual(profile.dimensions);
+    // Observations that name fields: an unknown extra field's name is random per answer, so only these compare.
+    expect(recorded.observations.errors).toEqual(profile.observations.errors);
+    expect(recorded.observations.ratelimit_limit).toEqual(profile.observations.ratelimit_limit);
   }, 90_000);
 });
