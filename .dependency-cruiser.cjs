@@ -18,13 +18,13 @@ module.exports = {
       severity: 'error',
       comment: 'The core is the pure domain: adapters import it, never the other way round.',
       from: { path: '^src/core/' },
-      to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance)/' },
+      to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance|contract)/' },
     },
     {
       name: 'library-imports-no-cli',
       severity: 'error',
       comment: "startEmulator runs in its user's process: the CLI's process-wide settings (V8 flags, signals) stay in the CLI.",
-      from: { path: '^src/(server|store|mcp|conformance)/|^src/index\\.ts$' },
+      from: { path: '^src/(server|store|mcp|conformance|contract)/|^src/index\\.ts$' },
       to: { path: '^src/cli/' },
     },
     {
@@ -41,6 +41,17 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/conformance/' },
       to: { path: '^src/(client|cli|dashboard)/' },
+    },
+    {
+      name: 'contract-speaks-only-the-wire',
+      severity: 'error',
+      comment:
+        '`conformance server` checks any server through the wire alone: the client, protocol, the shared report format and the pure profile module; never the emulator it may be pointed at.',
+      from: { path: '^src/contract/' },
+      to: {
+        path: '^src/',
+        pathNot: ['^src/(protocol|client|contract)/', '^src/conformance/report\\.ts$', '^src/core/variant-profile\\.ts$'],
+      },
     },
     {
       name: 'protocol-imports-nothing-else-under-src',

@@ -245,6 +245,7 @@ const SH: Record<string, ShCheck> = {
   '### Recipes › npx --no-install agent-access serve --json --in-memory --port 0 --auth-port 0 --clock manual --consent approve > ready.json 2> serve.log &':
     { how: 'run in readme-recipes.test.ts', anchor: CI_RECIPE, name: 'CI_RECIPE' },
   '## Grading your client › agent-access conformance client': { how: 'synopsis', complete: true },
+  '## Checking a server › agent-access conformance server': { how: 'synopsis', complete: true },
   '## Grading your client › npx --no-install agent-access conformance client --suite all --junit conformance.xml -- node agent.js': {
     how: 'checked',
     test: "README conformance in CI: the suite and the flags it uses are the command's (it is run in conformance-client.test.ts)",

@@ -28,6 +28,8 @@ export interface LoginOptions {
   timeoutMs: number;
   /** Port of the loopback listener; 0 picks a free one. */
   callbackPort: number;
+  /** Sees the code before it is exchanged (`conformance server` first sends it with a wrong verifier). */
+  beforeExchange?(p: { code: string; clientId: string; redirectUri: string; resource: string | null }): Promise<void>;
 }
 
 /** The redirect URI registered once per server: loopback without a port, since any port must match (RFC 8252 §7.3, OAuth 2.1 §8.4.2). */
@@ -47,6 +49,33 @@ export function checkScopes(scope: string, supported?: string[]): string {
  * listener for the redirect, the browser, `state` and `iss` checked, the code exchanged, tokens stored.
  */
 export async function login(session: Session, options: LoginOptions): Promise<LoginResult & { replaced_login: ReplacedLogin | null }> {
+  const { discovered, resource, tokens, clientId, fresh } = await authorize(session, options);
+  const now = session.ctx.clock.now();
+  const stored = loginFrom(tokens, now, { client_id: clientId, redirect_uri: REGISTERED_REDIRECT_URI, resource });
+  const replaced = await session.store.update(session.baseUrl, async (record) => ({
+    record: { ...record, issuer: discovered.as.issuer, login: stored },
+    result: record.issuer === discovered.as.issuer ? record.login : null,
+  }));
+  // The login this one replaces is revoked (RFC 7009), so the person keeps no grant that nothing uses any more.
+  const previous = replaced ? await revokeReplaced(session, discovered, replaced) : null;
+  return { ...describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh), replaced_login: previous };
+}
+
+/** What one pass through the consent screen gave: the tokens, not yet stored anywhere. */
+export interface Authorized {
+  discovered: Discovered;
+  resource: string | null;
+  tokens: oauth.TokenEndpointResponse;
+  clientId: string;
+  /** The client was registered for this login (no cached registration). */
+  fresh: boolean;
+}
+
+/**
+ * The flow of `login` up to the tokens, which it leaves to the caller: `login` stores them, `conformance server`
+ * uses a grant of its own for a check and never touches the stored login.
+ */
+export async function authorize(session: Session, options: LoginOptions): Promise<Authorized> {
   const { ctx } = session;
   let scope = checkScopes(options.scope);
   const discovered = await session.discover();
@@ -94,6 +123,7 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
       };
     }
     try {
+      await options.beforeExchange?.({ code: params.get('code') ?? '', clientId: p.clientId, redirectUri: p.redirectUri, resource });
       const tokens = await exchangeCode(session.http, discovered.as, {
         clientId: p.clientId,
         redirectUri: p.redirectUri,
@@ -167,15 +197,7 @@ export async function login(session: Session, options: LoginOptions): Promise<Lo
     progress.stop();
     progress = undefined;
 
-    const now = ctx.clock.now();
-    const stored = loginFrom(done.tokens, now, { client_id: done.clientId, redirect_uri: REGISTERED_REDIRECT_URI, resource });
-    const replaced = await session.store.update(session.baseUrl, async (record) => ({
-      record: { ...record, issuer: discovered.as.issuer, login: stored },
-      result: record.issuer === discovered.as.issuer ? record.login : null,
-    }));
-    // The login this one replaces is revoked (RFC 7009), so the person keeps no grant that nothing uses any more.
-    const previous = replaced ? await revokeReplaced(session, discovered, replaced) : null;
-    return { ...describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh), replaced_login: previous };
+    return { discovered, resource, tokens: done.tokens, clientId: done.clientId, fresh };
   } finally {
     progress?.stop();
     clearTimeout(timer);

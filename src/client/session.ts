@@ -106,7 +106,9 @@ export class Session {
    * it is not. The refresh runs under the store's lock on a fresh read: when another process rotated the
    * token meanwhile, its result is used instead of spending the old refresh token a second time.
    */
-  async accessToken(options: { minTtlMs?: number; force?: boolean } = {}): Promise<StoredLogin> {
+  async accessToken(
+    options: { minTtlMs?: number; force?: boolean; onTokens?: (tokens: oauth.TokenEndpointResponse) => void } = {},
+  ): Promise<StoredLogin> {
     const minTtl = options.minTtlMs ?? DEFAULT_MIN_TTL_MS;
     const seen = await this.login();
     if (!options.force && seen.expires_at - this.ctx.clock.now() >= minTtl) return seen;
@@ -155,6 +157,7 @@ export class Session {
           }
           throw oauthFailure('refresh', e);
         }
+        options.onTokens?.(tokens);
         const login = loginFrom(tokens, this.ctx.clock.now(), current, current);
         return { record: { ...record, login }, result: { login } };
       })

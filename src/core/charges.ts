@@ -1,14 +1,6 @@
 import { createHash } from 'node:crypto';
 
-export { addAmount, type ChargeEntry } from '../protocol/charges.js';
-
-/** Spec 1: charged operations, in AKh. Prices are not shown in the spec; these are the emulator's defaults. */
-export interface Prices {
-  ask: number;
-  research: number;
-}
-
-export const DEFAULT_PRICES: Prices = { ask: 0.1, research: 2 };
+export { addAmount, DEFAULT_PRICES, type ChargeEntry, type Prices } from '../protocol/charges.js';
 
 export interface ChargeTotals {
   /** Lines of the ledger that are committed (the ledger file may hold more after a crash; they are dropped). */

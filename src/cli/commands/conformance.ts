@@ -29,7 +29,7 @@ function duration(value: string): number {
   }
 }
 
-const COLORS: Record<Verdict, string> = { pass: '\x1b[32m', fail: '\x1b[31m', not_exercised: '\x1b[33m' };
+const COLORS: Record<Verdict, string> = { pass: '\x1b[32m', fail: '\x1b[31m', not_exercised: '\x1b[33m', skipped: '\x1b[33m' };
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 /**
@@ -121,9 +121,94 @@ export function conformanceCommand(ctx: ClientContext): Command {
         }
         ctx.stdout.write(flags.json ? jsonText(report) : formatTable(report));
         if (flags.junit) await writeFile(flags.junit, formatJunit(report));
-        if (report.summary.fail > 0)
+        if ((report.summary.fail ?? 0) > 0)
           throw new CliError(`${report.summary.fail} of ${report.scenarios.length} scenarios failed`, EXIT.failure, 'conformance_failed');
       }),
   );
+  conformance.addCommand(serverCommand(ctx));
   return conformance;
+}
+
+interface ServerFlags {
+  baseUrl?: string;
+  allowCharges?: boolean;
+  allowWrites?: boolean;
+  allowExtraLogins?: boolean;
+  recordProfile?: string;
+  headless?: boolean;
+  browser: boolean;
+  loginTimeout: number;
+  researchTimeout: number;
+  json?: boolean;
+  junit?: string;
+}
+
+/** `agent-access conformance server`: the contract, rule by rule, against any server (README: Checking a server). */
+function serverCommand(ctx: ClientContext): Command {
+  return new Command('server')
+    .description('check a server against the contract, rule by rule; by default it spends nothing and writes nothing')
+    .addOption(
+      new Option(
+        '--base-url <url>',
+        'the service ({base_url}); default $AGENT_ACCESS_BASE_URL, else an emulator running here, else the last login',
+      ),
+    )
+    .option('--allow-charges', 'run the checks that charge (ask, research), each with an Idempotency-Key: one charge each at most')
+    .option('--allow-writes', 'run the checks that add a document to the knowledge base (training)')
+    .option('--allow-extra-logins', 'run the checks that need a grant of their own: one consent screen each')
+    .option('--record-profile <file>', 'write what the server does where the spec says "not shown" as a profile for `serve --profile`')
+    .option('--no-browser', 'print the consent URL instead of opening a browser (SSH sessions)')
+    .option('--headless', 'no browser at all: only a consent policy can answer (an emulator with --consent approve, for CI)')
+    .addOption(
+      new Option('--login-timeout <duration>', 'how long a consent screen may wait for its answer')
+        .argParser(duration)
+        .default(5 * 60_000, '5m'),
+    )
+    .addOption(
+      new Option('--research-timeout <duration>', 'how long the research job may take to succeed')
+        .argParser(duration)
+        .default(10 * 60_000, '10m'),
+    )
+    .option('--json', 'print the report as JSON')
+    .option('--junit <file>', 'also write JUnit XML, one testcase per check')
+    .action(async (flags: ServerFlags) => {
+      const [{ Session }, { runServerConformance }] = await Promise.all([
+        import('../../client/session.js'),
+        import('../../contract/run.js'),
+      ]);
+      const session = await Session.open(ctx, flags.baseUrl);
+      let run;
+      try {
+        ctx.stderr.write(`Checking ${session.baseUrl} (${session.why})\n`);
+        run = await runServerConformance(session, {
+          allowCharges: flags.allowCharges === true,
+          allowWrites: flags.allowWrites === true,
+          allowExtraLogins: flags.allowExtraLogins === true,
+          browser: flags.headless ? 'none' : flags.browser ? 'open' : 'print',
+          loginTimeoutMs: flags.loginTimeout,
+          researchTimeoutMs: flags.researchTimeout,
+          say: (line) => void ctx.stderr.write(`${line}\n`),
+          onCheck: (c) => void ctx.stderr.write(`${c.id}: ${c.verdict === 'skipped' ? c.message : c.verdict}\n`),
+        });
+      } catch (e) {
+        throw session.explain(e);
+      } finally {
+        await session.close();
+      }
+      const { report } = run;
+      if (flags.recordProfile) {
+        const { writeProfile } = await import('../../contract/profile.js');
+        await writeProfile(flags.recordProfile, run, ctx.clock.now());
+        ctx.stderr.write(`Wrote the profile ${flags.recordProfile}\n`);
+      }
+      ctx.stdout.write(flags.json ? jsonText(report) : formatTable(report));
+      if (flags.junit) await writeFile(flags.junit, formatJunit(report));
+      const failed = report.summary.fail ?? 0;
+      if (failed > 0)
+        throw new CliError(
+          `${failed} of ${report.scenarios.flatMap((s) => s.checks).length} checks failed`,
+          EXIT.failure,
+          'conformance_failed',
+        );
+    });
 }
