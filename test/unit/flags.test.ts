@@ -26,14 +26,15 @@ describe('serve flags', () => {
     expect(() => checkedFaultFlag('latency:ms=fast', Date.now())).toThrow(/ms must be a whole number/);
   });
 
-  it('--fault drop_response:count=1 (issue 42.2 lost-answer): route, count, rate and the caller; nothing else', () => {
+  it('--fault drop_response:count=1 (issue 42.2 lost-answer): route or tool, count, rate and the caller; nothing else', () => {
     expect(checkedFaultFlag('drop_response:count=1', Date.now())).toEqual({ kind: 'drop_response', count: 1 });
     expect(checkedFaultFlag('drop_response:route=POST /mcp,rate=0.5', Date.now())).toEqual({
       kind: 'drop_response',
       route: 'POST /mcp',
       rate: 0.5,
     });
-    expect(() => checkedFaultFlag('drop_response:status=503', Date.now())).toThrow(/a drop_response fault takes route, count, rate/);
+    expect(checkedFaultFlag('rate_limit:tool=ask,count=2', Date.now())).toEqual({ kind: 'rate_limit', tool: 'ask', count: 2 });
+    expect(() => checkedFaultFlag('drop_response:status=503', Date.now())).toThrow(/a drop_response fault takes route, tool, count, rate/);
   });
 
   it('--consent: DECISION, approve=SCOPE,SCOPE, optionally for one CLIENT_ID:', () => {
