@@ -8,7 +8,7 @@ import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, SECOND } from '../src/core/clock.js';
+import { ManualClock, SECOND, systemClock } from '../src/core/clock.js';
 import { setConsentPolicy } from '../src/core/consent.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
@@ -159,6 +159,54 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const third = await runCli(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
     expect(JSON.parse(third.stdout).replaced_login).toMatchObject({ revoked: true, client_id: old!.client_id });
     expect(listGrants(emulator.core).filter((g) => g.status === 'active')).toHaveLength(1);
+  });
+
+  it('45.1 login whose browser opener fails (BROWSER=false) says so at once in one line (the URL, --no-browser, --callback-port, --headless), and the timeout names the same ways', async () => {
+    const emulator = await startEmulator();
+    const started = Date.now();
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--timeout', '3'], {
+      env: clientEnv(await scratchDir(), { BROWSER: 'false' }),
+    });
+    expect(res.code).toBe(1);
+    const lines = res.stderr.trimEnd().split('\n');
+    const failed = lines.find((l) => l.startsWith('agent-access: could not open a browser'));
+    expect(failed).toMatch(
+      /^agent-access: could not open a browser: \$BROWSER "false" exited 1\. Open http:\/\/127\.0\.0\.1:\d+\/oauth\/authorize\?\S+ in a browser yourself; with --no-browser .*--callback-port PORT .*--headless with a consent policy/,
+    );
+    expect(lines.at(-1)).toMatch(
+      /^agent-access: no answer from the browser within 3 s; run `agent-access login` again: with --no-browser .*--callback-port PORT .*--headless/,
+    );
+    // Told before the wait ran out, not with it.
+    expect(lines.indexOf(failed!)).toBeLessThan(lines.length - 1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+  });
+
+  it('45.1 an opener that fails does not end the login: the URL used elsewhere completes it', async () => {
+    const emulator = await startEmulator();
+    const ctx = memoryContext({
+      clock: systemClock,
+      env: clientEnv(await scratchDir()),
+      openUrl: async (url) => {
+        // The person opens the printed URL on another machine.
+        setTimeout(() => void decideInBrowser(url, 'approve'), 50);
+        throw new Error('no display to open a browser on (neither DISPLAY nor WAYLAND_DISPLAY is set, and $BROWSER is not)');
+      },
+    });
+    const res = await runInProcess(['login', '--base-url', emulator.baseUrl], ctx);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toMatch(/^agent-access: could not open a browser: no display to open a browser on .*; with --no-browser/m);
+  });
+
+  it('45.1 with no display and no $BROWSER (Linux), login says so at once instead of trying an opener', async () => {
+    const emulator = await startEmulator();
+    const env = clientEnv(await scratchDir());
+    delete env.DISPLAY;
+    delete env.WAYLAND_DISPLAY;
+    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--timeout', '1'], { env });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(
+      /^agent-access: could not open a browser: no display to open a browser on \(neither DISPLAY nor WAYLAND_DISPLAY is set, and \$BROWSER is not\)\. Open /m,
+    );
   });
 
   it('45.11 login --headless whose code exchange fails says so once, never "server answered 502; retrying" (the 502 is its own listener\'s)', async () => {

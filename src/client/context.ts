@@ -25,7 +25,10 @@ export interface ClientContext {
   cwd: string;
   stdout: Output;
   stderr: Output;
-  /** Shows the person a URL in their browser. */
+  /**
+   * Shows the person a URL in their browser: resolves once it was handed over, rejects saying why none could be
+   * opened (may stay pending while a browser started directly runs).
+   */
   openUrl(url: string): Promise<void>;
   /** Subscribes to Ctrl-C while a long wait (login, --wait) runs, so it can stop cleanly; returns the unsubscribe. */
   onInterrupt?(handler: () => void): () => void;
@@ -49,30 +52,39 @@ export function processContext(): ClientContext {
 
 /**
  * `$BROWSER` wins when set (a command that gets the URL as its last argument, as with git and gh),
- * otherwise the platform's opener through `open`. Resolves once the browser was started.
+ * otherwise the platform's opener through `open`. Resolves when the opener exits 0; rejects, saying what happened,
+ * when none can be started, when it exits otherwise, or at once when there is no display to open one on. A browser
+ * started directly (`BROWSER=firefox`) runs on: the promise stays pending and keeps nothing alive.
  */
 export async function openInBrowser(url: string, env: NodeJS.ProcessEnv): Promise<void> {
   const browser = env[ENV.browser]?.trim();
+  let child: import('node:child_process').ChildProcess;
+  let what: string;
   if (browser) {
     const { spawn } = await import('node:child_process');
     const [command, ...args] = browser.split(/\s+/);
-    await new Promise<void>((resolve, reject) => {
-      const child = spawn(command!, [...args, url], { stdio: 'ignore', detached: true });
-      child.once('error', reject);
-      child.once('spawn', () => {
-        child.unref();
-        resolve();
-      });
-    });
-    return;
+    what = `$BROWSER "${browser}"`;
+    child = spawn(command!, [...args, url], { stdio: 'ignore', detached: true });
+  } else {
+    if (process.platform === 'linux' && !env.DISPLAY && !env.WAYLAND_DISPLAY && !(await isWsl()))
+      throw new Error('no display to open a browser on (neither DISPLAY nor WAYLAND_DISPLAY is set, and $BROWSER is not)');
+    const { default: open } = await import('open');
+    what = 'the system opener';
+    child = await open(url);
   }
-  const { default: open } = await import('open');
-  const child = await open(url);
+  child.unref();
   await new Promise<void>((resolve, reject) => {
-    child.once('error', reject);
-    if (child.pid !== undefined) resolve();
-    else child.once('spawn', () => resolve());
+    child.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new Error(e.code === 'ENOENT' ? `${what} was not found` : `${what} could not be started (${e.code ?? e.message})`)),
+    );
+    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`${what} exited ${code ?? signal}`))));
   });
+}
+
+/** Windows' Linux subsystem opens the Windows browser without a display of its own (the `open` package knows how). */
+async function isWsl(): Promise<boolean> {
+  const { readFile } = await import('node:fs/promises');
+  return /microsoft/i.test(await readFile('/proc/sys/kernel/osrelease', 'utf8').catch(() => ''));
 }
 
 /** `$AGENT_ACCESS_CONFIG_DIR`, else `$XDG_CONFIG_HOME/agent-access`, else `~/.config/agent-access`. */

@@ -161,7 +161,7 @@ export async function authorize(session: Session, options: LoginOptions): Promis
       end(
         new ClientError(
           'failed',
-          `no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again`,
+          `no answer from the browser within ${Math.round(options.timeoutMs / 1_000)} s; run \`agent-access login\` again: ${WITHOUT_BROWSER}`,
           'client.login_timeout',
         ),
       ),
@@ -180,9 +180,13 @@ export async function authorize(session: Session, options: LoginOptions): Promis
       );
     } else if (options.browser === 'open') {
       ctx.stderr.write(`Opening the consent page in your browser. If it does not open, visit:\n  ${request.url}\n`);
-      await ctx
-        .openUrl(request.url)
-        .catch((e: Error) => ctx.stderr.write(`agent-access: could not open a browser (${e.message}); open the URL above yourself\n`));
+      // Not awaited: an opener that fails is told at once, and the wait goes on for the URL to be used elsewhere.
+      ctx.openUrl(request.url).catch((e: Error) => {
+        if (ended) return;
+        const line = `agent-access: could not open a browser: ${e.message}. Open ${request.url} in a browser yourself; ${WITHOUT_BROWSER}`;
+        if (progress) progress.say(line);
+        else ctx.stderr.write(`${line}\n`);
+      });
     } else {
       ctx.stderr.write(`Open this URL in a browser to log in:\n  ${request.url}\n`);
     }
@@ -232,6 +236,10 @@ async function revokeReplaced(session: Session, discovered: Discovered, login: S
   if (!revoked) session.ctx.stderr.write(`agent-access: warning: the login this one replaced: ${note}\n`);
   return { client_id: login.client_id, revoked, note };
 }
+
+/** How to log in when no browser opens here: said when the opener fails and when the wait times out. */
+const WITHOUT_BROWSER =
+  'with --no-browser the URL is printed to open anywhere (add --callback-port PORT and forward it when the browser is on another machine, as over SSH); in CI, --headless with a consent policy (serve --consent approve)';
 
 /**
  * `login --headless`: the authorization URL is requested like a browser would, and its redirect followed to

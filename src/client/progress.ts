@@ -49,6 +49,13 @@ export class Progress {
     }
   }
 
+  /** A line of its own above the progress line (a terminal's is redrawn below it). */
+  say(line: string): void {
+    if (this.#animate) this.#ctx.stderr.write('\r\x1b[2K');
+    this.#ctx.stderr.write(`${line}\n`);
+    if (this.#animate) this.#draw();
+  }
+
   /** Whether the line redraws in place (a terminal), so a caller can update a countdown in it. */
   get live(): boolean {
     return this.#animate;
