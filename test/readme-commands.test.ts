@@ -190,7 +190,17 @@ const SH: Record<string, ShCheck> = {
       expect(help).toMatch(/--state <file> JSON state file \(default \.agent-access\/state\.json\)/);
     },
   },
-  '# agent-access › npx agent-access login --scope "ask research"': {
+  '# agent-access › npm install -D agent-access': {
+    how: 'checked',
+    test: 'README in your own project: npx agent-access serve keeps its state in .agent-access/, with a .gitignore (test/state-folder.test.ts serves it)',
+    // Not run: `npm install` needs the registry (test/pack.test.ts installs the tarball); the folder is state-folder's.
+    check: async (b) => {
+      expect(b.body).toMatch(/^npx agent-access serve {5}# state, signing key and logs in \.agent-access\//m);
+      const help = (await runCli(['serve', '--help'])).stdout.replace(/\s+/g, ' ');
+      expect(help).toMatch(/--state <file> JSON state file \(default \.agent-access\/state\.json\)/);
+    },
+  },
+  '# agent-access › npx agent-access login --scope "ask research training.write"': {
     how: 'run in readme-recipes.test.ts',
     anchor: QUICK_START_CLIENT,
     name: 'QUICK_START_CLIENT',

@@ -67,7 +67,7 @@ async function openLog(flags: ServeFlags): Promise<Log> {
   let handle;
   try {
     // Often the state's folder, which the lock then finds made: made as the lock makes it (0700, synced).
-    await makeDirDurably(dirname(file));
+    await makeDirDurably(dirname(file), { gitignore: flags.logFile === undefined });
     handle = await open(file, 'a', 0o600);
     // An existing log keeps its mode on open: it holds client ids and paths, so it is made private too.
     await handle.chmod(0o600);

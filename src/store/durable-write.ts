@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 /** A file's text, or null when it does not exist. */
@@ -42,13 +42,18 @@ export async function syncDir(dir: string): Promise<void> {
   }
 }
 
+/** What a state folder's own .gitignore says. */
+export const GITIGNORE = '# made by agent-access: the state, its signing key and logs are never committed\n*\n';
+
 /**
  * `mkdir -p` of `dir` (0700) that lasts through a power loss: each folder made is synced into its parent, as a file
  * created in it is by its writer.
  */
-export async function makeDirDurably(dir: string): Promise<void> {
+export async function makeDirDurably(dir: string, options: { gitignore?: boolean } = {}): Promise<void> {
   const first = await mkdir(dir, { recursive: true, mode: 0o700 });
   if (first === undefined) return;
+  // A folder the emulator made for its state holds the signing key: git is told to leave all of it out.
+  if (options.gitignore) await writeFile(join(dir, '.gitignore'), GITIGNORE, { mode: 0o600, flag: 'wx' });
   // Up to the first folder made (mkdir's answer is always one of dir's own), and never past the root.
   for (let made = dir; ; made = dirname(made)) {
     await syncDir(dirname(made));

@@ -130,7 +130,7 @@ interface IdentityLock {
 /** The lock on the state file's path (see lockStateFile). */
 async function lockStatePath(file: string, options: LockOptions): Promise<() => Promise<void>> {
   try {
-    await makeDirDurably(dirname(file));
+    await makeDirDurably(dirname(file), { gitignore: true });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
     throw (
