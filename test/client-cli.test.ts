@@ -688,7 +688,13 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
 
     const missing = await cli('train', join(dir, 'fehlt.md'));
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/cannot read .*fehlt\.md: ENOENT/);
+    expect(missing.stderr).toBe(`agent-access: no such file: ${join(dir, 'fehlt.md')}\n`);
+
+    // 45.5: refused input exits 2 (usage), as the README's tables say for invalid_file_name, content_empty and invalid_request.
+    expect((await cli('train', file, '--file-name', 'a/b.md')).code).toBe(2);
+    await writeFile(join(dir, 'leer.md'), '');
+    expect((await cli('train', join(dir, 'leer.md'))).code).toBe(2);
+    expect((await cli('ask', 'x'.repeat(4001))).code).toBe(2);
   });
 
   it('spec 7, 8: a 429 is retried after Retry-After for keyed POSTs; a POST without a key is not retried (exit 9)', async () => {

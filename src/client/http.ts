@@ -1,8 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type * as Undici from 'undici';
 import type { Agent } from 'undici';
-import { ClientError } from '../protocol/errors.js';
+import { ClientError, type ClientErrorKind } from '../protocol/errors.js';
 import { textOf } from '../protocol/format.js';
+import { kindOfAnswer, problemCodeOf } from '../protocol/problems.js';
 import type { ClientContext } from './context.js';
 import { Progress } from './progress.js';
 
@@ -189,10 +190,14 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
   const route = `${req.method} ${new URL(req.url).pathname}`;
   const challenge = bearerChallenge(res.headers['www-authenticate']);
   const detail = challenge.error_description ?? errorDetail(res);
+  // The registry decides the kind (problems.ts), as the README's tables say, whenever the answer names its code;
+  // an answer that names none goes by its status, as each case below has it.
+  const kind = (byStatus: ClientErrorKind): ClientErrorKind =>
+    problemCodeOf(res.body) !== undefined ? kindOfAnswer(res.status, res.body) : byStatus;
   switch (res.status) {
     case 401:
       return new ClientError(
-        'auth_required',
+        kind('auth_required'),
         `${route}: the service refused the access token (${challenge.error ?? 'no token'}: ${detail}). Run \`agent-access login\` again.`,
         'client.auth_required',
       );
@@ -206,12 +211,12 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
           'client.insufficient_scope',
         );
       }
-      return new ClientError('denied', `${route}: refused (${detail})`, 'client.forbidden');
+      return new ClientError(kind('denied'), `${route}: refused (${detail})`, 'client.forbidden');
     case 404:
-      return new ClientError('not_found', `${route}: not found (${detail})`, 'client.not_found');
+      return new ClientError(kind('not_found'), `${route}: not found (${detail})`, 'client.not_found');
     case 409:
       return new ClientError(
-        'conflict',
+        kind('conflict'),
         `${route}: conflict: ${detail}. ${req.idempotencyKey !== undefined ? `The Idempotency-Key "${req.idempotencyKey}" belongs to another request, or that request is still running; use a new key for a new request.` : ''}`.trim(),
         'client.conflict',
       );
@@ -219,14 +224,14 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
       const wait = retryAfterMs(res.headers['retry-after'], Date.now());
       const limit = res.headers['ratelimit-limit'];
       return new ClientError(
-        'rate_limited',
+        kind('rate_limited'),
         `${route}: rate limited${limit ? ` (limit ${String(limit)})` : ''}; try again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
         'client.rate_limited',
       );
     }
     default:
       return new ClientError(
-        res.status >= 500 ? 'server' : 'failed',
+        kindOfAnswer(res.status, res.body),
         `${route}: ${res.status >= 500 ? 'server error' : 'refused'} ${res.status}: ${detail}`,
         'client.http_error',
       );

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CLIENT_EXIT, describeCliError, EXIT } from '../../src/cli/errors.js';
 import { OAuthError, ProblemError, StateFileError } from '../../src/core/errors.js';
 import { AdminError } from '../../src/protocol/admin-client.js';
+import { apiError } from '../../src/client/http.js';
 import { kindOfAnswer, OAUTH_ERRORS, PROBLEMS, PROCESS_ERRORS } from '../../src/protocol/problems.js';
 import { ScenarioError } from '../../src/store/scenario.js';
 import { tablesUnder } from '../helpers/readme.js';
@@ -77,5 +78,23 @@ describe('the CLI maps codes to exit codes through the registry', () => {
   it('an answer without a registry code maps by its status class', () => {
     expect(kindOfAnswer(502, {})).toBe('server');
     expect(kindOfAnswer(418, { type: 'about:blank' })).toBe('failed');
+  });
+});
+
+describe('45.5 what the client commands do with each code the API can answer', () => {
+  it('45.5 every problem code answered to `ask`, `research` or `train` exits with the code the README table gives it', () => {
+    const [problems] = tablesUnder('### Error codes');
+    const documented = new Map(problems!.map(([code, , exit]) => [code!.replace(/`/g, ''), Number(exit)]));
+    const wrong: string[] = [];
+    for (const [code, { status }] of Object.entries(PROBLEMS)) {
+      const body = { type: `urn:agent-access:error:${code}`, title: 't', status, detail: 'd' };
+      const error = apiError(
+        { status, headers: {}, body, text: JSON.stringify(body) },
+        { method: 'POST', url: 'http://127.0.0.1:4100/training' },
+      );
+      const exit = CLIENT_EXIT[error.kind];
+      if (exit !== documented.get(code)) wrong.push(`${code} (${status}): exits ${exit}, the README says ${documented.get(code)}`);
+    }
+    expect(wrong).toEqual([]);
   });
 });

@@ -140,11 +140,16 @@ export function apiCommands(ctx: ClientContext): Command[] {
       try {
         content = await readFile(file, 'utf8');
       } catch (e) {
-        throw new CliError(
-          `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-          EXIT.failure,
-          'file_unreadable',
-        );
+        const code = (e as NodeJS.ErrnoException).code;
+        const why =
+          code === 'ENOENT'
+            ? `no such file: ${file}`
+            : code === 'EISDIR'
+              ? `${file} is a folder, not a file`
+              : code === 'EACCES' || code === 'EPERM'
+                ? `cannot read ${file}: permission denied`
+                : `cannot read ${file}: ${code ?? (e as Error).message}`;
+        throw new CliError(why, EXIT.failure, 'file_unreadable');
       }
       await withSession(ctx, flags, async (session) => {
         const accepted = asObject(
