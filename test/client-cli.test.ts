@@ -548,6 +548,10 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect(ask.status).toBe(401);
     expect((await storedLogin(config)).record.login).toBeNull();
     expect((await runCli(['logout', '--base-url', emulator.baseUrl], { env })).stdout).toMatch(/Not logged in/);
+    // 45.11: after a logout the advice is to log in again.
+    expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).stderr).toMatch(
+      /Run `agent-access login --base-url \S+` again\.\n$/,
+    );
   });
 
   it('without --base-url the commands find the emulator running from this directory (its default state file)', async () => {
@@ -569,6 +573,11 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
       const viaEnv = await runCli(['status'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
       expect(viaEnv.code).toBe(4);
       expect(viaEnv.stderr).toMatch(/not logged in to http:\/\/127\.0\.0\.1:9/);
+      // 45.11: never logged in there: "log in", not "log in again".
+      const token = await runCli(['token'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
+      expect(token.stderr).toBe(
+        'agent-access: not logged in to http://127.0.0.1:9. Run `agent-access login --base-url http://127.0.0.1:9`.\n',
+      );
     } finally {
       await serve.stop();
     }

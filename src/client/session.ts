@@ -11,8 +11,9 @@ export const DEFAULT_MIN_TTL_MS = 60_000;
 
 /** The login is gone for good: the person must authorize again (grant revoked, family invalidated, logged out). */
 export class LoginRequiredError extends ClientError {
-  constructor(baseUrl: string, why: string) {
-    super('auth_required', `${why}. Run \`agent-access login --base-url ${baseUrl}\` again.`, 'client.login_required');
+  /** `first`: there never was a login here, so the advice is to log in, not to log in "again". */
+  constructor(baseUrl: string, why: string, first = false) {
+    super('auth_required', `${why}. Run \`agent-access login --base-url ${baseUrl}\`${first ? '' : ' again'}.`, 'client.login_required');
   }
 }
 
@@ -97,7 +98,7 @@ export class Session {
 
   async login(): Promise<StoredLogin> {
     const record = await this.store.read(this.baseUrl);
-    if (!record.login) throw new LoginRequiredError(this.baseUrl, `not logged in to ${this.baseUrl}`);
+    if (!record.login) throw new LoginRequiredError(this.baseUrl, `not logged in to ${this.baseUrl}`, record.issuer === null);
     return record.login;
   }
 
