@@ -18,21 +18,33 @@ describe('what loads after the ready line waits for a quiet moment', () => {
   });
 
   it('counts from the last answer: a request answered after the call starts the wait again', async () => {
-    server = createServer((_request, response) => void setTimeout(() => response.end('ok'), 30));
+    // The request is in flight before the call, so the server has seen it whatever the machine's load: a request
+    // sent after the call may reach the server only once a quiet moment has already come, which proves nothing.
+    let arrived!: () => void;
+    const inFlight = new Promise<void>((resolve) => (arrived = resolve));
+    let answeredAt = 0;
+    server = createServer((_request, response) => {
+      arrived();
+      setTimeout(() => {
+        answeredAt = performance.now();
+        response.end('ok');
+      }, 30);
+    });
     await new Promise<void>((listening) => server!.listen(0, '127.0.0.1', listening));
     const quiet = new QuietMoments();
     quiet.watch(server);
-    const moment = quiet.moment(50);
-    await sleep(20);
     const { port } = server.address() as AddressInfo;
-    // Answered 30 ms after it is sent at the earliest (a timer may fire a fraction of a millisecond early: 1 ms spare).
-    const sent = performance.now();
-    await new Promise<void>((answered, failed) =>
-      request({ port, host: '127.0.0.1' }, (response) => response.resume().on('end', answered))
+    const answered = new Promise<void>((resolve, failed) =>
+      request({ port, host: '127.0.0.1' }, (response) => response.resume().on('end', resolve))
         .on('error', failed)
         .end(),
     );
-    await moment;
-    expect(performance.now() - sent).toBeGreaterThanOrEqual(30 + 50 - 1);
+    await inFlight;
+    const called = performance.now();
+    await quiet.moment(50);
+    await answered;
+    expect(answeredAt).toBeGreaterThan(called);
+    // The answer is marked when its socket write closes, after end(): the wait runs at least 50 ms from end().
+    expect(performance.now() - answeredAt).toBeGreaterThanOrEqual(50);
   });
 });
