@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { AskAnswer } from '../../src/core/ask.js';
 import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
 import type { AccessContext } from '../../src/core/resource-guard.js';
 import { authenticate } from '../../src/core/resource-guard.js';
@@ -66,7 +67,7 @@ beforeAll(async () => {
   const tokens = await issueTokensWithoutConsent(core, { scopes: ['ask'] });
   const access: AccessContext = await authenticate(core, `Bearer ${tokens.access_token}`, null);
   const ask = async (question: string): Promise<Result> => {
-    const { answer, sources } = (await resources.ask(access, question)).value;
+    const { answer, sources } = (await resources.ask(access, question)).value as AskAnswer;
     return { question, answer, sources };
   };
   const started = performance.now();
@@ -111,12 +112,12 @@ describe('45.2 retrieval evaluation set over the shipped fixtures', () => {
     console.log(lines.join('\n'));
   });
 
-  it.skip(`45.2 targets: at least ${OFF_TOPIC_REFUSED * 100} % of off-topic questions get "nothing found" with empty sources`, () => {
+  it(`45.2 targets: at least ${OFF_TOPIC_REFUSED * 100} % of off-topic questions get "nothing found" with empty sources`, () => {
     const refused = offTopic.filter((r) => r.answer === NOTHING_FOUND && r.sources.length === 0).length;
     expect(share(refused, offTopic.length)).toBeGreaterThanOrEqual(OFF_TOPIC_REFUSED);
   });
 
-  it.skip(`45.2 targets: at least ${RIGHT_FIRST * 100} % of on-topic questions cite a source that grounds them first`, () => {
+  it(`45.2 targets: at least ${RIGHT_FIRST * 100} % of on-topic questions cite a source that grounds them first`, () => {
     const first = onTopic.filter((r) => r.sources[0] && r.grounds.some((g) => grounds(g, r.sources[0]!))).length;
     expect(share(first, onTopic.length)).toBeGreaterThanOrEqual(RIGHT_FIRST);
   });
