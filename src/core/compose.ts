@@ -206,14 +206,18 @@ function cite(chosen: Candidate[]): { sentences: string[]; cited: Hit[] } {
   return { sentences, cited };
 }
 
+/** The most letters by which two stems of one word differ where the stemmer left an ending (`gehor`, `gehort`). */
+const ENDING = 3;
+
 /**
- * Whether a set of stems has `stem`: the same, the same word in another form (sameWord: `gehor` for `gehort`), or a
- * participle's stem without its `ge-` (`gepruft`: `pruft`).
+ * Whether a set of stems has `stem`: the same, the same word with an ending the stemmer left (`gehor` for `gehort`),
+ * or a participle's stem without its `ge-` (`gepruft`: `pruft`). A longer word that starts with it is another word
+ * (`fruhjahrsimpf` is no `fruhjahr`): its parts count, as compounds (`partStems`).
  */
 function holds(stems: ReadonlySet<string>, stem: string): boolean {
   if (stems.has(stem) || (stem.startsWith('ge') && stem.length >= 6 && stems.has(stem.slice(2)))) return true;
   if (stem.length < 4) return false;
-  for (const s of stems) if (sameWord(s, stem)) return true;
+  for (const s of stems) if (Math.abs(s.length - stem.length) <= ENDING && sameWord(s, stem)) return true;
   return false;
 }
 
