@@ -374,7 +374,8 @@ async function* slices(entries: Iterator<Entry>): AsyncGenerator<Entry[]> {
 
 /** The entry with the parts of its compounds (indexed) and its stems (for coverage), from the current vocabulary. */
 function prepared(e: Entry, vocabulary: Vocabulary, analyze: Analyzer): Entry {
-  const terms = analyze.terms(`${e.title} ${e.text}`);
+  // A record's sentences name its value fields (`Telefon: 0171 …`): a question for the `Telefonnummer` has that word.
+  const terms = analyze.terms(e.kind === 'knowledge' ? `${e.title} ${e.text}` : `${e.title} ${e.sentences.join(' ')}`);
   const parts = new Set(vocabulary.words(`${e.title} ${e.text}`).flatMap((w) => vocabulary.parts(w)));
   return {
     ...e,
