@@ -264,7 +264,8 @@ export function compose(question: string, hits: readonly Hit[], analyze: Analyze
     price && hit.sentences.some(namesAmount) ? 1 : 0,
     Math.max(0, ...all.filter((c) => c.hit === hit).map((c) => c.own.size)),
   ];
-  const best = relevant.reduce((a, b) => (stronger(strength(b), strength(a)) ? b : a));
+  const strengths = new Map(relevant.map((hit) => [hit, strength(hit)]));
+  const best = relevant.reduce((a, b) => (stronger(strengths.get(b)!, strengths.get(a)!) ? b : a));
   const { sentences, cited } = cite(pick(all, best));
   return { sentences, cited, relevant };
 }

@@ -1,6 +1,6 @@
 import { textOf } from '../protocol/format.js';
 import { fieldLabel } from './actions.js';
-import { splitCompound } from './compounds.js';
+import { MIN_PART, splitCompound } from './compounds.js';
 import { markdownSentences } from './sentences.js';
 import type { KnowledgeDocument, Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
 import { KIND_LABELS, WORKSPACE_KINDS, markdownSections, recordText } from './workspace.js';
@@ -444,7 +444,10 @@ function snippet({ text: flat, lower }: Entry, words: string[]): string {
 
 export const sourceLabel = (kind: SourceKind): string => (kind === 'knowledge' ? 'Wissensdatenbank' : KIND_LABELS[kind]);
 
-/** Split cached compounds kept at most (a training document of hostile text must not grow the cache without end). */
+/** The longest ending the German stemmer takes off a word (`-lichkeit` and an inflection before it). */
+const ENDINGS = 10;
+
+/** Split compounds and stems kept at most (a training document of hostile text must not grow the caches without end). */
 const SPLITS_CACHED = 50_000;
 
 /**
@@ -452,15 +455,27 @@ const SPLITS_CACHED = 50_000;
  * stem is one of them and it is no stop word. Splits are cached until a new stem is learnt.
  */
 class Vocabulary {
-  readonly stem: (word: string) => string;
   readonly stopwords: ReadonlySet<string>;
+  readonly #stemmer: (word: string) => string;
   readonly #stems = new Set<string>();
   readonly #splits = new Map<string, string[]>();
+  /** Stems by word: the stemmer is the costly part of analysing, and the same words come again and again. */
+  readonly #stemmed = new Map<string, string>();
 
-  constructor(stem: (word: string) => string, stopwords: ReadonlySet<string>) {
-    this.stem = stem;
+  constructor(stemmer: (word: string) => string, stopwords: ReadonlySet<string>) {
+    this.#stemmer = stemmer;
     this.stopwords = stopwords;
   }
+
+  readonly stem = (word: string): string => {
+    let stem = this.#stemmed.get(word);
+    if (stem === undefined) {
+      stem = this.#stemmer(word);
+      if (this.#stemmed.size >= SPLITS_CACHED) this.#stemmed.clear();
+      this.#stemmed.set(word, stem);
+    }
+    return stem;
+  };
 
   /** Lower case, split at anything but letters and digits, stop words left out: as Orama's German tokenizer does. */
   words(text: string): string[] {
@@ -472,15 +487,31 @@ class Vocabulary {
 
   learn(text: string): void {
     const before = this.#stems.size;
-    for (const word of this.words(text)) this.#stems.add(this.stem(word));
+    for (const word of this.words(text)) {
+      const stem = this.stem(word);
+      this.#stems.add(stem);
+    }
     if (this.#stems.size !== before) this.#splits.clear();
   }
+
+  /** Whether a part of a compound is a known word: no stop word, and its stem is one of the index's. */
+  #known = (part: string): boolean => {
+    if (this.stopwords.has(part)) return false;
+    // A stem is its word (umlauts and ß written out) without an ending of at most ENDINGS letters: a part none of
+    // whose beginnings that long is a known stem is unknown without stemming it. Splitting tries many parts, most of
+    // them no words, and the stemmer is what costs.
+    const plain = /[äöüß]/.test(part) ? part.replace(/ä/g, 'a').replace(/ö/g, 'o').replace(/ü/g, 'u').replace(/ß/g, 'ss') : part;
+    let maybe = false;
+    for (let end = plain.length; end >= Math.max(MIN_PART, plain.length - ENDINGS) && !maybe; end--)
+      maybe = this.#stems.has(plain.slice(0, end));
+    return maybe && this.#stems.has(this.stem(part));
+  };
 
   /** The written parts of a compound (`['pferde', 'box']`), or `[]`. */
   parts(word: string): string[] {
     const cached = this.#splits.get(word);
     if (cached) return cached;
-    const parts = splitCompound(word, (part) => !this.stopwords.has(part) && this.#stems.has(this.stem(part)));
+    const parts = splitCompound(word, this.#known);
     if (this.#splits.size >= SPLITS_CACHED) this.#splits.clear();
     this.#splits.set(word, parts);
     return parts;
