@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { composeAnswer } from '../../src/core/ask.js';
 import { COVERAGE, composeReport } from '../../src/core/compose.js';
-import { MAX_WORD, splitCompound } from '../../src/core/compounds.js';
+import { MAX_TRIES, MAX_WORD, splitCompound } from '../../src/core/compounds.js';
 import { SearchIndex, type Analyzer } from '../../src/core/search.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
 
@@ -47,6 +47,20 @@ describe('45.2 compounds are split into known words', () => {
     expect(splitCompound('gehört', known)).toEqual([]);
     expect(splitCompound('box'.repeat(MAX_WORD), known)).toEqual([]);
     expect(splitCompound('wetter', known)).toEqual([]);
+  });
+
+  it(`a split costs at most MAX_TRIES (${MAX_TRIES}) look-ups; a word that needs more stays whole (41.6: hostile uploads)`, () => {
+    let calls = 0;
+    const counting = (w: string) => {
+      calls++;
+      return w === 'heu' || w === 'box';
+    };
+    // Every head a chain of known words, no tail known: searched without a bound, this word costs 252 look-ups.
+    expect(splitCompound(`${'heubox'.repeat(6)}qqq`, counting)).toEqual([]);
+    expect(calls).toBeLessThanOrEqual(MAX_TRIES);
+    calls = 0;
+    expect(splitCompound('heuboxheu', counting)).toEqual(['heu', 'box', 'heu']);
+    expect(calls).toBeLessThan(MAX_TRIES);
   });
 
   it('over the fixtures: Boxenplatz, Pferdebox and Tollwutimpfung yield their parts', () => {
