@@ -188,7 +188,7 @@ export class SearchIndex {
       // Built after the ready line: the index must not hold up the requests that do not need it. Every word is known
       // before the first compound is split, so a passage splits the same whatever its place in the index.
       await learnInSlices(vocabulary, entries());
-      await insertInSlices(orama, db, entries(), { analyze, vocabulary });
+      await insertInSlices(orama, db, entries(), vocabulary);
       return { orama, db, analyze, vocabulary };
     })());
   }
@@ -242,10 +242,10 @@ export class SearchIndex {
       this.#added.push(doc);
       return;
     }
-    const { orama, db, analyze, vocabulary } = await this.#index();
+    const { orama, db, vocabulary } = await this.#index();
     try {
       await learnInSlices(vocabulary, knowledgeEntries(doc));
-      await insertInSlices(orama, db, knowledgeEntries(doc), { analyze, vocabulary });
+      await insertInSlices(orama, db, knowledgeEntries(doc), vocabulary);
     } finally {
       // Also after a failure part way: the index may have changed.
       this.#forget();
@@ -255,7 +255,7 @@ export class SearchIndex {
   /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
   async putRecord(kind: WorkspaceKind, record: { id: string; title: string; [field: string]: unknown }): Promise<void> {
     if (!this.#ready) return; // indexed from the changed workspace when first used
-    const { orama, db, analyze, vocabulary } = await this.#index();
+    const { orama, db, vocabulary } = await this.#index();
     const id = `${kind}:${record.id}`;
     const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
@@ -263,7 +263,7 @@ export class SearchIndex {
       remove(db, id);
       const changed = recordEntry(kind, record);
       vocabulary.learn(`${changed.title} ${changed.text}`);
-      insert(db, prepared(changed, vocabulary, analyze));
+      insert(db, prepared(changed, vocabulary));
     } finally {
       this.#forget();
     }
@@ -339,16 +339,11 @@ export class SearchIndex {
  * Inserts `entries` a slice of at most ENTRY_TEXT of text per turn of the event loop (and makes each entry in the
  * turn that inserts it), so other requests go on meanwhile.
  */
-async function insertInSlices(
-  orama: Orama,
-  db: Db,
-  entries: Iterator<Entry>,
-  { analyze, vocabulary }: Pick<Loaded, 'analyze' | 'vocabulary'>,
-): Promise<void> {
+async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>, vocabulary: Vocabulary): Promise<void> {
   for await (const slice of slices(entries))
     await orama.insertMultiple(
       db,
-      slice.map((e) => prepared(e, vocabulary, analyze)),
+      slice.map((e) => prepared(e, vocabulary)),
     );
 }
 
@@ -373,16 +368,20 @@ async function* slices(entries: Iterator<Entry>): AsyncGenerator<Entry[]> {
 }
 
 /** The entry with the parts of its compounds (indexed) and its stems (for coverage), from the current vocabulary. */
-function prepared(e: Entry, vocabulary: Vocabulary, analyze: Analyzer): Entry {
+function prepared(e: Entry, vocabulary: Vocabulary): Entry {
   // A record's sentences name its value fields (`Telefon: 0171 …`): a question for the `Telefonnummer` has that word.
-  const terms = analyze.terms(e.kind === 'knowledge' ? `${e.title} ${e.text}` : `${e.title} ${e.sentences.join(' ')}`);
-  const parts = new Set(vocabulary.words(`${e.title} ${e.text}`).flatMap((w) => vocabulary.parts(w)));
-  return {
-    ...e,
-    parts: [...parts].join(' '),
-    stems: [...new Set(terms.map((t) => t.stem))],
-    partStems: [...new Set(terms.flatMap((t) => t.parts))],
-  };
+  const text = e.kind === 'knowledge' ? `${e.title} ${e.text}` : `${e.title} ${e.sentences.join(' ')}`;
+  const parts = new Set<string>();
+  const stems = new Set<string>();
+  const partStems = new Set<string>();
+  for (const word of vocabulary.words(text)) {
+    stems.add(vocabulary.stem(word));
+    for (const part of vocabulary.parts(word)) {
+      parts.add(part);
+      partStems.add(vocabulary.stem(part));
+    }
+  }
+  return { ...e, parts: [...parts].join(' '), stems: [...stems], partStems: [...partStems] };
 }
 
 /** A knowledge document's entries: one per `##` section, a long section in pieces of at most ENTRY_TEXT. */
