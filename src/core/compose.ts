@@ -216,8 +216,10 @@ const ENDING = 3;
  */
 function holds(stems: ReadonlySet<string>, stem: string): boolean {
   if (stems.has(stem) || (stem.startsWith('ge') && stem.length >= 6 && stems.has(stem.slice(2)))) return true;
-  if (stem.length < 4) return false;
-  for (const s of stems) if (Math.abs(s.length - stem.length) <= ENDING && sameWord(s, stem)) return true;
+  // Four letters are too few to tell an ending from another word (`kund` is no `kundig`: Kunden, Kündigung).
+  if (stem.length < 5) return false;
+  for (const s of stems)
+    if (Math.abs(s.length - stem.length) <= ENDING && Math.min(s.length, stem.length) >= 5 && sameWord(s, stem)) return true;
   return false;
 }
 
