@@ -35,7 +35,7 @@ export const RELEVANCE = 0.3;
  * counts as had when a hit has it whole or has every one of its parts (`Boxenplatz`: `Box` and `Platz`, compounds.ts).
  * Two thirds: a question of two words needs both, of three words two, of four words three. Chosen on the evaluation
  * set (test/fixtures/retrieval-eval.json, docs/retrieval.md): off-topic questions share one common word with the
- * fixtures at most (`Wetter morgen in Berlin`: only `morgen`, as in `morgens`; `Flug nach Mallorca`: only `kostet`),
+ * fixtures at most (`Wetter morgen in Berlin`: only `morgen`, as in `morgens`; `Flug nach Mallorca`: none),
  * while on-topic ones share all or all but one.
  */
 export const COVERAGE = 2 / 3;
