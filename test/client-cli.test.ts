@@ -637,7 +637,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     });
     const cli = (...args: string[]) => runInProcess([...args, '--base-url', emulator.baseUrl], ctx);
     expect((await cli('login', '--scope', 'research')).code).toBe(0);
-    const res = await cli('research', 'Wie läuft das Onboarding neuer Kunden?', '--wait', '--interval', '0.01');
+    const res = await cli('research', 'Wie läuft der Weidegang?', '--wait', '--interval', '0.01');
     expect(res.code, res.stderr).toBe(0);
     const lines = res.stderr.split('\n').filter((l) => l.startsWith('research '));
     expect(lines.map((l) => l.replace(/job_[^:\s]+/, 'JOB'))).toEqual([
@@ -655,7 +655,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const emulator = await startEmulator({ timings: FAST_JOBS });
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env, 'approve', ['--scope', 'research'])).code).toBe(0);
-    const started = await runCli(['research', 'Wie läuft das Onboarding neuer Kunden?', '--base-url', emulator.baseUrl], { env });
+    const started = await runCli(['research', 'Wie läuft der Weidegang?', '--base-url', emulator.baseUrl], { env });
     const jobId = started.stdout.trim();
     expect(jobId).toMatch(/^job_/);
     expect(started.stderr).toContain(`agent-access research --job ${jobId} --wait`);

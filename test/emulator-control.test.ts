@@ -119,7 +119,7 @@ describe('one virtual clock (serve --clock manual)', () => {
     const emu = await startRunning({ clock: 'manual' });
     const tokens = await emu.issueTokens({ scopes: ['research', 'training.write'] });
     const bearer = { authorization: `Bearer ${tokens.access_token}` };
-    const job = await postJson(`${emu.baseUrl}/research`, { question: 'Welche Regeln gelten für Hunde?' }, bearer);
+    const job = await postJson(`${emu.baseUrl}/research`, { question: 'Dürfen Hunde in den Stall?' }, bearer);
     const doc = await postJson(
       `${emu.baseUrl}/training`,
       { file_name: 'notiz.md', content: '# Notiz\n\nDer Hufschmied kommt am Dienstag.' },

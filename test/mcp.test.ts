@@ -260,7 +260,7 @@ describe.each(MCP_VERSIONS)('the tools: the same reach as the REST allowlist (sp
     const clock = new ManualClock();
     const emulator = await startEmulator({ clock, timings: FAST_JOBS });
     const { client } = await connectWithOAuth(emulator, 'research', undefined, version);
-    const started = await call(client, 'start_research', { question: 'Wie läuft das Onboarding neuer Kunden?' });
+    const started = await call(client, 'start_research', { question: 'Wie läuft der Weidegang?' });
     expect(started.data).toMatchObject({ status: 'queued', poll: `/research/${started.data.job_id}` });
     expect((await call(client, 'get_research', { job_id: started.data.job_id })).data.status).toBe('queued');
     // Queued, then running, then done: the job's whole time on the emulator's clock.
@@ -302,7 +302,7 @@ describe.each(MCP_VERSIONS)('the same charges and rate limits as the REST twins 
     const { client, provider } = await connectWithOAuth(emulator, 'ask research', undefined, version);
     const byRoute = () => emulator.core.state.charges.count;
     const countBefore = byRoute();
-    await call(client, 'start_research', { question: 'Wie läuft das Onboarding neuer Kunden?' });
+    await call(client, 'start_research', { question: 'Wie läuft der Weidegang?' });
     expect(byRoute()).toBe(countBefore + 1);
     await call(client, 'get_research', { job_id: Object.keys(emulator.core.state.research_jobs)[0]! }); // polling is free
     expect(byRoute()).toBe(countBefore + 1);

@@ -221,7 +221,7 @@ const SH: Record<string, ShCheck> = {
       expect(job).toMatchObject({ job_id: expect.stringMatching(/^job_/), status: expect.any(String) });
       const [answer, ...report] = rest.split('\n');
       expect(answer).toMatch(/\[1\]/);
-      expect(report.join('\n')).toMatch(/^# Recherche: Wie läuft das Onboarding neuer Kunden\?\n\n## Zusammenfassung\n/);
+      expect(report.join('\n')).toMatch(/^# Recherche: Wie läuft der Weidegang\?\n\n## Zusammenfassung\n/);
     },
   },
   '### Scenarios and snapshots › agent-access serve --state szenario.json --clock manual --scenario fixtures/scenarios/hausverwaltung.json':

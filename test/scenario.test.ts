@@ -164,8 +164,10 @@ describe('README "Scenarios and snapshots": serve --scenario preloads every kind
     const emu = await startEmulator({ scenario: file });
     const max = (await refresh(emu.baseUrl, { client_id: 'client_a', refresh_token: `aa1.${'M'.repeat(22)}.${'s'.repeat(43)}` })).json()
       .access_token;
-    const answer = (await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Zirbelkiefernweg Zirbelkiefernhain' }, bearer(max))).json();
-    expect(answer.sources.map((s: { title: string }) => s.title)).toEqual(['Geteilt']);
+    const ask = async (question: string) => (await postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(max))).json();
+    expect((await ask('Zirbelkiefernweg')).sources.map((s: { title: string }) => s.title)).toEqual(['Geteilt']);
+    // One question about both would be half covered, and so answered with nothing (docs/retrieval.md): asked apart.
+    expect((await ask('Zirbelkiefernhain')).sources).toEqual([]);
   });
 });
 

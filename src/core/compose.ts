@@ -2,14 +2,19 @@
  * How answers and research reports are written from search hits: the one place that picks the passages, quotes
  * their sentences and numbers the sources. Pure and deterministic: the same question and hits give the same text.
  *
- * - Hits scoring below RELEVANCE × the best hit's score are dropped.
+ * - Hits scoring below RELEVANCE × the best hit's score are dropped, and so are hits that have none of the question's
+ *   words (stems, compounds also by their parts).
+ * - A question whose words the remaining hits do not cover well enough (COVERAGE) is answered with nothing: no
+ *   sentences, no sources (ask says "nichts gefunden", research fails `no_sources`).
+ * - The answer starts with the best passage: the hit that covers most of the question's words, the better ranked of
+ *   equals.
  * - The sentences of the remaining hits are scored by the question's words they carry (stemmed, stop words and
  *   question words left out); an answer quotes one to three of them, each followed by the number of its source.
  * - Sources are numbered in the order the text first cites them: `[1]` is the first element of `sources` (ask) or
  *   `citations` (research). Ask returns the cited sources only; a report cites every source it returns.
  */
 import type { Citation } from './jobs.js';
-import { searchText, type Analyzer, type Hit } from './search.js';
+import { searchText, type Analyzer, type Hit, type Term } from './search.js';
 
 /**
  * A hit is relevant when its BM25 score is at least this share of the best hit's score. Absolute scores vary with
@@ -23,6 +28,17 @@ import { searchText, type Analyzer, type Hit } from './search.js';
  * A hit that shares no word with the question is never quoted, whatever its score.
  */
 export const RELEVANCE = 0.3;
+
+/**
+ * The share of the question's words (stems of the words that carry meaning: question words and stop words left out)
+ * that the relevant hits together must have for the question to be answered at all; else "nothing found". A compound
+ * counts as had when a hit has it whole or has every one of its parts (`Boxenplatz`: `Box` and `Platz`, compounds.ts).
+ * Two thirds: a question of two words needs both, of three words two, of four words three. Chosen on the evaluation
+ * set (test/fixtures/retrieval-eval.json, docs/retrieval.md): off-topic questions share one common word with the
+ * fixtures at most (`Wetter morgen in Berlin`: only `morgen`, as in `morgens`; `Flug nach Mallorca`: none),
+ * while on-topic ones share all or all but one.
+ */
+export const COVERAGE = 2 / 3;
 
 /** At most this many sentences in an answer or a report's summary. */
 const MAX_SENTENCES = 3;
@@ -103,7 +119,7 @@ const byStrength = (a: Candidate, b: Candidate): number =>
  * carry it (inverse document frequency over the sentences), so `Ruhezeit` outweighs `Haus`, which half the house
  * rules mention.
  */
-function candidates(hits: readonly Hit[], terms: readonly string[], analyze: Analyzer): Candidate[] {
+function candidates(hits: readonly Hit[], terms: readonly string[], analyze: Analyzer, price = false): Candidate[] {
   const sentences = hits.flatMap((hit, rank) => {
     const titled = termsIn(analyze, hit.title, terms);
     return hit.sentences
@@ -112,27 +128,31 @@ function candidates(hits: readonly Hit[], terms: readonly string[], analyze: Ana
   });
   const weight = new Map(terms.map((t) => [t, Math.log(1 + sentences.length / Math.max(1, sentences.filter((s) => s.own.has(t)).length))]));
   const sum = (ts: Iterable<string>) => [...ts].reduce((total, t) => total + weight.get(t)!, 0);
+  // Asked for a price, a sentence with an amount is worth one more of the question's words.
+  const amount = price ? Math.max(0, ...weight.values()) : 0;
   return sentences
     .map((s) => ({ ...s, score: sum(s.own) + sum([...s.titled].filter((t) => !s.own.has(t))) / 2 }))
     .filter((c) => c.score > 0)
+    .map((c) => (namesAmount(c.text) ? { ...c, score: c.score + amount } : c))
     .sort(byStrength);
 }
 
 /**
- * The sentences that answer: the strongest one; then up to two more that carry a term of the question the
- * chosen ones do not, or (the second only) one from another source with all of the first one's terms. When even the strongest
- * names none of the question's words itself (the hit matched by its title, e.g. a section `Fütterungszeiten`),
- * the first sentences of that passage.
+ * The sentences that answer: the strongest one of the best passage; then up to two more that carry a term of the
+ * question the chosen ones do not, or (the second only) one from another source with all of the first one's terms. When
+ * even the strongest names none of the question's words itself (the hit matched by its title, e.g. a section
+ * `Fütterungszeiten`), the first sentences of that passage.
  */
-function pick(all: Candidate[]): Candidate[] {
-  const first = all[0];
+function pick(all: Candidate[], best: Hit): Candidate[] {
+  const first = all.find((c) => c.hit === best) ?? all[0];
   if (!first) return [];
   if (first.own.size === 0) return all.filter((c) => c.hit === first.hit).slice(0, MAX_SENTENCES);
   const chosen = [first];
   // A term the title of a quoted source names is answered already (`Huber` once Josef Huber's phone is quoted).
   const covered = new Set([...first.own, ...first.titled]);
-  for (const c of all.slice(1)) {
+  for (const c of all) {
     if (chosen.length === MAX_SENTENCES) break;
+    if (c === first) continue;
     if (c.own.size === 0 || chosen.some((p) => sameSentence(p.text, c.text))) continue;
     const adds = [...c.own].some((t) => !covered.has(t));
     // A second source saying the same in other words (often with more detail) is worth one more sentence, not two.
@@ -145,17 +165,21 @@ function pick(all: Candidate[]): Candidate[] {
 }
 
 /** Kinds whose fields are notes that leave out what they are about (`Kommt alle 7 Wochen …`): the record's title leads. */
-const NOTES: ReadonlySet<string> = new Set(['contacts', 'animals', 'places', 'listings', 'work_items']);
+const NOTES: ReadonlySet<string> = new Set(['contacts', 'animals', 'places', 'listings']);
 
 /**
  * The sentence as the answer says it. A record's value field names its record (`Anna Schmidt, Telefon: 0171 …`),
- * and so does a note that does not name it itself (`Josef Huber: Kommt alle 7 Wochen …`).
+ * and so does a note that does not name it itself (`Josef Huber: Kommt alle 7 Wochen …`). A task's title is a to-do,
+ * not what a sentence is about: it is named as the task (`Zur Aufgabe „Kaution Andreas Maier abrechnen“ ist notiert:
+ * …`), never put in front of the sentence as if it were part of the answer (issue 45.2).
  */
 function quoted(c: Candidate): string {
   // A letter's first sentence after its salutation (`…, hiermit kündige ich …`) starts in lower case.
   const text = c.text.charAt(0).toUpperCase() + c.text.slice(1);
   if (c.hit.kind === 'knowledge' || text.toLowerCase().includes(c.hit.title.toLowerCase())) return text;
-  if (isValue(text) && !c.hit.sentences.slice(0, c.order).some((s) => !isValue(s))) return `${c.hit.title}, ${text}`;
+  const value = isValue(text) && !c.hit.sentences.slice(0, c.order).some((s) => !isValue(s));
+  if (c.hit.kind === 'work_items') return value ? `Aufgabe „${c.hit.title}“, ${text}` : `Zur Aufgabe „${c.hit.title}“ ist notiert: ${text}`;
+  if (value) return `${c.hit.title}, ${text}`;
   return NOTES.has(c.hit.kind) ? `${c.hit.title}: ${text}` : text;
 }
 
@@ -182,14 +206,81 @@ function cite(chosen: Candidate[]): { sentences: string[]; cited: Hit[] } {
   return { sentences, cited };
 }
 
+/** The most letters by which two stems of one word differ where the stemmer left an ending (`gehor`, `gehort`). */
+const ENDING = 3;
+
+/**
+ * Whether a set of stems has `stem`: the same, the same word with an ending the stemmer left (`gehor` for `gehort`),
+ * or a participle's stem without its `ge-` (`gepruft`: `pruft`). A longer word that starts with it is another word
+ * (`fruhjahrsimpf` is no `fruhjahr`): its parts count, as compounds (`partStems`).
+ */
+function holds(stems: ReadonlySet<string>, stem: string): boolean {
+  if (stems.has(stem) || (stem.startsWith('ge') && stem.length >= 6 && stems.has(stem.slice(2)))) return true;
+  // Four letters are too few to tell an ending from another word (`kund` is no `kundig`: Kunden, Kündigung).
+  if (stem.length < 5) return false;
+  for (const s of stems)
+    if (Math.abs(s.length - stem.length) <= ENDING && Math.min(s.length, stem.length) >= 5 && sameWord(s, stem)) return true;
+  return false;
+}
+
+/** How a hit has a stem: 1 as a word of its own, ½ only inside one of its compounds (`Tag` in `Tagesbedarf`), else 0. */
+const weight = (hit: Hit, stem: string): number => (holds(hit.stems, stem) ? 1 : holds(hit.partStems, stem) ? 0.5 : 0);
+
+/** How much of `term` a hit has: the term itself, else the mean of its parts (`Boxenplatz`: `Box` 1, `Platz` ½). */
+function had(hit: Hit, term: Term): number {
+  const whole = weight(hit, term.stem);
+  if (whole === 1 || term.parts.length === 0) return whole;
+  return Math.max(whole, term.parts.reduce((sum, p) => sum + weight(hit, p), 0) / term.parts.length);
+}
+
+/** Whether a hit has `term` at all: itself, or every one of its parts, as words or inside compounds. */
+const hasTerm = (hit: Hit, term: Term): boolean =>
+  weight(hit, term.stem) > 0 || (term.parts.length > 0 && term.parts.every((p) => weight(hit, p) > 0));
+
+/** The question's words that carry meaning, each once. */
+const contentTerms = (question: string, analyze: Analyzer): Term[] => {
+  const seen = new Set<string>();
+  return analyze.terms(searchText(question)).filter((t) => !seen.has(t.stem) && seen.add(t.stem));
+};
+
 /** The answer to a question from its hits (best first): the sentences to say, and the sources they cite. */
 export function compose(question: string, hits: readonly Hit[], analyze: Analyzer): Composition {
-  const relevant = relevantHits(hits);
+  const nothing = { sentences: [], cited: [], relevant: [] };
+  const content = contentTerms(question, analyze);
+  if (content.length === 0) return nothing;
+  // Coverage is judged over every hit found, not only the relevant ones: `Wann beginnt das Anweiden?` is answered from
+  // the task `Anweiden vorbereiten`, though only a letter far below it says `beginnt`.
+  const covered = content.filter((t) => hits.some((hit) => hasTerm(hit, t)));
+  if (covered.length < COVERAGE * content.length) return nothing;
+  const relevant = relevantHits(hits).filter((hit) => content.some((t) => had(hit, t) > 0));
+  if (relevant.length === 0) return nothing;
+  const price = asksPrice(question);
   const terms = [...new Set(analyze(searchText(question)))];
-  if (terms.length === 0) return { sentences: [], cited: [], relevant: [] };
-  const { sentences, cited } = cite(pick(candidates(relevant, terms, analyze)));
+  const all = candidates(relevant, terms, analyze, price);
+  // The best passage: most of the question's words (then most of them as words of its own, then, asked for a price,
+  // one that names an amount, then the one with a sentence that says more of them at once), the better ranked of
+  // equals (relevant is best first).
+  const strength = (hit: Hit): number[] => [
+    content.reduce((sum, t) => sum + had(hit, t), 0),
+    content.filter((t) => weight(hit, t.stem) === 1).length,
+    price && hit.sentences.some(namesAmount) ? 1 : 0,
+    Math.max(0, ...all.filter((c) => c.hit === hit).map((c) => c.own.size)),
+  ];
+  const strengths = new Map(relevant.map((hit) => [hit, strength(hit)]));
+  const best = relevant.reduce((a, b) => (stronger(strengths.get(b)!, strengths.get(a)!) ? b : a));
+  const { sentences, cited } = cite(pick(all, best));
   return { sentences, cited, relevant };
 }
+
+/** Whether `a` is greater than `b`, compared element by element. */
+function stronger(a: readonly number[], b: readonly number[]): boolean {
+  const i = a.findIndex((x, j) => x !== b[j]);
+  return i >= 0 && a[i]! > b[i]!;
+}
+
+/** A question that asks what something costs or how much it is: the sentence that names an amount answers it. */
+const asksPrice = (question: string): boolean => /(?<!\p{L})(?:kostet|kosten|teuer|preis|wie\s+hoch|wie\s+viel)/iu.test(question);
+const namesAmount = (sentence: string): boolean => /\d\s*(?:EUR|€)/.test(sentence);
 
 // ---- research report (spec 2.5) ----------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 import { textOf } from '../protocol/format.js';
 import { fieldLabel } from './actions.js';
+import { MIN_PART, splitCompound } from './compounds.js';
 import { markdownSentences } from './sentences.js';
 import type { KnowledgeDocument, Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
 import { KIND_LABELS, WORKSPACE_KINDS, markdownSections, recordText } from './workspace.js';
@@ -19,10 +20,26 @@ export interface Source {
 export interface Hit extends Source {
   score: number;
   sentences: readonly string[];
+  /** The stems of the passage's words (title and text): what its coverage of a question is judged by. */
+  stems: ReadonlySet<string>;
+  /** The stems of the parts of its compounds (`pferd`, `box` for `Pferdebox`). */
+  partStems: ReadonlySet<string>;
 }
 
-/** The stems of a text's words that carry meaning (stop words left out), in order: what answers match sentences by. */
-export type Analyzer = (text: string) => string[];
+/** A word of a question that carries meaning: its stem, and the stems of its parts when it is a compound (compounds.ts). */
+export interface Term {
+  stem: string;
+  parts: readonly string[];
+}
+
+/**
+ * The stems of a text's words that carry meaning (stop words left out), in order, each compound followed by the
+ * stems of its parts: what answers match sentences by. `terms` gives the same words one by one with their parts.
+ */
+export interface Analyzer {
+  (text: string): string[];
+  terms(text: string): Term[];
+}
 
 interface Entry {
   id: string;
@@ -39,6 +56,11 @@ interface Entry {
   sentences: string[];
   /** What a hit stands for: a record, or a section of a document, however many pieces it was indexed in. */
   passage: string;
+  /** The written parts of the compounds in title and text (`pferd box` for `Pferdebox`), indexed so that parts find them. */
+  parts: string;
+  /** The stems of the words of title and text, and of the parts of their compounds (not indexed). */
+  stems: string[];
+  partStems: string[];
 }
 
 /** An entry from its parts, with the text prepared once for indexing, snippets and answers. */
@@ -53,7 +75,7 @@ function entry(
   passage = id,
 ): Entry {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase(), sentences, passage };
+  return { id, kind, owner, ref, title, text: flat, lower: flat.toLowerCase(), sentences, passage, parts: '', stems: [], partStems: [] };
 }
 
 /** Record fields written as prose; the others are values, quoted with their label (`Telefon: 0171 2345678`). */
@@ -83,7 +105,7 @@ const recordEntry = (kind: WorkspaceKind, record: WorkspaceRecord): Entry =>
  * finds every passage that asks `Wann …?` itself, and `wie lange` finds Birgit Lang. `nächste` stems to `nach`.
  */
 const QUESTION_NOISE =
-  /(?<![\p{L}\p{N}])(?:wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)|wann|wer|wen|wem|wessen|warum|weshalb|wieso|wozu|wodurch|womit|wofür|worüber|wohin|woher|welche[rsmn]?|gibt|heißt|heisst|nächste[nrsm]?|bitte|mache|machen|macht|tun|tue)(?![\p{L}\p{N}])/giu;
+  /(?<![\p{L}\p{N}])(?:wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)|wann|wer|wen|wem|wessen|warum|weshalb|wieso|wozu|wodurch|womit|wofür|worüber|wohin|woher|welche[rsmn]?|gibt|heißt|heisst|kostet|nächste[nrsm]?|bitte|mache|machen|macht|tun|tue)(?![\p{L}\p{N}])/giu;
 
 /** The question as searched: without the words that only make it a question. */
 export const searchText = (question: string): string => question.replace(QUESTION_NOISE, ' ').replace(/\s+/g, ' ').trim();
@@ -94,6 +116,8 @@ interface Loaded {
   orama: Orama;
   db: Db;
   analyze: Analyzer;
+  /** The stems of every indexed word: what compounds are split against (compounds.ts). */
+  vocabulary: Vocabulary;
 }
 
 const SNIPPET = 220;
@@ -150,7 +174,7 @@ export class SearchIndex {
         import('@orama/stopwords/german'),
       ]);
       const db = orama.create({
-        schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string' } as const,
+        schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string', parts: 'string' } as const,
         components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
       });
       const workspace = this.#workspace;
@@ -159,9 +183,13 @@ export class SearchIndex {
         for (const kind of WORKSPACE_KINDS) for (const record of workspace[kind]) yield recordEntry(kind, record);
         for (const doc of documents) yield* knowledgeEntries(doc);
       }
-      // Built after the ready line: the index must not hold up the requests that do not need it.
-      await insertInSlices(orama, db, entries());
-      return { orama, db, analyze: analyzer(stemmer, new Set(stopwords)) };
+      const vocabulary = new Vocabulary(stemmer, new Set(stopwords));
+      const analyze = analyzer(vocabulary);
+      // Built after the ready line: the index must not hold up the requests that do not need it. Every word is known
+      // before the first compound is split, so a passage splits the same whatever its place in the index.
+      await learnInSlices(vocabulary, entries());
+      await insertInSlices(orama, db, entries(), vocabulary);
+      return { orama, db, analyze, vocabulary };
     })());
   }
 
@@ -214,9 +242,10 @@ export class SearchIndex {
       this.#added.push(doc);
       return;
     }
-    const { orama, db } = await this.#index();
+    const { orama, db, vocabulary } = await this.#index();
     try {
-      await insertInSlices(orama, db, knowledgeEntries(doc));
+      await learnInSlices(vocabulary, knowledgeEntries(doc));
+      await insertInSlices(orama, db, knowledgeEntries(doc), vocabulary);
     } finally {
       // Also after a failure part way: the index may have changed.
       this.#forget();
@@ -226,13 +255,15 @@ export class SearchIndex {
   /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
   async putRecord(kind: WorkspaceKind, record: { id: string; title: string; [field: string]: unknown }): Promise<void> {
     if (!this.#ready) return; // indexed from the changed workspace when first used
-    const { orama, db } = await this.#index();
+    const { orama, db, vocabulary } = await this.#index();
     const id = `${kind}:${record.id}`;
     const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
     const insert = orama.insert as unknown as (db: Db, doc: Entry) => unknown;
     try {
       remove(db, id);
-      insert(db, recordEntry(kind, record));
+      const changed = recordEntry(kind, record);
+      vocabulary.learn(`${changed.title} ${changed.text}`);
+      insert(db, prepared(changed, vocabulary));
     } finally {
       this.#forget();
     }
@@ -244,13 +275,14 @@ export class SearchIndex {
    */
   async search(question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Promise<Hit[]> {
     const index = this.#index();
-    const { orama, db, analyze } = await index;
+    const loaded = await index;
+    const { analyze } = loaded;
     const key = JSON.stringify([question, options.person, options.limit ?? 5, options.knowledgeOnly === true]);
     const known = this.#answers.get(key);
     // Copies: a caller may change what it gets without changing the next caller's answer.
     if (known) return known.map((hit) => ({ ...hit }));
     // A question of question words and stop words alone asks about nothing (and Orama would rank everything for it).
-    const hits = analyze(searchText(question)).length === 0 ? [] : this.#rank(orama, db, question, options);
+    const hits = analyze(searchText(question)).length === 0 ? [] : this.#rank(loaded, question, options);
     // Kept only if the index it came from is still the current one (a restore may have replaced it meanwhile).
     if (index === this.#ready) {
       if (this.#answers.size >= ANSWER_CACHE_SIZE) this.#answers.delete(this.#answers.keys().next().value!);
@@ -259,17 +291,22 @@ export class SearchIndex {
     return hits.map((hit) => ({ ...hit }));
   }
 
-  #rank(orama: Orama, db: Db, question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Hit[] {
+  #rank({ orama, db, vocabulary }: Loaded, question: string, options: { person: string; limit?: number; knowledgeOnly?: boolean }): Hit[] {
     // Orama's generic result types are too deep for tsc here; the shape is its documented search result.
     const search = orama.search as unknown as (
       db: Db,
       params: Record<string, unknown>,
     ) => { hits: Array<{ score: number; document: Entry }> };
     const limit = options.limit ?? 5;
+    // The parts of the question's compounds are searched too (`Boxenplatz`: also `boxen platz`), in title, text and
+    // the parts of the passage's own compounds (`Pferdebox`: `pferd box`).
+    const asked = searchText(question);
+    const words = asked.toLowerCase().split(/[^\p{L}\p{N}]+/u);
+    const term = [asked, ...words.flatMap((w) => vocabulary.parts(w))].join(' ');
     const rank = (count: number) =>
       search(db, {
-        term: searchText(question),
-        properties: ['title', 'text'],
+        term,
+        properties: ['title', 'text', 'parts'],
         boost: { title: 2 },
         limit: count,
         where: { owner: { in: [SHARED, options.person] }, ...(options.knowledgeOnly ? { kind: { eq: 'knowledge' } } : {}) },
@@ -284,14 +321,16 @@ export class SearchIndex {
       return passages.length >= limit || hits.length < count ? passages : distinct(count * 4);
     };
     const passages = distinct(limit * 2);
-    const words = questionWords(question);
+    const placing = questionWords(question);
     return passages.slice(0, limit).map(({ score, document }) => ({
       kind: document.kind as SourceKind,
       id: document.ref,
       title: document.title,
-      snippet: snippet(document, words),
+      snippet: snippet(document, placing),
       score,
       sentences: document.sentences,
+      stems: new Set(document.stems),
+      partStems: new Set(document.partStems),
     }));
   }
 }
@@ -300,7 +339,21 @@ export class SearchIndex {
  * Inserts `entries` a slice of at most ENTRY_TEXT of text per turn of the event loop (and makes each entry in the
  * turn that inserts it), so other requests go on meanwhile.
  */
-async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>): Promise<void> {
+async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>, vocabulary: Vocabulary): Promise<void> {
+  for await (const slice of slices(entries))
+    await orama.insertMultiple(
+      db,
+      slice.map((e) => prepared(e, vocabulary)),
+    );
+}
+
+/** Learns the words of `entries` a slice at a time, as insertInSlices indexes them. */
+async function learnInSlices(vocabulary: Vocabulary, entries: Iterator<Entry>): Promise<void> {
+  for await (const slice of slices(entries)) for (const e of slice) vocabulary.learn(`${e.title} ${e.text}`);
+}
+
+/** `entries` in slices of at most ENTRY_TEXT of text, the next one a turn of the event loop later. */
+async function* slices(entries: Iterator<Entry>): AsyncGenerator<Entry[]> {
   let next = entries.next();
   while (!next.done) {
     const slice = [next.value];
@@ -309,9 +362,26 @@ async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>): P
       slice.push(next.value);
       size += next.value.text.length;
     }
-    await orama.insertMultiple(db, slice);
+    yield slice;
     await new Promise((resolve) => setImmediate(resolve));
   }
+}
+
+/** The entry with the parts of its compounds (indexed) and its stems (for coverage), from the current vocabulary. */
+function prepared(e: Entry, vocabulary: Vocabulary): Entry {
+  // A record's sentences name its value fields (`Telefon: 0171 …`): a question for the `Telefonnummer` has that word.
+  const text = e.kind === 'knowledge' ? `${e.title} ${e.text}` : `${e.title} ${e.sentences.join(' ')}`;
+  const parts = new Set<string>();
+  const stems = new Set<string>();
+  const partStems = new Set<string>();
+  for (const word of vocabulary.words(text)) {
+    stems.add(vocabulary.stem(word));
+    for (const part of vocabulary.parts(word)) {
+      parts.add(part);
+      partStems.add(vocabulary.stem(part));
+    }
+  }
+  return { ...e, parts: [...parts].join(' '), stems: [...stems], partStems: [...partStems] };
 }
 
 /** A knowledge document's entries: one per `##` section, a long section in pieces of at most ENTRY_TEXT. */
@@ -373,12 +443,84 @@ function snippet({ text: flat, lower }: Entry, words: string[]): string {
 
 export const sourceLabel = (kind: SourceKind): string => (kind === 'knowledge' ? 'Wissensdatenbank' : KIND_LABELS[kind]);
 
-/** Lower case, split at anything but letters and digits, stop words left out, stemmed: as Orama's German tokenizer does. */
-function analyzer(stem: (word: string) => string, stopwords: ReadonlySet<string>): Analyzer {
-  return (text) =>
-    text
+/** The longest ending the German stemmer takes off a word (`-lichkeit` and an inflection before it). */
+const ENDINGS = 10;
+
+/** Split compounds and stems kept at most (a training document of hostile text must not grow the caches without end). */
+const SPLITS_CACHED = 50_000;
+
+/**
+ * The stems of every word indexed, and compounds split against them (compounds.ts): a part is a known word when its
+ * stem is one of them and it is no stop word. Splits are cached until a new stem is learnt.
+ */
+class Vocabulary {
+  readonly stopwords: ReadonlySet<string>;
+  readonly #stemmer: (word: string) => string;
+  readonly #stems = new Set<string>();
+  readonly #splits = new Map<string, string[]>();
+  /** Stems by word: the stemmer is the costly part of analysing, and the same words come again and again. */
+  readonly #stemmed = new Map<string, string>();
+
+  constructor(stemmer: (word: string) => string, stopwords: ReadonlySet<string>) {
+    this.#stemmer = stemmer;
+    this.stopwords = stopwords;
+  }
+
+  readonly stem = (word: string): string => {
+    let stem = this.#stemmed.get(word);
+    if (stem === undefined) {
+      stem = this.#stemmer(word);
+      if (this.#stemmed.size >= SPLITS_CACHED) this.#stemmed.clear();
+      this.#stemmed.set(word, stem);
+    }
+    return stem;
+  };
+
+  /** Lower case, split at anything but letters and digits, stop words left out: as Orama's German tokenizer does. */
+  words(text: string): string[] {
+    return text
       .toLowerCase()
       .split(/[^\p{L}\p{N}]+/u)
-      .filter((word) => word !== '' && !stopwords.has(word))
-      .map(stem);
+      .filter((word) => word !== '' && !this.stopwords.has(word));
+  }
+
+  learn(text: string): void {
+    const before = this.#stems.size;
+    for (const word of this.words(text)) {
+      const stem = this.stem(word);
+      this.#stems.add(stem);
+    }
+    if (this.#stems.size !== before) this.#splits.clear();
+  }
+
+  /** Whether a part of a compound is a known word: no stop word, and its stem is one of the index's. */
+  #known = (part: string): boolean => {
+    if (this.stopwords.has(part)) return false;
+    // A stem is its word (umlauts and ß written out) without an ending of at most ENDINGS letters: a part none of
+    // whose beginnings that long is a known stem is unknown without stemming it. Splitting tries many parts, most of
+    // them no words, and the stemmer is what costs.
+    const plain = /[äöüß]/.test(part) ? part.replace(/ä/g, 'a').replace(/ö/g, 'o').replace(/ü/g, 'u').replace(/ß/g, 'ss') : part;
+    let maybe = false;
+    for (let end = plain.length; end >= Math.max(MIN_PART, plain.length - ENDINGS) && !maybe; end--)
+      maybe = this.#stems.has(plain.slice(0, end));
+    return maybe && this.#stems.has(this.stem(part));
+  };
+
+  /** The written parts of a compound (`['pferde', 'box']`), or `[]`. */
+  parts(word: string): string[] {
+    const cached = this.#splits.get(word);
+    if (cached) return cached;
+    const parts = splitCompound(word, this.#known);
+    if (this.#splits.size >= SPLITS_CACHED) this.#splits.clear();
+    this.#splits.set(word, parts);
+    return parts;
+  }
+}
+
+/** The analyzer over a vocabulary: stems as Orama's German tokenizer makes them, each compound followed by its parts' stems. */
+function analyzer(vocabulary: Vocabulary): Analyzer {
+  const { stem } = vocabulary;
+  const terms = (text: string): Term[] =>
+    vocabulary.words(text).map((word) => ({ stem: stem(word), parts: vocabulary.parts(word).map(stem) }));
+  return Object.assign((text: string) => terms(text).flatMap((t) => [t.stem, ...t.parts]), { terms });
 }

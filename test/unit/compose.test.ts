@@ -95,7 +95,16 @@ describe('ask composes a short German answer from the best passages', () => {
 
 describe('the relevance threshold', () => {
   it(`drops hits below ${RELEVANCE} of the best score, keeps the rest in their order`, () => {
-    const hit = (score: number) => ({ kind: 'knowledge' as const, id: `k${score}`, title: 't', snippet: 's', score, sentences: [] });
+    const hit = (score: number) => ({
+      kind: 'knowledge' as const,
+      id: `k${score}`,
+      title: 't',
+      snippet: 's',
+      score,
+      sentences: [],
+      stems: new Set<string>(),
+      partStems: new Set<string>(),
+    });
     const hits = [hit(10), hit(5), hit(RELEVANCE * 10), hit(RELEVANCE * 10 - 0.01), hit(1)];
     expect(relevantHits(hits).map((h) => h.score)).toEqual([10, 5, RELEVANCE * 10]);
     expect(relevantHits([])).toEqual([]);

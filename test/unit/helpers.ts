@@ -10,6 +10,7 @@ import { Core, type CoreOptions } from '../../src/core/core.js';
 import type { AppEvent, EventMap, EventName } from '../../src/core/events.js';
 import type { TokenParams, TokenResponse } from '../../src/core/grants/index.js';
 import type { Person } from '../../src/core/persons.js';
+import type { Analyzer } from '../../src/core/search.js';
 import { registerClient, type ClientMetadataInput } from '../../src/core/registration.js';
 import type { Client } from '../../src/core/state.js';
 import { exchangeToken } from '../../src/core/token-endpoint.js';
@@ -154,3 +155,13 @@ export async function oauthError(promise: Promise<unknown>): Promise<string> {
   }
   throw new Error('expected an OAuth error, but the call succeeded');
 }
+
+/** An analyzer without stemmer, stop words or compounds: a text's words in lower case (for hand-made hits). */
+export const wordsAnalyzer: Analyzer = Object.assign(
+  (text: string) =>
+    text
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}]+/u)
+      .filter(Boolean),
+  { terms: (text: string) => wordsAnalyzer(text).map((stem) => ({ stem, parts: [] })) },
+);

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AskAnswer } from '../../src/core/ask.js';
 import { composeReport } from '../../src/core/compose.js';
 import { TRAINING_STEPS } from '../../src/core/jobs.js';
+import { wordsAnalyzer } from './helpers.js';
 import { CANNOT_MIMIC, parseProfile, pinsOf, recordProfile, type ObservedResponse } from '../../src/core/variant-profile.js';
 import {
   CATALOGUE,
@@ -47,12 +48,19 @@ const answer = (id: string): AskAnswer => ({
 });
 const { report, citations } = composeReport(
   'Weidegang',
-  [{ kind: 'knowledge', id: 'kb-stall', title: 'Stallordnung', snippet: 'Weidegang ab Mai', score: 1, sentences: ['Weidegang ab Mai.'] }],
-  (text) =>
-    text
-      .toLowerCase()
-      .split(/[^\p{L}\p{N}]+/u)
-      .filter(Boolean),
+  [
+    {
+      kind: 'knowledge',
+      id: 'kb-stall',
+      title: 'Stallordnung',
+      snippet: 'Weidegang ab Mai',
+      score: 1,
+      sentences: ['Weidegang ab Mai.'],
+      stems: new Set(['stallordnung', 'weidegang', 'ab', 'mai']),
+      partStems: new Set<string>(),
+    },
+  ],
+  wordsAnalyzer,
   new Map([['kb-stall', 'stall.md']]),
 )!;
 const jobView = (id: string, status: ResearchJobView['status']): ResearchJobView => ({

@@ -7,6 +7,7 @@ import { FINISHED_STEPS } from '../../src/cli/commands/api.js';
 import type { AskAnswer } from '../../src/core/ask.js';
 import { composeReport } from '../../src/core/compose.js';
 import { TRAINING_STEPS } from '../../src/core/jobs.js';
+import { wordsAnalyzer } from './helpers.js';
 import {
   CATALOGUE,
   PROCESSING_STEPS,
@@ -46,12 +47,19 @@ const answer: AskAnswer = {
 };
 const { report, citations } = composeReport(
   'Weidegang',
-  [{ kind: 'knowledge', id: 'kb-stall', title: 'Stallordnung', snippet: 'Weidegang ab Mai', score: 1, sentences: ['Weidegang ab Mai.'] }],
-  (text) =>
-    text
-      .toLowerCase()
-      .split(/[^\p{L}\p{N}]+/u)
-      .filter(Boolean),
+  [
+    {
+      kind: 'knowledge',
+      id: 'kb-stall',
+      title: 'Stallordnung',
+      snippet: 'Weidegang ab Mai',
+      score: 1,
+      sentences: ['Weidegang ab Mai.'],
+      stems: new Set(['stallordnung', 'weidegang', 'ab', 'mai']),
+      partStems: new Set<string>(),
+    },
+  ],
+  wordsAnalyzer,
   new Map([['kb-stall', 'stall.md']]),
 )!;
 const jobView = (status: ResearchJobView['status']): ResearchJobView => ({
