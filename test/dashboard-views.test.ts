@@ -175,6 +175,23 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.waitFor((x) => x.includes('/research/job-1'));
   });
 
+  it('45.8 Requests: a request whose bearer token was refused unread says so, apart from one that carried none', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    ui.send(
+      ...session(s),
+      s.event('request.served', { server: 'api', method: 'GET', path: '/chat/none', status: 401, ms: 1 }),
+      s.event('request.served', { server: 'api', method: 'GET', path: '/chat/forged', status: 401, ms: 1, bearer: 'invalid' }),
+    );
+    await ui.press('5');
+    let f = await ui.waitFor((x) => x.includes('/chat/forged'));
+    expect(f).toMatch(/\/chat\/forged\s+401\s+1\s+\(invalid token\)/);
+    expect(f).toContain('client   - (invalid bearer token, refused)');
+    await ui.press('j');
+    f = await ui.waitFor((x) => x.includes('GET /chat/none'));
+    expect(f).toContain('client   - (no bearer token)');
+  });
+
   it('Approvals: a pending write action, approved with a then y; rejected with x then y; n cancels', async () => {
     const ui = renderDashboard();
     ui.send(...session());

@@ -1,6 +1,7 @@
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { HOUR, ManualClock } from '../src/core/clock.js';
 import type { AppEvent } from '../src/core/events.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { requireScope } from '../src/server/resource-guard.js';
@@ -128,9 +129,11 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('Widerrufen am');
   });
 
-  it('the request log names whose genuine token was refused (revoked grant, missing scope), and nobody for a forged one', async () => {
-    const emu = await guarded();
+  it('the request log names whose genuine token was refused (revoked grant, missing scope); a forged or expired one is marked, not taken for none (45.8)', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 28, 8));
+    const emu = await guarded({ clock });
     const flow = await authorizeAndApprove(emu, { scope: 'ask' });
+    const other = await authorizeAndApprove(emu, { scope: 'ask' });
     const grantId = String(decodeJwt(flow.tokens!.access_token).payload.grant_id);
     const served: Array<Extract<AppEvent, { name: 'request.served' }>> = [];
     emu.core.events.subscribe((e) => e.name === 'request.served' && served.push(e));
@@ -139,11 +142,16 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     await revokeGrant(emu.core, grantId, 'admin');
     expect(await get('/probe/ask', flow.tokens!.access_token)).toBe(401);
     expect(await get('/probe/ask', `${flow.tokens!.access_token.slice(0, -4)}AAAA`)).toBe(401);
-    await expect.poll(() => served.length).toBe(3);
-    expect(served.map((e) => [e.data.status, e.data.client_id ?? null, e.data.grant_id ?? null])).toEqual([
-      [403, flow.client_id, grantId],
-      [401, flow.client_id, grantId],
-      [401, null, null],
+    expect((await http(`${emu.baseUrl}/probe/ask`)).status).toBe(401);
+    clock.advance(2 * HOUR);
+    expect(await get('/probe/ask', other.tokens!.access_token)).toBe(401);
+    await expect.poll(() => served.length).toBe(5);
+    expect(served.map((e) => [e.data.status, e.data.client_id ?? null, e.data.grant_id ?? null, e.data.bearer ?? null])).toEqual([
+      [403, flow.client_id, grantId, null],
+      [401, flow.client_id, grantId, null],
+      [401, null, null, 'invalid'],
+      [401, null, null, null],
+      [401, null, null, 'expired'],
     ]);
   });
 

@@ -197,7 +197,7 @@ export function table(state: DashboardState, view: ViewName): Table {
             r.path,
             `${r.status}${r.faults?.length ? ' F' : ''}`,
             String(r.ms),
-            r.client_id ? clientName(state, r.client_id) : '-',
+            r.client_id ? clientName(state, r.client_id) : r.bearer ? `(${r.bearer} token)` : '-',
           ],
           tone: r.status >= 500 || r.faults?.length ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         })),
@@ -374,7 +374,10 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
           `status   ${r.status}   ${r.ms} ms   on ${(r.server === 'api' ? state.service?.base_url : state.service?.auth_url) ?? `the ${r.server} server`}   at ${clockTime(r.at)}`,
           r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         ),
-        line(`client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : '- (no bearer token)'}`),
+        line(
+          `client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : r.bearer ? `- (${r.bearer} bearer token, refused)` : '- (no bearer token)'}`,
+          r.bearer ? 'warn' : 'normal',
+        ),
         ...(r.grant_id ? [line(`grant    ${r.grant_id}`)] : []),
         ...(r.faults?.length ? [line(`faults   ${r.faults.join(', ')} (injected on purpose)`, 'alarm')] : []),
       ];

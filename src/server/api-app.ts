@@ -228,6 +228,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
         ms: Math.round(reply.elapsedTime * 10) / 10,
         // A refused token is still someone's: the log says whose, as for an admitted one.
         ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : (request.refusedToken ?? {})),
+        ...(request.unreadToken ? { bearer: request.unreadToken } : {}),
         ...(faults.length > 0 ? { faults } : {}),
         ...(typeof variant === 'string' ? { variant } : {}),
       });
