@@ -175,6 +175,31 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.waitFor((x) => x.includes('/research/job-1'));
   });
 
+  it('45.8 keys that arrive in one read each act: jjj moves three rows, k↓ and kk too, and a pasted filter applies', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    const grants = ['A', 'B', 'C', 'D', 'E'].map((n, i) =>
+      s.event('grant.created', {
+        grant_id: `grant-${n}`,
+        client_id: 'client-1',
+        person_id: 'person-anna',
+        scopes: ['ask'],
+        resource: MCP,
+      }),
+    );
+    ui.send(...session(s).slice(0, 2), ...grants);
+    // Newest first: E is selected.
+    await ui.waitFor((x) => x.includes('grant grant-E'));
+    ui.stdin.write('jjj');
+    await ui.waitFor((x) => x.includes('grant grant-B'), 'three rows down');
+    ui.stdin.write(`k${KEYS.down}`);
+    ui.stdin.write('kk');
+    await ui.waitFor((x) => x.includes('grant grant-D'), 'one up, one down, two up');
+    ui.stdin.write('/12:00:02\r');
+    const f = await ui.waitFor((x) => x.includes('[12:00:02] Esc clears'), 'the pasted filter applied');
+    expect(f).toContain('grant grant-B');
+  });
+
   it('45.8 Requests: a request whose bearer token was refused unread says so, apart from one that carried none', async () => {
     const ui = renderDashboard();
     const s = new Script();

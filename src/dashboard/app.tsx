@@ -1,5 +1,6 @@
-import { Box, Text, useApp, useInput, useStdout } from 'ink';
+import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { keysOf } from './keys.js';
 import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
 import {
   VIEWS,
@@ -232,7 +233,29 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16, messageMs 
       );
     }
   };
-  useInput(useCallback((input, key) => onKey.current(input, key), []));
+  // The keys of one read act one at a time, each on the screen the one before it left: a key is handled only by the
+  // handler of a render after the previous key (React may still run the effects of an older render first), and a turn
+  // forces that render even when a key changed nothing.
+  const queued = useRef<Array<[string, Key]>>([]);
+  const handledBy = useRef<typeof onKey.current | null>(null);
+  const [, setTurn] = useState(0);
+  const pump = useCallback(() => {
+    if (queued.current.length === 0) return;
+    if (handledBy.current === onKey.current) return setTurn((n) => n + 1);
+    handledBy.current = onKey.current;
+    onKey.current(...queued.current.shift()!);
+    if (queued.current.length > 0) setTurn((n) => n + 1);
+  }, []);
+  useEffect(pump);
+  useInput(
+    useCallback(
+      (input, key) => {
+        queued.current.push(...keysOf(input, key));
+        pump();
+      },
+      [pump],
+    ),
+  );
 
   const paint = (tone: Tone, inverse = false) => ({
     ...(colors && TONE_COLORS[tone] ? { color: TONE_COLORS[tone] } : {}),
