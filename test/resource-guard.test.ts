@@ -120,7 +120,12 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(200);
     const settings = await browser.get(`${emu.authUrl}/settings`);
     expect(settings.text).toContain('Test Agent');
-    const { action, fields } = Browser.form(settings.text);
+    // The button asks first (45.10): its form leads to the question, whose form revokes.
+    const question = await browser.get(new URL(Browser.form(settings.text).action, emu.authUrl).toString());
+    expect(question.status).toBe(200);
+    expect(question.text).toContain('widerrufen?</h1>');
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(200);
+    const { action, fields } = Browser.form(question.text);
     const revoked = await browser.post(new URL(action, emu.authUrl).toString(), fields);
     expect(revoked.status).toBe(303);
     const next = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
@@ -163,9 +168,10 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const forged = await browser.post(`${emu.authUrl}/settings/grants/${grant.id}/revoke`, { csrf: 'forged' });
     expect(forged.status).toBe(403);
     // A grant that is not there: a German sentence, not the developer's English, and nothing about being sent back.
-    const { fields } = Browser.form((await browser.get(`${emu.authUrl}/settings`)).text);
+    const { fields } = Browser.form((await browser.get(`${emu.authUrl}/settings/grants/${grant.id}/revoke`)).text);
     const missing = await browser.post(`${emu.authUrl}/settings/grants/grant_nope/revoke`, fields);
     expect(missing.status).toBe(404);
+    expect((await browser.get(`${emu.authUrl}/settings/grants/grant_nope/revoke`)).status).toBe(404);
     expect(missing.text.split('<details class="developer">')[0]).toContain('Diesen Zugriff gibt es nicht');
     expect(missing.text).not.toContain('zurückgeleitet');
     await expect(revokeGrant(emu.core, grant.id, 'person', 'person_max')).rejects.toMatchObject({ status: 404 });
