@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Browser as Chromium, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_PRICES } from '../src/protocol/charges.js';
 import { SCOPES } from '../src/core/scopes.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import { listGrants } from '../src/core/grants-admin.js';
@@ -263,44 +264,87 @@ describe.skipIf(!plan.run)(`consent and settings pages in Chromium${plan.note}`,
     await expect(page.locator('section[data-client] h2 > bdi').innerText()).resolves.toBe(name);
   });
 
-  it('spec 5.7: after "Widerrufen" on the settings page the access token is refused on the next request', async () => {
+  for (const javaScript of [true, false]) {
+    it(`spec 5.7, 45.10: "Widerrufen" asks once (JavaScript ${javaScript ? 'on' : 'off'}); "Abbrechen" keeps the grant, the second "Widerrufen" ends it, the result names the application, and the token is refused on the next request`, async () => {
+      const emulator = await startEmulator();
+      const { client_id } = await registerClient(emulator, 'Widerruf-Agent');
+      const { pkce: p } = await openConsent(emulator, client_id);
+      const landed = await decide('Zulassen');
+      const res = await exchangeCode(emulator.baseUrl, {
+        client_id,
+        code: landed.searchParams.get('code')!,
+        code_verifier: p.verifier,
+        redirect_uri: callback.url,
+      });
+      expect(res.status, res.text).toBe(200);
+      const tokens = res.json();
+      await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
+
+      // The settings page in a browser with JavaScript on or off: the question is a page, its answer a form.
+      const settings = javaScript ? page : await (await chromium.newContext({ javaScriptEnabled: false })).newPage();
+      settings.context().setDefaultTimeout(10_000);
+      const [grant] = listGrants(emulator.core, { client_id });
+      expect(grant).toBeDefined();
+      await settings.goto(`${emulator.authUrl}/settings`);
+      const row = settings.locator(`[data-grant="${grant!.id}"]`);
+      await expect(settings.locator(`section[data-client="${client_id}"] h2`).innerText()).resolves.toContain('Widerruf-Agent');
+      await expect(row.innerText()).resolves.toContain('Aktiv seit');
+
+      // The first click asks; nothing is revoked yet, and "Abbrechen" goes back with the grant active.
+      await row.getByRole('button', { name: 'Widerrufen', exact: true }).click();
+      await settings.waitForURL((u) => u.pathname === `/settings/grants/${grant!.id}/revoke`);
+      await expect(settings.locator('h1').innerText()).resolves.toBe('Zugriff für Widerruf-Agent widerrufen?');
+      expect(emulator.core.state.grants[grant!.id]!.status).toBe('active');
+      await settings.getByRole('link', { name: 'Abbrechen', exact: true }).click();
+      await settings.waitForURL((u) => u.pathname === '/settings');
+      expect(emulator.core.state.grants[grant!.id]!.status).toBe('active');
+      await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
+
+      // Asked again and answered: revoked, and the result line says which application lost its access.
+      await row.getByRole('button', { name: 'Widerrufen', exact: true }).click();
+      await settings.waitForURL((u) => u.pathname === `/settings/grants/${grant!.id}/revoke`);
+      await settings.getByRole('button', { name: 'Widerrufen', exact: true }).click();
+      await settings.waitForURL((u) => u.pathname === '/settings' && u.searchParams.get('revoked') === grant!.id);
+      await expect(settings.getByRole('status').innerText()).resolves.toBe('Der Zugriff von Widerruf-Agent wurde widerrufen.');
+      await expect(settings.locator('[role="status"] bdi').innerText()).resolves.toBe('Widerruf-Agent');
+      // The client has no active grant left: it moves to the folded list of former applications.
+      await settings.locator('details.former > summary').click();
+      await expect(settings.locator(`[data-grant="${grant!.id}"]`).innerText()).resolves.toContain('Widerrufen am');
+      await expect(settings.locator(`[data-grant="${grant!.id}"] button`).count()).resolves.toBe(0);
+      if (!javaScript) await settings.context().close();
+
+      await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({
+        status: 401,
+        error: 'invalid_token',
+      });
+      const refreshed = await refresh(emulator.baseUrl, { client_id, refresh_token: tokens.refresh_token });
+      expect(refreshed.status).toBe(400);
+      expect(refreshed.json().error).toBe('invalid_grant');
+      expect(dialogs).toEqual([]);
+    });
+  }
+
+  it("45.10: the consent page says what a charged scope costs at this emulator's prices, and what AKh is", async () => {
+    for (const [prices, research, ask] of [
+      [undefined, `${DEFAULT_PRICES.research} AKh`, `${String(DEFAULT_PRICES.ask).replace('.', ',')} AKh`],
+      [{ research: 1.5, ask: 0.25 }, '1,5 AKh', '0,25 AKh'],
+    ] as const) {
+      const emulator = await startEmulator(prices ? { prices } : {});
+      const { client_id } = await registerClient(emulator);
+      await openConsent(emulator, client_id, { scope: 'ask research training.write' });
+      await expect(page.locator('li[data-scope="research"]').innerText()).resolves.toContain(`Jede Recherche kostet ${research}.`);
+      await expect(page.locator('li[data-scope="ask"]').innerText()).resolves.toContain(`Jede Frage kostet ${ask}.`);
+      await expect(page.locator('li[data-scope="training.write"] .price').count()).resolves.toBe(0);
+      await expect(page.locator('#akh').innerText()).resolves.toMatch(/^AKh ist die Einheit, in der der Agent Access Service abrechnet/);
+    }
+    // No charged scope asked for: no word about AKh.
     const emulator = await startEmulator();
-    const { client_id } = await registerClient(emulator, 'Widerruf-Agent');
-    const { pkce: p } = await openConsent(emulator, client_id);
-    const landed = await decide('Zulassen');
-    const res = await exchangeCode(emulator.baseUrl, {
-      client_id,
-      code: landed.searchParams.get('code')!,
-      code_verifier: p.verifier,
-      redirect_uri: callback.url,
-    });
-    expect(res.status, res.text).toBe(200);
-    const tokens = res.json();
-    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).resolves.toMatchObject({ client_id });
-
-    const [grant] = listGrants(emulator.core, { client_id });
-    expect(grant).toBeDefined();
-    await page.goto(`${emulator.authUrl}/settings`);
-    const row = page.locator(`[data-grant="${grant!.id}"]`);
-    await expect(page.locator(`section[data-client="${client_id}"] h2`).innerText()).resolves.toContain('Widerruf-Agent');
-    await expect(row.innerText()).resolves.toContain('Aktiv seit');
-
-    await row.getByRole('button', { name: 'Widerrufen', exact: true }).click();
-    await page.waitForURL((u) => u.pathname === '/settings' && u.searchParams.get('revoked') === '1');
-    await expect(page.getByRole('status').innerText()).resolves.toBe('Der Zugriff wurde widerrufen.');
-    // The client has no active grant left: it moves to the folded list of former applications.
-    await page.locator('details.former > summary').click();
-    await expect(page.locator(`[data-grant="${grant!.id}"]`).innerText()).resolves.toContain('Widerrufen am');
-    await expect(page.locator(`[data-grant="${grant!.id}"] button`).count()).resolves.toBe(0);
-
-    await expect(authenticate(emulator.core, `Bearer ${tokens.access_token}`, 'ask')).rejects.toMatchObject({
-      status: 401,
-      error: 'invalid_token',
-    });
-    const refreshed = await refresh(emulator.baseUrl, { client_id, refresh_token: tokens.refresh_token });
-    expect(refreshed.status).toBe(400);
-    expect(refreshed.json().error).toBe('invalid_grant');
+    const { client_id } = await registerClient(emulator);
+    await openConsent(emulator, client_id, { scope: 'training.write' });
+    await expect(page.locator('#akh').count()).resolves.toBe(0);
+    await expect(page.locator('body').innerText()).resolves.not.toContain('AKh');
   });
+
   it('RFC 8252 §7.3: an IPv6 loopback redirect URI ([::1]) completes consent in the browser', async () => {
     const emulator = await startEmulator();
     const v6 = await startCallbackServer('::1');

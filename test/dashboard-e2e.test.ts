@@ -111,7 +111,7 @@ describe('dashboard end to end, on a running emulator', () => {
     const emu = await startEmulator();
     const login = await authorizeAndApprove(emu, { scope: 'ask' });
     const ui = await attach(emu);
-    await ui.waitFor((x) => x.includes('r revokes this grant'), 'the grant');
+    await ui.waitFor((x) => x.includes('(r revokes it, asks first)'), 'the grant');
     await ui.press('r');
     await ui.waitFor((x) => x.includes('? y/n'), 'the question');
     await ui.press('y');

@@ -175,6 +175,48 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     await ui.waitFor((x) => x.includes('/research/job-1'));
   });
 
+  it('45.8 keys that arrive in one read each act: jjj moves three rows, k↓ and kk too, and a pasted filter applies', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    const grants = ['A', 'B', 'C', 'D', 'E'].map((n) =>
+      s.event('grant.created', {
+        grant_id: `grant-${n}`,
+        client_id: 'client-1',
+        person_id: 'person-anna',
+        scopes: ['ask'],
+        resource: MCP,
+      }),
+    );
+    ui.send(...session(s).slice(0, 2), ...grants);
+    // Newest first: E is selected.
+    await ui.waitFor((x) => x.includes('grant grant-E'));
+    ui.stdin.write('jjj');
+    await ui.waitFor((x) => x.includes('grant grant-B'), 'three rows down');
+    ui.stdin.write(`k${KEYS.down}`);
+    ui.stdin.write('kk');
+    await ui.waitFor((x) => x.includes('grant grant-D'), 'one up, one down, two up');
+    ui.stdin.write('/12:00:02\r');
+    const f = await ui.waitFor((x) => x.includes('[12:00:02] Esc clears'), 'the pasted filter applied');
+    expect(f).toContain('grant grant-B');
+  });
+
+  it('45.8 Requests: a request whose bearer token was refused unread says so, apart from one that carried none', async () => {
+    const ui = renderDashboard();
+    const s = new Script();
+    ui.send(
+      ...session(s),
+      s.event('request.served', { server: 'api', method: 'GET', path: '/chat/none', status: 401, ms: 1 }),
+      s.event('request.served', { server: 'api', method: 'GET', path: '/chat/forged', status: 401, ms: 1, bearer: 'invalid' }),
+    );
+    await ui.press('5');
+    let f = await ui.waitFor((x) => x.includes('/chat/forged'));
+    expect(f).toMatch(/\/chat\/forged\s+401\s+1\s+\(invalid token\)/);
+    expect(f).toContain('client   - (invalid bearer token, refused)');
+    await ui.press('j');
+    f = await ui.waitFor((x) => x.includes('GET /chat/none'));
+    expect(f).toContain('client   - (no bearer token)');
+  });
+
   it('Approvals: a pending write action, approved with a then y; rejected with x then y; n cancels', async () => {
     const ui = renderDashboard();
     ui.send(...session());
@@ -279,6 +321,47 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     expect(wide).toMatch(/›active\s+Wetter-Agent.*12:00:13\s{2,}client\s+“Wetter-Agent”/);
     // The list takes 60 % of the 160 columns, the detail pane the rest after one column of space.
     expect(wide.split('\n')[3]?.indexOf('client   “Wetter-Agent”')).toBe(97);
+  });
+
+  it('45.8 the space is used: at 160×45 the columns widen and the list takes the rows; at 80×24 it fits, the list longer than half where details are short', async () => {
+    const ui = renderDashboard({ columns: 80, rows: 24 });
+    const s = new Script();
+    const before = session(s);
+    const requests = Array.from({ length: 40 }, () =>
+      s.event('request.served', { server: 'auth', method: 'GET', path: '/.well-known/oauth-authorization-server', status: 200, ms: 1 }, 10),
+    );
+    ui.send(...before, ...requests);
+    await ui.press('5');
+    let f = await ui.waitFor((x) => x.includes('─ Requests') && x.includes('oauth-authorization-server'));
+    let lines = f.replace(/\n$/, '').split('\n');
+    expect(lines.length).toBeLessThanOrEqual(23);
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(80);
+    // A request's detail takes at most 4 lines (one names the grant): the list takes the rest, 13 rows under its
+    // header, not half the screen.
+    expect(lines.filter((l) => /^[ ›]\d\d:\d\d:\d\d /.test(l))).toHaveLength(13);
+    expect(f).toContain('/.well-known/oauth-authoriz…');
+    ui.resize(160, 45);
+    f = await ui.waitFor((x) => x.split('\n').length === 44, '160×45');
+    lines = f.split('\n');
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(160);
+    // The list takes every row of the body (40 less its header) and the path column is wide enough for the path.
+    expect(lines.filter((l) => /^[ ›]\d\d:\d\d:\d\d /.test(l))).toHaveLength(39);
+    expect(f).toMatch(/GET\s+\/\.well-known\/oauth-authorization-server\s+200/);
+  });
+
+  it('45.8 the Grants view shows the consent and settings URLs with a grant selected, at 80×24 and 160×45', async () => {
+    const ui = renderDashboard({ columns: 80, rows: 24 });
+    ui.send(...session());
+    for (const [columns, rows] of [
+      [80, 24],
+      [160, 45],
+    ] as const) {
+      ui.resize(columns, rows);
+      const f = await ui.waitFor((x) => x.split('\n').length === rows - 1 && x.includes('grant grant-1'), `${columns}×${rows}`);
+      expect(f).toContain('consent  http://127.0.0.1:4101/oauth/authorize');
+      expect(f).toContain('settings http://127.0.0.1:4101/settings');
+      expect(f).not.toMatch(/lines \d+-\d+ of/);
+    }
   });
 
   it('shows when it is disconnected, and that it retries', async () => {
@@ -633,7 +716,7 @@ describe('dashboard fixes of issue 23 (ink-testing-library)', () => {
     ui.send(...before, ...tokens);
     await ui.press('2');
     let f = await ui.waitFor((x) => x.includes('family fam-9'));
-    expect(f).toMatch(/… lines 1-8 of \d+: J\/K scroll/);
+    expect(f).toMatch(/… lines 1-9 of \d+: J\/K scroll/);
     expect(f).not.toContain('jti11-abcd');
     for (let i = 0; i < 40; i++) await ui.press('J');
     f = await ui.waitFor((x) => x.includes('jti11-abcd'));

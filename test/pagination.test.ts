@@ -42,7 +42,8 @@ describe('41.5: pages, with a count and a way to the rest', () => {
     expect(grantIds((await browser.get(`${emulator.authUrl}/settings?page=99`)).text)).toHaveLength(20);
 
     // A revoked grant moves behind the active ones: the last page, folded with the revoked.
-    const { fields, action } = Browser.form(first.text);
+    const question = await browser.get(`${emulator.authUrl}${Browser.form(first.text).action}`);
+    const { fields, action } = Browser.form(question.text);
     expect((await browser.post(`${emulator.authUrl}${action}`, fields)).status).toBe(303);
     const last = (await browser.get(`${emulator.authUrl}/settings?page=3`)).text;
     expect(last).toContain('Widerrufen am');

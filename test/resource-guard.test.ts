@@ -1,6 +1,7 @@
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { HOUR, ManualClock } from '../src/core/clock.js';
 import type { AppEvent } from '../src/core/events.js';
 import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
 import { requireScope } from '../src/server/resource-guard.js';
@@ -119,7 +120,12 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(200);
     const settings = await browser.get(`${emu.authUrl}/settings`);
     expect(settings.text).toContain('Test Agent');
-    const { action, fields } = Browser.form(settings.text);
+    // The button asks first (45.10): its form leads to the question, whose form revokes.
+    const question = await browser.get(new URL(Browser.form(settings.text).action, emu.authUrl).toString());
+    expect(question.status).toBe(200);
+    expect(question.text).toContain('widerrufen?</h1>');
+    expect((await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) })).status).toBe(200);
+    const { action, fields } = Browser.form(question.text);
     const revoked = await browser.post(new URL(action, emu.authUrl).toString(), fields);
     expect(revoked.status).toBe(303);
     const next = await http(`${emu.baseUrl}/probe/ask`, { headers: bearer(flow.tokens!.access_token) });
@@ -128,9 +134,11 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     expect((await browser.get(`${emu.authUrl}/settings`)).text).toContain('Widerrufen am');
   });
 
-  it('the request log names whose genuine token was refused (revoked grant, missing scope), and nobody for a forged one', async () => {
-    const emu = await guarded();
+  it('the request log names whose genuine token was refused (revoked grant, missing scope); a forged or expired one is marked, not taken for none (45.8)', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 28, 8));
+    const emu = await guarded({ clock });
     const flow = await authorizeAndApprove(emu, { scope: 'ask' });
+    const other = await authorizeAndApprove(emu, { scope: 'ask' });
     const grantId = String(decodeJwt(flow.tokens!.access_token).payload.grant_id);
     const served: Array<Extract<AppEvent, { name: 'request.served' }>> = [];
     emu.core.events.subscribe((e) => e.name === 'request.served' && served.push(e));
@@ -139,11 +147,16 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     await revokeGrant(emu.core, grantId, 'admin');
     expect(await get('/probe/ask', flow.tokens!.access_token)).toBe(401);
     expect(await get('/probe/ask', `${flow.tokens!.access_token.slice(0, -4)}AAAA`)).toBe(401);
-    await expect.poll(() => served.length).toBe(3);
-    expect(served.map((e) => [e.data.status, e.data.client_id ?? null, e.data.grant_id ?? null])).toEqual([
-      [403, flow.client_id, grantId],
-      [401, flow.client_id, grantId],
-      [401, null, null],
+    expect((await http(`${emu.baseUrl}/probe/ask`)).status).toBe(401);
+    clock.advance(2 * HOUR);
+    expect(await get('/probe/ask', other.tokens!.access_token)).toBe(401);
+    await expect.poll(() => served.length).toBe(5);
+    expect(served.map((e) => [e.data.status, e.data.client_id ?? null, e.data.grant_id ?? null, e.data.bearer ?? null])).toEqual([
+      [403, flow.client_id, grantId, null],
+      [401, flow.client_id, grantId, null],
+      [401, null, null, 'invalid'],
+      [401, null, null, null],
+      [401, null, null, 'expired'],
     ]);
   });
 
@@ -155,9 +168,10 @@ describe('spec 5.5 / RFC 6750 §3 / RFC 9728 §5.1: the resource guard', () => {
     const forged = await browser.post(`${emu.authUrl}/settings/grants/${grant.id}/revoke`, { csrf: 'forged' });
     expect(forged.status).toBe(403);
     // A grant that is not there: a German sentence, not the developer's English, and nothing about being sent back.
-    const { fields } = Browser.form((await browser.get(`${emu.authUrl}/settings`)).text);
+    const { fields } = Browser.form((await browser.get(`${emu.authUrl}/settings/grants/${grant.id}/revoke`)).text);
     const missing = await browser.post(`${emu.authUrl}/settings/grants/grant_nope/revoke`, fields);
     expect(missing.status).toBe(404);
+    expect((await browser.get(`${emu.authUrl}/settings/grants/grant_nope/revoke`)).status).toBe(404);
     expect(missing.text.split('<details class="developer">')[0]).toContain('Diesen Zugriff gibt es nicht');
     expect(missing.text).not.toContain('zurückgeleitet');
     await expect(revokeGrant(emu.core, grant.id, 'person', 'person_max')).rejects.toMatchObject({ status: 404 });

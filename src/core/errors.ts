@@ -73,6 +73,8 @@ export class BearerError extends AgentAccessError {
   readonly scope: string;
   /** Whose token was refused, when it was a genuine one of ours (signature checked): for the request log. */
   readonly token: { client_id: string; grant_id: string } | null;
+  /** Why, as `access.refused` says it (`token_expired`, `token_invalid`, …), when the guard knows. */
+  readonly reason: string | undefined;
   constructor(
     status: 401 | 403,
     error: BearerError['error'],
@@ -80,6 +82,7 @@ export class BearerError extends AgentAccessError {
     scope: string,
     hint?: string,
     token: BearerError['token'] = null,
+    reason?: string,
   ) {
     // RFC 6750 §3.1: a request without a token gets no error code; its problem says a token is required.
     super(error ?? 'access_token_required', description, { hint });
@@ -87,6 +90,7 @@ export class BearerError extends AgentAccessError {
     this.error = error;
     this.scope = scope;
     this.token = token;
+    this.reason = reason;
   }
 }
 

@@ -49,7 +49,7 @@ export async function authenticate(
     });
     const error = reason === 'token_missing' ? undefined : status === 403 ? 'insufficient_scope' : 'invalid_token';
     const token = known ? { client_id: known.client_id, grant_id: known.grant_id } : null;
-    return new BearerError(status, error, description, challenge, hint, token);
+    return new BearerError(status, error, description, challenge, hint, token, reason);
   };
   const match = authorization ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization) : null;
   if (!match) {

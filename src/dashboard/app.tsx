@@ -1,5 +1,6 @@
-import { Box, Text, useApp, useInput, useStdout } from 'ink';
+import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { keysOf } from './keys.js';
 import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
 import {
   VIEWS,
@@ -49,6 +50,10 @@ const TONE_COLORS: Record<Tone, string | undefined> = { normal: undefined, alarm
 const WIDE = 120;
 /** Stacked, the list keeps its header and three rows however much its detail needs. */
 const MIN_LIST = 4;
+/** Stacked, the list keeps its header and seven rows when the terminal has them, however much the detail could use. */
+const LIST_ROWS = 8;
+/** How many rows' details (from the top, and the selected one) size the stacked detail pane: each render computes them. */
+const DETAIL_SAMPLE = 50;
 const MESSAGE_MS = 5000;
 
 /**
@@ -136,12 +141,18 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16, messageMs 
   const listWidth = wide ? Math.floor(columns * 0.6) : columns;
   const detailWidth = wide ? columns - listWidth - 1 : columns;
   const details = wrapLines(detail(state, view, current?.key), detailWidth);
-  // Stacked, the list takes half; a detail that wraps takes the rows the longest of the list needs (the same for every
-  // row, so the list stands still while the selection moves), the list keeping MIN_LIST.
+  // Stacked, the detail takes the rows the longest detail of the list needs (the same for every row, so the list stands
+  // still while the selection moves) and the list the rest: all a tall terminal has. The list keeps LIST_ROWS (or half
+  // a short terminal), a list whose details are sentences (findings) MIN_LIST.
   const half = Math.max(3, Math.floor((bodyHeight - 1) / 2));
-  const needed =
-    !wide && detailWraps(view) ? rows.reduce((n, r) => Math.max(n, wrapLines(detail(state, view, r.key), detailWidth).length), 0) : 0;
-  const listHeight = wide ? bodyHeight - 1 : Math.min(half, Math.max(MIN_LIST, bodyHeight - 1 - needed));
+  const needed = wide
+    ? 0
+    : [...rows.slice(0, DETAIL_SAMPLE), ...(current ? [current] : [])].reduce(
+        (n, r) => Math.max(n, wrapLines(detail(state, view, r.key), detailWidth).length),
+        details.length,
+      );
+  const floor = detailWraps(view) ? MIN_LIST : Math.min(half, LIST_ROWS);
+  const listHeight = wide ? bodyHeight : Math.min(bodyHeight - 2, Math.max(floor, bodyHeight - 1 - needed));
   const detailHeight = wide ? bodyHeight : bodyHeight - listHeight - 1;
   // The scroll belongs to the row it was made on: another row or view starts at its top.
   const detailOf = `${view}:${current?.key ?? ''}`;
@@ -232,7 +243,29 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16, messageMs 
       );
     }
   };
-  useInput(useCallback((input, key) => onKey.current(input, key), []));
+  // The keys of one read act one at a time, each on the screen the one before it left: a key is handled only by the
+  // handler of a render after the previous key (React may still run the effects of an older render first), and a turn
+  // forces that render even when a key changed nothing.
+  const queued = useRef<Array<[string, Key]>>([]);
+  const handledBy = useRef<typeof onKey.current | null>(null);
+  const [, setTurn] = useState(0);
+  const pump = useCallback(() => {
+    if (queued.current.length === 0) return;
+    if (handledBy.current === onKey.current) return setTurn((n) => n + 1);
+    handledBy.current = onKey.current;
+    onKey.current(...queued.current.shift()!);
+    if (queued.current.length > 0) setTurn((n) => n + 1);
+  }, []);
+  useEffect(pump);
+  useInput(
+    useCallback(
+      (input, key) => {
+        queued.current.push(...keysOf(input, key));
+        pump();
+      },
+      [pump],
+    ),
+  );
 
   const paint = (tone: Tone, inverse = false) => ({
     ...(colors && TONE_COLORS[tone] ? { color: TONE_COLORS[tone] } : {}),

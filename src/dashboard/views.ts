@@ -197,7 +197,7 @@ export function table(state: DashboardState, view: ViewName): Table {
             r.path,
             `${r.status}${r.faults?.length ? ' F' : ''}`,
             String(r.ms),
-            r.client_id ? clientName(state, r.client_id) : '-',
+            r.client_id ? clientName(state, r.client_id) : r.bearer ? `(${r.bearer} token)` : '-',
           ],
           tone: r.status >= 500 || r.faults?.length ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         })),
@@ -284,14 +284,15 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
           g.scopes.some(isWriteScope) ? 'warn' : 'normal',
         ),
         line(
-          `status   ${g.status}${g.revoked_at ? ` by ${g.revoked_by ?? '?'} at ${clockTime(g.revoked_at)}` : ''}`,
+          `status   ${g.status}${g.revoked_at ? ` by ${g.revoked_by ?? '?'} at ${clockTime(g.revoked_at)}` : '   (r revokes it, asks first)'}`,
           g.status === 'revoked' ? 'alarm' : 'ok',
         ),
         line(`created  ${clockTime(g.created_at)}   last used ${clockTime(g.last_used_at)}`),
         line(
           `families ${families.length} (${families.filter((f) => f.status === 'active').length} active)   charged ${amount(state.charges.by_grant[g.id] ?? 0)}`,
         ),
-        line(g.status === 'active' ? 'r revokes this grant (asks first)' : '', 'dim'),
+        // Where the person sees this grant and where a client's login asks: in view whatever the width (README).
+        ...pageLines(state),
       ];
     }
     case 'families': {
@@ -374,7 +375,10 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
           `status   ${r.status}   ${r.ms} ms   on ${(r.server === 'api' ? state.service?.base_url : state.service?.auth_url) ?? `the ${r.server} server`}   at ${clockTime(r.at)}`,
           r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         ),
-        line(`client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : '- (no bearer token)'}`),
+        line(
+          `client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : r.bearer ? `- (${r.bearer} bearer token, refused)` : '- (no bearer token)'}`,
+          r.bearer ? 'warn' : 'normal',
+        ),
         ...(r.grant_id ? [line(`grant    ${r.grant_id}`)] : []),
         ...(r.faults?.length ? [line(`faults   ${r.faults.join(', ')} (injected on purpose)`, 'alarm')] : []),
       ];
@@ -442,9 +446,18 @@ export function serviceLines(state: DashboardState): Line[] {
   return [
     line(`base_url ${s.base_url}   (issuer, API, ${s.base_url}/mcp)`),
     line(`auth_url ${s.auth_url}   (browser pages)`),
+    ...pageLines(state),
+    line(`metadata ${s.base_url}/.well-known/oauth-authorization-server`),
+  ];
+}
+
+/** The consent and settings pages: in the help, the Grants view with nothing selected, and each grant's detail. */
+function pageLines(state: DashboardState): Line[] {
+  const s = state.service;
+  if (!s) return [];
+  return [
     line(`consent  ${s.auth_url}/oauth/authorize   (a client's login opens it)`),
     line(`settings ${s.auth_url}/settings   (the person's grants, to revoke)`),
-    line(`metadata ${s.base_url}/.well-known/oauth-authorization-server`),
   ];
 }
 
@@ -606,12 +619,25 @@ export function fitColumns(cells: string[], widths: number[], total: number): st
   return out.length > total ? out.slice(0, total) : out;
 }
 
-/** Columns for a given width: the widths fit 79 columns (80 less the selection mark); narrower, they shrink. */
+/** A column this narrow holds a fixed-width value (a time, a status, a count): it keeps its width when there is room. */
+const FIXED_WIDTH = 11;
+
+/**
+ * Columns for a given width: the widths fit 79 columns (80 less the selection mark); narrower, they shrink; wider, the
+ * columns of text (names, paths, descriptions) share the room in proportion to their widths.
+ */
 export function widthsFor(t: Table, total: number): number[] {
   const needed = t.widths.reduce((a, b) => a + b + 1, -1);
-  if (needed <= total) return t.widths;
-  const scale = total / needed;
-  return t.widths.map((w) => Math.max(2, Math.floor(w * scale)));
+  if (needed > total) {
+    const scale = total / needed;
+    return t.widths.map((w) => Math.max(2, Math.floor(w * scale)));
+  }
+  // The last column takes what is left in any case (fitColumns): the others share the room.
+  const grows = (w: number, i: number) => w > FIXED_WIDTH && i < t.widths.length - 1;
+  const growing = t.widths.reduce((n, w, i) => n + (grows(w, i) ? w : 0), 0);
+  if (growing === 0) return t.widths;
+  const extra = total - needed;
+  return t.widths.map((w, i) => (grows(w, i) ? w + Math.floor((extra * w) / growing) : w));
 }
 
 /** The text a filter matches: every cell of the row. */

@@ -114,6 +114,8 @@ export interface EventMap {
     ms: number;
     client_id?: string;
     grant_id?: string;
+    /** The request carried a bearer token that names no client: `expired`, or `invalid` (malformed, forged, another server's). */
+    bearer?: 'expired' | 'invalid';
     faults?: readonly string[];
     variant?: string;
   };

@@ -17,7 +17,7 @@ export const SCOPES = {
   research: {
     label: 'Recherchen in Auftrag geben',
     description:
-      'Recherchen in der Wissensdatenbank durchführen lassen und schriftliche Berichte erhalten. Jede Recherche kostet AKh; Daten aus Ihrem Arbeitsbereich werden dabei nicht gelesen.',
+      'Recherchen in der Wissensdatenbank durchführen lassen und schriftliche Berichte erhalten. Daten aus Ihrem Arbeitsbereich werden dabei nicht gelesen.',
     writes: false,
   },
   'training.write': {

@@ -3,6 +3,7 @@ import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { OAuthError } from '../core/errors.js';
+import type { Prices } from '../core/charges.js';
 import type { Core } from '../core/core.js';
 import {
   PROTECTED_RESOURCE_METADATA_PATH,
@@ -61,6 +62,8 @@ export interface AppOptions {
   workspace?: Workspace;
   /** The resource server behind the REST allowlist (spec 4.4); without it the API serves the authorization server alone. */
   resources?: ResourceService;
+  /** What charged calls cost (the resource server's prices): the consent page says it. */
+  prices?: Prices;
   /** The agent plane's write actions: with it, `/mcp` serves the MCP tools (spec 4.5). */
   plane?: AgentPlane;
   /** Snapshots of the whole state, for the admin API. */
@@ -228,6 +231,7 @@ export function installCommonHooks(app: FastifyInstance, core: Core, server: 'ap
         ms: Math.round(reply.elapsedTime * 10) / 10,
         // A refused token is still someone's: the log says whose, as for an admitted one.
         ...(request.access ? { client_id: request.access.client_id, grant_id: request.access.grant.id } : (request.refusedToken ?? {})),
+        ...(request.unreadToken ? { bearer: request.unreadToken } : {}),
         ...(faults.length > 0 ? { faults } : {}),
         ...(typeof variant === 'string' ? { variant } : {}),
       });

@@ -2,15 +2,16 @@ import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import type { QueryValue } from '../core/authorize.js';
+import { DEFAULT_PRICES } from '../core/charges.js';
 import type { Core } from '../core/core.js';
 import { answerByPolicy, beginConsent, checkAuthorizationRequest, decideConsent } from '../core/consent.js';
 import { ProblemError } from '../core/errors.js';
-import { pageOfGrants, revokeGrant } from '../core/grants-admin.js';
+import { grantView, pageOfGrants, revokeGrant } from '../core/grants-admin.js';
 import { installCommonHooks, newFastify, notFound, type AppOptions } from './api-app.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
 import { actionDecisionSchema, authorizeSchema, consentSchema, settingsRevokeSchema, settingsSchema } from './schemas.js';
-import { SETTINGS_PAGE_SIZE, actionPage, actionsPage, consentPage, documentPage, errorPage, settingsPage } from './views.js';
+import { SETTINGS_PAGE_SIZE, actionPage, actionsPage, consentPage, documentPage, errorPage, revokePage, settingsPage } from './views.js';
 
 const SETTINGS_PURPOSE = 'settings';
 
@@ -58,6 +59,7 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
       ticket: interaction.ticket,
       csrf: sessions.csrfToken(session, interaction.ticket),
       resource: outcome.request.resource ?? core.resource,
+      prices: options.prices ?? DEFAULT_PRICES,
     });
     return pageHeaders(reply, [new URL(outcome.request.redirect_uri).origin]).send(html);
   });
@@ -77,6 +79,12 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
   });
 
   app.get('/', async (_request, reply) => reply.redirect('/settings', 302));
+
+  /** A grant of this person, as the settings page lists it; another person's is none. */
+  const ownGrant = (id: string, personId: string) => {
+    const grant = Object.hasOwn(core.state.grants, id) ? core.state.grants[id] : undefined;
+    return grant && grant.person_id === personId ? grantView(core, grant) : undefined;
+  };
 
   // Where GET /training/{id}/url leads: the person's own documents and the shared knowledge base, escaped.
   app.get(
@@ -98,7 +106,8 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     const session = sessions.ensure(request, reply);
     const person = core.person(session.person_id) ?? core.defaultPerson;
     const query = request.query as { revoked?: string; page?: string };
-    const notice = query.revoked ? 'Der Zugriff wurde widerrufen.' : undefined;
+    // The result line names the application: from the person's own grant, never from the link's text.
+    const revoked = query.revoked ? ownGrant(query.revoked, person.id) : undefined;
     const pageAt = (page: number) =>
       pageOfGrants(
         core,
@@ -109,8 +118,20 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     let grants = pageAt(page);
     // A page past the last (the grants shrank since the link was made) shows the last.
     if (grants.grants.length === 0 && grants.total > 0) grants = pageAt((page = Math.ceil(grants.total / SETTINGS_PAGE_SIZE)));
-    return pageHeaders(reply).send(settingsPage({ person, grants, page, csrf: sessions.csrfToken(session, SETTINGS_PURPOSE), notice }));
+    return pageHeaders(reply).send(settingsPage({ person, grants, page, ...(revoked?.status === 'revoked' ? { revoked } : {}) }));
   });
+
+  // The question before a revocation (issue 45.10): the settings page's button leads here; this page's form revokes.
+  app.get(
+    '/settings/grants/:id/revoke',
+    { schema: { params: settingsRevokeSchema.params }, config: { errorStyle: 'html' } },
+    async (request, reply) => {
+      const session = sessions.ensure(request, reply);
+      const grant = ownGrant((request.params as { id: string }).id, session.person_id);
+      if (!grant) throw new ProblemError('grant_not_found', 'Diesen Zugriff gibt es nicht, oder er gehört nicht zu Ihrem Konto.');
+      return pageHeaders(reply).send(revokePage({ grant, csrf: sessions.csrfToken(session, SETTINGS_PURPOSE) }));
+    },
+  );
 
   // Spec 3.3, 5.7: the person revokes; it applies from the next request.
   app.post('/settings/grants/:id/revoke', { schema: settingsRevokeSchema, config: { errorStyle: 'html' } }, async (request, reply) => {
@@ -119,8 +140,9 @@ export async function buildAuthApp(core: Core, options: AppOptions): Promise<Fas
     if (!session || !sessions.checkCsrf(session, SETTINGS_PURPOSE, csrf)) {
       throw new ProblemError('csrf_check_failed', 'Dieses Formular gehört nicht zu Ihrer Sitzung. Bitte laden Sie die Einstellungen neu.');
     }
-    await revokeGrant(core, (request.params as { id: string }).id, 'person', session.person_id);
-    return reply.redirect('/settings?revoked=1', 303);
+    const { id } = request.params as { id: string };
+    await revokeGrant(core, id, 'person', session.person_id);
+    return reply.redirect(`/settings?revoked=${encodeURIComponent(id)}`, 303);
   });
 
   // Spec 2.7 workspace.write, 4.4 rule 1: the person approves or rejects each write action of an agent.

@@ -426,6 +426,7 @@ export class Emulator {
           port: () => ports.auth,
           schemaController: schemaCompilers.schemaController('auth'),
           plane,
+          prices: resources.prices,
           documents: (person, id) => resources.documentFor(person, id),
         }),
         core.warmUp(),

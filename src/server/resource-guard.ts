@@ -9,6 +9,8 @@ declare module 'fastify' {
     access?: AccessContext;
     /** A genuine token the guard refused (a revoked grant, a dead family, a missing scope): whose it was. */
     refusedToken?: BearerError['token'];
+    /** A bearer token came that names no client (expired, malformed, another signer's): the log says one came. */
+    unreadToken?: 'expired' | 'invalid';
   }
 }
 
@@ -31,7 +33,11 @@ export function requireScope(core: Core, scope: string | null, challengeScope?: 
       );
       request.access.arrival = request.arrival;
     } catch (e) {
-      if (e instanceof BearerError) request.refusedToken = e.token;
+      if (e instanceof BearerError) {
+        request.refusedToken = e.token;
+        // Without a token the error names none (RFC 6750 §3.1): any other refusal without an owner was a token not read.
+        if (e.error !== undefined && e.token === null) request.unreadToken = e.reason === 'token_expired' ? 'expired' : 'invalid';
+      }
       throw e;
     }
   };

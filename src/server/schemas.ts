@@ -134,7 +134,7 @@ export const settingsSchema = {
   querystring: {
     type: 'object',
     // Query values are strings (no coercion): a page number is digits, 1 to 999999.
-    properties: { page: { type: 'string', pattern: '^[1-9][0-9]{0,5}$' }, revoked: str(10) },
+    properties: { page: { type: 'string', pattern: '^[1-9][0-9]{0,5}$' }, revoked: str(200) },
     additionalProperties: true,
   },
 } as const;

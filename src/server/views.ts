@@ -1,6 +1,7 @@
 import { fieldLabel, type PendingAction } from '../core/actions.js';
 import type { AuthorizationRequest } from '../core/authorize.js';
 import type { GrantPage, GrantView } from '../core/grants-admin.js';
+import type { Prices } from '../core/charges.js';
 import type { Person } from '../core/persons.js';
 import { SCOPES, isSupportedScope } from '../core/scopes.js';
 import { exactly, html, isolated, isolatedText, page } from '../protocol/html.js';
@@ -23,10 +24,24 @@ function scopeText(scope: string): { label: string; description: string; writes:
 
 const writeBadge = (writes: boolean) => (writes ? html` <span class="badge write">Schreibzugriff</span>` : '');
 
-/** On the consent page: the short label, whether it writes, what it allows in a sentence, and the scope's name for developers. */
-function scopeItem(scope: string) {
+/** An amount of AKh as a German reader writes it: `0,1`, `2`. */
+const akh = (amount: number) => `${amount.toLocaleString('de-DE')} AKh`;
+
+/** What a scope's calls cost at this service's prices (spec 1: research, and ask), in a sentence; free ones none. */
+function priceOf(scope: string, prices: Prices): string | undefined {
+  if (scope === 'research') return `Jede Recherche kostet ${akh(prices.research)}.`;
+  if (scope === 'ask') return `Jede Frage kostet ${akh(prices.ask)}.`;
+  return undefined;
+}
+
+/**
+ * On the consent page: the short label, whether it writes, what it allows in a sentence, what it costs, and the scope's
+ * name for developers.
+ */
+function scopeItem(scope: string, prices: Prices) {
   const { label, description, writes } = scopeText(scope);
-  return html`<li data-scope="${scope}"><strong>${label}</strong>${writeBadge(writes)}<br><span class="scope-text">${description}</span> <code>${scope}</code></li>`;
+  const price = priceOf(scope, prices);
+  return html`<li data-scope="${scope}"><strong>${label}</strong>${writeBadge(writes)}<br><span class="scope-text">${description}${price ? html` <span class="price">${price}</span>` : ''}</span> <code>${scope}</code></li>`;
 }
 
 /** Spec 4.2, 5.6: every requested scope in plain German, writes marked, client_name labelled unverified. */
@@ -37,8 +52,11 @@ export function consentPage(input: {
   ticket: string;
   csrf: string;
   resource: string;
+  /** This service's prices: the charged scopes say what they cost. */
+  prices: Prices;
 }): string {
   const { request, person } = input;
+  const charged = request.scopes.some((s) => priceOf(s, input.prices));
   const target = new URL(request.redirect_uri);
   return page(
     'Zugriff erlauben?',
@@ -47,7 +65,8 @@ export function consentPage(input: {
 möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den Agent Access Service zugreifen.</p>
 <p class="note">Der Name dieser Anwendung wurde nicht überprüft. Erlauben Sie den Zugriff nur, wenn Sie die Anmeldung selbst gestartet haben.</p>
 <h2>Die Anwendung erhält diese Berechtigungen</h2>
-<ul class="scopes">${request.scopes.map(scopeItem)}</ul>
+<ul class="scopes">${request.scopes.map((s) => scopeItem(s, input.prices))}</ul>
+${charged ? html`<p class="note" id="akh">AKh ist die Einheit, in der der Agent Access Service abrechnet, was eine Anwendung in Ihrem Namen in Auftrag gibt. Den Stand einer Recherche abzufragen kostet nichts.</p>` : ''}
 <p class="note">${
       request.resource !== null
         ? html`Der Zugriff gilt für die Agenten-Schnittstelle <code>${input.resource}</code>.`
@@ -136,7 +155,7 @@ function scopeChip(scope: string) {
  * One grant; `ref` makes the ids its button is described by, so that the buttons, all named "Widerrufen", say to a
  * screen reader which application and which grant they end.
  */
-function grantItem(g: GrantView, csrf: string, ref: string) {
+function grantItem(g: GrantView, ref: string) {
   const meta =
     g.status === 'active'
       ? html`Aktiv seit ${when(g.created_at)} · ${g.last_used_at ? html`zuletzt genutzt ${when(g.last_used_at)}` : 'noch nicht genutzt'}`
@@ -145,14 +164,15 @@ function grantItem(g: GrantView, csrf: string, ref: string) {
 <ul class="chips">${g.scopes.map(scopeChip)}</ul>
 <p class="meta" id="${ref}">${meta}</p></div>${
     g.status === 'active'
-      ? html`<form method="post" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><input type="hidden" name="csrf" value="${csrf}"><button type="submit" aria-describedby="${ref.replace(/-\d+$/, '')} ${ref}">Widerrufen</button></form>`
+      ? // A GET to the question first: the revocation is asked once, with or without JavaScript.
+        html`<form method="get" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><button type="submit" aria-describedby="${ref.replace(/-\d+$/, '')} ${ref}">Widerrufen</button></form>`
       : ''
   }</li>`;
 }
 
 /** An application's grants; `ref` is the id of its name (`app-…`), and its grants' ids follow from it. */
-function clientSection(group: ClientGrants, csrf: string, ref: string) {
-  const item = (offset: number) => (g: GrantView, i: number) => grantItem(g, csrf, `${ref}-${offset + i}`);
+function clientSection(group: ClientGrants, ref: string) {
+  const item = (offset: number) => (g: GrantView, i: number) => grantItem(g, `${ref}-${offset + i}`);
   const revoked = html`<ul class="grants">${group.revoked.map(item(group.active.length))}</ul>`;
   return html`<section class="client" data-client="${group.client_id}">
 <h2><bdi id="${ref}">${group.client_name}</bdi> <span class="badge">nicht verifiziert</span></h2>
@@ -191,7 +211,7 @@ function pager(grants: GrantPage, page: number) {
  * first. Grouped by application: those with an active grant first, each revocable; revoked grants folded away,
  * applications with none active (on any page) at the very end.
  */
-export function settingsPage(input: { person: Person; grants: GrantPage; page: number; csrf: string; notice?: string }): string {
+export function settingsPage(input: { person: Person; grants: GrantPage; page: number; revoked?: GrantView }): string {
   const groups = byClient(input.grants.grants);
   const active = new Set(input.grants.active_clients);
   const current = groups.filter((g) => active.has(g.client_id));
@@ -201,18 +221,46 @@ export function settingsPage(input: { person: Person; grants: GrantPage; page: n
     'Verbundene Anwendungen',
     html`<h1>Verbundene Anwendungen</h1>
 <p>Angemeldet als <strong>${input.person.name}</strong> (${input.person.email}).</p>
-${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}
+${input.revoked ? html`<p class="note" role="status">Der Zugriff von <strong>${isolated(input.revoked.client_name)}</strong> wurde widerrufen.</p>` : ''}
 ${nav}<div id="grants">${
       input.grants.total === 0
         ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
-        : html`${active.size === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g, i) => clientSection(g, input.csrf, `app-${i}`))}${
+        : html`${active.size === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g, i) => clientSection(g, `app-${i}`))}${
             former.length > 0
-              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g, i) => clientSection(g, input.csrf, `app-${current.length + i}`))}</details>`
+              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g, i) => clientSection(g, `app-${current.length + i}`))}</details>`
               : ''
           }`
     }</div>
 ${nav}
 <p class="note">Ein Widerruf wirkt sofort: Schon die nächste Anfrage der Anwendung wird abgelehnt, auch wenn ihr Token noch nicht abgelaufen ist.</p>`,
+  );
+}
+
+/**
+ * Spec 3.3, 5.7: the question before a revocation, a page of its own so that it needs no JavaScript: which application,
+ * what it may do, and the form that revokes (with the settings page's CSRF token). A grant already revoked says so.
+ */
+export function revokePage(input: { grant: GrantView; csrf: string }): string {
+  const { grant } = input;
+  const active = grant.status === 'active';
+  return page(
+    active ? 'Zugriff widerrufen?' : 'Zugriff widerrufen',
+    html`<h1>Zugriff für <bdi id="client-name">${grant.client_name}</bdi> ${active ? 'widerrufen?' : 'ist widerrufen'}</h1>
+<p><span class="badge">nicht verifiziert</span> Client-ID <code>${grant.client_id}</code></p>
+<ul class="chips">${grant.scopes.map(scopeChip)}</ul>
+<p class="meta">${active ? html`Aktiv seit ${when(grant.created_at)}` : html`Widerrufen am ${when(grant.revoked_at)}`}</p>
+${
+  active
+    ? html`<p>Die Anwendung kann danach nicht mehr in Ihrem Namen zugreifen: Schon ihre nächste Anfrage wird abgelehnt. Um ihr wieder Zugriff zu geben, melden Sie sich in der Anwendung erneut an.</p>
+<form method="post" action="/settings/grants/${encodeURIComponent(grant.id)}/revoke">
+<input type="hidden" name="csrf" value="${input.csrf}">
+<div class="buttons">
+<button type="submit" class="primary">Widerrufen</button>
+<a href="/settings">Abbrechen</a>
+</div>
+</form>`
+    : html`<p><a href="/settings">Zurück zu den verbundenen Anwendungen</a></p>`
+}`,
   );
 }
 

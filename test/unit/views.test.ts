@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { PendingAction } from '../../src/core/actions.js';
 import type { AuthorizationRequest } from '../../src/core/authorize.js';
 import type { GrantView } from '../../src/core/grants-admin.js';
-import { actionPage, actionsPage, consentPage, documentPage, errorPage, settingsPage } from '../../src/server/views.js';
+import { DEFAULT_PRICES } from '../../src/protocol/charges.js';
+import { actionPage, actionsPage, consentPage, documentPage, errorPage, revokePage, settingsPage } from '../../src/server/views.js';
 
 /** U+202E RIGHT-TO-LEFT OVERRIDE with no closing U+202C: unisolated, it reverses everything after it in its paragraph. */
 const RLO = '\u202E';
@@ -55,7 +56,7 @@ describe('41.12: every value a client supplied stands in its own bidi isolate, o
       resource: 'http://127.0.0.1:4100/mcp',
       code_challenge: 'c',
     };
-    const page = consentPage({ request, person, ticket: 'i', csrf: 'c', resource: 'http://127.0.0.1:4100/mcp' });
+    const page = consentPage({ request, person, ticket: 'i', csrf: 'c', resource: 'http://127.0.0.1:4100/mcp', prices: DEFAULT_PRICES });
     expectEveryOverrideIsolated(page);
     expect(page).toContain('<strong id="redirect-host"><bdi>xn--mgbh0fb.example</bdi></strong>');
   });
@@ -74,7 +75,36 @@ describe('41.12: every value a client supplied stands in its own bidi isolate, o
       }) as unknown as GrantView;
     const grants = [grant('g1', `Eins${RLO}`), grant('g2', `${RLO}Zwei`)];
     expectEveryOverrideIsolated(
-      settingsPage({ person, grants: { grants, total: 2, offset: 0, limit: 50, active_clients: ['c_g1', 'c_g2'] }, page: 1, csrf: 'c' }),
+      settingsPage({ person, grants: { grants, total: 2, offset: 0, limit: 50, active_clients: ['c_g1', 'c_g2'] }, page: 1 }),
+    );
+  });
+
+  it('45.10 the question before a revocation, and the result line that names the application', () => {
+    const grant = {
+      id: 'g1',
+      client_id: 'c_g1',
+      client_name: `Eins${RLO}<b>`,
+      person_id: person.id,
+      scopes: ['ask'],
+      status: 'active',
+      created_at: 0,
+      families: [],
+    } as unknown as GrantView;
+    const question = revokePage({ grant, csrf: 'c' });
+    expectEveryOverrideIsolated(question);
+    expect(question).toContain('<h1>Zugriff für <bdi id="client-name">Eins\u202E&lt;b&gt;</bdi> widerrufen?</h1>');
+    expect(question).toMatch(/<form method="post" action="\/settings\/grants\/g1\/revoke">\s*<input type="hidden" name="csrf" value="c">/);
+    const revoked = { ...grant, status: 'revoked', revoked_at: 1 } as GrantView;
+    expect(revokePage({ grant: revoked, csrf: 'c' })).not.toContain('<form');
+    const result = settingsPage({
+      person,
+      grants: { grants: [revoked], total: 1, offset: 0, limit: 50, active_clients: [] },
+      page: 1,
+      revoked,
+    });
+    expectEveryOverrideIsolated(result);
+    expect(result).toContain(
+      '<p class="note" role="status">Der Zugriff von <strong><bdi>Eins\u202E&lt;b&gt;</bdi></strong> wurde widerrufen.</p>',
     );
   });
 
