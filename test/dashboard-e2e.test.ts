@@ -60,7 +60,7 @@ describe('dashboard end to end, on a running emulator', () => {
     const second = await authorizeAndApprove(emu, { client_id: login.client_id, scope: 'research' });
     const created = await postJson(
       `${emu.baseUrl}/research`,
-      { question: 'Welche Regeln gelten für Hunde?' },
+      { question: 'Dürfen Hunde ins Treppenhaus?' },
       { authorization: `Bearer ${second.tokens!.access_token}` },
     );
     expect(created.status).toBe(202);

@@ -672,7 +672,7 @@ export async function runServerConformance(session: Session, options: ServerRunO
     charged['POST /research']!++;
     const x = await wire('POST', `${base}/research`, {
       token: await fresh(),
-      json: { question: 'Was sagt die Wissensdatenbank über Datenschutz?' },
+      json: { question: 'Welche Ruhezeiten gelten laut Hausordnung?' },
       key: randomUUID(),
     });
     responses.push({ step: 'research.created', status: x.status, body: x.body });
