@@ -640,7 +640,7 @@ export async function runServerConformance(session: Session, options: ServerRunO
   const askKey = randomUUID();
   let firstAsk: Exchange | undefined;
   await withLogin('ask.answer', async () => {
-    askBody = { question: 'Welche Quellen enthält die Wissensdatenbank?' };
+    askBody = { question: 'Wann ist die Mittagsruhe?' };
     charged['POST /chat/ask']!++;
     const x = await wire('POST', `${base}/chat/ask`, { token: await fresh(), json: askBody, key: askKey });
     responses.push({ step: 'ask', status: x.status, body: x.body });
