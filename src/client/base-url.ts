@@ -22,14 +22,23 @@ export function normalizeBaseUrl(value: string, from: string): string {
 }
 
 /** An emulator started with `agent-access serve` in this directory (its default state file) that is still running. */
-export async function localEmulatorBaseUrl(cwd: string): Promise<string | null> {
+export interface EmulatorHere {
+  baseUrl: string;
+  /** The kid it signs with (absent from older admin files): which emulator it is, known without asking it. */
+  keyId: string | null;
+}
+
+export async function emulatorHere(cwd: string): Promise<EmulatorHere | null> {
   const admin = await readAdminFile(adminFileFor(resolve(cwd, DEFAULT_STATE_FILE)));
   if (!admin || typeof admin.base_url !== 'string' || !Number.isInteger(admin.pid) || admin.pid <= 1 || !isAlive(admin.pid)) return null;
   // A file in a directory someone else may have written: only a loopback emulator is believed.
   try {
     const url = new URL(admin.base_url);
     if (url.protocol !== 'http:' || !isLoopbackHost(url.hostname)) return null;
-    return normalizeBaseUrl(admin.base_url, "the emulator's admin file");
+    return {
+      baseUrl: normalizeBaseUrl(admin.base_url, "the emulator's admin file"),
+      keyId: typeof admin.key_id === 'string' && admin.key_id !== '' ? admin.key_id : null,
+    };
   } catch {
     return null;
   }
@@ -41,6 +50,8 @@ export interface ChosenBaseUrl {
   source: BaseUrlSource;
   /** `the server of the last login (…), used because …`: completes "{base_url} is …". */
   why: string;
+  /** The signing key of the emulator running in this directory, when that is the server chosen. */
+  emulatorKeyId: string | null;
 }
 
 /**
@@ -48,15 +59,21 @@ export interface ChosenBaseUrl {
  * this directory, else the server of the newest login. Explicit settings win over discovery.
  */
 export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefined, store: TokenStore): Promise<ChosenBaseUrl> {
-  if (flag) return { baseUrl: normalizeBaseUrl(flag, '--base-url'), source: 'flag', why: 'the server --base-url names' };
   const fromEnv = ctx.env[ENV.baseUrl]?.trim();
-  if (fromEnv) return { baseUrl: normalizeBaseUrl(fromEnv, ENV.baseUrl), source: 'env', why: `the server $${ENV.baseUrl} names` };
-  const local = await localEmulatorBaseUrl(ctx.cwd);
-  if (local)
+  const explicit = flag
+    ? { baseUrl: normalizeBaseUrl(flag, '--base-url'), source: 'flag' as const, why: 'the server --base-url names' }
+    : fromEnv
+      ? { baseUrl: normalizeBaseUrl(fromEnv, ENV.baseUrl), source: 'env' as const, why: `the server $${ENV.baseUrl} names` }
+      : null;
+  // Read for an explicit loopback URL too: whether it is this directory's emulator tells its login apart offline.
+  const here = !explicit || isLoopbackHost(new URL(explicit.baseUrl).hostname) ? await emulatorHere(ctx.cwd) : null;
+  if (explicit) return { ...explicit, emulatorKeyId: here?.baseUrl === explicit.baseUrl ? here.keyId : null };
+  if (here)
     return {
-      baseUrl: local,
+      baseUrl: here.baseUrl,
       source: 'emulator',
       why: `the emulator running in this directory (its admin file ${adminFileFor(DEFAULT_STATE_FILE)})`,
+      emulatorKeyId: here.keyId,
     };
   const newest = (await store.list()).filter((r) => r.login).sort((a, b) => b.login!.logged_in_at - a.login!.logged_in_at)[0];
   if (newest)
@@ -64,6 +81,7 @@ export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefine
       baseUrl: newest.base_url,
       source: 'last-login',
       why: `the server of the last login (${new Date(newest.login!.logged_in_at).toISOString()}), used because neither --base-url, $${ENV.baseUrl} nor an emulator running in this directory names one; pass --base-url, or start \`agent-access serve\` here`,
+      emulatorKeyId: null,
     };
   throw new ClientError(
     'usage',

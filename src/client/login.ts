@@ -13,8 +13,9 @@ import {
 } from './oauth.js';
 import { Progress } from './progress.js';
 import { describeLogin, type LoginResult } from './login-view.js';
-import { loginFrom, type Session } from './session.js';
-import type { StoredLogin } from './token-store.js';
+import { loginFrom, refusalCause, type Session } from './session.js';
+import { isLoopbackHost } from '../protocol/loopback.js';
+import { forServer, keyIdOf, type StoredLogin } from './token-store.js';
 
 export interface LoginOptions {
   scope: string;
@@ -49,13 +50,21 @@ export function checkScopes(scope: string, supported?: string[]): string {
  * listener for the redirect, the browser, `state` and `iss` checked, the code exchanged, tokens stored.
  */
 export async function login(session: Session, options: LoginOptions): Promise<LoginResult & { replaced_login: ReplacedLogin | null }> {
+  // First, so that the registration and the login this one replaces are this server's, not another emulator's.
+  await session.matchServer();
   const { discovered, resource, tokens, clientId, fresh } = await authorize(session, options);
   const now = session.ctx.clock.now();
   const stored = loginFrom(tokens, now, { client_id: clientId, redirect_uri: REGISTERED_REDIRECT_URI, resource });
-  const replaced = await session.store.update(session.baseUrl, async (record) => ({
-    record: { ...record, issuer: discovered.as.issuer, login: stored },
-    result: record.issuer === discovered.as.issuer ? record.login : null,
-  }));
+  const keyId = await keyIdOf(tokens.access_token);
+  const onLoopback = isLoopbackHost(new URL(session.baseUrl).hostname);
+  const replaced = await session.store.update(session.baseUrl, async (record) => {
+    // A login another emulator on this address signed is kept for it, never revoked here (this server never knew it).
+    const mine = (onLoopback && keyId !== null && (await forServer(record, new Set([keyId]), now))) || record;
+    return {
+      record: { ...mine, issuer: discovered.as.issuer, key_id: keyId, login: stored },
+      result: mine.issuer === discovered.as.issuer ? mine.login : null,
+    };
+  });
   // The login this one replaces is revoked (RFC 7009), so the person keeps no grant that nothing uses any more.
   const previous = replaced ? await revokeReplaced(session, discovered, replaced) : null;
   return { ...describeLogin(session.baseUrl, discovered.as.issuer, stored, fresh), replaced_login: previous };
@@ -231,7 +240,10 @@ async function revokeReplaced(session: Session, discovered: Discovered, login: S
       ? `revoked its ${login.refresh_token ? 'refresh' : 'access'} token at the server (RFC 7009), which ends its grant`
       : 'the server offers no revocation endpoint; revoke its grant in the settings page';
   } catch (e) {
-    note = `could not revoke it at the server (${(e as Error).message}); revoke its grant in the settings page`;
+    // A server that does not know the client holds no grant of it: nothing is left to revoke, nothing to advise.
+    if (e instanceof ClientError && e.code === 'oauth.invalid_client')
+      return { client_id: login.client_id, revoked: false, note: 'the server does not know its client, so it holds no grant of it' };
+    note = `could not revoke it at the server (${refusalCause(e instanceof ClientError ? e.message : String(e))}); revoke its grant in the settings page`;
   }
   if (!revoked) session.ctx.stderr.write(`agent-access: warning: the login this one replaced: ${note}\n`);
   return { client_id: login.client_id, revoked, note };

@@ -4,7 +4,8 @@ import { configDir, type ClientContext } from './context.js';
 import { resolveBaseUrl, type BaseUrlSource } from './base-url.js';
 import { apiError, bearerChallenge, HttpClient, type ApiRequest, type ApiResponse } from './http.js';
 import type { Discovered } from './oauth.js';
-import { TokenStore, type StoredLogin } from './token-store.js';
+import { isLoopbackHost } from '../protocol/loopback.js';
+import { forServer, identityOf, keyIdOf, TokenStore, type ServerRecord, type StoredLogin } from './token-store.js';
 
 /** By default `token` hands out an access token only while it stays valid this long; otherwise it refreshes. */
 export const DEFAULT_MIN_TTL_MS = 60_000;
@@ -64,14 +65,68 @@ export class Session {
     readonly source: BaseUrlSource,
     /** Why this server: completes "{base_url} is …" (see resolveBaseUrl). */
     readonly why: string,
+    /** The signing key of the emulator this directory runs on that address, known from its admin file. */
+    readonly emulatorKeyId: string | null,
   ) {
     this.http = new HttpClient(ctx);
   }
 
   static async open(ctx: ClientContext, baseUrlFlag: string | undefined): Promise<Session> {
     const store = new TokenStore(configDir(ctx.env));
-    const { baseUrl, source, why } = await resolveBaseUrl(ctx, baseUrlFlag, store);
-    return new Session(ctx, store, baseUrl, source, why);
+    const { baseUrl, source, why, emulatorKeyId } = await resolveBaseUrl(ctx, baseUrlFlag, store);
+    return new Session(ctx, store, baseUrl, source, why, emulatorKeyId);
+  }
+
+  /**
+   * Emulators of several projects take turns on one loopback address, each signing with the key of its own state
+   * folder: their logins are told apart by that key. A real server's logins stay one (its keys may rotate).
+   */
+  get #onLoopback(): boolean {
+    return isLoopbackHost(new URL(this.baseUrl).hostname);
+  }
+
+  /** The key ids of the server on this address now (its JWKS), or null when it cannot be told. */
+  async #serverKeys(): Promise<Set<string> | null> {
+    if (!this.#onLoopback) return null;
+    const { as } = await this.discover();
+    if (!as.jwks_uri) return null;
+    try {
+      const answer = await this.http.send({ method: 'GET', url: as.jwks_uri });
+      const keys = (answer.body as { keys?: unknown } | null)?.keys;
+      if (answer.status !== 200 || !Array.isArray(keys)) return null;
+      const kids = keys.map((key) => (key as { kid?: unknown } | null)?.kid).filter((kid): kid is string => typeof kid === 'string');
+      return kids.length > 0 ? new Set(kids) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * `record`, made the one of the server whose keys are `keys` (see forServer): what to write, and what to say.
+   * A login kept for that server comes back (said on stderr); without one, the error says so in one true line.
+   */
+  async #switched(record: ServerRecord, keys: ReadonlySet<string>): Promise<{ record: ServerRecord; error?: string } | null> {
+    const was = await identityOf(record);
+    const next = await forServer(record, keys, this.ctx.clock.now());
+    if (!next || was === null) return null;
+    if (next.login) {
+      this.ctx.stderr.write(
+        `agent-access: ${this.baseUrl} is another emulator than the last one there; using the login kept for it (from ${new Date(next.login.logged_in_at).toISOString()})\n`,
+      );
+      return { record: next };
+    }
+    const now = [...keys][0]!;
+    return {
+      record: next,
+      error: `${this.baseUrl} is now another emulator (signing key ${short(now)}; the stored login's is ${short(was)}), not logged in to here; the other login is kept for when its emulator is back`,
+    };
+  }
+
+  /** Before a login: the record is made the one of the server on this address now, so nothing of another is reused or revoked. */
+  async matchServer(): Promise<void> {
+    const keys = await this.#serverKeys();
+    if (!keys) return;
+    await this.store.update(this.baseUrl, async (record) => ({ record: (await this.#switched(record, keys))?.record, result: undefined }));
   }
 
   /**
@@ -97,7 +152,18 @@ export class Session {
   }
 
   async login(): Promise<StoredLogin> {
-    const record = await this.store.read(this.baseUrl);
+    let record = await this.store.read(this.baseUrl);
+    // This directory's emulator is known offline by its admin file: a login of another one on the address is not used.
+    const here = this.#onLoopback ? this.emulatorKeyId : null;
+    if (here !== null && record.login && (await identityOf(record)) !== here) {
+      const keys = new Set([here]);
+      const outcome = await this.store.update(this.baseUrl, async (fresh) => {
+        const switched = await this.#switched(fresh, keys);
+        return { record: switched?.record, result: switched ?? { record: fresh } };
+      });
+      if (outcome.error) throw new LoginRequiredError(this.baseUrl, outcome.error, true);
+      record = outcome.record;
+    }
     if (!record.login) throw new LoginRequiredError(this.baseUrl, `not logged in to ${this.baseUrl}`, record.issuer === null);
     return record.login;
   }
@@ -117,7 +183,7 @@ export class Session {
     // next refresh would be a replay that ends the family: the refresh-and-write step is not interrupted.
     const offInterrupt = this.ctx.onInterrupt?.(() => this.ctx.stderr.write('agent-access: finishing the token refresh first\n'));
     const outcome = await this.store
-      .update<{ login: StoredLogin } | { error: string }>(this.baseUrl, async (record) => {
+      .update<{ login: StoredLogin } | { error: string; first?: boolean } | { switched: true }>(this.baseUrl, async (record) => {
         const current = record.login;
         if (!current) return { result: { error: `not logged in to ${this.baseUrl} (logged out meanwhile)` } };
         if (current.refresh_token !== seen.refresh_token || current.access_token !== seen.access_token)
@@ -146,6 +212,11 @@ export class Session {
           });
         } catch (e) {
           if (e instanceof ResponseBodyError && (e.error === 'invalid_grant' || e.error === 'invalid_client')) {
+            // Refused by another emulator that now has this address: its login is parked, not forgotten.
+            const keys = await this.#serverKeys();
+            const switched = keys && (await this.#switched(record, keys));
+            if (switched)
+              return { record: switched.record, result: switched.error ? { error: switched.error, first: true } : { switched: true } };
             // Spent for good: keep the client registration, forget the tokens.
             const why =
               e.error === 'invalid_grant'
@@ -160,10 +231,15 @@ export class Session {
         }
         options.onTokens?.(tokens);
         const login = loginFrom(tokens, this.ctx.clock.now(), current, current);
-        return { record: { ...record, login }, result: { login } };
+        // A record written before key ids were kept learns its own here, once (then `token` never decodes one).
+        const keyId = record.key_id ?? (await keyIdOf(login.access_token));
+        return { record: { ...record, key_id: keyId, login }, result: { login } };
       })
       .finally(() => offInterrupt?.());
-    if ('error' in outcome) throw new LoginRequiredError(this.baseUrl, outcome.error);
+    if ('error' in outcome) throw new LoginRequiredError(this.baseUrl, outcome.error, outcome.first);
+    // Its own login came back: used as any stored login is (refreshed when close to expiry). No second switch follows,
+    // since that login is the server's now.
+    if ('switched' in outcome) return this.accessToken({ ...options, force: false });
     return outcome.login;
   }
 
@@ -183,3 +259,6 @@ export class Session {
     return res;
   }
 }
+
+/** A key id short enough for a line, long enough to tell two apart. */
+const short = (kid: string): string => (kid.length > 10 ? `${kid.slice(0, 8)}…` : kid);

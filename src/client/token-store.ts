@@ -27,15 +27,76 @@ export interface StoredLogin {
   refresh_count: number;
 }
 
-/** One file per server (base URL): its discovered issuer, its client registrations and the current login. */
+/** A login and the registrations of an emulator that is not the one on its address now, kept for when it is back. */
+export interface ParkedLogin {
+  clients: Record<string, CachedClient>;
+  login: StoredLogin | null;
+  parked_at: number;
+}
+
+/**
+ * One file per server (base URL): its discovered issuer, its client registrations and the current login. On a
+ * loopback address, emulators of several projects take turns (each with its own signing key, kept in its state
+ * folder): the record holds the one whose key signed the current login, and parks the others' by their key.
+ */
 export interface ServerRecord {
   base_url: string;
   issuer: string | null;
   clients: Record<string, CachedClient>;
   login: StoredLogin | null;
+  /** The `kid` that signed the current login's access token: which server it belongs to. */
+  key_id?: string | null;
+  /** Logins of the other servers seen on this address, by their key id. */
+  parked?: Record<string, ParkedLogin>;
 }
 
+/** Other emulators' logins kept per address: the oldest goes first (each costs one consent to make again). */
+export const MAX_PARKED = 8;
+
 const emptyRecord = (baseUrl: string): ServerRecord => ({ base_url: baseUrl, issuer: null, clients: {}, login: null });
+
+/** The `kid` in a JWT's protected header, or null for an opaque token (then servers cannot be told apart by it). */
+export async function keyIdOf(token: string | undefined): Promise<string | null> {
+  if (!token) return null;
+  // Loaded when needed: `token` with a valid token and a known key id never decodes one.
+  const { decodeProtectedHeader } = await import('jose/decode/protected_header');
+  try {
+    const { kid } = decodeProtectedHeader(token);
+    return typeof kid === 'string' && kid !== '' ? kid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Which server the record's login and registrations belong to, by signing key; null when that cannot be told. */
+export const identityOf = async (record: ServerRecord): Promise<string | null> =>
+  record.key_id ?? (await keyIdOf(record.login?.access_token));
+
+/**
+ * The record for the server whose signing keys are `keys`, now on this address: unchanged when its login is that
+ * server's (or cannot be told apart); else the login there is parked under its key, and the one parked under one
+ * of `keys` (if any) comes back. `key_id` stays null until a login tells it.
+ */
+export async function forServer(record: ServerRecord, keys: ReadonlySet<string>, now: number): Promise<ServerRecord | null> {
+  const current = await identityOf(record);
+  if (current === null || keys.has(current)) return null;
+  const parked = { ...record.parked };
+  if (record.login || Object.keys(record.clients).length > 0)
+    parked[current] = { clients: record.clients, login: record.login, parked_at: now };
+  const back = [...keys].find((key) => parked[key]);
+  const returning = back === undefined ? undefined : parked[back];
+  if (back !== undefined) delete parked[back];
+  const kept = Object.entries(parked)
+    .sort(([, a], [, b]) => b.parked_at - a.parked_at)
+    .slice(0, MAX_PARKED);
+  return {
+    ...record,
+    key_id: back ?? null,
+    clients: returning?.clients ?? {},
+    login: returning?.login ?? null,
+    parked: Object.fromEntries(kept),
+  };
+}
 
 /** The lock is refreshed while held; a holder silent this long is dead and its lock is taken over. */
 const LOCK_STALE_MS = 10_000;

@@ -12,6 +12,11 @@ export interface AdminInfo {
   pid: number;
   /** Where `pid` means this process: host, boot and pid namespace (pidNamespace()). Absent in files of older versions. */
   pid_namespace?: string;
+  /**
+   * The `kid` of the key it signs access tokens with, which comes with its state folder: tells it from another
+   * emulator on the same address, offline (the client keeps one login per emulator). Absent in older files.
+   */
+  key_id?: string;
 }
 
 export const adminFileFor = (stateFile: string): string => `${stateFile.replace(/\.json$/i, '')}.admin.json`;

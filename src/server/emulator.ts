@@ -145,7 +145,7 @@ export interface EmulatorOptions {
    * Where errors that no request can report go: server errors of requests (500s), a lost state-file lock, state
    * files removed under a running emulator (`state`: it stops acknowledging writes, and stops).
    */
-  onError?: (error: Error, context: 'request' | 'lock' | 'state' | 'prune' | 'settle' | 'warm-up') => void;
+  onError?: (error: Error, context: 'request' | 'lock' | 'state' | 'prune' | 'settle' | 'warm-up' | 'admin file') => void;
   /** Adds routes to `{base_url}` before it listens (used by later parts and by tests that probe the guard). */
   extendApi?: (app: FastifyInstance, core: Core) => void | Promise<void>;
   /**
@@ -372,12 +372,14 @@ export class Emulator {
       });
       const plane = new AgentPlane(core, resources, fixtures.workspace);
       // After a restore, what lives in memory beside the state follows it: the workspace, search, rate limits.
+      let afterRestore: (() => void) | undefined;
       const snapshots = new Snapshots(
         core,
         statePath ? new FileSnapshotStore(snapshotDirFor(statePath)) : new MemorySnapshotStore(),
         () => {
           rebuildWorkspace();
           resources.reload();
+          afterRestore?.();
         },
       );
       // A commit that failed was rolled back (its requests answered 500): the workspace and search follow the state.
@@ -475,14 +477,25 @@ export class Emulator {
       // Ready means ready: a client's first request finds the code every request runs compiled.
       await warmUp.get(core.urls.baseUrl, AS_METADATA_PATH);
       if (emulator.adminFile) {
-        await writeAdminFile(emulator.adminFile, {
-          admin_url: emulator.adminUrl,
-          admin_token: adminToken,
-          base_url: emulator.baseUrl,
-          auth_url: emulator.authUrl,
-          pid: process.pid,
-          pid_namespace: pidNamespace(),
-        });
+        const { adminFile, adminUrl, baseUrl, authUrl } = emulator;
+        const announce = (keyId: string) =>
+          writeAdminFile(adminFile, {
+            admin_url: adminUrl,
+            admin_token: adminToken,
+            base_url: baseUrl,
+            auth_url: authUrl,
+            pid: process.pid,
+            pid_namespace: pidNamespace(),
+            key_id: keyId,
+          });
+        let announced = core.signer.kid;
+        await announce(announced);
+        // A snapshot of another state signs with another key: the file keeps telling this emulator apart truly.
+        afterRestore = () => {
+          if (core.signer.kid === announced) return;
+          announced = core.signer.kid;
+          void announce(announced).catch((e: Error) => onError(e, 'admin file'));
+        };
       }
       emulator.#pruneTimer = setInterval(() => {
         if (core.prune()) void core.commit().catch((e: Error) => onError(e, 'prune'));
