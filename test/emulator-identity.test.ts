@@ -48,7 +48,9 @@ describe('45.3 two emulators on one address keep a login each', () => {
     const lines = refused.stderr.trim().split('\n');
     expect(lines, refused.stderr).toHaveLength(1);
     expect(lines[0]).toMatch(
-      new RegExp(`${base} is now another emulator \\(signing key .+; the stored login's is .+\\), not logged in to here`),
+      new RegExp(
+        `^agent-access: ${base} is now another emulator \\(signing key .+, where the stored login's is .+\\); that login is kept for when its emulator is back\\. Run`,
+      ),
     );
     expect(lines[0]).toContain(`Run \`agent-access login --base-url ${base}\`.`);
     expect(lines[0]).not.toMatch(/again|register|settings page/);

@@ -118,7 +118,7 @@ export class Session {
     const now = [...keys][0]!;
     return {
       record: next,
-      error: `${this.baseUrl} is now another emulator (signing key ${short(now)}; the stored login's is ${short(was)}), not logged in to here; the other login is kept for when its emulator is back`,
+      error: `${this.baseUrl} is now another emulator (signing key ${short(now)}, where the stored login's is ${short(was)}); that login is kept for when its emulator is back`,
     };
   }
 
