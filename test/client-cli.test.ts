@@ -699,7 +699,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr).toBe(`agent-access: no such file: ${join(dir, 'fehlt.md')}\n`);
 
-    // 45.5: refused input exits 2 (usage), as the README's tables say for invalid_file_name, content_empty and invalid_request.
+    // 45.5: refused input exits 2 (usage), as the tables of docs/errors.md say for invalid_file_name, content_empty and invalid_request.
     expect((await cli('train', file, '--file-name', 'a/b.md')).code).toBe(2);
     await writeFile(join(dir, 'leer.md'), '');
     expect((await cli('train', join(dir, 'leer.md'))).code).toBe(2);

@@ -2,7 +2,7 @@
  * Issue 42: `agent-access conformance client` grades a client both ways. agent-access's own client (its commands in a
  * small script: login through $BROWSER, ask, research --wait, train --wait, ask) passes every scenario it exercises;
  * the same client used the wrong way fails the check that names the mistake; and the command's exit codes, JSON,
- * JUnit and kept logs are what the README says.
+ * JUnit and kept logs are what docs/conformance.md says.
  */
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';

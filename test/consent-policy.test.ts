@@ -1,5 +1,5 @@
 /**
- * Consent as code (README "Consent as code"): a policy per client or for all answers the consent screen through the same decision
+ * Consent as code (docs/emulator-control.md "Consent as code"): a policy per client or for all answers the consent screen through the same decision
  * its form posts, recorded as the policy's answer; scripted person actions (revoke, approve or reject a write action).
  * The browser cases run Debian Chromium on the real authorize endpoint.
  */
@@ -96,7 +96,7 @@ describe.skipIf(!plan.run)(`consent policies through the real page in Chromium${
   });
 });
 
-describe('consent policies (README "Consent as code")', () => {
+describe('consent policies (docs/emulator-control.md "Consent as code")', () => {
   it('approve a subset: only the requested scopes in the policy are granted, the token response says so, and the events name the policy', async () => {
     const emulator = await startEmulator({ consent: [{ clientId: null, policy: { decision: 'approve', scopes: ['ask'] } }] });
     const events: AppEvent[] = [];
@@ -185,7 +185,7 @@ describe('consent policies (README "Consent as code")', () => {
   });
 });
 
-describe('scripted person actions (README "Consent as code")', () => {
+describe('scripted person actions (docs/emulator-control.md "Consent as code")', () => {
   it('person.revokeGrant revokes as the person (settings), refused on the next request', async () => {
     const emu = await startRunning();
     const tokens = await emu.issueTokens({ scopes: ['ask'] });
@@ -230,7 +230,7 @@ describe('scripted person actions (README "Consent as code")', () => {
   });
 });
 
-describe('login --headless under a consent policy (README "Consent as code", "Recipes": CI without a person)', () => {
+describe('login --headless under a consent policy (docs/emulator-control.md "Consent as code", README "CI": CI without a person)', () => {
   it('approve: login completes without a browser and the token works; the default page: exit 5 naming the fix; deny: exit 5 access denied', async () => {
     const home = await scratchDir();
     const env = { AGENT_ACCESS_CONFIG_DIR: join(home, 'cfg'), AGENT_ACCESS_BASE_URL: '', BROWSER: 'false' };

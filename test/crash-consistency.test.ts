@@ -675,7 +675,7 @@ async function runCampaign(): Promise<Campaign> {
   return campaign;
 }
 
-describe('kill -9 at any moment loses no acknowledged write (README "How the state is stored": a crash loses nothing that was answered)', () => {
+describe('kill -9 at any moment loses no acknowledged write (docs/serve.md "How the state is stored": a crash loses nothing that was answered)', () => {
   let campaign: Campaign;
   beforeAll(async () => {
     campaign = await runCampaign();

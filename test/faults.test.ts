@@ -1,5 +1,5 @@
 /**
- * Faults on purpose (README "Faults"): each one armed through the programmatic API (the admin API underneath) or a serve
+ * Faults on purpose (docs/emulator-control.md "Faults"): each one armed through the programmatic API (the admin API underneath) or a serve
  * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
  */
 import { describe, expect, it, vi } from 'vitest';
@@ -31,7 +31,7 @@ const mcpCall = (emu: RunningEmulator, token: string, tool: string | null, args:
     ),
   });
 
-describe('faults observed by a client (README "Faults")', () => {
+describe('faults observed by a client (docs/emulator-control.md "Faults")', () => {
   it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {
     const emu = await start();
     const { access_token } = await emu.issueTokens({ scopes: ['ask'] });
@@ -198,7 +198,7 @@ describe('faults observed by a client (README "Faults")', () => {
   });
 });
 
-describe('drop_response: the answer to a charged call is lost (README "Faults"; issue 42.2 lost-answer)', () => {
+describe('drop_response: the answer to a charged call is lost (docs/emulator-control.md "Faults"; issue 42.2 lost-answer)', () => {
   const keyed = (token: string, key: string) => bearer(token, { 'idempotency-key': key });
   const requestLog = async (emu: RunningEmulator, path: string) =>
     (await snapshot(emu)).requests
@@ -288,7 +288,7 @@ describe('drop_response: the answer to a charged call is lost (README "Faults"; 
   });
 });
 
-describe('faults on one MCP tool (README "Faults": tool; issue 42.2 rate-limited, server-error)', () => {
+describe('faults on one MCP tool (docs/emulator-control.md "Faults": tool; issue 42.2 rate-limited, server-error)', () => {
   it('42.2 rate-limited: rate_limit tool=ask count=2 gives the next two ask calls 429 with Retry-After; other tools, tools/list and REST pass; the third ask passes', async () => {
     const emu = await start();
     const { access_token } = await emu.issueTokens({ scopes: ['ask', 'research'] });
@@ -353,7 +353,7 @@ describe('faults on one MCP tool (README "Faults": tool; issue 42.2 rate-limited
   });
 });
 
-describe('faults: edges (README "Faults")', () => {
+describe('faults: edges (docs/emulator-control.md "Faults")', () => {
   it('a revocation due on the clock fires on the next request even between ticks, and that refused request is marked in the log', async () => {
     // The emulator's own tick (every 250 ms) also fires due faults; held still here, so that a tick cannot come
     // between the clock's move and the request and fire it first (then the request would not be the one marked).
@@ -419,7 +419,7 @@ describe('faults: edges (README "Faults")', () => {
   });
 });
 
-describe('serve --fault (README "Faults": from flags)', () => {
+describe('serve --fault (docs/emulator-control.md "Faults": from flags)', () => {
   it('arms faults at start; the request log on stderr marks the answers they shaped', async () => {
     const serve = await startServe([
       '--in-memory',

@@ -1,5 +1,5 @@
 /**
- * How the state file stays current (README "How the state is stored"): a commit appends one journal record with
+ * How the state file stays current (docs/serve.md "How the state is stored"): a commit appends one journal record with
  * what changed; a start replays it; past a size the state is folded back into the state file. Real files in temp
  * dirs, the real writer thread, the core in-process on a manual clock.
  */
@@ -149,7 +149,7 @@ describe('the journal: a commit writes what changed, a start replays it', () => 
     await writeFile(journalOf(file), journalBefore + (await readFile(journalOf(file), 'utf8').catch(() => '')));
     const second = await open(file);
     expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
-    // One line says what was found and done (README: a restart after a crash says what it does).
+    // One line says what was found and done (docs/serve.md: a restart after a crash says what it does).
     expect(second.notices).toEqual([
       expect.stringMatching(
         /^skipped \d+ journal records? at the start of .*state\.journal\.jsonl that .*state\.json already holds: the last process stopped after writing the state file and before cutting the journal$/,

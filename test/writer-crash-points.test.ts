@@ -1,5 +1,5 @@
 /**
- * kill -9 after any one of the state writer's file operations (README "How the state is stored"). A commit, a
+ * kill -9 after any one of the state writer's file operations (docs/serve.md "How the state is stored"). A commit, a
  * compaction with commits in its middle and a snapshot restore are each cut short after their first, second, …
  * operation in turn, and a start on what is left must succeed with every acknowledged charge and record. The
  * writer's message handler runs in this process, and node:fs is wrapped so that from the chosen operation on

@@ -1,5 +1,5 @@
 /**
- * How answers and research reports are written from search hits (src/core/compose.ts, README "Ask"): quoted
+ * How answers and research reports are written from search hits (src/core/compose.ts, docs/serve.md "The REST allowlist", docs/retrieval.md): quoted
  * sentences with numbered references, relevance threshold, nothing-found, report sections, determinism. Over the
  * shipped fixtures, searched as the emulator searches them.
  */

@@ -8,7 +8,7 @@ import { MINUTE, SECOND } from '../../src/core/clock.js';
 import { revokeGrant } from '../../src/core/grants-admin.js';
 import { authenticate } from '../../src/core/resource-guard.js';
 import { FINDINGS, type Finding } from '../../src/protocol/findings.js';
-import { tablesUnder } from '../helpers/readme.js';
+import { tablesUnder } from '../helpers/docs.js';
 import { pkce } from '../helpers/oauth.js';
 import { authorize, authorizeQuery, exchangeCode, oauthError, openCore, refresh, register, RESOURCE, walkToTokens } from './helpers.js';
 
@@ -236,9 +236,9 @@ describe('client findings: registrations and grants (spec 3.3, 4.1, 5.9)', () =>
   });
 });
 
-describe('client findings: the catalogue and the README', () => {
-  it('the README\'s "Diagnosing your client" table lists exactly the catalogue: code, severity, trigger, rule', () => {
-    const [table] = tablesUnder('## Diagnosing your client');
+describe('client findings: the catalogue and docs/findings.md', () => {
+  it('docs/findings.md: the "Diagnosing your client" table lists exactly the catalogue: code, severity, trigger, rule', () => {
+    const [table] = tablesUnder('docs/findings.md', '# Diagnosing your client');
     expect(table).toEqual(Object.entries(FINDINGS).map(([code, f]) => [`\`${code}\``, f.severity, f.trigger, f.spec]));
   });
 });

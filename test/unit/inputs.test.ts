@@ -79,7 +79,7 @@ describe('one definition per input', () => {
   });
 });
 
-describe('41.13: a training file name is a plain name, read in one direction (spec 2.6, README "The REST allowlist")', () => {
+describe('41.13: a training file name is a plain name, read in one direction (spec 2.6, docs/serve.md "The REST allowlist")', () => {
   it.each([
     ['notiz.md'],
     ['Protokoll 2026-05-02.markdown'],

@@ -5,20 +5,20 @@ import { AdminError } from '../../src/protocol/admin-client.js';
 import { apiError } from '../../src/client/http.js';
 import { kindOfAnswer, OAUTH_ERRORS, PROBLEMS, PROCESS_ERRORS } from '../../src/protocol/problems.js';
 import { ScenarioError } from '../../src/store/scenario.js';
-import { tablesUnder } from '../helpers/readme.js';
+import { tablesUnder } from '../helpers/docs.js';
 
-/** A registry table as the README writes it: code, status, exit code, meaning. */
+/** A registry table as docs/errors.md writes it: code, status, exit code, meaning. */
 const asRows = (registry: Record<string, { status: number; kind: keyof typeof CLIENT_EXIT; title: string }>) =>
   Object.entries(registry).map(([code, e]) => [`\`${code}\``, String(e.status), String(CLIENT_EXIT[e.kind]), e.title]);
 
-describe('the error registry and the README', () => {
-  it('RFC 9457 §3.1: the README lists exactly the problem codes of the registry, each with its status, exit code and title', () => {
-    const [problems] = tablesUnder('### Error codes');
+describe('the error registry and docs/errors.md', () => {
+  it('RFC 9457 §3.1: docs/errors.md lists exactly the problem codes of the registry, each with its status, exit code and title', () => {
+    const [problems] = tablesUnder('docs/errors.md', '## Error codes');
     expect(problems).toEqual(asRows(PROBLEMS));
   });
 
-  it('RFC 6749 §5.2: the README lists exactly the OAuth error codes of the registry, each with its status and exit code', () => {
-    const [, oauth] = tablesUnder('### Error codes');
+  it('RFC 6749 §5.2: docs/errors.md lists exactly the OAuth error codes of the registry, each with its status and exit code', () => {
+    const [, oauth] = tablesUnder('docs/errors.md', '## Error codes');
     expect(oauth).toEqual(asRows(OAUTH_ERRORS));
   });
 
@@ -28,8 +28,8 @@ describe('the error registry and the README', () => {
     for (const [code, { status }] of [...Object.entries(PROBLEMS), ...Object.entries(OAUTH_ERRORS)]) expect(status, code).toBeLessThan(600);
   });
 
-  it('every exit code a registry kind maps to is documented in "### Exit codes"', () => {
-    const [exitCodes] = tablesUnder('### Exit codes');
+  it('every exit code a registry kind maps to is documented in docs/errors.md "## Exit codes"', () => {
+    const [exitCodes] = tablesUnder('docs/errors.md', '## Exit codes');
     const documented = new Set(exitCodes!.map(([code]) => Number(code)));
     const kinds = new Set(
       [...Object.values(PROBLEMS), ...Object.values(OAUTH_ERRORS), ...Object.values(PROCESS_ERRORS)].map((e) => e.kind),
@@ -82,8 +82,8 @@ describe('the CLI maps codes to exit codes through the registry', () => {
 });
 
 describe('45.5 what the client commands do with each code the API can answer', () => {
-  it('45.5 every problem code answered to `ask`, `research` or `train` exits with the code the README table gives it', () => {
-    const [problems] = tablesUnder('### Error codes');
+  it('45.5 every problem code answered to `ask`, `research` or `train` exits with the code the table of docs/errors.md gives it', () => {
+    const [problems] = tablesUnder('docs/errors.md', '## Error codes');
     const documented = new Map(problems!.map(([code, , exit]) => [code!.replace(/`/g, ''), Number(exit)]));
     const wrong: string[] = [];
     for (const [code, { status }] of Object.entries(PROBLEMS)) {
@@ -93,7 +93,7 @@ describe('45.5 what the client commands do with each code the API can answer', (
         { method: 'POST', url: 'http://127.0.0.1:4100/training' },
       );
       const exit = CLIENT_EXIT[error.kind];
-      if (exit !== documented.get(code)) wrong.push(`${code} (${status}): exits ${exit}, the README says ${documented.get(code)}`);
+      if (exit !== documented.get(code)) wrong.push(`${code} (${status}): exits ${exit}, docs/errors.md says ${documented.get(code)}`);
     }
     expect(wrong).toEqual([]);
   });

@@ -1,5 +1,5 @@
 /**
- * Bounded retention (README "State: retention"): finished records leave the state on the emulator clock, so a long
+ * Bounded retention (docs/serve.md "Retention"): finished records leave the state on the emulator clock, so a long
  * run's state stays small; replay detection of any earlier refresh token keeps working. The core on a manual clock.
  */
 import { describe, expect, it } from 'vitest';

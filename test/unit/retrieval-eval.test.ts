@@ -28,7 +28,7 @@ interface EvalSet {
 
 const evalSet = JSON.parse(readFileSync(new URL('../fixtures/retrieval-eval.json', import.meta.url), 'utf8')) as EvalSet;
 
-/** README "Ask": the answer when nothing grounds the question. */
+/** docs/serve.md "The REST allowlist", docs/retrieval.md: the answer when nothing grounds the question. */
 const NOTHING_FOUND = 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.';
 /** Issue 45.2 targets. */
 const OFF_TOPIC_REFUSED = 0.9;

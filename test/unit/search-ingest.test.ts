@@ -62,7 +62,7 @@ async function turnsDuring(work: Promise<unknown>): Promise<number> {
   return turns;
 }
 
-describe('41.6: ingest of a training document yields to other requests (README, training limits)', () => {
+describe('41.6: ingest of a training document yields to other requests (README table of choices, training limits)', () => {
   it.each([
     ['prose', prose(LIMIT)],
     ['long compound words', compounds(LIMIT, 40)],

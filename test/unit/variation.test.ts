@@ -1,5 +1,5 @@
 /**
- * The pure module behind `serve --vary-unspecified` (README "Varying what the spec leaves open"): the catalogue, how variants are assigned, and
+ * The pure module behind `serve --vary-unspecified` (docs/emulator-control.md "Varying what the spec leaves open"): the catalogue, how variants are assigned, and
  * the transforms from the emulator's canonical answers. The end-to-end test over HTTP is vary-unspecified.test.ts.
  */
 import { describe, expect, it } from 'vitest';
