@@ -60,7 +60,7 @@ export interface StartEmulatorOptions {
   /** A state file; default: in memory. */
   state?: string;
   fixtures?: string;
-  /** A scenario file loaded into the new state (README: "Scenarios and snapshots"). */
+  /** A scenario file loaded into the new state (docs/emulator-control.md: "Scenarios and snapshots"). */
   scenario?: string;
   /** Per grant on the REST allowlist, e.g. `60/min`. */
   rateLimit?: string;

@@ -2,7 +2,7 @@ import { AgentAccessError, OAuthError, StateLockedError } from '../core/errors.j
 import { ClientError, type ClientErrorKind } from '../protocol/errors.js';
 import { kindOfCode, type ProcessErrorCode } from '../protocol/problems.js';
 
-/** Exit codes of every command (documented in the README). */
+/** Exit codes of every command (documented in docs/errors.md). */
 export const EXIT = {
   ok: 0,
   failure: 1,

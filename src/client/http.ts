@@ -190,7 +190,7 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
   const route = `${req.method} ${new URL(req.url).pathname}`;
   const challenge = bearerChallenge(res.headers['www-authenticate']);
   const detail = challenge.error_description ?? errorDetail(res);
-  // The registry decides the kind (problems.ts), as the README's tables say, whenever the answer names its code;
+  // The registry decides the kind (problems.ts), as docs/errors.md's tables say, whenever the answer names its code;
   // an answer that names none goes by its status, as each case below has it.
   const kind = (byStatus: ClientErrorKind): ClientErrorKind =>
     problemCodeOf(res.body) !== undefined ? kindOfAnswer(res.status, res.body) : byStatus;

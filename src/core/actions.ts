@@ -36,7 +36,7 @@ export interface WorkspaceChange {
   record: WorkspaceRecord;
 }
 
-/** German words that name a kind when a change is asked for (README: write actions). */
+/** German words that name a kind when a change is asked for (docs/serve.md: write actions). */
 const KIND_WORDS: Array<[RegExp, WorkspaceKind]> = [
   [/\bkontakt/i, 'contacts'],
   [/\b(aufgabe|arbeitsauftrag|auftrag|to-?do)/i, 'work_items'],
@@ -226,7 +226,7 @@ const HOW =
 
 /**
  * Turns a German request for a change into exactly one action, or says what is missing. Deterministic:
- * the same question and workspace always give the same plan (README: write actions, with examples).
+ * the same question and workspace always give the same plan (docs/serve.md: write actions, with examples).
  */
 export function planChange(question: string, workspace: Workspace, newRecordId: (kind: WorkspaceKind) => string): Plan {
   const verbs = unquoted(question);

@@ -3,7 +3,7 @@ import type { Repository } from './repository.js';
 import type { Client, TokenFamily } from './state.js';
 
 /**
- * How long finished records stay in the state, on the emulator clock (README "State: retention"). The spec
+ * How long finished records stay in the state, on the emulator clock (docs/serve.md "Retention"). The spec
  * names only the idempotency window (24 hours, spec 8); the rest are the emulator's choices, long enough to
  * poll a result or look at a dead family in the dashboard, short enough that a long run's state stays small.
  */

@@ -291,7 +291,7 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(
           `families ${families.length} (${families.filter((f) => f.status === 'active').length} active)   charged ${amount(state.charges.by_grant[g.id] ?? 0)}`,
         ),
-        // Where the person sees this grant and where a client's login asks: in view whatever the width (README).
+        // Where the person sees this grant and where a client's login asks: in view whatever the width (docs/dashboard.md).
         ...pageLines(state),
       ];
     }

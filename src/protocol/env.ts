@@ -1,4 +1,4 @@
-/** Environment variables the client side reads: the client, the dashboard and the admin commands (documented in the README). */
+/** Environment variables the client side reads: the client, the dashboard and the admin commands (documented in docs/client.md). */
 export const ENV = {
   baseUrl: 'AGENT_ACCESS_BASE_URL',
   configDir: 'AGENT_ACCESS_CONFIG_DIR',

@@ -2,7 +2,7 @@ import type { AdminPage } from './admin-api.js';
 /**
  * Client findings: what the emulator noticed about a client's traffic that its developer should change. Findings are
  * observations, never faults: they never change what a client receives. This is their wire shape and their catalogue,
- * one entry per code (the README's "Diagnosing your client" table is checked against it).
+ * one entry per code (docs/findings.md's table is checked against it).
  */
 
 export type FindingSeverity = 'error' | 'warning' | 'info';
@@ -18,7 +18,7 @@ interface CatalogueEntry {
   readonly severity: FindingSeverity;
   /** The spec section or RFC clause the finding rests on. */
   readonly spec: string;
-  /** What makes the emulator record it, for the README. */
+  /** What makes the emulator record it, for docs/findings.md. */
   readonly trigger: string;
 }
 

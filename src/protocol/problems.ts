@@ -2,7 +2,7 @@ import type { ClientErrorKind } from './errors.js';
 
 /**
  * Every error code of agent-access, defined once: the server answers with these codes, the CLI and the admin client
- * turn them into exit codes through them, and the README lists them (test/unit/problems.test.ts keeps it so).
+ * turn them into exit codes through them, and docs/errors.md lists them (test/unit/problems.test.ts keeps it so).
  *
  * The naming scheme is snake_case `<thing>_<what>` (`grant_not_found`, `csrf_check_failed`). A request the caller got
  * wrong is `invalid_<thing>` or `unsupported_<thing>`, as RFC 6749 §5.2 names its errors

@@ -91,7 +91,7 @@ export interface EmulatorOptions {
   /** Directory with persons.json (and optionally grants.json). Default: the package's fixtures. */
   fixtures?: string;
   /**
-   * A scenario file (README: "Scenarios and snapshots") loaded into a new state. A state file that exists must
+   * A scenario file (docs/emulator-control.md: "Scenarios and snapshots") loaded into a new state. A state file that exists must
    * have been created from the same scenario (same content), or the start fails and leaves it untouched.
    */
   scenario?: string;
@@ -113,7 +113,7 @@ export interface EmulatorOptions {
   faults?: FaultSpec[];
   /**
    * Vary what the spec leaves open (status values, shapes of sources, citations, report and error, unknown fields, …),
-   * chosen deterministically from `seed`; see README "Varying what the spec leaves open". Default: off.
+   * chosen deterministically from `seed`; see docs/emulator-control.md "Varying what the spec leaves open". Default: off.
    */
   varyUnspecified?: VaryUnspecified | false;
   /**
@@ -121,14 +121,14 @@ export interface EmulatorOptions {
    * (named by its server). Its dimensions are pinned; the others are the emulator's own, or vary with `varyUnspecified`.
    */
   profile?: string | VariantProfile;
-  /** How long finished records stay in the state, on the emulator clock (README "State"). */
+  /** How long finished records stay in the state, on the emulator clock (docs/serve.md "Retention"). */
   retention?: Partial<Retention>;
-  /** Registered clients at most (default 5 000); a registration beyond answers 503 (README "Endpoints", **Limits**). */
+  /** Registered clients at most (default 5 000); a registration beyond answers 503 (docs/serve.md "Endpoints", **Limits**). */
   maxClients?: number;
   /** Registrations per source address on the emulator clock, e.g. `600/min` (the default); beyond answers 429. */
   registrationRate?: string | RateLimitConfig;
   /**
-   * Open connections of both servers together (default 512, README "Endpoints", **Limits**): at the bound the oldest
+   * Open connections of both servers together (default 512, docs/serve.md "Endpoints", **Limits**): at the bound the oldest
    * idle one is closed for a new one, and a new one is answered 503 when every one has a request in flight.
    */
   maxConnections?: number;

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PROBLEM_TYPE_PREFIX, PROBLEMS } from '../protocol/problems.js';
 
 /**
- * The limits of the HTTP transport, the same on both origins (README "Endpoints", **Limits**). Body limits are
+ * The limits of the HTTP transport, the same on both origins (docs/serve.md "Endpoints", **Limits**). Body limits are
  * per route (`bodyLimit` in `newFastify`, the REST JSON parser in rest-routes.ts).
  */
 export const HTTP_LIMITS = {

@@ -29,7 +29,7 @@ function headerCount(rawHeaders: readonly string[], name: string): number {
   return count;
 }
 
-/** With --vary-unspecified, names what the body varied: emulator diagnostics, not part of the service (README). */
+/** With --vary-unspecified, names what the body varied: emulator diagnostics, not part of the service (docs/emulator-control.md). */
 function setVariantHeader(reply: FastifyReply, variant: string | undefined): void {
   if (variant) reply.header(VARIANT_HEADER, variant);
 }

@@ -240,7 +240,7 @@ function writerUrl(): URL {
 }
 
 /**
- * The state in one JSON file, kept current by a journal beside it (README "How the state is stored"):
+ * The state in one JSON file, kept current by a journal beside it (docs/serve.md "How the state is stored"):
  * a commit appends one record with only what changed (fsynced) and is durable then; once the journal is large
  * or old, the state is written whole to a new state file in the background (temp file, fsync, rename) and the
  * journal starts over. A start reads the state file and replays the journal. After a clean stop the state file
@@ -390,7 +390,7 @@ export class FilePersistence implements StatePersistence {
 
   commit(repo: Repository): Promise<void> {
     if (this.#abandoned) {
-      // Answered with an error: what the request changed goes (README: a server error changes nothing).
+      // Answered with an error: what the request changed goes (docs/serve.md: a server error changes nothing).
       repo.rollBack({ changes: [], ledger: [] });
       return Promise.reject(this.#abandoned);
     }
@@ -478,7 +478,7 @@ export class FilePersistence implements StatePersistence {
       (error: unknown) => {
         this.#inWriter = false;
         // Not written: the number is free again, and its requests are answered with an error, so nothing of it may
-        // happen later (README: a server error changes and charges nothing). The state goes back to before it, with
+        // happen later (docs/serve.md: a server error changes and charges nothing). The state goes back to before it, with
         // what was changed since on top of it, whose commits fail with it.
         this.#seq = seq - 1;
         repo.rollBack(drained);

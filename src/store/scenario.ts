@@ -38,11 +38,11 @@ const ERROR = {
   additionalProperties: false,
   properties: { code: TEXT(100), message: TEXT(2000) },
 } as const;
-/** The most entries a scenario list holds (README: "Scenarios and snapshots"). */
+/** The most entries a scenario list holds (docs/emulator-control.md: "Scenarios and snapshots"). */
 const SCENARIO_LIST_MAX = 100_000;
 const list = (items: object, maxItems: number = SCENARIO_LIST_MAX) => ({ type: 'array', maxItems, items }) as const;
 
-/** The scenario format, version 1 (README: "Scenarios and snapshots"). Rules across fields are checked after it. */
+/** The scenario format, version 1 (docs/emulator-control.md: "Scenarios and snapshots"). Rules across fields are checked after it. */
 export const SCENARIO_SCHEMA = {
   type: 'object',
   required: ['version'],
@@ -221,7 +221,7 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
     const more = problems.length > shownProblems.length ? `\n  … and ${problems.length - shownProblems.length} more` : '';
     throw new ScenarioError(
       path,
-      `scenario ${path} is not valid:\n${shownProblems.map((p) => `  ${p}`).join('\n')}${more}\nThe format is described in the README, section "Scenarios and snapshots".`,
+      `scenario ${path} is not valid:\n${shownProblems.map((p) => `  ${p}`).join('\n')}${more}\nThe format is described in docs/emulator-control.md, section "Scenarios and snapshots".`,
     );
   };
   const validate = validator();

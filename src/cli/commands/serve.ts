@@ -97,7 +97,7 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         '--fault <spec>',
-        'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, drop_response:count=1, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (README: Faults)',
+        'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, drop_response:count=1, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (docs/emulator-control.md: Faults)',
       )
         .argParser((value: string, previous: ServeFlags['fault']) => [...previous, checkedFaultFlag(value, Date.now())])
         .default([]),
