@@ -1,6 +1,6 @@
 import { textOf } from '../protocol/format.js';
 import { fieldLabel } from './actions.js';
-import { MIN_PART, splitCompound } from './compounds.js';
+import { MAX_WORD, MIN_PART, splitCompound } from './compounds.js';
 import { markdownSentences } from './sentences.js';
 import type { KnowledgeDocument, Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
 import { KIND_LABELS, WORKSPACE_KINDS, markdownSections, recordText } from './workspace.js';
@@ -340,12 +340,35 @@ export class SearchIndex {
  * turn that inserts it), so other requests go on meanwhile.
  */
 async function insertInSlices(orama: Orama, db: Db, entries: Iterator<Entry>, vocabulary: Vocabulary): Promise<void> {
-  for await (const slice of slices(entries))
+  const budget = { splits: 0 };
+  for await (const slice of slices(entries)) {
+    for (const e of slice) await splitInTurns(e, vocabulary, budget);
     await orama.insertMultiple(
       db,
       slice.map((e) => prepared(e, vocabulary)),
     );
+  }
 }
+
+/**
+ * Compounds split anew per turn of the event loop at most. Each split may cost MAX_TRIES look-ups (compounds.ts), and
+ * a slice of hostile text is nothing but such words: split in one turn with its insert, it held up requests.
+ */
+export const SPLITS_PER_TURN = 48;
+
+/** Splits the compounds of `e` into the vocabulary's cache ahead of its insert, a turn of the event loop at a time. */
+async function splitInTurns(e: Entry, vocabulary: Vocabulary, budget: { splits: number }): Promise<void> {
+  for (const word of vocabulary.words(analysedText(e))) {
+    if (!vocabulary.splitsAnew(word)) continue;
+    vocabulary.parts(word);
+    if (++budget.splits < SPLITS_PER_TURN) continue;
+    budget.splits = 0;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** What of an entry is analysed: a record's sentences name its value fields (`Telefon: 0171 …`), which a question for the `Telefonnummer` has. */
+const analysedText = (e: Entry): string => (e.kind === 'knowledge' ? `${e.title} ${e.text}` : `${e.title} ${e.sentences.join(' ')}`);
 
 /** Learns the words of `entries` a slice at a time, as insertInSlices indexes them. */
 async function learnInSlices(vocabulary: Vocabulary, entries: Iterator<Entry>): Promise<void> {
@@ -369,8 +392,7 @@ async function* slices(entries: Iterator<Entry>): AsyncGenerator<Entry[]> {
 
 /** The entry with the parts of its compounds (indexed) and its stems (for coverage), from the current vocabulary. */
 function prepared(e: Entry, vocabulary: Vocabulary): Entry {
-  // A record's sentences name its value fields (`Telefon: 0171 …`): a question for the `Telefonnummer` has that word.
-  const text = e.kind === 'knowledge' ? `${e.title} ${e.text}` : `${e.title} ${e.sentences.join(' ')}`;
+  const text = analysedText(e);
   const parts = new Set<string>();
   const stems = new Set<string>();
   const partStems = new Set<string>();
@@ -505,6 +527,11 @@ class Vocabulary {
       maybe = this.#stems.has(plain.slice(0, end));
     return maybe && this.#stems.has(this.stem(part));
   };
+
+  /** Whether `parts(word)` would split it now, not answer from the cache: a word long enough to be a compound. */
+  splitsAnew(word: string): boolean {
+    return word.length > 2 * MIN_PART && word.length <= MAX_WORD && !this.#splits.has(word);
+  }
 
   /** The written parts of a compound (`['pferde', 'box']`), or `[]`. */
   parts(word: string): string[] {

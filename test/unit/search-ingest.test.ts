@@ -4,7 +4,7 @@
  * prose, or 256 KiB of long German compound words (each a new token). Counted in turns of the loop, not timed.
  */
 import { describe, expect, it } from 'vitest';
-import { ENTRY_TEXT, SearchIndex } from '../../src/core/search.js';
+import { ENTRY_TEXT, SearchIndex, SPLITS_PER_TURN } from '../../src/core/search.js';
 import type { KnowledgeDocument, Workspace } from '../../src/core/workspace.js';
 
 const LIMIT = 256 * 1024;
@@ -94,6 +94,23 @@ describe('41.6: ingest of a training document yields to other requests (README t
     for (const id of ['klein-1', 'klein-2']) await index.addKnowledge(doc(id, weaker));
     const hits = await index.search('Hufschmied Dienstag', { person: 'person_erika', limit: 3 });
     expect(hits.map((h) => h.id).sort()).toEqual(['gross', 'klein-1', 'klein-2']);
+  });
+
+  it(`45.2: compounds are split at most ${SPLITS_PER_TURN} a turn: 256 KiB of distinct 40-letter chains of known words takes a turn per ${SPLITS_PER_TURN}`, async () => {
+    // Every word a new chain of words the document also says alone, so each is split anew, at up to MAX_TRIES look-ups.
+    const known = PARTS.map((p) => p.replace(/s$/, ''));
+    const words = new Set<string>();
+    for (let i = 0; words.size * 41 < LIMIT - 1024; i++) {
+      let word = '';
+      for (let n = i; word.length < 36; n = Math.floor(n / known.length) + word.length) word += known[n % known.length];
+      words.add(word.slice(0, 40));
+    }
+    const content = `# Komposita\n\n${known.join(' ')}. ${[...words].join(' ')}`.slice(0, LIMIT);
+    const index = new SearchIndex(emptyWorkspace, []);
+    await index.warmUp();
+    const turns = await turnsDuring(index.addKnowledge(doc('komposita', content)));
+    expect(words.size).toBeGreaterThan(50 * SPLITS_PER_TURN);
+    expect(turns).toBeGreaterThanOrEqual(Math.floor(words.size / SPLITS_PER_TURN));
   });
 
   it('the index built at start is sliced the same way', async () => {
