@@ -8,27 +8,18 @@ import { composeAnswer } from '../../src/core/ask.js';
 import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
 import { authenticate } from '../../src/core/resource-guard.js';
 import { ResourceService } from '../../src/core/resource-service.js';
-import { RELEVANCE, composeReport, relevantHits } from '../../src/core/compose.js';
-import { SearchIndex, type Analyzer } from '../../src/core/search.js';
+import { RELEVANCE, relevantHits } from '../../src/core/compose.js';
+import { SearchIndex } from '../../src/core/search.js';
 import { markdownSentences, splitProse } from '../../src/core/sentences.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
-import { openCore } from './helpers.js';
+import { fixturesRetrieval, openCore } from './helpers.js';
 
-let index: SearchIndex;
-let analyze: Analyzer;
-let files: Map<string, string>;
-
+let retrieval: Awaited<ReturnType<typeof fixturesRetrieval>>;
 beforeAll(async () => {
-  const fixtures = await loadFixtures();
-  index = new SearchIndex(fixtures.workspace, fixtures.knowledge);
-  analyze = await index.analyzer();
-  files = new Map(fixtures.knowledge.map((d) => [d.id, d.file_name]));
+  retrieval = await fixturesRetrieval();
 });
-
-const ask = async (question: string) =>
-  composeAnswer(question, await index.search(question, { person: 'person_erika', limit: 8 }), 'http://127.0.0.1/mcp', analyze);
-const research = async (question: string) =>
-  composeReport(question, await index.search(question, { person: 'person_erika', limit: 8, knowledgeOnly: true }), analyze, files);
+const ask = (question: string) => retrieval.ask(question);
+const research = (question: string) => retrieval.research(question);
 
 /** The reference numbers an answer or report uses, in order of appearance, each once. */
 const numbersIn = (text: string): number[] => [...new Set([...text.matchAll(/\[(\d+)\]/g)].map((m) => Number(m[1])))];

@@ -10,7 +10,11 @@ import { Core, type CoreOptions } from '../../src/core/core.js';
 import type { AppEvent, EventMap, EventName } from '../../src/core/events.js';
 import type { TokenParams, TokenResponse } from '../../src/core/grants/index.js';
 import type { Person } from '../../src/core/persons.js';
-import type { Analyzer } from '../../src/core/search.js';
+import { composeAnswer } from '../../src/core/ask.js';
+import { composeReport } from '../../src/core/compose.js';
+import { SearchIndex, type Analyzer } from '../../src/core/search.js';
+import { CATALOGUE, type Choices, type VariantSelection, type VariedKind } from '../../src/core/variation.js';
+import { loadFixtures } from '../../src/store/fixtures.js';
 import { registerClient, type ClientMetadataInput } from '../../src/core/registration.js';
 import type { Client } from '../../src/core/state.js';
 import { exchangeToken } from '../../src/core/token-endpoint.js';
@@ -165,3 +169,45 @@ export const wordsAnalyzer: Analyzer = Object.assign(
       .filter(Boolean),
   { terms: (text: string) => wordsAnalyzer(text).map((stem) => ({ stem, parts: [] })) },
 );
+
+/** Ask and research over the shipped fixtures, searched and written as the emulator does (no server, no clock). */
+export async function fixturesRetrieval() {
+  const fixtures = await loadFixtures();
+  const index = new SearchIndex(fixtures.workspace, fixtures.knowledge);
+  const analyze = await index.analyzer();
+  const files = new Map(fixtures.knowledge.map((d) => [d.id, d.file_name]));
+  return {
+    index,
+    analyze,
+    ask: async (question: string) =>
+      composeAnswer(question, await index.search(question, { person: 'person_erika', limit: 8 }), 'http://127.0.0.1/mcp', analyze),
+    research: async (question: string) =>
+      composeReport(question, await index.search(question, { person: 'person_erika', limit: 8, knowledgeOnly: true }), analyze, files),
+  };
+}
+
+/** A research report over one hand-made knowledge hit (`kb-stall`, "Weidegang ab Mai."), for tests of its shapes. */
+export const stallReport = () =>
+  composeReport(
+    'Weidegang',
+    [
+      {
+        kind: 'knowledge',
+        id: 'kb-stall',
+        title: 'Stallordnung',
+        snippet: 'Weidegang ab Mai',
+        score: 1,
+        sentences: ['Weidegang ab Mai.'],
+        stems: new Set(['stallordnung', 'weidegang', 'ab', 'mai']),
+        partStems: new Set<string>(),
+      },
+    ],
+    wordsAnalyzer,
+    new Map([['kb-stall', 'stall.md']]),
+  )!;
+
+/** A variant selection with the given choices, the rest the emulator's own (the first of each dimension). */
+export function selection<K extends VariedKind>(kind: K, choices: Partial<Choices<K>> = {}, ordinal = 0): VariantSelection<K> {
+  const first = Object.fromEntries(Object.entries(CATALOGUE[kind]).map(([d, variants]) => [d, variants[0]]));
+  return { kind, seed: 1, ordinal, choices: { ...first, ...choices } };
+}

@@ -4,29 +4,18 @@
  * The figures over the whole evaluation set are in retrieval-eval.test.ts.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { composeAnswer } from '../../src/core/ask.js';
-import { COVERAGE, composeReport } from '../../src/core/compose.js';
+import { COVERAGE } from '../../src/core/compose.js';
 import { MAX_TRIES, MAX_WORD, splitCompound } from '../../src/core/compounds.js';
-import { SearchIndex, type Analyzer } from '../../src/core/search.js';
-import { loadFixtures } from '../../src/store/fixtures.js';
+import { fixturesRetrieval } from './helpers.js';
 
 const NOTHING_FOUND = { answer: 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.', sources: [] };
 
-let index: SearchIndex;
-let analyze: Analyzer;
-let files: Map<string, string>;
-
+let retrieval: Awaited<ReturnType<typeof fixturesRetrieval>>;
 beforeAll(async () => {
-  const fixtures = await loadFixtures();
-  index = new SearchIndex(fixtures.workspace, fixtures.knowledge);
-  analyze = await index.analyzer();
-  files = new Map(fixtures.knowledge.map((d) => [d.id, d.file_name]));
+  retrieval = await fixturesRetrieval();
 });
-
-const ask = async (question: string) =>
-  composeAnswer(question, await index.search(question, { person: 'person_erika', limit: 8 }), 'http://127.0.0.1/mcp', analyze);
-const research = async (question: string) =>
-  composeReport(question, await index.search(question, { person: 'person_erika', limit: 8, knowledgeOnly: true }), analyze, files);
+const ask = (question: string) => retrieval.ask(question);
+const research = (question: string) => retrieval.research(question);
 
 describe('45.2 compounds are split into known words', () => {
   const words = new Set(['box', 'platz', 'pferd', 'weide', 'zaun', 'reparatur', 'heizung', 'wartung', 'geh', 'ort']);
@@ -64,7 +53,7 @@ describe('45.2 compounds are split into known words', () => {
   });
 
   it('over the fixtures: Boxenplatz, Pferdebox and Tollwutimpfung yield their parts', () => {
-    expect(analyze.terms('Boxenplatz Pferdebox Tollwutimpfung').map((t) => t.parts)).toEqual([
+    expect(retrieval.analyze.terms('Boxenplatz Pferdebox Tollwutimpfung').map((t) => t.parts)).toEqual([
       ['box', 'platz'],
       ['pferd', 'box'],
       ['tollwut', 'impfung'],

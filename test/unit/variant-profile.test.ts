@@ -5,9 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { AskAnswer } from '../../src/core/ask.js';
-import { composeReport } from '../../src/core/compose.js';
 import { TRAINING_STEPS } from '../../src/core/jobs.js';
-import { wordsAnalyzer } from './helpers.js';
+import { selection, stallReport } from './helpers.js';
 import { CANNOT_MIMIC, parseProfile, pinsOf, recordProfile, type ObservedResponse } from '../../src/core/variant-profile.js';
 import {
   CATALOGUE,
@@ -22,7 +21,6 @@ import {
   varyTrainingAccepted,
   varyTrainingDocument,
   varyTrainingUrl,
-  type Choices,
   type ResearchJobView,
   type TrainingDocumentView,
   type VariantSelection,
@@ -33,11 +31,6 @@ const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 const META = { server: 'https://api.example.test', recordedAt: '2026-11-28T04:00:00.000Z' };
 const RANDOM = new Uint8Array(16).map((_, i) => i * 17 + 3);
 
-function selection<K extends VariedKind>(kind: K, choices: Partial<Choices<K>> = {}): VariantSelection<K> {
-  const first = Object.fromEntries(Object.entries(CATALOGUE[kind]).map(([d, variants]) => [d, variants[0]]));
-  return { kind, seed: 1, ordinal: 0, choices: { ...first, ...choices } };
-}
-
 const answer = (id: string): AskAnswer => ({
   answer: 'Der Hufschmied kommt alle sechs Wochen [1]. Weidegang ist ab Mai [2].',
   sources: [
@@ -46,23 +39,7 @@ const answer = (id: string): AskAnswer => ({
   ],
   message_id: id,
 });
-const { report, citations } = composeReport(
-  'Weidegang',
-  [
-    {
-      kind: 'knowledge',
-      id: 'kb-stall',
-      title: 'Stallordnung',
-      snippet: 'Weidegang ab Mai',
-      score: 1,
-      sentences: ['Weidegang ab Mai.'],
-      stems: new Set(['stallordnung', 'weidegang', 'ab', 'mai']),
-      partStems: new Set<string>(),
-    },
-  ],
-  wordsAnalyzer,
-  new Map([['kb-stall', 'stall.md']]),
-)!;
+const { report, citations } = stallReport();
 const jobView = (id: string, status: ResearchJobView['status']): ResearchJobView => ({
   job_id: id,
   status,

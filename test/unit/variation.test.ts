@@ -5,9 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { FINISHED_STEPS } from '../../src/cli/commands/api.js';
 import type { AskAnswer } from '../../src/core/ask.js';
-import { composeReport } from '../../src/core/compose.js';
 import { TRAINING_STEPS } from '../../src/core/jobs.js';
-import { wordsAnalyzer } from './helpers.js';
+import { selection, stallReport } from './helpers.js';
 import {
   CATALOGUE,
   PROCESSING_STEPS,
@@ -25,17 +24,10 @@ import {
   type Choices,
   type ResearchJobView,
   type TrainingDocumentView,
-  type VariantSelection,
   type VariedKind,
 } from '../../src/core/variation.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
-
-/** A selection with the given choices, the rest the emulator's own (the first of each dimension). */
-function selection<K extends VariedKind>(kind: K, choices: Partial<Choices<K>> = {}, ordinal = 0): VariantSelection<K> {
-  const first = Object.fromEntries(Object.entries(CATALOGUE[kind]).map(([d, variants]) => [d, variants[0]]));
-  return { kind, seed: 1, ordinal, choices: { ...first, ...choices } };
-}
 
 const answer: AskAnswer = {
   answer: 'Der Hufschmied kommt alle sechs Wochen [1]. Weidegang ist ab Mai [2].',
@@ -45,23 +37,7 @@ const answer: AskAnswer = {
   ],
   message_id: 'msg_abc',
 };
-const { report, citations } = composeReport(
-  'Weidegang',
-  [
-    {
-      kind: 'knowledge',
-      id: 'kb-stall',
-      title: 'Stallordnung',
-      snippet: 'Weidegang ab Mai',
-      score: 1,
-      sentences: ['Weidegang ab Mai.'],
-      stems: new Set(['stallordnung', 'weidegang', 'ab', 'mai']),
-      partStems: new Set<string>(),
-    },
-  ],
-  wordsAnalyzer,
-  new Map([['kb-stall', 'stall.md']]),
-)!;
+const { report, citations } = stallReport();
 const jobView = (status: ResearchJobView['status']): ResearchJobView => ({
   job_id: 'job_1',
   status,
