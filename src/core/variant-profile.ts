@@ -166,12 +166,7 @@ function researchPollEvidence(body: Json): Evidence[] {
   if (body.error !== undefined && body.error !== null) out.push(variant('research', 'error', errorShape(body.error), body.error));
   const nulls = ('report' in body && body.report === null) || ('error' in body && body.error === null);
   out.push({ kind: 'research', dimension: 'absent_fields', variant: nulls ? 'null' : 'omitted' });
-  const extra = extraKeys(body, RESEARCH_LISTED);
-  out.push({
-    kind: 'research',
-    dimension: 'extra_fields',
-    variant: extra.length === 0 ? 'spec_only' : extra.every((key) => RESEARCH_EMULATOR.includes(key)) ? 'emulator' : 'unknown',
-  });
+  out.push(extraFields('research', body, RESEARCH_LISTED, RESEARCH_EMULATOR));
   return out;
 }
 
@@ -196,13 +191,15 @@ function trainingAcceptedEvidence(body: Json): Evidence[] {
 function trainingStatusEvidence(body: Json): Evidence[] {
   const out: Evidence[] = [];
   if ('document_id' in body) out.push(ids('training', body.document_id));
-  const extra = extraKeys(body, DOCUMENT_LISTED);
-  out.push({
-    kind: 'training',
-    dimension: 'extra_fields',
-    variant: extra.length === 0 ? 'spec_only' : extra.every((key) => DOCUMENT_EMULATOR.includes(key)) ? 'emulator' : 'unknown',
-  });
+  out.push(extraFields('training', body, DOCUMENT_LISTED, DOCUMENT_EMULATOR));
   return out;
+}
+
+/** `extra_fields`: none beyond the spec's, only the emulator's own, or some it does not know. */
+function extraFields(kind: VariedKind, body: Json, listed: readonly string[], emulators: readonly string[]): Evidence {
+  const extra = extraKeys(body, listed);
+  const shape = extra.length === 0 ? 'spec_only' : extra.every((key) => emulators.includes(key)) ? 'emulator' : 'unknown';
+  return { kind, dimension: 'extra_fields', variant: shape };
 }
 
 function trainingUrlEvidence(body: Json): Evidence[] {
