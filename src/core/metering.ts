@@ -2,7 +2,7 @@ import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
 import { sha256 } from './crypto.js';
 import { HINTS } from './client-hints.js';
-import { BearerError } from './errors.js';
+import { BearerError, ProblemError } from './errors.js';
 import type { FaultContext, FaultKind, Faults } from './faults.js';
 import {
   IDEMPOTENCY_WINDOW,
@@ -14,7 +14,6 @@ import {
   type StoredResult,
 } from './idempotency.js';
 import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
-import { Refusal } from './refusal.js';
 import type { AccessContext } from './resource-guard.js';
 
 /** What an operation answers: the object the service hands out, in its variant's shape with --vary-unspecified. */
@@ -159,7 +158,7 @@ export class Metering {
     const fingerprint = sha256(call.body);
     // In flight first: until the first answer is durable, a duplicate is told to wait, never replayed.
     if (this.#inFlight.has(id))
-      throw new Refusal(
+      throw new ProblemError(
         'idempotency_key_in_flight',
         `a request with ${named} "${key}" is still being processed`,
         'Wait for the first request with this key to be answered, then retry with the same key and body to get its stored answer.',
@@ -167,7 +166,7 @@ export class Metering {
     const existing = this.core.repo.get('idempotency', id);
     if (existing && existing.expires_at > now) {
       if (existing.fingerprint !== fingerprint)
-        throw new Refusal(
+        throw new ProblemError(
           'idempotency_key_reused',
           named === 'idempotency_key'
             ? `idempotency_key "${key}" was already used with different arguments`

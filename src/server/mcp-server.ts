@@ -12,10 +12,8 @@ import { ProblemError } from '../core/errors.js';
 import { IDEMPOTENCY_KEY } from '../core/idempotency.js';
 import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID, type InputSchema } from '../core/inputs.js';
 import type { Answer, Charged } from '../core/metering.js';
-import { Refusal } from '../core/refusal.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
-import { PROBLEMS } from '../protocol/problems.js';
 import { routeOf, TOOL_CALL_ROUTE, VARIANT_META, type ToolName } from './mcp-tools.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
@@ -60,12 +58,8 @@ async function run(operation: () => Promise<Answer<unknown>>, onServerError: (er
   try {
     return toolResult(await operation());
   } catch (e) {
-    if (e instanceof Refusal)
-      return toolResult(
-        { value: { error: e.code, detail: e.message, status: PROBLEMS[e.code].status, ...(e.hint ? { hint: e.hint } : {}) } },
-        true,
-      );
-    if (e instanceof ProblemError) return toolResult({ value: { error: e.code, detail: e.message, status: e.status } }, true);
+    if (e instanceof ProblemError)
+      return toolResult({ value: { error: e.code, detail: e.message, status: e.status, ...(e.hint ? { hint: e.hint } : {}) } }, true);
     onServerError(e instanceof Error ? e : new Error(String(e)));
     return toolResult({ value: { error: 'server_error', detail: 'the tool failed inside the emulator; see its log', status: 500 } }, true);
   }

@@ -10,7 +10,7 @@ import { idempotencyId } from '../../src/core/idempotency.js';
 import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
 import type { Charged } from '../../src/core/metering.js';
 import { RateLimitedError } from '../../src/core/rate-limit.js';
-import { Refusal } from '../../src/core/refusal.js';
+import { ProblemError } from '../../src/core/errors.js';
 import { authenticate } from '../../src/core/resource-guard.js';
 import { ResourceService, type Sleep } from '../../src/core/resource-service.js';
 import { emptyWorkspace } from '../../src/core/workspace.js';
@@ -142,9 +142,9 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
     const call = { meter: 'POST /chat/ask', key: 'retry', body: '{}' };
     await expect(
       resources.meter.run(await access(), call, async () => {
-        throw new Refusal('ask_timeout', 'abandoned');
+        throw new ProblemError('ask_timeout', 'abandoned');
       }),
-    ).rejects.toBeInstanceOf(Refusal);
+    ).rejects.toBeInstanceOf(ProblemError);
     expect(core.state.idempotency).toEqual({});
     expect(charges()).toHaveLength(0);
     expect(await resources.meter.run(await access(), call, counting().operation)).toMatchObject({ value: { n: 1 }, replayed: false });
