@@ -1,8 +1,7 @@
 import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
 import { sha256 } from './crypto.js';
-import { HINTS } from './client-hints.js';
-import { BearerError, ProblemError } from './errors.js';
+import { ProblemError } from './errors.js';
 import type { FaultContext, FaultKind, Faults } from './faults.js';
 import {
   IDEMPOTENCY_WINDOW,
@@ -38,11 +37,9 @@ export interface Metered<T> extends Answer<T> {
   lost?: true;
 }
 
-/** Where a request is admitted: the scope it needs, and how the rate limit, its faults and events name it. */
+/** Where a request is admitted: the scope it was admitted with, and how the rate limit, its faults and events name it. */
 export interface Gate {
   scope: string;
-  /** Who needs the scope, for the 403: `this route`, `the tool "ask"`. */
-  needs: string;
   /** `METHOD /path` as the spec writes it, which rate_limit faults match (MCP tool calls: `POST /mcp`). */
   route: string;
   /** The path as sent, if it differs from the template. */
@@ -71,8 +68,8 @@ export function requestFault(faults: Faults | undefined, kind: FaultKind, access
 
 /**
  * The metered call that the REST routes and the agent tools share (spec 1, 4.4, 7, 8), in two steps because REST
- * refuses before it reads a body (spec 5.5): `admit` once the bearer token passed the resource guard
- * (resource-guard.ts) checks the scope and counts the request against its grant's rate limit; `run` then applies
+ * refuses before it reads a body (spec 5.5): `admit`, once the bearer token and its scope passed the
+ * resource guard (resource-guard.ts: `authenticate`, `checkScope`), counts the request against its grant's rate limit; `run` then applies
  * idempotency, runs the operation, records its charge and commits. Each transport renders what comes back.
  */
 export class Metering {
@@ -88,7 +85,7 @@ export class Metering {
   }
 
   /**
-   * Spec 5.5, 7, 8: the scope (403 `insufficient_scope`), then the grant's window: RateLimitedError over the
+   * Spec 7, 8: the grant's window (the scope was checked before, by `checkScope`): RateLimitedError over the
    * limit or when a rate_limit fault fires, published as `rate_limit.exceeded`. Answers the window's state for the
    * RateLimit-* headers.
    */
@@ -96,23 +93,6 @@ export class Metering {
     // A call that no transport numbered arrives as it is admitted.
     const arrival = access.arrival ?? this.core.arrivals.next();
     const who = { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter, arrival };
-    if (!access.scopes.includes(gate.scope)) {
-      this.core.events.emit('access.refused', {
-        client_id: access.client_id,
-        grant_id: access.grant.id,
-        family_id: access.claims.family_id,
-        status: 403,
-        reason: 'insufficient_scope',
-        where: gate.route,
-      });
-      throw new BearerError(
-        403,
-        'insufficient_scope',
-        `${gate.needs} needs scope "${gate.scope}"`,
-        gate.scope,
-        HINTS.insufficientScope(gate.scope),
-      );
-    }
     let window: RateLimitState;
     try {
       const [method, template] = gate.route.split(' ');
