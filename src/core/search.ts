@@ -123,8 +123,9 @@ interface Loaded {
 const SNIPPET = 220;
 /**
  * The most text indexed in one turn of the event loop, and so the most one entry holds, in UTF-16 units. Orama
- * indexes a batch in one go: 8 Ki of prose take a few milliseconds, of hostile text (long compound words, each a new
- * token) about 15 ms, so a 256 KiB training document is indexed in slices and holds up no request for longer.
+ * indexes a batch in one go, and hostile text (long compound words, each a new token) takes longest, so a 256 KiB
+ * training document is indexed in slices and holds up no request for longer than one (docs/bench.md "Run N1":
+ * the ingest of a training document).
  */
 export const ENTRY_TEXT = 8 * 1024;
 /** Distinct questions whose ranked hits are kept (see SearchIndex.#answers). */

@@ -12,12 +12,13 @@ import { INVALID_UTF8 } from './strict-json.js';
 import { HEADERS_TOO_LARGE, HTTP_LIMITS, URI_TOO_LONG } from './http-transport.js';
 
 /**
- * The MCP SDK and zod weigh more than the rest of the server (about 220 ms to load, 15 MB of memory): they load
- * with the first request to /mcp, which an MCP client sends before it has a token (the 401 that starts its
- * discovery), so they are there by the time it comes back with one; a server no client uses over MCP never loads
- * them. Loaded in stages (zod's core, zod, the SDK's protocol types, its server, the transport), because a module
- * graph runs in one go once loaded: a request that does not need them waits at most one stage's run (30 ms on
- * Node 20, up to 100 ms on Node 22, whose loader reads a graph's files in the same go).
+ * The MCP SDK and zod weigh more than the rest of the server, in load time and memory (docs/bench.md "A warm-up
+ * request before the ready line, and the MCP SDK on demand"): they load with the first request to /mcp, which an
+ * MCP client sends before it has a token (the 401 that starts its discovery), so they are there by the time it
+ * comes back with one; a server no client uses over MCP never loads them. Loaded in stages (zod's core, zod, the
+ * SDK's protocol types, its server, the transport), because a module graph runs in one go once loaded: a request
+ * that does not need them waits at most one stage's run (longer on Node 22, whose loader reads a graph's files in
+ * the same go; docs/bench.md "Start-up, first requests and memory").
  */
 const MCP_STAGES = [() => import('zod/v4/core'), () => import('zod'), () => import('@modelcontextprotocol/server')];
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;

@@ -50,8 +50,8 @@ const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
 const COMPACTION_RETRY_MS = 1_000;
 /**
  * The writer thread's young generation, in MB. Everything it allocates (a compaction's pieces, a large ledger's
- * lines at a start) dies young, and V8 grew its default young generation to hold it, about 12 MB of RSS kept for as
- * long as serve runs (a 100k-record state under the bench's refresh load: 253 MB peak instead of 266).
+ * lines at a start) dies young, and V8 grew its default young generation to hold it, RSS kept for as long as serve
+ * runs (docs/storage.md "Memory").
  */
 const WRITER_YOUNG_MB = 4;
 /**
@@ -314,7 +314,7 @@ export class FilePersistence implements StatePersistence {
 
   async load(): Promise<State | null> {
     // A large ledger is read and parsed on the writer's thread while this one reads the state file; a small one
-    // here after it, in less time than the thread takes to start (about 60 ms).
+    // here after it, in less time than the thread takes to start (docs/storage.md "A start").
     const ledgerBytes = await stat(this.ledgerFile).then(
       (s) => s.size,
       () => 0,
