@@ -72,7 +72,8 @@ export class AgentPlane {
     if (waiting) {
       return answer(
         'refused',
-        `Es ist noch eine Aktion offen: ${waiting.description} Änderungen laufen eine nach der anderen; schließen Sie diese zuerst mit continue_ask ab (Aktion ${waiting.id}).`,
+        `Es ist noch eine Aktion offen: ${waiting.description} Änderungen laufen eine nach der anderen; schließen Sie diese zuerst mit ` +
+          `continue_ask ab (Aktion ${waiting.id}).`,
         { action_id: waiting.id, status: waiting.status },
       );
     }
@@ -100,7 +101,8 @@ export class AgentPlane {
     });
     return answer(
       'pending_approval',
-      `Ich habe diese Änderung vorbereitet, aber noch nichts geändert: ${action.description} Sie wird erst ausgeführt, wenn die Person sie freigibt (${this.approvalUrl(action.id)}). ` +
+      `Ich habe diese Änderung vorbereitet, aber noch nichts geändert: ${action.description} Sie wird erst ausgeführt, wenn die Person ` +
+        `sie freigibt (${this.approvalUrl(action.id)}). ` +
         `Rufen Sie danach continue_ask mit der Aktion ${action.id} auf.`,
       this.#actionFields(action),
     );

@@ -60,7 +60,8 @@ export async function authenticate(
       `a bearer token with scope "${scope}" is required`,
       authorization
         ? 'Send the access token as "Authorization: Bearer <token>" (RFC 6750 section 2.1).'
-        : 'Send an access token as "Authorization: Bearer <token>"; the resource_metadata in WWW-Authenticate leads to the authorization server that issues it (RFC 9728).',
+        : 'Send an access token as "Authorization: Bearer <token>"; the resource_metadata in WWW-Authenticate leads to the ' +
+            'authorization server that issues it (RFC 9728).',
     );
   }
   let claims: AccessTokenClaims;
@@ -74,7 +75,8 @@ export async function authenticate(
           401,
           'token_invalid',
           'the access token is not valid here',
-          'Send an access token this server issued (from its /oauth/token), unchanged; tokens of another server or of an emulator started with another state file are not valid here.',
+          'Send an access token this server issued (from its /oauth/token), unchanged; tokens of another server or of an emulator ' +
+            'started with another state file are not valid here.',
         );
   }
   known = { client_id: claims.client_id, grant_id: claims.grant_id, family_id: claims.family_id };
@@ -86,8 +88,11 @@ export async function authenticate(
       throw refuse(
         401,
         'token_for_other_name',
-        `the access token is for ${other}, not for ${reached} as this request reached it; use the name the token was issued for, or authorize again with resource=${reached}`,
-        `Call the resource under the name its token was issued for (the token's aud), or authorize again with resource=${reached}: a token is bound to the resource it was asked for (RFC 8707), and 127.0.0.1, localhost and [::1] are three names. Use one of them throughout.`,
+        `the access token is for ${other}, not for ${reached} as this request reached it; use the name the token was issued for, or ` +
+          `authorize again with resource=${reached}`,
+        `Call the resource under the name its token was issued for (the token's aud), or authorize again with ` +
+          `resource=${reached}: a token is bound to the resource it was asked for (RFC 8707), and 127.0.0.1, localhost and [::1] are three ` +
+          `names. Use one of them throughout.`,
       );
     throw refuse(401, 'identity_token', `identity token refused: issued without resource=${reached}`, HINTS.identityToken(reached));
   }

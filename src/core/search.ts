@@ -104,8 +104,37 @@ const recordEntry = (kind: WorkspaceKind, record: WorkspaceRecord): Entry =>
  * or `gibt es`. Left out of the search (the German stop words leave them in), or `Wann kommt der Hufschmied?`
  * finds every passage that asks `Wann …?` itself, and `wie lange` finds Birgit Lang. `nächste` stems to `nach`.
  */
-const QUESTION_NOISE =
-  /(?<![\p{L}\p{N}])(?:wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)|wann|wer|wen|wem|wessen|warum|weshalb|wieso|wozu|wodurch|womit|wofür|worüber|wohin|woher|welche[rsmn]?|gibt|heißt|heisst|kostet|nächste[nrsm]?|bitte|mache|machen|macht|tun|tue)(?![\p{L}\p{N}])/giu;
+const NOISE_WORDS = [
+  String.raw`wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)`,
+  'wann',
+  'wer',
+  'wen',
+  'wem',
+  'wessen',
+  'warum',
+  'weshalb',
+  'wieso',
+  'wozu',
+  'wodurch',
+  'womit',
+  'wofür',
+  'worüber',
+  'wohin',
+  'woher',
+  'welche[rsmn]?',
+  'gibt',
+  'heißt',
+  'heisst',
+  'kostet',
+  'nächste[nrsm]?',
+  'bitte',
+  'mache',
+  'machen',
+  'macht',
+  'tun',
+  'tue',
+];
+const QUESTION_NOISE = new RegExp(String.raw`(?<![\p{L}\p{N}])(?:` + NOISE_WORDS.join('|') + String.raw`)(?![\p{L}\p{N}])`, 'giu');
 
 /** The question as searched: without the words that only make it a question. */
 export const searchText = (question: string): string => question.replace(QUESTION_NOISE, ' ').replace(/\s+/g, ' ').trim();
