@@ -46,4 +46,12 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   prettier,
+  {
+    // No source line over 160 characters (issue 47): long messages are split with `+`, the text unchanged. ESLint 9
+    // deprecates its core max-len for @stylistic's, which is not installed here; the core rule still works. After
+    // eslint-config-prettier, which turns it off. src/cli/ is left out until its rework lands.
+    files: ['src/**/*.ts'],
+    ignores: ['src/cli/**'],
+    rules: { 'max-len': ['error', { code: 160 }] },
+  },
 );

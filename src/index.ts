@@ -316,7 +316,8 @@ async function startChild(options: StartEmulatorOptions, mode: 'system' | 'manua
   if (consent)
     args.push(
       '--consent',
-      `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`,
+      `${consent.clientId ? `${consent.clientId}:` : ''}${consent.policy.decision}` +
+        `${consent.policy.decision === 'approve' && consent.policy.scopes ? `=${consent.policy.scopes.join(',')}` : ''}`,
     );
   if (options.varyUnspecified)
     args.push(options.varyUnspecified === true ? '--vary-unspecified' : `--vary-unspecified=${checkSeed(options.varyUnspecified.seed)}`);

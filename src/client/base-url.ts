@@ -80,7 +80,9 @@ export async function resolveBaseUrl(ctx: ClientContext, flag: string | undefine
     return {
       baseUrl: newest.base_url,
       source: 'last-login',
-      why: `the server of the last login (${new Date(newest.login!.logged_in_at).toISOString()}), used because neither --base-url, $${ENV.baseUrl} nor an emulator running in this directory names one; pass --base-url, or start \`agent-access serve\` here`,
+      why:
+        `the server of the last login (${new Date(newest.login!.logged_in_at).toISOString()}), used because neither ` +
+        `--base-url, $${ENV.baseUrl} nor an emulator running in this directory names one; pass --base-url, or start \`agent-access serve\` here`,
       emulatorKeyId: null,
     };
   throw new ClientError(

@@ -217,7 +217,12 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
     case 409:
       return new ClientError(
         kind('conflict'),
-        `${route}: conflict: ${detail}. ${req.idempotencyKey !== undefined ? `The Idempotency-Key "${req.idempotencyKey}" belongs to another request, or that request is still running; use a new key for a new request.` : ''}`.trim(),
+        `${route}: conflict: ${detail}. ${
+          req.idempotencyKey !== undefined
+            ? `The Idempotency-Key "${req.idempotencyKey}" belongs to ` +
+              `another request, or that request is still running; use a new key for a new request.`
+            : ''
+        }`.trim(),
         'client.conflict',
       );
     case 429: {
@@ -225,7 +230,9 @@ export function apiError(res: ApiResponse, req: ApiRequest, heldScope = ''): Cli
       const limit = res.headers['ratelimit-limit'];
       return new ClientError(
         kind('rate_limited'),
-        `${route}: rate limited${limit ? ` (limit ${String(limit)})` : ''}; try again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
+        `${route}: rate limited${limit ? ` (limit ${String(limit)})` : ''}; try ` +
+          `again ${wait === null ? 'later' : `in ${Math.ceil(wait / 1_000)} s`}` +
+          `${req.method === 'POST' && req.idempotencyKey === undefined ? ' (a POST without --idempotency-key is never retried automatically)' : ''}`,
         'client.rate_limited',
       );
     }

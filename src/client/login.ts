@@ -251,7 +251,8 @@ async function revokeReplaced(session: Session, discovered: Discovered, login: S
 
 /** How to log in when no browser opens here: said when the opener fails and when the wait times out. */
 const WITHOUT_BROWSER =
-  'with --no-browser the URL is printed to open anywhere (add --callback-port PORT and forward it when the browser is on another machine, as over SSH); in CI, --headless with a consent policy (serve --consent approve)';
+  'with --no-browser the URL is printed to open anywhere (add --callback-port PORT and forward it when the browser is on another ' +
+  'machine, as over SSH); in CI, --headless with a consent policy (serve --consent approve)';
 
 /**
  * `login --headless`: the authorization URL is requested like a browser would, and its redirect followed to
@@ -276,7 +277,8 @@ async function answerWithoutBrowser(session: Session, url: string, listener: str
   if (answer.status === 200) {
     throw new ClientError(
       'denied',
-      'the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve --consent approve, or consent.set in test code)',
+      'the consent page waits for a person; without a browser, login needs a consent policy that answers for them (agent-access serve ' +
+        '--consent approve, or consent.set in test code)',
       'client.consent_needs_person',
     );
   }

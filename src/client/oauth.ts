@@ -65,7 +65,8 @@ export function oauthFailure(step: string, e: unknown): ClientError {
   if (err instanceof TypeError && (err.cause as Error | undefined)?.message === 'bad port')
     return new ClientError(
       'unreachable',
-      `${step}: cannot reach the server: its port is one fetch never connects to (a "bad port" of the Fetch standard, such as 1, 9, 25 or 6000); serve it on another port`,
+      `${step}: cannot reach the server: its port is one fetch never connects to (a "bad port" of the Fetch standard, such as 1, 9, 25 ` +
+        `or 6000); serve it on another port`,
       'client.unreachable',
     );
   return new ClientError('failed', `${step}: ${err.message ?? String(e)}${cause}`, 'oauth.failed');

@@ -111,14 +111,17 @@ export class Session {
     if (!next || was === null) return null;
     if (next.login) {
       this.ctx.stderr.write(
-        `agent-access: ${this.baseUrl} is another emulator than the last one there; using the login kept for it (from ${new Date(next.login.logged_in_at).toISOString()})\n`,
+        `agent-access: ${this.baseUrl} is another emulator than the last one there; using the login kept for it ` +
+          `(from ${new Date(next.login.logged_in_at).toISOString()})\n`,
       );
       return { record: next };
     }
     const now = [...keys][0]!;
     return {
       record: next,
-      error: `${this.baseUrl} is now another emulator (signing key ${short(now)}, where the stored login's is ${short(was)}); that login is kept for when its emulator is back`,
+      error:
+        `${this.baseUrl} is now another emulator (signing key ${short(now)}, where the stored ` +
+        `login's is ${short(was)}); that login is kept for when its emulator is back`,
     };
   }
 

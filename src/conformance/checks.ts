@@ -7,15 +7,22 @@ import { HINTS } from '../core/client-hints.js';
 export const CHECKS = {
   'flow.discovery': {
     rule: 'RFC 9728 §3, §5; RFC 8414 §3; spec 4.1',
-    hint: "Fetch the protected resource metadata of {base_url}/mcp (/.well-known/oauth-protected-resource/mcp, or the resource_metadata URL of a 401) first, take its authorization_servers[0], then fetch that issuer's /.well-known/oauth-authorization-server, and take every endpoint from there.",
+    hint:
+      'Fetch the protected resource metadata of {base_url}/mcp (/.well-known/oauth-protected-resource/mcp, or the ' +
+      "resource_metadata URL of a 401) first, take its authorization_servers[0], then fetch that issuer's " +
+      '/.well-known/oauth-authorization-server, and take every endpoint from there.',
   },
   'flow.registration': {
     rule: 'spec 4.1; RFC 7591 §2, §3',
-    hint: 'Register as a public client: POST the registration_endpoint with token_endpoint_auth_method "none" and your loopback redirect_uris, and keep the client_id.',
+    hint:
+      'Register as a public client: POST the registration_endpoint with token_endpoint_auth_method "none" and your loopback ' +
+      'redirect_uris, and keep the client_id.',
   },
   'flow.pkce-state-resource': {
     rule: 'spec 4.2; OAuth 2.1 §4.1.1; RFC 7636 §4; RFC 8707 §2',
-    hint: 'Send code_challenge (S256 of a fresh verifier) with code_challenge_method=S256, a fresh random state, and resource={base_url}/mcp with every authorization request.',
+    hint:
+      'Send code_challenge (S256 of a fresh verifier) with code_challenge_method=S256, a fresh random state, and ' +
+      'resource={base_url}/mcp with every authorization request.',
   },
   'flow.minimal-scopes': { rule: 'spec 2.7, 5.9', hint: HINTS.unusedScope },
   'flow.code-once': {
@@ -54,7 +61,9 @@ export const CHECKS = {
   'server-error.no-double-charge': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey() },
   'lost-answer.retry-same-key': {
     rule: 'spec 4.4 rule 5; RFC 9110 §9.2.2',
-    hint: `A charged call whose answer was lost may have run: retry it only with the Idempotency-Key it was first sent with, or report the failure and exit non-zero. ${HINTS.retryWithoutKey()}`,
+    hint:
+      `A charged call whose answer was lost may have run: retry it only with the Idempotency-Key it was first sent with, or report ` +
+      `the failure and exit non-zero. ${HINTS.retryWithoutKey()}`,
   },
   'lost-answer.one-charge': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey() },
   'research-polling.interval': {
@@ -80,15 +89,21 @@ export const CHECKS = {
   'research-failed.no-unkeyed-restart': { rule: 'spec 1, 4.4 rule 5', hint: HINTS.retryWithoutKey() },
   'training-async.waits-for-indexed': {
     rule: 'spec 2.6, 3.1, 4.4 rule 4',
-    hint: 'After POST /training, poll GET /training/{id} until processing_step reaches its last step (the emulator: "indexed") before asking about the document; until then the search does not know it.',
+    hint:
+      'After POST /training, poll GET /training/{id} until processing_step reaches its last step (the emulator: "indexed") before ' +
+      'asking about the document; until then the search does not know it.',
   },
   'shapes.exits-0': {
     rule: 'spec 2.4, 2.5, 2.6 (shapes the spec leaves open)',
-    hint: 'Read the fields the spec leaves open defensively: sources and citations may be strings or objects with other names, report may be an object, ids any string. Run your client against `agent-access serve --vary-unspecified=SEED` with the seed of the failed run.',
+    hint:
+      'Read the fields the spec leaves open defensively: sources and citations may be strings or objects with other names, report ' +
+      'may be an object, ids any string. Run your client against `agent-access serve --vary-unspecified=SEED` with the seed of the failed run.',
   },
   'shapes.same-calls': {
     rule: 'spec 2.4, 2.5, 2.6 (shapes the spec leaves open)',
-    hint: 'A response of another open shape must not change what the client does next: check types before use and fall back, rather than skip the rest of the work.',
+    hint:
+      'A response of another open shape must not change what the client does next: check types before use and fall back, rather ' +
+      'than skip the rest of the work.',
   },
   'consent-denied.exits-non-zero': {
     rule: 'RFC 6749 §4.1.2.1; spec 4.2',
@@ -105,7 +120,9 @@ function grantEndChecks<P extends 'revoked' | 'family-killed'>(prefix: P) {
     [`${prefix}.no-loop`]: { rule: 'spec 3.3, 5.3; RFC 6750 §3.1', hint: `${HINTS.familyInvalidated} ${HINTS.refreshLoop}` },
     [`${prefix}.stops-or-reauthorizes`]: {
       rule: 'spec 3.3; RFC 6749 §5.2',
-      hint: 'When the refresh is refused with invalid_grant, drop the tokens, then either exit non-zero with a message that the person must authorize again, or start a new authorization.',
+      hint:
+        'When the refresh is refused with invalid_grant, drop the tokens, then either exit non-zero with a message that the person ' +
+        'must authorize again, or start a new authorization.',
     },
     [`${prefix}.no-refused-refresh-retry`]: {
       rule: 'spec 3.2, 3.3; RFC 6749 §5.2',

@@ -135,11 +135,14 @@ export function formatJunit(report: ConformanceReport): string {
   const all = report.scenarios.flatMap((s) => s.checks);
   const out = [
     '<?xml version="1.0" encoding="UTF-8"?>',
-    `<testsuites name="${xmlEscape(`agent-access conformance ${report.kind ?? 'client'}: ${report.command.join(' ')}`)}" tests="${all.length}" failures="${all.filter((c) => c.verdict === 'fail').length}" skipped="${all.filter((c) => skippedVerdict(c.verdict)).length}">`,
+    `<testsuites name="${xmlEscape(
+      `agent-access conformance ${report.kind ?? 'client'}: ${report.command.join(' ')}`,
+    )}" tests="${all.length}" failures="${all.filter((c) => c.verdict === 'fail').length}" skipped="${all.filter((c) => skippedVerdict(c.verdict)).length}">`,
   ];
   for (const s of report.scenarios) {
     out.push(
-      `  <testsuite name="${xmlEscape(s.name)}" tests="${s.checks.length}" failures="${count(s, 'fail')}" skipped="${count(s, 'not_exercised')}" time="${(s.duration_ms / 1000).toFixed(3)}">`,
+      `  <testsuite name="${xmlEscape(s.name)}" tests="${s.checks.length}" failures="${count(s, 'fail')}` +
+        `" skipped="${count(s, 'not_exercised')}" time="${(s.duration_ms / 1000).toFixed(3)}">`,
     );
     for (const c of s.checks) {
       const open = `    <testcase classname="${xmlEscape(s.name)}" name="${xmlEscape(c.id)}">`;
@@ -148,7 +151,10 @@ export function formatJunit(report: ConformanceReport): string {
       else
         out.push(
           open,
-          `      <failure message="${xmlEscape(c.message)}" type="${xmlEscape(c.rule)}">${xmlEscape(`${c.message}\nrule: ${c.rule}${c.hint ? `\nhint: ${c.hint}` : ''}${c.sent ? `\nsent: ${c.sent}` : ''}${c.received ? `\nreceived: ${c.received}` : ''}`)}</failure>`,
+          `      <failure message="${xmlEscape(c.message)}" type="${xmlEscape(c.rule)}">${xmlEscape(
+            `${c.message}\nrule: ${c.rule}` +
+              `${c.hint ? `\nhint: ${c.hint}` : ''}${c.sent ? `\nsent: ${c.sent}` : ''}${c.received ? `\nreceived: ${c.received}` : ''}`,
+          )}</failure>`,
           '    </testcase>',
         );
     }

@@ -132,7 +132,8 @@ const flow: Scenario = {
         checks.push(
           fail(
             'flow.discovery',
-            `the client ${first === registrations[0] ? 'registered' : 'asked for authorization'} without reading the protected resource metadata of ${resource} first`,
+            `the client ${first === registrations[0] ? 'registered' : 'asked for authorization'} without reading the protected ` +
+              `resource metadata of ${resource} first`,
           ),
         );
       else if (!asMeta || asMeta.arrival > first.arrival)
@@ -146,7 +147,8 @@ const flow: Scenario = {
         checks.push(
           fail(
             'flow.discovery',
-            `the client read ${pathOf(asMeta)} before the protected resource metadata: it guessed the authorization server instead of taking it from authorization_servers`,
+            `the client read ${pathOf(asMeta)} before the protected resource metadata: it guessed the authorization server instead of ` +
+              `taking it from authorization_servers`,
           ),
         );
       else checks.push(pass('flow.discovery', `${pathOf(prm)}, then ${pathOf(asMeta)}`));
@@ -328,7 +330,8 @@ const expiry: Scenario = {
       checks.push(
         fail(
           'expiry.refreshes',
-          `${plural(after.length, 'call')} after the expiry (${plural(refusedAtResource, 'refused as expired')}), and no refresh${refused.length ? ` that succeeded (${refused.map((r) => r.data.reason).join(', ')})` : ''}`,
+          `${plural(after.length, 'call')} after the expiry (${plural(refusedAtResource, 'refused as expired')}), and no ` +
+            `refresh${refused.length ? ` that succeeded (${refused.map((r) => r.data.reason).join(', ')})` : ''}`,
         ),
       );
     else checks.push(pass('expiry.refreshes', `refreshed with rotation ${s(rotated[0]!.real - at)} after the expiry`));
@@ -479,7 +482,9 @@ const parallelExpiry: Scenario = {
       replays.length > 0
         ? fail(
             'parallel-expiry.one-refresh',
-            `${most} calls were in flight after the access token expired; ${concurrent?.message ?? `the refresh token was presented ${replays.length + rotated.length} times`}`,
+            `${most} calls were in flight after the access token expired; ${
+              concurrent?.message ?? `the refresh token was presented ${replays.length + rotated.length} times`
+            }`,
           )
         : pass(
             'parallel-expiry.one-refresh',
@@ -533,7 +538,8 @@ function grantEnd(name: 'revoked' | 'family-killed', description: string, arm: S
           ? pass(id('no-loop'), `${seen}, then the client stopped using the dead tokens`)
           : fail(
               id('no-loop'),
-              `after the ${name === 'revoked' ? 'revocation' : 'family ended'}: ${seen}, ${plural(sentAfter, 'call')} sent after the first refusal had come back (at most one refused call, or the calls in flight with it, and one refresh)`,
+              `after the ${name === 'revoked' ? 'revocation' : 'family ended'}: ${seen}, ${plural(sentAfter, 'call')} sent after the ` +
+                `first refusal had come back (at most one refused call, or the calls in flight with it, and one refresh)`,
             ),
       );
       if (newConsent) checks.push(pass(id('stops-or-reauthorizes'), `a new authorization, approved ${s(newConsent.real - at)} later`));
@@ -682,7 +688,8 @@ const retriesOf = (calls: readonly Call[], call: Call) =>
 const serverError: Scenario = {
   name: 'server-error',
   description:
-    'the first POST to each allowlist route and the first call of each of their MCP tools get 503 with Retry-After: a retry only with the same key and body; nothing charged twice',
+    'the first POST to each allowlist route and the first call of each of their MCP tools get 503 with Retry-After: a retry only with ' +
+    'the same key and body; nothing charged twice',
   suite: 'resilience',
   options: () => ({
     ...APPROVE,
@@ -706,7 +713,15 @@ const serverError: Scenario = {
         retried++;
         if (f.key === undefined || r.key !== f.key)
           wrong.push(
-            `${f.route} answered 503 and was sent again ${s(r.exchange.startedAt - f.exchange.endedAt)} later ${r.key === undefined ? `without ${idempotencyKeyName(f.route)}` : f.key === undefined ? 'with a key the first send did not carry' : 'with another key'}`,
+            `${f.route} answered 503 and was sent ` +
+              `again ${s(r.exchange.startedAt - f.exchange.endedAt)}` +
+              ` later ${
+                r.key === undefined
+                  ? `without ${idempotencyKeyName(f.route)}`
+                  : f.key === undefined
+                    ? 'with a key the first send did not carry'
+                    : 'with another key'
+              }`,
           );
       }
     }
@@ -739,7 +754,8 @@ const serverError: Scenario = {
 const lostAnswer: Scenario = {
   name: 'lost-answer',
   description:
-    'the first charged call is carried out and committed, then its connection closes before the answer: retry with the same key (one charge) or report the failure',
+    'the first charged call is carried out and committed, then its connection closes before the answer: retry with the same key (one ' +
+    'charge) or report the failure',
   suite: 'resilience',
   options: () => APPROVE,
   arm({ emulator }) {
@@ -776,7 +792,13 @@ const lostAnswer: Scenario = {
         bad
           ? fail(
               ids[0],
-              `${dropped.route} was retried ${bad.key === undefined ? 'without a key' : dropped.key === undefined ? 'with a key the lost call did not carry' : 'with another key'} after its answer was lost: it ran twice`,
+              `${dropped.route} was retried ${
+                bad.key === undefined
+                  ? 'without a key'
+                  : dropped.key === undefined
+                    ? 'with a key the lost call did not carry'
+                    : 'with another key'
+              } after its answer was lost: it ran twice`,
             )
           : pass(ids[0], `${plural(retries.length, 'retry', 'retries')} with the lost call's key`),
       );
@@ -850,7 +872,8 @@ const researchPolling: Scenario = {
           : hot >= HOT_POLLS
             ? fail(
                 ids[0],
-                `${plural(hot, 'poll')} came less than ${HOT_POLL_MS} ms after the one before (a hot loop), though ${polls.length} polls averaged one every ${s(every)}`,
+                `${plural(hot, 'poll')} came less than ${HOT_POLL_MS} ms after the one before (a hot loop), ` +
+                  `though ${polls.length} polls averaged one every ${s(every)}`,
               )
             : pass(ids[0], `${polls.length} polls in ${s(span)}: one every ${s(every)}`),
       );
@@ -876,7 +899,8 @@ const researchPolling: Scenario = {
         : again.length || pollCharges.length
           ? fail(
               ids[2],
-              `the same research was started ${plural(again.length, 'more time')} while it ran${pollCharges.length ? `; ${plural(pollCharges.length, 'charged poll')}` : ''}`,
+              `the same research was started ${plural(again.length, 'more time')} while it ` +
+                `ran${pollCharges.length ? `; ${plural(pollCharges.length, 'charged poll')}` : ''}`,
             )
           : pass(ids[2], `${plural(polls.length, 'poll')}, none charged`),
     );
@@ -957,7 +981,12 @@ const trainingAsync: Scenario = {
       early.length
         ? fail(
             'training-async.waits-for-indexed',
-            `asked ${s(early[0]!.exchange.startedAt - received.real)} after POST /training, ${indexed ? `${s(indexed.real - early[0]!.exchange.startedAt)} before the document was indexed` : 'and the document was never indexed'}`,
+            `asked ${s(early[0]!.exchange.startedAt - received.real)} after POST ` +
+              `/training, ${
+                indexed
+                  ? `${s(indexed.real - early[0]!.exchange.startedAt)} before the document was indexed`
+                  : 'and the document was never indexed'
+              }`,
           )
         : pass(
             'training-async.waits-for-indexed',
@@ -980,7 +1009,9 @@ export const SHAPES_SEED = 5021;
 
 const shapes: Scenario = {
   name: 'shapes',
-  description: `the command runs ${SHAPE_RUNS} times under --vary-unspecified with consecutive seeds: every run exits 0 and makes the same kinds of calls as the first`,
+  description:
+    `the command runs ${SHAPE_RUNS} times under --vary-unspecified with consecutive seeds: every run exits 0 and makes the ` +
+    `same kinds of calls as the first`,
   suite: 'resilience',
   runs: SHAPE_RUNS,
   options: (i) => ({ ...APPROVE, varyUnspecified: { seed: SHAPES_SEED + i } }),
@@ -996,7 +1027,12 @@ const shapes: Scenario = {
       const extra = [...k].filter((x) => !first.has(x));
       if (missing.length || extra.length)
         differ.push(
-          `run ${i + 1} (seed ${r.seed}): ${[missing.length ? `no ${missing.join(', ')}` : '', extra.length ? `also ${extra.join(', ')}` : ''].filter(Boolean).join('; ')}`,
+          `run ${i + 1} (seed ${r.seed}): ${[
+            missing.length ? `no ${missing.join(', ')}` : '',
+            extra.length ? `also ${extra.join(', ')}` : '',
+          ]
+            .filter(Boolean)
+            .join('; ')}`,
         );
     }
     // A client that never got an answer through (its login failed: see flow) met no varied shape, whatever its exit.

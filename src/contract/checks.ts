@@ -17,13 +17,15 @@ export const SERVER_CHECKS = {
     group: 'discovery',
     rule: 'RFC 9728 §3, §3.2; spec 2.7, 4.5',
     sends:
-      'GET /.well-known/oauth-protected-resource/mcp: resource = {base_url}/mcp, authorization_servers, scopes_supported with the four scopes and no retired one',
+      'GET /.well-known/oauth-protected-resource/mcp: resource = {base_url}/mcp, authorization_servers, scopes_supported with the four ' +
+      'scopes and no retired one',
   },
   'discovery.as-metadata': {
     group: 'discovery',
     rule: 'RFC 8414 §2, §3.3; spec 5.1',
     sends:
-      'GET the issuer\'s /.well-known/oauth-authorization-server: issuer exact, the endpoints, code_challenge_methods_supported ⊇ S256, token_endpoint_auth_methods_supported = ["none"], grant and response types',
+      "GET the issuer's /.well-known/oauth-authorization-server: issuer exact, the endpoints, code_challenge_methods_supported ⊇ " +
+      'S256, token_endpoint_auth_methods_supported = ["none"], grant and response types',
   },
   'registration.public-client': {
     group: 'registration',

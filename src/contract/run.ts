@@ -189,7 +189,9 @@ export async function runServerConformance(session: Session, options: ServerRunO
           Object.entries(init.form).map(([k, v]): [string, string] => [k, /token|code|verifier/.test(k) ? `${v.slice(0, 6)}…` : v]),
         )
       : undefined;
-    const sent = `${method} ${url}${init.key ? ` (Idempotency-Key ${init.key})` : ''}${init.token ? ' (with a bearer token)' : ''}${init.json !== undefined ? ` ${body}` : shown ? ` ${shown.toString()}` : ''}`;
+    const sent = `${method} ${url}${init.key ? ` (Idempotency-Key ${init.key})` : ''}${
+      init.token ? ' (with a bearer token)' : ''
+    }${init.json !== undefined ? ` ${body}` : shown ? ` ${shown.toString()}` : ''}`;
     const x: Exchange = { sent, status: res.status, headers: res.headers, text, body: parsed };
     const path = new URL(url).pathname;
     // Spec 8: the rate-limit headers on the answers of requests the limit counted (a token that passed the guard).
@@ -786,7 +788,10 @@ export async function runServerConformance(session: Session, options: ServerRunO
   const note =
     calls === 0
       ? 'No charged call was made: nothing was charged.'
-      : `Charged calls made: ${calls} (POST /chat/ask ${asks}, POST /research ${research}), each with an Idempotency-Key, so one charge each at most: at the emulator's prices (${DEFAULT_PRICES.ask} AKh an ask, ${DEFAULT_PRICES.research} a research job) at most ${akh(asks)} AKh, ${akh(Math.min(asks, 1))} AKh where the reused key is refused with 409 as it must be. The spec states no prices: the server's may differ.`;
+      : `Charged calls made: ${calls} (POST /chat/ask ${asks}, POST /research ${research}), each with an Idempotency-Key, so one ` +
+        `charge each at most: at the emulator's prices (${DEFAULT_PRICES.ask} AKh an ask, ${DEFAULT_PRICES.research} a research job) at ` +
+        `most ${akh(asks)} AKh, ${akh(Math.min(asks, 1))} AKh where the reused key is refused with 409 as it must be. The spec states no ` +
+        `prices: the server's may differ.`;
   const scenarios: ScenarioReport[] = GROUPS.map((group) => {
     const checks = (Object.keys(SERVER_CHECKS) as ServerCheckId[])
       .filter((id) => SERVER_CHECKS[id].group === group)

@@ -221,8 +221,10 @@ function findRecord(
 }
 
 const HOW =
-  'Nennen Sie die Art des Eintrags (Kontakt, Aufgabe, Brief, Dokument, Ort, Inserat oder Tier), den Namen oder Titel in Anführungszeichen und die Felder mit Doppelpunkt, ' +
-  'zum Beispiel: Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678, Ort: München. Oder: Ändere beim Kontakt „Josef Huber“ die Telefonnummer auf „+49 170 1234567“.';
+  'Nennen Sie die Art des Eintrags (Kontakt, Aufgabe, Brief, Dokument, Ort, Inserat oder Tier), den Namen oder Titel in ' +
+  'Anführungszeichen und die Felder mit Doppelpunkt, ' +
+  'zum Beispiel: Lege einen Kontakt „Anna Schmidt“ an, Telefon: 0171 2345678, Ort: München. Oder: Ändere beim Kontakt „Josef Huber“ ' +
+  'die Telefonnummer auf „+49 170 1234567“.';
 
 /**
  * Turns a German request for a change into exactly one action, or says what is missing. Deterministic:
@@ -318,7 +320,9 @@ function planUpdate(question: string, kind: WorkspaceKind, record: WorkspaceReco
   if (Object.keys(fields).length === 0) {
     return {
       kind: 'unclear',
-      reason: `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen Wert bekommen soll. ${HOW}`,
+      reason:
+        `Ich habe den Eintrag ${KIND_LABELS[kind]} „${record.title}“ gefunden, aber nicht erkannt, welches Feld welchen neuen ` +
+        `Wert bekommen soll. ${HOW}`,
     };
   }
   if (Object.keys(changed).length === 0)

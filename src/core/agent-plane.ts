@@ -5,7 +5,6 @@ import type { AccessContext } from './resource-guard.js';
 import { newId, randomToken } from './crypto.js';
 import { ProblemError } from './errors.js';
 import type { Answer, Charged } from './metering.js';
-import { Refusal } from './refusal.js';
 import type { ResourceService } from './resource-service.js';
 import type { Workspace, WorkspaceKind, WorkspaceRecord } from './workspace.js';
 
@@ -73,7 +72,8 @@ export class AgentPlane {
     if (waiting) {
       return answer(
         'refused',
-        `Es ist noch eine Aktion offen: ${waiting.description} Änderungen laufen eine nach der anderen; schließen Sie diese zuerst mit continue_ask ab (Aktion ${waiting.id}).`,
+        `Es ist noch eine Aktion offen: ${waiting.description} Änderungen laufen eine nach der anderen; schließen Sie diese zuerst mit ` +
+          `continue_ask ab (Aktion ${waiting.id}).`,
         { action_id: waiting.id, status: waiting.status },
       );
     }
@@ -101,7 +101,8 @@ export class AgentPlane {
     });
     return answer(
       'pending_approval',
-      `Ich habe diese Änderung vorbereitet, aber noch nichts geändert: ${action.description} Sie wird erst ausgeführt, wenn die Person sie freigibt (${this.approvalUrl(action.id)}). ` +
+      `Ich habe diese Änderung vorbereitet, aber noch nichts geändert: ${action.description} Sie wird erst ausgeführt, wenn die Person ` +
+        `sie freigibt (${this.approvalUrl(action.id)}). ` +
         `Rufen Sie danach continue_ask mit der Aktion ${action.id} auf.`,
       this.#actionFields(action),
     );
@@ -112,7 +113,7 @@ export class AgentPlane {
     const action = this.core.repo.get('pending_actions', actionId);
     // Bound to the grant it was prepared under: after a revocation, a new grant of the same client cannot apply it.
     if (!action || action.grant_id !== access.grant.id || action.person_id !== access.person_id)
-      throw new Refusal('action_not_found', `no action "${actionId}"`);
+      throw new ProblemError('action_not_found', `no action "${actionId}"`);
     // The action as stored when the reply is made: applying it replaces the entry.
     const reply = (outcome: AgentOutcome, text: string, extra: Record<string, unknown> = {}): Answer<AgentAnswer> => ({
       value: { outcome, answer: text, ...this.#actionFields(this.core.repo.get('pending_actions', action.id) ?? action), ...extra },
@@ -127,9 +128,9 @@ export class AgentPlane {
         return reply('rejected', `Die Person hat die Aktion abgelehnt; es wurde nichts geändert. (${action.description})`);
       case 'approved': {
         if (!access.scopes.includes('workspace.write'))
-          throw new Refusal('insufficient_scope', 'applying a change needs scope "workspace.write"');
+          throw new ProblemError('insufficient_scope', 'applying a change needs scope "workspace.write"');
         const record = this.#apply(action);
-        if (!record) throw new Refusal('record_gone', `the record ${action.record_id} no longer exists; nothing was changed`);
+        if (!record) throw new ProblemError('record_gone', `the record ${action.record_id} no longer exists; nothing was changed`);
         await this.core.commit();
         return reply('applied', `Erledigt: ${action.description.replace(/\.$/, '')} – die Änderung ist gespeichert.`, { record });
       }

@@ -12,12 +12,60 @@ export interface AskAnswer {
  * A question that asks for a change (create, change, delete, send…). POST /chat/ask never changes anything
  * (spec 4.4 rule 1); such a question is answered with where changes happen instead.
  */
-const WRITE_INTENT =
-  /(^|[\s,.;:!?„"'(])(erstell|anleg|leg\w*\s(?:\S+\s){0,12}an\b|änder|aktualisier|lösch|entfern|schreib\w*\s+(?:einen|eine|ein|den|die|das)\s|verfass|hinzufüg|füg\w*\s(?:\S+\s){0,12}hinzu|trag\w*\s(?:\S+\s){0,12}ein\b|verschieb|markier|setz\w*\s(?:\S+\s){0,12}auf\b|send\w*\s|schick\w*\s|storn|kündig|bestell|buch\w*\s|benenn\w*\s(?:\S+\s){0,12}um\b)/i;
+/** The verbs of a change, as stems or with the particle that makes them one (`leg … an`). */
+const WRITE_VERBS = [
+  'erstell',
+  'anleg',
+  String.raw`leg\w*\s(?:\S+\s){0,12}an\b`,
+  'änder',
+  'aktualisier',
+  'lösch',
+  'entfern',
+  String.raw`schreib\w*\s+(?:einen|eine|ein|den|die|das)\s`,
+  'verfass',
+  'hinzufüg',
+  String.raw`füg\w*\s(?:\S+\s){0,12}hinzu`,
+  String.raw`trag\w*\s(?:\S+\s){0,12}ein\b`,
+  'verschieb',
+  'markier',
+  String.raw`setz\w*\s(?:\S+\s){0,12}auf\b`,
+  String.raw`send\w*\s`,
+  String.raw`schick\w*\s`,
+  'storn',
+  'kündig',
+  'bestell',
+  String.raw`buch\w*\s`,
+  String.raw`benenn\w*\s(?:\S+\s){0,12}um\b`,
+];
+const WRITE_INTENT = new RegExp(String.raw`(^|[\s,.;:!?„"'(])(` + WRITE_VERBS.join('|') + ')', 'i');
 
 /** A question in the grammatical sense ("Wer erstellt …?", "Was steht in der Kündigung …?") asks to read, whatever its verbs. */
-const READ_QUESTION =
-  /^\s*(?:was|wer|wen|wem|wessen|wann|wo|wohin|woher|wie|welche[rsmn]?|warum|weshalb|wieso|gibt es|ist|sind|hat|haben|steht|stehen|kann|können)(?!\p{L})[^?]*\?\s*$/iu;
+const QUESTION_WORDS = [
+  'was',
+  'wer',
+  'wen',
+  'wem',
+  'wessen',
+  'wann',
+  'wo',
+  'wohin',
+  'woher',
+  'wie',
+  'welche[rsmn]?',
+  'warum',
+  'weshalb',
+  'wieso',
+  'gibt es',
+  'ist',
+  'sind',
+  'hat',
+  'haben',
+  'steht',
+  'stehen',
+  'kann',
+  'können',
+];
+const READ_QUESTION = new RegExp(String.raw`^\s*(?:` + QUESTION_WORDS.join('|') + String.raw`)(?!\p{L})[^?]*\?\s*$`, 'iu');
 
 export const asksForChange = (question: string): boolean => !READ_QUESTION.test(question) && WRITE_INTENT.test(question.toLowerCase());
 

@@ -72,7 +72,9 @@ export function validateAuthorizationRequest(
   if (!client)
     return direct(
       new OAuthError('invalid_client', `unknown client_id "${clientId}": register the client first`, {
-        hint: 'The client_id was not registered here (another server, or an emulator that started afresh): register again at POST /oauth/register and use the new client_id.',
+        hint:
+          'The client_id was not registered here (another server, or an emulator that started afresh): register again at POST ' +
+          '/oauth/register and use the new client_id.',
       }),
     );
   const redirectUri = query.redirect_uri;
@@ -83,7 +85,9 @@ export function validateAuthorizationRequest(
   if (!client.redirect_uris.some((r) => redirectUriMatches(r, redirectUri))) {
     return direct(
       new OAuthError('invalid_request', `redirect_uri "${redirectUri}" is not registered for this client`, {
-        hint: `Send one of the registered redirect URIs (${client.redirect_uris.join(', ')}) exactly; a loopback redirect URI may differ in its port only (RFC 8252 section 7.3).`,
+        hint:
+          `Send one of the registered redirect URIs (${client.redirect_uris.join(', ')}) exactly; a loopback redirect URI may ` +
+          `differ in its port only (RFC 8252 section 7.3).`,
       }),
     );
   }

@@ -309,7 +309,8 @@ export function composeReport(
   const summary =
     sentences.length > 0
       ? sentences.join(' ')
-      : `Die Wissensdatenbank enthält ${sources.length === 1 ? 'eine Quelle' : `${sources.length} Quellen`} zu dieser Frage; die Stellen stehen unter „Ergebnisse“.`;
+      : `Die Wissensdatenbank enthält ${sources.length === 1 ? 'eine Quelle' : `${sources.length} Quellen`} zu dieser Frage; die ` +
+        `Stellen stehen unter „Ergebnisse“.`;
   const report = [
     `# Recherche: ${question}`,
     '## Zusammenfassung',

@@ -225,11 +225,15 @@ export class Core implements CoreContext {
 /** An existing state that was not created from this scenario: the state is kept, the server does not start. */
 function scenarioMismatch(file: string, state: State, scenario: LoadedScenario): StateFileError {
   const made = state.scenario
-    ? `it was created from ${state.scenario.file === scenario.file ? 'another version of that file' : state.scenario.file} (sha256 ${state.scenario.sha256.slice(0, 12)}…)`
+    ? `it was created from ${
+        state.scenario.file === scenario.file ? 'another version of that file' : state.scenario.file
+      } (sha256 ${state.scenario.sha256.slice(0, 12)}…)`
     : 'it was created without a scenario';
   return new StateFileError(
     file,
-    `state file ${file} was not created from scenario ${scenario.file} (sha256 ${scenario.sha256.slice(0, 12)}…): ${made}. A scenario is loaded into a new state only. ` +
-      `Nothing was changed. To start from the scenario, move the state file away with its journal and charge ledger (${moveAwayCommand(file)}) or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
+    `state file ${file} was not created from scenario ${scenario.file} (sha256 ${scenario.sha256.slice(0, 12)}…): ${made}. A scenario ` +
+      `is loaded into a new state only. ` +
+      `Nothing was changed. To start from the scenario, move the state file away with its journal and charge ` +
+      `ledger (${moveAwayCommand(file)}) or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
   );
 }

@@ -175,14 +175,22 @@ export class Findings {
       this.#record({
         ...where,
         code: 'refresh.concurrent',
-        message: `A refresh token${data.generation !== null ? ` (generation ${data.generation})` : ''} was presented again ${seconds(data.since_ms!)} after it was rotated: the client refreshes in parallel with one token, and the replay rule invalidated the whole family.`,
+        message:
+          `A refresh token${data.generation !== null ? ` (generation ${data.generation})` : ''} was presented ` +
+          `again ${seconds(data.since_ms!)} after it was rotated: the client refreshes in parallel with one token, and the replay rule ` +
+          `invalidated the whole family.`,
         hint: HINTS.concurrentRefresh,
       });
     } else if (data.reason === 'replay') {
       this.#record({
         ...where,
         code: 'refresh.stale_token',
-        message: `A refresh token rotated ${data.since_ms !== null ? `${seconds(data.since_ms)} before` : 'long before'}${data.generation !== null ? ` (generation ${data.generation})` : ''} was presented again: the client did not keep the newest one, and the replay rule invalidated the whole family.`,
+        message:
+          `A refresh token ` +
+          `rotated ${
+            data.since_ms !== null ? `${seconds(data.since_ms)} before` : 'long before'
+          }${data.generation !== null ? ` (generation ${data.generation})` : ''} was presented again: the client did not keep the newest ` +
+          `one, and the replay rule invalidated the whole family.`,
         hint: HINTS.staleRefreshToken,
       });
     } else if (data.reason === 'family_invalidated' && concurrent) {
@@ -204,7 +212,9 @@ export class Findings {
       this.#record({
         ...where,
         code: 'refresh.loop',
-        message: `The family was refreshed ${LOOP_ROTATIONS} times within ${seconds(now - times[0]!)}, while each access token lasts ${seconds(this.#ctx.lifetimes.accessToken)}.`,
+        message:
+          `The family was refreshed ${LOOP_ROTATIONS} times within ${seconds(now - times[0]!)}, while each access token ` +
+          `lasts ${seconds(this.#ctx.lifetimes.accessToken)}.`,
         hint: HINTS.refreshLoop,
       });
     } else this.#rotations.set(familyId, times);
@@ -293,8 +303,10 @@ export class Findings {
       subject: data.route,
       message:
         idempotencyKeyName(data.route) === 'idempotency_key'
-          ? `The same arguments were sent to the MCP ${data.route} again ${seconds(data.at - previous)} later without idempotency_key, and charged again (${data.amount} ${data.unit}).`
-          : `The same request body was sent to ${data.route} again ${seconds(data.at - previous)} later without Idempotency-Key, and charged again (${data.amount} ${data.unit}).`,
+          ? `The same arguments were sent to the MCP ${data.route} again ${seconds(data.at - previous)} later without idempotency_key, ` +
+            `and charged again (${data.amount} ${data.unit}).`
+          : `The same request body was sent to ${data.route} again ${seconds(data.at - previous)} later without Idempotency-Key, and ` +
+            `charged again (${data.amount} ${data.unit}).`,
       hint: HINTS.retryWithoutKey(idempotencyKeyName(data.route)),
     });
   }
@@ -313,7 +325,9 @@ export class Findings {
         code: 'registration.repeated',
         client_id: data.client_id,
         subject: key,
-        message: `“${data.client_name}” was registered ${count} times with the same redirect URIs; each registration is another unverified application the person sees.`,
+        message:
+          `“${data.client_name}” was registered ${count} times with the same redirect URIs; each registration is another ` +
+          `unverified application the person sees.`,
         hint: HINTS.repeatedRegistration,
       },
       count - REPEATED_REGISTRATIONS + 1,
@@ -360,7 +374,8 @@ export class Findings {
         subject: grant.id,
         message: exchanged.has(grant.id)
           ? `The grant holds ${unused.map((s) => `“${s}”`).join(', ')}, which no request of it has used.`
-          : `The grant holds ${unused.map((s) => `“${s}”`).join(', ')}, but its authorization code was never exchanged for tokens, so nothing could use them.`,
+          : `The grant holds ${unused.map((s) => `“${s}”`).join(', ')}, but its authorization code was never exchanged for tokens, so ` +
+            `nothing could use them.`,
         hint: exchanged.has(grant.id) ? HINTS.unusedScope : HINTS.codeNeverExchanged,
       });
     }
@@ -386,8 +401,14 @@ export class Findings {
           subject: grant.id,
           message:
             grant.client_id === latest.client_id
-              ? `The client was granted access again for the same person (grant ${latest.id}), while ${plural(old.length, 'older grant')} ${old.length === 1 ? 'stays' : 'stay'} active and unused since: ${names.join(', ')}.`
-              : `The same software (same name and redirect URIs) registered again as client ${latest.client_id} and was granted access for the same person (grant ${latest.id}), while ${plural(old.length, 'older grant')} ${old.length === 1 ? 'stays' : 'stay'} active and unused since: ${names.join(', ')}.`,
+              ? `The client was granted access again for the same person ` +
+                `(grant ${latest.id}), while ${plural(old.length, 'older grant')} ${old.length === 1 ? 'stays' : 'stay'} active and ` +
+                `unused since: ${names.join(', ')}.`
+              : `The same software (same name and redirect URIs) registered again as client ${latest.client_id} and was granted access ` +
+                `for the same person (grant ${latest.id}), while ${plural(
+                  old.length,
+                  'older grant',
+                )} ${old.length === 1 ? 'stays' : 'stay'} active and unused since: ${names.join(', ')}.`,
           hint: HINTS.abandonedGrant,
         });
     }

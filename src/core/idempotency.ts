@@ -1,6 +1,6 @@
 import { DAY } from './clock.js';
 import { satisfies, type InputSchema } from './inputs.js';
-import { Refusal } from './refusal.js';
+import { ProblemError } from './errors.js';
 
 /** Spec 8: the idempotency window. */
 export const IDEMPOTENCY_WINDOW = DAY;
@@ -67,7 +67,7 @@ export function storedResult(record: IdempotencyRecord): StoredResult {
  */
 export function parseIdempotencyKey(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
-  if (Array.isArray(header)) throw new Refusal('invalid_idempotency_key', 'send one Idempotency-Key header, not several');
+  if (Array.isArray(header)) throw new ProblemError('invalid_idempotency_key', 'send one Idempotency-Key header, not several');
   let key = header.trim();
   if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) key = key.slice(1, -1).replace(/\\(["\\])/g, '$1');
   return checkIdempotencyKey(key);
@@ -76,7 +76,7 @@ export function parseIdempotencyKey(header: string | string[] | undefined): stri
 /** A key as the tools take it (no quoting): IDEMPOTENCY_KEY or `invalid_idempotency_key`. */
 export function checkIdempotencyKey(key: string): string {
   if (!satisfies(IDEMPOTENCY_KEY, key))
-    throw new Refusal('invalid_idempotency_key', `Idempotency-Key must be ${IDEMPOTENCY_KEY.description}`);
+    throw new ProblemError('invalid_idempotency_key', `Idempotency-Key must be ${IDEMPOTENCY_KEY.description}`);
   return key;
 }
 

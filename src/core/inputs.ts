@@ -61,7 +61,8 @@ export function describeInput(schema: InputSchema): string {
   if ('anyOf' in schema) return schema.anyOf.map(describeInput).join(' or ');
   if (schema.type === 'string') {
     if (schema.enum) return `one of ${schema.enum.join(', ')}`;
-    return `a text${schema.minLength !== undefined || schema.maxLength !== undefined ? ` of ${bounds(schema.minLength, schema.maxLength, ' characters')}` : ''}`;
+    const bounded = schema.minLength !== undefined || schema.maxLength !== undefined;
+    return `a text${bounded ? ` of ${bounds(schema.minLength, schema.maxLength, ' characters')}` : ''}`;
   }
   const what = schema.type === 'integer' ? 'a whole number' : 'a number';
   const lower = schema.exclusiveMinimum !== undefined ? `more than ${schema.exclusiveMinimum}` : undefined;

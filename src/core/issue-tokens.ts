@@ -32,7 +32,8 @@ export function checkTokenResource(core: CoreContext, grant: Grant, requested: s
   if (isResourceName(core.resource, requested))
     throw new OAuthError(
       'invalid_target',
-      `resource "${requested}" is not the one this grant was given for (${granted}): tokens are bound to the name the client authorized with; send ${granted}, or authorize again with resource=${requested}`,
+      `resource "${requested}" is not the one this grant was given for (${granted}): tokens are bound to the name the client ` +
+        `authorized with; send ${granted}, or authorize again with resource=${requested}`,
     );
   throw new OAuthError('invalid_target', `resource "${requested}" is not served here; the only resource is ${core.resource}`);
 }

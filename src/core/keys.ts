@@ -8,8 +8,9 @@ type Jose = typeof import('jose/key/import') &
   typeof import('jose/jwk/thumbprint') & { errors: typeof import('jose/errors') };
 let joseModule: Promise<Jose> | undefined;
 /**
- * jose by its subpaths: the package's index loads every algorithm and format (about 20 ms more of the start-up,
- * which is benchmarked). Loaded once, before the server says it is ready (the signing keys are imported then).
+ * jose by its subpaths: the package's index loads every algorithm and format, which the start-up would pay for
+ * (docs/bench.md "Start-up, first requests and memory"). Loaded once, before the server says it is ready (the
+ * signing keys are imported then).
  */
 export const loadJose = (): Promise<Jose> =>
   (joseModule ??= Promise.all([

@@ -1,8 +1,7 @@
 import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
 import { sha256 } from './crypto.js';
-import { HINTS } from './client-hints.js';
-import { BearerError } from './errors.js';
+import { ProblemError } from './errors.js';
 import type { FaultContext, FaultKind, Faults } from './faults.js';
 import {
   IDEMPOTENCY_WINDOW,
@@ -14,7 +13,6 @@ import {
   type StoredResult,
 } from './idempotency.js';
 import { RateLimitedError, RateLimiter, type RateLimitConfig, type RateLimitState } from './rate-limit.js';
-import { Refusal } from './refusal.js';
 import type { AccessContext } from './resource-guard.js';
 
 /** What an operation answers: the object the service hands out, in its variant's shape with --vary-unspecified. */
@@ -39,11 +37,9 @@ export interface Metered<T> extends Answer<T> {
   lost?: true;
 }
 
-/** Where a request is admitted: the scope it needs, and how the rate limit, its faults and events name it. */
+/** Where a request is admitted: the scope it was admitted with, and how the rate limit, its faults and events name it. */
 export interface Gate {
   scope: string;
-  /** Who needs the scope, for the 403: `this route`, `the tool "ask"`. */
-  needs: string;
   /** `METHOD /path` as the spec writes it, which rate_limit faults match (MCP tool calls: `POST /mcp`). */
   route: string;
   /** The path as sent, if it differs from the template. */
@@ -72,8 +68,8 @@ export function requestFault(faults: Faults | undefined, kind: FaultKind, access
 
 /**
  * The metered call that the REST routes and the agent tools share (spec 1, 4.4, 7, 8), in two steps because REST
- * refuses before it reads a body (spec 5.5): `admit` once the bearer token passed the resource guard
- * (resource-guard.ts) checks the scope and counts the request against its grant's rate limit; `run` then applies
+ * refuses before it reads a body (spec 5.5): `admit`, once the bearer token and its scope passed the
+ * resource guard (resource-guard.ts: `authenticate`, `checkScope`), counts the request against its grant's rate limit; `run` then applies
  * idempotency, runs the operation, records its charge and commits. Each transport renders what comes back.
  */
 export class Metering {
@@ -89,7 +85,7 @@ export class Metering {
   }
 
   /**
-   * Spec 5.5, 7, 8: the scope (403 `insufficient_scope`), then the grant's window: RateLimitedError over the
+   * Spec 7, 8: the grant's window (the scope was checked before, by `checkScope`): RateLimitedError over the
    * limit or when a rate_limit fault fires, published as `rate_limit.exceeded`. Answers the window's state for the
    * RateLimit-* headers.
    */
@@ -97,23 +93,6 @@ export class Metering {
     // A call that no transport numbered arrives as it is admitted.
     const arrival = access.arrival ?? this.core.arrivals.next();
     const who = { client_id: access.client_id, grant_id: access.grant.id, route: gate.meter, arrival };
-    if (!access.scopes.includes(gate.scope)) {
-      this.core.events.emit('access.refused', {
-        client_id: access.client_id,
-        grant_id: access.grant.id,
-        family_id: access.claims.family_id,
-        status: 403,
-        reason: 'insufficient_scope',
-        where: gate.route,
-      });
-      throw new BearerError(
-        403,
-        'insufficient_scope',
-        `${gate.needs} needs scope "${gate.scope}"`,
-        gate.scope,
-        HINTS.insufficientScope(gate.scope),
-      );
-    }
     let window: RateLimitState;
     try {
       const [method, template] = gate.route.split(' ');
@@ -159,7 +138,7 @@ export class Metering {
     const fingerprint = sha256(call.body);
     // In flight first: until the first answer is durable, a duplicate is told to wait, never replayed.
     if (this.#inFlight.has(id))
-      throw new Refusal(
+      throw new ProblemError(
         'idempotency_key_in_flight',
         `a request with ${named} "${key}" is still being processed`,
         'Wait for the first request with this key to be answered, then retry with the same key and body to get its stored answer.',
@@ -167,7 +146,7 @@ export class Metering {
     const existing = this.core.repo.get('idempotency', id);
     if (existing && existing.expires_at > now) {
       if (existing.fingerprint !== fingerprint)
-        throw new Refusal(
+        throw new ProblemError(
           'idempotency_key_reused',
           named === 'idempotency_key'
             ? `idempotency_key "${key}" was already used with different arguments`

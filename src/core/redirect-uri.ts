@@ -14,7 +14,9 @@ export function validateRedirectUri(value: string): void {
   const bad = /[\u0000-\u0020\u007f-\u009f]/.exec(value);
   if (bad)
     throw fail(
-      `contains ${bad[0] === ' ' ? 'a space' : `the control character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`} at position ${bad.index}; a URI has none (RFC 3986 §2)`,
+      `contains ${
+        bad[0] === ' ' ? 'a space' : `the control character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`
+      } at position ${bad.index}; a URI has none (RFC 3986 §2)`,
     );
   let url: URL;
   try {

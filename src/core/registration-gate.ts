@@ -75,12 +75,16 @@ export class RegistrationGate {
     const retryAfter = Math.max(1, Math.ceil(((next ?? now + this.retention.unusedClients) - now) / 1000));
     throw new OAuthError(
       'temporarily_unavailable',
-      `${this.#clients.size} clients are registered, the most this emulator keeps; ${next === null ? 'every one has a grant, so none goes by itself' : `the next never-used client goes in ${retryAfter} s`}`,
+      `${this.#clients.size} clients are registered, the most this emulator keeps; ${
+        next === null ? 'every one has a grant, so none goes by itself' : `the next never-used client goes in ${retryAfter} s`
+      }`,
       {
         status: 503,
         redirectable: false,
         retryAfter,
-        hint: `Reuse a registered client_id, or raise the cap: serve --max-clients N (startEmulator({ maxClients: N })); clients never used go ${Math.round(this.retention.unusedClients / 1000)} s after their registration (serve --retention unused-clients=DURATION).`,
+        hint:
+          `Reuse a registered client_id, or raise the cap: serve --max-clients N (startEmulator({ maxClients: N })); clients never ` +
+          `used go ${Math.round(this.retention.unusedClients / 1000)} s after their registration (serve --retention unused-clients=DURATION).`,
       },
     );
   }

@@ -64,7 +64,8 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
   if (response_types.some((r) => r !== 'code')) throw bad('response_types: only "code" is supported');
   if (input.token_endpoint_auth_method !== 'none') {
     const hint =
-      'Register with token_endpoint_auth_method "none": clients here are public (PKCE, no secret, spec 5.1). Left out, RFC 7591 section 2 means client_secret_basic, so clients that omit it ask for a secret.';
+      'Register with token_endpoint_auth_method "none": clients here are public (PKCE, no secret, spec 5.1). Left out, RFC 7591 ' +
+      'section 2 means client_secret_basic, so clients that omit it ask for a secret.';
     throw new OAuthError(
       'invalid_client_metadata',
       input.token_endpoint_auth_method === undefined

@@ -438,8 +438,8 @@ export class Repository {
   /**
    * The state as it is now, while requests go on changing it (a write of the whole state runs in slices). Copy on
    * write: it keeps each table's keys, and the repository keeps for it the value before each change it makes from
-   * now on; copies of the tables themselves would be as large as the tables (about 12 MB at 100k records, made
-   * at every compaction). Release it when done: until then every change keeps a value for it.
+   * now on; copies of the tables themselves would be as large as the tables, made at every
+   * compaction (docs/storage.md "The one write path"). Release it when done: until then every change keeps a value for it.
    */
   snapshot(): StateSnapshot {
     const before: Before = new Map();

@@ -23,8 +23,8 @@ export interface AccessContext {
 /**
  * The resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, RFC 9068). Checks a bearer credential for a
  * protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`, then on every request that the grant is
- * active, the family alive and the token not revoked, and finally the route's scope (`null`: any agent token; the
- * caller checks scopes itself, and a 401 challenge names `challengeScope`). Throws `BearerError` (401 or 403).
+ * active, the family alive and the token not revoked, and finally the route's scope (`checkScope`; `null`: any agent token, the
+ * caller checks scopes itself with `checkScope`, and a 401 challenge names `challengeScope`). Throws `BearerError` (401 or 403).
  * `reached`: `{base_url}/mcp` under the loopback name the request reached (resource-names.ts); `aud` must be that.
  */
 export async function authenticate(
@@ -60,7 +60,8 @@ export async function authenticate(
       `a bearer token with scope "${scope}" is required`,
       authorization
         ? 'Send the access token as "Authorization: Bearer <token>" (RFC 6750 section 2.1).'
-        : 'Send an access token as "Authorization: Bearer <token>"; the resource_metadata in WWW-Authenticate leads to the authorization server that issues it (RFC 9728).',
+        : 'Send an access token as "Authorization: Bearer <token>"; the resource_metadata in WWW-Authenticate leads to the ' +
+            'authorization server that issues it (RFC 9728).',
     );
   }
   let claims: AccessTokenClaims;
@@ -74,7 +75,8 @@ export async function authenticate(
           401,
           'token_invalid',
           'the access token is not valid here',
-          'Send an access token this server issued (from its /oauth/token), unchanged; tokens of another server or of an emulator started with another state file are not valid here.',
+          'Send an access token this server issued (from its /oauth/token), unchanged; tokens of another server or of an emulator ' +
+            'started with another state file are not valid here.',
         );
   }
   known = { client_id: claims.client_id, grant_id: claims.grant_id, family_id: claims.family_id };
@@ -86,8 +88,11 @@ export async function authenticate(
       throw refuse(
         401,
         'token_for_other_name',
-        `the access token is for ${other}, not for ${reached} as this request reached it; use the name the token was issued for, or authorize again with resource=${reached}`,
-        `Call the resource under the name its token was issued for (the token's aud), or authorize again with resource=${reached}: a token is bound to the resource it was asked for (RFC 8707), and 127.0.0.1, localhost and [::1] are three names. Use one of them throughout.`,
+        `the access token is for ${other}, not for ${reached} as this request reached it; use the name the token was issued for, or ` +
+          `authorize again with resource=${reached}`,
+        `Call the resource under the name its token was issued for (the token's aud), or authorize again with ` +
+          `resource=${reached}: a token is bound to the resource it was asked for (RFC 8707), and 127.0.0.1, localhost and [::1] are three ` +
+          `names. Use one of them throughout.`,
       );
     throw refuse(401, 'identity_token', `identity token refused: issued without resource=${reached}`, HINTS.identityToken(reached));
   }
@@ -106,8 +111,34 @@ export async function authenticate(
       'The client revoked this access token (RFC 7009): use a newer one or refresh.',
     );
   const scopes = splitScope(claims.scope);
-  if (required !== null && !scopes.includes(required))
-    throw refuse(403, 'insufficient_scope', `this route needs scope "${required}"`, HINTS.insufficientScope(required), required);
+  if (required !== null) checkScope(core, { claims, scopes }, required, 'this route', where);
   const used = core.repo.update('grants', grant.id, { last_used_at: core.clock.now() });
   return { claims, scopes, grant: used, client_id: claims.client_id, person_id: claims.sub, faults: [] };
+}
+
+/**
+ * Spec 5.5, RFC 6750 §3.1: the one scope check of both transports: a REST route's (in `authenticate`, before its body
+ * is read) and an MCP tool's (before the call is admitted against the rate limit). Throws a 403 `insufficient_scope`
+ * naming the scope, published as `access.refused`. `needs` says who needs it (`this route`, `the tool "ask"`); `where`
+ * is the route the event names.
+ */
+export function checkScope(
+  core: Pick<CoreContext, 'events'>,
+  access: Pick<AccessContext, 'claims' | 'scopes'>,
+  scope: string,
+  needs: string,
+  where: string,
+): void {
+  if (access.scopes.includes(scope)) return;
+  const { client_id, grant_id, family_id } = access.claims;
+  core.events.emit('access.refused', { client_id, grant_id, family_id, status: 403, reason: 'insufficient_scope', where });
+  throw new BearerError(
+    403,
+    'insufficient_scope',
+    `${needs} needs scope "${scope}"`,
+    scope,
+    HINTS.insufficientScope(scope),
+    { client_id, grant_id },
+    'insufficient_scope',
+  );
 }

@@ -6,7 +6,7 @@ import type { AccessContext } from './resource-guard.js';
 import { newId, randomBytesFor, randomToken } from './crypto.js';
 import { Metering, requestFault, type Answer, type Charged } from './metering.js';
 import type { RateLimitConfig } from './rate-limit.js';
-import { Refusal } from './refusal.js';
+import { ProblemError } from './errors.js';
 import { SearchIndex } from './search.js';
 import type { Faults } from './faults.js';
 import { fileNameProblem } from './inputs.js';
@@ -94,7 +94,7 @@ export interface TrainingLink {
 /**
  * The resource server behind the REST allowlist and the agent tools (spec 4.4, 4.5): the metered call they share
  * (`meter`: rate limits per grant, idempotency per client and route, charges), and the operations (ask, research
- * jobs, training documents), which answer domain objects or throw a Refusal. Jobs move on the clock (`settle`).
+ * jobs, training documents), which answer domain objects or throw a ProblemError. Jobs move on the clock (`settle`).
  */
 export class ResourceService {
   readonly search: SearchIndex;
@@ -175,7 +175,7 @@ export class ResourceService {
   async ask(access: AccessContext, question: string): Promise<Charged<AskAnswer>> {
     checkQuestion(question);
     const timedOut = () =>
-      new Refusal('ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
+      new ProblemError('ask_timeout', `the question was abandoned after ${this.askTimeoutMs} ms (ask timeout); nothing was charged`);
     if (requestFault(this.faults, 'ask_timeout', access, { method: 'POST', path: '/chat/ask', question })) throw timedOut();
     const answer = (async () => {
       if (this.askLatencyMs > 0) await this.#sleep(this.askLatencyMs).done;
@@ -234,7 +234,7 @@ export class ResourceService {
   async researchView(access: AccessContext, jobId: string): Promise<Answer<ResearchJobView>> {
     await this.settle();
     const job = this.core.repo.get('research_jobs', jobId);
-    if (!job || !belongsTo(job, access)) throw new Refusal('research_job_not_found', `no research job "${jobId}"`);
+    if (!job || !belongsTo(job, access)) throw new ProblemError('research_job_not_found', `no research job "${jobId}"`);
     const view: ResearchJobView = {
       job_id: job.id,
       status: job.status,
@@ -254,10 +254,10 @@ export class ResourceService {
   /** Accepts a document for ingest (REST: 202): it becomes findable only once indexed. Free. */
   async startTraining(access: AccessContext, fileName: string, content: string): Promise<Answer<TrainingAccepted>> {
     validateFileName(fileName);
-    if (content.trim() === '') throw new Refusal('content_empty', 'content is empty');
+    if (content.trim() === '') throw new ProblemError('content_empty', 'content is empty');
     const size = Buffer.byteLength(content, 'utf8');
     if (size > TRAINING_MAX_BYTES)
-      throw new Refusal('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
+      throw new ProblemError('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
     const now = this.core.clock.now();
     const variant = this.variation?.next('training');
     const doc: TrainingDocument = {
@@ -314,7 +314,7 @@ export class ResourceService {
   async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
     const doc = this.core.repo.get('training_documents', documentId);
-    if (!doc || !belongsTo(doc, access)) throw new Refusal('training_document_not_found', `no training document "${documentId}"`);
+    if (!doc || !belongsTo(doc, access)) throw new ProblemError('training_document_not_found', `no training document "${documentId}"`);
     return doc;
   }
 
@@ -443,10 +443,10 @@ const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({
 
 function validateFileName(name: string): void {
   const problem = fileNameProblem(name);
-  if (problem) throw new Refusal('invalid_file_name', `file_name ${problem}`);
+  if (problem) throw new ProblemError('invalid_file_name', `file_name ${problem}`);
 }
 
 /** A question must say something; its type and length are QUESTION's (inputs.ts), checked where it enters. */
 function checkQuestion(question: string): void {
-  if (question.trim() === '') throw new Refusal('invalid_request', 'question must not be empty');
+  if (question.trim() === '') throw new ProblemError('invalid_request', 'question must not be empty');
 }

@@ -104,8 +104,37 @@ const recordEntry = (kind: WorkspaceKind, record: WorkspaceRecord): Entry =>
  * or `gibt es`. Left out of the search (the German stop words leave them in), or `Wann kommt der Hufschmied?`
  * finds every passage that asks `Wann …?` itself, and `wie lange` finds Birgit Lang. `nächste` stems to `nach`.
  */
-const QUESTION_NOISE =
-  /(?<![\p{L}\p{N}])(?:wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)|wann|wer|wen|wem|wessen|warum|weshalb|wieso|wozu|wodurch|womit|wofür|worüber|wohin|woher|welche[rsmn]?|gibt|heißt|heisst|kostet|nächste[nrsm]?|bitte|mache|machen|macht|tun|tue)(?![\p{L}\p{N}])/giu;
+const NOISE_WORDS = [
+  String.raw`wie\s+(?:lange|oft|hoch|viele?|weit|spät|früh|groß|läuft|laufen)`,
+  'wann',
+  'wer',
+  'wen',
+  'wem',
+  'wessen',
+  'warum',
+  'weshalb',
+  'wieso',
+  'wozu',
+  'wodurch',
+  'womit',
+  'wofür',
+  'worüber',
+  'wohin',
+  'woher',
+  'welche[rsmn]?',
+  'gibt',
+  'heißt',
+  'heisst',
+  'kostet',
+  'nächste[nrsm]?',
+  'bitte',
+  'mache',
+  'machen',
+  'macht',
+  'tun',
+  'tue',
+];
+const QUESTION_NOISE = new RegExp(String.raw`(?<![\p{L}\p{N}])(?:` + NOISE_WORDS.join('|') + String.raw`)(?![\p{L}\p{N}])`, 'giu');
 
 /** The question as searched: without the words that only make it a question. */
 export const searchText = (question: string): string => question.replace(QUESTION_NOISE, ' ').replace(/\s+/g, ' ').trim();
@@ -123,8 +152,9 @@ interface Loaded {
 const SNIPPET = 220;
 /**
  * The most text indexed in one turn of the event loop, and so the most one entry holds, in UTF-16 units. Orama
- * indexes a batch in one go: 8 Ki of prose take a few milliseconds, of hostile text (long compound words, each a new
- * token) about 15 ms, so a 256 KiB training document is indexed in slices and holds up no request for longer.
+ * indexes a batch in one go, and hostile text (long compound words, each a new token) takes longest, so a 256 KiB
+ * training document is indexed in slices and holds up no request for longer than one (docs/bench.md "Run N1":
+ * the ingest of a training document).
  */
 export const ENTRY_TEXT = 8 * 1024;
 /** Distinct questions whose ranked hits are kept (see SearchIndex.#answers). */

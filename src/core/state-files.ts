@@ -18,4 +18,7 @@ export const moveAwayCommand = (stateFile: string): string =>
 
 /** What to do when a state file is refused: said in every such message, so that no message leaves the user stuck. */
 export const resetAdvice = (file: string): string =>
-  `Nothing was changed. To start over, move the state file away together with its journal and charge ledger (${moveAwayCommand(file)}), or start with --state OTHER_FILE or --in-memory. Snapshots saved beside it are kept: after the fresh start, \`agent-access snapshot list\` shows them and \`agent-access snapshot restore NAME\` brings one back (\`_baseline\`: the state as first created).`;
+  `Nothing was changed. To start over, move the state file away together with its journal and charge ` +
+  `ledger (${moveAwayCommand(file)}), or start with --state OTHER_FILE or --in-memory. Snapshots saved beside it are kept: after the ` +
+  `fresh start, \`agent-access snapshot list\` shows them and \`agent-access snapshot restore NAME\` brings one back (\`_baseline\`: the ` +
+  `state as first created).`;

@@ -19,7 +19,8 @@ export async function exchangeToken(core: CoreContext, params: TokenParams): Pro
   if (!client.grant_types.includes(grantType)) {
     throw new OAuthError(
       'unauthorized_client',
-      `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again with ${grantType} in grant_types to use it`,
+      `grant_type ${grantType} is not among the grant_types this client registered (${client.grant_types.join(', ')}); register again ` +
+        `with ${grantType} in grant_types to use it`,
     );
   }
   return handler.handler(core, params, client);

@@ -256,7 +256,9 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       return note(
         state,
         event,
-        `${event.data.answered_by === 'policy' ? 'consent asked, for the policy to answer' : 'consent page shown'}: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`,
+        `${
+          event.data.answered_by === 'policy' ? 'consent asked, for the policy to answer' : 'consent page shown'
+        }: ${clientName(state, event.data.client_id)} asks ${event.data.person_id} for ${event.data.scopes.join(' ')}`,
       );
     case 'consent.approved':
       return note(
@@ -270,7 +272,9 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       return note(
         state,
         event,
-        `consent policy for ${event.data.client_id ? clientName(state, event.data.client_id) : 'all clients'}: ${event.data.decision}${event.data.scopes ? ` ${event.data.scopes.join(' ')}` : ''}`,
+        `consent policy for ${
+          event.data.client_id ? clientName(state, event.data.client_id) : 'all clients'
+        }: ${event.data.decision}${event.data.scopes ? ` ${event.data.scopes.join(' ')}` : ''}`,
       );
     case 'grant.created': {
       const d = event.data;

@@ -317,7 +317,8 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         const state_ = g.generation === current && f.status === 'active' ? 'current' : g.generation === current ? 'invalidated' : 'rotated';
         lines.push(
           line(
-            `  gen ${g.generation}  ${state_.padEnd(11)} issued ${clockTime(g.issued_at)}${g.rotated_at ? `  rotated ${clockTime(g.rotated_at)}` : ''}${replayed ? '  ← replayed' : ''}`,
+            `  gen ${g.generation}  ${state_.padEnd(11)} issued ${clockTime(g.issued_at)}` +
+              `${g.rotated_at ? `  rotated ${clockTime(g.rotated_at)}` : ''}${replayed ? '  ← replayed' : ''}`,
             replayed ? 'alarm' : g.generation === current && f.status === 'active' ? 'ok' : 'normal',
           ),
         );
@@ -326,7 +327,8 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       for (const t of f.access_tokens) {
         lines.push(
           line(
-            `  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}  ${f.status === 'active' || t.revoked ? tokenState(state, t) : `ended with the family at ${clockTime(f.invalidated_at)}`}`,
+            `  ${t.jti.slice(0, 10)}  issued ${clockTime(t.issued_at)}` +
+              `  ${f.status === 'active' || t.revoked ? tokenState(state, t) : `ended with the family at ${clockTime(f.invalidated_at)}`}`,
             f.status !== 'active' || t.revoked || t.expires_at <= state.now ? 'dim' : 'normal',
           ),
         );
@@ -345,7 +347,9 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
             j.status === 'failed' ? 'alarm' : j.status === 'succeeded' ? 'ok' : 'normal',
           ),
           line(
-            `created  ${clockTime(j.created_at)}   ${j.finished_at ? `finished ${clockTime(j.finished_at)} after` : 'running for'} ${age((j.finished_at ?? state.now) - j.created_at)}`,
+            `created  ${clockTime(j.created_at)}   ${
+              j.finished_at ? `finished ${clockTime(j.finished_at)} after` : 'running for'
+            } ${age((j.finished_at ?? state.now) - j.created_at)}`,
           ),
           ...(j.error ? [line(`error    ${j.error}`, 'alarm')] : []),
         ];
@@ -357,11 +361,14 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(`client   ${clientName(state, d.client_id)}   grant ${d.grant_id}`),
         line(`file     ${d.file_name} (${d.size} bytes)`),
         line(
-          `step     ${TRAINING_STEPS.map((s) => (s === d.processing_step ? `[${s}]` : s)).join(' › ')}${d.processing_step === 'failed' ? ' › [failed]' : ''}`,
+          `step     ${TRAINING_STEPS.map((s) => (s === d.processing_step ? `[${s}]` : s)).join(' › ')}` +
+            `${d.processing_step === 'failed' ? ' › [failed]' : ''}`,
           d.processing_step === 'failed' ? 'alarm' : d.processing_step === 'indexed' ? 'ok' : 'normal',
         ),
         line(
-          `created  ${clockTime(d.created_at)}   ${d.finished_at ? `done ${clockTime(d.finished_at)} after` : 'running for'} ${age((d.finished_at ?? state.now) - d.created_at)}`,
+          `created  ${clockTime(d.created_at)}   ${
+            d.finished_at ? `done ${clockTime(d.finished_at)} after` : 'running for'
+          } ${age((d.finished_at ?? state.now) - d.created_at)}`,
         ),
         ...(d.error ? [line(`error    ${d.error}`, 'alarm')] : []),
       ];
@@ -372,11 +379,18 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
       return [
         line(`${r.method} ${r.path}`),
         line(
-          `status   ${r.status}   ${r.ms} ms   on ${(r.server === 'api' ? state.service?.base_url : state.service?.auth_url) ?? `the ${r.server} server`}   at ${clockTime(r.at)}`,
+          `status   ${r.status}   ${r.ms} ms ` +
+            `  on ${(r.server === 'api' ? state.service?.base_url : state.service?.auth_url) ?? `the ${r.server} server`}   at ${clockTime(r.at)}`,
           r.status >= 500 ? 'alarm' : r.status >= 400 ? 'warn' : 'normal',
         ),
         line(
-          `client   ${r.client_id ? `${clientName(state, r.client_id)} (${r.client_id})` : r.bearer ? `- (${r.bearer} bearer token, refused)` : '- (no bearer token)'}`,
+          `client   ${
+            r.client_id
+              ? `${clientName(state, r.client_id)} (${r.client_id})`
+              : r.bearer
+                ? `- (${r.bearer} bearer token, refused)`
+                : '- (no bearer token)'
+          }`,
           r.bearer ? 'warn' : 'normal',
         ),
         ...(r.grant_id ? [line(`grant    ${r.grant_id}`)] : []),
@@ -390,7 +404,9 @@ export function detail(state: DashboardState, view: ViewName, key: string | unde
         line(`fault ${f.id} (${f.kind}), armed at ${clockTime(f.created_at)}`),
         line(f.description, f.state === 'armed' ? 'warn' : 'normal'),
         line(
-          `state    ${f.state}   fired ${f.fired}×${f.remaining !== null ? `, ${f.remaining} left` : ''}${f.last_fired_at ? `, last at ${clockTime(f.last_fired_at)}` : ''}`,
+          `state    ${f.state}   fired ${f.fired}×${f.remaining !== null ? `, ${f.remaining} left` : ''}${
+            f.last_fired_at ? `, last at ${clockTime(f.last_fired_at)}` : ''
+          }`,
         ),
         line('faults are armed with serve --fault, POST /_admin/faults or faults.add()', 'dim'),
       ];

@@ -47,13 +47,15 @@ export const FINDINGS = {
     severity: 'error',
     spec: 'spec 4.2; OAuth 2.1 §4.1.1',
     trigger:
-      'an authorization request without `scope`, `state`, `code_challenge`, `code_challenge_method` or `redirect_uri` (refused), or without `resource` (a warning: it yields an identity token)',
+      'an authorization request without `scope`, `state`, `code_challenge`, `code_challenge_method` or `redirect_uri` (refused), or ' +
+      'without `resource` (a warning: it yields an identity token)',
   },
   'ratelimit.retry_too_early': {
     severity: 'warning',
     spec: 'spec 7, 8; RFC 9110 §10.2.3',
     trigger:
-      'a request with the same grant that arrived (its head received) after a 429 was delivered, before its Retry-After passed; a request already sent when the 429 went out is never one, however late it is handled',
+      'a request with the same grant that arrived (its head received) after a 429 was delivered, before its Retry-After passed; a ' +
+      'request already sent when the 429 went out is never one, however late it is handled',
   },
   'idempotency.retry_without_key': {
     severity: 'warning',
@@ -69,7 +71,8 @@ export const FINDINGS = {
     severity: 'warning',
     spec: 'spec 3.3, 5.7; RFC 7009 §2',
     trigger:
-      'a client, or the same software registered again (same name and redirect URIs), has a newer grant for the same person while an older one is still active and was not used since',
+      'a client, or the same software registered again (same name and redirect URIs), has a newer grant for the same person while an ' +
+      'older one is still active and was not used since',
   },
   'scope.unused': {
     severity: 'info',

@@ -62,9 +62,11 @@ export function exactly(text: string): SafeHtml {
   return html`<bdi>${parts}</bdi>`;
 }
 
-const STYLE = `
+const STYLE =
+  `
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b;line-height:1.5}
-h1{font-size:1.4rem}h2{font-size:1.15rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem .45rem;border-radius:.6rem;background:#fff3cd;color:#664d03;border:1px solid #e6c96a;vertical-align:middle}
+h1{font-size:1.4rem}h2{font-size:1.15rem}.badge{display:inline-block;font-size:.75rem;padding:.1rem ` +
+  `.45rem;border-radius:.6rem;background:#fff3cd;color:#664d03;border:1px solid #e6c96a;vertical-align:middle}
 .write{background:#f8d7da;color:#58151c;border-color:#e4a0a7}ul.scopes{padding-left:1.2rem}ul.scopes li{margin:.35rem 0}
 .note{color:#555;font-size:.9rem}.buttons{display:flex;gap:.75rem;margin-top:1.5rem}
 button{font-size:1rem;padding:.55rem 1.2rem;border-radius:.4rem;border:1px solid #888;background:#f4f4f4;cursor:pointer}

@@ -14,7 +14,8 @@ export function checkRequestedScopes(value: string, supported: readonly string[]
   if (retired.length)
     throw new ClientError(
       'usage',
-      `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask scope covers all reading (use --scope ask)`,
+      `${retired.map((s) => `"${s}"`).join(', ')} ${retired.length > 1 ? 'are' : 'is'} retired and refused by the service; the ask ` +
+        `scope covers all reading (use --scope ask)`,
     );
   const unknown = scopes.filter((s) => !supported.includes(s));
   if (unknown.length)

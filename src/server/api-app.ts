@@ -191,7 +191,8 @@ function refuseClientAuthentication(core: Core) {
     done(
       new OAuthError(
         'invalid_client',
-        `client authentication (${sent ? `${sent} in the Authorization header` : 'an Authorization header that names no scheme'}) is not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
+        `client authentication (${sent ? `${sent} in the Authorization header` : 'an Authorization header that names no scheme'}) is ` +
+          `not supported: clients are public; send client_id in the form body and no Authorization header (token_endpoint_auth_method 'none')`,
         { status: 401, challenge: `${scheme} realm="${core.issuer}"` },
       ),
     );

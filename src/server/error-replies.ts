@@ -1,7 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AgentAccessError, BearerError, OAuthError, ProblemError } from '../core/errors.js';
 import { RateLimitedError } from '../core/rate-limit.js';
-import { Refusal } from '../core/refusal.js';
 import { PROBLEM_TYPE_PREFIX, PROBLEMS, type ProblemCode } from '../protocol/problems.js';
 import { pageHeaders } from './page-headers.js';
 
@@ -105,7 +104,6 @@ export function errorReplier(options: {
         return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.error, error.message, error.hint, request));
       return sendOAuthError(reply, error);
     }
-    if (error instanceof Refusal) return sendProblem(reply, error.code, error.message, hintOf(error));
     if (error instanceof ProblemError) {
       if (style === 'html')
         return pageHeaders(reply.code(error.status)).send(options.htmlError(error.status, error.code, error.message, error.hint, request));

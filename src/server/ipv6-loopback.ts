@@ -75,10 +75,14 @@ export async function alsoOnIpv6Loopback(apps: ReadonlyArray<{ app: FastifyInsta
   if (failed.every((f) => NO_IPV6.has(f.code)))
     return {
       servers,
-      notice: `::1 is not available on this machine (${failed[0]!.code}): listening on 127.0.0.1 only, so the emulator cannot be reached at ${where}, nor at localhost where it resolves to ::1 first; use 127.0.0.1`,
+      notice:
+        `::1 is not available on this machine (${failed[0]!.code}): listening on 127.0.0.1 only, so the emulator cannot be ` +
+        `reached at ${where}, nor at localhost where it resolves to ::1 first; use 127.0.0.1`,
     };
   return {
     servers,
-    notice: `could not also listen on ${where} (${failed.map((f) => f.code).join(', ')}): listening on 127.0.0.1 only there, so ${where}, and localhost where it resolves to ::1 first, may reach another program; use 127.0.0.1`,
+    notice:
+      `could not also listen on ${where} (${failed.map((f) => f.code).join(', ')}): listening on 127.0.0.1 only ` +
+      `there, so ${where}, and localhost where it resolves to ::1 first, may reach another program; use 127.0.0.1`,
   };
 }

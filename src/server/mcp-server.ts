@@ -12,10 +12,8 @@ import { ProblemError } from '../core/errors.js';
 import { IDEMPOTENCY_KEY } from '../core/idempotency.js';
 import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID, type InputSchema } from '../core/inputs.js';
 import type { Answer, Charged } from '../core/metering.js';
-import { Refusal } from '../core/refusal.js';
 import type { AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
-import { PROBLEMS } from '../protocol/problems.js';
 import { routeOf, TOOL_CALL_ROUTE, VARIANT_META, type ToolName } from './mcp-tools.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
@@ -34,7 +32,8 @@ function zodString(input: Extract<InputSchema, { type: 'string' }>, description:
 
 const idempotencyKey = zodString(
   IDEMPOTENCY_KEY,
-  'Wie der Header Idempotency-Key der REST-Routen: derselbe Schlüssel mit denselben Argumenten liefert die gespeicherte Antwort und wird nicht erneut berechnet; mit anderen Argumenten wird er abgelehnt.',
+  'Wie der Header Idempotency-Key der REST-Routen: derselbe Schlüssel mit denselben Argumenten liefert die gespeicherte Antwort und ' +
+    'wird nicht erneut berechnet; mit anderen Argumenten wird er abgelehnt.',
 ).optional();
 
 const id = (what: string) => zodString(RESOURCE_ID, what);
@@ -60,12 +59,8 @@ async function run(operation: () => Promise<Answer<unknown>>, onServerError: (er
   try {
     return toolResult(await operation());
   } catch (e) {
-    if (e instanceof Refusal)
-      return toolResult(
-        { value: { error: e.code, detail: e.message, status: PROBLEMS[e.code].status, ...(e.hint ? { hint: e.hint } : {}) } },
-        true,
-      );
-    if (e instanceof ProblemError) return toolResult({ value: { error: e.code, detail: e.message, status: e.status } }, true);
+    if (e instanceof ProblemError)
+      return toolResult({ value: { error: e.code, detail: e.message, status: e.status, ...(e.hint ? { hint: e.hint } : {}) } }, true);
     onServerError(e instanceof Error ? e : new Error(String(e)));
     return toolResult({ value: { error: 'server_error', detail: 'the tool failed inside the emulator; see its log', status: 500 } }, true);
   }
@@ -110,7 +105,8 @@ export function buildServer(
       title: 'Frage stellen',
       description:
         'Stellt eine Frage zum Arbeitsbereich und zur Wissensdatenbank der Person und antwortet auf Deutsch mit den verwendeten Quellen. ' +
-        'Mit der Berechtigung workspace.write bereitet eine Bitte um eine Änderung (anlegen oder ändern eines Kontakts, einer Aufgabe, eines Briefs …) genau eine Aktion vor: ' +
+        'Mit der Berechtigung workspace.write bereitet eine Bitte um eine Änderung (anlegen oder ändern eines Kontakts, einer Aufgabe, ' +
+        'eines Briefs …) genau eine Aktion vor: ' +
         'sie ändert noch nichts, bis die Person sie freigibt; danach führt continue_ask sie aus. Ohne idempotency_key wird jeder Aufruf berechnet (AKh).',
       inputSchema: z.object({ question: zodString(QUESTION, 'Die Frage oder Bitte, auf Deutsch'), idempotency_key: idempotencyKey }),
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
@@ -123,7 +119,8 @@ export function buildServer(
     {
       title: 'Freigegebene Aktion ausführen',
       description:
-        'Setzt eine von ask vorbereitete Aktion fort: meldet, dass sie noch auf die Freigabe wartet, dass die Person sie abgelehnt hat, oder führt die freigegebene Änderung aus (genau einmal) und antwortet auf Deutsch. Kostenlos.',
+        'Setzt eine von ask vorbereitete Aktion fort: meldet, dass sie noch auf die Freigabe wartet, dass die Person sie abgelehnt ' +
+        'hat, oder führt die freigegebene Änderung aus (genau einmal) und antwortet auf Deutsch. Kostenlos.',
       inputSchema: z.object({ action_id: id('Die action_id aus der Antwort von ask') }),
       annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
     },
@@ -135,7 +132,8 @@ export function buildServer(
     {
       title: 'Recherche starten',
       description:
-        'Startet eine Recherche in der Wissensdatenbank (liest keine Arbeitsbereichsdaten) und antwortet sofort mit job_id und Status queued; das Ergebnis holt get_research. Kostet AKh, einmal pro Auftrag.',
+        'Startet eine Recherche in der Wissensdatenbank (liest keine Arbeitsbereichsdaten) und antwortet sofort mit job_id und Status ' +
+        'queued; das Ergebnis holt get_research. Kostet AKh, einmal pro Auftrag.',
       inputSchema: z.object({ question: zodString(QUESTION, 'Die Recherchefrage, auf Deutsch'), idempotency_key: idempotencyKey }),
       annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     },
@@ -148,7 +146,8 @@ export function buildServer(
     {
       title: 'Recherche abfragen',
       description:
-        'Liest den Stand einer Recherche: status (queued bei Annahme, succeeded wenn fertig, dazwischen und bei einem Fehler andere Werte); bei succeeded mit report und citations, bei einem Fehler mit error. Kostenlos.',
+        'Liest den Stand einer Recherche: status (queued bei Annahme, succeeded wenn fertig, dazwischen und bei einem Fehler andere ' +
+        'Werte); bei succeeded mit report und citations, bei einem Fehler mit error. Kostenlos.',
       inputSchema: z.object({ job_id: id('Die job_id von start_research') }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
@@ -160,7 +159,8 @@ export function buildServer(
     {
       title: 'Dokument zur Wissensdatenbank hinzufügen',
       description:
-        'Nimmt ein Textdokument (z. B. Markdown) für die Wissensdatenbank an. Es wird asynchron verarbeitet (processing_step) und ist erst nach der Indexierung auffindbar. Kostenlos.',
+        'Nimmt ein Textdokument (z. B. Markdown) für die Wissensdatenbank an. Es wird asynchron verarbeitet (processing_step) und ist ' +
+        'erst nach der Indexierung auffindbar. Kostenlos.',
       inputSchema: z.object({
         file_name: zodString(FILE_NAME, 'Dateiname, z. B. hausordnung.md'),
         content: zodString(CONTENT, 'Der Text des Dokuments'),

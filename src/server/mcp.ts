@@ -3,7 +3,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentPlane } from '../core/agent-plane.js';
 import type { Core } from '../core/core.js';
-import type { AccessContext } from '../core/resource-guard.js';
+import { checkScope, type AccessContext } from '../core/resource-guard.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { RETIRED_TOOLS, TOOL_CALL_ROUTE, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
 import { requireScope } from './resource-guard.js';
@@ -12,12 +12,13 @@ import { INVALID_UTF8 } from './strict-json.js';
 import { HEADERS_TOO_LARGE, HTTP_LIMITS, URI_TOO_LONG } from './http-transport.js';
 
 /**
- * The MCP SDK and zod weigh more than the rest of the server (about 220 ms to load, 15 MB of memory): they load
- * with the first request to /mcp, which an MCP client sends before it has a token (the 401 that starts its
- * discovery), so they are there by the time it comes back with one; a server no client uses over MCP never loads
- * them. Loaded in stages (zod's core, zod, the SDK's protocol types, its server, the transport), because a module
- * graph runs in one go once loaded: a request that does not need them waits at most one stage's run (30 ms on
- * Node 20, up to 100 ms on Node 22, whose loader reads a graph's files in the same go).
+ * The MCP SDK and zod weigh more than the rest of the server, in load time and memory (docs/bench.md "A warm-up
+ * request before the ready line, and the MCP SDK on demand"): they load with the first request to /mcp, which an
+ * MCP client sends before it has a token (the 401 that starts its discovery), so they are there by the time it
+ * comes back with one; a server no client uses over MCP never loads them. Loaded in stages (zod's core, zod, the
+ * SDK's protocol types, its server, the transport), because a module graph runs in one go once loaded: a request
+ * that does not need them waits at most one stage's run (longer on Node 22, whose loader reads a graph's files in
+ * the same go; docs/bench.md "Start-up, first requests and memory").
  */
 const MCP_STAGES = [() => import('zod/v4/core'), () => import('zod'), () => import('@modelcontextprotocol/server')];
 let mcpServerModule: Promise<typeof import('./mcp-server.js')> | undefined;
@@ -149,7 +150,7 @@ export function registerMcpRoute(
           .code(400)
           .type('application/json; charset=utf-8')
           .send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `Invalid Request: ${invalid}` } });
-      const refusal = checkToolCalls(request.body, access, resources, reply);
+      const refusal = checkToolCalls(request.body, access, core, resources, reply);
       if (refusal) return reply.type('application/json').send(refusal);
 
       const { buildHandler } = await loadMcpServer();
@@ -201,7 +202,13 @@ function webRequest(request: FastifyRequest, signal: AbortSignal): Request {
  * Before the MCP server sees a tools/call: the tool's scope (403 `insufficient_scope` naming it, as the MCP
  * authorization spec asks), the grant's rate limit (429), and retired tools (refused by name).
  */
-function checkToolCalls(body: unknown, access: AccessContext, resources: ResourceService, reply: FastifyReply): object | undefined {
+function checkToolCalls(
+  body: unknown,
+  access: AccessContext,
+  core: Core,
+  resources: ResourceService,
+  reply: FastifyReply,
+): object | undefined {
   const message = body as JsonRpcMessage;
   if (message?.method !== 'tools/call') return undefined;
   const name = typeof message.params?.name === 'string' ? message.params.name : '';
@@ -214,9 +221,7 @@ function checkToolCalls(body: unknown, access: AccessContext, resources: Resourc
   }
   const scope = (TOOL_SCOPES as Record<string, string>)[name];
   if (!scope) return undefined; // unknown: the MCP server answers "not found"
-  setRateLimitHeaders(
-    reply,
-    resources.meter.admit(access, { scope, needs: `the tool "${name}"`, route: TOOL_CALL_ROUTE, meter: routeOf(name as ToolName) }),
-  );
+  checkScope(core, access, scope, `the tool "${name}"`, TOOL_CALL_ROUTE);
+  setRateLimitHeaders(reply, resources.meter.admit(access, { scope, route: TOOL_CALL_ROUTE, meter: routeOf(name as ToolName) }));
   return undefined;
 }

@@ -66,7 +66,7 @@ export function registerRestRoutes(app: FastifyInstance, core: Core, resources: 
     const guarded = (scope: string, route: string): onRequestAsyncHookHandler[] => [
       requireScope(core, scope),
       async function rateLimit(request: FastifyRequest, reply: FastifyReply) {
-        const gate = { scope, needs: 'this route', route, path: request.url.split('?')[0], meter: route };
+        const gate = { scope, route, path: request.url.split('?')[0], meter: route };
         setRateLimitHeaders(reply, resources.meter.admit(request.access!, gate));
       },
       async function postHeaders(request: FastifyRequest) {

@@ -105,7 +105,8 @@ export class Snapshots {
         const where = this.#store.fileOf(BASELINE);
         throw new ProblemError(
           'snapshot_baseline_missing',
-          `this state has no baseline to reset to${where ? ` (${where} is missing)` : ''}: it was created before snapshots existed, or the file was removed. Save a snapshot and restore that instead, or start with a new state file.`,
+          `this state has no baseline to reset to${where ? ` (${where} is missing)` : ''}: it was created before snapshots existed, or ` +
+            `the file was removed. Save a snapshot and restore that instead, or start with a new state file.`,
         );
       }
       return this.#apply(record);

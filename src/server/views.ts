@@ -24,6 +24,17 @@ function scopeText(scope: string): { label: string; description: string; writes:
 
 const writeBadge = (writes: boolean) => (writes ? html` <span class="badge write">Schreibzugriff</span>` : '');
 
+// Sentences of the pages, kept whole here so the templates stay readable (none holds a character HTML escapes).
+const AKH_NOTE =
+  'AKh ist die Einheit, in der der Agent Access Service abrechnet, was eine Anwendung in Ihrem Namen in Auftrag gibt. ' +
+  'Den Stand einer Recherche abzufragen kostet nichts.';
+const ASKED_EVERY_TIME = 'Sie werden bei jeder Anmeldung erneut gefragt. Einen erteilten Zugriff können Sie jederzeit unter ';
+const REVOKE_CONSEQUENCE =
+  'Die Anwendung kann danach nicht mehr in Ihrem Namen zugreifen: Schon ihre nächste Anfrage wird abgelehnt. ' +
+  'Um ihr wieder Zugriff zu geben, melden Sie sich in der Anwendung erneut an.';
+/** The settings page's revoke button, described by the grant's line and its client's heading. */
+const revokeButton = (ref: string) => html`<button type="submit" aria-describedby="${ref.replace(/-\d+$/, '')} ${ref}">Widerrufen</button>`;
+
 /** An amount of AKh as a German reader writes it: `0,1`, `2`. */
 const akh = (amount: number) => `${amount.toLocaleString('de-DE')} AKh`;
 
@@ -41,7 +52,8 @@ function priceOf(scope: string, prices: Prices): string | undefined {
 function scopeItem(scope: string, prices: Prices) {
   const { label, description, writes } = scopeText(scope);
   const price = priceOf(scope, prices);
-  return html`<li data-scope="${scope}"><strong>${label}</strong>${writeBadge(writes)}<br><span class="scope-text">${description}${price ? html` <span class="price">${price}</span>` : ''}</span> <code>${scope}</code></li>`;
+  const text = html`<span class="scope-text">${description}${price ? html` <span class="price">${price}</span>` : ''}</span>`;
+  return html`<li data-scope="${scope}"><strong>${label}</strong>${writeBadge(writes)}<br>${text} <code>${scope}</code></li>`;
 }
 
 /** Spec 4.2, 5.6: every requested scope in plain German, writes marked, client_name labelled unverified. */
@@ -66,11 +78,12 @@ möchte im Namen von <strong>${person.name}</strong> (${person.email}) auf den A
 <p class="note">Der Name dieser Anwendung wurde nicht überprüft. Erlauben Sie den Zugriff nur, wenn Sie die Anmeldung selbst gestartet haben.</p>
 <h2>Die Anwendung erhält diese Berechtigungen</h2>
 <ul class="scopes">${request.scopes.map((s) => scopeItem(s, input.prices))}</ul>
-${charged ? html`<p class="note" id="akh">AKh ist die Einheit, in der der Agent Access Service abrechnet, was eine Anwendung in Ihrem Namen in Auftrag gibt. Den Stand einer Recherche abzufragen kostet nichts.</p>` : ''}
+${charged ? html`<p class="note" id="akh">${AKH_NOTE}</p>` : ''}
 <p class="note">${
       request.resource !== null
         ? html`Der Zugriff gilt für die Agenten-Schnittstelle <code>${input.resource}</code>.`
-        : html`Die Anwendung hat keine Ressource angegeben. Sie erhält damit nur einen Nachweis Ihrer Identität, den die Werkzeuge des Arbeitsbereichs nicht annehmen.`
+        : 'Die Anwendung hat keine Ressource angegeben. Sie erhält damit nur einen Nachweis Ihrer Identität, ' +
+          'den die Werkzeuge des Arbeitsbereichs nicht annehmen.'
     }</p>
 <p>Nach Ihrer Entscheidung werden Sie zu <strong id="redirect-host">${isolated(target.host)}</strong> weitergeleitet.</p>
 <form method="post" action="/consent">
@@ -81,7 +94,7 @@ ${charged ? html`<p class="note" id="akh">AKh ist die Einheit, in der der Agent 
 <button type="submit" name="decision" value="deny">Ablehnen</button>
 </div>
 </form>
-<p class="note">Sie werden bei jeder Anmeldung erneut gefragt. Einen erteilten Zugriff können Sie jederzeit unter <a href="/settings">Verbundene Anwendungen</a> widerrufen.</p>`,
+<p class="note">${ASKED_EVERY_TIME}<a href="/settings">Verbundene Anwendungen</a> widerrufen.</p>`,
   );
 }
 
@@ -165,7 +178,7 @@ function grantItem(g: GrantView, ref: string) {
 <p class="meta" id="${ref}">${meta}</p></div>${
     g.status === 'active'
       ? // A GET to the question first: the revocation is asked once, with or without JavaScript.
-        html`<form method="get" action="/settings/grants/${encodeURIComponent(g.id)}/revoke"><button type="submit" aria-describedby="${ref.replace(/-\d+$/, '')} ${ref}">Widerrufen</button></form>`
+        html`<form method="get" action="/settings/grants/${encodeURIComponent(g.id)}/revoke">${revokeButton(ref)}</form>`
       : ''
   }</li>`;
 }
@@ -179,12 +192,24 @@ function clientSection(group: ClientGrants, ref: string) {
 <p class="client-id">Client-ID <code>${group.client_id}</code></p>
 ${
   group.active.length > 1
-    ? html`<p class="note">${count(group.active.length, 'aktiver Zugriff', 'aktive Zugriffe')}: Jede Anmeldung erteilt einen eigenen Zugriff, den Sie einzeln widerrufen können.</p>`
+    ? html`<p class="note">${count(
+        group.active.length,
+        'aktiver Zugriff',
+        'aktive Zugriffe',
+      )}: Jede Anmeldung erteilt einen eigenen Zugriff, den Sie einzeln widerrufen können.</p>`
     : ''
 }${
     group.active.length > 0
       ? html`<ul class="grants">${group.active.map(item(0))}</ul>
-${group.revoked.length > 0 ? html`<details class="revoked"><summary>${count(group.revoked.length, 'widerrufener Zugriff', 'widerrufene Zugriffe')}</summary>${revoked}</details>` : ''}`
+${
+  group.revoked.length > 0
+    ? html`<details class="revoked"><summary>${count(
+        group.revoked.length,
+        'widerrufener Zugriff',
+        'widerrufene Zugriffe',
+      )}</summary>${revoked}</details>`
+    : ''
+}`
       : revoked
   }
 </section>`;
@@ -200,7 +225,8 @@ function pager(grants: GrantPage, page: number) {
   const first = grants.offset + 1;
   const last = grants.offset + grants.grants.length;
   const link = (to: number, text: string, rel: string) => html`<a href="/settings?page=${to}" rel="${rel}">${text}</a>`;
-  return html`<nav class="pages" aria-label="Seiten"><p class="note">Zugriffe ${first}–${last} von <span id="grant-total">${grants.total}</span> · Seite ${page} von ${pages}</p>
+  const total = html`<span id="grant-total">${grants.total}</span>`;
+  return html`<nav class="pages" aria-label="Seiten"><p class="note">Zugriffe ${first}–${last} von ${total} · Seite ${page} von ${pages}</p>
 <p>${page > 1 ? html`${link(1, '« Erste', 'first')} · ${link(page - 1, '‹ Vorige', 'prev')}` : ''}${page > 1 && page < pages ? ' · ' : ''}${
     page < pages ? html`${link(page + 1, 'Nächste ›', 'next')} · ${link(pages, 'Letzte »', 'last')}` : ''
   }</p></nav>`;
@@ -227,7 +253,9 @@ ${nav}<div id="grants">${
         ? html`<p>Sie haben noch keiner Anwendung Zugriff erteilt.</p>`
         : html`${active.size === 0 ? html`<p>Keine Anwendung hat zurzeit Zugriff.</p>` : ''}${current.map((g, i) => clientSection(g, `app-${i}`))}${
             former.length > 0
-              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map((g, i) => clientSection(g, `app-${current.length + i}`))}</details>`
+              ? html`<details class="former"><summary>${count(former.length, 'Anwendung', 'Anwendungen')} ohne aktiven Zugriff</summary>${former.map(
+                  (g, i) => clientSection(g, `app-${current.length + i}`),
+                )}</details>`
               : ''
           }`
     }</div>
@@ -251,7 +279,7 @@ export function revokePage(input: { grant: GrantView; csrf: string }): string {
 <p class="meta">${active ? html`Aktiv seit ${when(grant.created_at)}` : html`Widerrufen am ${when(grant.revoked_at)}`}</p>
 ${
   active
-    ? html`<p>Die Anwendung kann danach nicht mehr in Ihrem Namen zugreifen: Schon ihre nächste Anfrage wird abgelehnt. Um ihr wieder Zugriff zu geben, melden Sie sich in der Anwendung erneut an.</p>
+    ? html`<p>${REVOKE_CONSEQUENCE}</p>
 <form method="post" action="/settings/grants/${encodeURIComponent(grant.id)}/revoke">
 <input type="hidden" name="csrf" value="${input.csrf}">
 <div class="buttons">
@@ -274,6 +302,12 @@ export function documentPage(doc: { title: string; file_name: string; content: s
   );
 }
 
+/** A field's value before the change, where the action changes one that had a value. */
+const before = (action: PendingAction, field: string) => {
+  const value = action.before?.[field];
+  return value === undefined ? '' : exactly(value);
+};
+
 const ACTION_STATUS: Record<PendingAction['status'], string> = {
   pending: 'wartet auf Ihre Freigabe',
   approved: 'freigegeben; wird ausgeführt, sobald der Agent weitermacht',
@@ -293,7 +327,7 @@ export function actionPage(input: { action: PendingAction; clientName: string; c
       action.fields,
     ).map(
       ([field, value]) =>
-        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${action.before?.[field] === undefined ? '' : exactly(action.before[field])}</td><td>${exactly(value)}</td></tr>`,
+        html`<tr><td>${fieldLabel(action.kind, field)}</td><td>${before(action, field)}</td><td>${exactly(value)}</td></tr>`,
     )}</tbody></table>
 <p class="note">Anlass war die Anfrage: „${exactly(action.question)}“</p>
 ${input.notice ? html`<p class="note" role="status">${input.notice}</p>` : ''}

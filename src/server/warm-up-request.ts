@@ -11,8 +11,8 @@ const WARM_UP_HEADER = 'agent-access-warm-up';
 /**
  * The emulator's own first request, sent over a real socket before the ready line: the code every request runs (the
  * socket, the HTTP parser, fastify's routing and hooks, a route and its serializer) is compiled then, not in a
- * client's first request (a client's first metadata request: about 9 ms before, 3 ms after, on a new connection
- * either way). Such a request is nobody's: no request log, no finding, no fault (`owns`).
+ * client's first request (docs/bench.md "A warm-up request before the ready line, and
+ * the MCP SDK on demand"). Such a request is nobody's: no request log, no finding, no fault (`owns`).
  */
 export class WarmUpRequests {
   /**

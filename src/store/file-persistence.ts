@@ -50,8 +50,8 @@ const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
 const COMPACTION_RETRY_MS = 1_000;
 /**
  * The writer thread's young generation, in MB. Everything it allocates (a compaction's pieces, a large ledger's
- * lines at a start) dies young, and V8 grew its default young generation to hold it, about 12 MB of RSS kept for as
- * long as serve runs (a 100k-record state under the bench's refresh load: 253 MB peak instead of 266).
+ * lines at a start) dies young, and V8 grew its default young generation to hold it, RSS kept for as long as serve
+ * runs (docs/storage.md "Memory").
  */
 const WRITER_YOUNG_MB = 4;
 /**
@@ -196,7 +196,8 @@ async function replayJournal(
   if (!base && pending.length > 0 && pending[0]!.seq !== 1) {
     throw new StateFileError(
       file,
-      `state file ${file} is missing, but its journal ${journalFile} is there and continues it (from record ${pending[0]!.seq}). Put the state file back, or move the journal away too. ${resetAdvice(file)}`,
+      `state file ${file} is missing, but its journal ${journalFile} is there and continues it (from ` +
+        `record ${pending[0]!.seq}). Put the state file back, or move the journal away too. ${resetAdvice(file)}`,
     );
   }
   if (pending.length > 0 && pending[0]!.seq !== seq + 1) {
@@ -314,7 +315,7 @@ export class FilePersistence implements StatePersistence {
 
   async load(): Promise<State | null> {
     // A large ledger is read and parsed on the writer's thread while this one reads the state file; a small one
-    // here after it, in less time than the thread takes to start (about 60 ms).
+    // here after it, in less time than the thread takes to start (docs/storage.md "A start").
     const ledgerBytes = await stat(this.ledgerFile).then(
       (s) => s.size,
       () => 0,
@@ -362,13 +363,15 @@ export class FilePersistence implements StatePersistence {
     const records = (n: number) => `${n} journal record${n === 1 ? '' : 's'}`;
     if (read.stale > 0)
       this.#notice(
-        `skipped ${records(read.stale)} at the start of ${this.journalFile} that ${this.location} already holds: the last process stopped after writing the state file and before cutting the journal`,
+        `skipped ${records(read.stale)} at the start of ${this.journalFile} that ${this.location} already holds: the last process ` +
+          `stopped after writing the state file and before cutting the journal`,
       );
     if (read.replayed > 0)
       this.#notice(
         base
           ? `replayed ${records(read.replayed)} from ${this.journalFile} (the last stop was not clean)`
-          : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first start on ${this.location} stopped before it wrote the state file`,
+          : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first ` +
+              `start on ${this.location} stopped before it wrote the state file`,
       );
     // The ledger must be this state's (else StateFileError, nothing touched). Lines beyond the committed count were
     // appended by a commit that never completed only if the journal is there: a commit has its journal file before
@@ -521,7 +524,8 @@ export class FilePersistence implements StatePersistence {
             const delay = Math.min(COMPACTION_RETRY_MS * 2 ** this.#failedCompactions++, this.#maxAgeMs);
             this.#retryAt = Date.now() + delay;
             this.#notice(
-              `compaction failed: ${(e as Error).message}; every answered write is in ${this.journalFile} (${this.#journalBytes} bytes), which a start replays; serving goes on, next try in ${delay / 1000} s`,
+              `compaction failed: ${(e as Error).message}; every answered write ` +
+                `is in ${this.journalFile} (${this.#journalBytes} bytes), which a start replays; serving goes on, next try in ${delay / 1000} s`,
             );
           }
           throw e;
@@ -709,7 +713,9 @@ export class FilePersistence implements StatePersistence {
       kept = `every write answered before is kept: ${this.location} is written from memory as serve stops, and the ledger beside it matches it`;
     } else if (code === LOCK_LOST) kept = `nothing more is written: the files may be another process's now`;
     else if (code === FILES_GONE.ledger)
-      kept = `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ledger, and a start refuses them until it is put back`;
+      kept =
+        `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ` +
+        `ledger, and a start refuses them until it is put back`;
     else kept = `nothing is written back: the state of this run is not on disk any more`;
     const lost = Object.assign(
       new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, { cause: error }),
@@ -766,7 +772,8 @@ export class FilePersistence implements StatePersistence {
           if (this.#abandoned) throw e;
           // Every answered write is durable in the journal (a commit is answered only then): a clean stop all the same.
           this.#notice(
-            `stopped without folding the journal into ${this.location} (${(e as Error).message}); every answered write is kept in ${this.journalFile}, which the next start replays`,
+            `stopped without folding the journal into ${this.location} (${(e as Error).message}); every answered write is ` +
+              `kept in ${this.journalFile}, which the next start replays`,
           );
         });
       if (this.#salvage && this.#repo)

@@ -173,17 +173,21 @@ export function reconcileLedger(
   // An old ledger beside a state that counts none of it: the state was replaced or moved away. Or, with a state
   // and a journal, its first charges' commit was cut short: dropped below like any commit's.
   if (count === 0 && lines.length > 0 && !(totals && afterCrash)) {
-    const what = `the ledger holds ${plural(lines.length, 'charge line')} (${seqRange(1, lines.length)}), but ${totals ? 'the state records no charges' : 'there is no state file'}`;
+    const what = `the ledger holds ${plural(lines.length, 'charge line')} (${seqRange(1, lines.length)}), but ${
+      totals ? 'the state records no charges' : 'there is no state file'
+    }`;
     if (totals) throw refuse(what);
     throw refuse(
       what,
-      `Put back the state file these charges belong to, restoring both files from the same backup or snapshot; or, to start over without them, move the ledger away as well: mv ${shellQuoted(ledgerFile)} ${shellQuoted(`${ledgerFile}.bak`)}`,
+      `Put back the state file these charges belong to, restoring both files from the same backup or snapshot; or, to start over ` +
+        `without them, move the ledger away as well: mv ${shellQuoted(ledgerFile)} ${shellQuoted(`${ledgerFile}.bak`)}`,
     );
   }
   if (count > 0 && ledger === null) throw refuse(`the ledger is missing, and the state counts ${plural(count, 'charge')}`);
   if (lines.length < count)
     throw refuse(
-      `the ledger holds ${plural(lines.length, 'complete line')}, but the state counts ${plural(count, 'charge')} (${seqRange(lines.length + 1, count)} missing)`,
+      `the ledger holds ${plural(lines.length, 'complete line')}, but the state ` +
+        `counts ${plural(count, 'charge')} (${seqRange(lines.length + 1, count)} missing)`,
     );
   const entries = parsed.slice(0, count);
   const bad = entries.findIndex((entry) => typeof entry === 'string');
@@ -213,7 +217,8 @@ export function reconcileLedger(
   const chain = ledgerChain(lines.slice(0, count));
   if (totals?.ledger_chain !== undefined && chain !== totals.ledger_chain)
     throw refuse(
-      `the ledger's committed lines (${seqRange(1, count)}) sum to the state's totals, but are not the lines the state recorded (their chained sha256 is not its charges.ledger_chain): a line was edited after it was written`,
+      `the ledger's committed lines (${seqRange(1, count)}) sum to the state's totals, but are not the lines the state recorded (their ` +
+        `chained sha256 is not its charges.ledger_chain): a line was edited after it was written`,
     );
   const uncommitted = lines.length - count + (torn.length > 0 ? 1 : 0);
   if (uncommitted === 0) return { committed: count, uncommitted: 0, keep: null, chain };
@@ -225,8 +230,10 @@ export function reconcileLedger(
       ...(torn.length > 0 ? ['a last line without its newline'] : []),
     ].join(' and ');
     throw refuse(
-      `the ledger holds ${beyond} beyond the ${plural(count, 'charge')} the state counts, and the last stop on these files was clean (no journal was left), so they were written by commits that completed: the state file is older than its ledger (put back from a backup?)`,
-      `Put back the newest state file, the one these charges belong to; or restore both files from the same backup or snapshot; or, to start over without them, move BOTH away: ${moveAwayCommand(stateFile)}`,
+      `the ledger holds ${beyond} beyond the ${plural(count, 'charge')} the state counts, and the last stop on these files was clean ` +
+        `(no journal was left), so they were written by commits that completed: the state file is older than its ledger (put back from a backup?)`,
+      `Put back the newest state file, the one these charges belong to; or restore both files from the same backup or snapshot; or, to ` +
+        `start over without them, move BOTH away: ${moveAwayCommand(stateFile)}`,
     );
   }
   return {
@@ -261,7 +268,12 @@ export async function readLedgerText(stateFile: string, ledgerFile: string): Pro
 
 /** The notice of uncommitted lines dropped from the end of the ledger (see reconcileLedger). */
 export const droppedLinesNotice = (ledgerFile: string, result: Pick<Reconciled, 'committed' | 'uncommitted'>): string =>
-  `dropped ${plural(result.uncommitted, 'uncommitted line')} (${seqRange(result.committed + 1, result.committed + result.uncommitted)}) from the end of charge ledger ${ledgerFile}: written by a commit that did not complete (the process stopped before its journal record was written), so none of them was acknowledged`;
+  `dropped ${plural(
+    result.uncommitted,
+    'uncommitted line',
+  )} (${seqRange(result.committed + 1, result.committed + result.uncommitted)}) from the end of charge ` +
+  `ledger ${ledgerFile}: written by a commit that did not complete (the process stopped before its journal record was written), so ` +
+  `none of them was acknowledged`;
 
 /**
  * At load, on the main thread (a small ledger; a large one goes through the writer thread, see FilePersistence):

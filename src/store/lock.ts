@@ -164,7 +164,8 @@ async function lockStatePath(file: string, options: LockOptions): Promise<() => 
     const age = await lockAge(file);
     if (age !== null)
       options.onNotice?.(
-        `waiting for the lock on ${file}, last refreshed ${seconds(age)} ago ${heldBy(now)}; it is taken once released, or once not refreshed for ${STALE_MS / 1000} s`,
+        `waiting for the lock on ${file}, last refreshed ${seconds(age)} ago ${heldBy(now)}; it is taken once released, or once not ` +
+          `refreshed for ${STALE_MS / 1000} s`,
       );
     return takeLock(file, Math.ceil((STALE_MS + 1_500) / 250), options);
   }
@@ -191,7 +192,8 @@ async function lockIdentity(file: string, options: LockOptions): Promise<Identit
     if (!isPrivateDir(await lstat(dir))) throw new Error(`${dir} is not private`);
   } catch (e) {
     options.onNotice?.(
-      `cannot lock ${file} by its identity in ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): a hard link to it could let a second serve start on it`,
+      `cannot lock ${file} by its identity in ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): a hard link to it ` +
+        `could let a second serve start on it`,
     );
     return null;
   }
@@ -218,7 +220,10 @@ async function lockIdentity(file: string, options: LockOptions): Promise<Identit
       if (theirs?.dev === identity.dev && theirs.ino === identity.ino)
         throw new StateFileError(
           file,
-          `state file ${file} is the same file as ${holder.path} (a hard link${typeof holder.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'}: two names for one file would let two processes write it, each with a journal and ledger of its own. Use one name, or copy the file (cp) for a second state.`,
+          `state file ${file} is the same file as ${holder.path} (a hard link${
+            typeof holder.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'
+          }: two names for one file would let two processes write it, each with a journal and ledger of its own. ` +
+            `Use one name, or copy the file (cp) for a second state.`,
         );
       // Its holder moves it to its new file, or it goes stale.
       const moved = await take(Math.ceil((STALE_MS + 1_500) / 250)).catch(() => null);
@@ -313,7 +318,10 @@ async function removeLockOfGoneHolder(file: string, holder: AnnouncedHolder): Pr
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return null;
   }
-  return `took over the lock on ${file} from pid ${holder.pid} (named in ${holder.file}), whose process is gone; the lock was last refreshed ${seconds(Date.now() - lock.mtimeMs)} ago`;
+  return (
+    `took over the lock on ${file} from pid ${holder.pid} (named in ${holder.file}), whose process is gone; the lock was last ` +
+    `refreshed ${seconds(Date.now() - lock.mtimeMs)} ago`
+  );
 }
 
 let namespace: string | undefined;

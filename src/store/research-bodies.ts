@@ -5,7 +5,7 @@ import type { Citation, ResearchJob } from '../core/jobs.js';
 
 /**
  * Finished research jobs' reports and citations left in the state file instead of on the heap (docs/storage.md
- * "Reports stay in the state file"). They are most of a large state (two thirds of a 68 MB file) and are read
+ * "Reports stay in the state file"). They are most of a large state (docs/storage.md) and are read
  * only when their job is polled. A job read from the state file, or written into it by a compaction, keeps its
  * other fields; `report` and `citations` become getters that read its entry back from the file.
  */

@@ -183,7 +183,10 @@ function describe(error: ErrorObject): string | null {
       return `${jsonPath(error.instancePath, String(params.additionalProperty))}: unknown field (allowed: ${allowed})`;
     }
     case 'enum':
-      return `${jsonPath(error.instancePath)}: must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')} (found ${shown(error.data)})`;
+      return (
+        `${jsonPath(error.instancePath)}: must be ` +
+        `one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')} (found ${shown(error.data)})`
+      );
     case 'const':
       return `${jsonPath(error.instancePath)}: must be ${JSON.stringify(params.allowedValue)} (found ${shown(error.data)})`;
     case 'pattern':
@@ -221,7 +224,8 @@ export async function loadScenario(file: string, fixtures: Pick<Fixtures, 'perso
     const more = problems.length > shownProblems.length ? `\n  … and ${problems.length - shownProblems.length} more` : '';
     throw new ScenarioError(
       path,
-      `scenario ${path} is not valid:\n${shownProblems.map((p) => `  ${p}`).join('\n')}${more}\nThe format is described in docs/emulator-control.md, section "Scenarios and snapshots".`,
+      `scenario ${path} is not valid:\n${shownProblems.map((p) => `  ${p}`).join('\n')}${more}\nThe format is described in ` +
+        `docs/emulator-control.md, section "Scenarios and snapshots".`,
     );
   };
   const validate = validator();

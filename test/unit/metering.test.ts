@@ -10,8 +10,8 @@ import { idempotencyId } from '../../src/core/idempotency.js';
 import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
 import type { Charged } from '../../src/core/metering.js';
 import { RateLimitedError } from '../../src/core/rate-limit.js';
-import { Refusal } from '../../src/core/refusal.js';
-import { authenticate } from '../../src/core/resource-guard.js';
+import { ProblemError } from '../../src/core/errors.js';
+import { authenticate, checkScope } from '../../src/core/resource-guard.js';
 import { ResourceService, type Sleep } from '../../src/core/resource-service.js';
 import { emptyWorkspace } from '../../src/core/workspace.js';
 import { buildApiApp } from '../../src/server/api-app.js';
@@ -142,9 +142,9 @@ describe('metered call: spec 4.4 rule 5 (idempotency)', () => {
     const call = { meter: 'POST /chat/ask', key: 'retry', body: '{}' };
     await expect(
       resources.meter.run(await access(), call, async () => {
-        throw new Refusal('ask_timeout', 'abandoned');
+        throw new ProblemError('ask_timeout', 'abandoned');
       }),
-    ).rejects.toBeInstanceOf(Refusal);
+    ).rejects.toBeInstanceOf(ProblemError);
     expect(core.state.idempotency).toEqual({});
     expect(charges()).toHaveLength(0);
     expect(await resources.meter.run(await access(), call, counting().operation)).toMatchObject({ value: { n: 1 }, replayed: false });
@@ -239,7 +239,7 @@ async function settledUntil(ready: () => boolean): Promise<void> {
 describe('metered call: spec 7, 8 (rate limit)', () => {
   it('spec 7, 8: over the limit → RateLimitedError whose reset (Retry-After) counts down on the clock; rate_limit.exceeded is published once per refusal', async () => {
     const { clock, resources, access, events } = await setup({ limit: 2 });
-    const gate = { scope: 'ask', needs: 'this route', route: 'POST /chat/ask', meter: 'POST /chat/ask' };
+    const gate = { scope: 'ask', route: 'POST /chat/ask', meter: 'POST /chat/ask' };
     expect(resources.meter.admit(await access(), gate)).toEqual({ limit: 2, remaining: 1, reset: 60 });
     clock.advance(15_000);
     expect(resources.meter.admit(await access(), gate)).toEqual({ limit: 2, remaining: 0, reset: 45 });
@@ -268,20 +268,25 @@ describe('metered call: spec 7, 8 (rate limit)', () => {
   });
 
   it('spec 5.5: a scope the token lacks is a 403 insufficient_scope before the rate limit counts', async () => {
-    const { core, resources } = await setup({ limit: 1 });
+    const { core, resources, events } = await setup({ limit: 1 });
     const narrow = await issueTokensWithoutConsent(core, { scopes: ['ask'] });
     const access = await authenticate(core, `Bearer ${narrow.access_token}`, null);
-    expect(() =>
-      resources.meter.admit(access, {
-        scope: 'research',
-        needs: 'the tool "start_research"',
-        route: 'POST /mcp',
-        meter: 'tool start_research',
-      }),
-    ).toThrow(/the tool "start_research" needs scope "research"/);
-    expect(
-      resources.meter.admit(access, { scope: 'ask', needs: 'this route', route: 'POST /chat/ask', meter: 'POST /chat/ask' }),
-    ).toMatchObject({ remaining: 0 });
+    expect(() => checkScope(core, access, 'research', 'the tool "start_research"', 'POST /mcp')).toThrow(
+      /the tool "start_research" needs scope "research"/,
+    );
+    expect(events.filter((e) => e.name === 'access.refused').map((e) => e.data)).toEqual([
+      {
+        client_id: access.client_id,
+        grant_id: access.grant.id,
+        family_id: access.claims.family_id,
+        status: 403,
+        reason: 'insufficient_scope',
+        where: 'POST /mcp',
+      },
+    ]);
+    expect(resources.meter.admit(access, { scope: 'ask', route: 'POST /chat/ask', meter: 'POST /chat/ask' })).toMatchObject({
+      remaining: 0,
+    });
   });
 });
 

@@ -28,7 +28,8 @@ export const authorizationCodeGrant: GrantType = {
     if (!verifyS256(params.code_verifier as string, code.code_challenge))
       throw refused(
         'code_verifier does not match the code_challenge',
-        "Send the code_verifier whose S256 hash was this request's code_challenge: keep the verifier per authorization request (two logins at once must not share one slot).",
+        "Send the code_verifier whose S256 hash was this request's code_challenge: keep the verifier per authorization request (two " +
+          'logins at once must not share one slot).',
       );
     const grant = core.repo.get('grants', code.grant_id);
     if (code.consumed_at !== null) {
