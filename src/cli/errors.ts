@@ -56,7 +56,9 @@ export function describeCliError(error: unknown): { message: string; exitCode: n
   const err = error as NodeJS.ErrnoException;
   if (err?.code === 'EADDRINUSE')
     return {
-      message: `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.`,
+      message:
+        `address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}. ` +
+        'Pick another port (serve: --port/--auth-port; login: --callback-port), or 0 for a free one.',
       exitCode: EXIT.failure,
     };
   if (err?.code === 'EACCES' && err.syscall === 'listen')

@@ -179,7 +179,8 @@ export async function runServe(flags: ServeFlags): Promise<void> {
         `  state     ${ready.state ?? 'in memory'}`,
         ...(emulator.varyUnspecified
           ? [
-              `  varying   what the spec leaves open, seed ${emulator.varyUnspecified.seed} (--vary-unspecified=${emulator.varyUnspecified.seed} repeats it; see the Agent-Access-Variant header)`,
+              `  varying   what the spec leaves open, seed ${emulator.varyUnspecified.seed} ` +
+                `(--vary-unspecified=${emulator.varyUnspecified.seed} repeats it; see the Agent-Access-Variant header)`,
             ]
           : []),
         ...(emulator.profile ? profileLines(emulator.profile) : []),
@@ -196,7 +197,8 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       if (event.name === 'request.served') {
         const d = event.data;
         log.write(
-          `${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}${d.variant ? ` variant: ${d.variant}` : ''}\n`,
+          `${new Date(event.at).toISOString()} ${d.server} ${d.method} ${d.path} ${d.status} ${d.ms}ms` +
+            `${d.client_id ? ` ${d.client_id}` : ''}${d.faults ? ` FAULT ${d.faults.join(', ')}` : ''}${d.variant ? ` variant: ${d.variant}` : ''}\n`,
         );
       } else if (event.name === 'finding.recorded') {
         // Once per finding; `agent-access findings` has the count, message and hint.
@@ -247,7 +249,8 @@ async function runWithDashboard(emulator: Emulator, log: Log, stop: AbortControl
 /** The banner's lines for `--profile`: what is pinned, and what is not because the emulator cannot mimic it yet. */
 function profileLines(profile: ProfileInUse): string[] {
   return [
-    `  profile   ${profile.file ?? profile.name} (recorded from ${profile.server}): ${profile.pinned.length} dimension${profile.pinned.length === 1 ? '' : 's'} answered as observed; see the Agent-Access-Variant header`,
+    `  profile   ${profile.file ?? profile.name} (recorded from ${profile.server}): ` +
+      `${profile.pinned.length} dimension${profile.pinned.length === 1 ? '' : 's'} answered as observed; see the Agent-Access-Variant header`,
     ...(profile.not_pinned.length
       ? [`            not pinned (a shape the emulator cannot mimic yet): ${profile.not_pinned.join(', ')}`]
       : []),

@@ -59,7 +59,8 @@ class EmulatorTarget implements StateTarget {
     } catch (e) {
       if (!(e instanceof AdminError))
         throw new CliError(
-          `the emulator that holds the state file (pid ${this.admin.pid}) does not answer at ${this.admin.admin_url} (${(e as Error).message}); if it is stopped (Ctrl+Z), let it continue; if it died, retry in a few seconds`,
+          `the emulator that holds the state file (pid ${this.admin.pid}) does not answer at ${this.admin.admin_url} ` +
+            `(${(e as Error).message}); if it is stopped (Ctrl+Z), let it continue; if it died, retry in a few seconds`,
           EXIT.server,
         );
       if (e.kind === 'not_found') throw new CliError(e.message, EXIT.notFound);

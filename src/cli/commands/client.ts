@@ -61,7 +61,8 @@ export function clientCommands(ctx: ClientContext): Command[] {
     .option('--no-browser', 'print the URL instead of opening a browser (SSH sessions)')
     .option(
       '--headless',
-      'no browser at all: request the consent URL over HTTP and follow its redirect; only a consent policy can answer it (agent-access serve --consent approve, for CI)',
+      'no browser at all: request the consent URL over HTTP and follow its redirect; ' +
+        'only a consent policy can answer it (agent-access serve --consent approve, for CI)',
     )
     .option(
       '--timeout <duration>',
@@ -100,8 +101,10 @@ export function clientCommands(ctx: ClientContext): Command[] {
         );
         if (flags.json) return out(jsonText(result));
         out(
-          `Logged in to ${result.base_url}${result.subject ? ` as ${result.subject}` : ''} (client ${result.client_id}${result.client_registered ? ', newly registered' : ''}).\n` +
-            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; access token valid until ${result.expires_at}.\n` +
+          `Logged in to ${result.base_url}${result.subject ? ` as ${result.subject}` : ''} ` +
+            `(client ${result.client_id}${result.client_registered ? ', newly registered' : ''}).\n` +
+            `Scopes: ${result.scope || '(none)'}; ${result.resource ? `audience ${result.resource}` : 'identity token (no resource)'}; ` +
+            `access token valid until ${result.expires_at}.\n` +
             (result.replaced_login?.revoked ? `Replaced the previous login to ${result.base_url}: ${result.replaced_login.note}.\n` : ''),
         );
       },
@@ -187,7 +190,8 @@ export function clientCommands(ctx: ClientContext): Command[] {
           [
             'refresh token',
             login.refresh_token
-              ? `${age(now - (login.refresh_obtained_at ?? login.logged_in_at))} old, ${login.refresh_count} refresh${login.refresh_count === 1 ? '' : 'es'} since login`
+              ? `${age(now - (login.refresh_obtained_at ?? login.logged_in_at))} old, ` +
+                `${login.refresh_count} refresh${login.refresh_count === 1 ? '' : 'es'} since login`
               : 'none',
           ],
           ['logged in', `${new Date(login.logged_in_at).toISOString()} (${age(now - login.logged_in_at)} ago)`],

@@ -50,7 +50,8 @@ function progress(ctx: ClientContext) {
     if (!report) return void running.add(scenario);
     running.delete(scenario);
     const verdict = color ? `${COLORS[report.verdict]}${report.verdict}\x1b[0m` : report.verdict;
-    const line = `${scenario}: ${verdict} (${(report.duration_ms / 1000).toFixed(1)} s${report.exit_code === null ? '' : `, exit ${report.exit_code}`}${report.timed_out ? ', timed out' : ''})`;
+    const exit = report.exit_code === null ? '' : `, exit ${report.exit_code}`;
+    const line = `${scenario}: ${verdict} (${(report.duration_ms / 1000).toFixed(1)} s${exit}${report.timed_out ? ', timed out' : ''})`;
     stream.write(tty ? `\r\x1b[2K${line}\n` : `${line}\n`);
   };
 }

@@ -89,7 +89,8 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         '--consent <policy>',
-        'who answers the consent screen: page (a person, the default), approve, deny, approve=SCOPE,SCOPE (a subset); prefix CLIENT_ID: for one client; repeatable',
+        'who answers the consent screen: page (a person, the default), approve, deny, approve=SCOPE,SCOPE (a subset); ' +
+          'prefix CLIENT_ID: for one client; repeatable',
       )
         .argParser((value: string, previous: ServeFlags['consent']) => [...previous, parseConsentFlag(value)])
         .default([]),
@@ -97,7 +98,9 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         '--fault <spec>',
-        'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, "server_error:route=POST /research,status=503", latency:ms=500, drop_response:count=1, ask_timeout:match=Hufschmied, research_fail:count=1; repeatable (docs/emulator-control.md: Faults)',
+        'arm a fault from the start: KIND[:key=value,...] or JSON, e.g. rate_limit:count=3, ' +
+          '"server_error:route=POST /research,status=503", latency:ms=500, drop_response:count=1, ask_timeout:match=Hufschmied, ' +
+          'research_fail:count=1; repeatable (docs/emulator-control.md: Faults)',
       )
         .argParser((value: string, previous: ServeFlags['fault']) => [...previous, checkedFaultFlag(value, Date.now())])
         .default([]),
@@ -106,7 +109,8 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         '--retention <kind=duration,...>',
-        'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), codes (1d), unused-clients (1d: clients never used, from their registration); repeatable',
+        'how long finished records stay, on the emulator clock: jobs (7d), failed-training (7d), actions (7d), families (7d), ' +
+          'codes (1d), unused-clients (1d: clients never used, from their registration); repeatable',
       )
         .argParser(parseRetentionFlag)
         .default({}, 'the defaults above'),
@@ -127,7 +131,8 @@ export function serveCommand(): Command {
     )
     .option(
       '--profile <file>',
-      'answer what the spec leaves open as a real server was seen to (a profile of conformance server --record-profile); the rest as without it, or varied with --vary-unspecified',
+      'answer what the spec leaves open as a real server was seen to (a profile of conformance server --record-profile); ' +
+        'the rest as without it, or varied with --vary-unspecified',
     )
     .action(async (flags: ServeFlags) => {
       const { runServe } = await import('../serve.js');

@@ -12,7 +12,8 @@ import { jsonText, table, time } from '../output.js';
 export function snapshotCommand(ctx: ClientContext): Command {
   const out = (text: string) => void ctx.stdout.write(text);
   const summary = (info: SnapshotInfo) =>
-    `state sha256 ${info.state_sha256.slice(0, 12)}…, ${info.charges} ${info.charges === 1 ? 'charge' : 'charges'}, clock ${info.clock.iso} (${info.clock.mode})`;
+    `state sha256 ${info.state_sha256.slice(0, 12)}…, ${info.charges} ${info.charges === 1 ? 'charge' : 'charges'}, ` +
+    `clock ${info.clock.iso} (${info.clock.mode})`;
   const snapshot = new Command('snapshot').description('save, restore and reset the whole state of a running emulator');
   snapshot.addCommand(
     withAdminTarget(
