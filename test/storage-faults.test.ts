@@ -329,6 +329,9 @@ describe('one writer per file, whatever its name (issue 41.9)', () => {
       const { dev, ino } = await stat(file);
       const key = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`, `${dev}-${ino}`);
       await mkdir(dirname(key), { recursive: true, mode: 0o700 });
+      // The folder is the machine's: a serve another test killed may have left a lock for a deleted file that had this
+      // inode number, fresh enough to be held. This test plays that holder itself, so it starts from no lock.
+      await rm(`${key}.lock`, { recursive: true, force: true });
       // Held for `other`, as by a serve whose earlier file had this file's inode number, until it moves its lock.
       const held = await lockfile.lock(key, { realpath: false, update: 1_000, stale: 5_000 });
       await writeFile(`${key}.json`, JSON.stringify({ path: other, pid: process.pid }));
