@@ -116,11 +116,11 @@ export class Session {
       );
       return { record: next };
     }
-    const now = [...keys][0]!;
+    const key = [...keys][0]!;
     return {
       record: next,
       error:
-        `${this.baseUrl} is now another emulator (signing key ${short(now)}, where the stored ` +
+        `${this.baseUrl} is now another emulator (signing key ${short(key)}, where the stored ` +
         `login's is ${short(was)}); that login is kept for when its emulator is back`,
     };
   }
