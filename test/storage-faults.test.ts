@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import lockfile from 'proper-lockfile';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { journalFileFor } from '../src/core/state-files.js';
 import { Repository } from '../src/core/repository.js';
 import { authenticate } from '../src/core/resource-guard.js';
@@ -304,19 +304,31 @@ describe('a serve that lost its lock (issue 41.9)', () => {
 });
 
 describe('one writer per file, whatever its name (issue 41.9)', () => {
-  it('41.9: a hard link to a served state file from another folder is refused (exit 3, naming the file it is): the lock is on the file, its device and inode, not only its path', async () => {
-    const first = join(await scratchDir(), 'state.json');
-    const serve = await startServe(['--state', first]);
-    expect((await tokens(serve)).status).toBe(200);
-    const other = join(await scratchDir(), 'state.json');
-    await link(first, other);
-    const { code, stderr } = await runCli(['serve', '--state', other, '--port', '0', '--auth-port', '0']);
-    expect(code, stderr).toBe(3);
-    expect(stderr).toContain(`state file ${other} is the same file as ${first} (a hard link), which pid ${serve.child.pid} serves`);
-    // The first serve is untouched, and once it stopped, the other name may be served (by one process at a time).
-    expect((await tokens(serve)).status).toBe(200);
-    expect(await serve.stop()).toBe(0);
-  });
+  it(
+    '41.9: a hard link to a served state file from another folder is refused (exit 3, naming the file it is): the lock is on the file, its device and inode, not only its path',
+    { timeout: 30_000 },
+    async () => {
+      const first = join(await scratchDir(), 'state.json');
+      const serve = await startServe(['--state', first]);
+      expect((await tokens(serve)).status).toBe(200);
+      // Served: its lock by identity is held. The folder is the machine's, and a lock a serve another test killed left for
+      // an earlier file with this inode number is waited out first (the case after this one).
+      const { dev, ino } = await stat(first);
+      const note = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`, `${dev}-${ino}.json`);
+      await vi.waitFor(async () => expect(JSON.parse(await readFile(note, 'utf8'))).toMatchObject({ path: first }), {
+        timeout: 10_000,
+        interval: 100,
+      });
+      const other = join(await scratchDir(), 'state.json');
+      await link(first, other);
+      const { code, stderr } = await runCli(['serve', '--state', other, '--port', '0', '--auth-port', '0']);
+      expect(code, stderr).toBe(3);
+      expect(stderr).toContain(`state file ${other} is the same file as ${first} (a hard link), which pid ${serve.child.pid} serves`);
+      // The first serve is untouched, and once it stopped, the other name may be served (by one process at a time).
+      expect((await tokens(serve)).status).toBe(200);
+      expect(await serve.stop()).toBe(0);
+    },
+  );
 
   it(
     '41.9: a lock by identity held for a path that is another file now (inode numbers are reused) refuses nothing: it is waited for, then the start goes on',
@@ -341,6 +353,37 @@ describe('one writer per file, whatever its name (issue 41.9)', () => {
       expect(notices).toEqual([]);
       expect(JSON.parse(await readFile(`${key}.json`, 'utf8'))).toEqual({ path: file, pid: process.pid });
       await release();
+    },
+  );
+
+  it(
+    '41.9: a lock by identity held for another file now, then taken by a serve of a hard link to this file (it writes its note after taking the lock), refuses the start',
+    { timeout: 30_000 },
+    async () => {
+      const file = join(await scratchDir(), 'state.json');
+      await writeFile(file, '');
+      const linked = join(await scratchDir(), 'state.json');
+      await link(file, linked);
+      const { dev, ino } = await stat(file);
+      const key = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`, `${dev}-${ino}`);
+      await mkdir(dirname(key), { recursive: true, mode: 0o700 });
+      await rm(`${key}.lock`, { recursive: true, force: true });
+      // The lock of a serve whose earlier file had this inode number, its note not yet rewritten by the serve of `linked`
+      // that has just taken it over; the note follows a second later.
+      const held = await lockfile.lock(key, { realpath: false, update: 1_000, stale: 5_000 });
+      await writeFile(`${key}.json`, JSON.stringify({ path: join(await scratchDir(), 'gone.json'), pid: 1 }));
+      const noted = setTimeout(() => void writeFile(`${key}.json`, JSON.stringify({ path: linked, pid: 4242 })), 1_000);
+      const started = Date.now();
+      try {
+        await expect(lockStateFile(file)).rejects.toThrow(
+          `state file ${file} is the same file as ${linked} (a hard link), which pid 4242 serves`,
+        );
+        expect(Date.now() - started).toBeLessThan(5_000);
+      } finally {
+        clearTimeout(noted);
+        await held();
+        await rm(`${key}.json`, { force: true });
+      }
     },
   );
 

@@ -177,10 +177,9 @@ const lockDirOf = (file: string): string => `${file}.lock`;
  * The lock on the state file itself, by its device and inode: a hard link to it from another folder is another path,
  * with a lock, journal and ledger of its own beside it, and a second serve started on it wrote the same file. It is
  * a lock directory (as the path's) in a folder of this user's in the temp folder, named by the identity, beside a note
- * of the path that holds it. Held for this very path, it was left by a holder that is gone (this process holds the
- * path's lock now) and is taken over; held for another path, the start is refused. The identity is the file's at the
- * start, moved to each new state file a compaction puts in place (StateLock.identify). Null: no file yet
- * (nothing can link to it), or no private folder for the lock could be had (the path's lock alone then).
+ * of the path that holds it (takeIdentity says who is refused). The identity is the file's at the start, moved to each
+ * new state file a compaction puts in place (StateLock.identify). Null: no file yet (nothing can link to it), or no
+ * lock by identity could be had (the path's lock alone then).
  */
 async function lockIdentity(file: string, options: LockOptions): Promise<IdentityLock | null> {
   const identity = await stat(file).catch(() => null);
@@ -199,48 +198,8 @@ async function lockIdentity(file: string, options: LockOptions): Promise<Identit
   }
   const key = join(dir, `${identity.dev}-${identity.ino}`);
   const note = `${key}.json`;
-  const take = (retries: number) =>
-    lockfile.lock(key, {
-      realpath: false,
-      stale: STALE_MS,
-      update: UPDATE_MS,
-      retries: retries > 0 ? { retries, minTimeout: 250, maxTimeout: 250, factor: 1 } : 0,
-      onCompromised: options.onCompromised ?? ((e) => process.emitWarning(`agent-access: lost the lock on ${file}: ${e.message}`)),
-    });
-  let release: () => Promise<void>;
-  try {
-    release = await take(0);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ELOCKED') throw e;
-    const holder = (await readFile(note, 'utf8').then(JSON.parse, () => null)) as { path?: unknown; pid?: unknown } | null;
-    if (typeof holder?.path === 'string' && holder.path !== file) {
-      // Inode numbers are reused: the holder's file may have been replaced (a compaction) or removed, and this file
-      // made with its old number since. Only a path that names this very file now is a hard link to it.
-      const theirs = await stat(holder.path).catch(() => null);
-      if (theirs?.dev === identity.dev && theirs.ino === identity.ino)
-        throw new StateFileError(
-          file,
-          `state file ${file} is the same file as ${holder.path} (a hard link${
-            typeof holder.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'
-          }: two names for one file would let two processes write it, each with a journal and ledger of its own. ` +
-            `Use one name, or copy the file (cp) for a second state.`,
-        );
-      // Its holder moves it to its new file, or it goes stale.
-      const moved = await take(Math.ceil((STALE_MS + 1_500) / 250)).catch(() => null);
-      if (!moved) {
-        options.onNotice?.(`cannot lock ${file} by its identity: ${key} is held for ${holder.path}, which is another file now`);
-        return null;
-      }
-      release = moved;
-    } else {
-      if (holder?.path === file) await rmdir(`${key}.lock`).catch(() => undefined);
-      // Left by a holder of this path that is gone: taken at once; with no note, once it is stale.
-      release = await take(holder?.path === file ? 0 : Math.ceil((STALE_MS + 1_500) / 250)).catch((again: unknown) => {
-        if ((again as NodeJS.ErrnoException).code === 'ELOCKED') throw new StateLockedError(file, null);
-        throw again;
-      });
-    }
-  }
+  const release = await takeIdentity(file, identity, key, options);
+  if (!release) return null;
   await writeFile(note, JSON.stringify({ path: file, pid: process.pid }), { mode: 0o600 });
   return {
     dev: identity.dev,
@@ -250,6 +209,61 @@ async function lockIdentity(file: string, options: LockOptions): Promise<Identit
       await release();
     },
   };
+}
+
+/**
+ * Takes the lock directory `key` (see lockIdentity). Held for another path that names this very file now, the file
+ * is served under two names and the start is refused. Held for another path that is another file now (inode numbers
+ * are reused: the holder's file was replaced by a compaction, or removed, and this file made with its old number
+ * since), it is waited for: its holder moves it to its new file, or it goes stale. The note is read anew at each try,
+ * as a holder that has just taken the lock writes its note only after. Held for this path, it was left by a holder
+ * that is gone (this process holds the path's lock now) and is taken at once. Null: still held for another file
+ * after the wait, so the path's lock alone protects this one.
+ */
+async function takeIdentity(
+  file: string,
+  identity: { dev: number; ino: number },
+  key: string,
+  options: LockOptions,
+): Promise<(() => Promise<void>) | null> {
+  const deadline = Date.now() + STALE_MS + 1_500;
+  let clearedOwn = false;
+  for (;;) {
+    try {
+      return await lockfile.lock(key, {
+        realpath: false,
+        stale: STALE_MS,
+        update: UPDATE_MS,
+        onCompromised: options.onCompromised ?? ((e) => process.emitWarning(`agent-access: lost the lock on ${file}: ${e.message}`)),
+      });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ELOCKED') throw e;
+    }
+    const holder = (await readFile(`${key}.json`, 'utf8').then(JSON.parse, () => null)) as { path?: unknown; pid?: unknown } | null;
+    const theirs = typeof holder?.path === 'string' && holder.path !== file ? holder.path : null;
+    if (theirs !== null) {
+      const now = await stat(theirs).catch(() => null);
+      if (now?.dev === identity.dev && now.ino === identity.ino)
+        throw new StateFileError(
+          file,
+          `state file ${file} is the same file as ${theirs} (a hard link${
+            typeof holder?.pid === 'number' ? `), which pid ${holder.pid} serves` : ')'
+          }: two names for one file would let two processes write it, each with a journal and ledger of its own. ` +
+            `Use one name, or copy the file (cp) for a second state.`,
+        );
+    } else if (holder?.path === file) {
+      if (clearedOwn) throw new StateLockedError(file, null);
+      clearedOwn = true;
+      await rmdir(`${key}.lock`).catch(() => undefined);
+      continue;
+    }
+    if (Date.now() >= deadline) {
+      if (theirs === null) throw new StateLockedError(file, null);
+      options.onNotice?.(`cannot lock ${file} by its identity: ${key} is held for ${theirs}, which is another file now`);
+      return null;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }
 
 /**
