@@ -17,7 +17,8 @@ import type { VariantProfile } from './core/variant-profile.js';
 import { parseConsentPolicy, type ConsentPolicyView } from './core/consent-policy.js';
 import type { PendingAction } from './core/actions.js';
 import type { GrantView } from './core/grants-admin.js';
-import { parseFaultSpec, type Fault, type FaultSpec } from './core/faults.js';
+import type { Fault } from './core/faults.js';
+import { parseFaultSpec, type FaultSpec } from './core/fault-spec.js';
 import { checkSeed, type VaryUnspecified } from './core/variation.js';
 import type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
 import { FindingsError, findingsAtOrAbove, type Finding, type FindingSeverity, type FindingsList } from './protocol/findings.js';
@@ -37,7 +38,8 @@ export type { AppEvent, EventMap, EventName } from './core/events.js';
 export { AdminError } from './protocol/admin-client.js';
 export { FINDINGS, FindingsError, formatFinding, type Finding, type FindingCode, type FindingSeverity } from './protocol/findings.js';
 export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
-export type { Fault, FaultKind, FaultSpec } from './core/faults.js';
+export type { Fault } from './core/faults.js';
+export type { FaultKind, FaultSpec } from './core/fault-spec.js';
 export type { VaryUnspecified } from './core/variation.js';
 export {
   runClientConformance,

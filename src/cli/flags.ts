@@ -7,7 +7,7 @@
 import { InvalidArgumentError } from 'commander';
 import { parseDuration } from '../core/clock.js';
 import { parseConsentPolicy, type ConsentPolicy } from '../core/consent-policy.js';
-import { parseFaultSpec, type FaultSpec } from '../core/faults.js';
+import { parseFaultSpec, type FaultSpec } from '../core/fault-spec.js';
 import { parseRateLimit } from '../core/rate-limit.js';
 import { RETENTION_NAMES, type Retention } from '../core/retention.js';
 import { MAX_SEED, checkSeed } from '../core/variation.js';

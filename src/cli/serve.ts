@@ -12,7 +12,7 @@ import { saveCompileCache } from './compile-cache.js';
 import { tuneServeHeap } from './heap-settings.js';
 import type { ConsentPolicy } from '../core/consent-policy.js';
 import { makeDirDurably } from '../store/durable-write.js';
-import type { FaultSpec } from '../core/faults.js';
+import type { FaultSpec } from '../core/fault-spec.js';
 import type { Retention } from '../core/retention.js';
 
 /** `agent-access serve`'s flags as commander hands them over (parsed by src/cli/flags.ts). */

@@ -1,6 +1,6 @@
 import { plural } from '../protocol/format.js';
 import type { EmulatorOptions, Emulator } from '../server/emulator.js';
-import type { FaultSpec } from '../core/faults.js';
+import type { FaultSpec } from '../core/fault-spec.js';
 import { sha256 } from '../core/crypto.js';
 import { isRetiredScope, isSupportedScope } from '../core/scopes.js';
 import { missingParameterHint, type MissingParameter } from '../core/client-hints.js';

@@ -2,7 +2,8 @@ import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
 import { sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
-import type { FaultContext, FaultKind, Faults } from './faults.js';
+import type { FaultKind } from './fault-spec.js';
+import type { FaultContext, Faults } from './faults.js';
 import {
   IDEMPOTENCY_WINDOW,
   checkIdempotencyKey,

@@ -32,7 +32,8 @@ import { committedEntries } from '../store/ledger.js';
 import { AdminFeed } from './admin-feed.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
-import type { FaultSpec, Faults } from '../core/faults.js';
+import type { FaultSpec } from '../core/fault-spec.js';
+import type { Faults } from '../core/faults.js';
 import { ADMIN_PAGE, ADMIN_PREFIX, ADMIN_ROUTES, pageOf } from '../protocol/admin-api.js';
 import type { FindingsList } from '../protocol/findings.js';
 

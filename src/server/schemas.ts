@@ -1,7 +1,7 @@
 /** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
 import { AUTHORIZE_PARAMETERS } from '../core/authorize.js';
 import { ADMIN_PAGE } from '../protocol/admin-api.js';
-import { FAULT_FIELDS } from '../core/faults.js';
+import { FAULT_FIELDS } from '../core/fault-spec.js';
 import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID } from '../core/inputs.js';
 import { SNAPSHOT_NAME } from '../store/snapshot-store.js';
 
@@ -251,7 +251,7 @@ export const adminConsentSchema = {
   },
 } as const;
 
-/** A fault spec: its fields as src/core/faults.ts defines them, which also checks the flag form and the programmatic API. */
+/** A fault spec: its fields as src/core/fault-spec.ts defines them, which also checks the flag form and the programmatic API. */
 export const adminFaultSchema = {
   body: { type: 'object', required: ['kind'], properties: FAULT_FIELDS, additionalProperties: false },
 } as const;

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { ManualClock } from '../../src/core/clock.js';
 import type { ConsentPolicy } from '../../src/core/consent-policy.js';
 import type { AppEvent } from '../../src/core/events.js';
-import type { FaultSpec } from '../../src/core/faults.js';
+import type { FaultSpec } from '../../src/core/fault-spec.js';
 import type { Emulator } from '../../src/server/emulator.js';
 import { scratchDir, startEmulator } from './emulator.js';
 

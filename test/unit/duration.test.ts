@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDurationFlag, parseRetentionFlag } from '../../src/cli/flags.js';
 import { secondsFlag } from '../../src/cli/seconds.js';
 import { DAY, HOUR, MINUTE, SECOND, parseDuration } from '../../src/core/clock.js';
-import { parseFaultSpec } from '../../src/core/faults.js';
+import { parseFaultSpec } from '../../src/core/fault-spec.js';
 
 describe('parseDuration', () => {
   it('reads one number with a unit, as the ms package does', () => {

@@ -1,6 +1,6 @@
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
-import { FAULT_FIELDS, parseFaultSpec, type FaultSpec } from '../../src/core/faults.js';
+import { FAULT_FIELDS, parseFaultSpec, type FaultSpec } from '../../src/core/fault-spec.js';
 import { IDEMPOTENCY_KEY, parseIdempotencyKey } from '../../src/core/idempotency.js';
 import { QUESTION, fileNameProblem, satisfies, type InputSchema } from '../../src/core/inputs.js';
 import { adminFaultSchema, askSchema } from '../../src/server/schemas.js';
