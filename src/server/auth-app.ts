@@ -7,7 +7,7 @@ import type { Core } from '../core/core.js';
 import { answerByPolicy, beginConsent, checkAuthorizationRequest, decideConsent } from '../core/consent.js';
 import { ProblemError } from '../core/errors.js';
 import { grantView, pageOfGrants, revokeGrant } from '../core/grants-admin.js';
-import { installCommonHooks, newFastify, notFound, type AppOptions } from './api-app.js';
+import { installCommonHooks, newFastify, notFound, type AppOptions } from './app-common.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';
 import { actionDecisionSchema, authorizeSchema, consentSchema, settingsRevokeSchema, settingsSchema } from './schemas.js';
