@@ -18,13 +18,13 @@ module.exports = {
       severity: 'error',
       comment: 'The core is the pure domain: adapters import it, never the other way round.',
       from: { path: '^src/core/' },
-      to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance|contract)/' },
+      to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance|contract|library)/' },
     },
     {
       name: 'library-imports-no-cli',
       severity: 'error',
       comment: "startEmulator runs in its user's process: the CLI's process-wide settings (V8 flags, signals) stay in the CLI.",
-      from: { path: '^src/(server|store|mcp|conformance|contract)/|^src/index\\.ts$' },
+      from: { path: '^src/(server|store|mcp|conformance|contract|library)/|^src/index\\.ts$' },
       to: { path: '^src/cli/' },
     },
     {
