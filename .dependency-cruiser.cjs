@@ -1,6 +1,6 @@
 /**
  * Which folder may import which (`npm run lint:deps`). The core is the pure domain; protocol is the wire (paths,
- * formats, event and snapshot types) that every side shares; the client and the dashboard speak only the wire,
+ * formats, event types, the dashboard's overview) that every side shares; the client and the dashboard speak only the wire,
  * so they work against the real service and load neither the server nor the storage layer.
  * @type {import('dependency-cruiser').IConfiguration}
  */

@@ -1,5 +1,5 @@
 /**
- * The admin stream the dashboard reads: a snapshot, then every core event after it, then ticks; loopback only,
+ * The admin stream the dashboard reads: an overview, then every core event after it, then ticks; loopback only,
  * Host checked, admin token required, no CORS, no secrets in what it sends.
  */
 import { describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { AdminFeed } from '../src/server/admin-feed.js';
 import { loadFixtures } from '../src/store/fixtures.js';
 import { ManualClock, MINUTE } from '../src/core/clock.js';
-import type { Snapshot } from '../src/protocol/snapshot.js';
+import type { Overview } from '../src/protocol/overview.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import { openAdminStream } from './helpers/admin-stream.js';
 import { startEmulator } from './helpers/emulator.js';
@@ -17,7 +17,7 @@ import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
 /**
  * A feed on a core whose ledger read waits for `open()`: events raised meanwhile certainly arrive while the
- * snapshot is being built. `raw` stands in for the HTTP response and records what is written.
+ * overview is being built. `raw` stands in for the HTTP response and records what is written.
  */
 async function gatedFeed() {
   let open!: () => void;
@@ -44,21 +44,21 @@ async function gatedFeed() {
 }
 
 describe('admin stream: GET /_admin/events', () => {
-  it('sends the snapshot first, then each event after it with its sequence number as id, then ticks with the server clock', async () => {
+  it('sends the overview first, then each event after it with its sequence number as id, then ticks with the server clock', async () => {
     const clock = new ManualClock(Date.UTC(2026, 10, 21, 9, 0, 0));
     const emu = await startEmulator({ clock });
     const stream = await openAdminStream(emu);
     expect(stream.res.statusCode).toBe(200);
     expect(stream.res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     expect(stream.res.headers['cache-control']).toBe('no-store');
-    await stream.until((m) => m.some((x) => x.event === 'snapshot'), 'snapshot');
-    const snapshot = stream.messages[0]!;
-    expect(snapshot.event).toBe('snapshot');
-    expect(snapshot.data.now).toBe(clock.now());
+    await stream.until((m) => m.some((x) => x.event === 'overview'), 'overview');
+    const overview = stream.messages[0]!;
+    expect(overview.event).toBe('overview');
+    expect(overview.data.now).toBe(clock.now());
 
     const flow = await authorizeAndApprove(emu, { scope: 'ask' });
     await stream.until((m) => m.some((x) => x.event === 'tokens.issued'), 'tokens.issued');
-    const events = stream.messages.filter((m) => m.event !== 'snapshot' && m.event !== 'tick');
+    const events = stream.messages.filter((m) => m.event !== 'overview' && m.event !== 'tick');
     expect(events.map((e) => e.event)).toEqual(
       expect.arrayContaining([
         'client.registered',
@@ -70,8 +70,8 @@ describe('admin stream: GET /_admin/events', () => {
         'request.served',
       ]),
     );
-    // Consecutive sequence numbers from the snapshot's on: nothing lost, nothing twice.
-    expect(events.map((e) => Number(e.id))).toEqual(events.map((_, i) => snapshot.data.seq + 1 + i));
+    // Consecutive sequence numbers from the overview's on: nothing lost, nothing twice.
+    expect(events.map((e) => Number(e.id))).toEqual(events.map((_, i) => overview.data.seq + 1 + i));
     expect(events.every((e) => e.data.seq === Number(e.id) && e.data.name === e.event)).toBe(true);
     expect(events.find((e) => e.event === 'grant.created')?.data.data).toMatchObject({ client_id: flow.client_id, scopes: ['ask'] });
 
@@ -80,12 +80,12 @@ describe('admin stream: GET /_admin/events', () => {
     stream.close();
   });
 
-  it('events raised while the snapshot is built are sent after it if newer, never twice, never lost', async () => {
+  it('events raised while the overview is built are sent after it if newer, never twice, never lost', async () => {
     const { core, feed, raw, written, open } = await gatedFeed();
     const registered = (n: number) =>
       core.events.emit('client.registered', { client_id: `client-${n}`, client_name: `C${n}`, redirect_uris: [] });
     const streaming = feed.stream(raw as never);
-    registered(1); // during the snapshot: in the backlog, and (seq 1 <= snapshot seq) already in what the snapshot shows
+    registered(1); // during the overview: in the backlog, and (seq 1 <= overview seq) already in what the overview shows
     open();
     await streaming;
     registered(2); // live
@@ -95,12 +95,12 @@ describe('admin stream: GET /_admin/events', () => {
       .filter((f) => f.startsWith('event:'));
     const names = frames.map((f) => /^event: (\S+)/.exec(f)![1]);
     const ids = frames.map((f) => /\nid: (\d+)/.exec(f)?.[1]).map(Number);
-    expect(names).toEqual(['snapshot', 'client.registered']);
+    expect(names).toEqual(['overview', 'client.registered']);
     expect(ids).toEqual([1, 2]);
     feed.close();
   });
 
-  it('a reader gone, or a server stopping, while the snapshot is built: the stream ends and nothing more is written', async () => {
+  it('a reader gone, or a server stopping, while the overview is built: the stream ends and nothing more is written', async () => {
     for (const ending of ['reader left', 'server stopping'] as const) {
       const { core, feed, raw, written, open } = await gatedFeed();
       const streaming = feed.stream(raw as never);
@@ -113,7 +113,7 @@ describe('admin stream: GET /_admin/events', () => {
       const before = written.length;
       core.events.emit('client.registered', { client_id: 'c', client_name: 'C', redirect_uris: [] });
       expect(written.length, ending).toBe(before);
-      expect(written.join(''), ending).not.toContain('event: snapshot');
+      expect(written.join(''), ending).not.toContain('event: overview');
       expect(raw.ended, ending).toBe(true);
       feed.close();
     }
@@ -122,7 +122,7 @@ describe('admin stream: GET /_admin/events', () => {
   it('a stopping emulator ends the stream at once instead of waiting out the grace period', async () => {
     const emu = await startEmulator();
     const stream = await openAdminStream(emu);
-    await stream.until((m) => m.length > 0, 'snapshot');
+    await stream.until((m) => m.length > 0, 'overview');
     const started = Date.now();
     await emu.stop();
     await stream.done;
@@ -130,15 +130,15 @@ describe('admin stream: GET /_admin/events', () => {
   });
 });
 
-describe('admin snapshot: GET /_admin/snapshot', () => {
+describe('admin overview: GET /_admin/overview', () => {
   it('shows grants, families, jobs, charges, actions and requests, and no secret: no hashes, keys or tokens', async () => {
     const emu = await startEmulator();
     const flow = await authorizeAndApprove(emu, { scope: 'ask research' });
     const bearer = { authorization: `Bearer ${flow.tokens!.access_token}` };
     expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hunde im Büro?' }, bearer)).status).toBe(202);
-    const res = await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } });
+    const res = await http(`${emu.adminUrl}/overview`, { headers: { authorization: `Bearer ${emu.adminToken}` } });
     expect(res.status).toBe(200);
-    const snap = res.json() as Snapshot;
+    const snap = res.json() as Overview;
     expect(snap.grants).toHaveLength(1);
     expect(snap.families[0]).toMatchObject({ status: 'active', chain: [{ generation: 1, rotated_at: null }] });
     expect(snap.research[0]).toMatchObject({ status: 'queued', question: 'Hunde im Büro?' });
@@ -147,7 +147,7 @@ describe('admin snapshot: GET /_admin/snapshot', () => {
     // Replays are free and listed as such (kept since the emulator started).
     const keyed = { ...bearer, 'idempotency-key': 'k-1' };
     for (let i = 0; i < 2; i++) await postJson(`${emu.baseUrl}/chat/ask`, { question: 'Wer ist Luna?' }, keyed);
-    const again = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json() as Snapshot;
+    const again = (await http(`${emu.adminUrl}/overview`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json() as Overview;
     expect(again.charges.replays).toEqual([expect.objectContaining({ route: 'POST /chat/ask', key: 'k-1', grant_id: snap.grants[0]!.id })]);
     expect(again.charges.entries.filter((e) => e.route === 'POST /chat/ask')).toHaveLength(1);
     expect(res.text).not.toContain(flow.tokens!.refresh_token);
@@ -156,10 +156,10 @@ describe('admin snapshot: GET /_admin/snapshot', () => {
   });
 });
 
-describe('admin API protection (stream and snapshot)', () => {
+describe('admin API protection (stream and overview)', () => {
   it('without the admin token: 401, and nothing is streamed', async () => {
     const emu = await startEmulator();
-    for (const path of ['/events', '/snapshot']) {
+    for (const path of ['/events', '/overview']) {
       const res = await http(`${emu.adminUrl}${path}`);
       expect(res.status).toBe(401);
       expect(res.headers['www-authenticate']).toBe('Bearer realm="agent-access-admin"');
@@ -171,13 +171,13 @@ describe('admin API protection (stream and snapshot)', () => {
     const emu = await startEmulator({ host: '0.0.0.0' });
     const port = new URL(emu.baseUrl).port;
     const auth = { authorization: `Bearer ${emu.adminToken}` };
-    const evil = await http(`${emu.adminUrl}/snapshot`, { headers: { ...auth, host: `rebound.example:${port}` } });
+    const evil = await http(`${emu.adminUrl}/overview`, { headers: { ...auth, host: `rebound.example:${port}` } });
     expect(evil.status).toBe(421);
     // The service itself answers any Host on 0.0.0.0; only the admin API insists.
     expect(
       (await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`, { headers: { host: `rebound.example:${port}` } })).status,
     ).toBe(200);
-    expect((await http(`${emu.adminUrl}/snapshot`, { headers: { ...auth, host: `localhost:${port}` } })).status).toBe(200);
+    expect((await http(`${emu.adminUrl}/overview`, { headers: { ...auth, host: `localhost:${port}` } })).status).toBe(200);
   });
 
   it('a browser preflight gets no CORS answer, so a web page cannot read the stream', async () => {

@@ -68,7 +68,7 @@ describe('43.4 against the emulator', () => {
     expect(report.charges).toMatchObject({ calls: 0 });
     const charges = await adminGet(emu, '/charges');
     expect(charges).toMatchObject({ total: 0, entries: [] });
-    const state = await adminGet(emu, '/snapshot');
+    const state = await adminGet(emu, '/overview');
     expect(state).toMatchObject({ research: [], training: [], charges: { entries: [] } });
     // Only the run's own login made a grant: no extra consent screen without --allow-extra-logins.
     expect((state.grants as unknown[]).length).toBe(1);

@@ -81,7 +81,7 @@ describe('41.2, 41.3: the HTTP transport bounds connections, heads and idle keep
     const busy = await openMany(emu.baseUrl, max);
     const { host } = new URL(emu.baseUrl);
     for (const c of busy) c.socket.write(`GET /_admin/events HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${emu.adminToken}\r\n\r\n`);
-    await pollUntil(() => busy.every((c) => c.data.includes('event: snapshot')), 'every stream started');
+    await pollUntil(() => busy.every((c) => c.data.includes('event: overview')), 'every stream started');
     const extra = await open(emu.baseUrl);
     await pollUntil(() => extra.closed, 'the extra connection closed');
     expect(extra.data).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\nRetry-After: 1\r\n/);

@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { cleanup } from 'ink-testing-library';
 import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
-import { detail, table, wrapLines } from '../src/dashboard/views.js';
-import { KEYS, Script, T0, finding, renderDashboard, snapshot } from './helpers/dashboard.js';
+import { wrapLines } from '../src/dashboard/layout.js';
+import { detail, table } from '../src/dashboard/views/index.js';
+import { KEYS, Script, T0, finding, renderDashboard, overview } from './helpers/dashboard.js';
 import { pollUntil } from './helpers/wait.js';
 
 afterEach(() => cleanup());
@@ -14,7 +15,7 @@ const MCP = 'http://127.0.0.1:4100/mcp';
 export function session(s = new Script()) {
   return [
     { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 } as const,
-    { type: 'snapshot', snapshot: snapshot() } as const,
+    { type: 'overview', overview: overview() } as const,
     s.event('grant.created', {
       grant_id: 'grant-1',
       client_id: 'client-1',
@@ -388,8 +389,8 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     const evil = 'Evil\u001B]52;c;ZWNobyBoaQ==\u0007\u001B[2J\rAgent';
     ui.send(
       {
-        type: 'snapshot',
-        snapshot: snapshot({ clients: { 'client-x': { client_id: 'client-x', client_name: evil, registered_at: T0 } } }),
+        type: 'overview',
+        overview: overview({ clients: { 'client-x': { client_id: 'client-x', client_name: evil, registered_at: T0 } } }),
       },
       s.event('grant.created', { grant_id: 'grant-x', client_id: 'client-x', person_id: 'person-anna', scopes: ['ask'], resource: null }),
       s.event('research.created', { job_id: 'job-x', client_id: 'client-x', grant_id: 'grant-x', question: 'Frage\u001B[31m rot' }),
@@ -407,8 +408,8 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     'access token expired wait for one refresh and then use its tokens. Each refresh token works once; a second use kills ' +
     'the family. In the MCP TypeScript SDK, wrap the provider so that concurrent calls of tokens() share one pending refresh, ' +
     'and keep the newest refresh token in the same store the tokens came from, written before the next request goes out. ENDE.';
-  const findingsSnapshot = () =>
-    snapshot({
+  const findingsOverview = () =>
+    overview({
       now: T0 + 60_000,
       findings: [
         finding({
@@ -445,8 +446,8 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
     ui.send(
       { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 },
       {
-        type: 'snapshot',
-        snapshot: findingsSnapshot(),
+        type: 'overview',
+        overview: findingsOverview(),
       },
     );
     // Noticed from any view: the tab counts the error findings.
@@ -473,7 +474,7 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
   ] as const) {
     it(`Findings at ${columns}×${rows}: message, hint, spec and ids wrap to the pane, never cut`, async () => {
       const ui = renderDashboard({ columns, rows });
-      ui.send({ type: 'snapshot', snapshot: findingsSnapshot() });
+      ui.send({ type: 'overview', overview: findingsOverview() });
       await ui.press('8');
       const f = await ui.waitFor((x) => x.includes('ENDE.'), 'the end of the long hint');
       const lines = f.split('\n');
@@ -507,7 +508,7 @@ describe('dashboard views (ink-testing-library, 80×24 unless said)', () => {
 
   it('Findings: none yet says how they arise; the tab has no badge', async () => {
     const ui = renderDashboard();
-    ui.send({ type: 'snapshot', snapshot: snapshot() });
+    ui.send({ type: 'overview', overview: overview() });
     await ui.press('8');
     const f = await ui.waitFor((x) => x.includes('─ Findings'));
     expect(f).toContain("no findings: one is recorded when a client's traffic shows a habit to change");
@@ -537,8 +538,8 @@ function longSession(s = new Script()): StreamMessage[] {
   return [
     { type: 'connection', status: 'connected', url: 'http://127.0.0.1:4100/_admin/events', at: T0 },
     {
-      type: 'snapshot',
-      snapshot: snapshot({ clients: { [LONG.client]: { client_id: LONG.client, client_name: 'Wetter-Agent', registered_at: T0 } } }),
+      type: 'overview',
+      overview: overview({ clients: { [LONG.client]: { client_id: LONG.client, client_name: 'Wetter-Agent', registered_at: T0 } } }),
     },
     s.event('grant.created', { grant_id: LONG.grant, client_id: LONG.client, person_id: 'person-anna', scopes: ['ask'], resource: MCP }),
     token('WquuKmFO1Pxxxx', 1),
@@ -672,7 +673,7 @@ describe('dashboard fixes of issue 23 (ink-testing-library)', () => {
 
   it('shows where the emulator serves what (serve --ui prints no ready lines): base, auth, consent and settings URLs', async () => {
     const ui = renderDashboard();
-    ui.send({ type: 'connection', status: 'connected', at: T0 }, { type: 'snapshot', snapshot: snapshot() });
+    ui.send({ type: 'connection', status: 'connected', at: T0 }, { type: 'overview', overview: overview() });
     // No grant yet: the Grants detail says where a person and a client start.
     let f = await ui.waitFor((x) => x.includes('base_url'));
     expect(f).toContain('base_url http://127.0.0.1:4100   (issuer, API, http://127.0.0.1:4100/mcp)');

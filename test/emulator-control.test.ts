@@ -53,7 +53,7 @@ describe('startEmulator and issueTokens (the programmatic API)', () => {
     );
     expect(misspelt.status).toBe(400);
     expect(misspelt.json().detail).toContain('unknown field clientId');
-    const snap = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
+    const snap = (await http(`${emu.adminUrl}/overview`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
     expect([snap.grants, snap.clients]).toEqual([[], {}]);
   });
 
@@ -127,8 +127,8 @@ describe('one virtual clock (serve --clock manual)', () => {
     );
     expect([job.status, doc.status]).toEqual([202, 202]);
     await emu.clock.advance('10m');
-    // Read through the admin snapshot, which does not move jobs itself: the advance did.
-    const snap = (await http(`${emu.adminUrl}/snapshot`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
+    // Read through the admin overview, which does not move jobs itself: the advance did.
+    const snap = (await http(`${emu.adminUrl}/overview`, { headers: { authorization: `Bearer ${emu.adminToken}` } })).json();
     expect(snap.research).toEqual([expect.objectContaining({ id: job.json().job_id, status: 'succeeded' })]);
     expect(snap.training).toEqual([expect.objectContaining({ id: doc.json().document_id, processing_step: 'indexed' })]);
   });

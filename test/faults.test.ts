@@ -1,6 +1,6 @@
 /**
  * Faults on purpose (docs/emulator-control.md "Faults"): each one armed through the programmatic API (the admin API underneath) or a serve
- * flag, and observed the way a client sees it; each listed in the dashboard's snapshot and marked in the request log.
+ * flag, and observed the way a client sees it; each listed in the dashboard's overview and marked in the request log.
  */
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
@@ -15,7 +15,7 @@ const start = (options: StartEmulatorOptions = {}) => startRunning({ clock: 'man
 
 const ask = (emu: RunningEmulator, token: string, question = 'Wann kommt der Hufschmied?') =>
   postJson(`${emu.baseUrl}/chat/ask`, { question }, bearer(token));
-const snapshot = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json();
+const overview = async (emu: RunningEmulator) => (await http(`${emu.adminUrl}/overview`, { headers: bearer(emu.adminToken) })).json();
 const charges = async (emu: RunningEmulator) =>
   (await http(`${emu.adminUrl}/charges`, { headers: bearer(emu.adminToken) })).json().entries as unknown[];
 
@@ -44,7 +44,7 @@ describe('faults observed by a client (docs/emulator-control.md "Faults")', () =
     }
     expect((await ask(emu, access_token)).status).toBe(200);
     expect(await charges(emu)).toHaveLength(1);
-    const snap = await snapshot(emu);
+    const snap = await overview(emu);
     expect(
       snap.requests.filter((r: { faults?: string[] }) => r.faults).map((r: { status: number; faults: string[] }) => [r.status, r.faults]),
     ).toEqual([
@@ -71,7 +71,7 @@ describe('faults observed by a client (docs/emulator-control.md "Faults")', () =
     expect(failed.status).toBe(503);
     expect(failed.headers['retry-after']).toBe('1');
     expect(failed.json()).toMatchObject({ type: 'urn:agent-access:error:server_error', status: 503 });
-    expect((await snapshot(emu)).research).toEqual([]);
+    expect((await overview(emu)).research).toEqual([]);
     expect(await charges(emu)).toEqual([]);
     expect((await postJson(`${emu.baseUrl}/research`, { question: 'Hausordnung Ruhezeiten' }, bearer(tokens.access_token))).status).toBe(
       202,
@@ -140,7 +140,7 @@ describe('faults observed by a client (docs/emulator-control.md "Faults")', () =
     const refused = await ask(emu, tokens.access_token);
     expect(refused.status).toBe(401);
     expect(refused.headers['www-authenticate']).toContain('token family was invalidated');
-    const snap = await snapshot(emu);
+    const snap = await overview(emu);
     expect(snap.families[0]).toMatchObject({ status: 'invalidated', invalidated_reason: 'refresh_replay' });
     expect(snap.faults[0]).toMatchObject({ id: fault.id, state: 'spent', fired: 1 });
   });
@@ -201,7 +201,7 @@ describe('faults observed by a client (docs/emulator-control.md "Faults")', () =
 describe('drop_response: the answer to a charged call is lost (docs/emulator-control.md "Faults"; issue 42.2 lost-answer)', () => {
   const keyed = (token: string, key: string) => bearer(token, { 'idempotency-key': key });
   const requestLog = async (emu: RunningEmulator, path: string) =>
-    (await snapshot(emu)).requests
+    (await overview(emu)).requests
       .filter((r: { path: string }) => r.path === path)
       .map((r: { status: number; faults?: string[] }) => [r.status, r.faults]);
   const toolCall = (emu: RunningEmulator, token: string, args: Record<string, string>) => mcpCall(emu, token, 'ask', args);
@@ -253,7 +253,7 @@ describe('drop_response: the answer to a charged call is lost (docs/emulator-con
     expect((await postJson(`${emu.baseUrl}/research`, question, bearer(access_token))).status).toBe(202);
     expect(await charges(emu)).toHaveLength(2);
     // Both were carried out: two jobs.
-    expect((await snapshot(emu)).research).toHaveLength(2);
+    expect((await overview(emu)).research).toHaveLength(2);
     expect(await requestLog(emu, '/research')).toEqual([
       [202, [expect.stringMatching(/drop_response$/)]],
       [202, undefined],
@@ -316,11 +316,11 @@ describe('faults on one MCP tool (docs/emulator-control.md "Faults": tool; issue
     const failed = await mcpCall(emu, access_token, 'start_research', { question: 'Hausordnung', idempotency_key: 'r-1' });
     expect(failed.status).toBe(503);
     expect(failed.headers['retry-after']).toBe('1');
-    expect((await snapshot(emu)).research).toEqual([]);
+    expect((await overview(emu)).research).toEqual([]);
     expect(await charges(emu)).toHaveLength(1);
     const retried = await mcpCall(emu, access_token, 'start_research', { question: 'Hausordnung', idempotency_key: 'r-1' });
     expect(retried.status).toBe(200);
-    expect((await snapshot(emu)).research).toHaveLength(1);
+    expect((await overview(emu)).research).toHaveLength(1);
     expect(await charges(emu)).toHaveLength(2);
   });
 

@@ -1,11 +1,11 @@
 /**
  * 41.5: lists that grow with what clients do come in pages, over real sockets: the person's settings page
  * (SETTINGS_PAGE_SIZE grants a page, a count and links to the others), the admin API's grants and findings (`limit`,
- * `offset`, `total`, `next`), and the admin snapshot (the newest of each list, with totals).
+ * `offset`, `total`, `next`), and the admin overview (the newest of each list, with totals).
  */
 import { describe, expect, it } from 'vitest';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
-import { SNAPSHOT_LIMITS } from '../src/core/snapshot.js';
+import { OVERVIEW_LIMITS } from '../src/core/overview.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { SETTINGS_PAGE_SIZE } from '../src/server/views.js';
 import { startEmulator } from './helpers/emulator.js';
@@ -84,20 +84,20 @@ describe('41.5: pages, with a count and a way to the rest', () => {
     expect(second.findings).toEqual(all.findings.slice(5, 10));
   });
 
-  it('the admin snapshot carries the newest grants and clients, and the totals', async () => {
+  it('the admin overview carries the newest grants and clients, and the totals', async () => {
     const emulator = await startEmulator();
-    await withGrants(emulator, SNAPSHOT_LIMITS.grants + 30);
-    const snapshot = (await admin(emulator, '/snapshot')).json();
-    expect(snapshot.totals).toEqual({
-      clients: SNAPSHOT_LIMITS.grants + 30,
-      grants: SNAPSHOT_LIMITS.grants + 30,
+    await withGrants(emulator, OVERVIEW_LIMITS.grants + 30);
+    const overview = (await admin(emulator, '/overview')).json();
+    expect(overview.totals).toEqual({
+      clients: OVERVIEW_LIMITS.grants + 30,
+      grants: OVERVIEW_LIMITS.grants + 30,
       findings: expect.any(Number),
     });
-    expect(snapshot.grants).toHaveLength(SNAPSHOT_LIMITS.grants);
-    // The newest registrations, and any other client a row of the snapshot names (a finding's, say).
-    expect(Object.keys(snapshot.clients).length).toBeGreaterThanOrEqual(SNAPSHOT_LIMITS.clients);
-    expect(Object.keys(snapshot.clients).length).toBeLessThan(SNAPSHOT_LIMITS.grants + 30);
-    expect(snapshot.findings.length).toBeLessThanOrEqual(SNAPSHOT_LIMITS.findings);
-    for (const grant of snapshot.grants) expect(snapshot.clients[grant.client_id]).toBeDefined();
+    expect(overview.grants).toHaveLength(OVERVIEW_LIMITS.grants);
+    // The newest registrations, and any other client a row of the overview names (a finding's, say).
+    expect(Object.keys(overview.clients).length).toBeGreaterThanOrEqual(OVERVIEW_LIMITS.clients);
+    expect(Object.keys(overview.clients).length).toBeLessThan(OVERVIEW_LIMITS.grants + 30);
+    expect(overview.findings.length).toBeLessThanOrEqual(OVERVIEW_LIMITS.findings);
+    for (const grant of overview.grants) expect(overview.clients[grant.client_id]).toBeDefined();
   });
 });

@@ -258,24 +258,24 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the w
     );
   });
 
-  it('the dashboard stream sends a fresh snapshot after a restore, so the dashboard shows the restored state', async () => {
+  it('the dashboard stream sends a fresh overview after a restore, so the dashboard shows the restored state', async () => {
     const { emu, admin } = await fileEmulator();
     const tokens = (await admin.post('/tokens', { scopes: ['ask'] })).json();
     await ask(emu, tokens.access_token);
     await admin.post('/snapshots/eins');
     const stream = await openAdminStream(emu);
-    await stream.until((m) => m.some((x) => x.event === 'snapshot'), 'the first snapshot');
+    await stream.until((m) => m.some((x) => x.event === 'overview'), 'the first overview');
     await ask(emu, tokens.access_token);
     await ask(emu, tokens.access_token);
     await stream.until((m) => m.filter((x) => x.event === 'charge.recorded').length === 2, 'two charges');
     await admin.post('/snapshots/eins/restore');
-    await stream.until((m) => m.filter((x) => x.event === 'snapshot').length === 2, 'a second snapshot');
+    await stream.until((m) => m.filter((x) => x.event === 'overview').length === 2, 'a second overview');
     stream.close();
     const messages = dashboardMessages(stream.messages);
     const names = messages.map((m) => (m.type === 'event' ? m.event.name : m.type));
     const restoredAt = names.indexOf('state.restored');
     expect(restoredAt).toBeGreaterThan(0);
-    expect(names.indexOf('snapshot', restoredAt)).toBeGreaterThan(restoredAt);
+    expect(names.indexOf('overview', restoredAt)).toBeGreaterThan(restoredAt);
     const folded = messages.reduce(reduce, initialState());
     expect(folded.charges.entries.map((e) => e.seq)).toEqual([1]);
     expect(Object.keys(folded.grants)).toHaveLength(1);

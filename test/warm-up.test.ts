@@ -39,15 +39,15 @@ describe('the emulator warms its request path before the ready point', () => {
       const first = await http(`${emu.baseUrl}${METADATA}`);
       expect(first.status).toBe(503);
       expect((await http(`${emu.baseUrl}${METADATA}`)).status).toBe(200);
-      const snapshot = (await http(`${emu.adminUrl}/snapshot`, { headers: bearer(emu.adminToken) })).json() as {
+      const overview = (await http(`${emu.adminUrl}/overview`, { headers: bearer(emu.adminToken) })).json() as {
         requests: Array<{ path: string; status: number }>;
         faults: Array<{ fired: number }>;
       };
-      expect(snapshot.requests.map((r) => [r.path, r.status])).toEqual([
+      expect(overview.requests.map((r) => [r.path, r.status])).toEqual([
         [METADATA, 503],
         [METADATA, 200],
       ]);
-      expect(snapshot.faults).toEqual([expect.objectContaining({ fired: 1 })]);
+      expect(overview.faults).toEqual([expect.objectContaining({ fired: 1 })]);
     });
   }
 

@@ -54,7 +54,7 @@ export class EventBus {
     }
   }
 
-  /** The sequence number of the newest event: a snapshot taken now is followed by the events after it. */
+  /** The sequence number of the newest event: an overview taken now is followed by the events after it. */
   get seq(): number {
     return this.#seq;
   }

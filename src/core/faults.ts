@@ -3,7 +3,7 @@ import { revokeGrant } from './grants-admin.js';
 import { replayStoredRefreshToken } from './token-family.js';
 import { ProblemError } from './errors.js';
 import { GRANT_KINDS, parseFaultSpec, type FaultKind, type FaultSettings, type FaultSpec } from './fault-spec.js';
-import type { FaultView } from './snapshot.js';
+import type { FaultView } from './overview.js';
 
 /** Arm's argument, for the callers that arm faults (the spec itself is fault-spec.ts's). */
 export type { FaultSpec };

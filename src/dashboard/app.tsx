@@ -2,26 +2,21 @@ import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { keysOf } from './keys.js';
 import { clientName, initialState, reduce, type DashboardState, type StreamMessage } from './model.js';
+import { fitColumns, header as headerText, rowText, tabs, widthsFor, wrapLines } from './layout.js';
 import {
   VIEWS,
   VIEW_TITLES,
   clockTime,
   detail,
   detailWraps,
-  fitColumns,
-  header as headerText,
   printable,
-  rowText,
   serviceLines,
   table,
-  tabs,
-  widthsFor,
-  wrapLines,
   type Line,
   type Row,
   type Tone,
   type ViewName,
-} from './views.js';
+} from './views/index.js';
 
 export interface DashboardActions {
   revokeGrant(grantId: string): Promise<void>;

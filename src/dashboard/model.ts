@@ -8,25 +8,25 @@ import type {
   ReplayEntry,
   RequestEntry,
   ResearchView,
-  Snapshot,
+  Overview,
   TrainingView,
-} from '../protocol/snapshot.js';
+} from '../protocol/overview.js';
 
 /**
  * The dashboard's state and the pure reducer that folds the admin stream into it. The UI never reads the
- * store: everything it shows comes from a snapshot and the events after it.
+ * store: everything it shows comes from an overview and the events after it.
  */
 
 /** What the stream client hands the reducer. */
 export type StreamMessage =
-  | { type: 'snapshot'; snapshot: Snapshot }
+  | { type: 'overview'; overview: Overview }
   | { type: 'event'; event: AppEvent }
   | { type: 'tick'; now: number }
   | { type: 'connection'; status: ConnectionStatus; detail?: string; url?: string; at: number };
 
 export type ConnectionStatus = 'connecting' | 'connected' | 'disconnected';
 
-export type GrantRow = Snapshot['grants'][number];
+export type GrantRow = Overview['grants'][number];
 export type ChargeRow = ChargeEntry & { free: boolean };
 export interface ActivityItem {
   seq: number;
@@ -40,11 +40,11 @@ export interface DashboardState {
   connection: { status: ConnectionStatus; detail: string | null; url: string | null; since: number | null };
   /** The newest event folded in; older or repeated events are ignored. */
   seq: number;
-  /** The server's clock (virtual under a manual clock), from the snapshot, events and ticks. */
+  /** The server's clock (virtual under a manual clock), from the overview, events and ticks. */
   now: number;
-  service: Snapshot['service'] | null;
+  service: Overview['service'] | null;
   persons: Record<string, string>;
-  clients: Snapshot['clients'];
+  clients: Overview['clients'];
   grants: Record<string, GrantRow>;
   families: Record<string, FamilyView>;
   research: Record<string, ResearchView>;
@@ -101,7 +101,7 @@ export const byConcern = (a: Finding, b: Finding): number =>
 const keptFindings = (findings: Finding[]): Finding[] => [...findings].sort(byConcern).slice(0, LIMITS.findings);
 
 /**
- * A finding recorded or counted again replaces the one with its id. One older than what is shown (a snapshot taken
+ * A finding recorded or counted again replaces the one with its id. One older than what is shown (an overview taken
  * after the count it carries) changes nothing.
  */
 function withFinding(findings: Finding[], f: Finding): Finding[] {
@@ -120,8 +120,8 @@ export function reduce(state: DashboardState, message: StreamMessage): Dashboard
       };
     case 'tick':
       return message.now === state.now ? state : { ...state, now: message.now };
-    case 'snapshot':
-      return fromSnapshot(state, message.snapshot);
+    case 'overview':
+      return fromOverview(state, message.overview);
     case 'event':
       if (message.event.seq <= state.seq) return state;
       return applyEvent({ ...state, seq: message.event.seq, now: Math.max(state.now, message.event.at) }, message.event);
@@ -129,10 +129,10 @@ export function reduce(state: DashboardState, message: StreamMessage): Dashboard
 }
 
 /**
- * A snapshot replaces what was known (after a reconnect, the server may have restarted with other state; after a
+ * An overview replaces what was known (after a reconnect, the server may have restarted with other state; after a
  * restore, the server sends one at once). The activity log stays: it is what happened, not the state.
  */
-function fromSnapshot(state: DashboardState, s: Snapshot): DashboardState {
+function fromOverview(state: DashboardState, s: Overview): DashboardState {
   return {
     ...state,
     seq: s.seq,
@@ -205,7 +205,7 @@ function onTokensIssued(state: DashboardState, event: EventOf<'tokens.issued'>):
       access_tokens: [token],
     };
   } else {
-    // The snapshot may already hold this token (taken between the core's change and its event): once only.
+    // The overview may already hold this token (taken between the core's change and its event): once only.
     const known = existing.access_tokens.some((t) => t.jti === d.jti);
     family = {
       ...existing,
@@ -278,7 +278,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
       );
     case 'grant.created': {
       const d = event.data;
-      // Already in the snapshot (taken between the core's change and its event): keep what it shows.
+      // Already in the overview (taken between the core's change and its event): keep what it shows.
       if (state.grants[d.grant_id]) return state;
       const grant: GrantRow = {
         id: d.grant_id,
@@ -532,7 +532,7 @@ function applyEvent(state: DashboardState, event: AppEvent): DashboardState {
         `fault ${event.data.fault_id} cleared`,
       );
     case 'state.restored': {
-      // Everything shown came from the replaced state: it goes at once, and the snapshot the server sends next fills it.
+      // Everything shown came from the replaced state: it goes at once, and the overview the server sends next fills it.
       // Findings describe the run, not the state: the emulator keeps them on a restore and forgets them on a reset.
       const cleared = {
         ...state,

@@ -5,7 +5,7 @@ import { ADMIN_ROUTES } from '../protocol/admin-api.js';
 import type { AdminEndpoint } from '../protocol/admin-client.js';
 import type { AppEvent } from '../protocol/events.js';
 import type { ResolveAdmin } from '../protocol/locate.js';
-import type { Snapshot } from '../protocol/snapshot.js';
+import type { Overview } from '../protocol/overview.js';
 import type { StreamMessage } from './model.js';
 
 export interface FollowOptions {
@@ -21,7 +21,7 @@ export interface FollowOptions {
 }
 
 /**
- * Follows the admin event stream until `signal` aborts: a snapshot, then events and ticks, reconnecting with
+ * Follows the admin event stream until `signal` aborts: an overview, then events and ticks, reconnecting with
  * back-off whenever the server goes away, and reporting each change of connection as a message.
  */
 export async function followAdminStream(options: FollowOptions): Promise<void> {
@@ -43,7 +43,7 @@ export async function followAdminStream(options: FollowOptions): Promise<void> {
   }
 }
 
-/** One connection; resolves when it ends. Returns whether a snapshot arrived (the connection worked). */
+/** One connection; resolves when it ends. Returns whether an overview arrived (the connection worked). */
 async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: () => number): Promise<boolean> {
   const { onMessage, signal } = options;
   const url = `${endpoint.adminUrl}${ADMIN_ROUTES.events}`;
@@ -69,8 +69,8 @@ async function followOnce(endpoint: AdminEndpoint, options: FollowOptions, now: 
     }
     const parser = createParser({
       onEvent: ({ event, data }) => {
-        if (event === 'snapshot') {
-          onMessage({ type: 'snapshot', snapshot: JSON.parse(data) as Snapshot });
+        if (event === 'overview') {
+          onMessage({ type: 'overview', overview: JSON.parse(data) as Overview });
           connected = true;
           onMessage({ type: 'connection', status: 'connected', url, at: now() });
         } else if (event === 'tick') {

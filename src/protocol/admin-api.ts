@@ -7,8 +7,9 @@ export const ADMIN_ROUTES = {
   grants: '/grants',
   revokeGrant: '/grants/:id/revoke',
   charges: '/charges',
-  snapshot: '/snapshot',
-  /** The server-sent event stream of the dashboard: a snapshot, then events and ticks. */
+  /** The state as the dashboard shows it (its overview). */
+  overview: '/overview',
+  /** The server-sent event stream of the dashboard: an overview, then events and ticks. */
   events: '/events',
   clock: '/clock',
   advanceClock: '/clock/advance',

@@ -135,7 +135,7 @@ export interface EventMap {
     grant_id?: string;
   };
   'fault.cleared': { fault_id: string; kind: string };
-  /** The whole state was replaced by a snapshot (`reset`: the baseline): readers start again from a fresh snapshot. */
+  /** The whole state was replaced by a snapshot (`reset`: the baseline): readers start again from a fresh overview. */
   'state.restored': { snapshot: string; reset: boolean };
 }
 

@@ -2,11 +2,11 @@ import type { ServerResponse } from 'node:http';
 import type { ChargeEntry } from '../core/charges.js';
 import type { Core } from '../core/core.js';
 import type { AppEvent } from '../core/events.js';
-import { SNAPSHOT_LIMITS, buildSnapshot, type FaultView, type ReplayEntry, type RequestEntry, type Snapshot } from '../core/snapshot.js';
+import { OVERVIEW_LIMITS, buildOverview, type FaultView, type ReplayEntry, type RequestEntry, type Overview } from '../core/overview.js';
 
 /** How often an open stream gets the server's clock (also its keep-alive). */
 export const TICK_MS = 1000;
-/** A dashboard that falls this far behind (beyond its snapshot) is cut off; it reconnects from a fresh snapshot. */
+/** A dashboard that falls this far behind (beyond its overview) is cut off; it reconnects from a fresh overview. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 
 const frame = (event: string, data: unknown, id?: number): string =>
@@ -20,7 +20,7 @@ function pushCapped<T>(list: T[], item: T, limit: number): void {
 
 /**
  * The admin side of the event bus: keeps what the core does not store or stores only in files (the newest requests,
- * replays, charges) and serves the snapshot and the server-sent event stream the dashboard folds into its state.
+ * replays, charges) and serves the overview and the server-sent event stream the dashboard folds into its state.
  */
 export class AdminFeed {
   readonly #core: Core;
@@ -47,18 +47,18 @@ export class AdminFeed {
         this.#charges.length = 0;
         this.#replays.length = 0;
       } else if (event.name === 'request.served')
-        pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.requests);
-      else if (event.name === 'charge.recorded') pushCapped(this.#charges, event.data, SNAPSHOT_LIMITS.charges);
+        pushCapped(this.#requests, { ...event.data, seq: event.seq, at: event.at }, OVERVIEW_LIMITS.requests);
+      else if (event.name === 'charge.recorded') pushCapped(this.#charges, event.data, OVERVIEW_LIMITS.charges);
       else if (event.name === 'idempotency.replayed')
-        pushCapped(this.#replays, { ...event.data, seq: event.seq, at: event.at }, SNAPSHOT_LIMITS.charges);
+        pushCapped(this.#replays, { ...event.data, seq: event.seq, at: event.at }, OVERVIEW_LIMITS.charges);
     });
   }
 
-  /** The ledger's newest entries, read on the first snapshot only (the file only grows, until a restore; later charges arrive as events). */
+  /** The ledger's newest entries, read on the first overview only (the file only grows, until a restore; later charges arrive as events). */
   #ledgerTail(): Promise<ChargeEntry[]> {
     return (this.#ledger ??= this.#core.persistence.readLedger().then((lines) => {
       const entries: ChargeEntry[] = [];
-      for (const line of lines.slice(-SNAPSHOT_LIMITS.charges)) {
+      for (const line of lines.slice(-OVERVIEW_LIMITS.charges)) {
         try {
           entries.push(JSON.parse(line) as ChargeEntry);
         } catch {
@@ -69,26 +69,26 @@ export class AdminFeed {
     }));
   }
 
-  async snapshot(): Promise<Snapshot> {
+  async overview(): Promise<Overview> {
     const ledger = await this.#ledgerTail();
     // A charge may be both in the ledger and seen as an event (recorded around the read): once, by its number.
     const bySeq = new Map<number, ChargeEntry>();
     for (const entry of [...ledger, ...this.#charges]) bySeq.set(entry.seq, entry);
     const charges = [...bySeq.values()].sort((a, b) => a.seq - b.seq);
-    return buildSnapshot(this.#core, {
+    return buildOverview(this.#core, {
       charges,
       replays: [...this.#replays],
-      requests: this.#requests.slice(-SNAPSHOT_LIMITS.requests),
+      requests: this.#requests.slice(-OVERVIEW_LIMITS.requests),
       faults: this.#faults?.(),
     });
   }
 
   /**
-   * Streams `snapshot`, then every event after it, then a `tick` with the server's clock every second. After a
-   * `state.restored` event everything the reader folded is stale: a fresh snapshot follows it, and the events after.
+   * Streams `overview`, then every event after it, then a `tick` with the server's clock every second. After a
+   * `state.restored` event everything the reader folded is stale: a fresh overview follows it, and the events after.
    */
   async stream(raw: ServerResponse): Promise<void> {
-    // While a snapshot is built, events wait here and are sent after it, if newer than it.
+    // While an overview is built, events wait here and are sent after it, if newer than it.
     let backlog: AppEvent[] | null = [];
     let restored = false;
     let refreshing = false;
@@ -98,34 +98,34 @@ export class AdminFeed {
       raw.write(text);
       if (raw.writableLength > allowance) raw.destroy();
     };
-    /** Sends a snapshot and the events that waited for it; again while a restore happened meanwhile. False: the stream ended. */
+    /** Sends an overview and the events that waited for it; again while a restore happened meanwhile. False: the stream ended. */
     const refresh = async (): Promise<boolean> => {
       refreshing = true;
       try {
         do {
           restored = false;
           backlog ??= [];
-          let snapshot: Snapshot;
+          let overview: Overview;
           try {
-            snapshot = await this.snapshot();
+            overview = await this.overview();
           } catch (e) {
             send(frame('error', { message: (e as Error).message }));
             raw.end();
             return false;
           }
-          // The reader left, or the server began to stop, while the snapshot was built.
+          // The reader left, or the server began to stop, while the overview was built.
           if (raw.destroyed || raw.writableEnded || this.#closed) {
             unsubscribe();
             raw.end();
             return false;
           }
-          const text = frame('snapshot', snapshot, snapshot.seq);
-          // However large the snapshot, the reader is cut off only for falling behind after it.
+          const text = frame('overview', overview, overview.seq);
+          // However large the overview, the reader is cut off only for falling behind after it.
           allowance = Buffer.byteLength(text) + MAX_BUFFERED_BYTES;
           send(text);
           const waiting: AppEvent[] = backlog;
           backlog = null;
-          for (const event of waiting) if (event.seq > snapshot.seq) send(frame(event.name, event, event.seq));
+          for (const event of waiting) if (event.seq > overview.seq) send(frame(event.name, event, event.seq));
         } while (restored);
         return true;
       } finally {
@@ -164,7 +164,7 @@ export class AdminFeed {
     this.#ticker = undefined;
   }
 
-  /** Ends every open stream: the server is stopping. Streams still building their snapshot end when it is built. */
+  /** Ends every open stream: the server is stopping. Streams still building their overview end when it is built. */
   close(): void {
     this.#closed = true;
     this.#stopTicking();

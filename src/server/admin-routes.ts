@@ -134,7 +134,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         const grant = await revokeGrant(core, id, by);
         return { grant: grantView(core, grant) };
       });
-      admin.get(ADMIN_ROUTES.snapshot, async () => feed.snapshot());
+      admin.get(ADMIN_ROUTES.overview, async () => feed.overview());
       // Client findings: observations of each client's habits, never faults (src/core/findings.ts).
       admin.get(ADMIN_ROUTES.findings, { schema: adminFindingsSchema }, async (request): Promise<FindingsList> => {
         const { offset, limit } = paging(request.query as { limit?: string; offset?: string });

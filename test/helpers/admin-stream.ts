@@ -60,8 +60,8 @@ export async function openAdminStream(
 /** The stream's messages as the dashboard's stream client hands them to its reducer (ticks left out). */
 export const dashboardMessages = (messages: readonly AdminStreamMessage[]): StreamMessage[] =>
   messages.flatMap((m): StreamMessage[] =>
-    m.event === 'snapshot'
-      ? [{ type: 'snapshot', snapshot: m.data }]
+    m.event === 'overview'
+      ? [{ type: 'overview', overview: m.data }]
       : m.event !== 'tick' && m.event !== 'message'
         ? [{ type: 'event', event: m.data }]
         : [],

@@ -3,14 +3,14 @@ import { createElement } from 'react';
 import { render } from 'ink-testing-library';
 import type { AppEvent, EventMap, EventName } from '../../src/protocol/events.js';
 import type { Finding } from '../../src/protocol/findings.js';
-import type { Snapshot } from '../../src/protocol/snapshot.js';
+import type { Overview } from '../../src/protocol/overview.js';
 import { Dashboard, type DashboardActions } from '../../src/dashboard/app.js';
 import type { StreamMessage } from '../../src/dashboard/model.js';
 import { pollUntil } from './wait.js';
 
 export const T0 = Date.UTC(2026, 10, 21, 12, 0, 0);
 
-export function snapshot(overrides: Partial<Snapshot> = {}): Snapshot {
+export function overview(overrides: Partial<Overview> = {}): Overview {
   return {
     seq: 0,
     now: T0,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { EVENT_NAMES, type EventName } from '../../src/protocol/events.js';
 import { LIMITS, initialState, reduce, type DashboardState, type StreamMessage } from '../../src/dashboard/model.js';
-import { table } from '../../src/dashboard/views.js';
-import { Script, T0, finding, snapshot } from '../helpers/dashboard.js';
+import { table } from '../../src/dashboard/views/index.js';
+import { Script, T0, finding, overview } from '../helpers/dashboard.js';
 
 const fold = (messages: StreamMessage[], from: DashboardState = initialState()): DashboardState => messages.reduce(reduce, from);
 
@@ -24,7 +24,7 @@ const unusedScope = finding({
 function started() {
   const s = new Script();
   const state = fold([
-    { type: 'snapshot', snapshot: snapshot({ findings: [unusedScope] }) },
+    { type: 'overview', overview: overview({ findings: [unusedScope] }) },
     s.event('grant.created', {
       grant_id: 'grant-1',
       client_id: 'client-1',
@@ -335,7 +335,7 @@ const CASES: Record<EventName, (s: Script, state: DashboardState) => { message: 
   'state.restored': (s) => ({
     message: s.event('state.restored', { snapshot: 'vorher', reset: false }),
     check: (n) => {
-      // Nothing of the replaced state stays on screen until the fresh snapshot that follows arrives.
+      // Nothing of the replaced state stays on screen until the fresh overview that follows arrives.
       expect([n.grants, n.families, n.research, n.training, n.actions, n.clients]).toEqual([{}, {}, {}, {}, {}, {}]);
       expect(n.charges).toEqual({ by_client: {}, by_grant: {}, entries: [] });
       // Findings describe the run, not the state: the emulator keeps them on a restore.
@@ -420,9 +420,9 @@ describe('dashboard reducer: every event of the core bus', () => {
 });
 
 describe('dashboard reducer: the stream around the events', () => {
-  it('an event at or below the snapshot sequence is ignored (it is already in the snapshot)', () => {
+  it('an event at or below the overview sequence is ignored (it is already in the overview)', () => {
     const s = new Script({ seq: 10 });
-    const state = fold([{ type: 'snapshot', snapshot: snapshot({ seq: 10 }) }]);
+    const state = fold([{ type: 'overview', overview: overview({ seq: 10 }) }]);
     const old = {
       type: 'event',
       event: {
@@ -441,18 +441,18 @@ describe('dashboard reducer: the stream around the events', () => {
     ).toEqual(['g']);
   });
 
-  it('a snapshot after a reconnect replaces what was known, and keeps the connection state', () => {
+  it('an overview after a reconnect replaces what was known, and keeps the connection state', () => {
     const { state } = started();
     const connected = reduce(state, { type: 'connection', status: 'connected', url: 'http://x/_admin/events', at: 1 });
-    const next = reduce(connected, { type: 'snapshot', snapshot: snapshot({ seq: 3 }) });
+    const next = reduce(connected, { type: 'overview', overview: overview({ seq: 3 }) });
     expect(next.grants).toEqual({});
     expect(next.families).toEqual({});
     expect(next.seq).toBe(3);
     expect(next.connection.status).toBe('connected');
   });
 
-  it('a snapshot fills every view: grants, families, jobs, charges, actions, requests, findings', () => {
-    const snap = snapshot({
+  it('an overview fills every view: grants, families, jobs, charges, actions, requests, findings', () => {
+    const snap = overview({
       seq: 5,
       grants: [
         {
@@ -531,7 +531,7 @@ describe('dashboard reducer: the stream around the events', () => {
       requests: [{ seq: 4, at: T0, server: 'api', method: 'GET', path: '/x', status: 200, ms: 1 }],
       findings: [unusedScope, finding()],
     });
-    const n = reduce(initialState(), { type: 'snapshot', snapshot: snap });
+    const n = reduce(initialState(), { type: 'overview', overview: snap });
     expect(Object.keys(n.grants)).toEqual(['g1']);
     expect(Object.keys(n.families)).toEqual(['f1']);
     expect(n.research.j1?.status).toBe('running');
@@ -545,7 +545,7 @@ describe('dashboard reducer: the stream around the events', () => {
     expect(n.findings.map((f) => f.severity)).toEqual(['error', 'info']);
   });
 
-  it('a charge already in the snapshot is not counted twice when its event follows', () => {
+  it('a charge already in the overview is not counted twice when its event follows', () => {
     const entry = {
       seq: 1,
       at: T0,
@@ -557,15 +557,15 @@ describe('dashboard reducer: the stream around the events', () => {
       idempotency_key: null,
     };
     const state = reduce(initialState(), {
-      type: 'snapshot',
-      snapshot: snapshot({ seq: 5, charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [entry], replays: [] } }),
+      type: 'overview',
+      overview: overview({ seq: 5, charges: { by_client: { 'client-1': 2 }, by_grant: { g1: 2 }, entries: [entry], replays: [] } }),
     });
     const next = reduce(state, new Script({ seq: 5 }).event('charge.recorded', entry));
     expect(next.charges.by_client['client-1']).toBe(2);
   });
 
-  // The core changes its state, awaits the commit, then emits: a snapshot taken in between already shows the change.
-  it('an event whose change the snapshot already shows is not applied twice (tokens, grants, jobs, actions)', () => {
+  // The core changes its state, awaits the commit, then emits: an overview taken in between already shows the change.
+  it('an event whose change the overview already shows is not applied twice (tokens, grants, jobs, actions)', () => {
     const { s, state } = started();
     const again = [
       new Script({ seq: s.seq, at: s.at }).event('tokens.issued', {
@@ -622,7 +622,7 @@ describe('dashboard reducer: the stream around the events', () => {
   it('a family killed (code replay) before the event of its first tokens arrives stays invalidated', () => {
     const s = new Script();
     const n = fold([
-      { type: 'snapshot', snapshot: snapshot() },
+      { type: 'overview', overview: overview() },
       s.event('family.invalidated', { grant_id: 'grant-9', family_id: 'fam-9', reason: 'code_replay' }),
       s.event('tokens.issued', {
         grant_id: 'grant-9',
@@ -644,10 +644,10 @@ describe('dashboard reducer: the stream around the events', () => {
     const first = finding({ first_at: T0 + 1000, last_at: T0 + 1000 });
     const again = { ...first, count: 3, last_at: T0 + 5000 };
     const n = fold([
-      { type: 'snapshot', snapshot: snapshot() },
+      { type: 'overview', overview: overview() },
       s.event('finding.recorded', first),
       s.event('finding.recorded', again),
-      // A copy older than what is shown (the snapshot had the newer count already): ignored.
+      // A copy older than what is shown (the overview had the newer count already): ignored.
       s.event('finding.recorded', { ...first, count: 2, last_at: T0 + 3000 }),
     ]);
     expect(n.findings).toEqual([again]);
@@ -661,7 +661,7 @@ describe('dashboard reducer: the stream around the events', () => {
     const old = finding({ id: 'refresh.concurrent:c:old', first_at: T0, last_at: T0 });
     const warning = finding({ id: 'grant.abandoned:c:g', code: 'grant.abandoned', severity: 'warning', last_at: T0 + 7 });
     const n = fold([
-      { type: 'snapshot', snapshot: snapshot({ findings: [info(1), old, info(2), warning] }) },
+      { type: 'overview', overview: overview({ findings: [info(1), old, info(2), warning] }) },
       ...Array.from({ length: LIMITS.findings }, (_, i) => s.event('finding.recorded', info(10 + i))),
     ]);
     expect(n.findings).toHaveLength(LIMITS.findings);
@@ -673,7 +673,7 @@ describe('dashboard reducer: the stream around the events', () => {
 
   it('state.restored: a reset clears the findings (the emulator forgets them); a restore keeps them', () => {
     const s = new Script();
-    const state = fold([{ type: 'snapshot', snapshot: snapshot({ findings: [finding()] }) }]);
+    const state = fold([{ type: 'overview', overview: overview({ findings: [finding()] }) }]);
     const reset = reduce(state, s.event('state.restored', { snapshot: '_baseline', reset: true }));
     expect(reset.findings).toEqual([]);
     expect(reset.activity.at(-1)?.text).toBe('state reset to the baseline');

@@ -1,4 +1,4 @@
-/** The read model the admin API sends (`GET /_admin/snapshot`, and first on its event stream): no secrets, no hashes. */
+/** The read model the admin API sends (`GET /_admin/overview`, and first on its event stream): no secrets, no hashes. */
 
 import type { ChargeEntry } from './charges.js';
 import type { EventMap } from './events.js';
@@ -8,7 +8,7 @@ export type RequestEntry = EventMap['request.served'] & { seq: number; at: numbe
 /** An idempotent replay: answered from the stored response, free (kept in memory since the emulator started). */
 export type ReplayEntry = EventMap['idempotency.replayed'] & { seq: number; at: number };
 
-/** A grant as the snapshot lists it. */
+/** A grant as the overview lists it. */
 export interface GrantEntry {
   readonly id: string;
   readonly client_id: string;
@@ -90,15 +90,15 @@ export interface FaultView {
 
 /**
  * What the admin stream sends first (and again after every reconnect): the state as the dashboard shows it.
- * The events with `seq` greater than this snapshot's `seq` follow it.
+ * The events with `seq` greater than this overview's `seq` follow it.
  */
-export interface Snapshot {
+export interface Overview {
   seq: number;
   now: number;
   service: { base_url: string; auth_url: string; issuer: string };
   persons: Record<string, string>;
   /**
-   * How many there are in all: the lists hold the newest (SNAPSHOT_LIMITS); the rest come from GET /_admin/grants
+   * How many there are in all: the lists hold the newest (OVERVIEW_LIMITS); the rest come from GET /_admin/grants
    * and /_admin/findings, page by page.
    */
   totals: { clients: number; grants: number; findings: number };

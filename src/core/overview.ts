@@ -1,15 +1,15 @@
 import type { ChargeEntry } from './charges.js';
 import type { Core } from './core.js';
-import type { FaultView, ReplayEntry, RequestEntry, Snapshot } from '../protocol/snapshot.js';
+import type { FaultView, ReplayEntry, RequestEntry, Overview } from '../protocol/overview.js';
 
-export type { FaultView, ReplayEntry, RequestEntry, Snapshot } from '../protocol/snapshot.js';
+export type { FaultView, ReplayEntry, RequestEntry, Overview } from '../protocol/overview.js';
 
 /**
- * How many of the newest items a snapshot carries per list; older ones stay in the state file (grants and findings:
- * the paged GET /_admin/grants and /_admin/findings have them all). Clients: those the snapshot's rows name, and
+ * How many of the newest items an overview carries per list; older ones stay in the state file (grants and findings:
+ * the paged GET /_admin/grants and /_admin/findings have them all). Clients: those the overview's rows name, and
  * this many of the newest besides.
  */
-export const SNAPSHOT_LIMITS = {
+export const OVERVIEW_LIMITS = {
   families: 200,
   jobs: 200,
   charges: 200,
@@ -23,24 +23,24 @@ export const SNAPSHOT_LIMITS = {
 const newest = <T extends { created_at: number }>(items: Iterable<T>, limit: number): T[] =>
   [...items].sort((a, b) => a.created_at - b.created_at).slice(-limit);
 
-/** Builds the snapshot from the core's state at this moment (synchronous, so `seq` matches it exactly). */
-export function buildSnapshot(
+/** Builds the overview from the core's state at this moment (synchronous, so `seq` matches it exactly). */
+export function buildOverview(
   core: Core,
   extra: { charges: ChargeEntry[]; replays: ReplayEntry[]; requests: RequestEntry[]; faults?: FaultView[] },
-): Snapshot {
+): Overview {
   const s = core.state;
-  // First: judging the run-wide findings may publish some, which this snapshot then already holds.
+  // First: judging the run-wide findings may publish some, which this overview then already holds.
   const findings = core.findings.list();
   const allGrants = Object.values(s.grants);
-  const grants = newest(allGrants, SNAPSHOT_LIMITS.grants);
-  const families = newest(Object.values(s.families), SNAPSHOT_LIMITS.families);
-  const research = newest(Object.values(s.research_jobs), SNAPSHOT_LIMITS.jobs);
-  const training = newest(Object.values(s.training_documents), SNAPSHOT_LIMITS.jobs);
-  const actions = newest(Object.values(s.pending_actions), SNAPSHOT_LIMITS.actions);
-  const shownFindings = findings.slice(0, SNAPSHOT_LIMITS.findings);
-  const charges = extra.charges.slice(-SNAPSHOT_LIMITS.charges);
-  const replays = extra.replays.slice(-SNAPSHOT_LIMITS.charges);
-  const requests = extra.requests.slice(-SNAPSHOT_LIMITS.requests);
+  const grants = newest(allGrants, OVERVIEW_LIMITS.grants);
+  const families = newest(Object.values(s.families), OVERVIEW_LIMITS.families);
+  const research = newest(Object.values(s.research_jobs), OVERVIEW_LIMITS.jobs);
+  const training = newest(Object.values(s.training_documents), OVERVIEW_LIMITS.jobs);
+  const actions = newest(Object.values(s.pending_actions), OVERVIEW_LIMITS.actions);
+  const shownFindings = findings.slice(0, OVERVIEW_LIMITS.findings);
+  const charges = extra.charges.slice(-OVERVIEW_LIMITS.charges);
+  const replays = extra.replays.slice(-OVERVIEW_LIMITS.charges);
+  const requests = extra.requests.slice(-OVERVIEW_LIMITS.requests);
   const allClients = Object.values(s.clients);
   // The clients the rows name (a request or a charge of an old client too), and the newest registrations.
   const named = new Set<string | null | undefined>(
@@ -51,7 +51,7 @@ export function buildSnapshot(
   const recent = new Set(
     [...allClients]
       .sort((a, b) => a.client_id_issued_at - b.client_id_issued_at)
-      .slice(-SNAPSHOT_LIMITS.clients)
+      .slice(-OVERVIEW_LIMITS.clients)
       .map((c) => c.client_id),
   );
   const clients = allClients.filter((c) => named.has(c.client_id) || recent.has(c.client_id));
