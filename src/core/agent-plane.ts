@@ -1,6 +1,6 @@
 import { applyChange, planChange, type PendingAction } from './actions.js';
 import { asksForChange } from './ask.js';
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
 import type { AccessContext } from './resource-guard.js';
 import { newId, randomToken } from './crypto.js';
 import { ProblemError } from './errors.js';
@@ -31,7 +31,7 @@ const RECORD_PREFIX: Record<WorkspaceKind, string> = {
  */
 export class AgentPlane {
   constructor(
-    private readonly core: Core,
+    private readonly core: CoreContext,
     private readonly resources: ResourceService,
     private readonly workspace: Workspace,
   ) {}
@@ -216,7 +216,7 @@ export class AgentPlane {
 }
 
 /** Replays applied changes over a freshly loaded workspace (on start). */
-export function replayWorkspaceChanges(workspace: Workspace, core: Core, warn: (message: string) => void = () => undefined): void {
+export function replayWorkspaceChanges(workspace: Workspace, core: CoreContext, warn: (message: string) => void = () => undefined): void {
   for (const change of core.state.workspace_changes) {
     if (!applyChange(workspace, change))
       warn(`workspace change of action ${String(change?.action_id)} skipped: its record is not in these fixtures`);

@@ -1,5 +1,5 @@
 import { addAmount, type ChargeEntry } from './charges.js';
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
 
 export interface ChargesReport {
   unit: 'AKh';
@@ -13,7 +13,7 @@ export interface ChargesReport {
  * in seq order) as recordCharge sums them: the totals are those of exactly these entries, never of charges
  * recorded since (the state's running totals may already count charges whose lines are not committed yet).
  */
-export function chargesReport(core: Core, entries: ChargeEntry[]): ChargesReport {
+export function chargesReport(core: CoreContext, entries: ChargeEntry[]): ChargesReport {
   const perClient = new Map<string, { total: number; charges: number }>();
   let total = 0;
   for (const e of entries) {

@@ -1,4 +1,5 @@
 import type { AccessTokenSigner } from './access-token.js';
+import type { Arrivals } from './arrivals.js';
 import type { ChargeEntry } from './charges.js';
 import type { ConsentPolicies } from './consent-policy.js';
 import { DAY, MINUTE, type Clock } from './clock.js';
@@ -24,10 +25,12 @@ export interface Lifetimes {
 export const DEFAULT_LIFETIMES: Lifetimes = { accessToken: 15 * MINUTE, code: MINUTE, refreshToken: 30 * DAY, interaction: 10 * MINUTE };
 
 /**
- * What the core's rule modules (registration, consent, the token endpoint and its grant types, the resource guard,
- * revocation, grants, the scenario) share, and all they know of the core: `Core` (core.ts) implements it. They take
- * this rather than the `Core` class, so that the core can call them without an import circle. The state changes
- * only through `repo`; `state` is for reading.
+ * What the core's modules share, and all they know of the core: `Core` (core.ts) implements it. The rules
+ * (registration, consent, the token endpoint and its grant types, the resource guard, revocation, grants, the
+ * scenario) and the services (metering, the agent plane, faults, findings, the overview, reports) take this, never
+ * the `Core` class: each depends on what it uses, and the core can call any of them without an import circle. Only
+ * the composition root and the adapters hold a `Core` (docs/architecture.md). The state changes only through
+ * `repo`; `state` is for reading.
  */
 export interface CoreContext {
   readonly clock: Clock;
@@ -51,6 +54,8 @@ export interface CoreContext {
   readonly consentPolicies: ConsentPolicies;
   /** What open registration admits: a rate per source, a number of clients. */
   readonly registrations: RegistrationGate;
+  /** The order requests arrived in, which the transports number (arrivals.ts). */
+  readonly arrivals: Arrivals;
   person(id: string): Person | undefined;
   /** Makes every change made so far durable. Concurrent calls share one write. */
   commit(): Promise<void>;

@@ -46,9 +46,12 @@ export interface CoreOptions {
  * The authorization server's domain core, a small facade: it owns what the rules share (clock, event bus, persons,
  * lifetimes, retention, the repository and its persistence, the signing key, the service URLs, the family-by-handle
  * index, the open consent screens and the consent policies) and opens, commits, exports and restores the state.
- * The OAuth rules are functions that take it as a `CoreContext`, one module each: registration.ts, consent.ts,
- * token-endpoint.ts with grants/, token-family.ts, issue-tokens.ts, resource-guard.ts, revocation.ts,
- * grants-admin.ts, scenario.ts and retention.ts. Adapters (HTTP, CLI, store) call it; it imports none of them.
+ * The core's modules take it as a `CoreContext` (context.ts), never as a `Core`: the OAuth rules, one module each
+ * (registration.ts, consent.ts, token-endpoint.ts with grants/, token-family.ts, issue-tokens.ts, resource-guard.ts,
+ * revocation.ts, grants-admin.ts, scenario.ts), and the services (metering, faults, the agent plane, findings). What
+ * only the composition root and the adapters use is here alone: opening, exporting and restoring the state,
+ * retention, warm-up, setting the service URLs, the findings. Adapters (HTTP, CLI, store) call it; it imports none
+ * of them.
  */
 export class Core implements CoreContext {
   readonly clock: Clock;

@@ -1,4 +1,4 @@
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
 import { revokeGrant } from './grants-admin.js';
 import { replayStoredRefreshToken } from './token-family.js';
 import { ProblemError } from './errors.js';
@@ -104,7 +104,7 @@ export class Faults {
   readonly #faults = new Map<string, Fault>();
   #seq = 0;
 
-  constructor(private readonly core: Core) {}
+  constructor(private readonly core: CoreContext) {}
 
   arm(spec: FaultSpec): Fault {
     const now = this.core.clock.now();

@@ -1,7 +1,6 @@
 import { plural } from '../protocol/format.js';
 import { FINDINGS, SEVERITIES, type Finding, type FindingCode, type FindingSeverity } from '../protocol/findings.js';
 import { HINTS, missingParameterHint, type MissingParameter } from './client-hints.js';
-import type { Arrivals } from './arrivals.js';
 import { MINUTE, SECOND } from './clock.js';
 import { idempotencyKeyName } from './idempotency.js';
 import type { CoreContext } from './context.js';
@@ -32,7 +31,7 @@ const MISSING: ReadonlySet<string> = new Set<MissingParameter>([
 ]);
 
 /** What the findings read of the core (`resource` only once the emulator listens, as requests do). */
-export type FindingsContext = Pick<CoreContext, 'clock' | 'events' | 'state' | 'lifetimes' | 'resource'> & { arrivals: Arrivals };
+export type FindingsContext = Pick<CoreContext, 'clock' | 'events' | 'state' | 'lifetimes' | 'resource' | 'arrivals'>;
 
 interface Observation {
   code: FindingCode;

@@ -1,5 +1,5 @@
 import type { ChargeEntry } from './charges.js';
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
 import { sha256 } from './crypto.js';
 import { ProblemError } from './errors.js';
 import type { FaultKind } from './fault-spec.js';
@@ -78,7 +78,7 @@ export class Metering {
   readonly #inFlight = new Set<string>();
 
   constructor(
-    private readonly core: Core,
+    private readonly core: CoreContext,
     rateLimit: RateLimitConfig,
     private readonly faults?: Faults,
   ) {

@@ -1,5 +1,6 @@
 import type { ChargeEntry } from './charges.js';
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
+import type { Findings } from './findings.js';
 import type { FaultView, ReplayEntry, RequestEntry, Overview } from '../protocol/overview.js';
 
 export type { FaultView, ReplayEntry, RequestEntry, Overview } from '../protocol/overview.js';
@@ -25,7 +26,7 @@ const newest = <T extends { created_at: number }>(items: Iterable<T>, limit: num
 
 /** Builds the overview from the core's state at this moment (synchronous, so `seq` matches it exactly). */
 export function buildOverview(
-  core: Core,
+  core: CoreContext & { readonly findings: Findings },
   extra: { charges: ChargeEntry[]; replays: ReplayEntry[]; requests: RequestEntry[]; faults?: FaultView[] },
 ): Overview {
   const s = core.state;
