@@ -28,6 +28,13 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
+      name: 'apps-share-through-app-common',
+      severity: 'error',
+      comment: 'The API app and the auth app share their options and hooks through server/app-common.ts: neither imports the other.',
+      from: { path: '^src/server/(api|auth)-app\\.ts$' },
+      to: { path: '^src/server/(api|auth)-app\\.ts$' },
+    },
+    {
       name: 'client-and-dashboard-speak-only-the-wire',
       severity: 'error',
       comment: 'The client and the dashboard import protocol, their own folder, node built-ins and npm packages only.',
