@@ -22,7 +22,7 @@ const notices = (stderr: string) => stderr.split('\n').filter((line) => line.sta
 
 describe('serve after kill -9', () => {
   it(
-    "the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; the journal replayed, uncommitted ledger lines dropped and a killed writer's temp file removed, one notice each",
+    "the lock of a holder killed with SIGKILL is taken at once (its admin file names a pid that is gone), with one notice on stderr; the journal replayed, a ledger line beyond the state's charges rewritten away and a killed writer's temp file removed, one notice each",
     { timeout: 30_000 },
     async () => {
       const dir = await scratchDir();
@@ -63,7 +63,9 @@ describe('serve after kill -9', () => {
         ),
         // The answered requests were in the journal only: replayed.
         expect.stringMatching(/^agent-access: replayed \d+ journal records? from .*state\.journal\.jsonl \(the last stop was not clean\)$/),
-        expect.stringContaining(`agent-access: dropped 1 uncommitted line (seq 2) from the end of charge ledger ${ledger}`),
+        expect.stringContaining(
+          `agent-access: rewrote charge ledger ${ledger} from the 1 charge in ${state}: it held lines beyond the charges the state holds`,
+        ),
       ]);
       expect(second.stdoutRest()).toBe('');
       expect(await readFile(ledger, 'utf8')).toBe(committed);

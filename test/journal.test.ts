@@ -175,7 +175,7 @@ describe('an empty journal', () => {
     expect(second.notices).toEqual([]);
     expect(JSON.stringify(second.core.state)).toBe(JSON.stringify(first.core.state));
     await second.persistence.close();
-    // Left, it would make every later start take a ledger line beyond the state's count for a cut-short commit's.
+    // Left, it would make every later start take the files for left by a crash.
     expect(existsSync(journalOf(file))).toBe(false);
   });
 });

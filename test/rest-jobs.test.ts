@@ -9,7 +9,7 @@ import { authorizeAndApprove, bearer, Browser, http, postJson } from './helpers/
 const get = (emu: Emulator, token: string, path: string) => http(`${emu.baseUrl}${path}`, { headers: bearer(token) });
 const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
   postJson(`${emu.baseUrl}${path}`, body, { ...bearer(token), ...headers });
-const ledger = (emu: Emulator) => emu.core.persistence.readLedger();
+const ledger = (emu: Emulator) => emu.core.persistence.readCharges();
 
 async function setup(options: EmulatorOptions = {}, scope = 'ask research training.write') {
   const clock = (options.clock as ManualClock | undefined) ?? new ManualClock();
@@ -26,7 +26,7 @@ describe('spec 2.5, 3.1, 4.4 rule 3: research jobs', () => {
     const body = res.json();
     expect(body).toEqual({ job_id: expect.stringMatching(/^job_/), status: 'queued', poll: `/research/${body.job_id}` });
     for (let i = 0; i < 3; i++) expect((await get(emu, token, body.poll)).status).toBe(200);
-    const charges = (await ledger(emu)).map((l) => JSON.parse(l));
+    const charges = await ledger(emu);
     expect(charges).toEqual([expect.objectContaining({ route: 'POST /research', amount: 2, unit: 'AKh' })]);
   });
 

@@ -13,13 +13,13 @@ import type { JobTimings } from './jobs.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
 import { moveAwayCommand } from './state-files.js';
-import type { StatePersistence, StoredState } from './persistence.js';
+import { stateText, type StatePersistence, type StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
 import { RegistrationGate, type RegistrationLimits } from './registration-gate.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
-import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
+import { adoptLedger, emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 
 /** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
 export type { GrantSeed };
@@ -149,7 +149,11 @@ export class Core implements CoreContext {
    * anything changed, if `stored.state` is not a state file (`label` names where it came from).
    */
   async restoreStored(stored: StoredState, label: string, swap: () => void = () => undefined): Promise<void> {
-    const state = parseState(stored.state, label);
+    const parsed = parseState(stored.state, label);
+    // Saved before the charges moved into the state: stored with the charges it takes from the ledger saved with it.
+    const legacy = (parsed as Partial<State>).charge_ledger === undefined;
+    const state = adoptLedger(parsed, stored.ledger, label, `the charge ledger saved with ${label}`);
+    if (legacy) stored = { ...stored, state: stateText(state) };
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
       this.consentScreens.reset();

@@ -1,16 +1,19 @@
-import { readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readFile, rm, stat, type FileHandle } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
+import { ledgerText, type ChargeEntry } from '../core/charges.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { applyChanges, StateSnapshot, type Repository } from '../core/repository.js';
-import { checkState, emptyState, notValidJson, type State } from '../core/state.js';
-import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
-import { readOptional } from './durable-write.js';
-import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger.js';
+import { adoptLedger, checkState, emptyState, notValidJson, type State } from '../core/state.js';
+import { journalFileFor, ledgerFileFor, resetAdvice, shellQuoted } from '../core/state-files.js';
+import { readOptional, writeFileDurably } from './durable-write.js';
+import { committedCharges } from './memory-persistence.js';
+import { plural } from '../protocol/format.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
 import { BodySource, coldJob, locationOf, moveJob } from './research-bodies.js';
 import type { ResearchJob } from '../core/jobs.js';
@@ -40,8 +43,6 @@ export interface FilePersistenceOptions {
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
-/** A ledger this large (about 6 000 charges) is read on the writer's thread, in parallel with the state file. */
-const LEDGER_ON_WRITER_BYTES = 1 << 20;
 const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
 /**
  * A compaction that failed (a full disk, a state file made immutable) is tried again after this long, doubled after
@@ -162,7 +163,15 @@ function checkBase(json: unknown, file: string): Base {
  * state file's state with every newer journal record replayed; null when there is neither.
  */
 export async function readStateAt(file: string): Promise<State | null> {
-  return (await replayJournal(file, await new StateFileAdapter(file, () => Promise.resolve()).read())).state;
+  const { state } = await replayJournal(file, await new StateFileAdapter(file, () => Promise.resolve()).read());
+  return state && adoptLedgerFile(state, file);
+}
+
+/** A state from before the charges moved into it takes them from its ledger file (adoptLedger). */
+async function adoptLedgerFile(state: State, file: string): Promise<State> {
+  if ((state as Partial<State>).charge_ledger !== undefined) return state;
+  const ledgerFile = ledgerFileFor(file);
+  return adoptLedger(state, await readOptional(ledgerFile), file, `its charge ledger ${ledgerFile}`);
 }
 
 /** The journal beside `file` replayed over its state file's content (`base`). Refuses a journal that does not continue it. */
@@ -276,8 +285,6 @@ export class FilePersistence implements StatePersistence {
   #seq = 0;
   #journalBytes = 0;
   #baseBytes = 0;
-  /** charges.count of the state file on disk: the ledger lines a snapshot of it takes. */
-  #baseCharges = 0;
   #baseAt = Date.now();
   /** Compactions that failed in a row, and when the next one due to size or age may be tried. */
   #failedCompactions = 0;
@@ -298,6 +305,16 @@ export class FilePersistence implements StatePersistence {
   #abandoned: Error | null = null;
   /** What the journal must hold before the first append (a torn last record, or records the state file holds, were found at load). */
   #journalRewrite: string | null = null;
+  /** charges.count of the state file on disk: the charges a snapshot of it holds. */
+  #baseCharges = 0;
+  /** The state as loaded (before the first commit hands over the repository). */
+  #loaded: State | null = null;
+  /** Charges up to this seq are in a durable record. */
+  #committedCharges = 0;
+  /** Writes to the ledger file, one after the other (#appendLedger). */
+  #ledgerWrites: Promise<void> = Promise.resolve();
+  #ledgerHandle: FileHandle | null = null;
+  #ledgerStale = false;
 
   constructor(file: string, options: FilePersistenceOptions = {}) {
     this.location = file;
@@ -314,21 +331,8 @@ export class FilePersistence implements StatePersistence {
   }
 
   async load(): Promise<State | null> {
-    // A large ledger is read and parsed on the writer's thread while this one reads the state file; a small one
-    // here after it, in less time than the thread takes to start (docs/storage.md "A start").
-    const ledgerBytes = await stat(this.ledgerFile).then(
-      (s) => s.size,
-      () => 0,
-    );
-    const ledgerRead =
-      ledgerBytes >= LEDGER_ON_WRITER_BYTES
-        ? this.#call({ op: 'ledger-read', id: 0, file: this.ledgerFile }).then(
-            (reply) => reply.ledger ?? null,
-            () => null,
-          )
-        : null;
     try {
-      return await this.#load(ledgerRead);
+      return await this.#load();
     } catch (e) {
       // A start that fails leaves no writer thread behind: it would stay, idle, for the rest of the process.
       void this.#worker?.terminate();
@@ -338,18 +342,16 @@ export class FilePersistence implements StatePersistence {
     }
   }
 
-  async #load(ledgerRead: Promise<LedgerSummary | null> | null): Promise<State | null> {
+  async #load(): Promise<State | null> {
     await this.#db.read();
     this.#source = this.#adapter.source;
     const base = this.#db.data as Base | null;
     const read = await replayJournal(this.location, base);
     this.#baseBytes = base ? (await stat(this.location)).size : 0;
-    this.#baseCharges = base?.state.charges.count ?? 0;
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
     // Before anything is appended, the journal holds just the records newer than the state file, whole. One that
-    // holds none (a crash right after it was made) goes once the ledger was checked against it, below: else every
-    // later start, clean stops included, would take the files for left by a crash.
+    // holds none (a crash right after it was made) goes: else every later start would take the files for left by a crash.
     if (read.dropped > 0 || read.stale > 0 || (read.found && read.records.length === 0))
       this.#journalRewrite = read.records
         .filter((r) => r.seq > (base?.seq ?? 0))
@@ -373,28 +375,100 @@ export class FilePersistence implements StatePersistence {
           : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first ` +
               `start on ${this.location} stopped before it wrote the state file`,
       );
-    // The ledger must be this state's (else StateFileError, nothing touched). Lines beyond the committed count were
-    // appended by a commit that never completed only if the journal is there: a commit has its journal file before
-    // it appends ledger lines, and a clean stop removes it (state-writer.ts). Then they are dropped, else refused.
-    // What the writer thread read mostly matches as it is; anything else is checked here, which makes the refusal or
-    // drops the uncommitted lines.
-    const totals = read.state?.charges ?? null;
-    const summary = ledgerRead && (await ledgerRead);
-    const chain =
-      summary && totals && ledgerMatches(summary, totals)
-        ? summary.chain
-        : await reconcileLedgerFile(this.location, this.ledgerFile, totals, read.found, this.#notice);
-    // A state from before the chain, with charges: it chains on from the ledger it was just checked against (by its
-    // sums). Not a change of its own: every state without it takes it so, and the next charge's record carries it.
-    if (totals && totals.count > 0 && totals.ledger_chain === undefined) totals.ledger_chain = chain;
+    const state = read.state && (await adoptLedgerFile(read.state, this.location));
+    this.#loaded = state;
+    this.#committedCharges = this.#baseCharges = state?.charges.count ?? 0;
+    await this.#checkLedgerFile(state);
     this.#open();
-    return read.state;
+    return state;
+  }
+
+  /**
+   * The ledger file is written from the state's charges: after a crash it may lack the last charges' lines (they
+   * are appended once their record is durable), or be missing. It is rewritten then, and a line says so.
+   */
+  async #checkLedgerFile(state: State | null): Promise<void> {
+    const count = state?.charges.count ?? 0;
+    const expected = ledgerText(committedCharges(state, count));
+    const found = await readOptional(this.ledgerFile).catch(() => null);
+    if (found === expected || (found === null && expected === '')) return;
+    // Charges beside a state that has none: the ledger of another state (its state file moved away alone). Kept.
+    if (count === 0)
+      throw new StateFileError(
+        this.location,
+        `charge ledger ${this.ledgerFile} does not belong to state file ${this.location}: it holds ` +
+          `${found!.split('\n').filter(Boolean).length} charge lines, but ${state ? 'the state records no charges' : 'there is no state file'}. ` +
+          `Nothing was changed. Put back the state file these charges belong to; or, to start over without them, move the ledger away ` +
+          `as well: mv ${shellQuoted(this.ledgerFile)} ${shellQuoted(`${this.ledgerFile}.bak`)}`,
+      );
+    await writeFileDurably(this.ledgerFile, expected);
+    const why =
+      found === null
+        ? 'it was missing'
+        : expected.startsWith(found)
+          ? 'it lacked the last charges: the process stopped before it appended them'
+          : found.startsWith(expected)
+            ? 'it held lines beyond the charges the state holds'
+            : 'it differed from the charges the state holds';
+    this.#notice(`rewrote charge ledger ${this.ledgerFile} from the ${plural(count, 'charge')} in ${this.location}: ${why}`);
+  }
+
+  /**
+   * Appends charges to the ledger file once their record is durable, in order; the file is only a view of the state's
+   * charges. An append that fails, or a ledger file removed or replaced meanwhile, gets the whole file rewritten from
+   * the committed charges instead.
+   */
+  #appendLedger(text: string): void {
+    this.#ledgerWrites = this.#ledgerWrites.then(async () => {
+      if (!this.#ledgerStale) {
+        try {
+          this.#ledgerHandle ??= await open(
+            this.ledgerFile,
+            constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
+            0o600,
+          );
+          const [at, open_] = await Promise.all([stat(this.ledgerFile), this.#ledgerHandle.stat()]);
+          if (at.ino === open_.ino && at.dev === open_.dev) {
+            await this.#ledgerHandle.write(text);
+            return;
+          }
+        } catch {
+          // rewritten below
+        }
+        this.#ledgerStale = true;
+      }
+      await this.#rewriteLedger();
+    });
+  }
+
+  /** The ledger file rewritten whole from the committed charges (after a failed append, a restore). */
+  async #rewriteLedger(): Promise<void> {
+    const handle = this.#ledgerHandle;
+    this.#ledgerHandle = null;
+    await handle?.close().catch(() => undefined);
+    try {
+      const text = ledgerText(await this.#charges());
+      // No charges, no ledger file (a restore of a state without any).
+      if (text === '') await rm(this.ledgerFile, { force: true });
+      else await writeFileDurably(this.ledgerFile, text);
+      this.#ledgerStale = false;
+    } catch (e) {
+      this.#ledgerStale = true;
+      this.#notice(
+        `cannot write charge ledger ${this.ledgerFile} (${(e as Error).message}): the charges are kept in ${this.location}, and the next start writes it`,
+      );
+    }
+  }
+
+  /** The committed charges: those the last durable record holds. */
+  async #charges(): Promise<ChargeEntry[]> {
+    return committedCharges(this.#repo?.state ?? this.#loaded, this.#committedCharges);
   }
 
   commit(repo: Repository): Promise<void> {
     if (this.#abandoned) {
       // Answered with an error: what the request changed goes (docs/serve.md: a server error changes nothing).
-      repo.rollBack({ changes: [], ledger: [] });
+      repo.rollBack({ changes: [] });
       return Promise.reject(this.#abandoned);
     }
     this.#repo = repo;
@@ -427,14 +501,15 @@ export class FilePersistence implements StatePersistence {
     const batch = this.#waiting;
     this.#waiting = [];
     const drained = repo.drain();
-    const { changes, ledger } = drained;
+    const { changes } = drained;
+    const charges = repo.state.charges.count;
     const settle = (error?: unknown) => {
       for (const d of batch) {
         if (error) d.reject(error);
         else d.resolve();
       }
     };
-    if (changes.length === 0 && ledger.length === 0) {
+    if (changes.length === 0) {
       // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a
       // journal (a first start that was killed) gets its state file now.
       if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting && this.#compactionDue())
@@ -451,19 +526,23 @@ export class FilePersistence implements StatePersistence {
     const record = journalLine({ seq, changes });
     this.#inWriter = true;
     const opened = this.#opened ?? Promise.resolve();
-    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') }).catch(
-      async (e: unknown) => {
-        // The writer could not start on the files: that is the cause to report.
-        await opened;
-        throw e;
-      },
-    );
+    const written = this.#call({ op: 'commit', id: 0, record }).catch(async (e: unknown) => {
+      // The writer could not start on the files: that is the cause to report.
+      await opened;
+      throw e;
+    });
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
     this.#maybeBeginBase(repo);
     written.then(
       (reply) => {
         this.#inWriter = false;
         this.#journalBytes = reply.journalBytes ?? this.#journalBytes;
+        // Durable: the ledger file, a view of them, gets its lines.
+        if (charges > this.#committedCharges) {
+          const added = changes.filter(([path]) => path[0] === 'charge_ledger' && Number(path[1]) > this.#committedCharges);
+          this.#committedCharges = charges;
+          this.#appendLedger(ledgerText(added.map((change) => change[1] as ChargeEntry)));
+        }
         if (this.#baseBytes === 0 && this.#compactionDue()) {
           // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up. The
           // record is durable either way: a state file that cannot be written is said and tried again (#requestBase).
@@ -490,8 +569,7 @@ export class FilePersistence implements StatePersistence {
         settle(error);
         for (const d of since) d.reject(error);
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === FILES_GONE.journal || code === FILES_GONE.ledger || code === FILES_GONE.folder || code === LOCK_LOST)
-          this.#lose(error as Error, code);
+        if (code === FILES_GONE.journal || code === FILES_GONE.folder || code === LOCK_LOST) this.#lose(error as Error, code);
         this.#next();
       },
     );
@@ -647,19 +725,18 @@ export class FilePersistence implements StatePersistence {
     this.#retired = this.#source = null;
   }
 
-  /** Between two commits: every line is committed, none half written (a commit appends its ledger lines before its record). */
-  readLedger(): Promise<string[]> {
-    return this.#exclusive(async () => ((await readOptional(this.ledgerFile)) ?? '').split('\n').filter((line) => line.length > 0));
+  /** Between two commits: the charges of every record durable so far. */
+  readCharges(): Promise<ChargeEntry[]> {
+    return this.#exclusive(() => this.#charges());
   }
 
-  /** A compaction now, then the state file and the ledger lines it counts, read as they are on disk. */
+  /** A compaction now, then the state file as it is on disk, and the ledger file's text for its charges. */
   async readStored(repo: Repository): Promise<StoredState> {
     this.#repo = repo;
     await this.#requestBase();
     return this.#exclusive(async () => {
-      const state = await readFile(this.location, 'utf8');
-      const lines = (await readOptional(this.ledgerFile))?.split('\n').slice(0, this.#baseCharges) ?? [];
-      return { state, ledger: lines.length > 0 ? lines.map((line) => `${line}\n`).join('') : null };
+      const ledger = ledgerText(committedCharges(repo.state, this.#baseCharges));
+      return { state: await readFile(this.location, 'utf8'), ledger: ledger === '' ? null : ledger };
     });
   }
 
@@ -667,13 +744,15 @@ export class FilePersistence implements StatePersistence {
     return this.#exclusive(async () => {
       if (this.#abandoned) throw this.#abandoned;
       const text = withJournalSeq(stored.state, this.#seq);
-      await this.#call({ op: 'replace', id: 0, state: text, ledger: stored.ledger });
+      await this.#call({ op: 'replace', id: 0, state: text });
       this.#onStateFile();
       this.#journalBytes = 0;
       this.#baseBytes = Buffer.byteLength(text, 'utf8');
-      this.#baseCharges = state.charges.count;
       this.#baseAt = Date.now();
+      this.#committedCharges = this.#baseCharges = state.charges.count;
       swap();
+      this.#ledgerWrites = this.#ledgerWrites.then(() => this.#rewriteLedger());
+      await this.#ledgerWrites;
     });
   }
 
@@ -710,12 +789,8 @@ export class FilePersistence implements StatePersistence {
     let kept: string;
     if (code === FILES_GONE.journal) {
       this.#salvage = true;
-      kept = `every write answered before is kept: ${this.location} is written from memory as serve stops, and the ledger beside it matches it`;
+      kept = `every write answered before is kept: ${this.location} is written from memory as serve stops`;
     } else if (code === LOCK_LOST) kept = `nothing more is written: the files may be another process's now`;
-    else if (code === FILES_GONE.ledger)
-      kept =
-        `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ` +
-        `ledger, and a start refuses them until it is put back`;
     else kept = `nothing is written back: the state of this run is not on disk any more`;
     const lost = Object.assign(
       new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, { cause: error }),
@@ -744,7 +819,7 @@ export class FilePersistence implements StatePersistence {
   abandon(error: Error): void {
     this.#abandoned ??= error;
     // Changes not yet handed to the writer were never acknowledged, and never will be: they go.
-    this.#repo?.rollBack({ changes: [], ledger: [] });
+    this.#repo?.rollBack({ changes: [] });
     const waiting = this.#waiting;
     this.#waiting = [];
     for (const d of waiting) d.reject(this.#abandoned);
@@ -785,6 +860,9 @@ export class FilePersistence implements StatePersistence {
             ),
         );
     } finally {
+      await this.#ledgerWrites;
+      await this.#ledgerHandle?.close().catch(() => undefined);
+      this.#ledgerHandle = null;
       const worker = this.#worker;
       this.#worker = null;
       if (worker) {
@@ -812,7 +890,6 @@ export class FilePersistence implements StatePersistence {
       id: 0,
       file: this.location,
       journal: this.journalFile,
-      ledger: this.ledgerFile,
       journalText: rewrite,
       lock: this.#lockDir,
     }).then((reply) => {

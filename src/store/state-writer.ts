@@ -2,16 +2,14 @@
  * The state file's writer thread: every blocking file step of a durable write runs here, in the order the main
  * thread posted them, so that the main thread never waits on the disk and renames never go back.
  *
- * - `commit`: append ledger lines (fdatasync), then one journal record (fdatasync), acknowledge. A failed append
- *   is cut off again, so that a later record never follows half of one.
+ * - `commit`: append one journal record (fdatasync), acknowledge. A failed append is cut off again, so that a
+ *   later record never follows half of one. (Its charges are in it; the ledger file is the main thread's view.)
  * - `base-begin` / `base-chunk` / `base-end`: a new state file, written to a fresh temp file (0600, created
  *   exclusively, never through a symlink) in chunks while commits go on (a chunk's `copies` are entries taken byte
  *   for byte from the state file before, open as `source`: cold research jobs), then fdatasync, rename over the state
  *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
- * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
- * - `ledger-read`: at a start, a large charge ledger is read, parsed and summed here while the main thread reads the
- *   state file (nothing is written).
+ * - `replace`: a state file given whole (a snapshot restored), written durably; the journal goes.
  */
 import {
   closeSync,
@@ -23,7 +21,6 @@ import {
   fsyncSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   renameSync,
   statSync,
@@ -33,18 +30,17 @@ import {
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
-import { summarizeLedger, type LedgerSummary } from './ledger.js';
+import { ledgerFileFor } from '../core/state-files.js';
 import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 
 export type WriterMessage =
-  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null; lock?: string | null }
-  | { op: 'commit'; id: number; record: string; ledger: string }
+  | { op: 'open'; id: number; file: string; journal: string; journalText: string | null; lock?: string | null }
+  | { op: 'commit'; id: number; record: string }
   | { op: 'base-begin'; id: number; salvage?: boolean }
   | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
   | { op: 'base-end'; id: number }
-  | { op: 'replace'; id: number; state: string; ledger: string | null }
-  | { op: 'close'; id: number }
-  | { op: 'ledger-read'; id: number; file: string };
+  | { op: 'replace'; id: number; state: string }
+  | { op: 'close'; id: number };
 
 export interface WriterReply {
   id: number;
@@ -54,8 +50,6 @@ export interface WriterReply {
   baseBytes?: number;
   /** `open`: temp files left by a writer that was killed, now removed. */
   swept?: number;
-  /** `ledger-read`: what the ledger holds (null: it could not be read; the main thread reads it again and says why). */
-  ledger?: LedgerSummary | null;
   error?: { message: string; code?: string };
 }
 
@@ -64,7 +58,6 @@ const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND } = constants;
 interface Paths {
   file: string;
   journal: string;
-  ledger: string;
 }
 
 /** An open append-only file and how long it is. */
@@ -105,7 +98,6 @@ function checkLock(): void {
 
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
-let ledger: Appendable | null = null;
 /** A state file being written. */
 interface BaseWrite {
   name: string;
@@ -173,18 +165,13 @@ function openAppendable(file: string): Appendable {
 }
 
 /** Throws (FILES_GONE) unless `file` still names the open `target`, or its folder is gone. One stat: about a microsecond. */
-function checkInPlace(file: string, target: Appendable, what: 'journal' | 'ledger'): void {
+function checkInPlace(file: string, target: Appendable): void {
   const at = statOrNull(file);
   if (at && at.dev === target.dev && at.ino === target.ino) return;
   const folder = dirname(file);
   if (!statOrNull(folder))
     throw Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder });
-  throw Object.assign(
-    new Error(`the ${what === 'journal' ? 'journal' : 'charge ledger'} ${file} was ${at ? 'replaced' : 'removed'} while serve ran`),
-    {
-      code: FILES_GONE[what],
-    },
-  );
+  throw Object.assign(new Error(`the journal ${file} was ${at ? 'replaced' : 'removed'} while serve ran`), { code: FILES_GONE.journal });
 }
 
 function statOrNull(file: string): { dev: number; ino: number } | null {
@@ -333,7 +320,7 @@ function copyBytes(b: BaseWrite, source: number, offset: number, length: number)
 export function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
-      paths = { file: message.file, journal: message.journal, ledger: message.ledger };
+      paths = { file: message.file, journal: message.journal };
       if (message.lock) {
         const { dev, ino, birthtimeMs } = statSync(message.lock);
         lock = { path: message.lock, dev, ino, birth: birthtimeMs };
@@ -342,7 +329,8 @@ export function handle(message: WriterMessage): WriterReply | null {
       let swept = 0;
       // Temp files of a writer that was killed before it could remove them: this is the one writer now.
       for (const name of readdirSync(dirname(message.file))) {
-        if ([message.file, message.journal, message.ledger].some((f) => isTempOf(f, name))) {
+        // The ledger file's too: the main thread writes it the same way (durable-write.ts).
+        if ([message.file, message.journal, ledgerFileFor(message.file)].some((f) => isTempOf(f, name))) {
           unlinkQuietly(join(dirname(message.file), name));
           swept++;
         }
@@ -357,26 +345,13 @@ export function handle(message: WriterMessage): WriterReply | null {
       lastCommitFailed = true;
       // Not one byte into files another process may own now.
       checkLock();
-      // The journal file first: ledger lines beyond the state's count are taken for a cut-short commit's only while
-      // there is one (a clean stop removes it), and otherwise refused as acknowledged (ledger.ts).
       const target = (journal ??= openAppendable(p.journal));
-      if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
-      try {
-        append(target, message.record);
-        // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
-        checkInPlace(p.journal, target, 'journal');
-        if (message.ledger && ledger) checkInPlace(p.ledger, ledger, 'ledger');
-        // And still ours once written (it could have stood still in between): else not acknowledged.
-        checkLock();
-        lastCommitFailed = false;
-      } catch (e) {
-        // The ledger lines belong to this record: without it they were never committed.
-        if (message.ledger && ledger) {
-          ledger.size -= Buffer.byteLength(message.ledger, 'utf8');
-          cutBack(ledger);
-        }
-        throw e;
-      }
+      append(target, message.record);
+      // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
+      checkInPlace(p.journal, target);
+      // And still ours once written (it could have stood still in between): else not acknowledged.
+      checkLock();
+      lastCommitFailed = false;
       return { id: message.id, journalBytes: target.size };
     }
     case 'base-begin': {
@@ -457,36 +432,14 @@ export function handle(message: WriterMessage): WriterReply | null {
     }
     case 'replace': {
       const p = need();
-      // A journal from before the state file to the ledger (a compaction or a clean start may have removed it): a
-      // crash in between leaves a ledger with more lines than the restored state counts, which the next start cuts
-      // back to them only while there is a journal (ledger.ts); one that differs within them it refuses. The state
-      // names the journal position it follows, so the old journal's records are skipped until it is emptied.
-      journal ??= openAppendable(p.journal);
+      // The state names the journal position it follows, so a crash before the journal goes has its records skipped.
       writeDurably(p.file, Buffer.from(message.state, 'utf8'));
-      writeDurably(p.journal, Buffer.alloc(0));
-      closeQuietly(journal.fd);
-      journal = null;
-      if (ledger) closeQuietly(ledger.fd);
-      ledger = null;
-      if (message.ledger === null) {
-        unlinkQuietly(p.ledger);
-        syncDir(p.ledger);
-      } else writeDurably(p.ledger, Buffer.from(message.ledger, 'utf8'));
       dropJournal(p);
       return { id: message.id, journalBytes: 0 };
     }
-    case 'ledger-read': {
-      let text: string | null = null;
-      try {
-        text = readFileSync(message.file, 'utf8');
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return { id: message.id, ledger: null };
-      }
-      return { id: message.id, ledger: summarizeLedger(text) };
-    }
     case 'close': {
-      for (const f of [journal, ledger]) if (f) closeQuietly(f.fd);
-      journal = ledger = null;
+      if (journal) closeQuietly(journal.fd);
+      journal = null;
       if (base && base.fd >= 0) {
         closeQuietly(base.fd);
         unlinkQuietly(base.name);
