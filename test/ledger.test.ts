@@ -154,10 +154,18 @@ describe('serve writes the ledger file from the state', () => {
       /was written before the charges moved into it, and its charge ledger .* does not belong to it: it holds 1 charge,/,
     );
     await writeFile(ledger, `${lines.join('\n')}\n`);
-    const s = await startServe(['--state', state]);
-    expect(await s.stop(), s.stderr()).toBe(0);
+    const emu = await Emulator.start({ port: 0, authPort: 0, state, prices: { ask: 0.5 } });
+    const flow = await authorizeAndApprove(emu);
+    const ask = await postJson(
+      `${emu.baseUrl}/chat/ask`,
+      { question: 'Kaution' },
+      { authorization: `Bearer ${flow.tokens!.access_token}` },
+    );
+    expect(ask.status).toBe(200);
+    await emu.stop();
     const after = JSON.parse(await readFile(state, 'utf8'));
-    expect(Object.keys(after.charge_ledger)).toEqual(['1', '2']);
+    expect(Object.keys(after.charge_ledger)).toEqual(['1', '2', '3']);
+    expect((await readFile(ledger, 'utf8')).trim().split('\n').slice(0, 2)).toEqual(lines);
     expect(after.charges).not.toHaveProperty('ledger_chain');
   });
 });

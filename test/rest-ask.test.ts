@@ -81,7 +81,12 @@ describe('spec 2.4 / 4.4 rules 1-2: POST /chat/ask', () => {
     expect(body.answer).toContain(`${emu.baseUrl}/mcp`);
     const after = JSON.parse(JSON.stringify(emu.core.state));
     // Only the charge bookkeeping moved; the workspace is not in the state and nothing else changed.
-    expect({ ...after, charges: null, grants: null }).toEqual({ ...JSON.parse(before), charges: null, grants: null });
+    expect({ ...after, charges: null, charge_ledger: null, grants: null }).toEqual({
+      ...JSON.parse(before),
+      charges: null,
+      charge_ledger: null,
+      grants: null,
+    });
   });
 
   it('rule 2: an ask that runs past --ask-timeout is abandoned with 504 ask_timeout and not charged', async () => {

@@ -275,18 +275,6 @@ export class Repository {
     return this.put(collection, key, { ...current, ...change });
   }
 
-  /**
-   * Puts `same` in place of `current` without recording a change: the same entry, held another way (the file
-   * store keeps a finished research job's report in the state file, read when asked for). Returns false, and
-   * leaves the entry alone, if it is no longer `current`.
-   */
-  substitute<C extends CollectionName>(collection: C, key: string, current: Collections[C], same: Collections[C]): boolean {
-    if (this.get(collection, key) !== current) return false;
-    this.#keep(collection, key);
-    setOwn(this.#state[collection], key, frozen(same));
-    return true;
-  }
-
   /** Removes an entry; returns whether there was one. */
   delete(collection: CollectionName, key: string): boolean {
     if (!this.has(collection, key)) return false;

@@ -306,7 +306,8 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
 export function adoptLedger(state: State, ledger: string | null, file: string, ledgerName: string): State {
   if ((state as Partial<State>).charge_ledger !== undefined) return state;
   const entries: Record<string, unknown> = {};
-  const lines = (ledger ?? '').split('\n');
+  // Complete lines only: a last one without its line break was cut short.
+  const lines = (ledger ?? '').split('\n').slice(0, -1);
   for (let seq = 1; seq <= state.charges.count && seq <= lines.length; seq++) {
     try {
       entries[String(seq)] = JSON.parse(lines[seq - 1]!);

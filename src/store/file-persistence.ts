@@ -15,11 +15,9 @@ import { readOptional, writeFileDurably } from './durable-write.js';
 import { committedCharges } from './memory-persistence.js';
 import { plural } from '../protocol/format.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import { BodySource, coldJob, locationOf, moveJob } from './research-bodies.js';
-import type { ResearchJob } from '../core/jobs.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
-import { readStateFile, statePieces, withJournalSeq } from './state-text.js';
+import { readStateFile, stateChunks, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
   /** Fold the journal into the state file once it holds this many bytes and as many as the state file (the larger of the two). Default 8 MiB. */
@@ -61,17 +59,7 @@ const WRITER_YOUNG_MB = 4;
  * (see PIECE_BYTES in state-text.ts).
  */
 const CHUNK_CHARS = 32 << 10;
-/** ... or once it holds this many numbers of cold entries to copy (three each). */
-const COPIES_PER_CHUNK = 3 << 10;
 const SLICE_MS = 4;
-
-/** A succeeded research job as a compaction wrote it: its entry is `length` bytes at `offset` in the new state file. */
-interface Placed {
-  key: string;
-  job: ResearchJob;
-  offset: number;
-  length: number;
-}
 
 /** The state file as read: the state, and the number of the last journal record it holds. */
 interface Base {
@@ -98,24 +86,16 @@ function deferred<T = void>(): Deferred<T> {
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
 class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
-  /** The file the last read kept succeeded research jobs' bodies in (with `coldBodies`). */
-  source: BodySource | null = null;
-
   constructor(
     readonly file: string,
     readonly writeBase: (base: SnapshotBase) => Promise<void>,
-    readonly coldBodies = false,
   ) {}
 
   async read(): Promise<Base | null> {
     let json: unknown;
-    let source: BodySource | null = null;
     try {
-      // Opened before it is read, so both are the same file.
-      if (this.coldBodies) source = new BodySource(this.file);
-      json = await readStateFile(this.file, source ?? undefined);
+      json = await readStateFile(this.file);
     } catch (e) {
-      source?.close();
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
       if (e instanceof SyntaxError) throw notValidJson(this.file, e);
@@ -125,14 +105,7 @@ class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
         { cause: e },
       );
     }
-    try {
-      const base = checkBase(json, this.file);
-      this.source = source;
-      return base;
-    } catch (e) {
-      source?.close();
-      throw e;
-    }
+    return checkBase(json, this.file);
   }
 
   write(base: Base | SnapshotBase | null): Promise<void> {
@@ -263,9 +236,6 @@ export class FilePersistence implements StatePersistence {
   /** lowdb's in-memory twin of the state file: the state as read at a start, a snapshot while one is written. */
   readonly #db: Low<Base | SnapshotBase | null>;
   readonly #adapter: StateFileAdapter;
-  /** The state file cold research jobs read their bodies from, and the one before it (closed at the next compaction). */
-  #source: BodySource | null = null;
-  #retired: BodySource | null = null;
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
@@ -326,7 +296,7 @@ export class FilePersistence implements StatePersistence {
     this.#onLost = options.onLost ?? (() => undefined);
     this.#lockDir = options.lockDir ?? null;
     this.#onStateFile = options.onStateFile ?? (() => undefined);
-    this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
+    this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base));
     this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
   }
 
@@ -337,14 +307,12 @@ export class FilePersistence implements StatePersistence {
       // A start that fails leaves no writer thread behind: it would stay, idle, for the rest of the process.
       void this.#worker?.terminate();
       this.#worker = null;
-      this.#closeSources();
       throw e;
     }
   }
 
   async #load(): Promise<State | null> {
     await this.#db.read();
-    this.#source = this.#adapter.source;
     const base = this.#db.data as Base | null;
     const read = await replayJournal(this.location, base);
     this.#baseBytes = base ? (await stat(this.location)).size : 0;
@@ -375,7 +343,10 @@ export class FilePersistence implements StatePersistence {
           : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first ` +
               `start on ${this.location} stopped before it wrote the state file`,
       );
+    const legacy = read.state !== null && (read.state as Partial<State>).charge_ledger === undefined;
     const state = read.state && (await adoptLedgerFile(read.state, this.location));
+    // Written with its charges at the next compaction, a clean stop's at the latest.
+    if (legacy) this.#journalBytes ||= 1;
     this.#loaded = state;
     this.#committedCharges = this.#baseCharges = state?.charges.count ?? 0;
     await this.#checkLedgerFile(state);
@@ -625,7 +596,7 @@ export class FilePersistence implements StatePersistence {
     this.#wantBase = null;
     const snapshot = repo.snapshot();
     this.#db.data = { snapshot, seq: this.#seq };
-    // Not kept once written: it would hold the jobs' reports that are read from the file from then on.
+    // Not kept once written: it would keep the values the repository has replaced since.
     this.#db
       .write()
       .finally(() => {
@@ -635,45 +606,17 @@ export class FilePersistence implements StatePersistence {
       .then(wanted.resolve, wanted.reject);
   }
 
-  /**
-   * lowdb's write of the state file: in slices, through the writer thread, while commits go on. A cold research
-   * job's entry is copied by the writer from the current state file; afterwards every succeeded job written, if
-   * it is still the repository's, reads its body from the new file.
-   */
+  /** lowdb's write of the state file: in slices, through the writer thread, while commits go on. */
   async #writeBase(base: SnapshotBase, salvage = false): Promise<void> {
     this.#post({ op: 'base-begin', id: 0, salvage });
     let text = '';
-    /** Cold entries to copy into `text`: its char index, then the offset and length of the bytes in #source. */
-    let copies: number[] = [];
-    /** Bytes of the new file up to the end of `text`. */
-    let bytes = 0;
-    const placed: Placed[] = [];
-    const source = this.#source;
     let sliceStart = performance.now();
     let pieces = 0;
-    for (const piece of statePieces(base.snapshot, base.seq)) {
-      if (typeof piece === 'string') {
-        text += piece;
-        bytes += Buffer.byteLength(piece, 'utf8');
-      } else {
-        const { key, job } = piece;
-        const at = locationOf(job);
-        if (at && at.source === source) {
-          copies.push(text.length, at.offset, at.length);
-          placed.push({ key, job, offset: bytes, length: at.length });
-          bytes += at.length;
-        } else {
-          const json = JSON.stringify(job);
-          const length = Buffer.byteLength(json, 'utf8');
-          text += json;
-          placed.push({ key, job, offset: bytes, length });
-          bytes += length;
-        }
-      }
-      if (text.length >= CHUNK_CHARS || copies.length >= COPIES_PER_CHUNK) {
-        this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
+    for (const piece of stateChunks(base.snapshot, base.seq)) {
+      text += piece;
+      if (text.length >= CHUNK_CHARS) {
+        this.#post({ op: 'base-chunk', text });
         text = '';
-        copies = [];
       }
       // Requests go on between slices; the clock is read every few pieces only.
       if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
@@ -682,47 +625,12 @@ export class FilePersistence implements StatePersistence {
         sliceStart = performance.now();
       }
     }
-    this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
+    this.#post({ op: 'base-chunk', text });
     const reply = await this.#call({ op: 'base-end', id: 0 });
     this.#onStateFile();
     this.#baseBytes = reply.baseBytes ?? 0;
     this.#baseCharges = base.snapshot.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
-    if (this.#baseBytes === bytes) this.#coolDown(placed);
-  }
-
-  /** The succeeded jobs just written, as they are in the new state file; each still the repository's is held cold from now on. */
-  #coolDown(placed: Placed[]): void {
-    const repo = this.#repo;
-    if (!repo) return;
-    // No job reads from the file before any more.
-    if (placed.length === 0) return this.#retireSource(null);
-    let source: BodySource;
-    try {
-      source = new BodySource(this.location);
-    } catch {
-      // Out of file descriptors, say: the jobs stay as they are, whole or cold in the file before.
-      return;
-    }
-    for (const { key, job, offset, length } of placed) {
-      if (repo.get('research_jobs', key) !== job) continue;
-      // A cold job moves to the new file as it is; a whole one is replaced by a cold one.
-      if (!moveJob(job, source, offset, length)) repo.substitute('research_jobs', key, job, coldJob(job, source, offset, length));
-    }
-    this.#retireSource(source);
-  }
-
-  /** `next` becomes the file cold jobs read from; the one before stays open until the next compaction (a job read just before may still be read). */
-  #retireSource(next: BodySource | null): void {
-    this.#retired?.close();
-    this.#retired = this.#source;
-    this.#source = next;
-  }
-
-  #closeSources(): void {
-    this.#retired?.close();
-    this.#source?.close();
-    this.#retired = this.#source = null;
   }
 
   /** Between two commits: the charges of every record durable so far. */
@@ -869,8 +777,6 @@ export class FilePersistence implements StatePersistence {
         await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
         await worker.terminate();
       }
-      // After the writer: it may have been copying from them.
-      this.#closeSources();
     }
   }
 

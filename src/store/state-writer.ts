@@ -4,10 +4,9 @@
  *
  * - `commit`: append one journal record (fdatasync), acknowledge. A failed append is cut off again, so that a
  *   later record never follows half of one. (Its charges are in it; the ledger file is the main thread's view.)
- * - `base-begin` / `base-chunk` / `base-end`: a new state file, written to a fresh temp file (0600, created
- *   exclusively, never through a symlink) in chunks while commits go on (a chunk's `copies` are entries taken byte
- *   for byte from the state file before, open as `source`: cold research jobs), then fdatasync, rename over the state
- *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
+ * - `base-begin` / `base-chunk` / `base-end`: a new state file (a compaction), written to a fresh temp file (0600,
+ *   created exclusively, never through a symlink) in chunks while commits go on, then fdatasync, rename over the
+ *   state file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file given whole (a snapshot restored), written durably; the journal goes.
  */
@@ -37,7 +36,7 @@ export type WriterMessage =
   | { op: 'open'; id: number; file: string; journal: string; journalText: string | null; lock?: string | null }
   | { op: 'commit'; id: number; record: string }
   | { op: 'base-begin'; id: number; salvage?: boolean }
-  | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
+  | { op: 'base-chunk'; text: string }
   | { op: 'base-end'; id: number }
   | { op: 'replace'; id: number; state: string }
   | { op: 'close'; id: number };
@@ -124,8 +123,7 @@ const isTempOf = (file: string, name: string) => {
 
 /**
  * A compaction's bytes, gathered in the same buffer and written when it is full or a chunk ends, instead of a fresh
- * buffer each (fresh memory is what costs most on a VM) or a write for each cold entry and each few-byte key between
- * them.
+ * buffer each (fresh memory is what costs most on a VM).
  */
 const out = Buffer.allocUnsafe(1 << 20);
 let outLength = 0;
@@ -294,25 +292,6 @@ function writeText(b: BaseWrite, text: string): void {
   }
 }
 
-/** `length` bytes at `offset` in `source` (the state file before) appended to the new state file. */
-function copyBytes(b: BaseWrite, source: number, offset: number, length: number): void {
-  if (length > out.length - outLength) flushOut(b);
-  let first = -1;
-  let last = -1;
-  for (let done = 0; done < length;) {
-    const n = readSync(source, out, outLength, Math.min(out.length - outLength, length - done), offset + done);
-    if (n === 0) throw Object.assign(new Error('the state file before is shorter than its entries'), { code: 'EIO' });
-    if (done === 0) first = out[outLength]!;
-    outLength += n;
-    done += n;
-    if (done === length) last = out[outLength - 1]!;
-    if (outLength === out.length) flushOut(b);
-  }
-  // An entry is a JSON object: anything else means the file before is not what the main thread read.
-  if (first !== 0x7b || last !== 0x7d)
-    throw Object.assign(new Error(`the state file before does not hold an entry at byte ${offset}`), { code: 'EIO' });
-}
-
 /**
  * One message, handled as the thread does; exported so that a test can run the writer in its own process and cut it
  * short after any file operation (test/writer-crash-points.test.ts).
@@ -380,15 +359,7 @@ export function handle(message: WriterMessage): WriterReply | null {
     case 'base-chunk': {
       if (base && !base.error) {
         try {
-          const { text, copies = [], source = -1 } = message;
-          let from = 0;
-          for (let i = 0; i < copies.length; i += 3) {
-            const at = copies[i]!;
-            writeText(base, text.slice(from, at));
-            copyBytes(base, source, copies[i + 1]!, copies[i + 2]!);
-            from = at;
-          }
-          writeText(base, from === 0 ? text : text.slice(from));
+          writeText(base, message.text);
           flushOut(base);
         } catch (e) {
           outLength = 0;
