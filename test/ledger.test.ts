@@ -1,4 +1,3 @@
-import { moveAwayCommand } from '../src/core/state-files.js';
 import { existsSync } from 'node:fs';
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import type { ChargeEntry } from '../src/core/charges.js';
 import { StateFileError } from '../src/core/errors.js';
 import { Emulator } from '../src/server/emulator.js';
 import { emptyState, parseState } from '../src/core/state.js';
+import { moveAwayCommand, resetAdvice } from '../src/store/state-files.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { leaveJournalBehind, scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
@@ -54,21 +54,25 @@ describe("a state's charges: charge_ledger holds seq 1 to count, and sums to the
   const three = [entry(1, 'c1', 0.1), entry(2, 'c2', 0.25), entry(3, 'c1', 0.3)];
 
   it('charges that sum (in thousandths) to the totals are accepted', () => {
-    expect(parseState(JSON.stringify(stateWith(three)), 's.json').charges.count).toBe(3);
+    expect(parseState(JSON.stringify(stateWith(three)), 's.json', resetAdvice('s.json')).charges.count).toBe(3);
   });
 
   it('a tampered total, a missing charge, a charge with a bad field: refused, naming what differs', () => {
     const tampered = stateWith(three);
     tampered.charges.by_client.c1 = 0.5;
-    expect(refusal(() => parseState(JSON.stringify(tampered), 's.json')).message).toMatch(
+    expect(refusal(() => parseState(JSON.stringify(tampered), 's.json', resetAdvice('s.json'))).message).toMatch(
       /charges of client c1 sum to 0.4 AKh, but "charges.by_client" says 0.5/,
     );
     const missing = stateWith(three);
     delete (missing.charge_ledger as Record<string, unknown>)['2'];
-    expect(refusal(() => parseState(JSON.stringify(missing), 's.json')).message).toMatch(/it holds 2 charges, but "charges.count" is 3/);
+    expect(refusal(() => parseState(JSON.stringify(missing), 's.json', resetAdvice('s.json'))).message).toMatch(
+      /it holds 2 charges, but "charges.count" is 3/,
+    );
     const bad = stateWith(three);
     (bad.charge_ledger as Record<string, ChargeEntry>)['1'] = { ...three[0]!, amount: '0.1' as unknown as number };
-    expect(refusal(() => parseState(JSON.stringify(bad), 's.json')).message).toMatch(/charge 1: "amount" is not a number/);
+    expect(refusal(() => parseState(JSON.stringify(bad), 's.json', resetAdvice('s.json'))).message).toMatch(
+      /charge 1: "amount" is not a number/,
+    );
   });
 });
 

@@ -13,7 +13,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { ledgerText } from '../src/core/charges.js';
 import { Repository } from '../src/core/repository.js';
 import { emptyState, type State } from '../src/core/state.js';
-import { journalFileFor, ledgerFileFor } from '../src/core/state-files.js';
+import { journalFileFor, ledgerFileFor } from '../src/store/state-files.js';
 import { FilePersistence } from '../src/store/file-persistence.js';
 import { journalLine } from '../src/store/journal.js';
 import { stateChunks, withJournalSeq } from '../src/store/state-text.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Repository } from '../src/core/repository.js';
 import { emptyState, type State } from '../src/core/state.js';
-import { journalFileFor } from '../src/core/state-files.js';
+import { journalFileFor } from '../src/store/state-files.js';
 import { journalLine } from '../src/store/journal.js';
 import { stateChunks } from '../src/store/state-text.js';
 import { handle, type WriterMessage } from '../src/store/state-writer.js';

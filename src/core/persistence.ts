@@ -18,6 +18,13 @@ export interface StoredState {
  */
 export interface StatePersistence {
   readonly location: string | null;
+  /**
+   * What a refusal of the state file `file` tells the user to do: move it away with the files stored beside it (the
+   * store knows their names), or start elsewhere. Said in every such message, so that none leaves the user stuck.
+   */
+  resetAdvice(file: string): string;
+  /** The shell command that moves `file` and the files stored beside it away together. */
+  moveAwayCommand(file: string): string;
   /** The stored state, or null when there is none yet. */
   load(): Promise<State | null>;
   /** Resolves once every change made in `repo` so far (its charges among them) is durable. */

@@ -1,5 +1,4 @@
 import { emptyTotals, ledgerProblem, type ChargeEntry, type ChargeTotals } from './charges.js';
-import { resetAdvice } from './state-files.js';
 import { StateFileError } from './errors.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
@@ -197,20 +196,20 @@ const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
  * Parses what was read from a state file. Anything but the shape written by this version is refused
  * with a message that names the file; the file itself is never touched here.
  */
-export function parseState(text: string, file: string): State {
+export function parseState(text: string, file: string, advice: string): State {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw notValidJson(file, e as Error);
+    throw notValidJson(file, e as Error, advice);
   }
-  return checkState(json, file);
+  return checkState(json, file, advice);
 }
 
 /** The refusal of a state file whose text is not JSON: names the file and the way out. */
-export const notValidJson = (file: string, error: Error): StateFileError =>
+export const notValidJson = (file: string, error: Error, advice: string): StateFileError =>
   // Newer V8s quote the text around the fault, newlines and all: escaped, so the message stays one line.
-  new StateFileError(file, `state file ${file} is not valid JSON (${oneLine(error.message)}). ${resetAdvice(file)}`);
+  new StateFileError(file, `state file ${file} is not valid JSON (${oneLine(error.message)}). ${advice}`);
 
 /** Line breaks and other control characters as escapes (`\n`), so quoted file text cannot break a message's line. */
 const oneLine = (text: string): string =>
@@ -219,9 +218,8 @@ const oneLine = (text: string): string =>
   );
 
 /** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */
-export function checkState(json: unknown, file: string, what = `state file ${file}`): State {
-  const problem = (detail: string) =>
-    new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${resetAdvice(file)}`);
+export function checkState(json: unknown, file: string, advice: string, what = `state file ${file}`): State {
+  const problem = (detail: string) => new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${advice}`);
   if (!isRecord(json)) throw problem('the top level is not an object');
   if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
   // Collections added after the first release: a file written before them gets them empty.
@@ -303,7 +301,7 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
  * ledger file's text (`ledger`, null: none): its first `count` lines, which must be charges 1 to count and sum to the
  * totals. Refused otherwise, naming both files; nothing is changed. A state that has its ledger is left alone.
  */
-export function adoptLedger(state: State, ledger: string | null, file: string, ledgerName: string): State {
+export function adoptLedger(state: State, ledger: string | null, file: string, ledgerName: string, advice: string): State {
   if ((state as Partial<State>).charge_ledger !== undefined) return state;
   const entries: Record<string, unknown> = {};
   // Complete lines only: a last one without its line break was cut short.
@@ -319,8 +317,7 @@ export function adoptLedger(state: State, ledger: string | null, file: string, l
   if (wrong)
     throw new StateFileError(
       file,
-      `state file ${file} was written before the charges moved into it, and ${ledgerName} does not belong to it: ` +
-        `${wrong}. ${resetAdvice(file)}`,
+      `state file ${file} was written before the charges moved into it, and ${ledgerName} does not belong to it: ` + `${wrong}. ${advice}`,
     );
   state.charge_ledger = entries as Record<string, ChargeEntry>;
   return state;

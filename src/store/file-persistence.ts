@@ -10,7 +10,7 @@ import { ledgerText, type ChargeEntry } from '../core/charges.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
 import { applyChanges, StateSnapshot, type Repository } from '../core/repository.js';
 import { adoptLedger, checkState, emptyState, notValidJson, type State } from '../core/state.js';
-import { journalFileFor, ledgerFileFor, resetAdvice, shellQuoted } from '../core/state-files.js';
+import { journalFileFor, ledgerFileFor, moveAwayCommand, resetAdvice, shellQuoted } from './state-files.js';
 import { readOptional, writeFileDurably } from './durable-write.js';
 import { committedCharges } from './memory-persistence.js';
 import { plural } from '../protocol/format.js';
@@ -98,7 +98,7 @@ class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
     } catch (e) {
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
-      if (e instanceof SyntaxError) throw notValidJson(this.file, e);
+      if (e instanceof SyntaxError) throw notValidJson(this.file, e, resetAdvice(this.file));
       throw new StateFileError(
         this.file,
         `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`,
@@ -128,7 +128,7 @@ function checkBase(json: unknown, file: string): Base {
       );
     delete (json as { journal_seq?: unknown }).journal_seq;
   }
-  return { state: checkState(json, file), seq };
+  return { state: checkState(json, file, resetAdvice(file)), seq };
 }
 
 /**
@@ -144,7 +144,7 @@ export async function readStateAt(file: string): Promise<State | null> {
 async function adoptLedgerFile(state: State, file: string): Promise<State> {
   if ((state as Partial<State>).charge_ledger !== undefined) return state;
   const ledgerFile = ledgerFileFor(file);
-  return adoptLedger(state, await readOptional(ledgerFile), file, `its charge ledger ${ledgerFile}`);
+  return adoptLedger(state, await readOptional(ledgerFile), file, `its charge ledger ${ledgerFile}`, resetAdvice(file));
 }
 
 /** The journal beside `file` replayed over its state file's content (`base`). Refuses a journal that does not continue it. */
@@ -197,7 +197,7 @@ async function replayJournal(
         throw new StateFileError(file, `journal ${journalFile}, record ${record.seq}: ${(e as Error).message}. ${resetAdvice(file)}`);
       }
     }
-    state = checkState(state, file, `state file ${file} with its journal replayed`);
+    state = checkState(state, file, resetAdvice(file), `state file ${file} with its journal replayed`);
   }
   seq = Math.max(seq, records.at(-1)?.seq ?? 0);
   return {
@@ -231,6 +231,8 @@ function writerUrl(): URL {
  */
 export class FilePersistence implements StatePersistence {
   readonly location: string;
+  readonly resetAdvice = resetAdvice;
+  readonly moveAwayCommand = moveAwayCommand;
   readonly journalFile: string;
   readonly ledgerFile: string;
   /** lowdb's in-memory twin of the state file: the state as read at a start, a snapshot while one is written. */

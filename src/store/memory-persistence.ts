@@ -3,10 +3,13 @@ import { ledgerText, type ChargeEntry } from '../core/charges.js';
 import { stateText, type StatePersistence, type StoredState } from '../core/persistence.js';
 import type { Repository } from '../core/repository.js';
 import type { State } from '../core/state.js';
+import { moveAwayCommand, resetAdvice } from './state-files.js';
 
 /** The in-memory twin of FilePersistence (`--in-memory`, tests): lowdb's Memory adapter; nothing leaves the process. */
 export class MemoryPersistence implements StatePersistence {
   readonly location = null;
+  readonly resetAdvice = resetAdvice;
+  readonly moveAwayCommand = moveAwayCommand;
   readonly #db: Low<State | null>;
   /** Charges up to this seq are committed. */
   #committed = 0;

@@ -29,7 +29,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
-import { ledgerFileFor } from '../core/state-files.js';
+import { ledgerFileFor } from './state-files.js';
 import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 
 export type WriterMessage =
