@@ -175,11 +175,11 @@ describe('the state writer cut short after any file operation (kill -9)', () => 
       const steps: WriterMessage[] = [
         openMessage(file),
         first,
-        { op: 'base-begin', id: 0 },
-        { op: 'base-chunk', text: base.slice(0, base.length >> 1) },
+        { op: 'compaction-begin', id: 0 },
+        { op: 'compaction-chunk', text: base.slice(0, base.length >> 1) },
         during,
-        { op: 'base-chunk', text: base.slice(base.length >> 1) },
-        { op: 'base-end', id: 0 },
+        { op: 'compaction-chunk', text: base.slice(base.length >> 1) },
+        { op: 'compaction-end', id: 0 },
         after,
       ];
       // Charges acknowledged once the step of their commit returned: 3 at step 2, 4 at step 5, 5 at step 8.
@@ -195,11 +195,11 @@ describe('the state writer cut short after any file operation (kill -9)', () => 
     handle(openMessage(file));
     handle(commit(repo, 6));
     const base = [...stateChunks(stateOf(repo), 6)].join('');
-    handle({ op: 'base-begin', id: 0 });
-    handle({ op: 'base-chunk', text: base });
+    handle({ op: 'compaction-begin', id: 0 });
+    handle({ op: 'compaction-chunk', text: base });
     charge(repo, 4);
     handle(commit(repo, 7));
-    handle({ op: 'base-end', id: 0 });
+    handle({ op: 'compaction-end', id: 0 });
     charge(repo, 5);
     handle(commit(repo, 8));
     handle({ op: 'close', id: 0 });

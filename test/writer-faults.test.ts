@@ -84,9 +84,9 @@ describe('the state writer when a compaction fails (issue 41.7)', () => {
     charge(repo, 1);
     handle(commit(repo, 1));
     faults.renameOnto = 'state.json';
-    handle({ op: 'base-begin', id: 0 });
-    handle({ op: 'base-chunk', text: [...stateChunks(stateOf(repo), 1)].join('') });
-    expect(() => handle({ op: 'base-end', id: 0 })).toThrow(/EPERM/);
+    handle({ op: 'compaction-begin', id: 0 });
+    handle({ op: 'compaction-chunk', text: [...stateChunks(stateOf(repo), 1)].join('') });
+    expect(() => handle({ op: 'compaction-end', id: 0 })).toThrow(/EPERM/);
     expect(fds.doubleCloses).toEqual([]);
     // The temp file is gone; the writer goes on appending to the journal it had.
     const { readdir } = await import('node:fs/promises');
@@ -107,13 +107,13 @@ describe('the state writer when a compaction fails (issue 41.7)', () => {
     const { file, repo } = await opened();
     charge(repo, 1);
     handle(commit(repo, 1));
-    handle({ op: 'base-begin', id: 0 });
-    handle({ op: 'base-chunk', text: [...stateChunks(stateOf(repo), 1)].join('') });
+    handle({ op: 'compaction-begin', id: 0 });
+    handle({ op: 'compaction-chunk', text: [...stateChunks(stateOf(repo), 1)].join('') });
     // A record after the snapshot: the journal is rewritten to hold it, through a temp file and a rename.
     charge(repo, 2);
     handle(commit(repo, 2));
     faults.renameOnto = 'state.journal.jsonl';
-    expect(() => handle({ op: 'base-end', id: 0 })).toThrow(/EPERM/);
+    expect(() => handle({ op: 'compaction-end', id: 0 })).toThrow(/EPERM/);
     expect(fds.doubleCloses).toEqual([]);
     charge(repo, 3);
     expect(handle(commit(repo, 3))?.error).toBeUndefined();

@@ -62,13 +62,13 @@ const CHUNK_CHARS = 32 << 10;
 const SLICE_MS = 4;
 
 /** The state file as read: the state, and the number of the last journal record it holds. */
-interface Base {
+interface OnDisk {
   state: State;
   seq: number;
 }
 
 /** The state file to write: a snapshot of the state, and the number of the last journal record it holds. */
-interface SnapshotBase {
+interface CompactionInput {
   snapshot: StateSnapshot;
   seq: number;
 }
@@ -85,13 +85,13 @@ function deferred<T = void>(): Deferred<T> {
 }
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
-class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
+class StateFileAdapter implements Adapter<OnDisk | CompactionInput | null> {
   constructor(
     readonly file: string,
-    readonly writeBase: (base: SnapshotBase) => Promise<void>,
+    readonly writeCompaction: (input: CompactionInput) => Promise<void>,
   ) {}
 
-  async read(): Promise<Base | null> {
+  async read(): Promise<OnDisk | null> {
     let json: unknown;
     try {
       json = await readStateFile(this.file);
@@ -105,19 +105,19 @@ class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
         { cause: e },
       );
     }
-    return checkBase(json, this.file);
+    return checkStateFile(json, this.file);
   }
 
-  write(base: Base | SnapshotBase | null): Promise<void> {
-    if (!base) return Promise.resolve();
+  write(input: OnDisk | CompactionInput | null): Promise<void> {
+    if (!input) return Promise.resolve();
     // Written in slices while requests go on: only a snapshot stays as it was meanwhile.
-    if (!('snapshot' in base)) return Promise.reject(new Error('the state file is written from a snapshot of the repository'));
-    return this.writeBase(base);
+    if (!('snapshot' in input)) return Promise.reject(new Error('the state file is written from a snapshot of the repository'));
+    return this.writeCompaction(input);
   }
 }
 
 /** A parsed state file: the state, and `journal_seq` (0 in files written before the journal). */
-function checkBase(json: unknown, file: string): Base {
+function checkStateFile(json: unknown, file: string): OnDisk {
   let seq = 0;
   if (typeof json === 'object' && json !== null && Object.hasOwn(json, 'journal_seq')) {
     seq = (json as { journal_seq: unknown }).journal_seq as number;
@@ -147,10 +147,10 @@ async function adoptLedgerFile(state: State, file: string): Promise<State> {
   return adoptLedger(state, await readOptional(ledgerFile), file, `its charge ledger ${ledgerFile}`, resetAdvice(file));
 }
 
-/** The journal beside `file` replayed over its state file's content (`base`). Refuses a journal that does not continue it. */
+/** The journal beside `file` replayed over its state file's content (`onDisk`). Refuses a journal that does not continue it. */
 async function replayJournal(
   file: string,
-  base: Base | null,
+  onDisk: OnDisk | null,
 ): Promise<{
   state: State | null;
   seq: number;
@@ -170,12 +170,12 @@ async function replayJournal(
       { cause: e },
     );
   });
-  let state = base?.state ?? null;
-  let seq = base?.seq ?? 0;
+  let state = onDisk?.state ?? null;
+  let seq = onDisk?.seq ?? 0;
   if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0, stale: 0, records: [], found: false };
   const { records, dropped } = parseJournal(journalText, journalFile, file);
   const pending = records.filter((r) => r.seq > seq);
-  if (!base && pending.length > 0 && pending[0]!.seq !== 1) {
+  if (!onDisk && pending.length > 0 && pending[0]!.seq !== 1) {
     throw new StateFileError(
       file,
       `state file ${file} is missing, but its journal ${journalFile} is there and continues it (from ` +
@@ -236,7 +236,7 @@ export class FilePersistence implements StatePersistence {
   readonly journalFile: string;
   readonly ledgerFile: string;
   /** lowdb's in-memory twin of the state file: the state as read at a start, a snapshot while one is written. */
-  readonly #db: Low<Base | SnapshotBase | null>;
+  readonly #db: Low<OnDisk | CompactionInput | null>;
   readonly #adapter: StateFileAdapter;
   readonly #limit: number;
   readonly #maxAgeMs: number;
@@ -256,8 +256,8 @@ export class FilePersistence implements StatePersistence {
   /** The number of the newest journal record handed to the writer. */
   #seq = 0;
   #journalBytes = 0;
-  #baseBytes = 0;
-  #baseAt = Date.now();
+  #stateFileBytes = 0;
+  #compactedAt = Date.now();
   /** Compactions that failed in a row, and when the next one due to size or age may be tried. */
   #failedCompactions = 0;
   #retryAt = 0;
@@ -268,7 +268,7 @@ export class FilePersistence implements StatePersistence {
   #inWriter = false;
   /** A state file write is in progress, or asked for at the next record. */
   #compacting: Promise<void> | null = null;
-  #wantBase: Deferred | null = null;
+  #wantCompaction: Deferred | null = null;
   /** Set while an exclusive section runs: no record is handed to the writer. */
   #held = false;
   #exclusiveChain: Promise<void> = Promise.resolve();
@@ -278,7 +278,7 @@ export class FilePersistence implements StatePersistence {
   /** What the journal must hold before the first append (a torn last record, or records the state file holds, were found at load). */
   #journalRewrite: string | null = null;
   /** charges.count of the state file on disk: the charges a snapshot of it holds. */
-  #baseCharges = 0;
+  #stateFileCharges = 0;
   /** The state as loaded (before the first commit hands over the repository). */
   #loaded: State | null = null;
   /** Charges up to this seq are in a durable record. */
@@ -298,8 +298,8 @@ export class FilePersistence implements StatePersistence {
     this.#onLost = options.onLost ?? (() => undefined);
     this.#lockDir = options.lockDir ?? null;
     this.#onStateFile = options.onStateFile ?? (() => undefined);
-    this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base));
-    this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
+    this.#adapter = new StateFileAdapter(file, (input) => this.#writeCompaction(input));
+    this.#db = new Low<OnDisk | CompactionInput | null>(this.#adapter, null);
   }
 
   async load(): Promise<State | null> {
@@ -315,16 +315,16 @@ export class FilePersistence implements StatePersistence {
 
   async #load(): Promise<State | null> {
     await this.#db.read();
-    const base = this.#db.data as Base | null;
-    const read = await replayJournal(this.location, base);
-    this.#baseBytes = base ? (await stat(this.location)).size : 0;
+    const onDisk = this.#db.data as OnDisk | null;
+    const read = await replayJournal(this.location, onDisk);
+    this.#stateFileBytes = onDisk ? (await stat(this.location)).size : 0;
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
     // Before anything is appended, the journal holds just the records newer than the state file, whole. One that
     // holds none (a crash right after it was made) goes: else every later start would take the files for left by a crash.
     if (read.dropped > 0 || read.stale > 0 || (read.found && read.records.length === 0))
       this.#journalRewrite = read.records
-        .filter((r) => r.seq > (base?.seq ?? 0))
+        .filter((r) => r.seq > (onDisk?.seq ?? 0))
         .map(journalLine)
         .join('');
     if (read.dropped > 0) {
@@ -340,7 +340,7 @@ export class FilePersistence implements StatePersistence {
       );
     if (read.replayed > 0)
       this.#notice(
-        base
+        onDisk
           ? `replayed ${records(read.replayed)} from ${this.journalFile} (the last stop was not clean)`
           : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first ` +
               `start on ${this.location} stopped before it wrote the state file`,
@@ -350,7 +350,7 @@ export class FilePersistence implements StatePersistence {
     // Written with its charges at the next compaction, a clean stop's at the latest.
     if (legacy) this.#journalBytes ||= 1;
     this.#loaded = state;
-    this.#committedCharges = this.#baseCharges = state?.charges.count ?? 0;
+    this.#committedCharges = this.#stateFileCharges = state?.charges.count ?? 0;
     await this.#checkLedgerFile(state);
     this.#open();
     return state;
@@ -485,13 +485,13 @@ export class FilePersistence implements StatePersistence {
     if (changes.length === 0) {
       // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a
       // journal (a first start that was killed) gets its state file now.
-      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting && this.#compactionDue())
-        this.#requestBase().then(
+      if (this.#stateFileBytes === 0 && this.#seq > 0 && !this.#wantCompaction && !this.#compacting && this.#compactionDue())
+        this.#requestCompaction().then(
           () => settle(),
           () => settle(),
         );
       else settle();
-      this.#maybeBeginBase(repo);
+      this.#maybeBeginCompaction(repo);
       this.#next();
       return;
     }
@@ -505,7 +505,7 @@ export class FilePersistence implements StatePersistence {
       throw e;
     });
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
-    this.#maybeBeginBase(repo);
+    this.#maybeBeginCompaction(repo);
     written.then(
       (reply) => {
         this.#inWriter = false;
@@ -516,17 +516,17 @@ export class FilePersistence implements StatePersistence {
           this.#committedCharges = charges;
           this.#appendLedger(ledgerText(added.map((change) => change[1] as ChargeEntry)));
         }
-        if (this.#baseBytes === 0 && this.#compactionDue()) {
+        if (this.#stateFileBytes === 0 && this.#compactionDue()) {
           // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up. The
-          // record is durable either way: a state file that cannot be written is said and tried again (#requestBase).
-          this.#requestBase().then(
+          // record is durable either way: a state file that cannot be written is said and tried again (#requestCompaction).
+          this.#requestCompaction().then(
             () => settle(),
             () => settle(),
           );
         } else {
           settle();
-          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes) && this.#compactionDue())
-            void this.#requestBase().catch(() => undefined);
+          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#stateFileBytes) && this.#compactionDue())
+            void this.#requestCompaction().catch(() => undefined);
         }
         this.#next();
       },
@@ -557,10 +557,10 @@ export class FilePersistence implements StatePersistence {
    * Asks for a state file write at the next record (compaction). One that fails is said, with its cause, and the
    * next one due by size or age waits for a backoff: the journal keeps every write meanwhile, and serve goes on.
    */
-  #requestBase(): Promise<void> {
+  #requestCompaction(): Promise<void> {
     if (this.#compacting) return this.#compacting;
-    this.#wantBase = deferred();
-    this.#compacting = this.#wantBase.promise
+    this.#wantCompaction = deferred();
+    this.#compacting = this.#wantCompaction.promise
       .then(
         () => {
           if (this.#failedCompactions > 0)
@@ -584,7 +584,7 @@ export class FilePersistence implements StatePersistence {
       )
       .finally(() => {
         this.#compacting = null;
-        this.#baseAt = Date.now();
+        this.#compactedAt = Date.now();
         this.#next();
       });
     // A record of its own if changes wait; else the state file is written as the state is now.
@@ -592,10 +592,10 @@ export class FilePersistence implements StatePersistence {
     return this.#compacting;
   }
 
-  #maybeBeginBase(repo: Repository): void {
-    const wanted = this.#wantBase;
+  #maybeBeginCompaction(repo: Repository): void {
+    const wanted = this.#wantCompaction;
     if (!wanted) return;
-    this.#wantBase = null;
+    this.#wantCompaction = null;
     const snapshot = repo.snapshot();
     this.#db.data = { snapshot, seq: this.#seq };
     // Not kept once written: it would keep the values the repository has replaced since.
@@ -609,15 +609,15 @@ export class FilePersistence implements StatePersistence {
   }
 
   /** lowdb's write of the state file: in slices, through the writer thread, while commits go on. */
-  async #writeBase(base: SnapshotBase, salvage = false): Promise<void> {
-    this.#post({ op: 'base-begin', id: 0, salvage });
+  async #writeCompaction(input: CompactionInput, salvage = false): Promise<void> {
+    this.#post({ op: 'compaction-begin', id: 0, salvage });
     let text = '';
     let sliceStart = performance.now();
     let pieces = 0;
-    for (const piece of stateChunks(base.snapshot, base.seq)) {
+    for (const piece of stateChunks(input.snapshot, input.seq)) {
       text += piece;
       if (text.length >= CHUNK_CHARS) {
-        this.#post({ op: 'base-chunk', text });
+        this.#post({ op: 'compaction-chunk', text });
         text = '';
       }
       // Requests go on between slices; the clock is read every few pieces only.
@@ -627,11 +627,11 @@ export class FilePersistence implements StatePersistence {
         sliceStart = performance.now();
       }
     }
-    this.#post({ op: 'base-chunk', text });
-    const reply = await this.#call({ op: 'base-end', id: 0 });
+    this.#post({ op: 'compaction-chunk', text });
+    const reply = await this.#call({ op: 'compaction-end', id: 0 });
     this.#onStateFile();
-    this.#baseBytes = reply.baseBytes ?? 0;
-    this.#baseCharges = base.snapshot.chargeCount;
+    this.#stateFileBytes = reply.stateFileBytes ?? 0;
+    this.#stateFileCharges = input.snapshot.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
   }
 
@@ -643,9 +643,9 @@ export class FilePersistence implements StatePersistence {
   /** A compaction now, then the state file as it is on disk, and the ledger file's text for its charges. */
   async readStored(repo: Repository): Promise<StoredState> {
     this.#repo = repo;
-    await this.#requestBase();
+    await this.#requestCompaction();
     return this.#exclusive(async () => {
-      const ledger = ledgerText(committedCharges(repo.state, this.#baseCharges));
+      const ledger = ledgerText(committedCharges(repo.state, this.#stateFileCharges));
       return { state: await readFile(this.location, 'utf8'), ledger: ledger === '' ? null : ledger };
     });
   }
@@ -657,9 +657,9 @@ export class FilePersistence implements StatePersistence {
       await this.#call({ op: 'replace', id: 0, state: text });
       this.#onStateFile();
       this.#journalBytes = 0;
-      this.#baseBytes = Buffer.byteLength(text, 'utf8');
-      this.#baseAt = Date.now();
-      this.#committedCharges = this.#baseCharges = state.charges.count;
+      this.#stateFileBytes = Buffer.byteLength(text, 'utf8');
+      this.#compactedAt = Date.now();
+      this.#committedCharges = this.#stateFileCharges = state.charges.count;
       swap();
       this.#ledgerWrites = this.#ledgerWrites.then(() => this.#rewriteLedger());
       await this.#ledgerWrites;
@@ -692,7 +692,7 @@ export class FilePersistence implements StatePersistence {
   /**
    * A commit found its files gone from their paths (FILES_GONE): what it appended is in a file no path names. Nothing
    * more is acknowledged. If only the journal went, the state in memory (every answered write) becomes the state file
-   * as the owner stops (#salvageBase), and the ledger in place matches it; otherwise nothing is written back.
+   * as the owner stops (#salvageStateFile), and the ledger in place matches it; otherwise nothing is written back.
    */
   #lose(error: Error, code: string): void {
     const cause = error.message.replace(/^cannot write state file [^:]*: /, '');
@@ -711,12 +711,12 @@ export class FilePersistence implements StatePersistence {
   }
 
   /** Every answered write, from memory, as the state file (the journal was found gone; see #lose). */
-  async #salvageBase(repo: Repository): Promise<void> {
+  async #salvageStateFile(repo: Repository): Promise<void> {
     // A compaction under way stops at its next slice (abandoned); the writer drops what it had begun.
     await this.#compacting?.catch(() => undefined);
     const snapshot = repo.snapshot();
     try {
-      await this.#writeBase({ snapshot, seq: this.#seq }, true);
+      await this.#writeCompaction({ snapshot, seq: this.#seq }, true);
     } finally {
       snapshot.release();
     }
@@ -733,8 +733,8 @@ export class FilePersistence implements StatePersistence {
     const waiting = this.#waiting;
     this.#waiting = [];
     for (const d of waiting) d.reject(this.#abandoned);
-    this.#wantBase?.reject(this.#abandoned);
-    this.#wantBase = null;
+    this.#wantCompaction?.reject(this.#abandoned);
+    this.#wantCompaction = null;
     this.#idle?.resolve();
   }
 
@@ -752,8 +752,8 @@ export class FilePersistence implements StatePersistence {
     this.#ageTimer = null;
     await this.flush();
     try {
-      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0))
-        await this.#requestBase().catch((e: unknown) => {
+      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#stateFileBytes === 0))
+        await this.#requestCompaction().catch((e: unknown) => {
           if (this.#abandoned) throw e;
           // Every answered write is durable in the journal (a commit is answered only then): a clean stop all the same.
           this.#notice(
@@ -762,7 +762,7 @@ export class FilePersistence implements StatePersistence {
           );
         });
       if (this.#salvage && this.#repo)
-        await this.#salvageBase(this.#repo).then(
+        await this.#salvageStateFile(this.#repo).then(
           () => this.#notice(`wrote ${this.location} from memory: it holds every answered write (journal record ${this.#seq})`),
           (e: unknown) =>
             this.#notice(
@@ -810,8 +810,8 @@ export class FilePersistence implements StatePersistence {
     this.#opened.catch(() => undefined);
     this.#ageTimer = setInterval(
       () => {
-        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held && this.#compactionDue())
-          void this.#requestBase().catch(() => undefined);
+        if (this.#journalBytes > 0 && Date.now() - this.#compactedAt >= this.#maxAgeMs && !this.#held && this.#compactionDue())
+          void this.#requestCompaction().catch(() => undefined);
       },
       Math.min(this.#maxAgeMs, 5_000),
     );

@@ -4,9 +4,9 @@
  *
  * - `commit`: append one journal record (fdatasync), acknowledge. A failed append is cut off again, so that a
  *   later record never follows half of one. (Its charges are in it; the ledger file is the main thread's view.)
- * - `base-begin` / `base-chunk` / `base-end`: a new state file (a compaction), written to a fresh temp file (0600,
+ * - `compaction-begin` / `compaction-chunk` / `compaction-end`: a new state file (a compaction), written to a fresh temp file (0600,
  *   created exclusively, never through a symlink) in chunks while commits go on, then fdatasync, rename over the
- *   state file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
+ *   state file, directory fsync. The journal then keeps only what was appended after `compaction-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
  * - `replace`: a state file given whole (a snapshot restored), written durably; the journal goes.
  */
@@ -35,9 +35,9 @@ import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 export type WriterMessage =
   | { op: 'open'; id: number; file: string; journal: string; journalText: string | null; lock?: string | null }
   | { op: 'commit'; id: number; record: string }
-  | { op: 'base-begin'; id: number; salvage?: boolean }
-  | { op: 'base-chunk'; text: string }
-  | { op: 'base-end'; id: number }
+  | { op: 'compaction-begin'; id: number; salvage?: boolean }
+  | { op: 'compaction-chunk'; text: string }
+  | { op: 'compaction-end'; id: number }
   | { op: 'replace'; id: number; state: string }
   | { op: 'close'; id: number };
 
@@ -45,8 +45,8 @@ export interface WriterReply {
   id: number;
   /** Bytes in the journal after the step. */
   journalBytes?: number;
-  /** `base-end`: bytes of the state file written. */
-  baseBytes?: number;
+  /** `compaction-end`: bytes of the state file written. */
+  stateFileBytes?: number;
   /** `open`: temp files left by a writer that was killed, now removed. */
   swept?: number;
   error?: { message: string; code?: string };
@@ -98,14 +98,14 @@ function checkLock(): void {
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
 /** A state file being written. */
-interface BaseWrite {
+interface CompactionWrite {
   name: string;
   fd: number;
   journalOffset: number;
   bytes: number;
   error: Error | null;
 }
-let base: BaseWrite | null = null;
+let compaction: CompactionWrite | null = null;
 /** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
 let lastCommitFailed = false;
 
@@ -272,7 +272,7 @@ function journalTail(p: Paths, offset: number): Buffer {
   return tail;
 }
 
-function flushOut(b: BaseWrite): void {
+function flushOut(b: CompactionWrite): void {
   if (outLength === 0) return;
   const length = outLength;
   outLength = 0;
@@ -280,7 +280,7 @@ function flushOut(b: BaseWrite): void {
   b.bytes += length;
 }
 
-function writeText(b: BaseWrite, text: string): void {
+function writeText(b: CompactionWrite, text: string): void {
   if (text.length === 0) return;
   // UTF-8 takes at most 3 bytes a char.
   if (text.length * 3 > out.length - outLength) flushOut(b);
@@ -333,45 +333,45 @@ export function handle(message: WriterMessage): WriterReply | null {
       lastCommitFailed = false;
       return { id: message.id, journalBytes: target.size };
     }
-    case 'base-begin': {
+    case 'compaction-begin': {
       const p = need();
       const name = tempName(p.file);
       // One given up half way (its main thread stopped posting: the files were found gone) goes.
-      if (base && base.fd >= 0) {
-        closeQuietly(base.fd);
-        unlinkQuietly(base.name);
+      if (compaction && compaction.fd >= 0) {
+        closeQuietly(compaction.fd);
+        unlinkQuietly(compaction.name);
       }
-      base = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
+      compaction = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
       // The snapshot was taken after the record just before: if that record is not on disk, neither may the snapshot be.
       // A salvage is of the state rolled back to before that record (the journal was found gone): it may.
       if (lastCommitFailed && !message.salvage) {
-        base.error = new Error('the journal record this state file follows could not be written');
+        compaction.error = new Error('the journal record this state file follows could not be written');
         return null;
       }
       try {
-        base.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+        compaction.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
       } catch (e) {
-        // Reported by base-end, which the main thread waits for.
-        base.error = e as Error;
+        // Reported by compaction-end, which the main thread waits for.
+        compaction.error = e as Error;
       }
       return null;
     }
-    case 'base-chunk': {
-      if (base && !base.error) {
+    case 'compaction-chunk': {
+      if (compaction && !compaction.error) {
         try {
-          writeText(base, message.text);
-          flushOut(base);
+          writeText(compaction, message.text);
+          flushOut(compaction);
         } catch (e) {
           outLength = 0;
-          base.error = e as Error;
+          compaction.error = e as Error;
         }
       }
       return null;
     }
-    case 'base-end': {
+    case 'compaction-end': {
       const p = need();
-      const b = base;
-      base = null;
+      const b = compaction;
+      compaction = null;
       if (!b) throw new Error('no state file write in progress');
       const created = b.fd >= 0;
       try {
@@ -388,7 +388,7 @@ export function handle(message: WriterMessage): WriterReply | null {
         throw e;
       }
       syncDir(p.file);
-      // From here the state file holds every record up to base-begin; a crash before the journal is rewritten
+      // From here the state file holds every record up to compaction-begin; a crash before the journal is rewritten
       // leaves records the next start skips by number.
       const tail = journalTail(p, b.journalOffset);
       if (tail.length === 0) dropJournal(p);
@@ -399,7 +399,7 @@ export function handle(message: WriterMessage): WriterReply | null {
         journal = null;
         journal = openAppendable(p.journal);
       }
-      return { id: message.id, journalBytes: journal?.size ?? 0, baseBytes: b.bytes };
+      return { id: message.id, journalBytes: journal?.size ?? 0, stateFileBytes: b.bytes };
     }
     case 'replace': {
       const p = need();
@@ -411,10 +411,10 @@ export function handle(message: WriterMessage): WriterReply | null {
     case 'close': {
       if (journal) closeQuietly(journal.fd);
       journal = null;
-      if (base && base.fd >= 0) {
-        closeQuietly(base.fd);
-        unlinkQuietly(base.name);
-        base = null;
+      if (compaction && compaction.fd >= 0) {
+        closeQuietly(compaction.fd);
+        unlinkQuietly(compaction.name);
+        compaction = null;
       }
       return { id: message.id };
     }
