@@ -54,7 +54,7 @@ export type ReadonlyState = Readonly<Omit<State, CollectionName | 'keys' | 'work
  * One change of a commit: the value now at `path` in the state, or (no value) that nothing is there any more.
  * Applied in order over the state before the commit, a commit's changes give the state after it; applying a
  * change twice changes nothing more (each one sets a whole value), which is what lets a journal be replayed
- * over a snapshot that already holds some of it.
+ * over a state file that already holds some of it.
  */
 export type Change = readonly [path: readonly string[]] | readonly [path: readonly string[], value: unknown];
 
@@ -80,7 +80,7 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
 }
 
 /**
- * For a snapshot, per table (a collection, or `by_client` and `by_grant` of the charge totals): each key changed
+ * For a frozen view, per table (a collection, or `by_client` and `by_grant` of the charge totals): each key changed
  * since it was taken, with its value before the first of those changes (undefined: it had none).
  */
 type Before = Map<string, Map<string, unknown>>;
@@ -91,8 +91,8 @@ const CHARGE_TABLES: readonly string[] = ['by_client', 'by_grant'];
 const liveTable = (state: State, name: string): Record<string, unknown> =>
   ((CHARGE_TABLES.includes(name) ? state.charges : state) as unknown as Record<string, Record<string, unknown>>)[name]!;
 
-/** One of a snapshot's tables: its name and its keys, in their order when the snapshot was taken. */
-export class SnapshotTable {
+/** One of a frozen view's tables: its name and its keys, in their order when the view was taken. */
+export class FrozenTable {
   constructor(
     readonly name: string,
     readonly keys: readonly string[],
@@ -100,21 +100,21 @@ export class SnapshotTable {
 }
 
 /**
- * The state at one moment, read while the repository goes on changing it (Repository.snapshot). `fields` are the
- * state's fields in their order: a table as a SnapshotTable (its entries through `entries`), the charge totals as
+ * The state at one moment, read while the repository goes on changing it (Repository.frozenView). `fields` are the
+ * state's fields in their order: a table as a FrozenTable (its entries through `entries`), the charge totals as
  * `{ count, by_client, by_grant }` with the two tables so, every other field as it was (lists copied: the
  * repository appends to them).
  */
-export class StateSnapshot {
+export class FrozenView {
   readonly fields: ReadonlyArray<readonly [string, unknown]>;
   readonly #state: State;
   readonly #before: Before;
   readonly #release: () => void;
 
   constructor(state: State, before: Before = new Map(), release: () => void = () => undefined) {
-    const table = (name: string, live: object): SnapshotTable => {
+    const table = (name: string, live: object): FrozenTable => {
       before.set(name, new Map());
-      return new SnapshotTable(name, Object.keys(live));
+      return new FrozenTable(name, Object.keys(live));
     };
     this.fields = Object.entries(state).map(([name, value]: [string, unknown]) => {
       if ((COLLECTION_NAMES as readonly string[]).includes(name)) return [name, table(name, value as object)] as const;
@@ -143,7 +143,7 @@ export class StateSnapshot {
   }
 
   /** A table's entries as they were, in their order then. */
-  *entries(table: SnapshotTable): Generator<[string, unknown]> {
+  *entries(table: FrozenTable): Generator<[string, unknown]> {
     const live = liveTable(this.#state, table.name);
     const changed = this.#before.get(table.name)!;
     for (const key of table.keys) {
@@ -152,10 +152,10 @@ export class StateSnapshot {
     }
   }
 
-  /** The snapshot as a plain state of its own. */
+  /** The frozen view as a plain state of its own. */
   toState(): State {
     const plain = (value: unknown): unknown => {
-      if (value instanceof SnapshotTable) {
+      if (value instanceof FrozenTable) {
         const copy: Record<string, unknown> = {};
         for (const [key, entry] of this.entries(value)) setOwn(copy, key, entry);
         return copy;
@@ -182,7 +182,7 @@ interface Subset {
 /**
  * The one way the state changes (spec-level operations live in the core's modules; this only stores). Every
  * entry is an immutable value: a change puts a new value in place of the old one, so nothing changes an entry
- * behind the back of whoever read it, and a snapshot that copies the collections' key-to-value tables holds a
+ * behind the back of whoever read it, and a frozen view that copies the collections' key-to-value tables holds a
  * consistent state. The repository remembers where the state changed since the last commit; `drain` hands
  * those places, with their values as they are now, to persistence.
  */
@@ -200,8 +200,8 @@ export class Repository {
   readonly #rollBackListeners: Array<(heads: ReadonlySet<string>) => void> = [];
   /** What `where` hands out, kept current here. */
   #subsets: Subset[] = [];
-  /** For each snapshot not yet released: the values its tables had before the changes made since it was taken. */
-  readonly #snapshots = new Set<Before>();
+  /** For each frozen view not yet released: the values its tables had before the changes made since it was taken. */
+  readonly #frozenViews = new Set<Before>();
 
   constructor(state: State) {
     this.#state = freezeEntries(state);
@@ -380,7 +380,7 @@ export class Repository {
     this.#undo.set(key, { path, present: found.present, value: found.present ? found.value : undefined });
   }
 
-  /** Sets `path` back to a value it had (or to nothing), keeping snapshots and subsets as a change would, unrecorded. */
+  /** Sets `path` back to a value it had (or to nothing), keeping frozen views and subsets as a change would, unrecorded. */
   #putBack(path: readonly string[], present: boolean, value: unknown): void {
     const [head, ...rest] = path as [string, ...string[]];
     if (head === 'workspace_changes' || head === 'keys') {
@@ -421,18 +421,18 @@ export class Repository {
    * now on; copies of the tables themselves would be as large as the tables, made at every
    * compaction (docs/storage.md "The one write path"). Release it when done: until then every change keeps a value for it.
    */
-  snapshot(): StateSnapshot {
+  frozenView(): FrozenView {
     const before: Before = new Map();
-    const snapshot = new StateSnapshot(this.#state, before, () => this.#snapshots.delete(before));
-    this.#snapshots.add(before);
-    return snapshot;
+    const view = new FrozenView(this.#state, before, () => this.#frozenViews.delete(before));
+    this.#frozenViews.add(before);
+    return view;
   }
 
-  /** Before a change to `key` of `table`: the entry's value now, for each snapshot that has none kept for it yet. */
+  /** Before a change to `key` of `table`: the entry's value now, for each frozen view that has none kept for it yet. */
   #keep(table: string, key: string): void {
-    if (this.#snapshots.size === 0) return;
+    if (this.#frozenViews.size === 0) return;
     const live = liveTable(this.#state, table);
-    for (const before of this.#snapshots) {
+    for (const before of this.#frozenViews) {
       const kept = before.get(table)!;
       if (!kept.has(key)) kept.set(key, Object.hasOwn(live, key) ? live[key] : undefined);
     }
@@ -440,8 +440,8 @@ export class Repository {
 
   /** Makes `state` the whole state (a snapshot restored); what was not committed is dropped. */
   replace(state: State): void {
-    // A snapshot taken before reads the old state, which nothing changes any more.
-    this.#snapshots.clear();
+    // A frozen view taken before reads the old state, which nothing changes any more.
+    this.#frozenViews.clear();
     this.#state = freezeEntries(state);
     this.#changed.clear();
     this.#undo.clear();

@@ -8,7 +8,7 @@ import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
 import { ledgerText, type ChargeEntry } from '../core/charges.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
-import { applyChanges, StateSnapshot, type Repository } from '../core/repository.js';
+import { applyChanges, FrozenView, type Repository } from '../core/repository.js';
 import { adoptLedger, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, moveAwayCommand, resetAdvice, shellQuoted } from './state-files.js';
 import { readOptional, writeFileDurably } from './durable-write.js';
@@ -67,9 +67,9 @@ interface OnDisk {
   seq: number;
 }
 
-/** The state file to write: a snapshot of the state, and the number of the last journal record it holds. */
+/** The state file to write: a frozen view of the state, and the number of the last journal record it holds. */
 interface CompactionInput {
-  snapshot: StateSnapshot;
+  view: FrozenView;
   seq: number;
 }
 
@@ -110,8 +110,8 @@ class StateFileAdapter implements Adapter<OnDisk | CompactionInput | null> {
 
   write(input: OnDisk | CompactionInput | null): Promise<void> {
     if (!input) return Promise.resolve();
-    // Written in slices while requests go on: only a snapshot stays as it was meanwhile.
-    if (!('snapshot' in input)) return Promise.reject(new Error('the state file is written from a snapshot of the repository'));
+    // Written in slices while requests go on: only a frozen view stays as it was meanwhile.
+    if (!('view' in input)) return Promise.reject(new Error('the state file is written from a frozen view of the repository'));
     return this.writeCompaction(input);
   }
 }
@@ -235,7 +235,7 @@ export class FilePersistence implements StatePersistence {
   readonly moveAwayCommand = moveAwayCommand;
   readonly journalFile: string;
   readonly ledgerFile: string;
-  /** lowdb's in-memory twin of the state file: the state as read at a start, a snapshot while one is written. */
+  /** lowdb's in-memory twin of the state file: the state as read at a start, a frozen view while one is written. */
   readonly #db: Low<OnDisk | CompactionInput | null>;
   readonly #adapter: StateFileAdapter;
   readonly #limit: number;
@@ -277,7 +277,7 @@ export class FilePersistence implements StatePersistence {
   #abandoned: Error | null = null;
   /** What the journal must hold before the first append (a torn last record, or records the state file holds, were found at load). */
   #journalRewrite: string | null = null;
-  /** charges.count of the state file on disk: the charges a snapshot of it holds. */
+  /** charges.count of the state file on disk: the charges a snapshot saved from it holds. */
   #stateFileCharges = 0;
   /** The state as loaded (before the first commit hands over the repository). */
   #loaded: State | null = null;
@@ -596,13 +596,13 @@ export class FilePersistence implements StatePersistence {
     const wanted = this.#wantCompaction;
     if (!wanted) return;
     this.#wantCompaction = null;
-    const snapshot = repo.snapshot();
-    this.#db.data = { snapshot, seq: this.#seq };
+    const view = repo.frozenView();
+    this.#db.data = { view, seq: this.#seq };
     // Not kept once written: it would keep the values the repository has replaced since.
     this.#db
       .write()
       .finally(() => {
-        snapshot.release();
+        view.release();
         this.#db.data = null;
       })
       .then(wanted.resolve, wanted.reject);
@@ -614,7 +614,7 @@ export class FilePersistence implements StatePersistence {
     let text = '';
     let sliceStart = performance.now();
     let pieces = 0;
-    for (const piece of stateChunks(input.snapshot, input.seq)) {
+    for (const piece of stateChunks(input.view, input.seq)) {
       text += piece;
       if (text.length >= CHUNK_CHARS) {
         this.#post({ op: 'compaction-chunk', text });
@@ -631,7 +631,7 @@ export class FilePersistence implements StatePersistence {
     const reply = await this.#call({ op: 'compaction-end', id: 0 });
     this.#onStateFile();
     this.#stateFileBytes = reply.stateFileBytes ?? 0;
-    this.#stateFileCharges = input.snapshot.chargeCount;
+    this.#stateFileCharges = input.view.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
   }
 
@@ -714,11 +714,11 @@ export class FilePersistence implements StatePersistence {
   async #salvageStateFile(repo: Repository): Promise<void> {
     // A compaction under way stops at its next slice (abandoned); the writer drops what it had begun.
     await this.#compacting?.catch(() => undefined);
-    const snapshot = repo.snapshot();
+    const view = repo.frozenView();
     try {
-      await this.#writeCompaction({ snapshot, seq: this.#seq }, true);
+      await this.#writeCompaction({ view, seq: this.#seq }, true);
     } finally {
-      snapshot.release();
+      view.release();
     }
   }
 

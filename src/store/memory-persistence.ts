@@ -37,12 +37,12 @@ export class MemoryPersistence implements StatePersistence {
 
   /** Serialised as the file adapter stores it, at the call. */
   async readStored(repo: Repository): Promise<StoredState> {
-    const snapshot = repo.snapshot();
+    const view = repo.frozenView();
     let state: State;
     try {
-      state = snapshot.toState();
+      state = view.toState();
     } finally {
-      snapshot.release();
+      view.release();
     }
     await this.commit(repo);
     const ledger = ledgerText(committedCharges(state, state.charges.count));

@@ -1,5 +1,5 @@
 import { open, readFile } from 'node:fs/promises';
-import { setOwn, SnapshotTable, StateSnapshot } from '../core/repository.js';
+import { setOwn, FrozenTable, FrozenView } from '../core/repository.js';
 import { COLLECTION_NAMES, type State } from '../core/state.js';
 
 /**
@@ -13,21 +13,21 @@ import { COLLECTION_NAMES, type State } from '../core/state.js';
  * it). One entry per line lets a start parse the file entry by entry (`readStateFile`), never holding the whole
  * text, and lets a large state be written a slice at a time.
  */
-export function* stateChunks(state: State | StateSnapshot, seq: number): Generator<string> {
-  const snapshot = state instanceof StateSnapshot ? state : new StateSnapshot(state);
+export function* stateChunks(state: State | FrozenView, seq: number): Generator<string> {
+  const view = state instanceof FrozenView ? state : new FrozenView(state);
   yield '{';
   let first = true;
-  for (const [name, value] of snapshot.fields) {
+  for (const [name, value] of view.fields) {
     if (value === undefined || name === 'journal_seq') continue;
     yield `${first ? '' : ','}${JSON.stringify(name)}:`;
     first = false;
-    if (!(value instanceof SnapshotTable)) {
-      yield* inline(snapshot, value);
+    if (!(value instanceof FrozenTable)) {
+      yield* inline(view, value);
       continue;
     }
     let firstEntry = true;
     yield '{';
-    for (const [key, entry] of snapshot.entries(value)) {
+    for (const [key, entry] of view.entries(value)) {
       yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       firstEntry = false;
     }
@@ -37,11 +37,11 @@ export function* stateChunks(state: State | StateSnapshot, seq: number): Generat
 }
 
 /** A field that is not a table, on one line as JSON.stringify writes it; the charge totals' tables a piece an entry. */
-function* inline(snapshot: StateSnapshot, value: unknown): Generator<string> {
-  if (value instanceof SnapshotTable) {
+function* inline(view: FrozenView, value: unknown): Generator<string> {
+  if (value instanceof FrozenTable) {
     let first = true;
     yield '{';
-    for (const [key, entry] of snapshot.entries(value)) {
+    for (const [key, entry] of view.entries(value)) {
       yield `${first ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       first = false;
     }
@@ -50,14 +50,14 @@ function* inline(snapshot: StateSnapshot, value: unknown): Generator<string> {
     value !== null &&
     typeof value === 'object' &&
     !Array.isArray(value) &&
-    Object.values(value).some((v) => v instanceof SnapshotTable)
+    Object.values(value).some((v) => v instanceof FrozenTable)
   ) {
     let first = true;
     yield '{';
     for (const [key, field] of Object.entries(value)) {
       if (field === undefined) continue;
       yield `${first ? '' : ','}${JSON.stringify(key)}:`;
-      yield* inline(snapshot, field);
+      yield* inline(view, field);
       first = false;
     }
     yield '}';
