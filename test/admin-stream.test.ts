@@ -23,9 +23,9 @@ async function gatedFeed() {
   let open!: () => void;
   const gate = new Promise<void>((r) => (open = r));
   class GatedPersistence extends MemoryPersistence {
-    override async readLedger() {
+    override async readCharges() {
       await gate;
-      return super.readLedger();
+      return super.readCharges();
     }
   }
   const core = await Core.open({ clock: new ManualClock(), persistence: new GatedPersistence(), persons: (await loadFixtures()).persons });

@@ -82,7 +82,7 @@ describe('spec 5.5, 7: the REST routes check the token before they read the body
       expect(res.status, path).toBe(415);
       expect(res.headers['content-type']).toContain('application/problem+json');
     }
-    expect(await emu.core.persistence.readLedger()).toHaveLength(0);
+    expect(await emu.core.persistence.readCharges()).toHaveLength(0);
   });
 
   it('router errors use the one error shape too', async () => {

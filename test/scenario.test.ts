@@ -2,7 +2,7 @@
  * Issue 7.5: `serve --scenario FILE` preloads clients, grants (a legacy one with retired scopes among them),
  * knowledge, research jobs and charges from a documented JSON file, checked completely before anything is created.
  */
-import { moveAwayCommand } from '../src/core/state-files.js';
+import { moveAwayCommand } from '../src/store/state-files.js';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import lockfile from 'proper-lockfile';
 import { describe, expect, it, vi } from 'vitest';
-import { journalFileFor } from '../src/core/state-files.js';
+import { journalFileFor } from '../src/store/state-files.js';
 import { Repository } from '../src/core/repository.js';
 import { authenticate } from '../src/core/resource-guard.js';
 import { emptyState } from '../src/core/state.js';

@@ -10,9 +10,10 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import { ledgerText } from '../src/core/charges.js';
 import { Repository } from '../src/core/repository.js';
 import { emptyState, type State } from '../src/core/state.js';
-import { journalFileFor, ledgerFileFor } from '../src/core/state-files.js';
+import { journalFileFor, ledgerFileFor } from '../src/store/state-files.js';
 import { FilePersistence } from '../src/store/file-persistence.js';
 import { journalLine } from '../src/store/journal.js';
 import { stateChunks, withJournalSeq } from '../src/store/state-text.js';
@@ -57,10 +58,10 @@ interface Outcome {
   allowed: number[];
 }
 
-/** Files as a clean stop leaves them: the state file (with `journal_seq`), the ledger, no journal. */
-async function cleanStop(file: string, state: State, seq: number, ledger: string[]) {
+/** Files as a clean stop leaves them: the state file (with `journal_seq`), the ledger written from it, no journal. */
+async function cleanStop(file: string, state: State, seq: number) {
   await writeFile(file, [...stateChunks(state, seq)].join(''), { mode: 0o600 });
-  if (ledger.length > 0) await writeFile(ledgerFileFor(file), ledger.map((line) => `${line}\n`).join(''), { mode: 0o600 });
+  if (state.charges.count > 0) await writeFile(ledgerFileFor(file), ledgerText(Object.values(state.charge_ledger)), { mode: 0o600 });
 }
 
 /** A charge of 1 AKh to one client, through the repository as the core records it. */
@@ -77,8 +78,8 @@ const charge = (repo: Repository, n: number) =>
 
 /** A commit message for the repository's changes since the last one, as FilePersistence makes it. */
 function commit(repo: Repository, seq: number): WriterMessage {
-  const { changes, ledger } = repo.drain();
-  return { op: 'commit', id: 0, record: journalLine({ seq, changes }), ledger: ledger.map((line) => `${line}\n`).join('') };
+  const { changes } = repo.drain();
+  return { op: 'commit', id: 0, record: journalLine({ seq, changes }) };
 }
 
 const openMessage = (file: string): WriterMessage => ({
@@ -86,21 +87,20 @@ const openMessage = (file: string): WriterMessage => ({
   id: 0,
   file,
   journal: journalFileFor(file),
-  ledger: ledgerFileFor(file),
   journalText: null,
 });
 
-/** A state of `n` charges, its ledger lines, and the repository that made them. */
-function charged(n: number): { repo: Repository; lines: string[] } {
+/** The repository of a state of `n` charges, all committed. */
+function charged(n: number): { repo: Repository } {
   const repo = new Repository(emptyState());
   for (let i = 1; i <= n; i++) charge(repo, i);
-  const { ledger } = repo.drain();
-  return { repo, lines: ledger };
+  repo.drain();
+  return { repo };
 }
 
 /**
  * Runs `scenario` with the process dying at each file operation in turn, then once whole; after each, a start on
- * the files must succeed, with a ledger of exactly the charges the state counts, and with the outcome's charges.
+ * the files must succeed, with the outcome's charges, and the ledger file written from exactly the charges the state holds.
  */
 async function everyCrashPoint(
   scenario: (file: string) => Promise<{ steps: WriterMessage[]; outcome: (acked: number) => Outcome }>,
@@ -145,10 +145,10 @@ async function everyCrashPoint(
 }
 
 describe('the state writer cut short after any file operation (kill -9)', () => {
-  it('a commit with charges after a compaction removed the journal: its journal is made before its ledger lines, so lines it never acknowledged are dropped at the next start, never refused', async () => {
+  it('a commit with charges after a compaction removed the journal: its charges are in its journal record, so a crash at any point keeps every acknowledged one, and the next start writes the ledger file from the state', async () => {
     const operations = await everyCrashPoint(async (file) => {
-      const { repo, lines } = charged(2);
-      await cleanStop(file, stateOf(repo), 5, lines);
+      const { repo } = charged(2);
+      await cleanStop(file, stateOf(repo), 5);
       charge(repo, 3);
       return {
         steps: [openMessage(file), commit(repo, 6)],
@@ -156,14 +156,14 @@ describe('the state writer cut short after any file operation (kill -9)', () => 
         outcome: (acked) => ({ acknowledged: acked >= 2 ? 3 : 2, allowed: [2, 3] }),
       };
     });
-    // mkdir, the journal made and its folder synced, the ledger's append and sync, the record's append and sync.
-    expect(operations).toBeGreaterThanOrEqual(7);
+    // mkdir, the journal made and its folder synced, the record's append and sync.
+    expect(operations).toBeGreaterThanOrEqual(5);
   });
 
   it('a compaction with commits before, during and after it: every acknowledged charge survives a crash at any point, and the journal keeps the records newer than the new state file', async () => {
     const operations = await everyCrashPoint(async (file) => {
-      const { repo, lines } = charged(2);
-      await cleanStop(file, stateOf(repo), 5, lines);
+      const { repo } = charged(2);
+      await cleanStop(file, stateOf(repo), 5);
       charge(repo, 3);
       const first = commit(repo, 6);
       // The state file the compaction writes: the state as of record 6.
@@ -175,11 +175,11 @@ describe('the state writer cut short after any file operation (kill -9)', () => 
       const steps: WriterMessage[] = [
         openMessage(file),
         first,
-        { op: 'base-begin', id: 0 },
-        { op: 'base-chunk', text: base.slice(0, base.length >> 1) },
+        { op: 'compaction-begin', id: 0 },
+        { op: 'compaction-chunk', text: base.slice(0, base.length >> 1) },
         during,
-        { op: 'base-chunk', text: base.slice(base.length >> 1) },
-        { op: 'base-end', id: 0 },
+        { op: 'compaction-chunk', text: base.slice(base.length >> 1) },
+        { op: 'compaction-end', id: 0 },
         after,
       ];
       // Charges acknowledged once the step of their commit returned: 3 at step 2, 4 at step 5, 5 at step 8.
@@ -189,17 +189,17 @@ describe('the state writer cut short after any file operation (kill -9)', () => 
 
     // Whole, the state file holds record 6 and the journal exactly records 7 and 8, whatever the order they came in.
     const file = join(await scratchDir(), 'state.json');
-    const { repo, lines } = charged(2);
-    await cleanStop(file, stateOf(repo), 5, lines);
+    const { repo } = charged(2);
+    await cleanStop(file, stateOf(repo), 5);
     charge(repo, 3);
     handle(openMessage(file));
     handle(commit(repo, 6));
     const base = [...stateChunks(stateOf(repo), 6)].join('');
-    handle({ op: 'base-begin', id: 0 });
-    handle({ op: 'base-chunk', text: base });
+    handle({ op: 'compaction-begin', id: 0 });
+    handle({ op: 'compaction-chunk', text: base });
     charge(repo, 4);
     handle(commit(repo, 7));
-    handle({ op: 'base-end', id: 0 });
+    handle({ op: 'compaction-end', id: 0 });
     charge(repo, 5);
     handle(commit(repo, 8));
     handle({ op: 'close', id: 0 });
@@ -208,26 +208,22 @@ describe('the state writer cut short after any file operation (kill -9)', () => 
     expect(journal.map((line) => (JSON.parse(line) as { seq: number }).seq)).toEqual([7, 8]);
   });
 
-  it('a snapshot restore after a compaction removed the journal: a crash at any point leaves the state before or the state restored, each with its own ledger, and the next start takes it (no refusal)', async () => {
+  it('a snapshot restore after a compaction removed the journal: a crash at any point leaves the state before or the state restored, and the next start takes it and writes the ledger file from it', async () => {
     const operations = await everyCrashPoint(async (file) => {
       // The snapshot: two charges; since then a third, and a clean stop (no journal).
-      const { repo, lines } = charged(2);
+      const { repo } = charged(2);
       const stored = [...stateChunks(stateOf(repo), 0)].join('');
       charge(repo, 3);
-      const third = repo.drain().ledger;
-      await cleanStop(file, stateOf(repo), 6, [...lines, ...third]);
-      const replace: WriterMessage = {
-        op: 'replace',
-        id: 0,
-        state: withJournalSeq(stored, 6),
-        ledger: lines.map((line) => `${line}\n`).join(''),
-      };
+      repo.drain();
+      await cleanStop(file, stateOf(repo), 6);
+      const replace: WriterMessage = { op: 'replace', id: 0, state: withJournalSeq(stored, 6) };
       return {
         steps: [openMessage(file), replace],
         // Whole, the restore leaves two charges; cut short, either.
         outcome: (acked) => ({ acknowledged: 2, allowed: acked >= 2 ? [2] : [2, 3] }),
       };
     });
-    expect(operations).toBeGreaterThanOrEqual(10);
+    // mkdir, the state file's temp made, written, synced, renamed and its folder synced, the journal's removal.
+    expect(operations).toBeGreaterThanOrEqual(7);
   });
 });

@@ -6,8 +6,6 @@ import { chargesReport, type ChargesReport } from '../core/charges-report.js';
 import { Core } from '../core/core.js';
 import { grantView, listGrants, revokeGrant, type GrantView } from '../core/grants-admin.js';
 import { FilePersistence } from '../store/file-persistence.js';
-import { ledgerFileFor } from '../core/state-files.js';
-import { committedEntries } from '../store/ledger.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { StateLockedError } from '../core/errors.js';
 import { lockStateFile, realStatePath } from '../store/lock.js';
@@ -38,10 +36,7 @@ class FileTarget implements StateTarget {
     return grantView(this.core, await revokeGrant(this.core, id, 'admin'));
   }
   async charges() {
-    return chargesReport(
-      this.core,
-      committedEntries(await this.core.persistence.readLedger(), ledgerFileFor(this.core.persistence.location!)),
-    );
+    return chargesReport(this.core, await this.core.persistence.readCharges());
   }
   async close() {
     await this.core.persistence.close();

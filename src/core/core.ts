@@ -12,14 +12,13 @@ import { ConsentScreens } from './consent-screens.js';
 import type { JobTimings } from './jobs.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
-import { moveAwayCommand } from './state-files.js';
-import type { StatePersistence, StoredState } from './persistence.js';
+import { stateText, type StatePersistence, type StoredState } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
 import { RegistrationGate, type RegistrationLimits } from './registration-gate.js';
 import { applyScenario, type LoadedScenario } from './scenario.js';
-import { emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
+import { adoptLedger, emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
 
 /** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
 export type { GrantSeed };
@@ -107,7 +106,7 @@ export class Core implements CoreContext {
     let state = await options.persistence.load();
     const fresh = state === null;
     if (state && options.scenario && state.scenario?.sha256 !== options.scenario.sha256)
-      throw scenarioMismatch(options.persistence.location ?? '(in memory)', state, options.scenario);
+      throw scenarioMismatch(options.persistence.location ?? '(in memory)', state, options.scenario, options.persistence);
     state ??= emptyState();
     const newKey = state.keys.length === 0 ? await generateSigningKey(options.clock.now()) : null;
     const core = new Core(options, state, fresh, newKey);
@@ -152,7 +151,12 @@ export class Core implements CoreContext {
    * anything changed, if `stored.state` is not a state file (`label` names where it came from).
    */
   async restoreStored(stored: StoredState, label: string, swap: () => void = () => undefined): Promise<void> {
-    const state = parseState(stored.state, label);
+    const advice = this.persistence.resetAdvice(label);
+    const parsed = parseState(stored.state, label, advice);
+    // Saved before the charges moved into the state: stored with the charges it takes from the ledger saved with it.
+    const legacy = (parsed as Partial<State>).charge_ledger === undefined;
+    const state = adoptLedger(parsed, stored.ledger, label, `the charge ledger saved with ${label}`, advice);
+    if (legacy) stored = { ...stored, state: stateText(state) };
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
     await this.persistence.replaceStored(stored, state, () => {
       this.consentScreens.reset();
@@ -226,7 +230,7 @@ export class Core implements CoreContext {
 }
 
 /** An existing state that was not created from this scenario: the state is kept, the server does not start. */
-function scenarioMismatch(file: string, state: State, scenario: LoadedScenario): StateFileError {
+function scenarioMismatch(file: string, state: State, scenario: LoadedScenario, persistence: StatePersistence): StateFileError {
   const made = state.scenario
     ? `it was created from ${
         state.scenario.file === scenario.file ? 'another version of that file' : state.scenario.file
@@ -237,6 +241,6 @@ function scenarioMismatch(file: string, state: State, scenario: LoadedScenario):
     `state file ${file} was not created from scenario ${scenario.file} (sha256 ${scenario.sha256.slice(0, 12)}…): ${made}. A scenario ` +
       `is loaded into a new state only. ` +
       `Nothing was changed. To start from the scenario, move the state file away with its journal and charge ` +
-      `ledger (${moveAwayCommand(file)}) or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
+      `ledger (${persistence.moveAwayCommand(file)}) or start with --state OTHER_FILE or --in-memory; to go on with this state, start without --scenario.`,
   );
 }

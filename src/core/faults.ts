@@ -5,9 +5,6 @@ import { ProblemError } from './errors.js';
 import { GRANT_KINDS, parseFaultSpec, type FaultKind, type FaultSettings, type FaultSpec } from './fault-spec.js';
 import type { FaultView } from './overview.js';
 
-/** Arm's argument, for the callers that arm faults (the spec itself is fault-spec.ts's). */
-export type { FaultSpec };
-
 /**
  * Faults on purpose (emulator control, not part of the service): the service misbehaves the way the real one can,
  * deterministically, so a client's handling of it can be tested. Request faults fire on matching requests; the

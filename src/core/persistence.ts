@@ -1,7 +1,11 @@
+import type { ChargeEntry } from './charges.js';
 import type { Repository } from './repository.js';
 import type { State } from './state.js';
 
-/** The state file's text and the charge ledger's text exactly as stored (`ledger` null: no ledger file yet). */
+/**
+ * The state file's text exactly as stored (a snapshot), and the ledger file's text for its charges (null: none), a
+ * copy to read: a state saved before the charges moved into it (no `charge_ledger`) takes them from it.
+ */
 export interface StoredState {
   state: string;
   ledger: string | null;
@@ -14,22 +18,28 @@ export interface StoredState {
  */
 export interface StatePersistence {
   readonly location: string | null;
+  /**
+   * What a refusal of the state file `file` tells the user to do: move it away with the files stored beside it (the
+   * store knows their names), or start elsewhere. Said in every such message, so that none leaves the user stuck.
+   */
+  resetAdvice(file: string): string;
+  /** The shell command that moves `file` and the files stored beside it away together. */
+  moveAwayCommand(file: string): string;
   /** The stored state, or null when there is none yet. */
   load(): Promise<State | null>;
-  /** Resolves once every change made in `repo` so far, and the ledger lines recorded with them, are durable. */
+  /** Resolves once every change made in `repo` so far (its charges among them) is durable. */
   commit(repo: Repository): Promise<void>;
-  /** The committed lines of the charge ledger, oldest first. */
-  readLedger(): Promise<string[]>;
+  /** The committed charges, oldest first (from the state: what its last durable commit holds). */
+  readCharges(): Promise<ChargeEntry[]>;
   /**
    * The state as it is at the call (every change made so far, which a commit asked for in the same turn makes
-   * durable) and the ledger lines it counts, as one consistent pair once that commit is durable. (Snapshots:
-   * `Core.exportStored`.)
+   * durable), once that commit is durable. (Snapshots: `Core.exportStored`.)
    */
   readStored(repo: Repository): Promise<StoredState>;
   /**
-   * Makes `stored` the stored state and ledger, byte for byte and durably, between two writes. `state` is what
-   * `stored.state` parses to. `swap` runs before any later write starts (it puts `state` in the repository, so
-   * nothing of the old state can be written after the new one).
+   * Makes `stored.state` the stored state, byte for byte and durably, between two writes (the ledger file is
+   * written from it). `state` is what it parses to. `swap` runs before
+   * any later write starts (it puts `state` in the repository, so nothing of the old state can be written after it).
    */
   replaceStored(stored: StoredState, state: State, swap: () => void): Promise<void>;
   /** Waits for pending writes. */

@@ -1,5 +1,5 @@
 import type { PendingAction, WorkspaceChange } from './actions.js';
-import { addAmount, chainLedger, type ChargeEntry } from './charges.js';
+import { addAmount, type ChargeEntry } from './charges.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import { frozen } from './immutable.js';
 import type { ResearchJob, TrainingDocument } from './jobs.js';
@@ -25,6 +25,8 @@ export interface Collections {
   /** jti → the access token's expiry. */
   revoked_access_tokens: number;
   idempotency: IdempotencyRecord;
+  /** Keyed by the charge's seq. */
+  charge_ledger: ChargeEntry;
   research_jobs: ResearchJob;
   training_documents: TrainingDocument;
   pending_actions: PendingAction;
@@ -45,7 +47,6 @@ export type ReadonlyState = Readonly<Omit<State, CollectionName | 'keys' | 'work
     readonly count: number;
     readonly by_client: Readonly<Record<string, number>>;
     readonly by_grant: Readonly<Record<string, number>>;
-    readonly ledger_chain?: string;
   };
 };
 
@@ -53,14 +54,13 @@ export type ReadonlyState = Readonly<Omit<State, CollectionName | 'keys' | 'work
  * One change of a commit: the value now at `path` in the state, or (no value) that nothing is there any more.
  * Applied in order over the state before the commit, a commit's changes give the state after it; applying a
  * change twice changes nothing more (each one sets a whole value), which is what lets a journal be replayed
- * over a snapshot that already holds some of it.
+ * over a state file that already holds some of it.
  */
 export type Change = readonly [path: readonly string[]] | readonly [path: readonly string[], value: unknown];
 
-/** What one commit makes durable: the state's changes, and the charge-ledger lines recorded with them. */
+/** What one commit makes durable: the state's changes (charges among them, in `charge_ledger`). */
 export interface CommitBatch {
   changes: Change[];
-  ledger: string[];
   /** What `rollBack` puts back if the batch cannot be made durable (absent: a batch made elsewhere, a test's). */
   readonly undo?: UndoLog;
 }
@@ -80,7 +80,7 @@ export function setOwn(table: Record<string, unknown>, key: string, value: unkno
 }
 
 /**
- * For a snapshot, per table (a collection, or `by_client` and `by_grant` of the charge totals): each key changed
+ * For a frozen view, per table (a collection, or `by_client` and `by_grant` of the charge totals): each key changed
  * since it was taken, with its value before the first of those changes (undefined: it had none).
  */
 type Before = Map<string, Map<string, unknown>>;
@@ -91,8 +91,8 @@ const CHARGE_TABLES: readonly string[] = ['by_client', 'by_grant'];
 const liveTable = (state: State, name: string): Record<string, unknown> =>
   ((CHARGE_TABLES.includes(name) ? state.charges : state) as unknown as Record<string, Record<string, unknown>>)[name]!;
 
-/** One of a snapshot's tables: its name and its keys, in their order when the snapshot was taken. */
-export class SnapshotTable {
+/** One of a frozen view's tables: its name and its keys, in their order when the view was taken. */
+export class FrozenTable {
   constructor(
     readonly name: string,
     readonly keys: readonly string[],
@@ -100,21 +100,21 @@ export class SnapshotTable {
 }
 
 /**
- * The state at one moment, read while the repository goes on changing it (Repository.snapshot). `fields` are the
- * state's fields in their order: a table as a SnapshotTable (its entries through `entries`), the charge totals as
+ * The state at one moment, read while the repository goes on changing it (Repository.frozenView). `fields` are the
+ * state's fields in their order: a table as a FrozenTable (its entries through `entries`), the charge totals as
  * `{ count, by_client, by_grant }` with the two tables so, every other field as it was (lists copied: the
  * repository appends to them).
  */
-export class StateSnapshot {
+export class FrozenView {
   readonly fields: ReadonlyArray<readonly [string, unknown]>;
   readonly #state: State;
   readonly #before: Before;
   readonly #release: () => void;
 
   constructor(state: State, before: Before = new Map(), release: () => void = () => undefined) {
-    const table = (name: string, live: object): SnapshotTable => {
+    const table = (name: string, live: object): FrozenTable => {
       before.set(name, new Map());
-      return new SnapshotTable(name, Object.keys(live));
+      return new FrozenTable(name, Object.keys(live));
     };
     this.fields = Object.entries(state).map(([name, value]: [string, unknown]) => {
       if ((COLLECTION_NAMES as readonly string[]).includes(name)) return [name, table(name, value as object)] as const;
@@ -127,7 +127,6 @@ export class StateSnapshot {
             count: totals.count,
             by_client: table('by_client', totals.by_client),
             by_grant: table('by_grant', totals.by_grant),
-            ...(totals.ledger_chain === undefined ? {} : { ledger_chain: totals.ledger_chain }),
           },
         ] as const;
       }
@@ -144,7 +143,7 @@ export class StateSnapshot {
   }
 
   /** A table's entries as they were, in their order then. */
-  *entries(table: SnapshotTable): Generator<[string, unknown]> {
+  *entries(table: FrozenTable): Generator<[string, unknown]> {
     const live = liveTable(this.#state, table.name);
     const changed = this.#before.get(table.name)!;
     for (const key of table.keys) {
@@ -153,10 +152,10 @@ export class StateSnapshot {
     }
   }
 
-  /** The snapshot as a plain state of its own. */
+  /** The frozen view as a plain state of its own. */
   toState(): State {
     const plain = (value: unknown): unknown => {
-      if (value instanceof SnapshotTable) {
+      if (value instanceof FrozenTable) {
         const copy: Record<string, unknown> = {};
         for (const [key, entry] of this.entries(value)) setOwn(copy, key, entry);
         return copy;
@@ -183,7 +182,7 @@ interface Subset {
 /**
  * The one way the state changes (spec-level operations live in the core's modules; this only stores). Every
  * entry is an immutable value: a change puts a new value in place of the old one, so nothing changes an entry
- * behind the back of whoever read it, and a snapshot that copies the collections' key-to-value tables holds a
+ * behind the back of whoever read it, and a frozen view that copies the collections' key-to-value tables holds a
  * consistent state. The repository remembers where the state changed since the last commit; `drain` hands
  * those places, with their values as they are now, to persistence.
  */
@@ -195,16 +194,14 @@ export class Repository {
    * replayed as a removal first (an entry that was there before, removed and put again, moved to the end).
    */
   #changed = new Map<string, { path: readonly string[]; removed: boolean }>();
-  /** Ledger lines recorded since the last drain (spec 1: charges); durable with the same commit as the totals. */
-  #ledger: string[] = [];
   /** What the places changed since the last drain held before: a rollback puts it back. */
   #undo: UndoLog = new Map();
   /** Told after a rollback which tables and fields it put back (what lives beside the state follows them). */
   readonly #rollBackListeners: Array<(heads: ReadonlySet<string>) => void> = [];
   /** What `where` hands out, kept current here. */
   #subsets: Subset[] = [];
-  /** For each snapshot not yet released: the values its tables had before the changes made since it was taken. */
-  readonly #snapshots = new Set<Before>();
+  /** For each frozen view not yet released: the values its tables had before the changes made since it was taken. */
+  readonly #frozenViews = new Set<Before>();
 
   constructor(state: State) {
     this.#state = freezeEntries(state);
@@ -278,18 +275,6 @@ export class Repository {
     return this.put(collection, key, { ...current, ...change });
   }
 
-  /**
-   * Puts `same` in place of `current` without recording a change: the same entry, held another way (the file
-   * store keeps a finished research job's report in the state file, read when asked for). Returns false, and
-   * leaves the entry alone, if it is no longer `current`.
-   */
-  substitute<C extends CollectionName>(collection: C, key: string, current: Collections[C], same: Collections[C]): boolean {
-    if (this.get(collection, key) !== current) return false;
-    this.#keep(collection, key);
-    setOwn(this.#state[collection], key, frozen(same));
-    return true;
-  }
-
   /** Removes an entry; returns whether there was one. */
   delete(collection: CollectionName, key: string): boolean {
     if (!this.has(collection, key)) return false;
@@ -301,22 +286,18 @@ export class Repository {
     return true;
   }
 
-  /** Spec 1: one line of the charge ledger and the totals, durable together with the next commit. */
+  /** Spec 1: one charge and the totals, durable together with the next commit (in the same journal record). */
   recordCharge(entry: Omit<ChargeEntry, 'seq'>): ChargeEntry {
     const totals = this.#state.charges;
     const line: ChargeEntry = { seq: totals.count + 1, ...entry };
     this.#setCharges(['count'], line.seq);
     this.#setCharges(['by_client', entry.client_id], addAmount(totals.by_client[entry.client_id] ?? 0, entry.amount));
     this.#setCharges(['by_grant', entry.grant_id], addAmount(totals.by_grant[entry.grant_id] ?? 0, entry.amount));
-    const text = JSON.stringify(line);
-    // Without the chain so far (a state from before it, with charges), the next start takes it from the ledger.
-    if (line.seq === 1 || totals.ledger_chain !== undefined) this.#setCharges(['ledger_chain'], chainLedger(totals.ledger_chain, text));
-    this.#ledger.push(text);
-    return line;
+    return this.put('charge_ledger', String(line.seq), line);
   }
 
-  #setCharges(path: [string] | [string, string], value: number | string): void {
-    const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number | string>;
+  #setCharges(path: [string] | [string, string], value: number): void {
+    const totals = this.#state.charges as unknown as Record<string, Record<string, number> | number>;
     this.#remember(['charges', ...path]);
     if (path.length === 1) totals[path[0]] = value;
     else {
@@ -348,10 +329,10 @@ export class Repository {
 
   /** Whether anything changed since the last drain. */
   get dirty(): boolean {
-    return this.#changed.size > 0 || this.#ledger.length > 0;
+    return this.#changed.size > 0;
   }
 
-  /** The changes since the last drain, each with its value as it is now, and the ledger lines; starts over. */
+  /** The changes since the last drain, each with its value as it is now; starts over. */
   drain(): CommitBatch {
     const changes: Change[] = [];
     for (const { path, removed } of this.#changed.values()) {
@@ -362,20 +343,19 @@ export class Repository {
     this.#changed.clear();
     const undo = this.#undo;
     this.#undo = new Map();
-    return { changes, ledger: this.#ledger.splice(0), undo };
+    return { changes, undo };
   }
 
   /**
    * A drained batch could not be made durable, and its requests are answered with an error: the state goes back to
    * what it was before the batch, so nothing of it is written later, charged or acted on (a retry with the same
    * Idempotency-Key runs afresh). Changes made since the drain are built on it and go too (their commits fail
-   * with it); so do ledger lines not yet drained. Returns how many places were put back.
+   * with it). Returns how many places were put back.
    */
   rollBack(batch: CommitBatch): number {
     const since = this.#undo;
     this.#undo = new Map();
     this.#changed.clear();
-    this.#ledger.length = 0;
     // Newest first: what changed since the drain goes back to the batch's values, then those to the ones before.
     const heads = new Set<string>();
     for (const log of [since, batch.undo ?? (new Map() as UndoLog)])
@@ -400,7 +380,7 @@ export class Repository {
     this.#undo.set(key, { path, present: found.present, value: found.present ? found.value : undefined });
   }
 
-  /** Sets `path` back to a value it had (or to nothing), keeping snapshots and subsets as a change would, unrecorded. */
+  /** Sets `path` back to a value it had (or to nothing), keeping frozen views and subsets as a change would, unrecorded. */
   #putBack(path: readonly string[], present: boolean, value: unknown): void {
     const [head, ...rest] = path as [string, ...string[]];
     if (head === 'workspace_changes' || head === 'keys') {
@@ -441,18 +421,18 @@ export class Repository {
    * now on; copies of the tables themselves would be as large as the tables, made at every
    * compaction (docs/storage.md "The one write path"). Release it when done: until then every change keeps a value for it.
    */
-  snapshot(): StateSnapshot {
+  frozenView(): FrozenView {
     const before: Before = new Map();
-    const snapshot = new StateSnapshot(this.#state, before, () => this.#snapshots.delete(before));
-    this.#snapshots.add(before);
-    return snapshot;
+    const view = new FrozenView(this.#state, before, () => this.#frozenViews.delete(before));
+    this.#frozenViews.add(before);
+    return view;
   }
 
-  /** Before a change to `key` of `table`: the entry's value now, for each snapshot that has none kept for it yet. */
+  /** Before a change to `key` of `table`: the entry's value now, for each frozen view that has none kept for it yet. */
   #keep(table: string, key: string): void {
-    if (this.#snapshots.size === 0) return;
+    if (this.#frozenViews.size === 0) return;
     const live = liveTable(this.#state, table);
-    for (const before of this.#snapshots) {
+    for (const before of this.#frozenViews) {
       const kept = before.get(table)!;
       if (!kept.has(key)) kept.set(key, Object.hasOwn(live, key) ? live[key] : undefined);
     }
@@ -460,12 +440,11 @@ export class Repository {
 
   /** Makes `state` the whole state (a snapshot restored); what was not committed is dropped. */
   replace(state: State): void {
-    // A snapshot taken before reads the old state, which nothing changes any more.
-    this.#snapshots.clear();
+    // A frozen view taken before reads the old state, which nothing changes any more.
+    this.#frozenViews.clear();
     this.#state = freezeEntries(state);
     this.#changed.clear();
     this.#undo.clear();
-    this.#ledger.length = 0;
     for (const subset of this.#subsets) this.#fill(subset);
   }
 
@@ -496,6 +475,7 @@ function checkPath(path: readonly string[]): boolean {
   if ((COLLECTION_NAMES as readonly string[]).includes(head as string)) return rest.length === 1;
   if (head === 'charges')
     return (
+      // ledger_chain: in a journal an earlier version left (the state check drops it).
       (rest.length === 1 && (rest[0] === 'count' || rest[0] === 'ledger_chain')) ||
       (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'))
     );

@@ -1,5 +1,4 @@
-import { emptyTotals, type ChargeTotals } from './charges.js';
-import { resetAdvice } from './state-files.js';
+import { emptyTotals, ledgerProblem, type ChargeEntry, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
 import type { PendingAction, WorkspaceChange } from './actions.js';
 import type { IdempotencyRecord } from './idempotency.js';
@@ -22,8 +21,13 @@ export interface State {
   revoked_access_tokens: Record<string, number>;
   /** Stored responses by (client, route, key) for 24 hours (spec 4.4 rule 5, 8). */
   idempotency: Record<string, IdempotencyRecord>;
-  /** Totals of the charge ledger; the entries themselves are the ledger file's lines. */
+  /** Running totals of the charges in `charge_ledger`. */
   charges: ChargeTotals;
+  /**
+   * Every charge, keyed by its seq (spec 1): the one record of them. The ledger file beside a state file
+   * (`state.charges.jsonl`) is written from it.
+   */
+  charge_ledger: Record<string, ChargeEntry>;
   research_jobs: Record<string, ResearchJob>;
   training_documents: Record<string, TrainingDocument>;
   /** Write actions of the agent plane, waiting for the person or decided (spec 2.7, 4.4 rule 1). */
@@ -153,6 +157,7 @@ export const emptyState = (): State => ({
   revoked_access_tokens: {},
   idempotency: {},
   charges: emptyTotals(),
+  charge_ledger: {},
   research_jobs: {},
   training_documents: {},
   pending_actions: {},
@@ -168,6 +173,7 @@ export const COLLECTION_NAMES = [
   'families',
   'revoked_access_tokens',
   'idempotency',
+  'charge_ledger',
   'research_jobs',
   'training_documents',
   'pending_actions',
@@ -190,20 +196,20 @@ const isP256Jwk = (v: unknown, withPrivate: boolean): boolean =>
  * Parses what was read from a state file. Anything but the shape written by this version is refused
  * with a message that names the file; the file itself is never touched here.
  */
-export function parseState(text: string, file: string): State {
+export function parseState(text: string, file: string, advice: string): State {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw notValidJson(file, e as Error);
+    throw notValidJson(file, e as Error, advice);
   }
-  return checkState(json, file);
+  return checkState(json, file, advice);
 }
 
 /** The refusal of a state file whose text is not JSON: names the file and the way out. */
-export const notValidJson = (file: string, error: Error): StateFileError =>
+export const notValidJson = (file: string, error: Error, advice: string): StateFileError =>
   // Newer V8s quote the text around the fault, newlines and all: escaped, so the message stays one line.
-  new StateFileError(file, `state file ${file} is not valid JSON (${oneLine(error.message)}). ${resetAdvice(file)}`);
+  new StateFileError(file, `state file ${file} is not valid JSON (${oneLine(error.message)}). ${advice}`);
 
 /** Line breaks and other control characters as escapes (`\n`), so quoted file text cannot break a message's line. */
 const oneLine = (text: string): string =>
@@ -212,9 +218,8 @@ const oneLine = (text: string): string =>
   );
 
 /** Checks a parsed state (a file's, or one a journal was replayed over); `what` names it in the message. */
-export function checkState(json: unknown, file: string, what = `state file ${file}`): State {
-  const problem = (detail: string) =>
-    new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${resetAdvice(file)}`);
+export function checkState(json: unknown, file: string, advice: string, what = `state file ${file}`): State {
+  const problem = (detail: string) => new StateFileError(file, `${what} is not an agent-access state file: ${detail}. ${advice}`);
   if (!isRecord(json)) throw problem('the top level is not an object');
   if (json.version !== 1) throw problem(`unsupported version ${JSON.stringify(json.version)} (expected 1)`);
   // Collections added after the first release: a file written before them gets them empty.
@@ -230,11 +235,14 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
     !isRecord(json.charges) ||
     typeof json.charges.count !== 'number' ||
     !isRecord(json.charges.by_client) ||
-    !isRecord(json.charges.by_grant) ||
-    (json.charges.ledger_chain !== undefined &&
-      !(typeof json.charges.ledger_chain === 'string' && /^[0-9a-f]{64}$/.test(json.charges.ledger_chain)))
+    !isRecord(json.charges.by_grant)
   )
     throw problem('"charges" is malformed');
+  // The hash chain over the ledger file of earlier versions: the ledger is in the state now.
+  delete json.charges.ledger_chain;
+  // A state written before the ledger moved into it: without charges it has an empty one; with charges, its ledger
+  // file's lines become it (adoptLedger, where the file is read).
+  if (json.charge_ledger === undefined && json.charges.count === 0) json.charge_ledger = {};
   if (!Array.isArray(json.keys)) throw problem('"keys" is not a list');
   for (const [i, key] of json.keys.entries()) {
     if (
@@ -249,6 +257,7 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
   }
   for (const name of COLLECTION_NAMES) {
     const value = json[name];
+    if (name === 'charge_ledger' && value === undefined) continue;
     if (!isRecord(value)) throw problem(`"${name}" is not an object`);
     // By key, not Object.entries: a table of 100k entries would make 100k pairs to throw away.
     for (const id of Object.keys(value)) {
@@ -256,6 +265,10 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
       const ok = name === 'revoked_access_tokens' ? typeof entry === 'number' : isRecord(entry);
       if (!ok) throw problem(`${name}["${id}"] is malformed`);
     }
+  }
+  if (json.charge_ledger !== undefined) {
+    const wrong = ledgerProblem(json.charges as unknown as ChargeTotals, json.charge_ledger as Record<string, unknown>);
+    if (wrong) throw problem(`"charge_ledger" does not match "charges": ${wrong}`);
   }
   const grants = json.grants as Record<string, Record<string, unknown>>;
   for (const id of Object.keys(grants)) {
@@ -281,4 +294,31 @@ export function checkState(json: unknown, file: string, what = `state file ${fil
     }
   }
   return json as unknown as State;
+}
+
+/**
+ * A state written before the ledger moved into it (no `charge_ledger`, charges counted) takes its entries from the
+ * ledger file's text (`ledger`, null: none): its first `count` lines, which must be charges 1 to count and sum to the
+ * totals. Refused otherwise, naming both files; nothing is changed. A state that has its ledger is left alone.
+ */
+export function adoptLedger(state: State, ledger: string | null, file: string, ledgerName: string, advice: string): State {
+  if ((state as Partial<State>).charge_ledger !== undefined) return state;
+  const entries: Record<string, unknown> = {};
+  // Complete lines only: a last one without its line break was cut short.
+  const lines = (ledger ?? '').split('\n').slice(0, -1);
+  for (let seq = 1; seq <= state.charges.count && seq <= lines.length; seq++) {
+    try {
+      entries[String(seq)] = JSON.parse(lines[seq - 1]!);
+    } catch {
+      entries[String(seq)] = lines[seq - 1];
+    }
+  }
+  const wrong = ledger === null ? 'it is missing' : ledgerProblem(state.charges, entries);
+  if (wrong)
+    throw new StateFileError(
+      file,
+      `state file ${file} was written before the charges moved into it, and ${ledgerName} does not belong to it: ` + `${wrong}. ${advice}`,
+    );
+  state.charge_ledger = entries as Record<string, ChargeEntry>;
+  return state;
 }

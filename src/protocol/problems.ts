@@ -80,7 +80,6 @@ export const PROBLEMS = {
   ask_timeout: { status: 504, kind: 'server', title: 'The question was abandoned after the ask timeout' },
   server_error: { status: 500, kind: 'server', title: 'The service failed' },
   server_starting: { status: 503, kind: 'server', title: 'The emulator is still starting' },
-  ledger_damaged: { status: 500, kind: 'server', title: 'The charge ledger cannot be read' },
   snapshots_disabled: { status: 501, kind: 'server', title: 'This server runs without snapshots' },
   agent_plane_disabled: { status: 501, kind: 'server', title: 'This server runs without the agent plane' },
 } as const satisfies Record<string, ProblemEntry>;

@@ -56,17 +56,7 @@ export class AdminFeed {
 
   /** The ledger's newest entries, read on the first overview only (the file only grows, until a restore; later charges arrive as events). */
   #ledgerTail(): Promise<ChargeEntry[]> {
-    return (this.#ledger ??= this.#core.persistence.readLedger().then((lines) => {
-      const entries: ChargeEntry[] = [];
-      for (const line of lines.slice(-OVERVIEW_LIMITS.charges)) {
-        try {
-          entries.push(JSON.parse(line) as ChargeEntry);
-        } catch {
-          // A torn last line after a crash: the state's totals never counted it either.
-        }
-      }
-      return entries;
-    }));
+    return (this.#ledger ??= this.#core.persistence.readCharges().then((entries) => entries.slice(-OVERVIEW_LIMITS.charges)));
   }
 
   async overview(): Promise<Overview> {

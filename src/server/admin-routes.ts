@@ -26,9 +26,7 @@ import { issueTokensWithoutConsent } from '../core/issue-tokens.js';
 import type { Snapshots } from './snapshots.js';
 import { chargesReport } from '../core/charges-report.js';
 import type { AgentPlane } from '../core/agent-plane.js';
-import { ProblemError, StateFileError } from '../core/errors.js';
-import { ledgerFileFor } from '../core/state-files.js';
-import { committedEntries } from '../store/ledger.js';
+import { ProblemError } from '../core/errors.js';
 import { AdminFeed } from './admin-feed.js';
 import type { ResourceService } from '../core/resource-service.js';
 import { ManualClock, parseDuration } from '../core/clock.js';
@@ -119,15 +117,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         return { grants: page.grants, ...pageOf(underAdmin(request.url), page.total, offset, limit, page.grants.length) };
       });
       // From the committed ledger lines only, totals included: the total is always the sum of the entries answered.
-      admin.get(ADMIN_ROUTES.charges, async () => {
-        const location = core.persistence.location;
-        try {
-          return chargesReport(core, committedEntries(await core.persistence.readLedger(), location && ledgerFileFor(location)));
-        } catch (e) {
-          if (e instanceof StateFileError) throw new ProblemError('ledger_damaged', e.message);
-          throw e;
-        }
-      });
+      admin.get(ADMIN_ROUTES.charges, async () => chargesReport(core, await core.persistence.readCharges()));
       admin.post(ADMIN_ROUTES.revokeGrant, { schema: adminRevokeSchema }, async (request) => {
         const { id } = request.params as { id: string };
         const by = (request.query as { by?: 'person' | 'admin' }).by ?? 'admin';

@@ -1,22 +1,23 @@
-import { readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readFile, rm, stat, type FileHandle } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
+import { ledgerText, type ChargeEntry } from '../core/charges.js';
 import type { StatePersistence, StoredState } from '../core/persistence.js';
-import { applyChanges, StateSnapshot, type Repository } from '../core/repository.js';
-import { checkState, emptyState, notValidJson, type State } from '../core/state.js';
-import { journalFileFor, ledgerFileFor, resetAdvice } from '../core/state-files.js';
-import { readOptional } from './durable-write.js';
-import { ledgerMatches, reconcileLedgerFile, type LedgerSummary } from './ledger.js';
+import { applyChanges, FrozenView, type Repository } from '../core/repository.js';
+import { adoptLedger, checkState, emptyState, notValidJson, type State } from '../core/state.js';
+import { journalFileFor, ledgerFileFor, moveAwayCommand, resetAdvice, shellQuoted } from './state-files.js';
+import { readOptional, writeFileDurably } from './durable-write.js';
+import { committedCharges } from './memory-persistence.js';
+import { plural } from '../protocol/format.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import { BodySource, coldJob, locationOf, moveJob } from './research-bodies.js';
-import type { ResearchJob } from '../core/jobs.js';
 import type { WriterMessage, WriterReply } from './state-writer.js';
 import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
-import { readStateFile, statePieces, withJournalSeq } from './state-text.js';
+import { readStateFile, stateChunks, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
   /** Fold the journal into the state file once it holds this many bytes and as many as the state file (the larger of the two). Default 8 MiB. */
@@ -40,8 +41,6 @@ export interface FilePersistenceOptions {
 }
 
 export const DEFAULT_JOURNAL_LIMIT = 8 * 1024 * 1024;
-/** A ledger this large (about 6 000 charges) is read on the writer's thread, in parallel with the state file. */
-const LEDGER_ON_WRITER_BYTES = 1 << 20;
 const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
 /**
  * A compaction that failed (a full disk, a state file made immutable) is tried again after this long, doubled after
@@ -60,27 +59,17 @@ const WRITER_YOUNG_MB = 4;
  * (see PIECE_BYTES in state-text.ts).
  */
 const CHUNK_CHARS = 32 << 10;
-/** ... or once it holds this many numbers of cold entries to copy (three each). */
-const COPIES_PER_CHUNK = 3 << 10;
 const SLICE_MS = 4;
 
-/** A succeeded research job as a compaction wrote it: its entry is `length` bytes at `offset` in the new state file. */
-interface Placed {
-  key: string;
-  job: ResearchJob;
-  offset: number;
-  length: number;
-}
-
 /** The state file as read: the state, and the number of the last journal record it holds. */
-interface Base {
+interface OnDisk {
   state: State;
   seq: number;
 }
 
-/** The state file to write: a snapshot of the state, and the number of the last journal record it holds. */
-interface SnapshotBase {
-  snapshot: StateSnapshot;
+/** The state file to write: a frozen view of the state, and the number of the last journal record it holds. */
+interface CompactionInput {
+  view: FrozenView;
   seq: number;
 }
 
@@ -96,54 +85,39 @@ function deferred<T = void>(): Deferred<T> {
 }
 
 /** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
-class StateFileAdapter implements Adapter<Base | SnapshotBase | null> {
-  /** The file the last read kept succeeded research jobs' bodies in (with `coldBodies`). */
-  source: BodySource | null = null;
-
+class StateFileAdapter implements Adapter<OnDisk | CompactionInput | null> {
   constructor(
     readonly file: string,
-    readonly writeBase: (base: SnapshotBase) => Promise<void>,
-    readonly coldBodies = false,
+    readonly writeCompaction: (input: CompactionInput) => Promise<void>,
   ) {}
 
-  async read(): Promise<Base | null> {
+  async read(): Promise<OnDisk | null> {
     let json: unknown;
-    let source: BodySource | null = null;
     try {
-      // Opened before it is read, so both are the same file.
-      if (this.coldBodies) source = new BodySource(this.file);
-      json = await readStateFile(this.file, source ?? undefined);
+      json = await readStateFile(this.file);
     } catch (e) {
-      source?.close();
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOENT') return null;
-      if (e instanceof SyntaxError) throw notValidJson(this.file, e);
+      if (e instanceof SyntaxError) throw notValidJson(this.file, e, resetAdvice(this.file));
       throw new StateFileError(
         this.file,
         `cannot read state file ${this.file} (${err.code ?? err.message}). Check its permissions, or start with --state OTHER_FILE or --in-memory.`,
         { cause: e },
       );
     }
-    try {
-      const base = checkBase(json, this.file);
-      this.source = source;
-      return base;
-    } catch (e) {
-      source?.close();
-      throw e;
-    }
+    return checkStateFile(json, this.file);
   }
 
-  write(base: Base | SnapshotBase | null): Promise<void> {
-    if (!base) return Promise.resolve();
-    // Written in slices while requests go on: only a snapshot stays as it was meanwhile.
-    if (!('snapshot' in base)) return Promise.reject(new Error('the state file is written from a snapshot of the repository'));
-    return this.writeBase(base);
+  write(input: OnDisk | CompactionInput | null): Promise<void> {
+    if (!input) return Promise.resolve();
+    // Written in slices while requests go on: only a frozen view stays as it was meanwhile.
+    if (!('view' in input)) return Promise.reject(new Error('the state file is written from a frozen view of the repository'));
+    return this.writeCompaction(input);
   }
 }
 
 /** A parsed state file: the state, and `journal_seq` (0 in files written before the journal). */
-function checkBase(json: unknown, file: string): Base {
+function checkStateFile(json: unknown, file: string): OnDisk {
   let seq = 0;
   if (typeof json === 'object' && json !== null && Object.hasOwn(json, 'journal_seq')) {
     seq = (json as { journal_seq: unknown }).journal_seq as number;
@@ -154,7 +128,7 @@ function checkBase(json: unknown, file: string): Base {
       );
     delete (json as { journal_seq?: unknown }).journal_seq;
   }
-  return { state: checkState(json, file), seq };
+  return { state: checkState(json, file, resetAdvice(file)), seq };
 }
 
 /**
@@ -162,13 +136,21 @@ function checkBase(json: unknown, file: string): Base {
  * state file's state with every newer journal record replayed; null when there is neither.
  */
 export async function readStateAt(file: string): Promise<State | null> {
-  return (await replayJournal(file, await new StateFileAdapter(file, () => Promise.resolve()).read())).state;
+  const { state } = await replayJournal(file, await new StateFileAdapter(file, () => Promise.resolve()).read());
+  return state && adoptLedgerFile(state, file);
 }
 
-/** The journal beside `file` replayed over its state file's content (`base`). Refuses a journal that does not continue it. */
+/** A state from before the charges moved into it takes them from its ledger file (adoptLedger). */
+async function adoptLedgerFile(state: State, file: string): Promise<State> {
+  if ((state as Partial<State>).charge_ledger !== undefined) return state;
+  const ledgerFile = ledgerFileFor(file);
+  return adoptLedger(state, await readOptional(ledgerFile), file, `its charge ledger ${ledgerFile}`, resetAdvice(file));
+}
+
+/** The journal beside `file` replayed over its state file's content (`onDisk`). Refuses a journal that does not continue it. */
 async function replayJournal(
   file: string,
-  base: Base | null,
+  onDisk: OnDisk | null,
 ): Promise<{
   state: State | null;
   seq: number;
@@ -188,12 +170,12 @@ async function replayJournal(
       { cause: e },
     );
   });
-  let state = base?.state ?? null;
-  let seq = base?.seq ?? 0;
+  let state = onDisk?.state ?? null;
+  let seq = onDisk?.seq ?? 0;
   if (journalText === null) return { state, seq, journalBytes: 0, dropped: 0, replayed: 0, stale: 0, records: [], found: false };
   const { records, dropped } = parseJournal(journalText, journalFile, file);
   const pending = records.filter((r) => r.seq > seq);
-  if (!base && pending.length > 0 && pending[0]!.seq !== 1) {
+  if (!onDisk && pending.length > 0 && pending[0]!.seq !== 1) {
     throw new StateFileError(
       file,
       `state file ${file} is missing, but its journal ${journalFile} is there and continues it (from ` +
@@ -215,7 +197,7 @@ async function replayJournal(
         throw new StateFileError(file, `journal ${journalFile}, record ${record.seq}: ${(e as Error).message}. ${resetAdvice(file)}`);
       }
     }
-    state = checkState(state, file, `state file ${file} with its journal replayed`);
+    state = checkState(state, file, resetAdvice(file), `state file ${file} with its journal replayed`);
   }
   seq = Math.max(seq, records.at(-1)?.seq ?? 0);
   return {
@@ -249,14 +231,13 @@ function writerUrl(): URL {
  */
 export class FilePersistence implements StatePersistence {
   readonly location: string;
+  readonly resetAdvice = resetAdvice;
+  readonly moveAwayCommand = moveAwayCommand;
   readonly journalFile: string;
   readonly ledgerFile: string;
-  /** lowdb's in-memory twin of the state file: the state as read at a start, a snapshot while one is written. */
-  readonly #db: Low<Base | SnapshotBase | null>;
+  /** lowdb's in-memory twin of the state file: the state as read at a start, a frozen view while one is written. */
+  readonly #db: Low<OnDisk | CompactionInput | null>;
   readonly #adapter: StateFileAdapter;
-  /** The state file cold research jobs read their bodies from, and the one before it (closed at the next compaction). */
-  #source: BodySource | null = null;
-  #retired: BodySource | null = null;
   readonly #limit: number;
   readonly #maxAgeMs: number;
   readonly #notice: (line: string) => void;
@@ -275,10 +256,8 @@ export class FilePersistence implements StatePersistence {
   /** The number of the newest journal record handed to the writer. */
   #seq = 0;
   #journalBytes = 0;
-  #baseBytes = 0;
-  /** charges.count of the state file on disk: the ledger lines a snapshot of it takes. */
-  #baseCharges = 0;
-  #baseAt = Date.now();
+  #stateFileBytes = 0;
+  #compactedAt = Date.now();
   /** Compactions that failed in a row, and when the next one due to size or age may be tried. */
   #failedCompactions = 0;
   #retryAt = 0;
@@ -289,7 +268,7 @@ export class FilePersistence implements StatePersistence {
   #inWriter = false;
   /** A state file write is in progress, or asked for at the next record. */
   #compacting: Promise<void> | null = null;
-  #wantBase: Deferred | null = null;
+  #wantCompaction: Deferred | null = null;
   /** Set while an exclusive section runs: no record is handed to the writer. */
   #held = false;
   #exclusiveChain: Promise<void> = Promise.resolve();
@@ -298,6 +277,16 @@ export class FilePersistence implements StatePersistence {
   #abandoned: Error | null = null;
   /** What the journal must hold before the first append (a torn last record, or records the state file holds, were found at load). */
   #journalRewrite: string | null = null;
+  /** charges.count of the state file on disk: the charges a snapshot saved from it holds. */
+  #stateFileCharges = 0;
+  /** The state as loaded (before the first commit hands over the repository). */
+  #loaded: State | null = null;
+  /** Charges up to this seq are in a durable record. */
+  #committedCharges = 0;
+  /** Writes to the ledger file, one after the other (#appendLedger). */
+  #ledgerWrites: Promise<void> = Promise.resolve();
+  #ledgerHandle: FileHandle | null = null;
+  #ledgerStale = false;
 
   constructor(file: string, options: FilePersistenceOptions = {}) {
     this.location = file;
@@ -309,50 +298,33 @@ export class FilePersistence implements StatePersistence {
     this.#onLost = options.onLost ?? (() => undefined);
     this.#lockDir = options.lockDir ?? null;
     this.#onStateFile = options.onStateFile ?? (() => undefined);
-    this.#adapter = new StateFileAdapter(file, (base) => this.#writeBase(base), true);
-    this.#db = new Low<Base | SnapshotBase | null>(this.#adapter, null);
+    this.#adapter = new StateFileAdapter(file, (input) => this.#writeCompaction(input));
+    this.#db = new Low<OnDisk | CompactionInput | null>(this.#adapter, null);
   }
 
   async load(): Promise<State | null> {
-    // A large ledger is read and parsed on the writer's thread while this one reads the state file; a small one
-    // here after it, in less time than the thread takes to start (docs/storage.md "A start").
-    const ledgerBytes = await stat(this.ledgerFile).then(
-      (s) => s.size,
-      () => 0,
-    );
-    const ledgerRead =
-      ledgerBytes >= LEDGER_ON_WRITER_BYTES
-        ? this.#call({ op: 'ledger-read', id: 0, file: this.ledgerFile }).then(
-            (reply) => reply.ledger ?? null,
-            () => null,
-          )
-        : null;
     try {
-      return await this.#load(ledgerRead);
+      return await this.#load();
     } catch (e) {
       // A start that fails leaves no writer thread behind: it would stay, idle, for the rest of the process.
       void this.#worker?.terminate();
       this.#worker = null;
-      this.#closeSources();
       throw e;
     }
   }
 
-  async #load(ledgerRead: Promise<LedgerSummary | null> | null): Promise<State | null> {
+  async #load(): Promise<State | null> {
     await this.#db.read();
-    this.#source = this.#adapter.source;
-    const base = this.#db.data as Base | null;
-    const read = await replayJournal(this.location, base);
-    this.#baseBytes = base ? (await stat(this.location)).size : 0;
-    this.#baseCharges = base?.state.charges.count ?? 0;
+    const onDisk = this.#db.data as OnDisk | null;
+    const read = await replayJournal(this.location, onDisk);
+    this.#stateFileBytes = onDisk ? (await stat(this.location)).size : 0;
     this.#seq = read.seq;
     this.#journalBytes = read.journalBytes;
     // Before anything is appended, the journal holds just the records newer than the state file, whole. One that
-    // holds none (a crash right after it was made) goes once the ledger was checked against it, below: else every
-    // later start, clean stops included, would take the files for left by a crash.
+    // holds none (a crash right after it was made) goes: else every later start would take the files for left by a crash.
     if (read.dropped > 0 || read.stale > 0 || (read.found && read.records.length === 0))
       this.#journalRewrite = read.records
-        .filter((r) => r.seq > (base?.seq ?? 0))
+        .filter((r) => r.seq > (onDisk?.seq ?? 0))
         .map(journalLine)
         .join('');
     if (read.dropped > 0) {
@@ -368,33 +340,108 @@ export class FilePersistence implements StatePersistence {
       );
     if (read.replayed > 0)
       this.#notice(
-        base
+        onDisk
           ? `replayed ${records(read.replayed)} from ${this.journalFile} (the last stop was not clean)`
           : `replayed ${records(read.replayed)} from ${this.journalFile} onto an empty state: the first ` +
               `start on ${this.location} stopped before it wrote the state file`,
       );
-    // The ledger must be this state's (else StateFileError, nothing touched). Lines beyond the committed count were
-    // appended by a commit that never completed only if the journal is there: a commit has its journal file before
-    // it appends ledger lines, and a clean stop removes it (state-writer.ts). Then they are dropped, else refused.
-    // What the writer thread read mostly matches as it is; anything else is checked here, which makes the refusal or
-    // drops the uncommitted lines.
-    const totals = read.state?.charges ?? null;
-    const summary = ledgerRead && (await ledgerRead);
-    const chain =
-      summary && totals && ledgerMatches(summary, totals)
-        ? summary.chain
-        : await reconcileLedgerFile(this.location, this.ledgerFile, totals, read.found, this.#notice);
-    // A state from before the chain, with charges: it chains on from the ledger it was just checked against (by its
-    // sums). Not a change of its own: every state without it takes it so, and the next charge's record carries it.
-    if (totals && totals.count > 0 && totals.ledger_chain === undefined) totals.ledger_chain = chain;
+    const legacy = read.state !== null && (read.state as Partial<State>).charge_ledger === undefined;
+    const state = read.state && (await adoptLedgerFile(read.state, this.location));
+    // Written with its charges at the next compaction, a clean stop's at the latest.
+    if (legacy) this.#journalBytes ||= 1;
+    this.#loaded = state;
+    this.#committedCharges = this.#stateFileCharges = state?.charges.count ?? 0;
+    await this.#checkLedgerFile(state);
     this.#open();
-    return read.state;
+    return state;
+  }
+
+  /**
+   * The ledger file is written from the state's charges: after a crash it may lack the last charges' lines (they
+   * are appended once their record is durable), or be missing. It is rewritten then, and a line says so.
+   */
+  async #checkLedgerFile(state: State | null): Promise<void> {
+    const count = state?.charges.count ?? 0;
+    const expected = ledgerText(committedCharges(state, count));
+    const found = await readOptional(this.ledgerFile).catch(() => null);
+    if (found === expected || (found === null && expected === '')) return;
+    // Charges beside a state that has none: the ledger of another state (its state file moved away alone). Kept.
+    if (count === 0)
+      throw new StateFileError(
+        this.location,
+        `charge ledger ${this.ledgerFile} does not belong to state file ${this.location}: it holds ` +
+          `${found!.split('\n').filter(Boolean).length} charge lines, but ${state ? 'the state records no charges' : 'there is no state file'}. ` +
+          `Nothing was changed. Put back the state file these charges belong to; or, to start over without them, move the ledger away ` +
+          `as well: mv ${shellQuoted(this.ledgerFile)} ${shellQuoted(`${this.ledgerFile}.bak`)}`,
+      );
+    await writeFileDurably(this.ledgerFile, expected);
+    const why =
+      found === null
+        ? 'it was missing'
+        : expected.startsWith(found)
+          ? 'it lacked the last charges: the process stopped before it appended them'
+          : found.startsWith(expected)
+            ? 'it held lines beyond the charges the state holds'
+            : 'it differed from the charges the state holds';
+    this.#notice(`rewrote charge ledger ${this.ledgerFile} from the ${plural(count, 'charge')} in ${this.location}: ${why}`);
+  }
+
+  /**
+   * Appends charges to the ledger file once their record is durable, in order; the file is only a view of the state's
+   * charges. An append that fails, or a ledger file removed or replaced meanwhile, gets the whole file rewritten from
+   * the committed charges instead.
+   */
+  #appendLedger(text: string): void {
+    this.#ledgerWrites = this.#ledgerWrites.then(async () => {
+      if (!this.#ledgerStale) {
+        try {
+          this.#ledgerHandle ??= await open(
+            this.ledgerFile,
+            constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
+            0o600,
+          );
+          const [at, open_] = await Promise.all([stat(this.ledgerFile), this.#ledgerHandle.stat()]);
+          if (at.ino === open_.ino && at.dev === open_.dev) {
+            await this.#ledgerHandle.write(text);
+            return;
+          }
+        } catch {
+          // rewritten below
+        }
+        this.#ledgerStale = true;
+      }
+      await this.#rewriteLedger();
+    });
+  }
+
+  /** The ledger file rewritten whole from the committed charges (after a failed append, a restore). */
+  async #rewriteLedger(): Promise<void> {
+    const handle = this.#ledgerHandle;
+    this.#ledgerHandle = null;
+    await handle?.close().catch(() => undefined);
+    try {
+      const text = ledgerText(await this.#charges());
+      // No charges, no ledger file (a restore of a state without any).
+      if (text === '') await rm(this.ledgerFile, { force: true });
+      else await writeFileDurably(this.ledgerFile, text);
+      this.#ledgerStale = false;
+    } catch (e) {
+      this.#ledgerStale = true;
+      this.#notice(
+        `cannot write charge ledger ${this.ledgerFile} (${(e as Error).message}): the charges are kept in ${this.location}, and the next start writes it`,
+      );
+    }
+  }
+
+  /** The committed charges: those the last durable record holds. */
+  async #charges(): Promise<ChargeEntry[]> {
+    return committedCharges(this.#repo?.state ?? this.#loaded, this.#committedCharges);
   }
 
   commit(repo: Repository): Promise<void> {
     if (this.#abandoned) {
       // Answered with an error: what the request changed goes (docs/serve.md: a server error changes nothing).
-      repo.rollBack({ changes: [], ledger: [] });
+      repo.rollBack({ changes: [] });
       return Promise.reject(this.#abandoned);
     }
     this.#repo = repo;
@@ -427,23 +474,24 @@ export class FilePersistence implements StatePersistence {
     const batch = this.#waiting;
     this.#waiting = [];
     const drained = repo.drain();
-    const { changes, ledger } = drained;
+    const { changes } = drained;
+    const charges = repo.state.charges.count;
     const settle = (error?: unknown) => {
       for (const d of batch) {
         if (error) d.reject(error);
         else d.resolve();
       }
     };
-    if (changes.length === 0 && ledger.length === 0) {
+    if (changes.length === 0) {
       // Nothing to write; everything before is durable (no record is in flight). A state that exists only as a
       // journal (a first start that was killed) gets its state file now.
-      if (this.#baseBytes === 0 && this.#seq > 0 && !this.#wantBase && !this.#compacting && this.#compactionDue())
-        this.#requestBase().then(
+      if (this.#stateFileBytes === 0 && this.#seq > 0 && !this.#wantCompaction && !this.#compacting && this.#compactionDue())
+        this.#requestCompaction().then(
           () => settle(),
           () => settle(),
         );
       else settle();
-      this.#maybeBeginBase(repo);
+      this.#maybeBeginCompaction(repo);
       this.#next();
       return;
     }
@@ -451,30 +499,34 @@ export class FilePersistence implements StatePersistence {
     const record = journalLine({ seq, changes });
     this.#inWriter = true;
     const opened = this.#opened ?? Promise.resolve();
-    const written = this.#call({ op: 'commit', id: 0, record, ledger: ledger.map((line) => `${line}\n`).join('') }).catch(
-      async (e: unknown) => {
-        // The writer could not start on the files: that is the cause to report.
-        await opened;
-        throw e;
-      },
-    );
+    const written = this.#call({ op: 'commit', id: 0, record }).catch(async (e: unknown) => {
+      // The writer could not start on the files: that is the cause to report.
+      await opened;
+      throw e;
+    });
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
-    this.#maybeBeginBase(repo);
+    this.#maybeBeginCompaction(repo);
     written.then(
       (reply) => {
         this.#inWriter = false;
         this.#journalBytes = reply.journalBytes ?? this.#journalBytes;
-        if (this.#baseBytes === 0 && this.#compactionDue()) {
+        // Durable: the ledger file, a view of them, gets its lines.
+        if (charges > this.#committedCharges) {
+          const added = changes.filter(([path]) => path[0] === 'charge_ledger' && Number(path[1]) > this.#committedCharges);
+          this.#committedCharges = charges;
+          this.#appendLedger(ledgerText(added.map((change) => change[1] as ChargeEntry)));
+        }
+        if (this.#stateFileBytes === 0 && this.#compactionDue()) {
           // A new state gets its state file before its first answer: it exists, 0600, as soon as serve is up. The
-          // record is durable either way: a state file that cannot be written is said and tried again (#requestBase).
-          this.#requestBase().then(
+          // record is durable either way: a state file that cannot be written is said and tried again (#requestCompaction).
+          this.#requestCompaction().then(
             () => settle(),
             () => settle(),
           );
         } else {
           settle();
-          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#baseBytes) && this.#compactionDue())
-            void this.#requestBase().catch(() => undefined);
+          if (!this.#compacting && this.#journalBytes >= Math.max(this.#limit, this.#stateFileBytes) && this.#compactionDue())
+            void this.#requestCompaction().catch(() => undefined);
         }
         this.#next();
       },
@@ -490,8 +542,7 @@ export class FilePersistence implements StatePersistence {
         settle(error);
         for (const d of since) d.reject(error);
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === FILES_GONE.journal || code === FILES_GONE.ledger || code === FILES_GONE.folder || code === LOCK_LOST)
-          this.#lose(error as Error, code);
+        if (code === FILES_GONE.journal || code === FILES_GONE.folder || code === LOCK_LOST) this.#lose(error as Error, code);
         this.#next();
       },
     );
@@ -506,10 +557,10 @@ export class FilePersistence implements StatePersistence {
    * Asks for a state file write at the next record (compaction). One that fails is said, with its cause, and the
    * next one due by size or age waits for a backoff: the journal keeps every write meanwhile, and serve goes on.
    */
-  #requestBase(): Promise<void> {
+  #requestCompaction(): Promise<void> {
     if (this.#compacting) return this.#compacting;
-    this.#wantBase = deferred();
-    this.#compacting = this.#wantBase.promise
+    this.#wantCompaction = deferred();
+    this.#compacting = this.#wantCompaction.promise
       .then(
         () => {
           if (this.#failedCompactions > 0)
@@ -533,7 +584,7 @@ export class FilePersistence implements StatePersistence {
       )
       .finally(() => {
         this.#compacting = null;
-        this.#baseAt = Date.now();
+        this.#compactedAt = Date.now();
         this.#next();
       });
     // A record of its own if changes wait; else the state file is written as the state is now.
@@ -541,61 +592,33 @@ export class FilePersistence implements StatePersistence {
     return this.#compacting;
   }
 
-  #maybeBeginBase(repo: Repository): void {
-    const wanted = this.#wantBase;
+  #maybeBeginCompaction(repo: Repository): void {
+    const wanted = this.#wantCompaction;
     if (!wanted) return;
-    this.#wantBase = null;
-    const snapshot = repo.snapshot();
-    this.#db.data = { snapshot, seq: this.#seq };
-    // Not kept once written: it would hold the jobs' reports that are read from the file from then on.
+    this.#wantCompaction = null;
+    const view = repo.frozenView();
+    this.#db.data = { view, seq: this.#seq };
+    // Not kept once written: it would keep the values the repository has replaced since.
     this.#db
       .write()
       .finally(() => {
-        snapshot.release();
+        view.release();
         this.#db.data = null;
       })
       .then(wanted.resolve, wanted.reject);
   }
 
-  /**
-   * lowdb's write of the state file: in slices, through the writer thread, while commits go on. A cold research
-   * job's entry is copied by the writer from the current state file; afterwards every succeeded job written, if
-   * it is still the repository's, reads its body from the new file.
-   */
-  async #writeBase(base: SnapshotBase, salvage = false): Promise<void> {
-    this.#post({ op: 'base-begin', id: 0, salvage });
+  /** lowdb's write of the state file: in slices, through the writer thread, while commits go on. */
+  async #writeCompaction(input: CompactionInput, salvage = false): Promise<void> {
+    this.#post({ op: 'compaction-begin', id: 0, salvage });
     let text = '';
-    /** Cold entries to copy into `text`: its char index, then the offset and length of the bytes in #source. */
-    let copies: number[] = [];
-    /** Bytes of the new file up to the end of `text`. */
-    let bytes = 0;
-    const placed: Placed[] = [];
-    const source = this.#source;
     let sliceStart = performance.now();
     let pieces = 0;
-    for (const piece of statePieces(base.snapshot, base.seq)) {
-      if (typeof piece === 'string') {
-        text += piece;
-        bytes += Buffer.byteLength(piece, 'utf8');
-      } else {
-        const { key, job } = piece;
-        const at = locationOf(job);
-        if (at && at.source === source) {
-          copies.push(text.length, at.offset, at.length);
-          placed.push({ key, job, offset: bytes, length: at.length });
-          bytes += at.length;
-        } else {
-          const json = JSON.stringify(job);
-          const length = Buffer.byteLength(json, 'utf8');
-          text += json;
-          placed.push({ key, job, offset: bytes, length });
-          bytes += length;
-        }
-      }
-      if (text.length >= CHUNK_CHARS || copies.length >= COPIES_PER_CHUNK) {
-        this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
+    for (const piece of stateChunks(input.view, input.seq)) {
+      text += piece;
+      if (text.length >= CHUNK_CHARS) {
+        this.#post({ op: 'compaction-chunk', text });
         text = '';
-        copies = [];
       }
       // Requests go on between slices; the clock is read every few pieces only.
       if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
@@ -604,62 +627,26 @@ export class FilePersistence implements StatePersistence {
         sliceStart = performance.now();
       }
     }
-    this.#post({ op: 'base-chunk', text, copies, source: source?.fd ?? -1 });
-    const reply = await this.#call({ op: 'base-end', id: 0 });
+    this.#post({ op: 'compaction-chunk', text });
+    const reply = await this.#call({ op: 'compaction-end', id: 0 });
     this.#onStateFile();
-    this.#baseBytes = reply.baseBytes ?? 0;
-    this.#baseCharges = base.snapshot.chargeCount;
+    this.#stateFileBytes = reply.stateFileBytes ?? 0;
+    this.#stateFileCharges = input.view.chargeCount;
     this.#journalBytes = reply.journalBytes ?? 0;
-    if (this.#baseBytes === bytes) this.#coolDown(placed);
   }
 
-  /** The succeeded jobs just written, as they are in the new state file; each still the repository's is held cold from now on. */
-  #coolDown(placed: Placed[]): void {
-    const repo = this.#repo;
-    if (!repo) return;
-    // No job reads from the file before any more.
-    if (placed.length === 0) return this.#retireSource(null);
-    let source: BodySource;
-    try {
-      source = new BodySource(this.location);
-    } catch {
-      // Out of file descriptors, say: the jobs stay as they are, whole or cold in the file before.
-      return;
-    }
-    for (const { key, job, offset, length } of placed) {
-      if (repo.get('research_jobs', key) !== job) continue;
-      // A cold job moves to the new file as it is; a whole one is replaced by a cold one.
-      if (!moveJob(job, source, offset, length)) repo.substitute('research_jobs', key, job, coldJob(job, source, offset, length));
-    }
-    this.#retireSource(source);
+  /** Between two commits: the charges of every record durable so far. */
+  readCharges(): Promise<ChargeEntry[]> {
+    return this.#exclusive(() => this.#charges());
   }
 
-  /** `next` becomes the file cold jobs read from; the one before stays open until the next compaction (a job read just before may still be read). */
-  #retireSource(next: BodySource | null): void {
-    this.#retired?.close();
-    this.#retired = this.#source;
-    this.#source = next;
-  }
-
-  #closeSources(): void {
-    this.#retired?.close();
-    this.#source?.close();
-    this.#retired = this.#source = null;
-  }
-
-  /** Between two commits: every line is committed, none half written (a commit appends its ledger lines before its record). */
-  readLedger(): Promise<string[]> {
-    return this.#exclusive(async () => ((await readOptional(this.ledgerFile)) ?? '').split('\n').filter((line) => line.length > 0));
-  }
-
-  /** A compaction now, then the state file and the ledger lines it counts, read as they are on disk. */
+  /** A compaction now, then the state file as it is on disk, and the ledger file's text for its charges. */
   async readStored(repo: Repository): Promise<StoredState> {
     this.#repo = repo;
-    await this.#requestBase();
+    await this.#requestCompaction();
     return this.#exclusive(async () => {
-      const state = await readFile(this.location, 'utf8');
-      const lines = (await readOptional(this.ledgerFile))?.split('\n').slice(0, this.#baseCharges) ?? [];
-      return { state, ledger: lines.length > 0 ? lines.map((line) => `${line}\n`).join('') : null };
+      const ledger = ledgerText(committedCharges(repo.state, this.#stateFileCharges));
+      return { state: await readFile(this.location, 'utf8'), ledger: ledger === '' ? null : ledger };
     });
   }
 
@@ -667,13 +654,15 @@ export class FilePersistence implements StatePersistence {
     return this.#exclusive(async () => {
       if (this.#abandoned) throw this.#abandoned;
       const text = withJournalSeq(stored.state, this.#seq);
-      await this.#call({ op: 'replace', id: 0, state: text, ledger: stored.ledger });
+      await this.#call({ op: 'replace', id: 0, state: text });
       this.#onStateFile();
       this.#journalBytes = 0;
-      this.#baseBytes = Buffer.byteLength(text, 'utf8');
-      this.#baseCharges = state.charges.count;
-      this.#baseAt = Date.now();
+      this.#stateFileBytes = Buffer.byteLength(text, 'utf8');
+      this.#compactedAt = Date.now();
+      this.#committedCharges = this.#stateFileCharges = state.charges.count;
       swap();
+      this.#ledgerWrites = this.#ledgerWrites.then(() => this.#rewriteLedger());
+      await this.#ledgerWrites;
     });
   }
 
@@ -703,19 +692,15 @@ export class FilePersistence implements StatePersistence {
   /**
    * A commit found its files gone from their paths (FILES_GONE): what it appended is in a file no path names. Nothing
    * more is acknowledged. If only the journal went, the state in memory (every answered write) becomes the state file
-   * as the owner stops (#salvageBase), and the ledger in place matches it; otherwise nothing is written back.
+   * as the owner stops (#salvageStateFile), and the ledger in place matches it; otherwise nothing is written back.
    */
   #lose(error: Error, code: string): void {
     const cause = error.message.replace(/^cannot write state file [^:]*: /, '');
     let kept: string;
     if (code === FILES_GONE.journal) {
       this.#salvage = true;
-      kept = `every write answered before is kept: ${this.location} is written from memory as serve stops, and the ledger beside it matches it`;
+      kept = `every write answered before is kept: ${this.location} is written from memory as serve stops`;
     } else if (code === LOCK_LOST) kept = `nothing more is written: the files may be another process's now`;
-    else if (code === FILES_GONE.ledger)
-      kept =
-        `nothing is written back: ${this.location} and its journal hold every answered write, but their charges are gone with the ` +
-        `ledger, and a start refuses them until it is put back`;
     else kept = `nothing is written back: the state of this run is not on disk any more`;
     const lost = Object.assign(
       new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, { cause: error }),
@@ -726,14 +711,14 @@ export class FilePersistence implements StatePersistence {
   }
 
   /** Every answered write, from memory, as the state file (the journal was found gone; see #lose). */
-  async #salvageBase(repo: Repository): Promise<void> {
+  async #salvageStateFile(repo: Repository): Promise<void> {
     // A compaction under way stops at its next slice (abandoned); the writer drops what it had begun.
     await this.#compacting?.catch(() => undefined);
-    const snapshot = repo.snapshot();
+    const view = repo.frozenView();
     try {
-      await this.#writeBase({ snapshot, seq: this.#seq }, true);
+      await this.#writeCompaction({ view, seq: this.#seq }, true);
     } finally {
-      snapshot.release();
+      view.release();
     }
   }
 
@@ -744,12 +729,12 @@ export class FilePersistence implements StatePersistence {
   abandon(error: Error): void {
     this.#abandoned ??= error;
     // Changes not yet handed to the writer were never acknowledged, and never will be: they go.
-    this.#repo?.rollBack({ changes: [], ledger: [] });
+    this.#repo?.rollBack({ changes: [] });
     const waiting = this.#waiting;
     this.#waiting = [];
     for (const d of waiting) d.reject(this.#abandoned);
-    this.#wantBase?.reject(this.#abandoned);
-    this.#wantBase = null;
+    this.#wantCompaction?.reject(this.#abandoned);
+    this.#wantCompaction = null;
     this.#idle?.resolve();
   }
 
@@ -767,8 +752,8 @@ export class FilePersistence implements StatePersistence {
     this.#ageTimer = null;
     await this.flush();
     try {
-      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#baseBytes === 0))
-        await this.#requestBase().catch((e: unknown) => {
+      if (!this.#abandoned && this.#repo && (this.#journalBytes > 0 || this.#stateFileBytes === 0))
+        await this.#requestCompaction().catch((e: unknown) => {
           if (this.#abandoned) throw e;
           // Every answered write is durable in the journal (a commit is answered only then): a clean stop all the same.
           this.#notice(
@@ -777,7 +762,7 @@ export class FilePersistence implements StatePersistence {
           );
         });
       if (this.#salvage && this.#repo)
-        await this.#salvageBase(this.#repo).then(
+        await this.#salvageStateFile(this.#repo).then(
           () => this.#notice(`wrote ${this.location} from memory: it holds every answered write (journal record ${this.#seq})`),
           (e: unknown) =>
             this.#notice(
@@ -785,14 +770,15 @@ export class FilePersistence implements StatePersistence {
             ),
         );
     } finally {
+      await this.#ledgerWrites;
+      await this.#ledgerHandle?.close().catch(() => undefined);
+      this.#ledgerHandle = null;
       const worker = this.#worker;
       this.#worker = null;
       if (worker) {
         await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
         await worker.terminate();
       }
-      // After the writer: it may have been copying from them.
-      this.#closeSources();
     }
   }
 
@@ -812,7 +798,6 @@ export class FilePersistence implements StatePersistence {
       id: 0,
       file: this.location,
       journal: this.journalFile,
-      ledger: this.ledgerFile,
       journalText: rewrite,
       lock: this.#lockDir,
     }).then((reply) => {
@@ -825,8 +810,8 @@ export class FilePersistence implements StatePersistence {
     this.#opened.catch(() => undefined);
     this.#ageTimer = setInterval(
       () => {
-        if (this.#journalBytes > 0 && Date.now() - this.#baseAt >= this.#maxAgeMs && !this.#held && this.#compactionDue())
-          void this.#requestBase().catch(() => undefined);
+        if (this.#journalBytes > 0 && Date.now() - this.#compactedAt >= this.#maxAgeMs && !this.#held && this.#compactionDue())
+          void this.#requestCompaction().catch(() => undefined);
       },
       Math.min(this.#maxAgeMs, 5_000),
     );

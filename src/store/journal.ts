@@ -1,5 +1,5 @@
 import { StateFileError } from '../core/errors.js';
-import { resetAdvice } from '../core/state-files.js';
+import { resetAdvice } from './state-files.js';
 import type { Change } from '../core/repository.js';
 
 /** One commit in the journal: its number (consecutive, from 1) and the changes it made. One JSON line each. */

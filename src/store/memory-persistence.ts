@@ -1,17 +1,23 @@
 import { Low, Memory } from 'lowdb';
+import { ledgerText, type ChargeEntry } from '../core/charges.js';
 import { stateText, type StatePersistence, type StoredState } from '../core/persistence.js';
 import type { Repository } from '../core/repository.js';
 import type { State } from '../core/state.js';
+import { moveAwayCommand, resetAdvice } from './state-files.js';
 
 /** The in-memory twin of FilePersistence (`--in-memory`, tests): lowdb's Memory adapter; nothing leaves the process. */
 export class MemoryPersistence implements StatePersistence {
   readonly location = null;
+  readonly resetAdvice = resetAdvice;
+  readonly moveAwayCommand = moveAwayCommand;
   readonly #db: Low<State | null>;
-  #ledger: string[] = [];
+  /** Charges up to this seq are committed. */
+  #committed = 0;
 
   constructor(initial: State | null = null) {
     this.#db = new Low<State | null>(new Memory<State | null>(), null);
     this.#db.data = initial;
+    this.#committed = initial?.charges.count ?? 0;
   }
 
   async load(): Promise<State | null> {
@@ -19,36 +25,43 @@ export class MemoryPersistence implements StatePersistence {
   }
 
   async commit(repo: Repository): Promise<void> {
-    const { ledger } = repo.drain();
-    this.#ledger.push(...ledger);
+    repo.drain();
     this.#db.data = repo.state as State;
+    this.#committed = repo.state.charges.count;
     await this.#db.write();
   }
 
-  async readLedger(): Promise<string[]> {
-    return [...this.#ledger];
+  async readCharges(): Promise<ChargeEntry[]> {
+    return committedCharges(this.#db.data, this.#committed);
   }
 
   /** Serialised as the file adapter stores it, at the call. */
   async readStored(repo: Repository): Promise<StoredState> {
-    const snapshot = repo.snapshot();
+    const view = repo.frozenView();
     let state: State;
     try {
-      state = snapshot.toState();
+      state = view.toState();
     } finally {
-      snapshot.release();
+      view.release();
     }
     await this.commit(repo);
-    const lines = this.#ledger.slice(0, state.charges.count);
-    return { state: stateText(state), ledger: lines.length > 0 ? lines.map((line) => `${line}\n`).join('') : null };
+    const ledger = ledgerText(committedCharges(state, state.charges.count));
+    return { state: stateText(state), ledger: ledger === '' ? null : ledger };
   }
 
-  async replaceStored(stored: StoredState, state: State, swap: () => void): Promise<void> {
+  async replaceStored(_stored: StoredState, state: State, swap: () => void): Promise<void> {
     this.#db.data = state;
-    this.#ledger = (stored.ledger ?? '').split('\n').filter((line) => line.length > 0);
+    this.#committed = state.charges.count;
     swap();
   }
 
   async flush(): Promise<void> {}
   async close(): Promise<void> {}
+}
+
+/** Charges 1 to `count` of `state` (entries never change once recorded: a later one has a higher seq). */
+export function committedCharges(state: Pick<State, 'charge_ledger'> | null, count: number): ChargeEntry[] {
+  const entries: ChargeEntry[] = [];
+  for (let seq = 1; seq <= count; seq++) entries.push(state!.charge_ledger[String(seq)]!);
+  return entries;
 }

@@ -1,9 +1,6 @@
-import { isUtf8 } from 'node:buffer';
 import { open, readFile } from 'node:fs/promises';
-import { setOwn, SnapshotTable, StateSnapshot } from '../core/repository.js';
+import { setOwn, FrozenTable, FrozenView } from '../core/repository.js';
 import { COLLECTION_NAMES, type State } from '../core/state.js';
-import { coldHead, isColdable, type BodySource } from './research-bodies.js';
-import type { ResearchJob } from '../core/jobs.js';
 
 /**
  * The state file's text, written (stateChunks; statePieces for a compaction) and read (readStateFile): both sides
@@ -16,31 +13,22 @@ import type { ResearchJob } from '../core/jobs.js';
  * it). One entry per line lets a start parse the file entry by entry (`readStateFile`), never holding the whole
  * text, and lets a large state be written a slice at a time.
  */
-export function* stateChunks(state: State | StateSnapshot, seq: number): Generator<string> {
-  const snapshot = state instanceof StateSnapshot ? state : new StateSnapshot(state);
-  for (const piece of statePieces(snapshot, seq)) yield typeof piece === 'string' ? piece : JSON.stringify(piece.job);
-}
-
-/** stateChunks' text, with each succeeded research job's entry as the job itself (a compaction may copy it from the old file). */
-export function* statePieces(snapshot: StateSnapshot, seq: number): Generator<string | { key: string; job: ResearchJob }> {
+export function* stateChunks(state: State | FrozenView, seq: number): Generator<string> {
+  const view = state instanceof FrozenView ? state : new FrozenView(state);
   yield '{';
   let first = true;
-  for (const [name, value] of snapshot.fields) {
+  for (const [name, value] of view.fields) {
     if (value === undefined || name === 'journal_seq') continue;
     yield `${first ? '' : ','}${JSON.stringify(name)}:`;
     first = false;
-    if (!(value instanceof SnapshotTable)) {
-      yield* inline(snapshot, value);
+    if (!(value instanceof FrozenTable)) {
+      yield* inline(view, value);
       continue;
     }
     let firstEntry = true;
     yield '{';
-    const jobs = name === 'research_jobs';
-    for (const [key, entry] of snapshot.entries(value)) {
-      if (jobs && isColdable(entry as ResearchJob)) {
-        yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:`;
-        yield { key, job: entry as ResearchJob };
-      } else yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
+    for (const [key, entry] of view.entries(value)) {
+      yield `\n${firstEntry ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       firstEntry = false;
     }
     yield '\n}';
@@ -49,11 +37,11 @@ export function* statePieces(snapshot: StateSnapshot, seq: number): Generator<st
 }
 
 /** A field that is not a table, on one line as JSON.stringify writes it; the charge totals' tables a piece an entry. */
-function* inline(snapshot: StateSnapshot, value: unknown): Generator<string> {
-  if (value instanceof SnapshotTable) {
+function* inline(view: FrozenView, value: unknown): Generator<string> {
+  if (value instanceof FrozenTable) {
     let first = true;
     yield '{';
-    for (const [key, entry] of snapshot.entries(value)) {
+    for (const [key, entry] of view.entries(value)) {
       yield `${first ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(entry)}`;
       first = false;
     }
@@ -62,14 +50,14 @@ function* inline(snapshot: StateSnapshot, value: unknown): Generator<string> {
     value !== null &&
     typeof value === 'object' &&
     !Array.isArray(value) &&
-    Object.values(value).some((v) => v instanceof SnapshotTable)
+    Object.values(value).some((v) => v instanceof FrozenTable)
   ) {
     let first = true;
     yield '{';
     for (const [key, field] of Object.entries(value)) {
       if (field === undefined) continue;
       yield `${first ? '' : ','}${JSON.stringify(key)}:`;
-      yield* inline(snapshot, field);
+      yield* inline(view, field);
       first = false;
     }
     yield '}';
@@ -110,22 +98,9 @@ const TABLE_OPEN = new RegExp(`"(${COLLECTION_NAMES.join('|')})":\\{$`);
 const JSON_STRING = String.raw`"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"`;
 /** An entry's key and its colon, at the start of its line. */
 const KEY = new RegExp(`${JSON_STRING}:`, 'y');
-/** An object of string fields (a citation). */
-const STRING_OBJECT = `\\{(?:${JSON_STRING}:${JSON_STRING}(?:,${JSON_STRING}:${JSON_STRING})*)?\\}`;
-/**
- * A succeeded research job's report and citations, last in its entry as the core writes them, up to the entry's
- * closing brace: what a start leaves in the file. Matches only valid JSON, in native code and without making a string.
- */
-const JOB_BODY = new RegExp(`,"report":${JSON_STRING},"citations":\\[(?:${STRING_OBJECT}(?:,${STRING_OBJECT})*)?\\]\\}`, 'y');
 
 /** What parseValue returns for text that is not one JSON value. */
 const NOT_A_VALUE = Symbol('not a JSON value');
-/**
- * Thrown when a file read with `bodies` is not all UTF-8 (a hand edit): readStateFile reads it again without, so that
- * every job is held whole and the next compaction writes the file as UTF-8 again (a cold job would be copied as it is).
- */
-const NOT_UTF8 = new Error('not UTF-8');
-
 /** Thrown where a file leaves the entry-per-line layout: readStateFile then parses it whole. */
 const notInLayout = () => new Error('not in the entry-per-line layout');
 
@@ -135,11 +110,10 @@ const notInLayout = () => new Error('not in the entry-per-line layout');
  * its text and its objects together). Any other JSON (an older compact file, a hand-edited one) is parsed whole;
  * so is a file the entry-wise reading cannot follow, so that its error is JSON.parse's own.
  */
-export async function readStateFile(file: string, bodies?: BodySource): Promise<unknown> {
+export async function readStateFile(file: string): Promise<unknown> {
   try {
-    return await readStateFileByEntries(file, bodies);
+    return await readStateFileByEntries(file);
   } catch (e) {
-    if (e === NOT_UTF8) return readStateFileByEntries(file);
     if ((e as NodeJS.ErrnoException).code !== undefined) throw e;
     return JSON.parse((await readFile(file)).toString('utf8'));
   }
@@ -147,11 +121,9 @@ export async function readStateFile(file: string, bodies?: BodySource): Promise<
 
 /**
  * readStateFile's way for a file in the entry-per-line layout; throws on any other file, and on anything
- * JSON.parse of the whole text would refuse (a comma with no entry after it, two entries without one). With
- * `bodies` (the same file, opened), a succeeded research job is kept cold: its report and citations are read from
- * its entry's place in the file when asked for (research-bodies.ts).
+ * JSON.parse of the whole text would refuse (a comma with no entry after it, two entries without one).
  */
-export async function readStateFileByEntries(file: string, bodies?: BodySource): Promise<unknown> {
+export async function readStateFileByEntries(file: string): Promise<unknown> {
   const handle = await open(file, 'r');
   try {
     const buffer = Buffer.allocUnsafe(READ_BYTES);
@@ -169,25 +141,18 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
      * In a table, it starts at the line break before an entry.
      */
     let text = '';
-    /** Where `text` starts in the file. */
-    let textStart = 0;
     /**
      * The entries from `from` (a line break) to `to`, one a line as stateChunks writes them, into `table`. Each
      * line's key is read with KEY and its value parsed alone: parsed as one object, a batch's entry names (all
-     * different) made V8 a hidden class each, a good part of a start's parse and its garbage. With `bodies`, a
-     * succeeded research job whose line ends in a report and citations as the core writes them (JOB_BODY) is
-     * parsed up to them only and kept cold: they are most of the file, and parsing them would make strings only to
-     * drop them. KEY and JOB_BODY match only valid JSON and each value is parsed on its own, so a line is accepted
+     * different) made V8 a hidden class each, a good part of a start's parse and its garbage. KEY matches only
+     * valid JSON and each value is parsed on its own, so a line is accepted
      * exactly when it is a valid entry; any other layout (a blank line, an entry over two lines, a space after a
      * key) parses the batch as an object, as before, which refuses what JSON.parse refuses.
      */
     const parseLines = (from: number, to: number): void => {
       if (!table || (text.charCodeAt(from + 1) === 0x2c) !== tableHasEntries) return parseEntries(from, to);
-      const jobs = bodies !== undefined && table === tables.research_jobs;
       const keys: string[] = [];
       const values: unknown[] = [];
-      /** The first `,"report":"` after the last place searched from (2 ** 32 - 1: none). */
-      let nextReport = -1;
       for (let at = from; at < to;) {
         const next = text.indexOf('\n', at + 1);
         const end = next < 0 || next > to ? to : next;
@@ -201,20 +166,7 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         const key = utf8(text.slice(keyAt + 1, valueAt - 2));
         keys.push(key.includes('\\') ? (JSON.parse(`"${key}"`) as string) : key);
         at = end;
-        // The search goes on from where the last one ended, so lines without a report are not searched again.
-        if (jobs && nextReport < valueAt) nextReport = text.indexOf(',"report":"', valueAt) >>> 0;
-        let value: unknown = undefined;
-        if (jobs && nextReport < end) {
-          JOB_BODY.lastIndex = nextReport;
-          if (JOB_BODY.test(text) && JOB_BODY.lastIndex === end) {
-            const head = parseValue(valueAt, nextReport, '}') as Record<string, unknown> | null;
-            // A head with a status before the report: a line `"k":{,"report":…}` is not JSON, though its head `{}` is.
-            if (head?.status === 'succeeded' && !Object.hasOwn(head, 'report') && !Object.hasOwn(head, 'citations')) {
-              value = coldHead(head, bodies, textStart + valueAt, end - valueAt);
-            }
-          }
-        }
-        value ??= parseValue(valueAt, end);
+        const value = parseValue(valueAt, end);
         if (value === NOT_A_VALUE) return parseEntries(from, to);
         values.push(value);
       }
@@ -289,32 +241,17 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
         // A table's entries start at the line break before each of them.
         at = opened ? end : end + 1;
       }
-      textStart += at;
       text = eof ? '' : text.slice(at);
       if (text.length > MAX_LINE_BYTES) throw notInLayout();
     };
-    /**
-     * The bytes at the start of `buffer`, read (and parsed) already: a UTF-8 sequence the last read cut. The check
-     * runs only with `bodies`: a file read without keeps no byte of it as it is.
-     */
-    let carried = 0;
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, carried, READ_BYTES - carried, null);
-      const end = carried + bytesRead;
-      for (let from = carried; from < end; from += PIECE_BYTES) {
-        text += buffer.toString('latin1', from, Math.min(from + PIECE_BYTES, end));
+      const { bytesRead } = await handle.read(buffer, 0, READ_BYTES, null);
+      for (let from = 0; from < bytesRead; from += PIECE_BYTES) {
+        text += buffer.toString('latin1', from, Math.min(from + PIECE_BYTES, bytesRead));
         consume(false);
       }
       if (bytesRead === 0) break;
-      if (bodies) {
-        const whole = wholeSequencesEnd(buffer, end);
-        if (!isUtf8(buffer.subarray(0, whole))) throw NOT_UTF8;
-        buffer.copyWithin(0, whole, end);
-        carried = end - whole;
-      }
     }
-    // A sequence the file's end cut.
-    if (carried > 0) throw NOT_UTF8;
     consume(true);
     if (table) throw notInLayout();
     // A table that closes on the line it opens (`{}` written compactly) never opened one here.
@@ -324,19 +261,6 @@ export async function readStateFileByEntries(file: string, bodies?: BodySource):
   } finally {
     await handle.close();
   }
-}
-
-/**
- * Where the bytes up to `end` stop being whole UTF-8 sequences: at a lead byte in the last three whose sequence runs
- * past `end`, else `end` (bytes that are not UTF-8 are isUtf8's to find).
- */
-export function wholeSequencesEnd(bytes: Uint8Array, end: number): number {
-  for (let i = end - 1; i >= Math.max(0, end - 3); i--) {
-    const byte = bytes[i]!;
-    if (byte < 0x80) return end;
-    if (byte >= 0xc0) return i + (byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : 2) > end ? i : end;
-  }
-  return end;
 }
 
 /** A stored state text with its `journal_seq` set to `seq` (a snapshot restored continues the journal's numbering). */

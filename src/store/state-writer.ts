@@ -2,16 +2,13 @@
  * The state file's writer thread: every blocking file step of a durable write runs here, in the order the main
  * thread posted them, so that the main thread never waits on the disk and renames never go back.
  *
- * - `commit`: append ledger lines (fdatasync), then one journal record (fdatasync), acknowledge. A failed append
- *   is cut off again, so that a later record never follows half of one.
- * - `base-begin` / `base-chunk` / `base-end`: a new state file, written to a fresh temp file (0600, created
- *   exclusively, never through a symlink) in chunks while commits go on (a chunk's `copies` are entries taken byte
- *   for byte from the state file before, open as `source`: cold research jobs), then fdatasync, rename over the state
- *   file, directory fsync. The journal then keeps only what was appended after `base-begin` (those records are
+ * - `commit`: append one journal record (fdatasync), acknowledge. A failed append is cut off again, so that a
+ *   later record never follows half of one. (Its charges are in it; the ledger file is the main thread's view.)
+ * - `compaction-begin` / `compaction-chunk` / `compaction-end`: a new state file (a compaction), written to a fresh temp file (0600,
+ *   created exclusively, never through a symlink) in chunks while commits go on, then fdatasync, rename over the
+ *   state file, directory fsync. The journal then keeps only what was appended after `compaction-begin` (those records are
  *   newer than the new state file), rewritten the same way, or goes when there is none.
- * - `replace`: a state file and ledger given whole (a snapshot restored), each written durably; the journal goes.
- * - `ledger-read`: at a start, a large charge ledger is read, parsed and summed here while the main thread reads the
- *   state file (nothing is written).
+ * - `replace`: a state file given whole (a snapshot restored), written durably; the journal goes.
  */
 import {
   closeSync,
@@ -23,7 +20,6 @@ import {
   fsyncSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   renameSync,
   statSync,
@@ -33,29 +29,26 @@ import {
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
-import { summarizeLedger, type LedgerSummary } from './ledger.js';
+import { ledgerFileFor } from './state-files.js';
 import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
 
 export type WriterMessage =
-  | { op: 'open'; id: number; file: string; journal: string; ledger: string; journalText: string | null; lock?: string | null }
-  | { op: 'commit'; id: number; record: string; ledger: string }
-  | { op: 'base-begin'; id: number; salvage?: boolean }
-  | { op: 'base-chunk'; text: string; copies?: number[]; source?: number }
-  | { op: 'base-end'; id: number }
-  | { op: 'replace'; id: number; state: string; ledger: string | null }
-  | { op: 'close'; id: number }
-  | { op: 'ledger-read'; id: number; file: string };
+  | { op: 'open'; id: number; file: string; journal: string; journalText: string | null; lock?: string | null }
+  | { op: 'commit'; id: number; record: string }
+  | { op: 'compaction-begin'; id: number; salvage?: boolean }
+  | { op: 'compaction-chunk'; text: string }
+  | { op: 'compaction-end'; id: number }
+  | { op: 'replace'; id: number; state: string }
+  | { op: 'close'; id: number };
 
 export interface WriterReply {
   id: number;
   /** Bytes in the journal after the step. */
   journalBytes?: number;
-  /** `base-end`: bytes of the state file written. */
-  baseBytes?: number;
+  /** `compaction-end`: bytes of the state file written. */
+  stateFileBytes?: number;
   /** `open`: temp files left by a writer that was killed, now removed. */
   swept?: number;
-  /** `ledger-read`: what the ledger holds (null: it could not be read; the main thread reads it again and says why). */
-  ledger?: LedgerSummary | null;
   error?: { message: string; code?: string };
 }
 
@@ -64,7 +57,6 @@ const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND } = constants;
 interface Paths {
   file: string;
   journal: string;
-  ledger: string;
 }
 
 /** An open append-only file and how long it is. */
@@ -105,16 +97,15 @@ function checkLock(): void {
 
 let paths: Paths | null = null;
 let journal: Appendable | null = null;
-let ledger: Appendable | null = null;
 /** A state file being written. */
-interface BaseWrite {
+interface CompactionWrite {
   name: string;
   fd: number;
   journalOffset: number;
   bytes: number;
   error: Error | null;
 }
-let base: BaseWrite | null = null;
+let compaction: CompactionWrite | null = null;
 /** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
 let lastCommitFailed = false;
 
@@ -132,8 +123,7 @@ const isTempOf = (file: string, name: string) => {
 
 /**
  * A compaction's bytes, gathered in the same buffer and written when it is full or a chunk ends, instead of a fresh
- * buffer each (fresh memory is what costs most on a VM) or a write for each cold entry and each few-byte key between
- * them.
+ * buffer each (fresh memory is what costs most on a VM).
  */
 const out = Buffer.allocUnsafe(1 << 20);
 let outLength = 0;
@@ -173,18 +163,13 @@ function openAppendable(file: string): Appendable {
 }
 
 /** Throws (FILES_GONE) unless `file` still names the open `target`, or its folder is gone. One stat: about a microsecond. */
-function checkInPlace(file: string, target: Appendable, what: 'journal' | 'ledger'): void {
+function checkInPlace(file: string, target: Appendable): void {
   const at = statOrNull(file);
   if (at && at.dev === target.dev && at.ino === target.ino) return;
   const folder = dirname(file);
   if (!statOrNull(folder))
     throw Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder });
-  throw Object.assign(
-    new Error(`the ${what === 'journal' ? 'journal' : 'charge ledger'} ${file} was ${at ? 'replaced' : 'removed'} while serve ran`),
-    {
-      code: FILES_GONE[what],
-    },
-  );
+  throw Object.assign(new Error(`the journal ${file} was ${at ? 'replaced' : 'removed'} while serve ran`), { code: FILES_GONE.journal });
 }
 
 function statOrNull(file: string): { dev: number; ino: number } | null {
@@ -287,7 +272,7 @@ function journalTail(p: Paths, offset: number): Buffer {
   return tail;
 }
 
-function flushOut(b: BaseWrite): void {
+function flushOut(b: CompactionWrite): void {
   if (outLength === 0) return;
   const length = outLength;
   outLength = 0;
@@ -295,7 +280,7 @@ function flushOut(b: BaseWrite): void {
   b.bytes += length;
 }
 
-function writeText(b: BaseWrite, text: string): void {
+function writeText(b: CompactionWrite, text: string): void {
   if (text.length === 0) return;
   // UTF-8 takes at most 3 bytes a char.
   if (text.length * 3 > out.length - outLength) flushOut(b);
@@ -307,25 +292,6 @@ function writeText(b: BaseWrite, text: string): void {
   }
 }
 
-/** `length` bytes at `offset` in `source` (the state file before) appended to the new state file. */
-function copyBytes(b: BaseWrite, source: number, offset: number, length: number): void {
-  if (length > out.length - outLength) flushOut(b);
-  let first = -1;
-  let last = -1;
-  for (let done = 0; done < length;) {
-    const n = readSync(source, out, outLength, Math.min(out.length - outLength, length - done), offset + done);
-    if (n === 0) throw Object.assign(new Error('the state file before is shorter than its entries'), { code: 'EIO' });
-    if (done === 0) first = out[outLength]!;
-    outLength += n;
-    done += n;
-    if (done === length) last = out[outLength - 1]!;
-    if (outLength === out.length) flushOut(b);
-  }
-  // An entry is a JSON object: anything else means the file before is not what the main thread read.
-  if (first !== 0x7b || last !== 0x7d)
-    throw Object.assign(new Error(`the state file before does not hold an entry at byte ${offset}`), { code: 'EIO' });
-}
-
 /**
  * One message, handled as the thread does; exported so that a test can run the writer in its own process and cut it
  * short after any file operation (test/writer-crash-points.test.ts).
@@ -333,7 +299,7 @@ function copyBytes(b: BaseWrite, source: number, offset: number, length: number)
 export function handle(message: WriterMessage): WriterReply | null {
   switch (message.op) {
     case 'open': {
-      paths = { file: message.file, journal: message.journal, ledger: message.ledger };
+      paths = { file: message.file, journal: message.journal };
       if (message.lock) {
         const { dev, ino, birthtimeMs } = statSync(message.lock);
         lock = { path: message.lock, dev, ino, birth: birthtimeMs };
@@ -342,7 +308,8 @@ export function handle(message: WriterMessage): WriterReply | null {
       let swept = 0;
       // Temp files of a writer that was killed before it could remove them: this is the one writer now.
       for (const name of readdirSync(dirname(message.file))) {
-        if ([message.file, message.journal, message.ledger].some((f) => isTempOf(f, name))) {
+        // The ledger file's too: the main thread writes it the same way (durable-write.ts).
+        if ([message.file, message.journal, ledgerFileFor(message.file)].some((f) => isTempOf(f, name))) {
           unlinkQuietly(join(dirname(message.file), name));
           swept++;
         }
@@ -357,75 +324,54 @@ export function handle(message: WriterMessage): WriterReply | null {
       lastCommitFailed = true;
       // Not one byte into files another process may own now.
       checkLock();
-      // The journal file first: ledger lines beyond the state's count are taken for a cut-short commit's only while
-      // there is one (a clean stop removes it), and otherwise refused as acknowledged (ledger.ts).
       const target = (journal ??= openAppendable(p.journal));
-      if (message.ledger) append((ledger ??= openAppendable(p.ledger)), message.ledger);
-      try {
-        append(target, message.record);
-        // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
-        checkInPlace(p.journal, target, 'journal');
-        if (message.ledger && ledger) checkInPlace(p.ledger, ledger, 'ledger');
-        // And still ours once written (it could have stood still in between): else not acknowledged.
-        checkLock();
-        lastCommitFailed = false;
-      } catch (e) {
-        // The ledger lines belong to this record: without it they were never committed.
-        if (message.ledger && ledger) {
-          ledger.size -= Buffer.byteLength(message.ledger, 'utf8');
-          cutBack(ledger);
-        }
-        throw e;
-      }
+      append(target, message.record);
+      // Before the acknowledgement: appended to a file no path names any more, the record would be lost.
+      checkInPlace(p.journal, target);
+      // And still ours once written (it could have stood still in between): else not acknowledged.
+      checkLock();
+      lastCommitFailed = false;
       return { id: message.id, journalBytes: target.size };
     }
-    case 'base-begin': {
+    case 'compaction-begin': {
       const p = need();
       const name = tempName(p.file);
       // One given up half way (its main thread stopped posting: the files were found gone) goes.
-      if (base && base.fd >= 0) {
-        closeQuietly(base.fd);
-        unlinkQuietly(base.name);
+      if (compaction && compaction.fd >= 0) {
+        closeQuietly(compaction.fd);
+        unlinkQuietly(compaction.name);
       }
-      base = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
+      compaction = { name, fd: -1, journalOffset: journal?.size ?? 0, bytes: 0, error: null };
       // The snapshot was taken after the record just before: if that record is not on disk, neither may the snapshot be.
       // A salvage is of the state rolled back to before that record (the journal was found gone): it may.
       if (lastCommitFailed && !message.salvage) {
-        base.error = new Error('the journal record this state file follows could not be written');
+        compaction.error = new Error('the journal record this state file follows could not be written');
         return null;
       }
       try {
-        base.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+        compaction.fd = openSync(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
       } catch (e) {
-        // Reported by base-end, which the main thread waits for.
-        base.error = e as Error;
+        // Reported by compaction-end, which the main thread waits for.
+        compaction.error = e as Error;
       }
       return null;
     }
-    case 'base-chunk': {
-      if (base && !base.error) {
+    case 'compaction-chunk': {
+      if (compaction && !compaction.error) {
         try {
-          const { text, copies = [], source = -1 } = message;
-          let from = 0;
-          for (let i = 0; i < copies.length; i += 3) {
-            const at = copies[i]!;
-            writeText(base, text.slice(from, at));
-            copyBytes(base, source, copies[i + 1]!, copies[i + 2]!);
-            from = at;
-          }
-          writeText(base, from === 0 ? text : text.slice(from));
-          flushOut(base);
+          writeText(compaction, message.text);
+          flushOut(compaction);
         } catch (e) {
           outLength = 0;
-          base.error = e as Error;
+          compaction.error = e as Error;
         }
       }
       return null;
     }
-    case 'base-end': {
+    case 'compaction-end': {
       const p = need();
-      const b = base;
-      base = null;
+      const b = compaction;
+      compaction = null;
       if (!b) throw new Error('no state file write in progress');
       const created = b.fd >= 0;
       try {
@@ -442,7 +388,7 @@ export function handle(message: WriterMessage): WriterReply | null {
         throw e;
       }
       syncDir(p.file);
-      // From here the state file holds every record up to base-begin; a crash before the journal is rewritten
+      // From here the state file holds every record up to compaction-begin; a crash before the journal is rewritten
       // leaves records the next start skips by number.
       const tail = journalTail(p, b.journalOffset);
       if (tail.length === 0) dropJournal(p);
@@ -453,44 +399,22 @@ export function handle(message: WriterMessage): WriterReply | null {
         journal = null;
         journal = openAppendable(p.journal);
       }
-      return { id: message.id, journalBytes: journal?.size ?? 0, baseBytes: b.bytes };
+      return { id: message.id, journalBytes: journal?.size ?? 0, stateFileBytes: b.bytes };
     }
     case 'replace': {
       const p = need();
-      // A journal from before the state file to the ledger (a compaction or a clean start may have removed it): a
-      // crash in between leaves a ledger with more lines than the restored state counts, which the next start cuts
-      // back to them only while there is a journal (ledger.ts); one that differs within them it refuses. The state
-      // names the journal position it follows, so the old journal's records are skipped until it is emptied.
-      journal ??= openAppendable(p.journal);
+      // The state names the journal position it follows, so a crash before the journal goes has its records skipped.
       writeDurably(p.file, Buffer.from(message.state, 'utf8'));
-      writeDurably(p.journal, Buffer.alloc(0));
-      closeQuietly(journal.fd);
-      journal = null;
-      if (ledger) closeQuietly(ledger.fd);
-      ledger = null;
-      if (message.ledger === null) {
-        unlinkQuietly(p.ledger);
-        syncDir(p.ledger);
-      } else writeDurably(p.ledger, Buffer.from(message.ledger, 'utf8'));
       dropJournal(p);
       return { id: message.id, journalBytes: 0 };
     }
-    case 'ledger-read': {
-      let text: string | null = null;
-      try {
-        text = readFileSync(message.file, 'utf8');
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return { id: message.id, ledger: null };
-      }
-      return { id: message.id, ledger: summarizeLedger(text) };
-    }
     case 'close': {
-      for (const f of [journal, ledger]) if (f) closeQuietly(f.fd);
-      journal = ledger = null;
-      if (base && base.fd >= 0) {
-        closeQuietly(base.fd);
-        unlinkQuietly(base.name);
-        base = null;
+      if (journal) closeQuietly(journal.fd);
+      journal = null;
+      if (compaction && compaction.fd >= 0) {
+        closeQuietly(compaction.fd);
+        unlinkQuietly(compaction.name);
+        compaction = null;
       }
       return { id: message.id };
     }

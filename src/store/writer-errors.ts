@@ -4,10 +4,10 @@
  */
 
 /**
- * The state's files were found gone from their paths after appending (a journal or ledger removed by hand, the state
- * folder removed with them): what the commit appended is in a file no path names, and would be lost.
+ * The state's files were found gone from their paths after appending (a journal removed by hand, the state folder
+ * removed with it): what the commit appended is in a file no path names, and would be lost.
  */
-export const FILES_GONE = { journal: 'JOURNAL_GONE', ledger: 'LEDGER_GONE', folder: 'STATE_FOLDER_GONE' } as const;
+export const FILES_GONE = { journal: 'JOURNAL_GONE', folder: 'STATE_FOLDER_GONE' } as const;
 
 /** The single-writer lock is no longer this process's: the commit wrote nothing (or is not acknowledged). */
 export const LOCK_LOST = 'LOCK_LOST';

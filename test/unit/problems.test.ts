@@ -57,10 +57,10 @@ describe('the CLI maps codes to exit codes through the registry', () => {
     expect(CLIENT_EXIT[adminError(400, 'consent_expired').kind]).toBe(1);
   });
 
-  it('conflicts are exit 8, bad input exit 2, a damaged ledger exit 6', () => {
+  it('conflicts are exit 8, bad input exit 2, a server error exit 6', () => {
     expect(CLIENT_EXIT[adminError(409, 'clock_not_manual').kind]).toBe(EXIT.conflict);
     expect(CLIENT_EXIT[adminError(400, 'invalid_duration').kind]).toBe(EXIT.usage);
-    expect(CLIENT_EXIT[adminError(500, 'ledger_damaged').kind]).toBe(EXIT.server);
+    expect(CLIENT_EXIT[adminError(500, 'server_error').kind]).toBe(EXIT.server);
   });
 
   it('process-level errors: an unusable state file is exit 3, an invalid scenario exit 2', () => {

@@ -94,11 +94,13 @@ describe('the repository: one write path that knows what changed', () => {
             const batch = repo.drain();
             // What persistence writes is JSON: the replay sees the changes as a journal holds them.
             applyChanges(replayed, JSON.parse(JSON.stringify(batch.changes)));
-            ledger.push(...batch.ledger);
+            // The charges are changes like any other: in charge_ledger, keyed by seq.
+            for (const [path, value] of batch.changes)
+              if (path[0] === 'charge_ledger' && value !== undefined) ledger.push(JSON.stringify(value));
           } else run(repo, op);
         }
         expect(JSON.stringify(replayed)).toBe(JSON.stringify(repo.state));
-        // Every charge reached the ledger once, numbered as the totals count them.
+        // Every charge reached the journal once, in the batch that recorded it, numbered as the totals count them.
         expect(ledger.map((line) => JSON.parse(line).seq)).toEqual(Array.from({ length: repo.state.charges.count }, (_, i) => i + 1));
       }),
       { numRuns: 300 },
@@ -185,20 +187,20 @@ describe('the repository: one write path that knows what changed', () => {
     }).toThrow(TypeError);
   });
 
-  it('a snapshot holds the state of its moment; later changes do not reach it', () => {
+  it('a frozen view holds the state of its moment; later changes do not reach it', () => {
     const repo = new Repository(emptyState());
     repo.put('grants', 'g', grant('g', 1));
     repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
-    const snapshot = repo.snapshot();
-    const text = JSON.stringify(snapshot.toState());
+    const view = repo.frozenView();
+    const text = JSON.stringify(view.toState());
     repo.update('grants', 'g', { status: 'revoked' });
     repo.put('grants', 'h', grant('h', 2));
     repo.recordCharge({ at: 0, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
     repo.appendWorkspaceChange({ action_id: 'a', at: 0, kind: 'contacts', operation: 'create', record: { id: 'k', title: 'Anna' } });
-    expect(JSON.stringify(snapshot.toState())).toBe(text);
+    expect(JSON.stringify(view.toState())).toBe(text);
   });
 
-  it('a snapshot keeps no copy of the tables: any changes after it (puts, updates, deletes, charges, a replace) leave it as it was, keys in their order', () => {
+  it('a frozen view keeps no copy of the tables: any changes after it (puts, updates, deletes, charges, a replace) leave it as it was, keys in their order', () => {
     const op = fc.oneof(
       fc.record({ kind: fc.constant('put' as const), key: fc.constantFrom('a', 'b', 'c', '__proto__', '1'), n: fc.nat(9) }),
       fc.record({ kind: fc.constant('update' as const), key: fc.constantFrom('a', 'b', 'c', '__proto__', '1'), n: fc.nat(9) }),
@@ -229,25 +231,25 @@ describe('the repository: one write path that knows what changed', () => {
         const repo = new Repository(emptyState());
         for (const o of before) apply(repo, o);
         const expected = stateText(structuredClone(repo.state));
-        const snapshot = repo.snapshot();
-        // A second snapshot taken part way and released early must not disturb the first.
+        const view = repo.frozenView();
+        // A second frozen view taken part way and released early must not disturb the first.
         for (const [i, o] of after.entries()) {
-          if (second && i === 1) repo.snapshot().release();
+          if (second && i === 1) repo.frozenView().release();
           apply(repo, o);
         }
-        expect(stateText(snapshot.toState())).toBe(expected);
-        // The compaction's text, read from the snapshot while it is still held.
-        expect([...stateChunks(snapshot, 0)].join('')).toBe([...stateChunks(JSON.parse(expected) as State, 0)].join(''));
-        snapshot.release();
+        expect(stateText(view.toState())).toBe(expected);
+        // The compaction's text, read from the frozen view while it is still held.
+        expect([...stateChunks(view, 0)].join('')).toBe([...stateChunks(JSON.parse(expected) as State, 0)].join(''));
+        view.release();
       }),
     );
   });
 
   it("a compaction writes the charge totals in the core's order, whatever order a hand-edited state file had", () => {
     const edited = { ...emptyState(), charges: { by_grant: { g: 1 }, by_client: { c: 1 }, count: 1 } } as State;
-    const snapshot = new Repository(edited).snapshot();
-    expect([...stateChunks(snapshot, 0)].join('')).toContain('"charges":{"count":1,"by_client":{"c":1},"by_grant":{"g":1}}');
-    snapshot.release();
+    const view = new Repository(edited).frozenView();
+    expect([...stateChunks(view, 0)].join('')).toContain('"charges":{"count":1,"by_client":{"c":1},"by_grant":{"g":1}}');
+    view.release();
   });
 
   it('41.8: a batch that could not be made durable is rolled back, with what was changed since its drain: nothing of it is drained again, and the ledger starts over where it was', () => {
@@ -260,16 +262,21 @@ describe('the repository: one write path that knows what changed', () => {
     repo.recordCharge({ at: 1, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: null });
     repo.update('grants', 'g', { last_used_at: 9 });
     repo.rollBack(failed);
-    expect(repo.drain()).toMatchObject({ changes: [], ledger: [] });
+    expect(repo.drain()).toMatchObject({ changes: [] });
     expect(repo.state.charges).toEqual({ count: 0, by_client: {}, by_grant: {} });
     expect(repo.state.grants.g).toEqual(grant('g', 1));
     expect(repo.has('revoked_access_tokens', 'jti')).toBe(false);
-    // The next charge is number 1 again, chained from the start.
+    // The next charge is number 1 again.
     repo.recordCharge({ at: 2, client_id: 'c', grant_id: 'g', route: 'POST /research', amount: 2, unit: 'AKh', idempotency_key: 'k' });
-    expect(repo.drain().ledger.map((line) => JSON.parse(line).seq)).toEqual([1]);
+    expect(
+      repo
+        .drain()
+        .changes.filter(([path]) => path[0] === 'charge_ledger')
+        .map(([path]) => path[1]),
+    ).toEqual(['1']);
   });
 
-  it('41.8: a rollback gives the state as it was before the batch, whatever the batch and the changes since did; subsets and a snapshot taken in between stay right (property, 300 runs)', () => {
+  it('41.8: a rollback gives the state as it was before the batch, whatever the batch and the changes since did; subsets and a frozen view taken in between stay right (property, 300 runs)', () => {
     /** The state as JSON with every object's keys sorted: a rollback may put an entry back at another place in its table. */
     const canonical = (value: unknown): string =>
       JSON.stringify(value, (_key, v: unknown) =>
@@ -285,15 +292,15 @@ describe('the repository: one write path that knows what changed', () => {
         const expected = canonical(repo.state);
         for (const op of inBatch) run(repo, op);
         const batch = repo.drain();
-        // A compaction's snapshot, taken right after the drain.
-        const snapshot = repo.snapshot();
-        const snapshotted = canonical(snapshot.toState());
+        // A compaction's frozen view, taken right after the drain.
+        const view = repo.frozenView();
+        const snapshotted = canonical(view.toState());
         for (const op of since) run(repo, op);
         repo.rollBack(batch);
         expect(canonical(repo.state)).toBe(expected);
-        expect(repo.drain()).toMatchObject({ changes: [], ledger: [] });
-        expect(canonical(snapshot.toState())).toBe(snapshotted);
-        snapshot.release();
+        expect(repo.drain()).toMatchObject({ changes: [] });
+        expect(canonical(view.toState())).toBe(snapshotted);
+        view.release();
         const passing = Object.keys(repo.state.grants).filter((k) => odd(repo.state.grants[k]!));
         expect([...subset].sort()).toEqual(passing.sort());
       }),

@@ -4,12 +4,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseState } from '../../src/core/state.js';
+import { resetAdvice } from '../../src/store/state-files.js';
 
 describe('45.11 the message of a state file that is not JSON', () => {
   it('45.11 stays one line when the parser quotes the file text (newlines, tabs, controls escaped) and names snapshot restore', () => {
     let message = '';
     try {
-      parseState('Z\n\tZ\u0007\r\n', '/tmp/x/state.json');
+      parseState('Z\n\tZ\u0007\r\n', '/tmp/x/state.json', resetAdvice('/tmp/x/state.json'));
     } catch (e) {
       message = (e as Error).message;
     }

@@ -1,6 +1,7 @@
 /**
  * The files a state is stored in, named after the state file (`state.json`): its journal and its charge ledger.
- * They belong together; every message that tells the user to move a state file away names all of them.
+ * They belong together; every message that tells the user to move a state file away names all of them. The core
+ * gets this advice through the persistence port (StatePersistence.resetAdvice): it never names the files itself.
  */
 
 /** The journal beside the state file: `state.json` → `state.journal.jsonl`. */
