@@ -70,6 +70,8 @@ export class Lifecycle {
             onNotice: this.onNotice,
             // Another process took the file over: stop at once rather than be a second writer.
             onCompromised: (error) => {
+              // Gone with its folder (rm -rf): said as the folder's removal, as when a commit finds it first.
+              if (this.persistence instanceof FilePersistence && this.persistence.lostWithFolder()) return;
               const lost = new Error(`lost the lock on ${statePath}; stopping so that only one process writes it (${error.message})`);
               this.lost = lost;
               this.onError(lost, 'lock');
