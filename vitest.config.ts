@@ -30,12 +30,13 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        // The core's rules in this process on a manual clock: no sockets, no child processes, milliseconds each.
+        // Everything that runs in this process: the core's rules on a manual clock, the dashboard's views rendered by
+        // ink-testing-library, pure functions. No sockets, no child processes, milliseconds each.
         test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 5_000 },
       },
       {
         extends: true,
-        // Real sockets, spawned `agent-access` processes, state files in temp dirs, Ink on fake terminals.
+        // Real sockets, spawned `agent-access` processes, state files in temp dirs.
         test: { name: 'integration', include: ['test/**/*.test.ts', 'test/**/*.test.tsx'], exclude: ['test/unit/**', ...E2E] },
       },
       {

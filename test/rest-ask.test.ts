@@ -198,7 +198,7 @@ describe('spec 4.4 rule 5 / 8: idempotency', () => {
     const fresh = async () => {
       const family = Object.values(emu.core.state.families)[0]!;
       const grant = emu.core.state.grants[family.grant_id]!;
-      return issueTokens(emu.core, grant, family, 'unused', grant.scopes, 'refresh_token').then((t) => t.access_token);
+      return issueTokens(emu.core, grant, family, 'unused', grant.scopes, 'refresh_token').then((t) => t.response.access_token);
     };
     const b = await ask(emu, await fresh(), 'Kaution', { 'idempotency-key': 'day' });
     expect(b.text).toBe(a.text);

@@ -274,6 +274,20 @@ describe('state files removed under a running serve (issue 41.10)', () => {
   });
 });
 
+describe('state files removed under an idle serve (issue 41.10)', () => {
+  it('41.10: a state folder removed while no request comes is found by the lock, which went with it, and told as the folder removed (exit 3)', async () => {
+    const dir = join(await scratchDir(), 'state');
+    const file = join(dir, 'state.json');
+    const serve = await startServe(['--state', file]);
+    expect((await tokens(serve)).status).toBe(200);
+    await rm(dir, { recursive: true, force: true });
+    // No request: the lock's refresh (every second) is what notices.
+    expect(await serve.exit).toBe(3);
+    expect(serve.stderr()).toContain(`the state folder ${dir} was removed while serve ran; stopped acknowledging writes`);
+    expect(serve.stderr()).not.toContain('lost the lock');
+  });
+});
+
 describe('a serve that lost its lock (issue 41.9)', () => {
   it('41.9: a commit checks that the lock is still its own before it writes and before it is acknowledged, not only on the refresh timer: after another process made the lock anew, it fails, writes nothing and is rolled back', async () => {
     const file = join(await scratchDir(), 'state.json');

@@ -258,7 +258,10 @@ export class Faults {
     const grantId = fault.grant_id!;
     this.#fired(fault, { grant_id: grantId, client_id: this.core.state.grants[grantId]?.client_id });
     if (fault.kind === 'revoke') await revokeGrant(this.core, grantId, 'person').catch(() => undefined);
-    else await replayStoredRefreshToken(this.core, grantId);
+    else {
+      replayStoredRefreshToken(this.core, grantId);
+      await this.core.commit();
+    }
   }
 
   /** Ended faults are kept for the record, the oldest dropped first when the list is full. */

@@ -2,9 +2,9 @@ import { tokenTimes, type AccessTokenClaims } from './access-token.js';
 import type { CoreContext } from './context.js';
 import { newId, randomToken } from './crypto.js';
 import { OAuthError, ProblemError } from './errors.js';
-import type { TokenResponse } from './grants/types.js';
+import type { IssuedTokens, TokenResponse } from './grants/types.js';
 import { announceGrant, createGrant } from './grants-admin.js';
-import { registerClient } from './registration.js';
+import { announceClient, createClient } from './registration.js';
 import { grantedResourceName, isResourceName } from './resource-names.js';
 import { requireSupportedScopes } from './scopes.js';
 import type { Client, Grant, TokenFamily } from './state.js';
@@ -39,9 +39,9 @@ export function checkTokenResource(core: CoreContext, grant: Grant, requested: s
 }
 
 /**
- * Signs an access token for the family, records it, makes the change durable, then answers (spec 2.2). The refresh
- * token is left out for a client that did not register the refresh_token grant (RFC 7591 §2, RFC 6749 §5.1); its
- * family still exists, to track and revoke the access tokens.
+ * Signs an access token for the family and records it (spec 2.2); the caller's use case commits, then announces the
+ * tokens and answers. The refresh token is left out for a client that did not register the refresh_token grant
+ * (RFC 7591 §2, RFC 6749 §5.1); its family still exists, to track and revoke the access tokens.
  */
 export async function issueTokens(
   core: CoreContext,
@@ -50,7 +50,7 @@ export async function issueTokens(
   refreshToken: string,
   scopes: readonly string[],
   grantType: 'authorization_code' | 'refresh_token',
-): Promise<TokenResponse> {
+): Promise<IssuedTokens> {
   const now = core.clock.now();
   const times = tokenTimes(now, core.lifetimes.accessToken);
   // An agent grant's audience is this service's /mcp at its current address (ports may change between runs).
@@ -67,31 +67,34 @@ export async function issueTokens(
     family_id: family.id,
   };
   core.repo.update('grants', grant.id, { last_used_at: now });
-  // The family as it is now: the caller's copy may be from before its rotation.
+  // The family as the grant handed it over, started or just rotated: stored once, with this access token listed.
   const issuedFrom = core.repo.put(
     'families',
     family.id,
-    withAccessToken(core.state.families[family.id] ?? family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }),
+    withAccessToken(family, { jti: claims.jti, issued_at: now, expires_at: times.exp * 1000, scopes }),
   );
-  const [accessToken] = await Promise.all([core.signer.sign(claims), core.commit()]);
-  core.events.emit('tokens.issued', {
-    grant_id: grant.id,
-    client_id: grant.client_id,
-    family_id: family.id,
-    jti: claims.jti,
-    scopes,
-    audience,
-    expires_at: times.exp * 1000,
-    generation: issuedFrom.current.generation,
-    grant_type: grantType,
-  });
+  const accessToken = await core.signer.sign(claims);
   const refreshable = core.state.clients[grant.client_id]?.grant_types.includes('refresh_token') ?? true;
   return {
-    access_token: accessToken,
-    token_type: 'Bearer',
-    expires_in: times.exp - times.iat,
-    ...(refreshable ? { refresh_token: refreshToken } : {}),
-    scope: claims.scope,
+    response: {
+      access_token: accessToken,
+      token_type: 'Bearer',
+      expires_in: times.exp - times.iat,
+      ...(refreshable ? { refresh_token: refreshToken } : {}),
+      scope: claims.scope,
+    },
+    announce: () =>
+      core.events.emit('tokens.issued', {
+        grant_id: grant.id,
+        client_id: grant.client_id,
+        family_id: family.id,
+        jti: claims.jti,
+        scopes,
+        audience,
+        expires_at: times.exp * 1000,
+        generation: issuedFrom.current.generation,
+        grant_type: grantType,
+      }),
   };
 }
 
@@ -111,15 +114,16 @@ export async function issueTokensWithoutConsent(
   if (!person) throw new ProblemError('person_not_found', `no person "${options.person_id}" in the fixtures`);
   if (options.client_id && !Object.hasOwn(core.state.clients, options.client_id))
     throw new ProblemError('client_not_found', `no client "${options.client_id}"; leave it out to register one`);
-  const client = options.client_id
-    ? (core.state.clients[options.client_id] as Client)
-    : await registerClient(core, {
+  const registered = options.client_id
+    ? null
+    : createClient(core, {
         client_name: options.client_name ?? 'Test client (issueTokens)',
         redirect_uris: ['http://127.0.0.1/callback'],
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: 'none',
       });
+  const client = registered ?? (core.state.clients[options.client_id!] as Client);
   const grant = createGrant(core, {
     id: newId('grant'),
     client_id: client.client_id,
@@ -128,8 +132,12 @@ export async function issueTokensWithoutConsent(
     resource: options.identity ? null : core.resource,
     created_at: core.clock.now(),
   });
-  announceGrant(core, grant);
   const { family, refreshToken } = startFamily(core, grant);
-  const tokens = await issueTokens(core, grant, family, refreshToken, grant.scopes, 'authorization_code');
-  return { ...tokens, client_id: client.client_id, grant_id: grant.id };
+  const issued = await issueTokens(core, grant, family, refreshToken, grant.scopes, 'authorization_code');
+  // The shortcut's one commit; what it made is told once it is durable, in the order it was made.
+  await core.commit();
+  if (registered) announceClient(core, registered);
+  announceGrant(core, grant);
+  issued.announce();
+  return { ...issued.response, client_id: client.client_id, grant_id: grant.id };
 }

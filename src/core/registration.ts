@@ -90,11 +90,11 @@ export function validateClientMetadata(input: ClientMetadataInput): ClientMetada
 }
 
 /**
- * Spec 4.1, RFC 7591 §3.2.1: registers a public client with the checked metadata and a new `client_id`; durable
- * before it answers. Throws as `validateClientMetadata` does, or 503 when the table is full, before anything is stored.
- * The rate per source is the adapter's to take (`RegistrationGate.admit`), before it reads the body.
+ * Spec 4.1, RFC 7591 §3.2.1: a public client with the checked metadata and a new `client_id`, put in the repository
+ * (the caller's use case commits). Throws as `validateClientMetadata` does, or 503 when the table is full, before
+ * anything is stored.
  */
-export async function registerClient(core: CoreContext, input: ClientMetadataInput): Promise<Client> {
+export function createClient(core: CoreContext, input: ClientMetadataInput): Client {
   const metadata = validateClientMetadata(input);
   core.registrations.checkRoom(core.clock.now());
   const client: Client = {
@@ -104,12 +104,26 @@ export async function registerClient(core: CoreContext, input: ClientMetadataInp
     self_registered: true,
   };
   core.repo.put('clients', client.client_id, client);
-  await core.commit();
+  return client;
+}
+
+/** Said once the client is durable. */
+export function announceClient(core: CoreContext, client: Client): void {
   core.events.emit('client.registered', {
     client_id: client.client_id,
     client_name: client.client_name,
     redirect_uris: client.redirect_uris,
   });
+}
+
+/**
+ * The registration endpoint (spec 4.1): registers a public client, durable before it answers. The rate per source is
+ * the adapter's to take (`RegistrationGate.admit`), before it reads the body.
+ */
+export async function registerClient(core: CoreContext, input: ClientMetadataInput): Promise<Client> {
+  const client = createClient(core, input);
+  await core.commit();
+  announceClient(core, client);
   return client;
 }
 

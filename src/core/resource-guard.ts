@@ -20,6 +20,10 @@ export interface AccessContext {
   arrival?: number;
 }
 
+/** Jobs and documents are their client's and their person's; to anyone else they do not exist (404). */
+export const belongsTo = (record: { client_id: string; person_id: string }, access: AccessContext): boolean =>
+  record.client_id === access.client_id && record.person_id === access.person_id;
+
 /**
  * The resource guard (spec 4.4, 5.4, 5.5, 5.7, 5.8; RFC 6750, RFC 9068). Checks a bearer credential for a
  * protected route: signature, `exp`, `iss`, `aud` = `{base_url}/mcp`, then on every request that the grant is

@@ -1,39 +1,25 @@
 import { composeAnswer, type AskAnswer } from './ask.js';
-import { composeReport } from './compose.js';
 import { DEFAULT_PRICES, type Prices } from './charges.js';
-import type { Core } from './core.js';
+import type { CoreContext } from './context.js';
 import type { AccessContext } from './resource-guard.js';
-import { newId, randomBytesFor, randomToken } from './crypto.js';
+import { randomToken } from './crypto.js';
 import { Metering, requestFault, type Answer, type Charged } from './metering.js';
 import type { RateLimitConfig } from './rate-limit.js';
 import { ProblemError } from './errors.js';
 import { SearchIndex } from './search.js';
 import type { Faults } from './faults.js';
-import { fileNameProblem } from './inputs.js';
-import { markdownTitle, type KnowledgeDocument, type Workspace } from './workspace.js';
-import {
-  QUICK_TIMINGS,
-  TRAINING_STEPS,
-  trainingStepAt,
-  unreadable,
-  type JobTimings,
-  type ResearchJob,
-  type TrainingDocument,
-} from './jobs.js';
+import { idFor } from './ids.js';
+import type { KnowledgeDocument, Workspace } from './workspace.js';
+import { QUICK_TIMINGS, type JobTimings } from './jobs.js';
+import { Research, checkQuestion, type ResearchAccepted } from './research.js';
+import { Training, asKnowledge, type TrainingAccepted, type TrainingLink } from './training.js';
 import {
   Variation,
   describeVariant,
-  formatId,
   varyAskAnswer,
-  varyResearchCreated,
-  varyResearchJob,
-  varyTrainingAccepted,
-  varyTrainingDocument,
-  varyTrainingUrl,
+  type PinnedProfile,
   type ResearchJobView,
   type TrainingDocumentView,
-  type PinnedProfile,
-  type VariantSelection,
   type VaryUnspecified,
 } from './variation.js';
 
@@ -67,30 +53,6 @@ export interface ResourceServiceOptions {
   profile?: PinnedProfile | null;
 }
 
-/** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
-export const TRAINING_MAX_BYTES = 256 * 1024;
-
-/** Spec 2.5, 4.4: what POST /research and the `start_research` tool answer. */
-export interface ResearchAccepted {
-  job_id: string;
-  status: 'queued';
-  poll: string;
-}
-
-/** Spec 2.6, 4.4 rule 4: what POST /training and the `add_training_document` tool answer (field names not shown in the spec). */
-export interface TrainingAccepted {
-  document_id: string;
-  job_id: string;
-  processing_step: 'received';
-  status: string;
-}
-
-/** Where the person opens a training document. */
-export interface TrainingLink {
-  document_id: string;
-  url: string;
-}
-
 /**
  * The resource server behind the REST allowlist and the agent tools (spec 4.4, 4.5): the metered call they share
  * (`meter`: rate limits per grant, idempotency per client and route, charges), and the operations (ask, research
@@ -101,6 +63,8 @@ export class ResourceService {
   readonly knowledge: KnowledgeDocument[];
   readonly prices: Prices;
   readonly meter: Metering;
+  readonly research: Research;
+  readonly training: Training;
   readonly askTimeoutMs: number;
   readonly askLatencyMs: number;
   readonly timings: JobTimings;
@@ -112,12 +76,9 @@ export class ResourceService {
   #settling: { promise: Promise<boolean> } | null = null;
   /** The clock time the newest scheduled settle run covers at least. */
   #settlingTo = -Infinity;
-  /** The jobs and documents settle moves on: a long run's state holds many finished ones. */
-  readonly #unfinishedJobs: ReadonlySet<string>;
-  readonly #unfinishedDocuments: ReadonlySet<string>;
 
   constructor(
-    private readonly core: Core,
+    private readonly core: CoreContext,
     options: ResourceServiceOptions,
   ) {
     this.knowledge = options.knowledge;
@@ -133,11 +94,19 @@ export class ResourceService {
       options.varyUnspecified || options.profile
         ? new Variation(options.varyUnspecified ? options.varyUnspecified.seed : null, options.profile ?? null)
         : null;
-    this.#unfinishedJobs = core.repo.where('research_jobs', (job) => job.status !== 'succeeded' && job.status !== 'failed');
-    this.#unfinishedDocuments = core.repo.where(
-      'training_documents',
-      (doc) => doc.processing_step !== 'indexed' && doc.processing_step !== 'failed',
+    this.research = new Research(
+      core,
+      { search: this.search, fileNames: this.#fileNames },
+      { timings: this.timings, prices: this.prices, faults: this.faults, variation: this.variation },
     );
+    this.training = new Training(core, {
+      timings: this.timings,
+      variation: this.variation,
+      indexed: async (doc) => {
+        this.#fileNames.set(doc.id, doc.file_name);
+        await this.search.addKnowledge(asKnowledge(doc));
+      },
+    });
   }
 
   /**
@@ -201,121 +170,29 @@ export class ResourceService {
     }
   }
 
-  // ---- research (spec 2.5, 3.1, 4.4 rule 3) ---------------------------------------------------
+  // ---- research and training, read after the job clock moved them (research.ts, training.ts) --------------------
 
-  /** Queues a research job; answers at once (REST: 202) and is charged once (spec 1). */
-  async startResearch(access: AccessContext, question: string): Promise<Charged<ResearchAccepted>> {
-    checkQuestion(question);
-    const now = this.core.clock.now();
-    // A research_fail fault marks the job now; it fails when it would have finished.
-    const fault = requestFault(this.faults, 'research_fail', access, { method: 'POST', path: '/research', question });
-    const variant = this.variation?.next('research');
-    const job: ResearchJob = {
-      id: idFor(variant, 'job'),
-      client_id: access.client_id,
-      grant_id: access.grant.id,
-      person_id: access.person_id,
-      question,
-      status: 'queued',
-      created_at: now,
-      queued_until: now + this.timings.researchQueueMs,
-      running_until: now + this.timings.researchQueueMs + this.timings.researchRunMs,
-      ...(fault ? { fault_id: fault.id } : {}),
-      ...(variant ? { variation: variant } : {}),
-    };
-    this.core.repo.put('research_jobs', job.id, job);
-    this.core.events.emit('research.created', { job_id: job.id, client_id: job.client_id, grant_id: job.grant_id, question });
-    const value: ResearchAccepted = { job_id: job.id, status: 'queued', poll: `/research/${job.id}` };
-    if (!variant) return { value, charge: this.prices.research };
-    return { value: varyResearchCreated(value, variant), charge: this.prices.research, variant: describeVariant(variant) };
+  startResearch(access: AccessContext, question: string): Promise<Charged<ResearchAccepted>> {
+    return Promise.resolve(this.research.start(access, question));
   }
 
-  /** The job as its owner sees it (spec 2.5), in the variants it was created with; another client's job does not exist for the caller. */
   async researchView(access: AccessContext, jobId: string): Promise<Answer<ResearchJobView>> {
     await this.settle();
-    const job = this.core.repo.get('research_jobs', jobId);
-    if (!job || !belongsTo(job, access)) throw new ProblemError('research_job_not_found', `no research job "${jobId}"`);
-    const view: ResearchJobView = {
-      job_id: job.id,
-      status: job.status,
-      poll: `/research/${job.id}`,
-      question: job.question,
-      created_at: new Date(job.created_at).toISOString(),
-      ...(job.finished_at ? { finished_at: new Date(job.finished_at).toISOString() } : {}),
-      ...(job.status === 'succeeded' ? { report: job.report, citations: job.citations } : {}),
-      ...(job.status === 'failed' ? { error: job.error } : {}),
-    };
-    if (!job.variation) return { value: view };
-    return { value: varyResearchJob(view, job.variation), variant: describeVariant(job.variation) };
+    return this.research.view(access, jobId);
   }
 
-  // ---- training (spec 2.6, 4.4 rule 4) ---------------------------------------------------------
-
-  /** Accepts a document for ingest (REST: 202): it becomes findable only once indexed. Free. */
-  async startTraining(access: AccessContext, fileName: string, content: string): Promise<Answer<TrainingAccepted>> {
-    validateFileName(fileName);
-    if (content.trim() === '') throw new ProblemError('content_empty', 'content is empty');
-    const size = Buffer.byteLength(content, 'utf8');
-    if (size > TRAINING_MAX_BYTES)
-      throw new ProblemError('content_too_large', `content is ${size} bytes; at most ${TRAINING_MAX_BYTES} bytes (256 KiB) are accepted`);
-    const now = this.core.clock.now();
-    const variant = this.variation?.next('training');
-    const doc: TrainingDocument = {
-      id: idFor(variant, 'doc'),
-      client_id: access.client_id,
-      grant_id: access.grant.id,
-      person_id: access.person_id,
-      file_name: fileName,
-      title: markdownTitle(content, fileName),
-      content,
-      size,
-      created_at: now,
-      step_ms: this.timings.trainingStepMs,
-      processing_step: 'received',
-      ...(variant ? { variation: variant } : {}),
-    };
-    this.core.repo.put('training_documents', doc.id, doc);
-    this.core.events.emit('training.received', {
-      document_id: doc.id,
-      client_id: doc.client_id,
-      grant_id: doc.grant_id,
-      file_name: fileName,
-      size,
-    });
-    if (!variant) return { value: { document_id: doc.id, job_id: doc.id, processing_step: 'received', status: `/training/${doc.id}` } };
-    return { value: varyTrainingAccepted(doc.id, variant), variant: describeVariant(variant) };
+  startTraining(access: AccessContext, fileName: string, content: string): Promise<Answer<TrainingAccepted>> {
+    return Promise.resolve(this.training.start(access, fileName, content));
   }
 
   async trainingView(access: AccessContext, documentId: string): Promise<Answer<TrainingDocumentView>> {
-    const doc = await this.#ownDocument(access, documentId);
-    const view: TrainingDocumentView = {
-      document_id: doc.id,
-      file_name: doc.file_name,
-      title: doc.title,
-      size: doc.size,
-      processing_step: doc.processing_step,
-      created_at: new Date(doc.created_at).toISOString(),
-      ...(doc.indexed_at ? { indexed_at: new Date(doc.indexed_at).toISOString() } : {}),
-      ...(doc.error ? { error: doc.error } : {}),
-      url: `/training/${doc.id}/url`,
-    };
-    if (!doc.variation) return { value: view };
-    return { value: varyTrainingDocument(view, doc.variation), variant: describeVariant(doc.variation) };
-  }
-
-  /** A link on `{auth_url}` where the person opens the document in the browser. */
-  async trainingUrl(access: AccessContext, documentId: string): Promise<Answer<TrainingLink>> {
-    const doc = await this.#ownDocument(access, documentId);
-    const value: TrainingLink = { document_id: doc.id, url: `${this.core.urls.authUrl}/documents/${encodeURIComponent(doc.id)}` };
-    if (!doc.variation) return { value };
-    return { value: varyTrainingUrl(value, doc.variation), variant: describeVariant(doc.variation) };
-  }
-
-  async #ownDocument(access: AccessContext, documentId: string): Promise<TrainingDocument> {
     await this.settle();
-    const doc = this.core.repo.get('training_documents', documentId);
-    if (!doc || !belongsTo(doc, access)) throw new ProblemError('training_document_not_found', `no training document "${documentId}"`);
-    return doc;
+    return this.training.view(access, documentId);
+  }
+
+  async trainingUrl(access: AccessContext, documentId: string): Promise<Answer<TrainingLink>> {
+    await this.settle();
+    return this.training.url(access, documentId);
   }
 
   /** A knowledge document as a person may open it: a fixture or a scenario's shared one, or a training document of that person. */
@@ -326,12 +203,12 @@ export class ResourceService {
     return doc && doc.person_id === personId ? asKnowledge(doc) : undefined;
   }
 
-  // ---- moving jobs on the clock ----------------------------------------------------------------
+  // ---- the job clock ---------------------------------------------------------------------------
 
   /**
-   * Moves every research job and training document to where the clock says it is, publishing each step.
-   * Called on every read and by the emulator's ticker; calls never overlap. Returns whether anything changed
-   * (the caller commits).
+   * Moves every training document, then every research job, to where the clock says it is (their settle steps), and
+   * commits what moved: the job clock's use case. Called on every read of a job or document and by the emulator's
+   * ticker; calls never overlap. Returns whether anything changed.
    */
   settle(): Promise<boolean> {
     // A run in progress settles to the time it started at; if the clock moved since (a manual advance), one more
@@ -352,101 +229,10 @@ export class ResourceService {
 
   async #settle(): Promise<boolean> {
     const now = this.core.clock.now();
-    let changed = false;
     // Training first: a research job finishing later on the clock reads what was indexed before it.
-    // Copied: each step changes the set, and the awaits let requests change it too.
-    for (const id of [...this.#unfinishedDocuments]) {
-      const doc = this.core.repo.get('training_documents', id);
-      if (!doc || doc.processing_step === 'indexed' || doc.processing_step === 'failed') continue;
-      let step = trainingStepAt(doc, now);
-      if (step === doc.processing_step) continue;
-      let error: TrainingDocument['error'];
-      if (unreadable(doc.content) && TRAINING_STEPS.indexOf(step as never) >= TRAINING_STEPS.indexOf('parsing')) {
-        step = 'failed';
-        error = { code: 'unreadable_content', message: 'Das Dokument enthält Steuerzeichen und ist kein lesbarer Text.' };
-      }
-      const moved = this.core.repo.update('training_documents', doc.id, {
-        processing_step: step,
-        ...(error ? { error } : {}),
-        ...(step === 'indexed' ? { indexed_at: doc.created_at + doc.step_ms * (TRAINING_STEPS.length - 1) } : {}),
-      });
-      if (step === 'indexed') {
-        this.#fileNames.set(moved.id, moved.file_name);
-        await this.search.addKnowledge(asKnowledge(moved));
-      }
-      this.core.events.emit('training.step', {
-        document_id: doc.id,
-        client_id: doc.client_id,
-        processing_step: step,
-        ...(error ? { error: `${error.code}: ${error.message}` } : {}),
-      });
-      changed = true;
-    }
-    for (const id of [...this.#unfinishedJobs]) {
-      const job = this.core.repo.get('research_jobs', id);
-      if (!job || job.status === 'succeeded' || job.status === 'failed') continue;
-      if (now >= job.running_until) {
-        // A document indexed after the job finished (on the clock) was not there for it to read.
-        const hits = (await this.search.search(job.question, { person: job.person_id, limit: 8, knowledgeOnly: true }))
-          .filter((hit) => (this.core.repo.get('training_documents', hit.id)?.indexed_at ?? -Infinity) <= job.running_until)
-          .slice(0, 6);
-        // Jobs asking the same question over the same index read the same hits and get the same report.
-        const written = await this.search.memo(
-          JSON.stringify(['report', job.question, hits.map((h) => [h.kind, h.id, h.score])]),
-          (analyze) => composeReport(job.question, hits, analyze, this.#fileNames),
-        );
-        const finished = { finished_at: job.running_until };
-        if (job.fault_id || !written) {
-          const error = job.fault_id
-            ? {
-                code: 'research_failed',
-                message: `Die Recherche ist fehlgeschlagen; es wurde kein Bericht erstellt. (Absichtlich eingespeister Fehler ${job.fault_id}.)`,
-              }
-            : {
-                code: 'no_sources',
-                message: 'Zu dieser Frage enthält die Wissensdatenbank keine Quellen; es wurde kein Bericht erstellt.',
-              };
-          this.core.repo.update('research_jobs', job.id, { ...finished, status: 'failed', error });
-          this.core.events.emit('research.failed', { job_id: job.id, client_id: job.client_id, error: error.code, message: error.message });
-        } else {
-          const { report, citations } = written;
-          this.core.repo.update('research_jobs', job.id, { ...finished, status: 'succeeded', report, citations });
-          this.core.events.emit('research.succeeded', { job_id: job.id, client_id: job.client_id, citations: citations.length });
-        }
-        changed = true;
-      } else if (now >= job.queued_until && job.status === 'queued') {
-        this.core.repo.update('research_jobs', job.id, { status: 'running' });
-        this.core.events.emit('research.running', { job_id: job.id, client_id: job.client_id });
-        changed = true;
-      }
-    }
-    if (changed) await this.core.commit();
-    return changed;
+    const trained = await this.training.settle(now);
+    const researched = await this.research.settle(now);
+    if (trained || researched) await this.core.commit();
+    return trained || researched;
   }
-}
-
-/** A new id: in the form the variant chose (--vary-unspecified), else the emulator's own. */
-const idFor = (variant: VariantSelection | undefined, prefix: string, plain: () => string = () => newId(prefix)): string =>
-  variant ? formatId(variant.choices.ids, prefix, randomBytesFor(16)) : plain();
-
-/** Jobs and documents are their client's and their person's; anyone else gets 404. */
-const belongsTo = (record: { client_id: string; person_id: string }, access: AccessContext): boolean =>
-  record.client_id === access.client_id && record.person_id === access.person_id;
-
-const asKnowledge = (doc: TrainingDocument): KnowledgeDocument => ({
-  id: doc.id,
-  title: doc.title,
-  file_name: doc.file_name,
-  content: doc.content,
-  owner: doc.person_id,
-});
-
-function validateFileName(name: string): void {
-  const problem = fileNameProblem(name);
-  if (problem) throw new ProblemError('invalid_file_name', `file_name ${problem}`);
-}
-
-/** A question must say something; its type and length are QUESTION's (inputs.ts), checked where it enters. */
-function checkQuestion(question: string): void {
-  if (question.trim() === '') throw new ProblemError('invalid_request', 'question must not be empty');
 }

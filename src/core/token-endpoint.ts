@@ -1,11 +1,12 @@
 import type { CoreContext } from './context.js';
 import { OAuthError, invalidRequest } from './errors.js';
-import { GRANT_TYPES, type TokenParams, type TokenResponse } from './grants/index.js';
+import { GRANT_TYPES, type IssuedTokens, type TokenParams, type TokenResponse } from './grants/index.js';
 import { requireClient } from './registration.js';
 
 /**
  * Spec 4.3, OAuth 2.1 §3.2: the token endpoint. Checks the grant type and the parameters it requires, then that
- * the client registered that grant type, and dispatches to the grant type's module (src/core/grants/).
+ * the client registered that grant type, and dispatches to the grant type's module (src/core/grants/), which changes the
+ * state through the repository and never commits: the exchange commits once, here.
  */
 export async function exchangeToken(core: CoreContext, params: TokenParams): Promise<TokenResponse> {
   const grantType = params.grant_type;
@@ -23,5 +24,14 @@ export async function exchangeToken(core: CoreContext, params: TokenParams): Pro
         `with ${grantType} in grant_types to use it`,
     );
   }
-  return handler.handler(core, params, client);
+  // The exchange's one commit, at its end whether it answers or refuses: a refusal that changed the state (a replayed
+  // code or refresh token ends its family) is durable before it is said, and tokens only once what they stand for is.
+  let issued: IssuedTokens;
+  try {
+    issued = await handler.handler(core, params, client);
+  } finally {
+    await core.commit();
+  }
+  issued.announce();
+  return issued.response;
 }

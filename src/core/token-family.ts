@@ -115,14 +115,16 @@ export function startFamily(core: CoreContext, grant: Grant, presetToken?: strin
   return created;
 }
 
-/** Spec 3.2, OAuth 2.1 §4.3: rotates the family on a refresh; returns the rotated family and its new refresh token. */
+/**
+ * Spec 3.2, OAuth 2.1 §4.3: rotates the family on a refresh; returns the rotated family and its new refresh token,
+ * for `issueTokens` to store once, with the access token it issues from it.
+ */
 export function rotateRefreshToken(
   core: CoreContext,
   family: TokenFamily,
   presented: string,
 ): { family: TokenFamily; refreshToken: string } {
   const rotated = rotateFamily(family, presented, core.clock.now(), core.lifetimes.refreshToken);
-  core.repo.put('families', family.id, rotated.family);
   core.events.emit('refresh.rotated', {
     grant_id: family.grant_id,
     family_id: family.id,
@@ -154,10 +156,9 @@ export function invalidateFamily(core: CoreContext, family: TokenFamily, reason:
  * or a second copy of the client would. The family dies by the replay rule (spec 3.2), exactly as if the token had
  * reached the token endpoint. A family that never rotated counts its current token as the one used twice.
  */
-export async function replayStoredRefreshToken(core: CoreContext, grantId: string): Promise<void> {
+export function replayStoredRefreshToken(core: CoreContext, grantId: string): void {
   for (const family of Object.values(core.state.families)) {
     if (family.grant_id !== grantId || family.status !== 'active') continue;
     invalidateFamily(core, family, 'refresh_replay', family.history.at(-1)?.generation ?? family.current.generation);
   }
-  await core.commit();
 }

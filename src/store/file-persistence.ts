@@ -1,6 +1,6 @@
-import { constants } from 'node:fs';
+import { constants, existsSync } from 'node:fs';
 import { open, readFile, rm, stat, type FileHandle } from 'node:fs/promises';
-import { extname } from 'node:path';
+import { dirname, extname } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -720,6 +720,20 @@ export class FilePersistence implements StatePersistence {
     } finally {
       view.release();
     }
+  }
+
+  /**
+   * Whether the state file's folder is gone. When it is, serve stops as when a commit finds it gone (FILES_GONE):
+   * the lock, which went with the folder, may notice first, and the folder's removal is what the user must hear.
+   */
+  lostWithFolder(): boolean {
+    const folder = dirname(this.location);
+    if (existsSync(folder)) return false;
+    this.#lose(
+      Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder }),
+      FILES_GONE.folder,
+    );
+    return true;
   }
 
   /**

@@ -17,6 +17,18 @@ describe('what loads after the ready line waits for a quiet moment', () => {
     expect(performance.now() - called).toBeGreaterThanOrEqual(50);
   });
 
+  it('a standstill of the process is not a quiet moment: the wait starts again when the loop runs again', async () => {
+    const quiet = new QuietMoments();
+    const moment = quiet.moment(50);
+    await sleep(10);
+    // The whole process stands still past the moment's time, as on a busy machine; its timer is due when it resumes.
+    const stood = performance.now();
+    while (performance.now() - stood < 400);
+    const resumed = performance.now();
+    await moment;
+    expect(performance.now() - resumed).toBeGreaterThanOrEqual(50);
+  });
+
   it('counts from the last answer: a request answered after the call starts the wait again', async () => {
     // The request is in flight before the call, so the server has seen it whatever the machine's load: a request
     // sent after the call may reach the server only once a quiet moment has already come, which proves nothing.

@@ -37,7 +37,6 @@ export const authorizationCodeGrant: GrantType = {
       const family = code.family_id ? core.repo.get('families', code.family_id) : undefined;
       if (family) invalidateFamily(core, family, 'code_replay');
       core.events.emit('code.replayed', { grant_id: code.grant_id, client_id: code.client_id, family_id: code.family_id });
-      await core.commit();
       throw refused(
         'authorization code was already used; the tokens issued from it are revoked',
         'Exchange each code once: a retried or doubled code exchange (a reloaded redirect page, two handlers for one callback) counts as a leaked code.',

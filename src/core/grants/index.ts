@@ -8,4 +8,4 @@ export const GRANT_TYPES: Readonly<Record<string, GrantType>> = {
   refresh_token: refreshTokenGrant,
 };
 
-export type { GrantType, TokenParams, TokenResponse } from './types.js';
+export type { GrantType, IssuedTokens, TokenParams, TokenResponse } from './types.js';

@@ -57,7 +57,6 @@ export const refreshTokenGrant: GrantType = {
       const since = replayed?.rotated_at != null ? now - replayed.rotated_at : null;
       invalidateFamily(core, family, 'refresh_replay', replayed?.generation ?? null);
       refused('replay', replayed?.generation ?? null, since);
-      await core.commit();
       throw new OAuthError('invalid_grant', 'refresh token was already used (replay); every token of its family is now invalid', {
         hint: since !== null && since <= CONCURRENT_WINDOW ? HINTS.concurrentRefresh : HINTS.staleRefreshToken,
       });

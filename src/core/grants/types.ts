@@ -13,10 +13,19 @@ export interface TokenResponse {
   scope: string;
 }
 
+/** Tokens signed and recorded, not yet durable: the use case commits, then announces them (`tokens.issued`) and answers. */
+export interface IssuedTokens {
+  response: TokenResponse;
+  announce(): void;
+}
+
 /** One module per grant type; the token endpoint only dispatches (OAuth 2.1 §4). */
 export interface GrantType {
   /** Required parameters, each checked before the handler runs (missing → invalid_request); `client_id` among them. */
   parameters: readonly string[];
-  /** `client` is the registered client named by `client_id`, already allowed this grant type. */
-  handler(core: CoreContext, params: TokenParams, client: Client): Promise<TokenResponse>;
+  /**
+   * `client` is the registered client named by `client_id`, already allowed this grant type. Changes the state through
+   * the repository and never commits: the token endpoint does, once.
+   */
+  handler(core: CoreContext, params: TokenParams, client: Client): Promise<IssuedTokens>;
 }

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { cleanup } from 'ink-testing-library';
-import { initialState, reduce, type StreamMessage } from '../src/dashboard/model.js';
-import { wrapLines } from '../src/dashboard/layout.js';
-import { detail, table } from '../src/dashboard/views/index.js';
-import { KEYS, Script, T0, finding, renderDashboard, overview } from './helpers/dashboard.js';
-import { pollUntil } from './helpers/wait.js';
+import { initialState, reduce, type StreamMessage } from '../../src/dashboard/model.js';
+import { wrapLines } from '../../src/dashboard/layout.js';
+import { detail, table } from '../../src/dashboard/views/index.js';
+import { KEYS, Script, T0, finding, renderDashboard, overview } from '../helpers/dashboard.js';
+import { pollUntil } from '../helpers/wait.js';
 
 afterEach(() => cleanup());
 
