@@ -109,19 +109,19 @@ describe.each(adapters)('46.4 the persistence contract: %s', (name, make) => {
     expect(Object.keys(state.clients).sort()).toEqual(['a', 'b', 'c', 'x']);
   });
 
-  it('snapshot save and restore: readStored, more changes, then replaceStored brings back the state and its charges exactly', async () => {
+  it('snapshot save and restore: exportState, more changes, then importState of that export brings back the state and its charges exactly', async () => {
     const adapter = await make();
     const repo = await opened(adapter);
     repo.put('clients', 'c1', client('c1'));
     charge(repo, 1);
     await adapter.persistence.commit(repo);
-    const saved = await adapter.persistence.readStored(repo);
+    const saved = await adapter.persistence.exportState(repo);
     repo.put('clients', 'c2', client('c2'));
     charge(repo, 2);
     await adapter.persistence.commit(repo);
     expect(await adapter.persistence.readCharges()).toHaveLength(2);
     const restored: State = parseState(saved.state, 'snapshot', resetAdvice('snapshot'));
-    await adapter.persistence.replaceStored(saved, restored, () => repo.replace(restored));
+    await adapter.persistence.importState(saved, restored, () => repo.replace(restored));
     expect(await adapter.persistence.readCharges()).toHaveLength(1);
     expect(Object.keys(repo.state.clients)).toEqual(['c1']);
     await adapter.persistence.close();
