@@ -11,6 +11,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import type { StateExport } from '../src/core/persistence.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { REDIRECT, authorizeUrl, pkce, register } from './helpers/oauth.js';
@@ -173,7 +174,7 @@ async function target(): Promise<Target> {
 
 /** Runs RUNS generated requests; each must be refused as `check` says, and the stored state must stay as it was. */
 async function refusesAll(t: Target, requests: fc.Arbitrary<Sent>, check: (answer: Answer, sent: Sent) => void, base = t.emulator.baseUrl) {
-  const before = await t.emulator.core.exportStored();
+  const before = await t.emulator.core.exportState();
   await fc.assert(
     fc.asyncProperty(requests, async (sent) => {
       const answer = await send(base, sent);
@@ -183,11 +184,11 @@ async function refusesAll(t: Target, requests: fc.Arbitrary<Sent>, check: (answe
     }),
     { numRuns: RUNS, ...(SEED !== undefined ? { seed: SEED } : {}) },
   );
-  expectStored(await t.emulator.core.exportStored(), before);
+  expectSameExport(await t.emulator.core.exportState(), before);
 }
 
-/** The stored state and ledger as they were (parsed first, so that a difference shows as a readable diff). */
-function expectStored(after: { state: string; ledger: string | null }, before: { state: string; ledger: string | null }) {
+/** The export (stored state and ledger) as it was (parsed first, so that a difference shows as a readable diff). */
+function expectSameExport(after: StateExport, before: StateExport) {
   expect(JSON.parse(after.state)).toEqual(JSON.parse(before.state));
   expect(after).toEqual(before);
 }
@@ -264,7 +265,7 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
       else url.searchParams.set(change.set[0], change.set[1]);
       return { method: 'GET', path: `${url.pathname}${url.search}` };
     });
-    const before = await t.emulator.core.exportStored();
+    const before = await t.emulator.core.exportState();
     await fc.assert(
       fc.asyncProperty(requests, async (sent) => {
         const answer = await send(t.emulator.authUrl, sent);
@@ -281,7 +282,7 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
       }),
       { numRuns: RUNS, ...(SEED !== undefined ? { seed: SEED } : {}) },
     );
-    expectStored(await t.emulator.core.exportStored(), before);
+    expectSameExport(await t.emulator.core.exportState(), before);
   });
 
   it('RFC 6749 §5.2: POST /oauth/token', async () => {
@@ -465,7 +466,7 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
       headers,
       body: json({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: a } }),
     }));
-    const before = await t.emulator.core.exportStored();
+    const before = await t.emulator.core.exportState();
     await fc.assert(
       fc.asyncProperty(requests, async (sent) => {
         const answer = await send(t.emulator.baseUrl, sent);
@@ -476,7 +477,7 @@ describe('bad input is refused cleanly: a 4xx in the documented shape, no 5xx, n
       }),
       { numRuns: RUNS, ...(SEED !== undefined ? { seed: SEED } : {}) },
     );
-    expectStored(await t.emulator.core.exportStored(), before);
+    expectSameExport(await t.emulator.core.exportState(), before);
     expect(t.emulator.core.state.charges.count).toBe(0);
   });
 });

@@ -325,7 +325,7 @@ describe('a commit that could not be written', () => {
     await mkdir(journalOf(file));
     core.repo.put('clients', 'client_1', client(1));
     // A snapshot asks for a state file at the very record that fails.
-    await expect(core.exportStored()).rejects.toThrow(/cannot write state file/);
+    await expect(core.exportState()).rejects.toThrow(/cannot write state file/);
     await rmdir(journalOf(file));
     core.repo.put('clients', 'client_2', client(2));
     await core.commit();
@@ -463,7 +463,7 @@ describe('succeeded research jobs are plain data in the state', () => {
       expect(asJson({ ...read })).toEqual(asJson(written));
       expect(asJson(core.repo.get('research_jobs', 'job_q'))).toEqual(asJson(job('job_q', 'queued', 'wartet')));
       // A compaction writes it from memory as it is.
-      await core.exportStored();
+      await core.exportState();
       await persistence.close();
     }
   });

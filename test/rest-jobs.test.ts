@@ -225,7 +225,7 @@ describe('spec 2.5: a finished job after a restart', () => {
     const afterRestart = await get(again, token, poll);
     expect(afterRestart.status).toBe(200);
     expect(afterRestart.text).toBe(done.text);
-    await again.core.exportStored();
+    await again.core.exportState();
     expect((await get(again, token, poll)).text).toBe(done.text);
   });
 });

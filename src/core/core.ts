@@ -12,7 +12,7 @@ import { ConsentScreens } from './consent-screens.js';
 import type { JobTimings } from './jobs.js';
 import { generateSigningKey } from './keys.js';
 import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
-import { stateText, type StatePersistence, type StoredState } from './persistence.js';
+import { stateText, type StatePersistence, type StateExport } from './persistence.js';
 import { defaultPerson, type Person } from './persons.js';
 import { Repository, type ReadonlyState } from './repository.js';
 import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
@@ -134,31 +134,31 @@ export class Core implements CoreContext {
   }
 
   /**
-   * The committed state and ledger exactly as stored, after committing every change made so far (a snapshot).
+   * The committed state and ledger exactly as stored (the export), after committing every change made so far.
    * The read is asked for in the same turn as the commit, so it is that commit's state and ledger, or a later pair.
    */
-  async exportStored(): Promise<StoredState> {
+  async exportState(): Promise<StateExport> {
     const committed = this.commit();
-    const stored = this.persistence.readStored(this.repo);
-    const [result] = await Promise.all([stored, committed]);
+    const exported = this.persistence.exportState(this.repo);
+    const [result] = await Promise.all([exported, committed]);
     return result;
   }
 
   /**
-   * Makes `stored` (a snapshot) the stored state and ledger byte for byte, and the core's state. Changes not yet
+   * Makes `exported` (an export, a snapshot's among them) the stored state and ledger byte for byte, and the core's state. Changes not yet
    * committed and open consent screens are dropped; `swap` runs with the new state in place, before anything
    * else can be written (the caller brings its own in-memory views along). Throws StateFileError, before
-   * anything changed, if `stored.state` is not a state file (`label` names where it came from).
+   * anything changed, if `exported.state` is not a state file (`label` names where it came from).
    */
-  async restoreStored(stored: StoredState, label: string, swap: () => void = () => undefined): Promise<void> {
+  async importState(exported: StateExport, label: string, swap: () => void = () => undefined): Promise<void> {
     const advice = this.persistence.resetAdvice(label);
-    const parsed = parseState(stored.state, label, advice);
+    const parsed = parseState(exported.state, label, advice);
     // Saved before the charges moved into the state: stored with the charges it takes from the ledger saved with it.
     const legacy = (parsed as Partial<State>).charge_ledger === undefined;
-    const state = adoptLedger(parsed, stored.ledger, label, `the charge ledger saved with ${label}`, advice);
-    if (legacy) stored = { ...stored, state: stateText(state) };
+    const state = adoptLedger(parsed, exported.ledger, label, `the charge ledger saved with ${label}`, advice);
+    if (legacy) exported = { ...exported, state: stateText(state) };
     if (state.keys.length === 0) throw new StateFileError(label, `${label} holds no signing key; it is not a state this emulator wrote`);
-    await this.persistence.replaceStored(stored, state, () => {
+    await this.persistence.importState(exported, state, () => {
       this.consentScreens.reset();
       this.registrations.clear();
       this.repo.replace(state);

@@ -3,10 +3,11 @@ import type { Repository } from './repository.js';
 import type { State } from './state.js';
 
 /**
- * The state file's text exactly as stored (a snapshot), and the ledger file's text for its charges (null: none), a
- * copy to read: a state saved before the charges moved into it (no `charge_ledger`) takes them from it.
+ * The export of the state: the state file's text exactly as stored, and the ledger file's text for its charges (null:
+ * none), a copy to read: a state saved before the charges moved into it (no `charge_ledger`) takes them from it. A
+ * snapshot is an export saved under a name.
  */
-export interface StoredState {
+export interface StateExport {
   state: string;
   ledger: string | null;
 }
@@ -33,15 +34,15 @@ export interface StatePersistence {
   readCharges(): Promise<ChargeEntry[]>;
   /**
    * The state as it is at the call (every change made so far, which a commit asked for in the same turn makes
-   * durable), once that commit is durable. (Snapshots: `Core.exportStored`.)
+   * durable), once that commit is durable: its export. (Snapshots: `Core.exportState`.)
    */
-  readStored(repo: Repository): Promise<StoredState>;
+  exportState(repo: Repository): Promise<StateExport>;
   /**
-   * Makes `stored.state` the stored state, byte for byte and durably, between two writes (the ledger file is
+   * Makes `exported.state` the stored state, byte for byte and durably, between two writes (the ledger file is
    * written from it). `state` is what it parses to. `swap` runs before
    * any later write starts (it puts `state` in the repository, so nothing of the old state can be written after it).
    */
-  replaceStored(stored: StoredState, state: State, swap: () => void): Promise<void>;
+  importState(exported: StateExport, state: State, swap: () => void): Promise<void>;
   /** Waits for pending writes. */
   flush(): Promise<void>;
   /** Waits for pending writes, leaves the stored state complete at rest, and releases what the adapter holds. */

@@ -71,13 +71,13 @@ export class Snapshots {
   }
 
   async #save(name: string): Promise<SnapshotInfo> {
-    const stored = await this.#core.exportStored();
+    const exported = await this.#core.exportState();
     const clock = this.#core.clock;
     const record: SnapshotRecord = {
       name,
       saved_at: new Date().toISOString(),
       clock: { mode: clock instanceof ManualClock ? 'manual' : 'system', now: clock.now() },
-      ...stored,
+      ...exported,
     };
     const file = await this.#store.put(record);
     return infoOf(record, file);
@@ -137,7 +137,7 @@ export class Snapshots {
     const file = this.#store.fileOf(record.name);
     const label = file ?? `snapshot "${record.name}"`;
     try {
-      await this.#core.restoreStored(record, label, () => {
+      await this.#core.importState(record, label, () => {
         // The time it was saved at: tokens, codes and jobs stand where they stood.
         if (this.#core.clock instanceof ManualClock) this.#core.clock.set(record.clock.now);
         this.#reload();

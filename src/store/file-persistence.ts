@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/errors.js';
 import { ledgerText, type ChargeEntry } from '../core/charges.js';
-import type { StatePersistence, StoredState } from '../core/persistence.js';
+import type { StatePersistence, StateExport } from '../core/persistence.js';
 import { applyChanges, FrozenView, type Repository } from '../core/repository.js';
 import { adoptLedger, checkState, emptyState, notValidJson, type State } from '../core/state.js';
 import { journalFileFor, ledgerFileFor, moveAwayCommand, resetAdvice, shellQuoted } from './state-files.js';
@@ -277,7 +277,7 @@ export class FilePersistence implements StatePersistence {
   #abandoned: Error | null = null;
   /** What the journal must hold before the first append (a torn last record, or records the state file holds, were found at load). */
   #journalRewrite: string | null = null;
-  /** charges.count of the state file on disk: the charges a snapshot saved from it holds. */
+  /** charges.count of the state file on disk: the charges an export of it (exportState) holds. */
   #stateFileCharges = 0;
   /** The state as loaded (before the first commit hands over the repository). */
   #loaded: State | null = null;
@@ -641,7 +641,7 @@ export class FilePersistence implements StatePersistence {
   }
 
   /** A compaction now, then the state file as it is on disk, and the ledger file's text for its charges. */
-  async readStored(repo: Repository): Promise<StoredState> {
+  async exportState(repo: Repository): Promise<StateExport> {
     this.#repo = repo;
     await this.#requestCompaction();
     return this.#exclusive(async () => {
@@ -650,10 +650,10 @@ export class FilePersistence implements StatePersistence {
     });
   }
 
-  replaceStored(stored: StoredState, state: State, swap: () => void): Promise<void> {
+  importState(exported: StateExport, state: State, swap: () => void): Promise<void> {
     return this.#exclusive(async () => {
       if (this.#abandoned) throw this.#abandoned;
-      const text = withJournalSeq(stored.state, this.#seq);
+      const text = withJournalSeq(exported.state, this.#seq);
       await this.#call({ op: 'replace', id: 0, state: text });
       this.#onStateFile();
       this.#journalBytes = 0;

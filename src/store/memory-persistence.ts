@@ -1,6 +1,6 @@
 import { Low, Memory } from 'lowdb';
 import { ledgerText, type ChargeEntry } from '../core/charges.js';
-import { stateText, type StatePersistence, type StoredState } from '../core/persistence.js';
+import { stateText, type StatePersistence, type StateExport } from '../core/persistence.js';
 import type { Repository } from '../core/repository.js';
 import type { State } from '../core/state.js';
 import { moveAwayCommand, resetAdvice } from './state-files.js';
@@ -36,7 +36,7 @@ export class MemoryPersistence implements StatePersistence {
   }
 
   /** Serialised as the file adapter stores it, at the call. */
-  async readStored(repo: Repository): Promise<StoredState> {
+  async exportState(repo: Repository): Promise<StateExport> {
     const view = repo.frozenView();
     let state: State;
     try {
@@ -49,7 +49,7 @@ export class MemoryPersistence implements StatePersistence {
     return { state: stateText(state), ledger: ledger === '' ? null : ledger };
   }
 
-  async replaceStored(_stored: StoredState, state: State, swap: () => void): Promise<void> {
+  async importState(_exported: StateExport, state: State, swap: () => void): Promise<void> {
     this.#db.data = state;
     this.#committed = state.charges.count;
     swap();

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { StoredState } from '../core/persistence.js';
+import type { StateExport } from '../core/persistence.js';
 import { writeFileDurably } from './durable-write.js';
 
 /** Names people give snapshots: safe as file names everywhere, never a path. */
@@ -10,7 +10,7 @@ export const SNAPSHOT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const BASELINE = '_baseline';
 
 /** One saved state: the state file's and the ledger's exact text, and the emulator clock at saving. */
-export interface SnapshotRecord extends StoredState {
+export interface SnapshotRecord extends StateExport {
   name: string;
   /** Wall-clock time of saving (ISO). */
   saved_at: string;
