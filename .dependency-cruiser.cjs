@@ -57,7 +57,7 @@ module.exports = {
       from: { path: '^src/contract/' },
       to: {
         path: '^src/',
-        pathNot: ['^src/(protocol|client|contract)/', '^src/conformance/report\\.ts$', '^src/core/variant-profile\\.ts$'],
+        pathNot: ['^src/(protocol|client|contract)/', '^src/conformance/report\\.ts$', '^src/core/emulation/variant-profile\\.ts$'],
       },
     },
     {

@@ -6,9 +6,9 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { StatePersistence } from '../src/core/persistence.js';
-import { Repository } from '../src/core/repository.js';
-import { emptyState, parseState, type Client, type State } from '../src/core/state.js';
+import type { StatePersistence } from '../src/core/state/persistence.js';
+import { Repository } from '../src/core/state/repository.js';
+import { emptyState, parseState, type Client, type State } from '../src/core/state/state.js';
 import { FilePersistence } from '../src/store/file-persistence.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { journalFileFor, resetAdvice } from '../src/store/state-files.js';

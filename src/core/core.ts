@@ -1,24 +1,24 @@
-import { AccessTokenSigner } from './access-token.js';
-import type { ChargeEntry } from './charges.js';
-import type { Clock } from './clock.js';
-import { Arrivals } from './arrivals.js';
-import { ConsentPolicies } from './consent-policy.js';
+import { AccessTokenSigner } from './oauth/access-token.js';
+import type { ChargeEntry } from './state/charges.js';
+import type { Clock } from './state/clock.js';
+import { Arrivals } from './emulation/arrivals.js';
+import { ConsentPolicies } from './emulation/consent-policy.js';
 import { DEFAULT_LIFETIMES, type CoreContext, type Lifetimes } from './context.js';
-import { StateFileError } from './errors.js';
-import { EventBus } from './events.js';
-import { Findings } from './findings.js';
-import { seedGrant, type GrantSeed } from './grants-admin.js';
-import { ConsentScreens } from './consent-screens.js';
-import type { JobTimings } from './jobs.js';
-import { generateSigningKey } from './keys.js';
-import { issuerOf, resourceOf, type ServiceUrls } from './metadata.js';
-import { stateText, type StatePersistence, type StoredState } from './persistence.js';
-import { defaultPerson, type Person } from './persons.js';
-import { Repository, type ReadonlyState } from './repository.js';
-import { DEFAULT_RETENTION, applyRetention, type Retention } from './retention.js';
-import { RegistrationGate, type RegistrationLimits } from './registration-gate.js';
-import { applyScenario, type LoadedScenario } from './scenario.js';
-import { adoptLedger, emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state.js';
+import { StateFileError } from './state/errors.js';
+import { EventBus } from './state/events.js';
+import { Findings } from './emulation/findings.js';
+import { seedGrant, type GrantSeed } from './oauth/grants-admin.js';
+import { ConsentScreens } from './oauth/consent-screens.js';
+import type { JobTimings } from './resources/jobs.js';
+import { generateSigningKey } from './oauth/keys.js';
+import { issuerOf, resourceOf, type ServiceUrls } from './oauth/metadata.js';
+import { stateText, type StatePersistence, type StoredState } from './state/persistence.js';
+import { defaultPerson, type Person } from './state/persons.js';
+import { Repository, type ReadonlyState } from './state/repository.js';
+import { DEFAULT_RETENTION, applyRetention, type Retention } from './oauth/retention.js';
+import { RegistrationGate, type RegistrationLimits } from './oauth/registration-gate.js';
+import { applyScenario, type LoadedScenario } from './emulation/scenario.js';
+import { adoptLedger, emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state/state.js';
 
 /** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
 export type { GrantSeed };
@@ -220,7 +220,7 @@ export class Core implements CoreContext {
 
   // ---- housekeeping ---------------------------------------------------------------------------
 
-  /** Lets go of what retention no longer keeps (src/core/retention.ts); true when anything went (the caller commits). */
+  /** Lets go of what retention no longer keeps (src/core/oauth/retention.ts); true when anything went (the caller commits). */
   prune(): boolean {
     const { removed, families } = applyRetention(this.repo, this.clock.now(), this.retention);
     for (const family of families) this.#familyByHandle.delete(family.handle_hash);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { StoredState } from '../core/persistence.js';
+import type { StoredState } from '../core/state/persistence.js';
 import { writeFileDurably } from './durable-write.js';
 
 /** Names people give snapshots: safe as file names everywhere, never a path. */
