@@ -6,7 +6,7 @@
  * Pure: answers in, a profile out; parseProfile checks a profile read from a file.
  */
 import { PROCESSING_STEPS } from './variation.js';
-import { CATALOGUE, type PinnedChoices, type VariedKind } from './variant-catalogue.js';
+import { CATALOGUE, type PinnedChoices, type VariedKind } from '../state/variant-catalogue.js';
 
 export type ObservedStep = 'ask' | 'research.created' | 'research.poll' | 'training.accepted' | 'training.status' | 'training.url';
 /** One answer a server gave, as the `conformance server` run saw it (status and parsed JSON body). */

@@ -9,7 +9,7 @@
 import type { AskAnswer } from '../resources/ask.js';
 import type { Citation, ResearchStatus, TrainingStep } from '../resources/jobs.js';
 import { sourceLabel, type Source } from '../resources/search.js';
-import { CATALOGUE, type Choices, type PinnedChoices, type VariantSelection, type VariedKind } from './variant-catalogue.js';
+import { CATALOGUE, type Choices, type PinnedChoices, type VariantSelection, type VariedKind } from '../state/variant-catalogue.js';
 
 // The catalogue and a selection's type live apart so that jobs.ts can store a selection without importing this module.
 export {
@@ -20,7 +20,7 @@ export {
   type PinnedChoices,
   type VariantSelection,
   type VariedKind,
-} from './variant-catalogue.js';
+} from '../state/variant-catalogue.js';
 
 /** The option: on, with the seed every variant is chosen from. */
 export interface VaryUnspecified {

@@ -1,40 +1,8 @@
 import { textOf } from '../../protocol/format.js';
+import type { PendingAction, WorkspaceChange } from '../state/entities.js';
 import { KIND_LABELS, WORKSPACE_KINDS, type Workspace, type WorkspaceKind, type WorkspaceRecord } from './workspace.js';
 
-/**
- * Spec 2.7 `workspace.write`, 4.4 rule 1: a change the agent asked for, which waits for the person.
- * pending → approved | rejected (the person, on `{auth_url}/actions/{id}`) → applied (continue_ask).
- */
-export interface PendingAction {
-  id: string;
-  client_id: string;
-  grant_id: string;
-  person_id: string;
-  question: string;
-  kind: WorkspaceKind;
-  operation: 'create' | 'update';
-  /** The record changed (update) or the id the new record gets (create). */
-  record_id: string;
-  /** The fields written; for an update, only the changed ones. */
-  fields: Record<string, string>;
-  /** For an update: the values before, to show the person what changes. */
-  before?: Record<string, string>;
-  /** German, exactly what will change. */
-  description: string;
-  status: 'pending' | 'approved' | 'rejected' | 'applied';
-  created_at: number;
-  decided_at?: number;
-  applied_at?: number;
-}
-
-/** One applied change, kept in the state file and replayed over the fixtures on start. */
-export interface WorkspaceChange {
-  action_id: string;
-  at: number;
-  kind: WorkspaceKind;
-  operation: 'create' | 'update';
-  record: WorkspaceRecord;
-}
+export type { PendingAction, WorkspaceChange } from '../state/entities.js';
 
 /** German words that name a kind when a change is asked for (docs/serve.md: write actions). */
 const KIND_WORDS: Array<[RegExp, WorkspaceKind]> = [

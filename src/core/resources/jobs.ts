@@ -1,56 +1,8 @@
-import type { VariantSelection } from '../emulation/variant-catalogue.js';
-import { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../../protocol/jobs.js';
+import { TRAINING_STEPS, type TrainingStep } from '../../protocol/jobs.js';
+import type { TrainingDocument } from '../state/entities.js';
 
 export { TRAINING_STEPS, type ResearchStatus, type TrainingStep } from '../../protocol/jobs.js';
-
-/** A research citation (spec 2.5: element shape not shown; README): `citations[n - 1]` is `[n]` in the report (compose.ts). */
-export interface Citation {
-  id: string;
-  title: string;
-  file_name: string;
-  snippet: string;
-}
-
-export interface ResearchJob {
-  id: string;
-  client_id: string;
-  grant_id: string;
-  /** The person the job runs for: it searches what that person may see, and only they see it. */
-  person_id: string;
-  question: string;
-  status: ResearchStatus;
-  created_at: number;
-  /** Planned on creation: queued until, running until (emulator clock). */
-  queued_until: number;
-  running_until: number;
-  finished_at?: number;
-  report?: string;
-  citations?: Citation[];
-  error?: { code: string; message: string };
-  /** A research_fail fault (emulator control) that makes this job fail when it would finish. */
-  fault_id?: string;
-  /** With --vary-unspecified: the variants this job is shown in, fixed at creation. */
-  variation?: VariantSelection<'research'>;
-}
-
-export interface TrainingDocument {
-  id: string;
-  client_id: string;
-  grant_id: string;
-  person_id: string;
-  file_name: string;
-  title: string;
-  content: string;
-  size: number;
-  created_at: number;
-  /** Time each step takes on the emulator clock. */
-  step_ms: number;
-  processing_step: TrainingStep;
-  indexed_at?: number;
-  error?: { code: string; message: string };
-  /** With --vary-unspecified: the variants this document is shown in, fixed at creation. */
-  variation?: VariantSelection<'training'>;
-}
+export type { Citation, ResearchJob, TrainingDocument } from '../state/entities.js';
 
 export interface JobTimings {
   /** Research: time queued, then time running (real service: one to several minutes). */

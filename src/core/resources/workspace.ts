@@ -1,7 +1,7 @@
 import { textOf } from '../../protocol/format.js';
-/** Spec 2.7, 9: the seven kinds of the person's workspace that `ask` reads (once per-kind read scopes). */
-export const WORKSPACE_KINDS = ['documents', 'contacts', 'places', 'work_items', 'listings', 'animals', 'letters'] as const;
-export type WorkspaceKind = (typeof WORKSPACE_KINDS)[number];
+import { WORKSPACE_KINDS, type KnowledgeDocument, type Workspace, type WorkspaceKind, type WorkspaceRecord } from '../state/entities.js';
+
+export { WORKSPACE_KINDS, type KnowledgeDocument, type Workspace, type WorkspaceKind, type WorkspaceRecord } from '../state/entities.js';
 
 /** German names of the kinds, singular, as answers and sources show them. */
 export const KIND_LABELS: Record<WorkspaceKind, string> = {
@@ -13,26 +13,6 @@ export const KIND_LABELS: Record<WorkspaceKind, string> = {
   animals: 'Tier',
   letters: 'Brief',
 };
-
-/** A workspace record: `id` and `title` always; the other fields depend on the kind (see fixtures/workspace). */
-export interface WorkspaceRecord {
-  id: string;
-  title: string;
-  [field: string]: unknown;
-}
-
-export type Workspace = Record<WorkspaceKind, WorkspaceRecord[]>;
-
-/** A Markdown document of the knowledge base (fixtures/knowledge, or a training document once indexed). */
-export interface KnowledgeDocument {
-  id: string;
-  title: string;
-  /** The name shown to people, e.g. `hausordnung.md`. */
-  file_name: string;
-  content: string;
-  /** The person whose training document this is; absent for the shared knowledge base. */
-  owner?: string;
-}
 
 export const emptyWorkspace = (): Workspace => Object.fromEntries(WORKSPACE_KINDS.map((k) => [k, []])) as unknown as Workspace;
 

@@ -1,8 +1,8 @@
-import type { PendingAction, WorkspaceChange } from '../resources/actions.js';
+import type { PendingAction, WorkspaceChange } from './entities.js';
 import { addAmount, type ChargeEntry } from './charges.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import { frozen } from './immutable.js';
-import type { ResearchJob, TrainingDocument } from '../resources/jobs.js';
+import type { ResearchJob, TrainingDocument } from './entities.js';
 import {
   COLLECTION_NAMES,
   type AuthorizationCode,
@@ -13,7 +13,7 @@ import {
   type State,
   type TokenFamily,
 } from './state.js';
-import type { KnowledgeDocument } from '../resources/workspace.js';
+import type { KnowledgeDocument } from './entities.js';
 
 /** The keyed collections of the state and what one entry of each is. */
 export interface Collections {

@@ -1,9 +1,9 @@
 import { emptyTotals, ledgerProblem, type ChargeEntry, type ChargeTotals } from './charges.js';
 import { StateFileError } from './errors.js';
-import type { PendingAction, WorkspaceChange } from '../resources/actions.js';
+import type { PendingAction, WorkspaceChange } from './entities.js';
 import type { IdempotencyRecord } from './idempotency.js';
-import type { ResearchJob, TrainingDocument } from '../resources/jobs.js';
-import type { KnowledgeDocument } from '../resources/workspace.js';
+import type { ResearchJob, TrainingDocument } from './entities.js';
+import type { KnowledgeDocument } from './entities.js';
 
 /**
  * Everything the emulator keeps. Times are epoch milliseconds on the emulator's clock.
