@@ -1,12 +1,8 @@
 import { ProblemError } from '../state/errors.js';
+import type { ConsentPolicy } from '../oauth/consent-screens.js';
 import { isRetiredScope, isSupportedScope, type Scope } from '../oauth/scopes.js';
 
-/**
- * Consent as code (emulator control, not part of the service): who answers the consent screen. `page` shows it to
- * a person (the default); `approve` and `deny` answer it at once, through the same decision the page's form posts;
- * `approve` with `scopes` grants only the requested scopes that are also in that list.
- */
-export type ConsentPolicy = { decision: 'page' } | { decision: 'deny' } | { decision: 'approve'; scopes?: Scope[] };
+export type { ConsentPolicy } from '../oauth/consent-screens.js';
 
 export const CONSENT_DECISIONS = ['page', 'approve', 'deny'] as const;
 

@@ -1,15 +1,14 @@
 import { plural } from '../../protocol/format.js';
 import { FINDINGS, SEVERITIES, type Finding, type FindingCode, type FindingSeverity } from '../../protocol/findings.js';
 import { HINTS, missingParameterHint, type MissingParameter } from '../oauth/client-hints.js';
-import { MINUTE, SECOND } from '../state/clock.js';
+import { MINUTE } from '../state/clock.js';
 import { idempotencyKeyName } from '../state/idempotency.js';
 import type { CoreContext } from '../context.js';
 import { sha256 } from '../state/crypto.js';
+import { CONCURRENT_WINDOW } from '../oauth/token-family.js';
 import type { AppEvent, EventMap } from '../state/events.js';
 import type { Grant } from '../state/state.js';
 
-/** A replayed refresh token counts as a parallel refresh (not a stale one) this soon after its rotation. */
-export const CONCURRENT_WINDOW = 10 * SECOND;
 /** This many rotations of one family within one access-token lifetime are a refresh loop. */
 export const LOOP_ROTATIONS = 5;
 /** This many "refused at the resource, then refreshed" cycles of one family are a refresh loop. */

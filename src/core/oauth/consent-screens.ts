@@ -4,6 +4,14 @@ import { randomToken, safeEqual } from '../state/crypto.js';
 import type { Client } from '../state/state.js';
 import type { Scope } from './scopes.js';
 
+/**
+ * Consent as code (emulator control, not part of the service): who answers the consent screen. `page` shows it to
+ * a person (the default); `approve` and `deny` answer it at once, through the same decision the page's form posts;
+ * `approve` with `scopes` grants only the requested scopes that are also in that list. Defined with the screen it
+ * answers; emulation/consent-policy.ts keeps the policies per client.
+ */
+export type ConsentPolicy = { decision: 'page' } | { decision: 'deny' } | { decision: 'approve'; scopes?: Scope[] };
+
 /** A consent screen waiting for the person's answer. */
 export interface Interaction {
   /** Names the screen in events; unique per screen. */

@@ -5,12 +5,11 @@ import {
   type AuthorizationRequest,
   type QueryValue,
 } from './authorize.js';
-import type { ConsentPolicy } from '../emulation/consent-policy.js';
 import type { CoreContext } from '../context.js';
 import { newId, randomToken, safeEqual, sha256 } from '../state/crypto.js';
 import { ProblemError } from '../state/errors.js';
 import { announceGrant, createGrant } from './grants-admin.js';
-import type { Interaction } from './consent-screens.js';
+import type { ConsentPolicy, Interaction } from './consent-screens.js';
 import { storedResourceName } from './resource-names.js';
 
 /**

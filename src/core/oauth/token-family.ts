@@ -1,9 +1,15 @@
 import type { CoreContext } from '../context.js';
+import { SECOND } from '../state/clock.js';
 import { newId, randomToken, sha256 } from '../state/crypto.js';
 import type { FamilyEndReason } from '../state/events.js';
 import type { Grant, RefreshGeneration, TokenFamily } from '../state/state.js';
 
 const PREFIX = 'aa1';
+/**
+ * A replayed refresh token counts as a parallel refresh (not a stale one) this soon after its rotation: the grant's
+ * hint and the findings both judge by it, so it lives with the family rule.
+ */
+export const CONCURRENT_WINDOW = 10 * SECOND;
 /**
  * How many rotated generations a family keeps to name a replayed token; an older replay is still recognised
  * (by its handle) but reported without its generation. The full chain is on the event stream.

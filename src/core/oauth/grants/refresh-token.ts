@@ -2,11 +2,10 @@ import type { CoreContext } from '../../context.js';
 import { HINTS } from '../client-hints.js';
 import { OAuthError, invalidGrant, invalidScope } from '../../state/errors.js';
 import type { RefreshRefusal } from '../../state/events.js';
-import { CONCURRENT_WINDOW } from '../../emulation/findings.js';
 import { checkTokenResource, issueTokens } from '../issue-tokens.js';
 import { isRetiredScope, splitScope } from '../scopes.js';
 import { revokedByWhom, type Grant, type TokenFamily } from '../../state/state.js';
-import { invalidateFamily, parseRefreshToken, replayedGeneration, rotateRefreshToken } from '../token-family.js';
+import { CONCURRENT_WINDOW, invalidateFamily, parseRefreshToken, replayedGeneration, rotateRefreshToken } from '../token-family.js';
 import type { GrantType } from './types.js';
 
 /**
