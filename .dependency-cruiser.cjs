@@ -21,6 +21,46 @@ module.exports = {
       to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance|contract|library)/' },
     },
     {
+      name: 'core-state-is-the-lowest-wing',
+      severity: 'error',
+      comment:
+        'The core is in wings, lowest first: state, oauth, resources, emulation (docs/architecture.md, "The core in wings"). State (entity types, repository, events, clock, errors) imports no other wing.',
+      from: { path: '^src/core/state/' },
+      to: { path: '^src/core/(oauth|resources|emulation)/' },
+    },
+    {
+      name: 'core-oauth-imports-state-only',
+      severity: 'error',
+      comment:
+        'OAuth rules stand on the state alone: an emulation behaviour (a fault, a finding, a consent policy) reaches them through the context as an interface of a lower wing.',
+      from: { path: '^src/core/oauth/' },
+      to: { path: '^src/core/(resources|emulation)/' },
+    },
+    {
+      name: 'core-resources-import-no-emulation',
+      severity: 'error',
+      comment:
+        'The resource plane imports state and oauth (the access token it checks), never emulation: faults and variation reach it as interfaces of a lower wing.',
+      from: { path: '^src/core/resources/', pathNot: '^src/core/resources/(metering|resource-service|research|training|ids)\\.ts$' },
+      to: { path: '^src/core/(emulation)/' },
+    },
+    {
+      name: 'core-resources-emulation-exceptions-stay-as-they-are',
+      severity: 'error',
+      comment:
+        'Left for issue 47.2: the metered call and the resource service (with research, training and their ids, split from it) still import the faults and variation they apply. No new edge.',
+      from: { path: '^src/core/resources/(metering|resource-service|research|training|ids)\\.ts$' },
+      to: { path: '^src/core/emulation/', pathNot: '^src/core/emulation/(faults|fault-spec|variation)\\.ts$' },
+    },
+    {
+      name: 'core-wings-name-the-root-by-type-only',
+      severity: 'error',
+      comment:
+        'The root (core.ts, context.ts) names every wing. A wing may name the CoreContext it is given, as a type (erased at build), never run code of the root.',
+      from: { path: '^src/core/(state|oauth|resources|emulation)/' },
+      to: { path: '^src/core/[^/]+$', dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'library-imports-no-cli',
       severity: 'error',
       comment: "startEmulator runs in its user's process: the CLI's process-wide settings (V8 flags, signals) stay in the CLI.",
@@ -57,7 +97,7 @@ module.exports = {
       from: { path: '^src/contract/' },
       to: {
         path: '^src/',
-        pathNot: ['^src/(protocol|client|contract)/', '^src/conformance/report\\.ts$', '^src/core/variant-profile\\.ts$'],
+        pathNot: ['^src/(protocol|client|contract)/', '^src/conformance/report\\.ts$', '^src/core/emulation/variant-profile\\.ts$'],
       },
     },
     {

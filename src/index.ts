@@ -4,9 +4,9 @@
  * same way in both cases.
  */
 import { randomInt } from 'node:crypto';
-import { ManualClock, systemClock } from './core/clock.js';
+import { ManualClock, systemClock } from './core/state/clock.js';
 import { Emulator } from './server/emulator.js';
-import { parseFaultSpec } from './core/fault-spec.js';
+import { parseFaultSpec } from './core/emulation/fault-spec.js';
 import { startChild } from './library/child.js';
 import { controls, type RunningEmulator } from './library/controls.js';
 import { consentOption, type StartEmulatorOptions } from './library/options.js';
@@ -19,16 +19,16 @@ export {
   type ObservedStep,
   type ProfiledDimension,
   type VariantProfile,
-} from './core/variant-profile.js';
+} from './core/emulation/variant-profile.js';
 export type { SnapshotInfo, SnapshotList } from './server/snapshots.js';
-export { ManualClock, parseDuration, type Clock } from './core/clock.js';
-export type { AppEvent, EventMap, EventName } from './core/events.js';
+export { ManualClock, parseDuration, type Clock } from './core/state/clock.js';
+export type { AppEvent, EventMap, EventName } from './core/state/events.js';
 export { AdminError } from './protocol/admin-client.js';
 export { FINDINGS, FindingsError, formatFinding, type Finding, type FindingCode, type FindingSeverity } from './protocol/findings.js';
-export type { ConsentPolicy, ConsentPolicyView } from './core/consent-policy.js';
-export type { Fault } from './core/faults.js';
-export type { FaultKind, FaultSpec } from './core/fault-spec.js';
-export type { VaryUnspecified } from './core/variation.js';
+export type { ConsentPolicy, ConsentPolicyView } from './core/emulation/consent-policy.js';
+export type { Fault } from './core/emulation/faults.js';
+export type { FaultKind, FaultSpec } from './core/emulation/fault-spec.js';
+export type { VaryUnspecified } from './core/emulation/variation.js';
 export {
   runClientConformance,
   CommandNotStartedError,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { AccessTokenSigner, type AccessTokenClaims } from '../src/core/access-token.js';
-import { ManualClock } from '../src/core/clock.js';
-import { generateSigningKey } from '../src/core/keys.js';
-import { revokeGrant } from '../src/core/grants-admin.js';
+import { AccessTokenSigner, type AccessTokenClaims } from '../src/core/oauth/access-token.js';
+import { ManualClock } from '../src/core/state/clock.js';
+import { generateSigningKey } from '../src/core/oauth/keys.js';
+import { revokeGrant } from '../src/core/oauth/grants-admin.js';
 import { startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, decodeJwt, http } from './helpers/oauth.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { startEmulator } from './helpers/emulator.js';
 import { Browser, REDIRECT, authorizeAndApprove, authorizeUrl, http, pkce, register } from './helpers/oauth.js';
-import { listGrants } from '../src/core/grants-admin.js';
+import { listGrants } from '../src/core/oauth/grants-admin.js';
 
 const setup = async () => {
   const emu = await startEmulator();

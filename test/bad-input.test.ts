@@ -9,9 +9,9 @@
 import fc from 'fast-check';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
-import type { StateExport } from '../src/core/persistence.js';
+import { ManualClock } from '../src/core/state/clock.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
+import type { StateExport } from '../src/core/state/persistence.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { REDIRECT, authorizeUrl, pkce, register } from './helpers/oauth.js';

@@ -6,7 +6,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/core/clock.js';
+import { systemClock } from '../src/core/state/clock.js';
 import { HttpClient } from '../src/client/http.js';
 import { discover } from '../src/client/oauth.js';
 

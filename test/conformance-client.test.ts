@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runClientConformance, type ConformanceReport } from '../src/index.js';
-import { FAULT_KINDS } from '../src/core/fault-spec.js';
+import { FAULT_KINDS } from '../src/core/emulation/fault-spec.js';
 import { BIN, runCli } from './helpers/cli.js';
 import { pollUntil } from './helpers/wait.js';
 

@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Browser as Chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRequest } from '../src/protocol/admin-client.js';
-import type { AppEvent } from '../src/core/events.js';
+import type { AppEvent } from '../src/core/state/events.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator, startRunning } from './helpers/emulator.js';

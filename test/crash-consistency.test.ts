@@ -24,7 +24,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type ServeProcess } from './helpers/cli.js';
 import { bearer, decodeJwt, form } from './helpers/oauth.js';
 import { readStateAt } from '../src/store/file-persistence.js';
-import { storedResult } from '../src/core/idempotency.js';
+import { storedResult } from '../src/core/state/idempotency.js';
 
 const SEED = process.env.CRASH_SEED !== undefined ? Number(process.env.CRASH_SEED) : randomInt(2 ** 31);
 const ROUNDS = 6;

@@ -5,7 +5,7 @@ import { readFile, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ledgerText } from '../src/core/charges.js';
+import { ledgerText } from '../src/core/state/charges.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { lockStateFile } from '../src/store/lock.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';

@@ -5,8 +5,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanup, render } from 'ink-testing-library';
 import { createElement } from 'react';
-import { ManualClock, MINUTE, SECOND } from '../src/core/clock.js';
-import { authenticate } from '../src/core/resource-guard.js';
+import { ManualClock, MINUTE, SECOND } from '../src/core/state/clock.js';
+import { authenticate } from '../src/core/oauth/resource-guard.js';
 import { Dashboard } from '../src/dashboard/app.js';
 import { connectDashboard } from '../src/dashboard/run.js';
 import { KEYS, frameText, pressKeys, waitForFrame } from './helpers/dashboard.js';

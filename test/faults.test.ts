@@ -3,9 +3,9 @@
  * flag, and observed the way a client sees it; each listed in the dashboard's overview and marked in the request log.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
-import type { AppEvent } from '../src/core/events.js';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import { ManualClock } from '../src/core/state/clock.js';
+import type { AppEvent } from '../src/core/state/events.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
 import { startEmulator as startInProcess, startRunning } from './helpers/emulator.js';
 import type { RunningEmulator, StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe } from './helpers/cli.js';

@@ -4,7 +4,7 @@
  * The conformance scenarios grade it elsewhere; here only what the emulator saw of it is asserted.
  */
 import { describe, expect, it } from 'vitest';
-import type { FaultSpec } from '../src/core/fault-spec.js';
+import type { FaultSpec } from '../src/core/emulation/fault-spec.js';
 import { emulatorWithLog, moveClockAlong, refreshes, revokeAfterFirstAsk, runSampleClient, type Run } from './helpers/sample-clients.js';
 
 const runClient = (baseUrl: string, defects: string[] = [], env: Record<string, string> = {}): Promise<Run> =>

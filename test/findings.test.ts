@@ -6,9 +6,9 @@
  */
 import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, MINUTE } from '../src/core/clock.js';
-import { setConsentPolicy } from '../src/core/consent.js';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import { ManualClock, MINUTE } from '../src/core/state/clock.js';
+import { setConsentPolicy } from '../src/core/oauth/consent.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
 import { startEmulator as startApi, type RunningEmulator } from '../src/index.js';
 import { FindingsError, type Finding } from '../src/protocol/findings.js';
 import type { Emulator } from '../src/server/emulator.js';

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
 import { ledgerFileFor } from '../src/store/state-files.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { readStateAt } from '../src/store/file-persistence.js';

@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 
 const SUITE = process.env.AGENT_ACCESS_MCP_CONFORMANCE;

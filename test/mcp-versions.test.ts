@@ -4,9 +4,9 @@
  * MCP 2026-07-28 lifecycle, "Version negotiation"). The tools themselves run under each version in mcp.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { MINUTE, ManualClock } from '../src/core/clock.js';
-import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
+import { MINUTE, ManualClock } from '../src/core/state/clock.js';
+import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { startEmulator } from './helpers/emulator.js';
 import { connectWithOAuth } from './helpers/mcp-client.js';

@@ -7,8 +7,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, SECOND } from '../src/core/clock.js';
-import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
+import { ManualClock, SECOND } from '../src/core/state/clock.js';
+import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { MCP_VERSIONS, connectWithOAuth, type McpTestClient } from './helpers/mcp-client.js';
 import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, register } from './helpers/oauth.js';

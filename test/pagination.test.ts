@@ -4,8 +4,8 @@
  * `offset`, `total`, `next`), and the admin overview (the newest of each list, with totals).
  */
 import { describe, expect, it } from 'vitest';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
-import { OVERVIEW_LIMITS } from '../src/core/overview.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
+import { OVERVIEW_LIMITS } from '../src/core/emulation/overview.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { SETTINGS_PAGE_SIZE } from '../src/server/views.js';
 import { startEmulator } from './helpers/emulator.js';

@@ -12,11 +12,11 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DAY, HOUR } from '../src/core/clock.js';
-import type { StatePersistence } from '../src/core/persistence.js';
-import { Repository } from '../src/core/repository.js';
-import { applyRetention, DEFAULT_RETENTION } from '../src/core/retention.js';
-import { emptyState, parseState, type Client, type Grant, type State } from '../src/core/state.js';
+import { DAY, HOUR } from '../src/core/state/clock.js';
+import type { StatePersistence } from '../src/core/state/persistence.js';
+import { Repository } from '../src/core/state/repository.js';
+import { applyRetention, DEFAULT_RETENTION } from '../src/core/oauth/retention.js';
+import { emptyState, parseState, type Client, type Grant, type State } from '../src/core/state/state.js';
 import { FilePersistence, type FilePersistenceOptions } from '../src/store/file-persistence.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { journalFileFor, resetAdvice } from '../src/store/state-files.js';

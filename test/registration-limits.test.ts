@@ -2,9 +2,9 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { DAY, MINUTE, ManualClock } from '../src/core/clock.js';
-import { DEFAULT_REGISTRATION_LIMITS } from '../src/core/registration-gate.js';
-import { DEFAULT_RETENTION } from '../src/core/retention.js';
+import { DAY, MINUTE, ManualClock } from '../src/core/state/clock.js';
+import { DEFAULT_REGISTRATION_LIMITS } from '../src/core/oauth/registration-gate.js';
+import { DEFAULT_RETENTION } from '../src/core/oauth/retention.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { REDIRECT, authorizeAndApprove, clientMetadata, postJson, register } from './helpers/oauth.js';
 

@@ -1,9 +1,9 @@
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { HOUR, ManualClock } from '../src/core/clock.js';
-import type { AppEvent } from '../src/core/events.js';
-import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
+import { HOUR, ManualClock } from '../src/core/state/clock.js';
+import type { AppEvent } from '../src/core/state/events.js';
+import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
 import { requireScope } from '../src/server/resource-guard.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, bearer, Browser, decodeJwt, http, postForm, refresh } from './helpers/oauth.js';

@@ -2,9 +2,9 @@ import { appendFile, lstat, readFile, rm, symlink, writeFile } from 'node:fs/pro
 import { join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
-import { issueTokens } from '../src/core/issue-tokens.js';
-import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
+import { ManualClock } from '../src/core/state/clock.js';
+import { issueTokens } from '../src/core/oauth/issue-tokens.js';
+import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
 import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { leaveJournalBehind, scratchDir, startEmulator } from './helpers/emulator.js';

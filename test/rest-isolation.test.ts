@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
+import { ManualClock } from '../src/core/state/clock.js';
 import { startEmulator } from './helpers/emulator.js';
 import { Browser, authorizeAndApprove, authorizeUrl, http, pkce, postForm, postJson, register, exchangeCode } from './helpers/oauth.js';
 

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
+import { ManualClock } from '../src/core/state/clock.js';
 import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, bearer, Browser, http, postJson } from './helpers/oauth.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WORKSPACE_KINDS } from '../src/core/workspace.js';
+import { WORKSPACE_KINDS } from '../src/core/resources/workspace.js';
 import { startEmulator } from './helpers/emulator.js';
 import { Browser, authorizeAndApprove, http } from './helpers/oauth.js';
 

@@ -7,10 +7,10 @@
 import { join } from 'node:path';
 import type { Browser as Chromium, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOUR, ManualClock } from '../src/core/clock.js';
-import { revokeGrant } from '../src/core/grants-admin.js';
-import { issueTokensWithoutConsent } from '../src/core/issue-tokens.js';
-import { SCOPES } from '../src/core/scopes.js';
+import { HOUR, ManualClock } from '../src/core/state/clock.js';
+import { revokeGrant } from '../src/core/oauth/grants-admin.js';
+import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
+import { SCOPES } from '../src/core/oauth/scopes.js';
 import type { Emulator } from '../src/server/emulator.js';
 import { chromiumPlan, launchChromium, requireChromium } from './helpers/chromium.js';
 import { startEmulator } from './helpers/emulator.js';

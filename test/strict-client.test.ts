@@ -6,7 +6,7 @@
 import * as oauth from 'oauth4webapi';
 import { describe, expect, it } from 'vitest';
 import type { Emulator } from '../src/server/emulator.js';
-import { authenticate } from '../src/core/resource-guard.js';
+import { authenticate } from '../src/core/oauth/resource-guard.js';
 import { startEmulator } from './helpers/emulator.js';
 import { Browser, REDIRECT } from './helpers/oauth.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/clock.js';
-import { authenticate } from '../src/core/resource-guard.js';
-import { listGrants, revokeGrant } from '../src/core/grants-admin.js';
+import { ManualClock } from '../src/core/state/clock.js';
+import { authenticate } from '../src/core/oauth/resource-guard.js';
+import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
 import { startEmulator } from './helpers/emulator.js';
 import { REDIRECT, authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
 

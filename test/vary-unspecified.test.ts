@@ -7,8 +7,8 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock, SECOND } from '../src/core/clock.js';
-import { CATALOGUE, PROCESSING_STEPS, type VariedKind } from '../src/core/variation.js';
+import { ManualClock, SECOND } from '../src/core/state/clock.js';
+import { CATALOGUE, PROCESSING_STEPS, type VariedKind } from '../src/core/emulation/variation.js';
 import { startEmulator, type RunningEmulator, type StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { clientEnv, decideInBrowser, memoryContext, runInProcess } from './helpers/client.js';

@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import type { AppEvent } from '../src/core/events.js';
+import type { AppEvent } from '../src/core/state/events.js';
 import { startEmulator } from './helpers/emulator.js';
 import { bearer, http } from './helpers/oauth.js';
 

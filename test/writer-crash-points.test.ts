@@ -10,9 +10,9 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { ledgerText } from '../src/core/charges.js';
-import { Repository } from '../src/core/repository.js';
-import { emptyState, type State } from '../src/core/state.js';
+import { ledgerText } from '../src/core/state/charges.js';
+import { Repository } from '../src/core/state/repository.js';
+import { emptyState, type State } from '../src/core/state/state.js';
 import { journalFileFor, ledgerFileFor } from '../src/store/state-files.js';
 import { FilePersistence } from '../src/store/file-persistence.js';
 import { journalLine } from '../src/store/journal.js';

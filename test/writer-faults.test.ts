@@ -8,8 +8,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Repository } from '../src/core/repository.js';
-import { emptyState, type State } from '../src/core/state.js';
+import { Repository } from '../src/core/state/repository.js';
+import { emptyState, type State } from '../src/core/state/state.js';
 import { journalFileFor } from '../src/store/state-files.js';
 import { journalLine } from '../src/store/journal.js';
 import { stateChunks } from '../src/store/state-text.js';

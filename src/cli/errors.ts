@@ -1,4 +1,4 @@
-import { AgentAccessError, OAuthError, StateLockedError } from '../core/errors.js';
+import { AgentAccessError, OAuthError, StateLockedError } from '../core/state/errors.js';
 import { ClientError, type ClientErrorKind } from '../protocol/errors.js';
 import { kindOfCode, type ProcessErrorCode } from '../protocol/problems.js';
 

@@ -5,12 +5,12 @@
  * parseRateLimit), which the admin API and the programmatic API share.
  */
 import { InvalidArgumentError } from 'commander';
-import { parseDuration } from '../core/clock.js';
-import { parseConsentPolicy, type ConsentPolicy } from '../core/consent-policy.js';
-import { parseFaultSpec, type FaultSpec } from '../core/fault-spec.js';
-import { parseRateLimit } from '../core/rate-limit.js';
-import { RETENTION_NAMES, type Retention } from '../core/retention.js';
-import { MAX_SEED, checkSeed } from '../core/variation.js';
+import { parseDuration } from '../core/state/clock.js';
+import { parseConsentPolicy, type ConsentPolicy } from '../core/emulation/consent-policy.js';
+import { parseFaultSpec, type FaultSpec } from '../core/emulation/fault-spec.js';
+import { parseRateLimit } from '../core/state/rate-limit.js';
+import { RETENTION_NAMES, type Retention } from '../core/oauth/retention.js';
+import { MAX_SEED, checkSeed } from '../core/emulation/variation.js';
 
 /** A core validator's refusal, as the refusal of the flag's value. */
 function validated<T>(check: () => T): T {

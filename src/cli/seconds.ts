@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { parseDuration } from '../core/clock.js';
+import { parseDuration } from '../core/state/clock.js';
 
 /**
  * A flag that takes a duration and stands for seconds (`--timeout`, `--interval`, `--min-ttl`): a duration with its

@@ -1,8 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { ManualClock } from '../core/clock.js';
-import { REALISTIC_TIMINGS } from '../core/jobs.js';
+import { ManualClock } from '../core/state/clock.js';
+import { REALISTIC_TIMINGS } from '../core/resources/jobs.js';
 import { DEFAULT_STATE_FILE } from '../protocol/admin-file.js';
 import { Emulator, type ProfileInUse } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
@@ -10,10 +10,10 @@ import { CliError, EXIT, failWith } from './errors.js';
 import { isLoopbackBind } from '../server/host-guard.js';
 import { saveCompileCache } from './compile-cache.js';
 import { tuneServeHeap } from './heap-settings.js';
-import type { ConsentPolicy } from '../core/consent-policy.js';
+import type { ConsentPolicy } from '../core/emulation/consent-policy.js';
 import { makeDirDurably } from '../store/durable-write.js';
-import type { FaultSpec } from '../core/fault-spec.js';
-import type { Retention } from '../core/retention.js';
+import type { FaultSpec } from '../core/emulation/fault-spec.js';
+import type { Retention } from '../core/oauth/retention.js';
 
 /** `agent-access serve`'s flags as commander hands them over (parsed by src/cli/flags.ts). */
 export interface ServeFlags {

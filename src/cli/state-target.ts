@@ -1,13 +1,13 @@
 import { access } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { systemClock } from '../core/clock.js';
-import { chargesReport, type ChargesReport } from '../core/charges-report.js';
+import { systemClock } from '../core/state/clock.js';
+import { chargesReport, type ChargesReport } from '../core/resources/charges-report.js';
 import { Core } from '../core/core.js';
-import { grantView, listGrants, revokeGrant, type GrantView } from '../core/grants-admin.js';
+import { grantView, listGrants, revokeGrant, type GrantView } from '../core/oauth/grants-admin.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { loadFixtures } from '../store/fixtures.js';
-import { StateLockedError } from '../core/errors.js';
+import { StateLockedError } from '../core/state/errors.js';
 import { lockStateFile, realStatePath } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
 import { ADMIN_ROUTES, adminPath, allPages, type AdminPage } from '../protocol/admin-api.js';

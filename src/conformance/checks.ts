@@ -1,4 +1,4 @@
-import { HINTS } from '../core/client-hints.js';
+import { HINTS } from '../core/oauth/client-hints.js';
 
 /**
  * Every check of `conformance client`, defined once: the rule it rests on and what to change when it fails.

@@ -1,5 +1,5 @@
-import type { AppEvent, EventMap, EventName } from '../core/events.js';
-import type { Clock } from '../core/clock.js';
+import type { AppEvent, EventMap, EventName } from '../core/state/events.js';
+import type { Clock } from '../core/state/clock.js';
 import type { Finding } from '../protocol/findings.js';
 import type { ObservedExchange, ObservedRequest, RequestObserver } from '../server/observer.js';
 import { TOOL_SCOPES } from '../server/mcp-tools.js';

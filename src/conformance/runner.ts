@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseDuration } from '../core/clock.js';
+import { parseDuration } from '../core/state/clock.js';
 import { Emulator } from '../server/emulator.js';
 import { scenarioVerdict, summarize, type ConformanceReport, type ScenarioReport } from './report.js';
 import { RunLog, SteppedClock } from './run-log.js';

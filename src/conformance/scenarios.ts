@@ -1,11 +1,11 @@
 import { plural } from '../protocol/format.js';
 import type { EmulatorOptions, Emulator } from '../server/emulator.js';
-import type { FaultSpec } from '../core/fault-spec.js';
-import { sha256 } from '../core/crypto.js';
-import { isRetiredScope, isSupportedScope } from '../core/scopes.js';
-import { missingParameterHint, type MissingParameter } from '../core/client-hints.js';
-import { selectVariant } from '../core/variation.js';
-import { idempotencyKeyName } from '../core/idempotency.js';
+import type { FaultSpec } from '../core/emulation/fault-spec.js';
+import { sha256 } from '../core/state/crypto.js';
+import { isRetiredScope, isSupportedScope } from '../core/oauth/scopes.js';
+import { missingParameterHint, type MissingParameter } from '../core/oauth/client-hints.js';
+import { selectVariant } from '../core/emulation/variation.js';
+import { idempotencyKeyName } from '../core/state/idempotency.js';
 import { TOOL_SCOPES, type ToolName } from '../server/mcp-tools.js';
 import type { ObservedExchange } from '../server/observer.js';
 import { CHECKS, type CheckId } from './checks.js';

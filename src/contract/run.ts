@@ -7,7 +7,7 @@ import { authorize, login as storedLogin, type Authorized, type LoginOptions } f
 import { LoginRequiredError, type Session } from '../client/session.js';
 import type { StoredLogin } from '../client/token-store.js';
 import { summarizeChecks, scenarioVerdict, type CheckReport, type ConformanceReport, type ScenarioReport } from '../conformance/report.js';
-import type { ObservedResponse } from '../core/variant-profile.js';
+import type { ObservedResponse } from '../core/emulation/variant-profile.js';
 import { addAmount, DEFAULT_PRICES } from '../protocol/charges.js';
 import { ClientError } from '../protocol/errors.js';
 import { RETIRED_SCOPES, SUPPORTED_SCOPES } from '../protocol/scopes.js';

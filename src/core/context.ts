@@ -1,15 +1,15 @@
-import type { AccessTokenSigner } from './access-token.js';
-import type { Arrivals } from './arrivals.js';
-import type { ChargeEntry } from './charges.js';
-import type { ConsentPolicies } from './consent-policy.js';
-import { DAY, MINUTE, type Clock } from './clock.js';
-import type { EventBus } from './events.js';
-import type { ConsentScreens } from './consent-screens.js';
-import type { ServiceUrls } from './metadata.js';
-import type { Person } from './persons.js';
-import type { RegistrationGate } from './registration-gate.js';
-import type { ReadonlyState, Repository } from './repository.js';
-import type { TokenFamily } from './state.js';
+import type { AccessTokenSigner } from './oauth/access-token.js';
+import type { Arrivals } from './emulation/arrivals.js';
+import type { ChargeEntry } from './state/charges.js';
+import type { ConsentPolicies } from './emulation/consent-policy.js';
+import { DAY, MINUTE, type Clock } from './state/clock.js';
+import type { EventBus } from './state/events.js';
+import type { ConsentScreens } from './oauth/consent-screens.js';
+import type { ServiceUrls } from './oauth/metadata.js';
+import type { Person } from './state/persons.js';
+import type { RegistrationGate } from './oauth/registration-gate.js';
+import type { ReadonlyState, Repository } from './state/repository.js';
+import type { TokenFamily } from './state/state.js';
 
 export interface Lifetimes {
   /** Spec 2.2, 5.3, 8: 900 seconds. */

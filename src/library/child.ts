@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { checkSeed, type VaryUnspecified } from '../core/variation.js';
+import { checkSeed, type VaryUnspecified } from '../core/emulation/variation.js';
 import type { ProfileInUse } from '../server/emulator.js';
 import { controls, type Endpoints, type RunningEmulator } from './controls.js';
 import { consentOption, type StartEmulatorOptions } from './options.js';

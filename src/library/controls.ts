@@ -1,10 +1,10 @@
-import type { ConsentPolicyView } from '../core/consent-policy.js';
-import type { PendingAction } from '../core/actions.js';
-import type { Fault } from '../core/faults.js';
-import type { FaultSpec } from '../core/fault-spec.js';
-import type { TokenResponse } from '../core/grants/index.js';
-import type { GrantView } from '../core/grants-admin.js';
-import type { VaryUnspecified } from '../core/variation.js';
+import type { ConsentPolicyView } from '../core/emulation/consent-policy.js';
+import type { PendingAction } from '../core/resources/actions.js';
+import type { Fault } from '../core/emulation/faults.js';
+import type { FaultSpec } from '../core/emulation/fault-spec.js';
+import type { TokenResponse } from '../core/oauth/grants/index.js';
+import type { GrantView } from '../core/oauth/grants-admin.js';
+import type { VaryUnspecified } from '../core/emulation/variation.js';
 import { ADMIN_ROUTES, adminPath, allPages } from '../protocol/admin-api.js';
 import { adminRequest } from '../protocol/admin-client.js';
 import { FindingsError, findingsAtOrAbove, type Finding, type FindingSeverity, type FindingsList } from '../protocol/findings.js';

@@ -1,7 +1,7 @@
-import { parseConsentPolicy } from '../core/consent-policy.js';
-import type { FaultSpec } from '../core/fault-spec.js';
-import type { VaryUnspecified } from '../core/variation.js';
-import type { VariantProfile } from '../core/variant-profile.js';
+import { parseConsentPolicy } from '../core/emulation/consent-policy.js';
+import type { FaultSpec } from '../core/emulation/fault-spec.js';
+import type { VaryUnspecified } from '../core/emulation/variation.js';
+import type { VariantProfile } from '../core/emulation/variant-profile.js';
 import type { EmulatorOptions } from '../server/emulator.js';
 
 /** What `startEmulator` takes (src/index.ts), in this process or as a child. */

@@ -1,8 +1,15 @@
 import type { ServerResponse } from 'node:http';
-import type { ChargeEntry } from '../core/charges.js';
+import type { ChargeEntry } from '../core/state/charges.js';
 import type { Core } from '../core/core.js';
-import type { AppEvent } from '../core/events.js';
-import { OVERVIEW_LIMITS, buildOverview, type FaultView, type ReplayEntry, type RequestEntry, type Overview } from '../core/overview.js';
+import type { AppEvent } from '../core/state/events.js';
+import {
+  OVERVIEW_LIMITS,
+  buildOverview,
+  type FaultView,
+  type ReplayEntry,
+  type RequestEntry,
+  type Overview,
+} from '../core/emulation/overview.js';
 
 /** How often an open stream gets the server's clock (also its keep-alive). */
 export const TICK_MS = 1000;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Core } from '../core/core.js';
-import { safeEqual } from '../core/crypto.js';
+import { safeEqual } from '../core/state/crypto.js';
 import { sendProblem } from './error-replies.js';
 import { isAllowedHost, isLoopbackAddress } from './host-guard.js';
 import {
@@ -19,19 +19,19 @@ import {
   adminSnapshotSaveSchema,
   adminTokensSchema,
 } from './schemas.js';
-import { parseConsentPolicy } from '../core/consent-policy.js';
-import { setConsentPolicy } from '../core/consent.js';
-import { grantView, pageOfGrants, revokeGrant } from '../core/grants-admin.js';
-import { issueTokensWithoutConsent } from '../core/issue-tokens.js';
+import { parseConsentPolicy } from '../core/emulation/consent-policy.js';
+import { setConsentPolicy } from '../core/oauth/consent.js';
+import { grantView, pageOfGrants, revokeGrant } from '../core/oauth/grants-admin.js';
+import { issueTokensWithoutConsent } from '../core/oauth/issue-tokens.js';
 import type { Snapshots } from './snapshots.js';
-import { chargesReport } from '../core/charges-report.js';
-import type { AgentPlane } from '../core/agent-plane.js';
-import { ProblemError } from '../core/errors.js';
+import { chargesReport } from '../core/resources/charges-report.js';
+import type { AgentPlane } from '../core/resources/agent-plane.js';
+import { ProblemError } from '../core/state/errors.js';
 import { AdminFeed } from './admin-feed.js';
-import type { ResourceService } from '../core/resource-service.js';
-import { ManualClock, parseDuration } from '../core/clock.js';
-import type { FaultSpec } from '../core/fault-spec.js';
-import type { Faults } from '../core/faults.js';
+import type { ResourceService } from '../core/resources/resource-service.js';
+import { ManualClock, parseDuration } from '../core/state/clock.js';
+import type { FaultSpec } from '../core/emulation/fault-spec.js';
+import type { Faults } from '../core/emulation/faults.js';
 import { ADMIN_PAGE, ADMIN_PREFIX, ADMIN_ROUTES, pageOf } from '../protocol/admin-api.js';
 import type { FindingsList } from '../protocol/findings.js';
 
@@ -125,7 +125,7 @@ export function registerAdminRoutes(app: FastifyInstance, core: Core, options: A
         return { grant: grantView(core, grant) };
       });
       admin.get(ADMIN_ROUTES.overview, async () => feed.overview());
-      // Client findings: observations of each client's habits, never faults (src/core/findings.ts).
+      // Client findings: observations of each client's habits, never faults (src/core/emulation/findings.ts).
       admin.get(ADMIN_ROUTES.findings, { schema: adminFindingsSchema }, async (request): Promise<FindingsList> => {
         const { offset, limit } = paging(request.query as { limit?: string; offset?: string });
         const all = core.findings.list();

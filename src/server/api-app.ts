@@ -2,19 +2,19 @@ import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { OAuthError } from '../core/errors.js';
+import { OAuthError } from '../core/state/errors.js';
 import type { Core } from '../core/core.js';
 import {
   PROTECTED_RESOURCE_METADATA_PATH,
   authorizationServerMetadata,
   protectedResourceMetadata,
   AS_METADATA_PATH,
-} from '../core/metadata.js';
-import { publicJwks } from '../core/keys.js';
-import { registerClient } from '../core/registration.js';
-import { exchangeToken } from '../core/token-endpoint.js';
-import { revokeToken } from '../core/revocation.js';
-import type { TokenParams } from '../core/grants/index.js';
+} from '../core/oauth/metadata.js';
+import { publicJwks } from '../core/oauth/keys.js';
+import { registerClient } from '../core/oauth/registration.js';
+import { exchangeToken } from '../core/oauth/token-endpoint.js';
+import { revokeToken } from '../core/oauth/revocation.js';
+import type { TokenParams } from '../core/oauth/grants/index.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
 import { registerAdminRoutes } from './admin-routes.js';
 import { installCommonHooks, newFastify, notFound, type AppOptions } from './app-common.js';

@@ -1,12 +1,12 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
-import type { Prices } from '../core/charges.js';
+import type { Prices } from '../core/state/charges.js';
 import type { Core } from '../core/core.js';
-import type { Faults } from '../core/faults.js';
-import { resourceMetadataUrl } from '../core/metadata.js';
-import type { ResourceService } from '../core/resource-service.js';
-import { VARIANT_HEADER } from '../core/variation.js';
-import type { Workspace } from '../core/workspace.js';
-import type { AgentPlane } from '../core/agent-plane.js';
+import type { Faults } from '../core/emulation/faults.js';
+import { resourceMetadataUrl } from '../core/oauth/metadata.js';
+import type { ResourceService } from '../core/resources/resource-service.js';
+import { VARIANT_HEADER } from '../core/emulation/variation.js';
+import type { Workspace } from '../core/resources/workspace.js';
+import type { AgentPlane } from '../core/resources/agent-plane.js';
 import { ADMIN_EVENTS_PATH } from '../protocol/admin-api.js';
 import type { BrowserSessions } from './browser-session.js';
 import { errorReplier, sendProblem } from './error-replies.js';
@@ -65,7 +65,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Injected faults that shaped this request before any route ran (5xx, latency), for the request log. */
     faults?: string[];
-    /** Its number in the order requests arrived in (core/arrivals.ts), given as its head was received. */
+    /** Its number in the order requests arrived in (core/emulation/arrivals.ts), given as its head was received. */
     arrival?: number;
   }
   interface FastifyInstance {

@@ -1,12 +1,12 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
-import type { QueryValue } from '../core/authorize.js';
-import { DEFAULT_PRICES } from '../core/charges.js';
+import type { QueryValue } from '../core/oauth/authorize.js';
+import { DEFAULT_PRICES } from '../core/state/charges.js';
 import type { Core } from '../core/core.js';
-import { answerByPolicy, beginConsent, checkAuthorizationRequest, decideConsent } from '../core/consent.js';
-import { ProblemError } from '../core/errors.js';
-import { grantView, pageOfGrants, revokeGrant } from '../core/grants-admin.js';
+import { answerByPolicy, beginConsent, checkAuthorizationRequest, decideConsent } from '../core/oauth/consent.js';
+import { ProblemError } from '../core/state/errors.js';
+import { grantView, pageOfGrants, revokeGrant } from '../core/oauth/grants-admin.js';
 import { installCommonHooks, newFastify, notFound, type AppOptions } from './app-common.js';
 import { BrowserSessions } from './browser-session.js';
 import { pageHeaders } from './page-headers.js';

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { randomToken, safeEqual } from '../core/crypto.js';
+import { randomToken, safeEqual } from '../core/state/crypto.js';
 
 export interface BrowserSession {
   id: string;

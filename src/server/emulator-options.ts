@@ -1,15 +1,15 @@
 import type { FastifyInstance } from 'fastify';
-import type { Prices } from '../core/charges.js';
-import type { Clock } from '../core/clock.js';
-import type { ConsentPolicy } from '../core/consent-policy.js';
+import type { Prices } from '../core/state/charges.js';
+import type { Clock } from '../core/state/clock.js';
+import type { ConsentPolicy } from '../core/emulation/consent-policy.js';
 import type { Lifetimes } from '../core/context.js';
 import type { Core } from '../core/core.js';
-import type { FaultSpec } from '../core/fault-spec.js';
-import type { JobTimings } from '../core/jobs.js';
-import type { RateLimitConfig } from '../core/rate-limit.js';
-import type { Retention } from '../core/retention.js';
-import type { VariantProfile } from '../core/variant-profile.js';
-import type { VaryUnspecified } from '../core/variation.js';
+import type { FaultSpec } from '../core/emulation/fault-spec.js';
+import type { JobTimings } from '../core/resources/jobs.js';
+import type { RateLimitConfig } from '../core/state/rate-limit.js';
+import type { Retention } from '../core/oauth/retention.js';
+import type { VariantProfile } from '../core/emulation/variant-profile.js';
+import type { VaryUnspecified } from '../core/emulation/variation.js';
 import type { RequestObserver } from './observer.js';
 import type { SchemaCompilers } from './route-schemas.js';
 

@@ -1,9 +1,9 @@
-import type { AgentPlane } from '../core/agent-plane.js';
+import type { AgentPlane } from '../core/resources/agent-plane.js';
 import type { Core } from '../core/core.js';
-import type { Faults } from '../core/faults.js';
-import type { ResourceService } from '../core/resource-service.js';
-import { parseProfile, profileSummary, type VariantProfile } from '../core/variant-profile.js';
-import { checkSeed, type VaryUnspecified } from '../core/variation.js';
+import type { Faults } from '../core/emulation/faults.js';
+import type { ResourceService } from '../core/resources/resource-service.js';
+import { parseProfile, profileSummary, type VariantProfile } from '../core/emulation/variant-profile.js';
+import { checkSeed, type VaryUnspecified } from '../core/emulation/variation.js';
 import { loadFixtures } from '../store/fixtures.js';
 import { realStatePath } from '../store/lock.js';
 import type { LoadedProfile } from '../store/profile-file.js';

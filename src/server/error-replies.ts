@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AgentAccessError, BearerError, OAuthError, ProblemError } from '../core/errors.js';
-import { RateLimitedError } from '../core/rate-limit.js';
+import { AgentAccessError, BearerError, OAuthError, ProblemError } from '../core/state/errors.js';
+import { RateLimitedError } from '../core/state/rate-limit.js';
 import { PROBLEM_TYPE_PREFIX, PROBLEMS, type ProblemCode } from '../protocol/problems.js';
 import { pageHeaders } from './page-headers.js';
 

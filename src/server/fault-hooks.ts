@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Core } from '../core/core.js';
-import { OAuthError } from '../core/errors.js';
-import type { Fault, Faults } from '../core/faults.js';
+import { OAuthError } from '../core/state/errors.js';
+import type { Fault, Faults } from '../core/emulation/faults.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
 import { sendOAuthError, sendProblem } from './error-replies.js';
 import { pageHeaders } from './page-headers.js';

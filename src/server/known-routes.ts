@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import { OAuthError } from '../core/errors.js';
+import { OAuthError } from '../core/state/errors.js';
 import { sendOAuthError, sendProblem, type ErrorStyle } from './error-replies.js';
 import { pageHeaders } from './page-headers.js';
 import { errorPage } from './views.js';

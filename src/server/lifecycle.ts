@@ -1,8 +1,8 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { StateFileError, StateLockedError } from '../core/errors.js';
-import { AS_METADATA_PATH } from '../core/metadata.js';
-import type { StatePersistence } from '../core/persistence.js';
+import { StateFileError, StateLockedError } from '../core/state/errors.js';
+import { AS_METADATA_PATH } from '../core/oauth/metadata.js';
+import type { StatePersistence } from '../core/state/persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { lockStateFile, pidNamespace, unlockQuietly, type StateLock } from '../store/lock.js';
 import { MemoryPersistence } from '../store/memory-persistence.js';

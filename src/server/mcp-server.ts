@@ -7,19 +7,19 @@ import {
   type CallToolResult,
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import type { AgentPlane } from '../core/agent-plane.js';
-import { ProblemError } from '../core/errors.js';
-import { IDEMPOTENCY_KEY } from '../core/idempotency.js';
-import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID, type InputSchema } from '../core/inputs.js';
-import type { Answer, Charged } from '../core/metering.js';
-import type { AccessContext } from '../core/resource-guard.js';
-import type { ResourceService } from '../core/resource-service.js';
+import type { AgentPlane } from '../core/resources/agent-plane.js';
+import { ProblemError } from '../core/state/errors.js';
+import { IDEMPOTENCY_KEY } from '../core/state/idempotency.js';
+import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID, type InputSchema } from '../core/state/inputs.js';
+import type { Answer, Charged } from '../core/resources/metering.js';
+import type { AccessContext } from '../core/oauth/resource-guard.js';
+import type { ResourceService } from '../core/resources/resource-service.js';
 import { routeOf, TOOL_CALL_ROUTE, VARIANT_META, type ToolName } from './mcp-tools.js';
 
 // The agent plane's MCP server: the tools and their schemas. Loaded lazily by ./mcp.ts, which owns the route.
 
 /**
- * A tool argument's zod schema from the input's one definition (src/core/inputs.ts), which fastify validates the
+ * A tool argument's zod schema from the input's one definition (src/core/state/inputs.ts), which fastify validates the
  * REST twin's field with: the same type, bounds and pattern, whichever door the input comes through.
  */
 function zodString(input: Extract<InputSchema, { type: 'string' }>, description: string) {

@@ -1,5 +1,5 @@
-import { toolMeter } from '../core/idempotency.js';
-import { WORKSPACE_KINDS } from '../core/workspace.js';
+import { toolMeter } from '../core/state/idempotency.js';
+import { WORKSPACE_KINDS } from '../core/resources/workspace.js';
 
 // What the agent plane's route (./mcp.ts) and its lazily loaded MCP server (./mcp-server.ts) both name.
 

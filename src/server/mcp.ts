@@ -1,10 +1,10 @@
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { AgentPlane } from '../core/agent-plane.js';
+import type { AgentPlane } from '../core/resources/agent-plane.js';
 import type { Core } from '../core/core.js';
-import { checkScope, type AccessContext } from '../core/resource-guard.js';
-import type { ResourceService } from '../core/resource-service.js';
+import { checkScope, type AccessContext } from '../core/oauth/resource-guard.js';
+import type { ResourceService } from '../core/resources/resource-service.js';
 import { RETIRED_TOOLS, TOOL_CALL_ROUTE, TOOL_SCOPES, routeOf, type ToolName } from './mcp-tools.js';
 import { requireScope } from './resource-guard.js';
 import { setRateLimitHeaders } from './rest-routes.js';

@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import type { Core } from '../core/core.js';
-import { BearerError } from '../core/errors.js';
-import { authenticate, type AccessContext } from '../core/resource-guard.js';
-import { nameReached } from '../core/resource-names.js';
+import { BearerError } from '../core/state/errors.js';
+import { authenticate, type AccessContext } from '../core/oauth/resource-guard.js';
+import { nameReached } from '../core/oauth/resource-names.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

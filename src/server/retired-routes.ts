@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { ProblemError } from '../core/errors.js';
-import { WORKSPACE_KINDS, type Workspace } from '../core/workspace.js';
+import { ProblemError } from '../core/state/errors.js';
+import { WORKSPACE_KINDS, type Workspace } from '../core/resources/workspace.js';
 import type { BrowserSessions } from './browser-session.js';
 
 /**

@@ -1,8 +1,8 @@
 /** Route schemas: every input is validated by fastify before a handler runs; responses are serialised by them. */
-import { AUTHORIZE_PARAMETERS } from '../core/authorize.js';
+import { AUTHORIZE_PARAMETERS } from '../core/oauth/authorize.js';
 import { ADMIN_PAGE } from '../protocol/admin-api.js';
-import { FAULT_FIELDS } from '../core/fault-spec.js';
-import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID } from '../core/inputs.js';
+import { FAULT_FIELDS } from '../core/emulation/fault-spec.js';
+import { CONTENT, FILE_NAME, QUESTION, RESOURCE_ID } from '../core/state/inputs.js';
 import { SNAPSHOT_NAME } from '../store/snapshot-store.js';
 
 const str = (maxLength = 4096) => ({ type: 'string', maxLength }) as const;
@@ -115,7 +115,7 @@ export const authorizeSchema = {
 } as const;
 
 /**
- * A consent screen's ticket: the authorization request signed (core/consent-screens.ts). The request target is at most
+ * A consent screen's ticket: the authorization request signed (core/oauth/consent-screens.ts). The request target is at most
  * 8 KiB; its parameters as JSON in base64url stay well under this.
  */
 const CONSENT_TICKET_LIMIT = 32 * 1024;
@@ -251,7 +251,7 @@ export const adminConsentSchema = {
   },
 } as const;
 
-/** A fault spec: its fields as src/core/fault-spec.ts defines them, which also checks the flag form and the programmatic API. */
+/** A fault spec: its fields as src/core/emulation/fault-spec.ts defines them, which also checks the flag form and the programmatic API. */
 export const adminFaultSchema = {
   body: { type: 'object', required: ['kind'], properties: FAULT_FIELDS, additionalProperties: false },
 } as const;

@@ -1,6 +1,6 @@
-import { ManualClock } from '../core/clock.js';
+import { ManualClock } from '../core/state/clock.js';
 import type { Core } from '../core/core.js';
-import { ProblemError, StateFileError } from '../core/errors.js';
+import { ProblemError, StateFileError } from '../core/state/errors.js';
 import {
   BASELINE,
   SNAPSHOT_NAME,

@@ -1,9 +1,9 @@
-import { fieldLabel, type PendingAction } from '../core/actions.js';
-import type { AuthorizationRequest } from '../core/authorize.js';
-import type { GrantPage, GrantView } from '../core/grants-admin.js';
-import type { Prices } from '../core/charges.js';
-import type { Person } from '../core/persons.js';
-import { SCOPES, isSupportedScope } from '../core/scopes.js';
+import { fieldLabel, type PendingAction } from '../core/resources/actions.js';
+import type { AuthorizationRequest } from '../core/oauth/authorize.js';
+import type { GrantPage, GrantView } from '../core/oauth/grants-admin.js';
+import type { Prices } from '../core/state/charges.js';
+import type { Person } from '../core/state/persons.js';
+import { SCOPES, isSupportedScope } from '../core/oauth/scopes.js';
 import { exactly, html, isolated, isolatedText, page } from '../protocol/html.js';
 
 // Every value a client or agent supplied stands in its own bidi isolate (`isolated`); on the approval pages, where
@@ -60,7 +60,7 @@ function scopeItem(scope: string, prices: Prices) {
 export function consentPage(input: {
   request: AuthorizationRequest;
   person: Person;
-  /** The screen, signed: the form carries it back (core/consent-screens.ts). */
+  /** The screen, signed: the form carries it back (core/oauth/consent-screens.ts). */
   ticket: string;
   csrf: string;
   resource: string;

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import type { FastifyRequest } from 'fastify';
-import { randomToken, safeEqual } from '../core/crypto.js';
+import { randomToken, safeEqual } from '../core/state/crypto.js';
 
 /** How long the emulator waits for its own warm-up request before it goes on without it. */
 const WARM_UP_TIMEOUT_MS = 500;

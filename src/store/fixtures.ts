@@ -2,8 +2,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GrantSeed } from '../core/core.js';
-import { AgentAccessError } from '../core/errors.js';
-import type { Person } from '../core/persons.js';
+import { AgentAccessError } from '../core/state/errors.js';
+import type { Person } from '../core/state/persons.js';
 import {
   WORKSPACE_KINDS,
   emptyWorkspace,
@@ -11,7 +11,7 @@ import {
   type KnowledgeDocument,
   type Workspace,
   type WorkspaceRecord,
-} from '../core/workspace.js';
+} from '../core/resources/workspace.js';
 
 /** The fixtures shipped with the package. */
 export const DEFAULT_FIXTURES_DIR = fileURLToPath(new URL('../../fixtures/', import.meta.url));

@@ -1,6 +1,6 @@
-import { StateFileError } from '../core/errors.js';
+import { StateFileError } from '../core/state/errors.js';
 import { resetAdvice } from './state-files.js';
-import type { Change } from '../core/repository.js';
+import type { Change } from '../core/state/repository.js';
 
 /** One commit in the journal: its number (consecutive, from 1) and the changes it made. One JSON line each. */
 export interface JournalRecord {

@@ -5,7 +5,7 @@ import { access, lstat, mkdir, readdir, readFile, readlink, realpath, rm, rmdir,
 import { hostname, tmpdir, uptime } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { StateFileError, StateLockedError } from '../core/errors.js';
+import { StateFileError, StateLockedError } from '../core/state/errors.js';
 import { makeDirDurably } from './durable-write.js';
 
 /** A held lock is refreshed this often; one not refreshed for STALE_MS is a dead holder's and may be taken. */

@@ -1,8 +1,8 @@
 import { Low, Memory } from 'lowdb';
-import { ledgerText, type ChargeEntry } from '../core/charges.js';
-import { stateText, type StatePersistence, type StateExport } from '../core/persistence.js';
-import type { Repository } from '../core/repository.js';
-import type { State } from '../core/state.js';
+import { ledgerText, type ChargeEntry } from '../core/state/charges.js';
+import { stateText, type StatePersistence, type StateExport } from '../core/state/persistence.js';
+import type { Repository } from '../core/state/repository.js';
+import type { State } from '../core/state/state.js';
 import { moveAwayCommand, resetAdvice } from './state-files.js';
 
 /** The in-memory twin of FilePersistence (`--in-memory`, tests): lowdb's Memory adapter; nothing leaves the process. */

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
-import { AgentAccessError } from '../core/errors.js';
-import { parseProfile, type VariantProfile } from '../core/variant-profile.js';
+import { AgentAccessError } from '../core/state/errors.js';
+import { parseProfile, type VariantProfile } from '../core/emulation/variant-profile.js';
 
 /** A profile file that cannot be used (`serve --profile`); the message names the file and what is wrong. */
 export class ProfileError extends AgentAccessError {

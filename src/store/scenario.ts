@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { AgentAccessError } from '../core/errors.js';
-import { fileNameProblem } from '../core/inputs.js';
-import { TRAINING_STEPS } from '../core/jobs.js';
-import type { LoadedScenario, Scenario } from '../core/scenario.js';
-import { RETIRED_SCOPES, SUPPORTED_SCOPES } from '../core/scopes.js';
+import { AgentAccessError } from '../core/state/errors.js';
+import { fileNameProblem } from '../core/state/inputs.js';
+import { TRAINING_STEPS } from '../core/resources/jobs.js';
+import type { LoadedScenario, Scenario } from '../core/emulation/scenario.js';
+import { RETIRED_SCOPES, SUPPORTED_SCOPES } from '../core/oauth/scopes.js';
 import type { Fixtures } from './fixtures.js';
 
 /** A scenario file that cannot be used; the message names the file and each problem by its JSON path. */

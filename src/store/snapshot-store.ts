@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { StateExport } from '../core/persistence.js';
+import type { StateExport } from '../core/state/persistence.js';
 import { writeFileDurably } from './durable-write.js';
 
 /** Names people give snapshots: safe as file names everywhere, never a path. */

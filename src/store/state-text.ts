@@ -1,6 +1,6 @@
 import { open, readFile } from 'node:fs/promises';
-import { setOwn, FrozenTable, FrozenView } from '../core/repository.js';
-import { COLLECTION_NAMES, type State } from '../core/state.js';
+import { setOwn, FrozenTable, FrozenView } from '../core/state/repository.js';
+import { COLLECTION_NAMES, type State } from '../core/state/state.js';
 
 /**
  * The state file's text, written (stateChunks; statePieces for a compaction) and read (readStateFile): both sides

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import type { ClientContext, Output } from '../../src/client/context.js';
 import { run } from '../../src/cli/program.js';
-import type { Clock } from '../../src/core/clock.js';
+import type { Clock } from '../../src/core/state/clock.js';
 import { BIN } from './cli.js';
 import { Browser } from './oauth.js';
 

@@ -7,10 +7,10 @@ import { once } from 'node:events';
 import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ManualClock } from '../../src/core/clock.js';
-import type { ConsentPolicy } from '../../src/core/consent-policy.js';
-import type { AppEvent } from '../../src/core/events.js';
-import type { FaultSpec } from '../../src/core/fault-spec.js';
+import { ManualClock } from '../../src/core/state/clock.js';
+import type { ConsentPolicy } from '../../src/core/emulation/consent-policy.js';
+import type { AppEvent } from '../../src/core/state/events.js';
+import type { FaultSpec } from '../../src/core/emulation/fault-spec.js';
 import type { Emulator } from '../../src/server/emulator.js';
 import { scratchDir, startEmulator } from './emulator.js';
 

@@ -2,8 +2,8 @@
  * Waiting in tests without guessing how long something takes: until a condition holds (polled, with a deadline),
  * or until an event arrives. A test sleeps only where wall-clock time itself is under test.
  */
-import type { AppEvent, EventName } from '../../src/core/events.js';
-import type { EventBus } from '../../src/core/events.js';
+import type { AppEvent, EventName } from '../../src/core/state/events.js';
+import type { EventBus } from '../../src/core/state/events.js';
 
 /**
  * Resolves with the first truthy value of `probe`, tried now and then every `intervalMs` until `timeoutMs` has

@@ -3,9 +3,9 @@
  * manual clock: single use, short-lived, and bound to the client, the redirect URI, the PKCE challenge and the resource.
  */
 import { describe, expect, it } from 'vitest';
-import { SECOND } from '../../src/core/clock.js';
-import { revokeGrant } from '../../src/core/grants-admin.js';
-import { authenticate } from '../../src/core/resource-guard.js';
+import { SECOND } from '../../src/core/state/clock.js';
+import { revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
 import { pkce } from '../helpers/oauth.js';
 import { authorize, claimsOf, exchangeCode, oauthError, openCore, refresh, register, RESOURCE } from './helpers.js';
 

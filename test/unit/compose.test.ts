@@ -1,16 +1,16 @@
 /**
- * How answers and research reports are written from search hits (src/core/compose.ts, docs/serve.md "The REST allowlist", docs/retrieval.md): quoted
+ * How answers and research reports are written from search hits (src/core/resources/compose.ts, docs/serve.md "The REST allowlist", docs/retrieval.md): quoted
  * sentences with numbered references, relevance threshold, nothing-found, report sections, determinism. Over the
  * shipped fixtures, searched as the emulator searches them.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { composeAnswer } from '../../src/core/ask.js';
-import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
-import { authenticate } from '../../src/core/resource-guard.js';
-import { ResourceService } from '../../src/core/resource-service.js';
-import { RELEVANCE, relevantHits } from '../../src/core/compose.js';
-import { SearchIndex } from '../../src/core/search.js';
-import { markdownSentences, splitProse } from '../../src/core/sentences.js';
+import { composeAnswer } from '../../src/core/resources/ask.js';
+import { issueTokensWithoutConsent } from '../../src/core/oauth/issue-tokens.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
+import { ResourceService } from '../../src/core/resources/resource-service.js';
+import { RELEVANCE, relevantHits } from '../../src/core/resources/compose.js';
+import { SearchIndex } from '../../src/core/resources/search.js';
+import { markdownSentences, splitProse } from '../../src/core/resources/sentences.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
 import { fixturesRetrieval, openCore } from './helpers.js';
 

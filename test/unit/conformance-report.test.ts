@@ -17,7 +17,7 @@ import {
 import { ConformanceUsageError, selectScenarios } from '../../src/conformance/runner.js';
 import { SCENARIOS, SHAPE_RUNS, SHAPES_SEED, SUITES } from '../../src/conformance/scenarios.js';
 import { TOOL_SCOPES } from '../../src/server/mcp-tools.js';
-import { CATALOGUE, selectVariant, type VariedKind } from '../../src/core/variation.js';
+import { CATALOGUE, selectVariant, type VariedKind } from '../../src/core/emulation/variation.js';
 
 const passed: CheckReport = { id: 'flow.bearer', verdict: 'pass', rule: 'RFC 6750 §2.1', message: '3 calls' };
 const unexercised: CheckReport = { id: 'parallel-expiry.one-refresh', verdict: 'not_exercised', rule: 'spec 3.2', message: 'never two' };

@@ -4,11 +4,11 @@
  * browser session that saw it.
  */
 import { describe, expect, it } from 'vitest';
-import { MINUTE } from '../../src/core/clock.js';
-import { beginConsent, checkAuthorizationRequest, decideConsent, findInteraction } from '../../src/core/consent.js';
-import { ANSWERED_LIMIT, ConsentScreens } from '../../src/core/consent-screens.js';
+import { MINUTE } from '../../src/core/state/clock.js';
+import { beginConsent, checkAuthorizationRequest, decideConsent, findInteraction } from '../../src/core/oauth/consent.js';
+import { ANSWERED_LIMIT, ConsentScreens } from '../../src/core/oauth/consent-screens.js';
 import type { Core } from '../../src/core/core.js';
-import type { Client } from '../../src/core/state.js';
+import type { Client } from '../../src/core/state/state.js';
 import { pkce } from '../helpers/oauth.js';
 import { authorize, authorizeQuery, BASE_URL, BINDING, exchangeCode, openCore, register, RESOURCE } from './helpers.js';
 

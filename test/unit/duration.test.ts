@@ -1,5 +1,5 @@
 /**
- * The one duration parser (src/core/clock.ts parseDuration) behind the clock, faults, the admin API and serve's
+ * The one duration parser (src/core/state/clock.ts parseDuration) behind the clock, faults, the admin API and serve's
  * duration flags: single units, combined units, milliseconds; junk refused with the accepted forms named.
  */
 import { InvalidArgumentError } from 'commander';
@@ -7,8 +7,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseDurationFlag, parseRetentionFlag } from '../../src/cli/flags.js';
 import { secondsFlag } from '../../src/cli/seconds.js';
-import { DAY, HOUR, MINUTE, SECOND, parseDuration } from '../../src/core/clock.js';
-import { parseFaultSpec } from '../../src/core/fault-spec.js';
+import { DAY, HOUR, MINUTE, SECOND, parseDuration } from '../../src/core/state/clock.js';
+import { parseFaultSpec } from '../../src/core/emulation/fault-spec.js';
 
 describe('parseDuration', () => {
   it('reads one number with a unit, as the ms package does', () => {

@@ -1,12 +1,12 @@
 /**
- * Client findings (src/core/findings.ts), in this process on a manual clock: each produced by the sequence of OAuth
+ * Client findings (src/core/emulation/findings.ts), in this process on a manual clock: each produced by the sequence of OAuth
  * calls that causes it, none for the well-behaved sequence beside it, and never a change to what the client gets.
  */
 import { describe, expect, it } from 'vitest';
-import { checkAuthorizationRequest } from '../../src/core/consent.js';
-import { MINUTE, SECOND } from '../../src/core/clock.js';
-import { revokeGrant } from '../../src/core/grants-admin.js';
-import { authenticate } from '../../src/core/resource-guard.js';
+import { checkAuthorizationRequest } from '../../src/core/oauth/consent.js';
+import { MINUTE, SECOND } from '../../src/core/state/clock.js';
+import { revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
 import { FINDINGS, type Finding } from '../../src/protocol/findings.js';
 import { tablesUnder } from '../helpers/docs.js';
 import { pkce } from '../helpers/oauth.js';

@@ -1,6 +1,6 @@
 /** Grants (spec 3.3, 5.7, 9), in this process on a manual clock: stored so they can be revoked, and revocation ends every family of the grant. */
 import { describe, expect, it } from 'vitest';
-import { listGrants, revokeGrant } from '../../src/core/grants-admin.js';
+import { listGrants, revokeGrant } from '../../src/core/oauth/grants-admin.js';
 import { authorize, exchangeCode, oauthError, openCore, refresh, walkToTokens } from './helpers.js';
 
 describe('grants', () => {

@@ -4,20 +4,20 @@
  * adapters would: register, authorize, consent, code, tokens, refresh.
  */
 import { expect } from 'vitest';
-import { ManualClock } from '../../src/core/clock.js';
-import { beginConsent, checkAuthorizationRequest, decideConsent } from '../../src/core/consent.js';
+import { ManualClock } from '../../src/core/state/clock.js';
+import { beginConsent, checkAuthorizationRequest, decideConsent } from '../../src/core/oauth/consent.js';
 import { Core, type CoreOptions } from '../../src/core/core.js';
-import type { AppEvent, EventMap, EventName } from '../../src/core/events.js';
-import type { TokenParams, TokenResponse } from '../../src/core/grants/index.js';
-import type { Person } from '../../src/core/persons.js';
-import { composeAnswer } from '../../src/core/ask.js';
-import { composeReport } from '../../src/core/compose.js';
-import { SearchIndex, type Analyzer } from '../../src/core/search.js';
-import { CATALOGUE, type Choices, type VariantSelection, type VariedKind } from '../../src/core/variation.js';
+import type { AppEvent, EventMap, EventName } from '../../src/core/state/events.js';
+import type { TokenParams, TokenResponse } from '../../src/core/oauth/grants/index.js';
+import type { Person } from '../../src/core/state/persons.js';
+import { composeAnswer } from '../../src/core/resources/ask.js';
+import { composeReport } from '../../src/core/resources/compose.js';
+import { SearchIndex, type Analyzer } from '../../src/core/resources/search.js';
+import { CATALOGUE, type Choices, type VariantSelection, type VariedKind } from '../../src/core/emulation/variation.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
-import { registerClient, type ClientMetadataInput } from '../../src/core/registration.js';
-import type { Client } from '../../src/core/state.js';
-import { exchangeToken } from '../../src/core/token-endpoint.js';
+import { registerClient, type ClientMetadataInput } from '../../src/core/oauth/registration.js';
+import type { Client } from '../../src/core/state/state.js';
+import { exchangeToken } from '../../src/core/oauth/token-endpoint.js';
 import { MemoryPersistence } from '../../src/store/memory-persistence.js';
 import { pkce, type Pkce } from '../helpers/oauth.js';
 

@@ -1,8 +1,8 @@
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
-import { FAULT_FIELDS, parseFaultSpec, type FaultSpec } from '../../src/core/fault-spec.js';
-import { IDEMPOTENCY_KEY, parseIdempotencyKey } from '../../src/core/idempotency.js';
-import { QUESTION, fileNameProblem, satisfies, type InputSchema } from '../../src/core/inputs.js';
+import { FAULT_FIELDS, parseFaultSpec, type FaultSpec } from '../../src/core/emulation/fault-spec.js';
+import { IDEMPOTENCY_KEY, parseIdempotencyKey } from '../../src/core/state/idempotency.js';
+import { QUESTION, fileNameProblem, satisfies, type InputSchema } from '../../src/core/state/inputs.js';
 import { adminFaultSchema, askSchema } from '../../src/server/schemas.js';
 
 // The route schemas are compiled as fastify compiles them (no coercion), to compare with the core's checker.

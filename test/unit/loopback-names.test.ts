@@ -5,11 +5,11 @@
  * (RFC 8414 §3.3). In this process on a manual clock.
  */
 import { describe, expect, it } from 'vitest';
-import { MINUTE } from '../../src/core/clock.js';
-import { checkAuthorizationRequest } from '../../src/core/consent.js';
-import { protectedResourceMetadata, resourceMetadataUrl } from '../../src/core/metadata.js';
-import { authenticate } from '../../src/core/resource-guard.js';
-import { grantedResourceName, isResourceName, nameReached, resourceNames } from '../../src/core/resource-names.js';
+import { MINUTE } from '../../src/core/state/clock.js';
+import { checkAuthorizationRequest } from '../../src/core/oauth/consent.js';
+import { protectedResourceMetadata, resourceMetadataUrl } from '../../src/core/oauth/metadata.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
+import { grantedResourceName, isResourceName, nameReached, resourceNames } from '../../src/core/oauth/resource-names.js';
 import { pkce } from '../helpers/oauth.js';
 import {
   AUTH_URL,

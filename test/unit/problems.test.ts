@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CLIENT_EXIT, describeCliError, EXIT } from '../../src/cli/errors.js';
-import { OAuthError, ProblemError, StateFileError } from '../../src/core/errors.js';
+import { OAuthError, ProblemError, StateFileError } from '../../src/core/state/errors.js';
 import { AdminError } from '../../src/protocol/admin-client.js';
 import { apiError } from '../../src/client/http.js';
 import { kindOfAnswer, OAUTH_ERRORS, PROBLEMS, PROCESS_ERRORS } from '../../src/protocol/problems.js';

@@ -1,7 +1,7 @@
 /** Rate limits (spec 7, 8) on the manual clock: a fixed window per grant; over the limit is refused with the seconds until the window resets. */
 import { describe, expect, it } from 'vitest';
-import { ManualClock, MINUTE, SECOND } from '../../src/core/clock.js';
-import { parseRateLimit, RateLimitedError, RateLimiter } from '../../src/core/rate-limit.js';
+import { ManualClock, MINUTE, SECOND } from '../../src/core/state/clock.js';
+import { parseRateLimit, RateLimitedError, RateLimiter } from '../../src/core/state/rate-limit.js';
 import { T0 } from './helpers.js';
 
 describe('rate limits', () => {

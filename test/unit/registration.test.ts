@@ -1,7 +1,7 @@
 /** Client registration (spec 2.1, 4.1; RFC 7591) through the core's registerClient, on a manual clock. */
 import { describe, expect, it } from 'vitest';
-import { OAuthError } from '../../src/core/errors.js';
-import { requireClient } from '../../src/core/registration.js';
+import { OAuthError } from '../../src/core/state/errors.js';
+import { requireClient } from '../../src/core/oauth/registration.js';
 import { clientMetadata, oauthError, openCore, register, T0 } from './helpers.js';
 
 describe('registration', () => {

@@ -1,12 +1,12 @@
 /**
- * The core's one write path (src/core/repository.ts): every change goes through the repository, which replaces
+ * The core's one write path (src/core/state/repository.ts): every change goes through the repository, which replaces
  * immutable entries and hands persistence exactly the places that changed. Checked in-process, without files.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Repository, applyChanges } from '../../src/core/repository.js';
-import { stateText } from '../../src/core/persistence.js';
-import { emptyState, type Grant, type State } from '../../src/core/state.js';
+import { Repository, applyChanges } from '../../src/core/state/repository.js';
+import { stateText } from '../../src/core/state/persistence.js';
+import { emptyState, type Grant, type State } from '../../src/core/state/state.js';
 import { stateChunks } from '../../src/store/state-text.js';
 
 const grant = (id: string, n: number): Grant => ({

@@ -3,10 +3,10 @@
  * REST route or the agent plane checks on every request before it does anything.
  */
 import { describe, expect, it } from 'vitest';
-import { MINUTE, SECOND } from '../../src/core/clock.js';
-import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
-import { revokeGrant } from '../../src/core/grants-admin.js';
-import { authenticate } from '../../src/core/resource-guard.js';
+import { MINUTE, SECOND } from '../../src/core/state/clock.js';
+import { issueTokensWithoutConsent } from '../../src/core/oauth/issue-tokens.js';
+import { revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
 import { claimsOf, openCore, refresh, RESOURCE, walkToTokens } from './helpers.js';
 
 const bearer = (token: string) => `Bearer ${token}`;

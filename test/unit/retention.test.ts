@@ -3,14 +3,14 @@
  * run's state stays small; replay detection of any earlier refresh token keeps working. The core on a manual clock.
  */
 import { describe, expect, it } from 'vitest';
-import { DAY, HOUR, MINUTE } from '../../src/core/clock.js';
-import { beginConsent, checkAuthorizationRequest, decideConsent } from '../../src/core/consent.js';
-import { revokeGrant } from '../../src/core/grants-admin.js';
-import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
-import { revokeToken } from '../../src/core/revocation.js';
-import { DEFAULT_RETENTION, type Retention } from '../../src/core/retention.js';
-import { exchangeToken } from '../../src/core/token-endpoint.js';
-import { FAMILY_HISTORY } from '../../src/core/token-family.js';
+import { DAY, HOUR, MINUTE } from '../../src/core/state/clock.js';
+import { beginConsent, checkAuthorizationRequest, decideConsent } from '../../src/core/oauth/consent.js';
+import { revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { issueTokensWithoutConsent } from '../../src/core/oauth/issue-tokens.js';
+import { revokeToken } from '../../src/core/oauth/revocation.js';
+import { DEFAULT_RETENTION, type Retention } from '../../src/core/oauth/retention.js';
+import { exchangeToken } from '../../src/core/oauth/token-endpoint.js';
+import { FAMILY_HISTORY } from '../../src/core/oauth/token-family.js';
 import { parseRetentionFlag } from '../../src/cli/flags.js';
 import { pkce } from '../helpers/oauth.js';
 import { authorize, authorizeQuery, BINDING, exchangeCode, oauthError, openCore, register, T0 } from './helpers.js';

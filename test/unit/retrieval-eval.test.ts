@@ -12,12 +12,12 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { AskAnswer } from '../../src/core/ask.js';
-import { issueTokensWithoutConsent } from '../../src/core/issue-tokens.js';
-import type { AccessContext } from '../../src/core/resource-guard.js';
-import { authenticate } from '../../src/core/resource-guard.js';
-import { ResourceService } from '../../src/core/resource-service.js';
-import type { Source } from '../../src/core/search.js';
+import type { AskAnswer } from '../../src/core/resources/ask.js';
+import { issueTokensWithoutConsent } from '../../src/core/oauth/issue-tokens.js';
+import type { AccessContext } from '../../src/core/oauth/resource-guard.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
+import { ResourceService } from '../../src/core/resources/resource-service.js';
+import type { Source } from '../../src/core/resources/search.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
 import { openCore } from './helpers.js';
 

@@ -1,11 +1,11 @@
 /**
- * Issue 45.2: honest retrieval over the shipped fixtures (src/core/compounds.ts, src/core/compose.ts,
+ * Issue 45.2: honest retrieval over the shipped fixtures (src/core/resources/compounds.ts, src/core/resources/compose.ts,
  * docs/retrieval.md): the questions the issue met, compounds split into their parts, the coverage threshold.
  * The figures over the whole evaluation set are in retrieval-eval.test.ts.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { COVERAGE } from '../../src/core/compose.js';
-import { MAX_TRIES, MAX_WORD, splitCompound } from '../../src/core/compounds.js';
+import { COVERAGE } from '../../src/core/resources/compose.js';
+import { MAX_TRIES, MAX_WORD, splitCompound } from '../../src/core/resources/compounds.js';
 import { fixturesRetrieval } from './helpers.js';
 
 const NOTHING_FOUND = { answer: 'Dazu habe ich in Ihrem Arbeitsbereich und Ihrer Wissensdatenbank nichts gefunden.', sources: [] };

@@ -4,8 +4,8 @@
  * prose, or 256 KiB of long German compound words (each a new token). Counted in turns of the loop, not timed.
  */
 import { describe, expect, it } from 'vitest';
-import { ENTRY_TEXT, SearchIndex, SPLITS_PER_TURN } from '../../src/core/search.js';
-import type { KnowledgeDocument, Workspace } from '../../src/core/workspace.js';
+import { ENTRY_TEXT, SearchIndex, SPLITS_PER_TURN } from '../../src/core/resources/search.js';
+import type { KnowledgeDocument, Workspace } from '../../src/core/resources/workspace.js';
 
 const LIMIT = 256 * 1024;
 const emptyWorkspace = {

@@ -3,7 +3,7 @@
  * snapshots as a way back.
  */
 import { describe, expect, it } from 'vitest';
-import { parseState } from '../../src/core/state.js';
+import { parseState } from '../../src/core/state/state.js';
 import { resetAdvice } from '../../src/store/state-files.js';
 
 describe('45.11 the message of a state file that is not JSON', () => {

@@ -3,10 +3,10 @@
  * every use rotates, only the newest works, and a replay of any earlier token ends the whole family.
  */
 import { describe, expect, it } from 'vitest';
-import { DAY, SECOND } from '../../src/core/clock.js';
-import { authenticate } from '../../src/core/resource-guard.js';
-import { revokeToken } from '../../src/core/revocation.js';
-import { FAMILY_HISTORY } from '../../src/core/token-family.js';
+import { DAY, SECOND } from '../../src/core/state/clock.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
+import { revokeToken } from '../../src/core/oauth/revocation.js';
+import { FAMILY_HISTORY } from '../../src/core/oauth/token-family.js';
 import { authorize, exchangeCode, oauthError, openCore, refresh, register, walkToTokens } from './helpers.js';
 
 const bearer = (token: string) => `Bearer ${token}`;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { oauthText } from '../../src/core/errors.js';
-import { isValidPkceValue, verifyS256 } from '../../src/core/pkce.js';
-import { redirectUriMatches, validateRedirectUri } from '../../src/core/redirect-uri.js';
-import { requireSupportedScopes, splitScope } from '../../src/core/scopes.js';
+import { oauthText } from '../../src/core/state/errors.js';
+import { isValidPkceValue, verifyS256 } from '../../src/core/oauth/pkce.js';
+import { redirectUriMatches, validateRedirectUri } from '../../src/core/oauth/redirect-uri.js';
+import { requireSupportedScopes, splitScope } from '../../src/core/oauth/scopes.js';
 import { isAllowedHost, isLoopbackAddress } from '../../src/server/host-guard.js';
 import { escapeHtml, html } from '../../src/protocol/html.js';
 

@@ -4,10 +4,10 @@
  * whole catalogue with variation.ts's own functions; the end-to-end test over HTTP is serve-profile.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import type { AskAnswer } from '../../src/core/ask.js';
-import { TRAINING_STEPS } from '../../src/core/jobs.js';
+import type { AskAnswer } from '../../src/core/resources/ask.js';
+import { TRAINING_STEPS } from '../../src/core/resources/jobs.js';
 import { selection, stallReport } from './helpers.js';
-import { CANNOT_MIMIC, parseProfile, pinsOf, recordProfile, type ObservedResponse } from '../../src/core/variant-profile.js';
+import { CANNOT_MIMIC, parseProfile, pinsOf, recordProfile, type ObservedResponse } from '../../src/core/emulation/variant-profile.js';
 import {
   CATALOGUE,
   Variation,
@@ -25,7 +25,7 @@ import {
   type TrainingDocumentView,
   type VariantSelection,
   type VariedKind,
-} from '../../src/core/variation.js';
+} from '../../src/core/emulation/variation.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 const META = { server: 'https://api.example.test', recordedAt: '2026-11-28T04:00:00.000Z' };

@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FINISHED_STEPS } from '../../src/cli/commands/api.js';
-import type { AskAnswer } from '../../src/core/ask.js';
-import { TRAINING_STEPS } from '../../src/core/jobs.js';
+import type { AskAnswer } from '../../src/core/resources/ask.js';
+import { TRAINING_STEPS } from '../../src/core/resources/jobs.js';
 import { selection, stallReport } from './helpers.js';
 import {
   CATALOGUE,
@@ -25,7 +25,7 @@ import {
   type ResearchJobView,
   type TrainingDocumentView,
   type VariedKind,
-} from '../../src/core/variation.js';
+} from '../../src/core/emulation/variation.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 

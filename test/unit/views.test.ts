@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { PendingAction } from '../../src/core/actions.js';
-import type { AuthorizationRequest } from '../../src/core/authorize.js';
-import type { GrantView } from '../../src/core/grants-admin.js';
+import type { PendingAction } from '../../src/core/resources/actions.js';
+import type { AuthorizationRequest } from '../../src/core/oauth/authorize.js';
+import type { GrantView } from '../../src/core/oauth/grants-admin.js';
 import { DEFAULT_PRICES } from '../../src/protocol/charges.js';
 import { actionPage, actionsPage, consentPage, documentPage, errorPage, revokePage, settingsPage } from '../../src/server/views.js';
 

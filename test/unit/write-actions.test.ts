@@ -3,9 +3,9 @@
  * exactly one action on exactly the record it names. Pure core functions on the fixtures' workspace.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { applyChange, planChange, type Plan } from '../../src/core/actions.js';
-import { asksForChange } from '../../src/core/ask.js';
-import type { Workspace } from '../../src/core/workspace.js';
+import { applyChange, planChange, type Plan } from '../../src/core/resources/actions.js';
+import { asksForChange } from '../../src/core/resources/ask.js';
+import type { Workspace } from '../../src/core/resources/workspace.js';
 import { loadFixtures } from '../../src/store/fixtures.js';
 
 let workspace: Workspace;

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import type { ClientContext } from '../../client/context.js';
-import { parseDuration } from '../../core/clock.js';
+import { parseDuration } from '../../core/state/clock.js';
 import { ADMIN_ROUTES } from '../../protocol/admin-api.js';
 import { callAdmin, withAdminTarget, type AdminTargetFlags } from '../admin-call.js';
 import { printJson } from '../output.js';

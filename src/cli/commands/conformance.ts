@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ClientContext } from '../../client/context.js';
-import { parseDuration } from '../../core/clock.js';
+import { parseDuration } from '../../core/state/clock.js';
 import { formatJunit, formatTable, type ScenarioReport, type Verdict } from '../../conformance/report.js';
 import { SCENARIOS, SUITES } from '../../conformance/scenarios.js';
 import { CliError, EXIT } from '../errors.js';

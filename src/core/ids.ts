@@ -1,6 +1,0 @@
-import { newId, randomBytesFor } from './crypto.js';
-import { formatId, type VariantSelection } from './variation.js';
-
-/** A new id of an answer, job or document: in the form the variant chose (--vary-unspecified), else the emulator's own. */
-export const idFor = (variant: VariantSelection | undefined, prefix: string, plain: () => string = () => newId(prefix)): string =>
-  variant ? formatId(variant.choices.ids, prefix, randomBytesFor(16)) : plain();
