@@ -371,6 +371,26 @@ describe('one writer per file, whatever its name (issue 41.9)', () => {
   );
 
   it(
+    '41.9: a lock by identity whose note a kill cut short (an empty file) is a holder named nowhere: waited for until released or stale, then the start goes on (CI: SyntaxError at a restart after kill -9)',
+    { timeout: 30_000 },
+    async () => {
+      const file = join(await scratchDir(), 'state.json');
+      await writeFile(file, '');
+      const { dev, ino } = await stat(file);
+      const key = join(tmpdir(), `agent-access-${process.getuid?.() ?? 'user'}`, `${dev}-${ino}`);
+      await mkdir(dirname(key), { recursive: true, mode: 0o700 });
+      await rm(`${key}.lock`, { recursive: true, force: true });
+      // Held by a serve killed while it wrote its note: the lock stays until stale, the note is empty.
+      const held = await lockfile.lock(key, { realpath: false, update: 1_000, stale: 5_000 });
+      await writeFile(`${key}.json`, '');
+      setTimeout(() => void held(), 1_000);
+      const release = await lockStateFile(file);
+      expect(JSON.parse(await readFile(`${key}.json`, 'utf8'))).toEqual({ path: file, pid: process.pid });
+      await release();
+    },
+  );
+
+  it(
     '41.9: a lock by identity held for another file now, then taken by a serve of a hard link to this file (it writes its note after taking the lock), refuses the start',
     { timeout: 30_000 },
     async () => {

@@ -239,7 +239,10 @@ async function takeIdentity(
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ELOCKED') throw e;
     }
-    const holder = (await readFile(`${key}.json`, 'utf8').then(JSON.parse, () => null)) as { path?: unknown; pid?: unknown } | null;
+    // A note cut short (its writer killed while writing it) names no holder, as no note does.
+    const holder = (await readFile(`${key}.json`, 'utf8')
+      .then(JSON.parse)
+      .catch(() => null)) as { path?: unknown; pid?: unknown } | null;
     const theirs = typeof holder?.path === 'string' && holder.path !== file ? holder.path : null;
     if (theirs !== null) {
       const now = await stat(theirs).catch(() => null);
