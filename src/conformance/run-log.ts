@@ -120,8 +120,8 @@ export class RunLog implements RequestObserver {
   /** Moments a scenario marks (when it moved the clock, revoked a grant, ...), real time. */
   readonly marks = new Map<string, number>();
 
-  mark(name: string): void {
-    this.marks.set(name, Date.now());
+  mark(name: string, at: number = Date.now()): void {
+    this.marks.set(name, at);
   }
 
   /** The parsed JSON answer of an exchange, or undefined. */
