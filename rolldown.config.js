@@ -99,8 +99,7 @@ const moduleMap = {
 };
 
 export default defineConfig({
-  // The state writer runs in a worker thread of its own, started from its file beside the chunk that starts it.
-  input: { main: 'dist/cli/main.js', 'state-writer': 'dist/store/state-writer.js' },
+  input: { main: 'dist/cli/main.js' },
   platform: 'node',
   external: PACKAGES,
   plugins: [dashboardAsItIs, esmImports, moduleMap],

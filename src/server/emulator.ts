@@ -25,7 +25,7 @@ import { loadFixtures } from '../store/fixtures.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { WORKSPACE_KINDS } from '../core/workspace.js';
 import { lockStateFile, pidNamespace, realStatePath, unlockQuietly } from '../store/lock.js';
-import { LOCK_LOST } from '../store/writer-errors.js';
+import { LOCK_LOST } from '../store/writer.js';
 import { DEFAULT_STATE_FILE, adminFileFor } from '../protocol/admin-file.js';
 import { announcedHolder, removeAdminFile, writeAdminFile } from './admin-file.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
