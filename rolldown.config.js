@@ -1,11 +1,10 @@
 // The command line as one bundle of tsc's output (npm run build; bin/agent-access.js loads dist/bundle/main.cjs).
 // Node resolves, reads and compiles each of the about 350 files `serve` loads one by one, fastify's CommonJS files
-// most of them; from about 50 files the same code starts about a quarter sooner (docs/bench.md). The library
-// (dist/index.js) stays unbundled: a test suite that imports it shares its dependencies with the caller.
+// most of them; from about 50 files the same code starts sooner, on Node 22 and 24 too with Node's compile cache
+// (docs/bench.md). The library (dist/index.js) stays unbundled: a test suite that imports it shares its dependencies
+// with the caller.
 import path from 'node:path';
-import process from 'node:process';
 import { defineConfig } from 'rolldown';
-import { parseAst } from 'rolldown/parseAst';
 
 /**
  * Left to Node, each a dependency of ours that resolves from here in any install:
@@ -17,93 +16,17 @@ import { parseAst } from 'rolldown/parseAst';
 const PACKAGES = /^(open|ajv|@fastify\/ajv-compiler|@fastify\/fast-json-stringify-compiler|light-my-request)(\/|$)/;
 
 /**
- * The dashboard (`dashboard`, `serve --ui`) stays tsc's ES modules, imported from the bundle as
- * `../dashboard/*.js`: Ink and yoga are ES modules, yoga with a top-level await, which a CommonJS bundle can neither
- * hold nor require.
+ * The dashboard (`dashboard`, `serve --ui`) stays tsc's ES modules, imported from the bundle as `../dashboard/*.js`:
+ * Ink and yoga are ES modules, yoga with a top-level await, which a CommonJS bundle can neither hold nor require.
  */
 const DASHBOARD = path.resolve('dist/dashboard') + path.sep;
-const dashboardAsItIs = {
-  name: 'dashboard-as-it-is',
-  resolveId(source, importer) {
-    if (!importer || !source.startsWith('.')) return null;
-    const file = path.resolve(path.dirname(importer), source);
-    if (!file.startsWith(DASHBOARD)) return null;
-    return { id: `../dashboard/${path.relative(DASHBOARD, file).split(path.sep).join('/')}`, external: 'absolute' };
-  },
-};
-
-/**
- * Every `import()` of a chunk goes through dist/bundle/esm/import.cjs, which Node's own loader compiles: code compiled
- * through node:vm, as src/cli/compile-cache.ts compiles the chunks, has no loader for `import()` on Node 20, and
- * asking Node for one warns on Node 22 and 24. The chunks are in the folder above it, so a relative specifier is
- * resolved from there.
- */
-const ESM_IMPORT = 'esm/import.cjs';
-
-/** The `import(` of each ImportExpression in `ast`, as [start, end) of the text before its specifier. */
-function importCalls(node, found = []) {
-  if (Array.isArray(node)) for (const child of node) importCalls(child, found);
-  else if (node && typeof node === 'object') {
-    if (node.type === 'ImportExpression') found.push([node.start, node.source.start]);
-    for (const [key, child] of Object.entries(node)) if (key !== 'type' && typeof child === 'object') importCalls(child, found);
-  }
-  return found;
-}
-
-const esmImports = {
-  name: 'esm-imports',
-  renderChunk(code) {
-    if (!code.includes('import(')) return null;
-    const calls = importCalls(parseAst(code));
-    if (calls.length === 0) return null;
-    let out = '';
-    let at = 0;
-    for (const [start, end] of calls.sort((a, b) => a[0] - b[0])) {
-      out += `${code.slice(at, start)}require("./${ESM_IMPORT}")(`;
-      at = end;
-    }
-    return { code: out + code.slice(at) };
-  },
-  generateBundle() {
-    this.emitFile({
-      type: 'asset',
-      fileName: ESM_IMPORT,
-      source: [
-        `'use strict';`,
-        `// Written by rolldown.config.js: import() for the chunks of the folder above, from code Node compiled itself.`,
-        `const { pathToFileURL } = require('node:url');`,
-        `const chunks = pathToFileURL(require('node:path').join(__dirname, '..') + '/');`,
-        `module.exports = (specifier, options) => import(specifier.startsWith('.') ? new URL(specifier, chunks).href : specifier, options);`,
-        ``,
-      ].join('\n'),
-    });
-  },
-};
-
-/**
- * Writes dist/bundle/modules.json: each chunk and the modules (paths from the package root) in it. Tests that check
- * what a command line loads map the chunks they see back to the modules.
- */
-const moduleMap = {
-  name: 'module-map',
-  generateBundle(_options, bundle) {
-    const chunks = {};
-    for (const [file, chunk] of Object.entries(bundle)) {
-      if (chunk.type !== 'chunk') continue;
-      chunks[file] = Object.keys(chunk.modules)
-        .filter((id) => path.isAbsolute(id))
-        .map((id) => path.relative(process.cwd(), id).split(path.sep).join('/'));
-    }
-    this.emitFile({ type: 'asset', fileName: 'modules.json', source: `${JSON.stringify(chunks, null, 1)}\n` });
-  },
-};
 
 export default defineConfig({
   // The state writer runs in a worker thread of its own, started from its file beside the chunk that starts it.
   input: { main: 'dist/cli/main.js', 'state-writer': 'dist/store/state-writer.js' },
   platform: 'node',
-  external: PACKAGES,
-  plugins: [dashboardAsItIs, esmImports, moduleMap],
+  external: (id, _importer, resolved) => PACKAGES.test(id) || (resolved && id.startsWith(DASHBOARD)),
+  makeAbsoluteExternalsRelative: false,
   // CommonJS: Node 20 loads a chunk with one synchronous compile and run, where an ES module goes through the
   // loader's resolve, link and evaluate steps (about 17 ms of a start, docs/bench.md).
   output: {
@@ -114,6 +37,11 @@ export default defineConfig({
     strict: true,
     entryFileNames: '[name].cjs',
     chunkFileNames: '[name]-[hash].cjs',
+    // Maps without a comment in the chunks (Node reads none): tests map the chunks a command loads back to modules.
+    sourcemap: 'hidden',
+    sourcemapExcludeSources: true,
+    // Every chunk is in dist/bundle/, so the dashboard is one folder up from each.
+    paths: (id) => (id.startsWith(DASHBOARD) ? `../dashboard/${path.relative(DASHBOARD, id).split(path.sep).join('/')}` : id),
     cleanDir: true,
   },
 });

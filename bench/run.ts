@@ -372,7 +372,7 @@ async function measureReady(o: Opts, failures: string[]): Promise<ReadyResults> 
       else log(`ours: first start ${round(first.ms)} ms, state file ${statSync(stateFile).size} bytes`);
       specs.push(warmSpec);
       specs.push(oursSpec('ours_in_memory', 'ours (--in-memory)', () => ['--in-memory']));
-      // The start after an install or upgrade, before a run has left the compile cache (src/cli/compile-cache.ts).
+      // The start after an install or upgrade, before a run has left Node's compile cache (bin/agent-access.js).
       specs.push({
         ...oursSpec('ours_no_compile_cache', 'ours (--state, no compile cache)', () => ['--state', stateFile]),
         env: { NODE_DISABLE_COMPILE_CACHE: '1' },

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrecompiledSchemas } from '../src/server/route-schemas.js';
 import { startServe } from './helpers/cli.js';
 import { startEmulator } from './helpers/emulator.js';
-import { writeResolveHooks } from './helpers/module-trace.js';
+import { bundleChunks, writeResolveHooks } from './helpers/module-trace.js';
 
 /**
  * Route schemas are compiled by `npm run build` (dist/server/compile-route-schemas.js into dist/generated/): these run
@@ -190,7 +190,7 @@ describe('route schemas compiled ahead of time', () => {
   it('a schema changed after the build is compiled at start, said so, and its new rule applies', async () => {
     const root = await copyOfBuild('changed');
     // The command line runs from its bundle: the schema is changed in the chunk that holds it.
-    const chunks = JSON.parse(await readFile(join(root, 'dist/bundle/modules.json'), 'utf8')) as Record<string, string[]>;
+    const chunks = await bundleChunks(root);
     const [chunk] = Object.keys(chunks).filter((file) => chunks[file]!.includes('dist/server/schemas.js'));
     const schemas = join(root, 'dist/bundle', chunk!);
     const source = await readFile(schemas, 'utf8');

@@ -1,18 +1,9 @@
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
-import { compileCacheDir, useCompileCache } from './compile-cache.js';
-import { atV8FlagDefaults, holdYoungGeneration } from './heap-settings.js';
 import { EXIT } from './errors.js';
 
 // The command line's entry; the bundle's other chunks may require it for rolldown's helpers, and a worker thread
 // (the state writer) that ever did must not run a second command line.
 if (isMainThread) {
-  // Before any other chunk of the bundle loads; run from tsc's output (no .cjs beside it), it changes nothing.
-  const cacheDir = compileCacheDir();
-  if (cacheDir) useCompileCache({ bundleDir: dirname(fileURLToPath(import.meta.url)), cacheDir, atV8FlagDefaults });
-  holdYoungGeneration();
-
   // A failure exits at once; success leaves the process to end by itself, so `serve` keeps running. Not a top-level
   // await: the command line runs from a CommonJS bundle (rolldown.config.js). A command whose promise never settled
   // (nothing left to wait for: an internal error) does not end with 0, as an unsettled top-level await did not.

@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { open } from 'node:fs/promises';
+import Module from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { ManualClock } from '../core/state/clock.js';
 import { REALISTIC_TIMINGS } from '../core/resources/jobs.js';
@@ -8,8 +9,6 @@ import { Emulator, type ProfileInUse } from '../server/emulator.js';
 import { requireTerminal } from './commands/dashboard.js';
 import { CliError, EXIT, failWith } from './errors.js';
 import { isLoopbackBind } from '../server/host-guard.js';
-import { saveCompileCache } from './compile-cache.js';
-import { tuneServeHeap } from './heap-settings.js';
 import type { ConsentPolicy } from '../core/emulation/consent-policy.js';
 import { makeDirDurably } from '../store/durable-write.js';
 import type { FaultSpec } from '../core/emulation/fault-spec.js';
@@ -86,7 +85,6 @@ async function openLog(flags: ServeFlags): Promise<Log> {
 
 /** `agent-access serve`: start, announce, log requests to stderr, stop cleanly on SIGINT/SIGTERM. */
 export async function runServe(flags: ServeFlags): Promise<void> {
-  tuneServeHeap('starting');
   let emulator: Emulator | undefined;
   let log: Log;
   const uiStop = new AbortController();
@@ -154,7 +152,6 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   } catch (e) {
     failWith(e);
   }
-  tuneServeHeap('started');
   const ready = {
     base_url: emulator.baseUrl,
     auth_url: emulator.authUrl,
@@ -189,9 +186,14 @@ export async function runServe(flags: ServeFlags): Promise<void> {
       ].join('\n'),
     );
   }
-  // What the start compiled goes to the compile cache once the search index is built, in a quiet moment: made only at
-  // exit, the cache of a server that ran for days would lack what V8 has dropped of its start by then.
-  void emulator.loaded().then(saveCompileCache, () => undefined);
+  // Node writes its compile cache at exit, which a server stopped by kill -9 never reaches: written once started, the
+  // next start compiles none of what this one did (Node >= 22.10; bin/agent-access.js enables it). Node 20's typings
+  // lack it.
+  const { flushCompileCache } = Module as { flushCompileCache?: () => void };
+  void emulator.loaded().then(
+    () => flushCompileCache?.(),
+    () => undefined,
+  );
   if (!flags.quiet) {
     emulator.core.events.subscribe((event) => {
       if (event.name === 'request.served') {

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * vitest's global setup: the command lines the tests start keep their compile cache (src/cli/compile-cache.ts) in a
+ * vitest's global setup: the command lines the tests start keep Node's compile cache (bin/agent-access.js) in a
  * folder of this run's, not in the user's ~/.cache, and it goes with the run. Set before the workers start, so every
- * process they spawn inherits it; test/compile-cache.test.ts gives each of its tests a folder of its own.
+ * process they spawn inherits it.
  */
 export default async function setup(): Promise<() => Promise<void>> {
   const home = await mkdtemp(join(tmpdir(), 'aa-test-cache-'));
