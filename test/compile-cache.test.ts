@@ -34,7 +34,8 @@ const filesUnder = async (folder: string): Promise<string[]> =>
   (await readdir(folder, { recursive: true, withFileTypes: true }).catch(() => [])).filter((e) => e.isFile()).map((e) => e.name);
 
 /** The bundle's chunks Node said it compiled from the cache. */
-const accepted = (stderr: string) => [...stderr.matchAll(/cache for (?:CommonJS )?\S+\/dist\/bundle\/(\S+\.cjs) was accepted/g)].map((m) => m[1]!);
+const accepted = (stderr: string) =>
+  [...stderr.matchAll(/cache for (?:CommonJS )?\S+\/dist\/bundle\/(\S+\.cjs) was accepted/g)].map((m) => m[1]!);
 
 describe.skipIf(!hasCompileCache)("Node's compile cache (Node >= 22.1)", () => {
   it('a command leaves the cache in $XDG_CACHE_HOME/agent-access, and the next run compiles its chunks from it', async () => {
@@ -61,7 +62,9 @@ describe.skipIf(!hasCompileCache)("Node's compile cache (Node >= 22.1)", () => {
     const { env, folder } = cacheHome();
     const first = await startServe(['--in-memory', '--quiet'], { env });
     // The emulator's own chunk is among what the start compiled, and is written by the flush, not at exit.
-    await expect.poll(() => /writing cache for (?:CommonJS )?\S+\/dist\/bundle\/emulator-\S+\.cjs/.test(first.stderr()), { timeout: 20_000 }).toBe(true);
+    await expect
+      .poll(() => /writing cache for (?:CommonJS )?\S+\/dist\/bundle\/emulator-\S+\.cjs/.test(first.stderr()), { timeout: 20_000 })
+      .toBe(true);
     first.child.kill('SIGKILL');
     await first.exit;
     expect((await filesUnder(folder)).length).toBeGreaterThan(0);
