@@ -1,5 +1,6 @@
 import { open, readFile } from 'node:fs/promises';
-import { setOwn, FrozenTable, FrozenView } from '../core/state/repository.js';
+import { FrozenTable, FrozenView } from '../core/state/frozen-view.js';
+import { setOwn } from '../core/state/tables.js';
 import { COLLECTION_NAMES, type State } from '../core/state/state.js';
 
 /**

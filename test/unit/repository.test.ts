@@ -4,7 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Repository, applyChanges } from '../../src/core/state/repository.js';
+import { applyChanges } from '../../src/core/state/journal-replay.js';
+import { Repository } from '../../src/core/state/repository.js';
 import { stateText } from '../../src/core/state/persistence.js';
 import { emptyState, type Grant, type State } from '../../src/core/state/state.js';
 import { stateChunks } from '../../src/store/state-text.js';

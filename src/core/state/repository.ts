@@ -2,6 +2,8 @@ import type { PendingAction, WorkspaceChange } from './entities.js';
 import { addAmount, type ChargeEntry } from './charges.js';
 import type { IdempotencyRecord } from './idempotency.js';
 import { frozen } from './immutable.js';
+import { FrozenView, type KeptValues } from './frozen-view.js';
+import { liveTable, setOwn } from './tables.js';
 import type { ResearchJob, TrainingDocument } from './entities.js';
 import {
   COLLECTION_NAMES,
@@ -73,105 +75,6 @@ type UndoLog = Map<string, { path: readonly string[]; present: boolean; value: u
 
 const pathKey = (path: readonly string[]): string => path.join('\u0000');
 
-/** `table[key] = value` as an own property, also for the key `__proto__` (which assignment would take as the prototype). */
-export function setOwn(table: Record<string, unknown>, key: string, value: unknown): void {
-  if (key === '__proto__') Object.defineProperty(table, key, { value, enumerable: true, writable: true, configurable: true });
-  else table[key] = value;
-}
-
-/**
- * For a frozen view, per table (a collection, or `by_client` and `by_grant` of the charge totals): each key changed
- * since it was taken, with its value before the first of those changes (undefined: it had none).
- */
-type Before = Map<string, Map<string, unknown>>;
-
-const CHARGE_TABLES: readonly string[] = ['by_client', 'by_grant'];
-
-/** The live object of a table of `state`. */
-const liveTable = (state: State, name: string): Record<string, unknown> =>
-  ((CHARGE_TABLES.includes(name) ? state.charges : state) as unknown as Record<string, Record<string, unknown>>)[name]!;
-
-/** One of a frozen view's tables: its name and its keys, in their order when the view was taken. */
-export class FrozenTable {
-  constructor(
-    readonly name: string,
-    readonly keys: readonly string[],
-  ) {}
-}
-
-/**
- * The state at one moment, read while the repository goes on changing it (Repository.frozenView). `fields` are the
- * state's fields in their order: a table as a FrozenTable (its entries through `entries`), the charge totals as
- * `{ count, by_client, by_grant }` with the two tables so, every other field as it was (lists copied: the
- * repository appends to them).
- */
-export class FrozenView {
-  readonly fields: ReadonlyArray<readonly [string, unknown]>;
-  readonly #state: State;
-  readonly #before: Before;
-  readonly #release: () => void;
-
-  constructor(state: State, before: Before = new Map(), release: () => void = () => undefined) {
-    const table = (name: string, live: object): FrozenTable => {
-      before.set(name, new Map());
-      return new FrozenTable(name, Object.keys(live));
-    };
-    this.fields = Object.entries(state).map(([name, value]: [string, unknown]) => {
-      if ((COLLECTION_NAMES as readonly string[]).includes(name)) return [name, table(name, value as object)] as const;
-      if (name === 'charges') {
-        // In the order the core makes them (a hand-edited file may have them in another).
-        const totals = value as State['charges'];
-        return [
-          name,
-          {
-            count: totals.count,
-            by_client: table('by_client', totals.by_client),
-            by_grant: table('by_grant', totals.by_grant),
-          },
-        ] as const;
-      }
-      return [name, Array.isArray(value) ? [...(value as unknown[])] : value] as const;
-    });
-    this.#state = state;
-    this.#before = before;
-    this.#release = release;
-  }
-
-  /** The charges counted when it was taken. */
-  get chargeCount(): number {
-    return (this.fields.find(([name]) => name === 'charges')?.[1] as { count: number }).count;
-  }
-
-  /** A table's entries as they were, in their order then. */
-  *entries(table: FrozenTable): Generator<[string, unknown]> {
-    const live = liveTable(this.#state, table.name);
-    const changed = this.#before.get(table.name)!;
-    for (const key of table.keys) {
-      const value = changed.has(key) ? changed.get(key) : live[key];
-      if (value !== undefined) yield [key, value];
-    }
-  }
-
-  /** The frozen view as a plain state of its own. */
-  toState(): State {
-    const plain = (value: unknown): unknown => {
-      if (value instanceof FrozenTable) {
-        const copy: Record<string, unknown> = {};
-        for (const [key, entry] of this.entries(value)) setOwn(copy, key, entry);
-        return copy;
-      }
-      if (value === null || typeof value !== 'object' || Array.isArray(value) || Object.isFrozen(value)) return value;
-      return Object.fromEntries(Object.entries(value).map(([k, v]: [string, unknown]) => [k, plain(v)]));
-    };
-    return Object.fromEntries(this.fields.map(([name, value]) => [name, plain(value)])) as unknown as State;
-  }
-
-  /** Done with it: the repository stops keeping values for it. */
-  release(): void {
-    this.#release();
-  }
-}
-
 /** A subset of a collection's keys that `where` keeps current. */
 interface Subset {
   collection: CollectionName;
@@ -201,7 +104,7 @@ export class Repository {
   /** What `where` hands out, kept current here. */
   #subsets: Subset[] = [];
   /** For each frozen view not yet released: the values its tables had before the changes made since it was taken. */
-  readonly #frozenViews = new Set<Before>();
+  readonly #frozenViews = new Set<KeptValues>();
 
   constructor(state: State) {
     this.#state = freezeEntries(state);
@@ -422,7 +325,7 @@ export class Repository {
    * compaction (docs/storage.md "The one write path"). Release it when done: until then every change keeps a value for it.
    */
   frozenView(): FrozenView {
-    const before: Before = new Map();
+    const before: KeptValues = new Map();
     const view = new FrozenView(this.#state, before, () => this.#frozenViews.delete(before));
     this.#frozenViews.add(before);
     return view;
@@ -467,56 +370,6 @@ function lookup(root: unknown, path: readonly string[]): { present: true; value:
     node = (node as Record<string, unknown>)[step];
   }
   return node === undefined ? { present: false } : { present: true, value: node };
-}
-
-/** Where a change may point: a collection entry, a charge total, a workspace change, a signing key, the scenario. */
-function checkPath(path: readonly string[]): boolean {
-  const [head, ...rest] = path;
-  if ((COLLECTION_NAMES as readonly string[]).includes(head as string)) return rest.length === 1;
-  if (head === 'charges')
-    return (
-      // ledger_chain: in a journal an earlier version left (the state check drops it).
-      (rest.length === 1 && (rest[0] === 'count' || rest[0] === 'ledger_chain')) ||
-      (rest.length === 2 && (rest[0] === 'by_client' || rest[0] === 'by_grant'))
-    );
-  if (head === 'workspace_changes' || head === 'keys') return rest.length === 1 && /^(0|[1-9]\d{0,8})$/.test(rest[0] as string);
-  return head === 'scenario' && rest.length === 0;
-}
-
-/**
- * Applies changes as `Repository.drain` produced them to a plain state (a journal replayed on start). Throws on
- * a change that names no place a repository writes (the journal was not written by this version, or was edited).
- */
-export function applyChanges(state: State, changes: readonly unknown[]): void {
-  const root = state as unknown as Record<string, unknown>;
-  for (const raw of changes) {
-    if (
-      !Array.isArray(raw) ||
-      raw.length < 1 ||
-      raw.length > 2 ||
-      !Array.isArray(raw[0]) ||
-      !raw[0].every((s) => typeof s === 'string') ||
-      !checkPath(raw[0])
-    ) {
-      throw new Error(`not a change this version writes: ${JSON.stringify(raw).slice(0, 120)}`);
-    }
-    const path = raw[0];
-    let node = root;
-    for (const step of path.slice(0, -1)) {
-      const next = node[step];
-      if (typeof next !== 'object' || next === null) throw new Error(`change at ${path.join('.')}: ${step} is not there`);
-      node = next as Record<string, unknown>;
-    }
-    const last = path[path.length - 1] as string;
-    if (raw.length === 2) {
-      if (Array.isArray(node) && Number(last) > node.length) throw new Error(`change at ${path.join('.')}: leaves a gap in the list`);
-      setOwn(node, last, raw[1]);
-    } else if (Array.isArray(node)) {
-      throw new Error(`change at ${path.join('.')}: list entries are never removed`);
-    } else {
-      delete node[last];
-    }
-  }
 }
 
 /**
