@@ -40,17 +40,9 @@ module.exports = {
       name: 'core-resources-import-no-emulation',
       severity: 'error',
       comment:
-        'The resource plane imports state and oauth (the access token it checks), never emulation: faults and variation reach it as interfaces of a lower wing.',
-      from: { path: '^src/core/resources/', pathNot: '^src/core/resources/(metering|resource-service|research|training|ids)\\.ts$' },
-      to: { path: '^src/core/(emulation)/' },
-    },
-    {
-      name: 'core-resources-emulation-exceptions-stay-as-they-are',
-      severity: 'error',
-      comment:
-        'Left for issue 47.2: the metered call and the resource service (with research, training and their ids, split from it) still import the faults and variation they apply. No new edge.',
-      from: { path: '^src/core/resources/(metering|resource-service|research|training|ids)\\.ts$' },
-      to: { path: '^src/core/emulation/', pathNot: '^src/core/emulation/(faults|fault-spec|variation)\\.ts$' },
+        'The resource plane imports state and oauth (the access token it checks), never emulation: faults and variation reach it as interfaces of its own (fault-point.ts, variants.ts), which emulation implements.',
+      from: { path: '^src/core/resources/' },
+      to: { path: '^src/core/emulation/' },
     },
     {
       name: 'core-wings-name-the-root-by-type-only',
@@ -63,7 +55,7 @@ module.exports = {
     {
       name: 'library-imports-no-cli',
       severity: 'error',
-      comment: "startEmulator runs in its user's process: the CLI's process-wide settings (V8 flags, signals) stay in the CLI.",
+      comment: "startEmulator runs in its user's process: the CLI's process-wide settings (signals, the exit code) stay in the CLI.",
       from: { path: '^src/(server|store|mcp|conformance|contract|library)/|^src/index\\.ts$' },
       to: { path: '^src/cli/' },
     },

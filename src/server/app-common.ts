@@ -4,7 +4,7 @@ import type { Core } from '../core/core.js';
 import type { Faults } from '../core/emulation/faults.js';
 import { resourceMetadataUrl } from '../core/oauth/metadata.js';
 import type { ResourceService } from '../core/resources/resource-service.js';
-import { VARIANT_HEADER } from '../core/emulation/variation.js';
+import { VARIANT_HEADER } from '../core/resources/variants.js';
 import type { Workspace } from '../core/resources/workspace.js';
 import type { AgentPlane } from '../core/resources/agent-plane.js';
 import { ADMIN_EVENTS_PATH } from '../protocol/admin-api.js';

@@ -6,7 +6,7 @@ import { parseIdempotencyKey } from '../core/state/idempotency.js';
 import type { Answer, Charged } from '../core/resources/metering.js';
 import type { RateLimitState } from '../core/state/rate-limit.js';
 import type { ResourceService } from '../core/resources/resource-service.js';
-import { VARIANT_HEADER } from '../core/emulation/variation.js';
+import { VARIANT_HEADER } from '../core/resources/variants.js';
 import { requireScope } from './resource-guard.js';
 import { decodeUtf8 } from './strict-json.js';
 import { askSchema, idParams, researchSchema, trainingSchema } from './schemas.js';

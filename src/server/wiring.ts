@@ -10,7 +10,7 @@ import type { StatePersistence } from '../core/state/persistence.js';
 import { parseRateLimit } from '../core/state/rate-limit.js';
 import { ResourceService, type Sleep } from '../core/resources/resource-service.js';
 import { pinsOf } from '../core/emulation/variant-profile.js';
-import type { VaryUnspecified } from '../core/emulation/variation.js';
+import { Variation, type VaryUnspecified } from '../core/emulation/variation.js';
 import { WORKSPACE_KINDS } from '../core/resources/workspace.js';
 import type { Fixtures } from '../store/fixtures.js';
 import type { LoadedProfile } from '../store/profile-file.js';
@@ -118,8 +118,13 @@ export async function wire(input: WiringInput): Promise<Wired> {
     askLatencyMs: options.askLatencyMs,
     timings: options.timings,
     faults,
-    varyUnspecified: input.varyUnspecified,
-    profile: input.profile ? { name: input.profile.name, pins: pinsOf(input.profile.profile) } : null,
+    variation:
+      input.varyUnspecified || input.profile
+        ? new Variation(
+            input.varyUnspecified ? input.varyUnspecified.seed : null,
+            input.profile ? { name: input.profile.name, pins: pinsOf(input.profile.profile) } : null,
+          )
+        : null,
   });
   const plane = new AgentPlane(core, resources, fixtures.workspace);
   // After a restore, what lives in memory beside the state follows it: the workspace, search, rate limits.

@@ -11,10 +11,14 @@ import { CANNOT_MIMIC, parseProfile, pinsOf, recordProfile, type ObservedRespons
 import {
   CATALOGUE,
   Variation,
-  describeVariant,
   emulatorChoices,
-  formatId,
   selectVariant,
+  type VariantSelection,
+  type VariedKind,
+} from '../../src/core/emulation/variation.js';
+import {
+  describeVariant,
+  formatId,
   varyAskAnswer,
   varyResearchCreated,
   varyResearchJob,
@@ -23,9 +27,7 @@ import {
   varyTrainingUrl,
   type ResearchJobView,
   type TrainingDocumentView,
-  type VariantSelection,
-  type VariedKind,
-} from '../../src/core/emulation/variation.js';
+} from '../../src/core/resources/variants.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 const META = { server: 'https://api.example.test', recordedAt: '2026-11-28T04:00:00.000Z' };

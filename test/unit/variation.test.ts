@@ -7,25 +7,20 @@ import { FINISHED_STEPS } from '../../src/cli/commands/api.js';
 import type { AskAnswer } from '../../src/core/resources/ask.js';
 import { TRAINING_STEPS } from '../../src/core/resources/jobs.js';
 import { selection, stallReport } from './helpers.js';
+import { CATALOGUE, Variation, checkSeed, selectVariant, type Choices, type VariedKind } from '../../src/core/emulation/variation.js';
 import {
-  CATALOGUE,
   PROCESSING_STEPS,
-  Variation,
-  checkSeed,
   describeVariant,
   formatId,
-  selectVariant,
   varyAskAnswer,
   varyResearchCreated,
   varyResearchJob,
   varyTrainingAccepted,
   varyTrainingDocument,
   varyTrainingUrl,
-  type Choices,
   type ResearchJobView,
   type TrainingDocumentView,
-  type VariedKind,
-} from '../../src/core/emulation/variation.js';
+} from '../../src/core/resources/variants.js';
 
 const KINDS = Object.keys(CATALOGUE) as VariedKind[];
 

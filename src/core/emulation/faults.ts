@@ -4,6 +4,7 @@ import { replayStoredRefreshToken } from '../oauth/token-family.js';
 import { ProblemError } from '../state/errors.js';
 import { GRANT_KINDS, parseFaultSpec, type FaultKind, type FaultSettings, type FaultSpec } from './fault-spec.js';
 import type { FaultView } from './overview.js';
+import type { FaultContext, FaultPoint } from '../resources/fault-point.js';
 
 /**
  * Faults on purpose (emulator control, not part of the service): the service misbehaves the way the real one can,
@@ -20,19 +21,6 @@ export interface Fault extends FaultSettings {
   state: 'armed' | 'spent' | 'cleared';
   /** One line for logs and the dashboard: what it does and to what. */
   description: string;
-}
-
-/** What a request fault is checked against. */
-export interface FaultContext {
-  method?: string;
-  /** The route template as registered (`/research/:job_id`) and the path as sent. */
-  route?: string;
-  path?: string;
-  /** An MCP tool call's tool. */
-  tool?: string;
-  client_id?: string;
-  grant_id?: string;
-  question?: string;
 }
 
 const REQUEST_KINDS: readonly FaultKind[] = ['rate_limit', 'server_error', 'latency', 'drop_response', 'ask_timeout', 'research_fail'];
@@ -97,7 +85,7 @@ function describe(f: Omit<Fault, 'description'>): string {
  * The faults in force, kept in memory (a restart forgets them). `take` is asked by the adapters at each point a
  * fault can apply; firing is published as `fault.fired`, with what it hit, for the request log and the dashboard.
  */
-export class Faults {
+export class Faults implements FaultPoint {
   readonly #faults = new Map<string, Fault>();
   #seq = 0;
 

@@ -1,11 +1,11 @@
 /**
  * Issue 43: what a server does where the spec says "not shown", recorded as a profile the emulator can answer with
- * (`serve --profile`). The classifier is the inverse of variation.ts: every variant variation.ts produces is named
+ * (`serve --profile`). The classifier is the inverse of resources/variants.ts: every variant it produces is named
  * back here, per dimension of the catalogue; a shape no variant makes keeps a small example instead.
  *
  * Pure: answers in, a profile out; parseProfile checks a profile read from a file.
  */
-import { PROCESSING_STEPS } from './variation.js';
+import { PROCESSING_STEPS } from '../resources/variants.js';
 import { CATALOGUE, type PinnedChoices, type VariedKind } from '../state/variant-catalogue.js';
 
 export type ObservedStep = 'ask' | 'research.created' | 'research.poll' | 'training.accepted' | 'training.status' | 'training.url';

@@ -2,8 +2,7 @@ import type { ChargeEntry } from '../state/charges.js';
 import type { CoreContext } from '../context.js';
 import { sha256 } from '../state/crypto.js';
 import { ProblemError } from '../state/errors.js';
-import type { FaultKind } from '../emulation/fault-spec.js';
-import type { FaultContext, Faults } from '../emulation/faults.js';
+import type { FaultContext, FaultPoint, ResourceFaultKind } from './fault-point.js';
 import {
   IDEMPOTENCY_WINDOW,
   checkIdempotencyKey,
@@ -60,7 +59,7 @@ export interface Call {
 }
 
 /** A fault of `kind` for this caller's request, if one fires; recorded on the request for the log. */
-export function requestFault(faults: Faults | undefined, kind: FaultKind, access: AccessContext, ctx: FaultContext) {
+export function requestFault(faults: FaultPoint | undefined, kind: ResourceFaultKind, access: AccessContext, ctx: FaultContext) {
   if (!faults?.armed) return null;
   const fault = faults.take(kind, { ...ctx, client_id: access.client_id, grant_id: access.grant.id });
   if (fault) access.faults.push(`${fault.id} ${fault.kind}`);
@@ -80,7 +79,7 @@ export class Metering {
   constructor(
     private readonly core: CoreContext,
     rateLimit: RateLimitConfig,
-    private readonly faults?: Faults,
+    private readonly faults?: FaultPoint,
   ) {
     this.limiter = new RateLimiter(core.clock, rateLimit);
   }

@@ -2,13 +2,13 @@ import { composeReport } from './compose.js';
 import type { Prices } from '../state/charges.js';
 import type { CoreContext } from '../context.js';
 import { ProblemError } from '../state/errors.js';
-import type { Faults } from '../emulation/faults.js';
+import type { FaultPoint } from './fault-point.js';
 import type { JobTimings, ResearchJob } from './jobs.js';
 import { requestFault, type Answer, type Charged } from './metering.js';
 import { belongsTo, type AccessContext } from '../oauth/resource-guard.js';
 import type { SearchIndex } from './search.js';
 import { idFor } from './ids.js';
-import { describeVariant, varyResearchCreated, varyResearchJob, type ResearchJobView, type Variation } from '../emulation/variation.js';
+import { describeVariant, varyResearchCreated, varyResearchJob, type ResearchJobView, type VariantSource } from './variants.js';
 
 /** Spec 2.5, 4.4: what POST /research and the `start_research` tool answer. */
 export interface ResearchAccepted {
@@ -34,7 +34,7 @@ export class Research {
   constructor(
     private readonly core: CoreContext,
     private readonly sources: ResearchSources,
-    private readonly options: { timings: JobTimings; prices: Prices; faults: Faults | undefined; variation: Variation | null },
+    private readonly options: { timings: JobTimings; prices: Prices; faults: FaultPoint | undefined; variation: VariantSource | null },
   ) {
     this.#unfinished = core.repo.where('research_jobs', (job) => job.status !== 'succeeded' && job.status !== 'failed');
   }

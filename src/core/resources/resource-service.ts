@@ -7,21 +7,13 @@ import { Metering, requestFault, type Answer, type Charged } from './metering.js
 import type { RateLimitConfig } from '../state/rate-limit.js';
 import { ProblemError } from '../state/errors.js';
 import { SearchIndex } from './search.js';
-import type { Faults } from '../emulation/faults.js';
+import type { FaultPoint } from './fault-point.js';
 import { idFor } from './ids.js';
 import type { KnowledgeDocument, Workspace } from './workspace.js';
 import { QUICK_TIMINGS, type JobTimings } from './jobs.js';
 import { Research, checkQuestion, type ResearchAccepted } from './research.js';
 import { Training, asKnowledge, type TrainingAccepted, type TrainingLink } from './training.js';
-import {
-  Variation,
-  describeVariant,
-  varyAskAnswer,
-  type PinnedProfile,
-  type ResearchJobView,
-  type TrainingDocumentView,
-  type VaryUnspecified,
-} from '../emulation/variation.js';
+import { describeVariant, varyAskAnswer, type ResearchJobView, type TrainingDocumentView, type VariantSource } from './variants.js';
 
 /**
  * Waits `ms` of real time (the ask latency and timeout of spec 4.4 rule 2 are real waits, whatever the clock). Given
@@ -46,11 +38,12 @@ export interface ResourceServiceOptions {
   /** How long research jobs and training steps take on the emulator clock. */
   timings?: Partial<JobTimings>;
   /** Faults on purpose (emulator control): rate limits, ask timeouts, failing research. */
-  faults?: Faults;
-  /** Vary what the spec leaves open (README "Varying what the spec leaves open"); off by default. */
-  varyUnspecified?: VaryUnspecified | false;
-  /** `serve --profile`: dimensions answered the way a real server was seen to answer; the rest as without it. */
-  profile?: PinnedProfile | null;
+  faults?: FaultPoint;
+  /**
+   * The variant of each new answer, job and document (emulation/variation.ts): `serve --vary-unspecified` varies what
+   * the spec leaves open, `serve --profile` answers dimensions the way a real server was seen to. None by default.
+   */
+  variation?: VariantSource | null;
 }
 
 /**
@@ -68,9 +61,9 @@ export class ResourceService {
   readonly askTimeoutMs: number;
   readonly askLatencyMs: number;
   readonly timings: JobTimings;
-  readonly faults: Faults | undefined;
+  readonly faults: FaultPoint | undefined;
   /** Hands out the variants of new answers, jobs and documents; null unless --vary-unspecified or --profile. */
-  readonly variation: Variation | null;
+  readonly variation: VariantSource | null;
   readonly #sleep: Sleep;
   readonly #fileNames = new Map<string, string>();
   #settling: { promise: Promise<boolean> } | null = null;
@@ -90,10 +83,7 @@ export class ResourceService {
     this.askLatencyMs = options.askLatencyMs ?? 0;
     this.#sleep = options.sleep;
     this.faults = options.faults;
-    this.variation =
-      options.varyUnspecified || options.profile
-        ? new Variation(options.varyUnspecified ? options.varyUnspecified.seed : null, options.profile ?? null)
-        : null;
+    this.variation = options.variation ?? null;
     this.research = new Research(
       core,
       { search: this.search, fileNames: this.#fileNames },

@@ -11,8 +11,8 @@ import {
   varyTrainingDocument,
   varyTrainingUrl,
   type TrainingDocumentView,
-  type Variation,
-} from '../emulation/variation.js';
+  type VariantSource,
+} from './variants.js';
 import { markdownTitle, type KnowledgeDocument } from './workspace.js';
 
 /** Spec 2.6: training content is limited (not shown in the spec; documented): 256 KiB of UTF-8. */
@@ -44,7 +44,7 @@ export class Training {
     private readonly core: CoreContext,
     private readonly options: {
       timings: JobTimings;
-      variation: Variation | null;
+      variation: VariantSource | null;
       /** Makes an indexed document findable; awaited before its step is published. */
       indexed: (doc: TrainingDocument) => Promise<void>;
     },
