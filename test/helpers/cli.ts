@@ -56,11 +56,12 @@ afterEach(async () => {
 
 /**
  * Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running.
- * `bin` runs another build (a copy of the package), `nodeArgs` go to node before it.
+ * `bin` runs another build (a copy of the package), `nodeArgs` go to node before it. `ownedByCaller`: the caller kills
+ * it (a concurrent test, whose neighbours' ends must not).
  */
 export async function startServe(
   args: string[],
-  options: { cwd?: string; bin?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {},
+  options: { cwd?: string; bin?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv; ownedByCaller?: boolean } = {},
 ): Promise<ServeProcess> {
   const child = spawn(
     process.execPath,
@@ -94,6 +95,6 @@ export async function startServe(
     exit,
     stop,
   };
-  serving.push(started);
+  if (!options.ownedByCaller) serving.push(started);
   return started;
 }
