@@ -4,38 +4,11 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { lockStateFile } from '../src/store/lock.js';
-import { scratchDir, tempDir } from './helpers/emulator.js';
-import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { scratchDir } from './helpers/emulator.js';
+import { onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { authorizeAndApprove, http, refresh, register } from './helpers/oauth.js';
 
 const urls = (s: ServeProcess) => ({ baseUrl: s.ready.base_url, authUrl: s.ready.auth_url });
-
-/**
- * A folder and serves of one concurrent test's own, removed and killed when it ends. The lock tests that use it mostly
- * wait for a lock to go stale (seconds of real time, nothing to compute), so they wait together; the shared helpers'
- * clean-up after each test would end a neighbour's folder and serve.
- */
-async function onItsOwn(test: (own: { dir: string; serve: (args: string[]) => Promise<ServeProcess> }) => Promise<void>): Promise<void> {
-  const dir = await tempDir();
-  const serves: ServeProcess[] = [];
-  try {
-    await test({
-      dir,
-      serve: async (args) => {
-        const s = await startServe(args, { ownedByCaller: true });
-        serves.push(s);
-        return s;
-      },
-    });
-  } finally {
-    for (const s of serves)
-      if (s.child.exitCode === null && s.child.signalCode === null) {
-        s.child.kill('SIGKILL');
-        await s.exit;
-      }
-    await rm(dir, { recursive: true, force: true });
-  }
-}
 
 describe('agent-access serve', () => {
   it('--json prints exactly one JSON line when ready; logs go to stderr; the default state is .agent-access/state.json', async () => {
