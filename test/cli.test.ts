@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { lockStateFile } from '../src/store/lock.js';
 import { scratchDir } from './helpers/emulator.js';
-import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { authorizeAndApprove, http, refresh, register } from './helpers/oauth.js';
 
 const urls = (s: ServeProcess) => ({ baseUrl: s.ready.base_url, authUrl: s.ready.auth_url });
@@ -122,53 +122,53 @@ describe('agent-access grants: one writer per state file', () => {
     expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
   });
 
-  it(
+  it.concurrent(
     'an emulator stopped for longer than its lock takes to go stale (Ctrl+Z, a debugger) keeps its file: revoke goes through it once it runs again',
     { timeout: 40_000 },
-    async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const s = await startServe(['--state', state]);
-      await authorizeAndApprove(urls(s));
-      const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', state, '--json'])).stdout).grants;
-      s.child.kill('SIGSTOP');
-      let revoking: ReturnType<typeof runCli>;
-      try {
-        // Longer than the 5 s after which a lock nobody refreshed counts as stale.
-        await sleep(6_500);
-        revoking = runCli(['grants', 'revoke', grant.id, '--state', state, '--json'], { timeoutMs: 30_000 });
-        // Taking the file over would be done (and the CLI gone) well within this; going through the emulator waits for it.
-        await Promise.race([revoking, sleep(4_000)]);
-      } finally {
-        s.child.kill('SIGCONT');
-      }
-      const revoke = await revoking;
-      expect(revoke.code, `${revoke.stderr}\nserve: ${s.stderr()}`).toBe(0);
-      expect(JSON.parse(revoke.stdout).grant).toMatchObject({ id: grant.id, status: 'revoked' });
-      // Still the one writer: it serves on, and its next write keeps the revocation.
-      expect((await register(s.ready.base_url)).client_id).toBeTruthy();
-      expect(await s.stop(), s.stderr()).toBe(0);
-      expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
-    },
+    () =>
+      onItsOwn(async ({ dir, serve }) => {
+        const state = join(dir, 'state.json');
+        const s = await serve(['--state', state]);
+        await authorizeAndApprove(urls(s));
+        const [grant] = JSON.parse((await runCli(['grants', 'list', '--state', state, '--json'])).stdout).grants;
+        s.child.kill('SIGSTOP');
+        let revoking: ReturnType<typeof runCli>;
+        try {
+          // Longer than the 5 s after which a lock nobody refreshed counts as stale.
+          await sleep(6_500);
+          revoking = runCli(['grants', 'revoke', grant.id, '--state', state, '--json'], { timeoutMs: 30_000 });
+          // Taking the file over would be done (and the CLI gone) well within this; going through the emulator waits for it.
+          await Promise.race([revoking, sleep(4_000)]);
+        } finally {
+          s.child.kill('SIGCONT');
+        }
+        const revoke = await revoking;
+        expect(revoke.code, `${revoke.stderr}\nserve: ${s.stderr()}`).toBe(0);
+        expect(JSON.parse(revoke.stdout).grant).toMatchObject({ id: grant.id, status: 'revoked' });
+        // Still the one writer: it serves on, and its next write keeps the revocation.
+        expect((await register(s.ready.base_url)).client_id).toBeTruthy();
+        expect(await s.stop(), s.stderr()).toBe(0);
+        expect(JSON.parse(await readFile(state, 'utf8')).grants[grant.id].status).toBe('revoked');
+      }),
   );
 
-  it(
+  it.concurrent(
     'a running emulator whose admin file is gone: the CLI gives up within seconds and names the file, and touches nothing',
     { timeout: 40_000 },
-    async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const s = await startServe(['--state', state]);
-      const before = await readFile(state, 'utf8');
-      await rm(join(dir, 'state.admin.json'));
-      const started = Date.now();
-      const list = await runCli(['grants', 'list', '--state', state], { timeoutMs: 35_000 });
-      expect(Date.now() - started).toBeLessThan(20_000);
-      expect(list.code).toBe(3);
-      expect(list.stderr).toContain(join(dir, 'state.admin.json'));
-      expect(await readFile(state, 'utf8')).toBe(before);
-      expect(await s.stop(), s.stderr()).toBe(0);
-    },
+    () =>
+      onItsOwn(async ({ dir, serve }) => {
+        const state = join(dir, 'state.json');
+        const s = await serve(['--state', state]);
+        const before = await readFile(state, 'utf8');
+        await rm(join(dir, 'state.admin.json'));
+        const started = Date.now();
+        const list = await runCli(['grants', 'list', '--state', state], { timeoutMs: 35_000 });
+        expect(Date.now() - started).toBeLessThan(20_000);
+        expect(list.code).toBe(3);
+        expect(list.stderr).toContain(join(dir, 'state.admin.json'));
+        expect(await readFile(state, 'utf8')).toBe(before);
+        expect(await s.stop(), s.stderr()).toBe(0);
+      }),
   );
 
   it('a state file named through a symlink is one file: the CLI naming its real path goes through the emulator, and the link stays a link', async () => {
@@ -299,63 +299,64 @@ describe('agent-access charges', () => {
 });
 
 describe('agent-access serve after a crash', () => {
-  it(
+  it.concurrent(
     'a holder killed with SIGKILL does not block: its admin file names a pid that is gone, so its lock is taken at once; while the second lives, a third is refused',
     { timeout: 30_000 },
-    async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const first = await startServe(['--state', state]);
-      first.child.kill('SIGKILL');
-      await first.exit;
-      expect(existsSync(`${state}.lock`)).toBe(true);
-      const started = Date.now();
-      const second = await startServe(['--state', state]);
-      expect(Date.now() - started).toBeLessThan(10_000);
-      expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
-      // While the second one lives, a third is refused at once.
-      const third = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
-      expect(third.code).toBe(3);
-      expect(third.stderr).toContain('in use');
-    },
+    () =>
+      onItsOwn(async ({ dir, serve }) => {
+        const state = join(dir, 'state.json');
+        const first = await serve(['--state', state]);
+        first.child.kill('SIGKILL');
+        await first.exit;
+        expect(existsSync(`${state}.lock`)).toBe(true);
+        const started = Date.now();
+        const second = await serve(['--state', state]);
+        expect(Date.now() - started).toBeLessThan(10_000);
+        expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
+        // While the second one lives, a third is refused at once.
+        const third = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state]);
+        expect(third.code).toBe(3);
+        expect(third.stderr).toContain('in use');
+      }),
   );
 
-  it(
+  it.concurrent(
     'an admin file left by a killed serve whose pid a live process now has (a restarted container) holds nothing: the lock is taken once stale',
     { timeout: 30_000 },
-    async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const first = await startServe(['--state', state]);
-      first.child.kill('SIGKILL');
-      await first.exit;
-      // The dead server's pid now belongs to a live process: this test runner stands in for it.
-      const adminFile = join(dir, 'state.admin.json');
-      await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
-      const started = Date.now();
-      const second = await startServe(['--state', state]);
-      expect(Date.now() - started).toBeLessThan(10_000);
-      expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
-    },
+    () =>
+      onItsOwn(async ({ dir, serve }) => {
+        const state = join(dir, 'state.json');
+        const first = await serve(['--state', state]);
+        first.child.kill('SIGKILL');
+        await first.exit;
+        // The dead server's pid now belongs to a live process: this test runner stands in for it.
+        const adminFile = join(dir, 'state.admin.json');
+        await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
+        const started = Date.now();
+        const second = await serve(['--state', state]);
+        expect(Date.now() - started).toBeLessThan(10_000);
+        expect((await http(`${second.ready.base_url}/.well-known/oauth-authorization-server`)).status).toBe(200);
+      }),
   );
 
-  it('a stale admin file naming a dead pid never lets serve take a lock that a live process holds', { timeout: 30_000 }, async () => {
-    const dir = await scratchDir();
-    const state = join(dir, 'state.json');
-    const first = await startServe(['--state', state]);
-    first.child.kill('SIGKILL');
-    await first.exit;
-    // A live process (as `grants` does) takes the lock once the dead one's is stale, and keeps refreshing it.
-    const release = await lockStateFile(state);
-    try {
-      expect(existsSync(join(dir, 'state.admin.json'))).toBe(true);
-      const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state], { timeoutMs: 25_000 });
-      expect(res.code).toBe(3);
-      expect(res.stderr).toContain('in use');
-    } finally {
-      await release();
-    }
-  });
+  it.concurrent('a stale admin file naming a dead pid never lets serve take a lock that a live process holds', { timeout: 30_000 }, () =>
+    onItsOwn(async ({ dir, serve }) => {
+      const state = join(dir, 'state.json');
+      const first = await serve(['--state', state]);
+      first.child.kill('SIGKILL');
+      await first.exit;
+      // A live process (as `grants` does) takes the lock once the dead one's is stale, and keeps refreshing it.
+      const release = await lockStateFile(state);
+      try {
+        expect(existsSync(join(dir, 'state.admin.json'))).toBe(true);
+        const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--state', state], { timeoutMs: 25_000 });
+        expect(res.code).toBe(3);
+        expect(res.stderr).toContain('in use');
+      } finally {
+        await release();
+      }
+    }),
+  );
 });
 
 describe('agent-access dashboard and serve --ui outside a terminal', () => {

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { HTTP_LIMITS } from '../src/server/http-transport.js';
+import { Emulator } from '../src/server/emulator.js';
 import { startEmulator } from './helpers/emulator.js';
 import { http } from './helpers/oauth.js';
 import { pollUntil } from './helpers/wait.js';
@@ -35,6 +36,19 @@ const openMany = async (baseUrl: string, n: number): Promise<Conn[]> => {
 };
 
 const head = (baseUrl: string) => `GET ${METADATA} HTTP/1.1\r\nHost: ${new URL(baseUrl).host}\r\n`;
+
+/**
+ * An emulator of one test's own, stopped when that test ends: the timeout tests below only wait on Node's timers
+ * (idle sockets, nothing to compute), so they wait together, and the helper's stop after each test would stop theirs.
+ */
+async function withOwnEmulator(test: (emu: Emulator) => Promise<void>): Promise<void> {
+  const emu = await Emulator.start({ port: 0, authPort: 0, inMemory: true });
+  try {
+    await test(emu);
+  } finally {
+    await emu.stop();
+  }
+}
 
 describe('41.2, 41.3: the HTTP transport bounds connections, heads and idle keep-alive', () => {
   it('41.2: Node defaults for the head: 16 KiB, a 10 s head timeout, 5 s keep-alive, and a connection bound below a desktop fd limit', () => {
@@ -90,38 +104,39 @@ describe('41.2, 41.3: the HTTP transport bounds connections, heads and idle keep
     for (const c of busy) c.socket.destroy();
   });
 
-  it(
+  it.concurrent(
     '41.3: an idle keep-alive connection is closed by the server after keepAliveMs (5 s), not fastify’s 72 s',
     { timeout: 20_000 },
-    async () => {
-      const emu = await startEmulator();
-      const conn = await open(emu.baseUrl);
-      conn.socket.write(`${head(emu.baseUrl)}\r\n`);
-      await pollUntil(() => conn.data.includes('\r\n\r\n{'), 'the answer');
-      await pollUntil(() => conn.closed, 'the server closing the idle connection', { timeoutMs: 15_000 });
-    },
+    () =>
+      withOwnEmulator(async (emu) => {
+        const conn = await open(emu.baseUrl);
+        conn.socket.write(`${head(emu.baseUrl)}\r\n`);
+        await pollUntil(() => conn.data.includes('\r\n\r\n{'), 'the answer');
+        await pollUntil(() => conn.closed, 'the server closing the idle connection', { timeoutMs: 15_000 });
+      }),
   );
 
-  it(
+  it.concurrent(
     '41.3: a body that never comes is closed after the request timeout (20 s), with 408, and the connection closes',
     { timeout: 45_000 },
-    async () => {
-      const emu = await startEmulator();
-      const conn = await open(emu.baseUrl);
-      const { host } = new URL(emu.baseUrl);
-      conn.socket.write(
-        `POST /oauth/register HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
-      );
-      await pollUntil(() => conn.closed, 'the server closing the request whose body stopped', { timeoutMs: 35_000 });
-      expect(conn.data).toMatch(/^HTTP\/1\.1 408 /);
-    },
+    () =>
+      withOwnEmulator(async (emu) => {
+        const conn = await open(emu.baseUrl);
+        const { host } = new URL(emu.baseUrl);
+        conn.socket.write(
+          `POST /oauth/register HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+        );
+        await pollUntil(() => conn.closed, 'the server closing the request whose body stopped', { timeoutMs: 35_000 });
+        expect(conn.data).toMatch(/^HTTP\/1\.1 408 /);
+      }),
   );
 
-  it('41.2: a head that stops half way is closed after the head timeout (10 s), with 408', { timeout: 25_000 }, async () => {
-    const emu = await startEmulator();
-    const conn = await open(emu.baseUrl);
-    conn.socket.write(head(emu.baseUrl));
-    await pollUntil(() => conn.closed, 'the server closing the unfinished head', { timeoutMs: 20_000 });
-    expect(conn.data).toMatch(/^HTTP\/1\.1 408 /);
-  });
+  it.concurrent('41.2: a head that stops half way is closed after the head timeout (10 s), with 408', { timeout: 25_000 }, () =>
+    withOwnEmulator(async (emu) => {
+      const conn = await open(emu.baseUrl);
+      conn.socket.write(head(emu.baseUrl));
+      await pollUntil(() => conn.closed, 'the server closing the unfinished head', { timeoutMs: 20_000 });
+      expect(conn.data).toMatch(/^HTTP\/1\.1 408 /);
+    }),
+  );
 });

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ledgerText } from '../src/core/state/charges.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { lockStateFile } from '../src/store/lock.js';
-import { runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
@@ -105,56 +105,56 @@ describe('serve after kill -9', () => {
     },
   );
 
-  it(
+  it.concurrent(
     'an admin file whose pid is alive and older than the file (a serve that is stopping, its port closed) is no proof: serve waits with a notice, and is refused while the lock is refreshed',
     { timeout: 30_000 },
-    async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const adminFile = join(dir, 'state.admin.json');
-      const first = await startServe(['--state', state]);
-      await killed(first);
-      // A live process holds the lock, then the admin file names it: a pid alive since before the file, its port closed.
-      const release = await lockStateFile(state);
-      try {
-        await sleep(50);
-        await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
-        const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state], { timeoutMs: 25_000 });
-        expect(res.code).toBe(3);
-        expect(res.stdout).toBe('');
-        expect(res.stderr).toContain('in use');
-        expect(notices(res.stderr)[0]).toMatch(
-          new RegExp(
-            `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${process.pid} \\(named in ${adminFile}\\), whose admin port does not take connections`,
-          ),
-        );
-      } finally {
-        await release();
-      }
-    },
+    () =>
+      onItsOwn(async ({ dir, serve }) => {
+        const state = join(dir, 'state.json');
+        const adminFile = join(dir, 'state.admin.json');
+        const first = await serve(['--state', state]);
+        await killed(first);
+        // A live process holds the lock, then the admin file names it: a pid alive since before the file, its port closed.
+        const release = await lockStateFile(state);
+        try {
+          await sleep(50);
+          await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
+          const res = await runCli(['serve', '--port', '0', '--auth-port', '0', '--json', '--state', state], { timeoutMs: 25_000 });
+          expect(res.code).toBe(3);
+          expect(res.stdout).toBe('');
+          expect(res.stderr).toContain('in use');
+          expect(notices(res.stderr)[0]).toMatch(
+            new RegExp(
+              `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${process.pid} \\(named in ${adminFile}\\), whose admin port does not take connections`,
+            ),
+          );
+        } finally {
+          await release();
+        }
+      }),
   );
 
-  it(
+  it.concurrent(
     'an admin file written in another pid namespace or on another host proves nothing: its lock is waited out until stale, with a notice',
     { timeout: 30_000 },
-    async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const adminFile = join(dir, 'state.admin.json');
-      const first = await startServe(['--state', state]);
-      await killed(first);
-      const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
-      await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid_namespace: 'elsewhere' }));
-      await utimes(adminFile, mtime, mtime);
-      const started = Date.now();
-      const second = await startServe(['--state', state]);
-      // Staleness: 5 s after the last refresh, which was at most a second before the kill.
-      expect(Date.now() - started).toBeGreaterThan(3_000);
-      expect(notices(second.stderr())[0]).toMatch(
-        new RegExp(
-          `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${first.child.pid} \\(named in ${adminFile}\\)`,
-        ),
-      );
-    },
+    () =>
+      onItsOwn(async ({ dir, serve }) => {
+        const state = join(dir, 'state.json');
+        const adminFile = join(dir, 'state.admin.json');
+        const first = await serve(['--state', state]);
+        await killed(first);
+        const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
+        await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid_namespace: 'elsewhere' }));
+        await utimes(adminFile, mtime, mtime);
+        const started = Date.now();
+        const second = await serve(['--state', state]);
+        // Staleness: 5 s after the last refresh, which was at most a second before the kill.
+        expect(Date.now() - started).toBeGreaterThan(3_000);
+        expect(notices(second.stderr())[0]).toMatch(
+          new RegExp(
+            `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${first.child.pid} \\(named in ${adminFile}\\)`,
+          ),
+        );
+      }),
   );
 });

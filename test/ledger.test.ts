@@ -3,10 +3,8 @@ import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ChargeEntry } from '../src/core/state/charges.js';
-import { StateFileError } from '../src/core/state/errors.js';
 import { Emulator } from '../src/server/emulator.js';
-import { emptyState, parseState } from '../src/core/state/state.js';
-import { moveAwayCommand, resetAdvice } from '../src/store/state-files.js';
+import { moveAwayCommand } from '../src/store/state-files.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { leaveJournalBehind, scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
@@ -14,67 +12,9 @@ import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 /**
  * Charges have one source of truth (issue 46): the state's `charge_ledger`, committed in the journal record of the
  * change that caused them. The ledger file beside it (`state.charges.jsonl`) is written from it; a start rewrites a
- * ledger file that does not match, so a crash leaves nothing to reconcile.
+ * ledger file that does not match, so a crash leaves nothing to reconcile. That the state's charges sum to its totals
+ * is checked in test/unit/state-charges.test.ts.
  */
-
-const entry = (seq: number, client_id: string, amount: number, grant_id = `grant_${client_id}`): ChargeEntry => ({
-  seq,
-  at: 1_700_000_000_000 + seq,
-  client_id,
-  grant_id,
-  route: 'POST /chat/ask',
-  amount,
-  unit: 'AKh',
-  idempotency_key: null,
-});
-/** A state file's text with these charges and the totals they sum to. */
-const stateWith = (entries: ChargeEntry[]) => {
-  const state = emptyState() as unknown as Record<string, unknown> & {
-    charges: { count: number; by_client: Record<string, number>; by_grant: Record<string, number> };
-  };
-  state.charges.count = entries.length;
-  for (const e of entries) {
-    state.charges.by_client[e.client_id] = Math.round(((state.charges.by_client[e.client_id] ?? 0) + e.amount) * 1000) / 1000;
-    state.charges.by_grant[e.grant_id] = Math.round(((state.charges.by_grant[e.grant_id] ?? 0) + e.amount) * 1000) / 1000;
-  }
-  state.charge_ledger = Object.fromEntries(entries.map((e) => [String(e.seq), e]));
-  return state;
-};
-const refusal = (run: () => unknown): StateFileError => {
-  try {
-    run();
-  } catch (e) {
-    expect(e).toBeInstanceOf(StateFileError);
-    return e as StateFileError;
-  }
-  throw new Error('expected a refusal');
-};
-
-describe("a state's charges: charge_ledger holds seq 1 to count, and sums to the totals", () => {
-  const three = [entry(1, 'c1', 0.1), entry(2, 'c2', 0.25), entry(3, 'c1', 0.3)];
-
-  it('charges that sum (in thousandths) to the totals are accepted', () => {
-    expect(parseState(JSON.stringify(stateWith(three)), 's.json', resetAdvice('s.json')).charges.count).toBe(3);
-  });
-
-  it('a tampered total, a missing charge, a charge with a bad field: refused, naming what differs', () => {
-    const tampered = stateWith(three);
-    tampered.charges.by_client.c1 = 0.5;
-    expect(refusal(() => parseState(JSON.stringify(tampered), 's.json', resetAdvice('s.json'))).message).toMatch(
-      /charges of client c1 sum to 0.4 AKh, but "charges.by_client" says 0.5/,
-    );
-    const missing = stateWith(three);
-    delete (missing.charge_ledger as Record<string, unknown>)['2'];
-    expect(refusal(() => parseState(JSON.stringify(missing), 's.json', resetAdvice('s.json'))).message).toMatch(
-      /it holds 2 charges, but "charges.count" is 3/,
-    );
-    const bad = stateWith(three);
-    (bad.charge_ledger as Record<string, ChargeEntry>)['1'] = { ...three[0]!, amount: '0.1' as unknown as number };
-    expect(refusal(() => parseState(JSON.stringify(bad), 's.json', resetAdvice('s.json'))).message).toMatch(
-      /charge 1: "amount" is not a number/,
-    );
-  });
-});
 
 describe('serve writes the ledger file from the state', () => {
   it('a deleted, truncated or edited ledger file is rewritten at start from the charges in the state, with one notice; `agent-access charges` answers as before', async () => {

@@ -16,8 +16,11 @@ describe('README recipes', () => {
     const dir = await scratchDir();
     const config = await scratchDir();
     // `npm start` is the build, then serve: the build is there already. Free ports instead of 4100/4101 (the client
-    // finds the emulator running in this directory either way), and an approve policy in the person's place.
-    const serve = await startServe(['--consent', 'approve', '--quiet'], { cwd: dir });
+    // finds the emulator running in this directory either way), an approve policy in the person's place, and jobs
+    // that end soon: `research --wait` and `train --wait` poll them to their end either way.
+    const serve = await startServe(['--consent', 'approve', '--quiet', '--research-duration', '500ms', '--training-step', '100ms'], {
+      cwd: dir,
+    });
     const baseUrl = String(JSON.parse(serve.readyLine).base_url);
     const start = blockAfter(QUICK_START_SERVE);
     expect(start).toMatch(/^npm install && npm start/);

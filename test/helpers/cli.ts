@@ -2,6 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach } from 'vitest';
 
 export const BIN = fileURLToPath(new URL('../../bin/agent-access.js', import.meta.url));
@@ -56,11 +59,12 @@ afterEach(async () => {
 
 /**
  * Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running.
- * `bin` runs another build (a copy of the package), `nodeArgs` go to node before it.
+ * `bin` runs another build (a copy of the package), `nodeArgs` go to node before it. `ownedByCaller`: the caller kills
+ * it (a concurrent test, whose neighbours' ends must not).
  */
 export async function startServe(
   args: string[],
-  options: { cwd?: string; bin?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {},
+  options: { cwd?: string; bin?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv; ownedByCaller?: boolean } = {},
 ): Promise<ServeProcess> {
   const child = spawn(
     process.execPath,
@@ -94,6 +98,35 @@ export async function startServe(
     exit,
     stop,
   };
-  serving.push(started);
+  if (!options.ownedByCaller) serving.push(started);
   return started;
+}
+
+/**
+ * A folder and serves of one concurrent test's own (`it.concurrent`), removed and killed when it ends: for tests that
+ * mostly wait on real time with nothing to compute (a lock going stale), which then wait together. The clean-up after
+ * each test of startServe and scratchDir would end a neighbour's serve and folder.
+ */
+export async function onItsOwn(
+  test: (own: { dir: string; serve: (args: string[]) => Promise<ServeProcess> }) => Promise<void>,
+): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-access-'));
+  const serves: ServeProcess[] = [];
+  try {
+    await test({
+      dir,
+      serve: async (args) => {
+        const s = await startServe(args, { ownedByCaller: true });
+        serves.push(s);
+        return s;
+      },
+    });
+  } finally {
+    for (const s of serves)
+      if (s.child.exitCode === null && s.child.signalCode === null) {
+        s.child.kill('SIGKILL');
+        await s.exit;
+      }
+    await rm(dir, { recursive: true, force: true });
+  }
 }
