@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { lockStateFile } from '../src/store/lock.js';
 import { scratchDir } from './helpers/emulator.js';
-import { onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { killServe, onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { authorizeAndApprove, http, refresh, register } from './helpers/oauth.js';
 
 const urls = (s: ServeProcess) => ({ baseUrl: s.ready.base_url, authUrl: s.ready.auth_url });
@@ -306,8 +306,7 @@ describe('agent-access serve after a crash', () => {
       onItsOwn(async ({ dir, serve }) => {
         const state = join(dir, 'state.json');
         const first = await serve(['--state', state]);
-        first.child.kill('SIGKILL');
-        await first.exit;
+        await killServe(first);
         expect(existsSync(`${state}.lock`)).toBe(true);
         const started = Date.now();
         const second = await serve(['--state', state]);
@@ -327,8 +326,7 @@ describe('agent-access serve after a crash', () => {
       onItsOwn(async ({ dir, serve }) => {
         const state = join(dir, 'state.json');
         const first = await serve(['--state', state]);
-        first.child.kill('SIGKILL');
-        await first.exit;
+        await killServe(first);
         // The dead server's pid now belongs to a live process: this test runner stands in for it.
         const adminFile = join(dir, 'state.admin.json');
         await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid: process.pid }));
@@ -343,8 +341,7 @@ describe('agent-access serve after a crash', () => {
     onItsOwn(async ({ dir, serve }) => {
       const state = join(dir, 'state.json');
       const first = await serve(['--state', state]);
-      first.child.kill('SIGKILL');
-      await first.exit;
+      await killServe(first);
       // A live process (as `grants` does) takes the lock once the dead one's is stale, and keeps refreshing it.
       const release = await lockStateFile(state);
       try {

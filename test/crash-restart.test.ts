@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ledgerText } from '../src/core/state/charges.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { lockStateFile } from '../src/store/lock.js';
-import { onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
+import { killServe, onItsOwn, runCli, startServe } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
@@ -16,10 +16,6 @@ const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
-const killed = async (s: ServeProcess) => {
-  s.child.kill('SIGKILL');
-  await s.exit;
-};
 const notices = (stderr: string) => stderr.split('\n').filter((line) => line.startsWith('agent-access: ') && !/ (GET|POST) /.test(line));
 
 describe('serve after kill -9', () => {
@@ -41,7 +37,7 @@ describe('serve after kill -9', () => {
           )
         ).status,
       ).toBe(200);
-      await killed(first);
+      await killServe(first);
       expect(existsSync(`${state}.lock`)).toBe(true);
       // The ledger file is appended after the answer, so the kill may have come first: it is written from the
       // state's charges here, with a line beyond them, as an edit or an older version's cut-short commit leaves it.
@@ -88,7 +84,7 @@ describe('serve after kill -9', () => {
       const state = join(dir, 'state.json');
       const adminFile = join(dir, 'state.admin.json');
       const first = await startServe(['--state', state]);
-      await killed(first);
+      await killServe(first);
       const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
       // Wall-clock time is the subject: a pid counts as reused only when its process started more than a second
       // (the margin for clock-tick rounding) after the admin file was written.
@@ -113,7 +109,7 @@ describe('serve after kill -9', () => {
         const state = join(dir, 'state.json');
         const adminFile = join(dir, 'state.admin.json');
         const first = await serve(['--state', state]);
-        await killed(first);
+        await killServe(first);
         // A live process holds the lock, then the admin file names it: a pid alive since before the file, its port closed.
         const release = await lockStateFile(state);
         try {
@@ -142,7 +138,7 @@ describe('serve after kill -9', () => {
         const state = join(dir, 'state.json');
         const adminFile = join(dir, 'state.admin.json');
         const first = await serve(['--state', state]);
-        await killed(first);
+        await killServe(first);
         const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
         await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid_namespace: 'elsewhere' }));
         await utimes(adminFile, mtime, mtime);

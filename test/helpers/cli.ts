@@ -49,13 +49,14 @@ export interface ServeProcess {
 const serving: ServeProcess[] = [];
 // A serve a test left running (it failed before stopping it, or never meant to) is killed when the test ends.
 afterEach(async () => {
-  for (const s of serving.splice(0)) {
-    if (s.child.exitCode === null && s.child.signalCode === null) {
-      s.child.kill('SIGKILL');
-      await s.exit;
-    }
-  }
+  for (const s of serving.splice(0)) await killServe(s);
 });
+
+/** SIGKILL, as a crash would end it (nothing when it has ended already), and once it has exited. */
+export async function killServe(s: ServeProcess): Promise<void> {
+  if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
+  await s.exit;
+}
 
 /**
  * Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running.
@@ -122,11 +123,7 @@ export async function onItsOwn(
       },
     });
   } finally {
-    for (const s of serves)
-      if (s.child.exitCode === null && s.child.signalCode === null) {
-        s.child.kill('SIGKILL');
-        await s.exit;
-      }
+    for (const s of serves) await killServe(s);
     await rm(dir, { recursive: true, force: true });
   }
 }

@@ -3,6 +3,7 @@
  * a request fault of a kind fires on this call. An interface of this wing, so that the resource plane imports nothing
  * of emulation.
  */
+
 /** The request faults the resource plane applies itself (the others fire in the transports or at a moment). */
 export type ResourceFaultKind = 'rate_limit' | 'drop_response' | 'ask_timeout' | 'research_fail';
 
