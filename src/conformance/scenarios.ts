@@ -442,11 +442,14 @@ const parallelExpiry: Scenario = {
   description: 'the access token expires while the client has several calls in flight: one refresh, no replay, the family lives',
   suite: 'resilience',
   // The API's answers come half a second late, so calls a client sends together are in flight together at the server.
+  // So does a refresh: a client that refreshes on each refusal, rather than once for all, presents the same refresh
+  // token again while its first refresh is still in flight, however quickly its refusals come back.
   options: () => ({
     ...APPROVE,
     faults: [
       ...RATE_LIMITED.map((route): FaultSpec => ({ kind: 'latency', route, ms: IN_FLIGHT_MS })),
       { kind: 'latency', tool: '*', ms: IN_FLIGHT_MS },
+      { kind: 'latency', route: 'POST /oauth/token', ms: IN_FLIGHT_MS },
     ],
   }),
   arm({ log, jump }) {
