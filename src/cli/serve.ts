@@ -187,9 +187,12 @@ export async function runServe(flags: ServeFlags): Promise<void> {
     );
   }
   // Node writes its compile cache at exit, which a server stopped by kill -9 never reaches: written once started, the
-  // next start compiles none of what this one did (Node >= 22.10; bin/agent-access.js enables it). Node 20's typings
+  // next start compiles none of what this one did (Node >= 22.10; bin/agent-access.js enables it). Once after the ready
+  // line, for all the start compiled, and again for what loads after it: those loads wait for quiet moments, which a
+  // busy machine may not give for a long time. A second flush writes only what the first did not. Node 20's typings
   // lack it.
   const { flushCompileCache } = Module as { flushCompileCache?: () => void };
+  setImmediate(() => flushCompileCache?.());
   void emulator.loaded().then(
     () => flushCompileCache?.(),
     () => undefined,

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,24 +16,39 @@ export interface RunResult {
   stderr: string;
 }
 
+/**
+ * Where a child's stderr goes: a pipe read into a string, or with `stderrFile` that file. What Node itself prints
+ * (NODE_DEBUG_NATIVE) is written straight to the descriptor, and Node makes a pipe non-blocking: lines written while the
+ * pipe is full are lost. A file loses none.
+ */
+function stderrOf(child: ChildProcess, stderrFile: string | undefined): () => string {
+  if (stderrFile !== undefined) return () => readFileSync(stderrFile, 'utf8');
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  return () => stderr;
+}
+
+const stderrTo = (stderrFile: string | undefined) => (stderrFile === undefined ? 'pipe' : openSync(stderrFile, 'w', 0o600));
+
 /** Runs the built CLI to completion. */
 export async function runCli(
   args: string[],
-  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; stderrFile?: string } = {},
 ): Promise<RunResult> {
+  const err = stderrTo(options.stderrFile);
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd,
     env: { ...process.env, NO_COLOR: '1', ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', err],
   });
+  if (typeof err === 'number') closeSync(err);
   let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout!.on('data', (d) => (stdout += d));
+  const stderr = stderrOf(child, options.stderrFile);
   const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 20_000);
   const [code] = (await once(child, 'exit')) as [number | null];
   clearTimeout(timer);
-  return { code, stdout, stderr };
+  return { code, stdout, stderr: stderr() };
 }
 
 export interface ServeProcess {
@@ -65,25 +81,33 @@ export async function killServe(s: ServeProcess): Promise<void> {
  */
 export async function startServe(
   args: string[],
-  options: { cwd?: string; bin?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv; ownedByCaller?: boolean } = {},
+  options: {
+    cwd?: string;
+    bin?: string;
+    nodeArgs?: string[];
+    env?: NodeJS.ProcessEnv;
+    ownedByCaller?: boolean;
+    stderrFile?: string;
+  } = {},
 ): Promise<ServeProcess> {
+  const err = stderrTo(options.stderrFile);
   const child = spawn(
     process.execPath,
     [...(options.nodeArgs ?? []), options.bin ?? BIN, 'serve', '--port', '0', '--auth-port', '0', '--json', ...args],
-    { cwd: options.cwd, env: options.env ? { ...process.env, ...options.env } : undefined, stdio: ['ignore', 'pipe', 'pipe'] },
+    { cwd: options.cwd, env: options.env ? { ...process.env, ...options.env } : undefined, stdio: ['ignore', 'pipe', err] },
   );
-  let stderr = '';
+  if (typeof err === 'number') closeSync(err);
+  const stderrNow = stderrOf(child, options.stderrFile);
   let rest = '';
-  child.stderr.on('data', (d) => (stderr += d));
   const exit = once(child, 'exit').then(([code]) => code as number | null);
-  const lines = createInterface({ input: child.stdout });
+  const lines = createInterface({ input: child.stdout! });
   const readyLine = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not become ready: ${stderr}`)), 15_000);
+    const timer = setTimeout(() => reject(new Error(`serve did not become ready: ${stderrNow()}`)), 15_000);
     lines.once('line', (line) => {
       clearTimeout(timer);
       resolve(line);
     });
-    void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+    void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderrNow()}`)));
   });
   lines.on('line', (line) => (rest += line + '\n'));
   const stop = () => {
@@ -94,7 +118,7 @@ export async function startServe(
     child,
     ready: JSON.parse(readyLine),
     readyLine,
-    stderr: () => stderr,
+    stderr: stderrNow,
     stdoutRest: () => rest,
     exit,
     stop,
