@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { html, page } from '../protocol/html.js';
 
 export const CALLBACK_PATH = '/callback';
+/** How long close() lets the requests in flight finish. */
+const CLOSE_GRACE_MS = 2_000;
 
 /** What the redirect handler decides: the page the person sees, and whether the wait is over. */
 export interface CallbackOutcome<T> {
@@ -84,9 +86,16 @@ export class LoopbackReceiver<T> {
     this.#settle.reject(error);
   }
 
+  /**
+   * Stops listening and drops idle connections. A request in flight (a reload of the tab just as the login ended)
+   * still gets its page rather than a reset connection; after CLOSE_GRACE_MS none holds the command up any longer.
+   */
   async close(): Promise<void> {
-    this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#server.closeIdleConnections();
+    const grace = setTimeout(() => this.#server.closeAllConnections(), CLOSE_GRACE_MS);
+    await closed;
+    clearTimeout(grace);
   }
 }
 
@@ -97,6 +106,8 @@ function send(res: ServerResponse, outcome: { status: number; title: string; mes
     'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
     'referrer-policy': 'no-referrer',
     'x-content-type-options': 'nosniff',
+    // One redirect per login: a kept-alive connection would only hold up close().
+    connection: 'close',
   });
   res.end(page(`${outcome.title} · agent-access`, html`<h1>${outcome.title}</h1><p role="status">${outcome.message}</p>`));
 }
