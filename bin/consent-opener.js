@@ -8,8 +8,8 @@
  * policy (approve, or deny for consent-denied), so this plays the person's browser without a screen.
  * A client that prints the URL instead of opening it can run `"$BROWSER" "$url"` itself (or this file directly).
  *
- * node:http rather than fetch: fetch loads undici, which made each consent cost a third of a second of CPU more,
- * paid once for every authorization of every scenario.
+ * node:http rather than fetch: loading undici, which fetch does, costs more CPU than the rest of this script and
+ * Node's own start together, paid for every authorization of every scenario.
  */
 const http = require('node:http');
 
