@@ -1,14 +1,14 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { readFile, utimes, writeFile } from 'node:fs/promises';
+import { readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ledgerText } from '../src/core/state/charges.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { lockStateFile } from '../src/store/lock.js';
-import { killServe, onItsOwn, runCli, startServe } from './helpers/cli.js';
+import { killServe, onItsOwn, runCli, startServe, type ServeProcess } from './helpers/cli.js';
 import { scratchDir } from './helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from './helpers/oauth.js';
 
@@ -17,6 +17,15 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 const notices = (stderr: string) => stderr.split('\n').filter((line) => line.startsWith('agent-access: ') && !/ (GET|POST) /.test(line));
+
+/** A serve of `dir`'s state.json, killed: its lock and its admin file are left, naming its pid. */
+async function killedServe(dir: string, serve: (args: string[]) => Promise<ServeProcess>) {
+  const state = join(dir, 'state.json');
+  const adminFile = join(dir, 'state.admin.json');
+  const first = await serve(['--state', state]);
+  await killServe(first);
+  return { state, adminFile, pid: first.child.pid!, mtime: (await stat(adminFile)).mtime };
+}
 
 describe('serve after kill -9', () => {
   it(
@@ -80,12 +89,7 @@ describe('serve after kill -9', () => {
     'an admin file whose pid now belongs to a process started after the file was written (a restarted container) holds nothing: the lock is taken at once',
     { timeout: 30_000 },
     async () => {
-      const dir = await scratchDir();
-      const state = join(dir, 'state.json');
-      const adminFile = join(dir, 'state.admin.json');
-      const first = await startServe(['--state', state]);
-      await killServe(first);
-      const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
+      const { state, adminFile, mtime } = await killedServe(await scratchDir(), startServe);
       // Wall-clock time is the subject: a pid counts as reused only when its process started more than a second
       // (the margin for clock-tick rounding) after the admin file was written.
       await sleep(1_500);
@@ -106,10 +110,7 @@ describe('serve after kill -9', () => {
     { timeout: 30_000 },
     () =>
       onItsOwn(async ({ dir, serve }) => {
-        const state = join(dir, 'state.json');
-        const adminFile = join(dir, 'state.admin.json');
-        const first = await serve(['--state', state]);
-        await killServe(first);
+        const { state, adminFile } = await killedServe(dir, serve);
         // A live process holds the lock, then the admin file names it: a pid alive since before the file, its port closed.
         const release = await lockStateFile(state);
         try {
@@ -135,11 +136,7 @@ describe('serve after kill -9', () => {
     { timeout: 30_000 },
     () =>
       onItsOwn(async ({ dir, serve }) => {
-        const state = join(dir, 'state.json');
-        const adminFile = join(dir, 'state.admin.json');
-        const first = await serve(['--state', state]);
-        await killServe(first);
-        const { mtime } = await import('node:fs/promises').then((fs) => fs.stat(adminFile));
+        const { state, adminFile, mtime, pid } = await killedServe(dir, serve);
         await writeFile(adminFile, JSON.stringify({ ...JSON.parse(await readFile(adminFile, 'utf8')), pid_namespace: 'elsewhere' }));
         await utimes(adminFile, mtime, mtime);
         const started = Date.now();
@@ -148,7 +145,7 @@ describe('serve after kill -9', () => {
         expect(Date.now() - started).toBeGreaterThan(3_000);
         expect(notices(second.stderr())[0]).toMatch(
           new RegExp(
-            `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${first.child.pid} \\(named in ${adminFile}\\)`,
+            `^agent-access: waiting for the lock on ${state}, last refreshed \\d+\\.\\d s ago by pid ${pid} \\(named in ${adminFile}\\)`,
           ),
         );
       }),
