@@ -9,7 +9,7 @@ import { bundleChunks } from './helpers/module-trace.js';
 /**
  * bin/agent-access.js turns on Node's own compile cache (module.enableCompileCache, Node >= 22.1) in a folder of the
  * user's; Node 20 has none. NODE_DEBUG_NATIVE=COMPILE_CACHE makes Node say what it read, took and wrote (Node 24 adds
- * the module's kind to those lines), into a file: through a pipe some of those lines are lost (helpers/cli.ts).
+ * the module's kind to those lines), into a file: through a pipe some of those lines went missing (helpers/cli.ts).
  */
 const hasCompileCache = typeof (Module as { enableCompileCache?: unknown }).enableCompileCache === 'function';
 

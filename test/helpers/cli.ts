@@ -18,8 +18,8 @@ export interface RunResult {
 
 /**
  * Where a child's stderr goes: a pipe read into a string, or with `stderrFile` that file. What Node itself prints
- * (NODE_DEBUG_NATIVE) is written straight to the descriptor, and Node makes a pipe non-blocking: lines written while the
- * pipe is full are lost. A file loses none.
+ * (NODE_DEBUG_NATIVE) goes straight to the descriptor, around Node's own stream: through a pipe, runs of those lines
+ * were seen missing (Node 22, a busy test process). A file loses none.
  */
 function stderrOf(child: ChildProcess, stderrFile: string | undefined): () => string {
   if (stderrFile !== undefined) return () => readFileSync(stderrFile, 'utf8');
