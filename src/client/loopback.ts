@@ -87,12 +87,12 @@ export class LoopbackReceiver<T> {
   }
 
   /**
-   * Stops listening and drops idle connections. A request in flight (a reload of the tab just as the login ended)
-   * still gets its page rather than a reset connection; after CLOSE_GRACE_MS none holds the command up any longer.
+   * Stops listening and drops idle connections (server.close() does both). A request in flight (a reload of the tab
+   * just as the login ended) still gets its page rather than a reset connection; after CLOSE_GRACE_MS none holds the
+   * command up any longer.
    */
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
-    this.#server.closeIdleConnections();
     const grace = setTimeout(() => this.#server.closeAllConnections(), CLOSE_GRACE_MS);
     await closed;
     clearTimeout(grace);
