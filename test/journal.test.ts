@@ -13,8 +13,8 @@ import { StateFileError } from '../src/core/state/errors.js';
 import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
 import { exchangeToken } from '../src/core/oauth/token-endpoint.js';
 import { FilePersistence, readStateAt, type FilePersistenceOptions } from '../src/store/file-persistence.js';
-import { readStateFile, readStateFileByEntries, stateChunks } from '../src/store/state-text.js';
-import { loadFixtures } from '../src/store/fixtures.js';
+import { stateChunks } from '../src/store/state-text.js';
+import { loadFixtures } from '../src/loaders/fixtures.js';
 import { generateSigningKey } from '../src/core/oauth/keys.js';
 import { Repository } from '../src/core/state/repository.js';
 import type { ResearchJob } from '../src/core/resources/jobs.js';
@@ -177,8 +177,8 @@ describe('an empty journal', () => {
   });
 });
 
-describe('the state file is read entry by entry', () => {
-  it('a file in the entry-per-line layout and the same state written compactly (older versions) read the same, odd keys and strings included', async () => {
+describe('the state file: one JSON document, an entry a line', () => {
+  it('stateChunks writes what JSON.stringify writes, with a line break before each entry: odd keys and strings included; a start reads it and an older compact file alike', async () => {
     const dir = await scratchDir();
     const state = emptyState();
     const client = (id: string, name: string) => ({
@@ -197,112 +197,22 @@ describe('the state file is read entry by entry', () => {
       configurable: true,
     });
     state.clients['x'] = client('x', 'Zeile\n}\n"grants":{ ü 𝄞');
-    state.clients['"quoted":{'] = client('q', '{}');
+    const text = [...stateChunks(state, 7)].join('');
+    expect(text.split('\n').length).toBeGreaterThan(4);
+    expect(text).toContain('\n,"x":');
+    const read = JSON.parse(text) as typeof state & { journal_seq: number };
+    expect(read.journal_seq).toBe(7);
+    expect(JSON.stringify({ ...read, journal_seq: undefined })).toBe(JSON.stringify(state));
+    expect(Object.keys(read.clients)).toEqual(['__proto__', 'x']);
+    expect(Object.getPrototypeOf(read.clients)).toBe(Object.prototype);
     const lines = join(dir, 'lines.json');
     const compact = join(dir, 'compact.json');
-    await writeFile(lines, [...stateChunks(state, 7)].join(''));
+    await writeFile(lines, text);
     await writeFile(compact, `${JSON.stringify({ ...state, journal_seq: 7 })}\n`);
-    expect((await readFile(lines, 'utf8')).split('\n').length).toBeGreaterThan(4);
-    const a = (await readStateFileByEntries(lines)) as typeof state;
-    const b = (await readStateFile(compact)) as typeof state;
-    expect(JSON.stringify(a)).toBe(JSON.stringify(b));
-    expect(Object.keys(a.clients)).toEqual(['__proto__', 'x', '"quoted":{']);
-    expect(Object.getPrototypeOf(a.clients)).toBe(Object.prototype);
-    expect(a.clients['x']!.client_name).toBe('Zeile\n}\n"grants":{ ü 𝄞');
-    // A damaged file is refused with JSON.parse's own message.
-    await writeFile(lines, (await readFile(lines, 'utf8')).replace('"client_name":"proto"', '"client_name":proto'));
-    await expect(readStateFile(lines)).rejects.toThrow(SyntaxError);
-  });
-
-  it('a state of several megabytes reads the same in pieces: entries across piece and read boundaries, one longer than a piece, characters of 2 to 4 bytes at every offset', async () => {
-    const dir = await scratchDir();
-    const state = emptyState();
-    // Names of every length from 0 to 199 chars shift the multi-byte characters across the pieces' boundaries.
-    for (let i = 0; i < 12_000; i++) {
-      state.clients[`client_${i}`] = {
-        client_id: `client_${i}`,
-        client_id_issued_at: i,
-        client_name: `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`,
-        redirect_uris: ['http://127.0.0.1/cb'],
-        grant_types: ['authorization_code'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      };
-    }
-    (state.shared_knowledge as Record<string, unknown>)['gross'] = { id: 'gross', text: 'Ä'.repeat(300_000) };
-    // The charges stay on one line of the file: longer than several pieces.
-    for (let i = 0; i < 5_000; i++) state.charges.by_client[`client_${i}`] = i / 10;
-    const lines = join(dir, 'lines.json');
-    const compact = join(dir, 'compact.json');
-    await writeFile(lines, [...stateChunks(state, 3)].join(''));
-    await writeFile(compact, `${JSON.stringify({ ...state, journal_seq: 3 })}\n`);
-    expect((await readFile(lines)).length).toBeGreaterThan(3 << 20);
-    // By entries alone: readStateFile would hide a failure by reading the file whole.
-    const a = await readStateFileByEntries(lines);
-    expect(JSON.stringify(a)).toBe(JSON.stringify(await readStateFile(compact)));
-    expect(Object.keys((a as typeof state).clients)).toHaveLength(12_000);
-  });
-
-  it('what JSON.parse refuses, reading by entries refuses too, wherever the pieces end: a comma with no entry after it, two commas, a missing comma, a comma before the first entry, a value with a comma of its own, a key with a bad escape or a raw tab', async () => {
-    const dir = await scratchDir();
-    const head = '{"version":1,"clients":{\n';
-    const bad = [
-      (pad: string) => `${head}"a":"${pad}"\n,\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head}"a":"${pad}"\n,\n,"b":1\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head}"a":"${pad}"\n"b":1\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head},"a":"${pad}"\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head}"a":"${pad}"\n,"b":1,2\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head}"a":"${pad}"\n,"b\\q":1\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head}"a":"${pad}"\n,"b\t":1\n}\n,"journal_seq":1}\n`,
-      // A value left open on one line and closed on the next, and a line with a value too many to make up the count.
-      (pad: string) => `${head}"a":{"x":[{"p":"${pad}"}\n,"b":{}]}\n,"c":{},{}\n}\n,"journal_seq":1}\n`,
-      (pad: string) => `${head}"a":"${pad}\n,"b":q"\n,"c":3,4\n}\n,"journal_seq":1}\n`,
-    ];
-    const file = join(dir, 'state.json');
-    // Every alignment of the line breaks against the 32 KiB and 64 KiB piece ends.
-    for (const around of [32 << 10, 64 << 10])
-      for (let n = around - head.length - 12; n <= around - head.length + 4; n++)
-        for (const make of bad) {
-          const text = make('x'.repeat(n));
-          expect(() => JSON.parse(text)).toThrow();
-          await writeFile(file, text);
-          await expect(readStateFileByEntries(file), `${n}: ${make.toString()}`).rejects.toThrow();
-        }
-  });
-});
-
-describe('reading a state file by entries', () => {
-  it('reads what JSON.parse reads, as JSON.parse reads it: keys escaped, "__proto__", a key given twice, integer-like keys, a space after a key, an entry over two lines, an empty table', async () => {
-    const file = join(await scratchDir(), 'state.json');
-    const text = [
-      // Entries one a line, as written: read line by line.
-      '{"version":1,"clients":{',
-      '"a\\u0062":{"n":1}',
-      ',"__proto__":{"n":2}',
-      ',"a":{"n":3}',
-      ',"ab":{"n":4}',
-      ',"7":{"n":5}',
-      ',"e":"\\"quoted\\" \\\\ ä€𝄞"',
-      ',"f":null',
-      ',"ä\\"x":{"n":"ü"}',
-      // A layout of a hand edit: its table is parsed as an object.
-      '},"grants":{',
-      '"c" :{"n":5,"ü":"Grüße €𝄞"}',
-      ',"d":{"n":',
-      '6}',
-      '},"codes":{}',
-      ',"families":{',
-      '}',
-      ',"note":"Grüße €𝄞","journal_seq":1}',
-      '',
-    ].join('\n');
-    await writeFile(file, text);
-    const expected = JSON.parse(text) as Record<string, Record<string, unknown>>;
-    const read = (await readStateFileByEntries(file)) as typeof expected;
-    expect(JSON.stringify(read)).toBe(JSON.stringify(expected));
-    expect(Object.getPrototypeOf(read['clients']!)).toBe(Object.prototype);
-    expect(Object.keys(read['clients']!)).toEqual(['7', 'ab', '__proto__', 'a', 'e', 'f', 'ä"x']);
-    expect(Object.keys(read['grants']!)).toEqual(['c', 'd']);
+    expect(JSON.stringify(await readStateAt(lines))).toBe(JSON.stringify(await readStateAt(compact)));
+    // A damaged file is refused with JSON.parse's own message, naming the file.
+    await writeFile(lines, text.replace('"client_name":"proto"', '"client_name":proto'));
+    await expect(readStateAt(lines)).rejects.toThrow(/lines\.json/);
   });
 });
 
