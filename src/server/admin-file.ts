@@ -1,7 +1,10 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { connect } from 'node:net';
+import { hostname, uptime } from 'node:os';
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { isAlive, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';
-import { pidNamespace, processStartedAt, type AnnouncedHolder } from '../store/lock.js';
+import type { AnnouncedHolder } from '../store/lock.js';
 
 export async function writeAdminFile(file: string, info: AdminInfo): Promise<void> {
   await rm(file, { force: true });
@@ -52,3 +55,52 @@ function refusesConnections(url: string): Promise<boolean> {
 }
 
 export const removeAdminFile = (file: string): Promise<void> => rm(file, { force: true });
+
+let namespace: string | undefined;
+
+/** This host and pid namespace, as an admin file records it: a pid means the same process only where this matches. */
+export function pidNamespace(): string {
+  return (namespace ??= readPidNamespace());
+}
+
+function readPidNamespace(): string {
+  const read = (get: () => string): string => {
+    try {
+      return get().trim();
+    } catch {
+      return '';
+    }
+  };
+  // Linux: the boot and the pid namespace exactly. Elsewhere (no pid namespaces): the boot time to the minute; a
+  // mismatch only costs the wait for staleness.
+  const boot =
+    read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')) || `boot ${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
+  let pids = '';
+  if (process.platform === 'linux') {
+    // Unknown namespace: matching nobody, not everybody (two containers could share host name and boot).
+    pids = read(() => readlinkSync('/proc/self/ns/pid')) || `unknown ${randomUUID()}`;
+  }
+  return [hostname(), boot, pids].join(' ');
+}
+
+/** Ticks of /proc/PID/stat's start time (Linux, USER_HZ), or null. */
+function startTicks(pid: number | 'self'): number | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces and parentheses): state is field 3, starttime field 22.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    return Number.isFinite(ticks) ? ticks : null;
+  } catch {
+    return null;
+  }
+}
+
+/** When the process with this pid started (ms since the epoch, to about 10 ms), where /proc tells; else null. */
+export function processStartedAt(pid: number): number | null {
+  const theirs = startTicks(pid);
+  const ours = startTicks('self');
+  if (theirs === null || ours === null) return null;
+  const ourStart = Date.now() - process.uptime() * 1000;
+  return ourStart + ((theirs - ours) * 1000) / 100;
+}

@@ -1,8 +1,6 @@
-import { randomUUID } from 'node:crypto';
-import { readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:fs';
 import { access, lstat, mkdir, readdir, readFile, readlink, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
-import { hostname, tmpdir, uptime } from 'node:os';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { StateFileError, StateLockedError } from '../core/state/errors.js';
@@ -339,55 +337,6 @@ async function removeLockOfGoneHolder(file: string, holder: AnnouncedHolder): Pr
     `took over the lock on ${file} from pid ${holder.pid} (named in ${holder.file}), whose process is gone; the lock was last ` +
     `refreshed ${seconds(Date.now() - lock.mtimeMs)} ago`
   );
-}
-
-let namespace: string | undefined;
-
-/** This host and pid namespace, as an admin file records it: a pid means the same process only where this matches. */
-export function pidNamespace(): string {
-  return (namespace ??= readPidNamespace());
-}
-
-function readPidNamespace(): string {
-  const read = (get: () => string): string => {
-    try {
-      return get().trim();
-    } catch {
-      return '';
-    }
-  };
-  // Linux: the boot and the pid namespace exactly. Elsewhere (no pid namespaces): the boot time to the minute; a
-  // mismatch only costs the wait for staleness.
-  const boot =
-    read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')) || `boot ${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
-  let pids = '';
-  if (process.platform === 'linux') {
-    // Unknown namespace: matching nobody, not everybody (two containers could share host name and boot).
-    pids = read(() => readlinkSync('/proc/self/ns/pid')) || `unknown ${randomUUID()}`;
-  }
-  return [hostname(), boot, pids].join(' ');
-}
-
-/** Ticks of /proc/PID/stat's start time (Linux, USER_HZ), or null. */
-function startTicks(pid: number | 'self'): number | null {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces and parentheses): state is field 3, starttime field 22.
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[19]);
-    return Number.isFinite(ticks) ? ticks : null;
-  } catch {
-    return null;
-  }
-}
-
-/** When the process with this pid started (ms since the epoch, to about 10 ms), where /proc tells; else null. */
-export function processStartedAt(pid: number): number | null {
-  const theirs = startTicks(pid);
-  const ours = startTicks('self');
-  if (theirs === null || ours === null) return null;
-  const ourStart = Date.now() - process.uptime() * 1000;
-  return ourStart + ((theirs - ours) * 1000) / 100;
 }
 
 /**
