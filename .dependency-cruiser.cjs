@@ -18,7 +18,7 @@ module.exports = {
       severity: 'error',
       comment: 'The core is the pure domain: adapters import it, never the other way round.',
       from: { path: '^src/core/' },
-      to: { path: '^src/(server|store|cli|client|dashboard|mcp|conformance|contract|library)/' },
+      to: { path: '^src/(server|store|loaders|cli|client|dashboard|mcp|conformance|contract|library)/' },
     },
     {
       name: 'core-state-is-the-lowest-wing',
@@ -56,7 +56,7 @@ module.exports = {
       name: 'library-imports-no-cli',
       severity: 'error',
       comment: "startEmulator runs in its user's process: the CLI's process-wide settings (signals, the exit code) stay in the CLI.",
-      from: { path: '^src/(server|store|mcp|conformance|contract|library)/|^src/index\\.ts$' },
+      from: { path: '^src/(server|store|loaders|mcp|conformance|contract|library)/|^src/index\\.ts$' },
       to: { path: '^src/cli/' },
     },
     {

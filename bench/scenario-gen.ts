@@ -23,7 +23,7 @@ export interface GeneratedScenario {
   grants: BenchGrant[];
 }
 
-/** The scenario schema's cap on each list (src/store/scenario.ts). */
+/** The scenario schema's cap on each list (src/loaders/scenario.ts). */
 export const MAX_LIST_ITEMS = 100_000;
 
 // ---------- seeded randomness (mulberry32) ----------

@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events';
 import { Core } from '../src/core/core.js';
 import { MemoryPersistence } from '../src/store/memory-persistence.js';
 import { AdminFeed } from '../src/server/admin-feed.js';
-import { loadFixtures } from '../src/store/fixtures.js';
+import { loadFixtures } from '../src/loaders/fixtures.js';
 import { ManualClock, MINUTE } from '../src/core/state/clock.js';
 import type { Overview } from '../src/protocol/overview.js';
 import { authenticate } from '../src/core/oauth/resource-guard.js';

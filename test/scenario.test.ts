@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/state/clock.js';
 import { StateFileError } from '../src/core/state/errors.js';
-import { ScenarioError } from '../src/store/scenario.js';
+import { ScenarioError } from '../src/loaders/scenario.js';
 import { runCli } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { bearer, decodeJwt, http, postJson, refresh } from './helpers/oauth.js';

@@ -6,7 +6,7 @@ import { chargesReport, type ChargesReport } from '../core/resources/charges-rep
 import { Core } from '../core/core.js';
 import { grantView, listGrants, revokeGrant, type GrantView } from '../core/oauth/grants-admin.js';
 import { FilePersistence } from '../store/file-persistence.js';
-import { loadFixtures } from '../store/fixtures.js';
+import { loadFixtures } from '../loaders/fixtures.js';
 import { StateLockedError } from '../core/state/errors.js';
 import { lockStateFile, realStatePath } from '../store/lock.js';
 import { DEFAULT_STATE_FILE, adminFileFor, readAdminFile, type AdminInfo } from '../protocol/admin-file.js';

@@ -20,7 +20,7 @@ import { RegistrationGate, type RegistrationLimits } from './oauth/registration-
 import { applyScenario, type LoadedScenario } from './emulation/scenario.js';
 import { adoptLedger, emptyState, parseState, type SigningKey, type State, type TokenFamily } from './state/state.js';
 
-/** Fixtures (src/store/fixtures.ts) name seed grants by the type the core's options take. */
+/** Fixtures (src/loaders/fixtures.ts) name seed grants by the type the core's options take. */
 export type { GrantSeed };
 
 export interface CoreOptions {

@@ -4,9 +4,9 @@ import type { Faults } from '../core/emulation/faults.js';
 import type { ResourceService } from '../core/resources/resource-service.js';
 import { parseProfile, profileSummary, type VariantProfile } from '../core/emulation/variant-profile.js';
 import { checkSeed, type VaryUnspecified } from '../core/emulation/variation.js';
-import { loadFixtures } from '../store/fixtures.js';
+import { loadFixtures } from '../loaders/fixtures.js';
 import { realStatePath } from '../store/lock.js';
-import type { LoadedProfile } from '../store/profile-file.js';
+import type { LoadedProfile } from '../loaders/profile.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
 import { DEFAULT_STATE_FILE, adminFileFor } from '../protocol/admin-file.js';
 import type { EmulatorOptions, ProfileInUse } from './emulator-options.js';
@@ -20,7 +20,7 @@ export { DEFAULT_AUTH_PORT, DEFAULT_HOST, DEFAULT_PORT } from './lifecycle.js';
 
 /** A profile option as a loaded profile; a file is read only when one is given (the loader is not on every start's path). */
 async function loadedProfile(option: string | VariantProfile): Promise<LoadedProfile | (Omit<LoadedProfile, 'file'> & { file: null })> {
-  if (typeof option === 'string') return (await import('../store/profile-file.js')).loadProfile(option);
+  if (typeof option === 'string') return (await import('../loaders/profile.js')).loadProfile(option);
   let profile: VariantProfile;
   try {
     profile = parseProfile(option);

@@ -12,8 +12,8 @@ import { ResourceService, type Sleep } from '../core/resources/resource-service.
 import { pinsOf } from '../core/emulation/variant-profile.js';
 import { Variation, type VaryUnspecified } from '../core/emulation/variation.js';
 import { WORKSPACE_KINDS } from '../core/resources/workspace.js';
-import type { Fixtures } from '../store/fixtures.js';
-import type { LoadedProfile } from '../store/profile-file.js';
+import type { Fixtures } from '../loaders/fixtures.js';
+import type { LoadedProfile } from '../loaders/profile.js';
 import { FileSnapshotStore, MemorySnapshotStore, snapshotDirFor } from '../store/snapshot-store.js';
 import { buildApiApp } from './api-app.js';
 import { buildAuthApp } from './auth-app.js';
@@ -75,7 +75,7 @@ export async function wire(input: WiringInput): Promise<Wired> {
   const { options, persistence, fixtures, onError } = input;
   const timings: JobTimings = { ...QUICK_TIMINGS, ...options.timings };
   // The schema validator loads only when a scenario is given: it is not on every start's path.
-  const scenario = options.scenario ? await (await import('../store/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
+  const scenario = options.scenario ? await (await import('../loaders/scenario.js')).loadScenario(options.scenario, fixtures) : undefined;
   const core = await Core.open({
     clock: options.clock ?? systemClock,
     persistence,

@@ -11,7 +11,7 @@ import { ResourceService } from '../../src/core/resources/resource-service.js';
 import { RELEVANCE, relevantHits } from '../../src/core/resources/compose.js';
 import { SearchIndex } from '../../src/core/resources/search.js';
 import { markdownSentences, splitProse } from '../../src/core/resources/sentences.js';
-import { loadFixtures } from '../../src/store/fixtures.js';
+import { loadFixtures } from '../../src/loaders/fixtures.js';
 import { fixturesRetrieval, openCore } from './helpers.js';
 
 let retrieval: Awaited<ReturnType<typeof fixturesRetrieval>>;

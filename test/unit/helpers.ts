@@ -14,7 +14,7 @@ import { composeAnswer } from '../../src/core/resources/ask.js';
 import { composeReport } from '../../src/core/resources/compose.js';
 import { SearchIndex, type Analyzer } from '../../src/core/resources/search.js';
 import { CATALOGUE, type Choices, type VariantSelection, type VariedKind } from '../../src/core/emulation/variation.js';
-import { loadFixtures } from '../../src/store/fixtures.js';
+import { loadFixtures } from '../../src/loaders/fixtures.js';
 import { registerClient, type ClientMetadataInput } from '../../src/core/oauth/registration.js';
 import type { Client } from '../../src/core/state/state.js';
 import { exchangeToken } from '../../src/core/oauth/token-endpoint.js';

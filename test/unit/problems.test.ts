@@ -4,7 +4,7 @@ import { OAuthError, ProblemError, StateFileError } from '../../src/core/state/e
 import { AdminError } from '../../src/protocol/admin-client.js';
 import { apiError } from '../../src/client/http.js';
 import { kindOfAnswer, OAUTH_ERRORS, PROBLEMS, PROCESS_ERRORS } from '../../src/protocol/problems.js';
-import { ScenarioError } from '../../src/store/scenario.js';
+import { ScenarioError } from '../../src/loaders/scenario.js';
 import { tablesUnder } from '../helpers/docs.js';
 
 /** A registry table as docs/errors.md writes it: code, status, exit code, meaning. */

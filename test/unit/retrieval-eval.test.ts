@@ -18,7 +18,7 @@ import type { AccessContext } from '../../src/core/oauth/resource-guard.js';
 import { authenticate } from '../../src/core/oauth/resource-guard.js';
 import { ResourceService } from '../../src/core/resources/resource-service.js';
 import type { Source } from '../../src/core/resources/search.js';
-import { loadFixtures } from '../../src/store/fixtures.js';
+import { loadFixtures } from '../../src/loaders/fixtures.js';
 import { openCore } from './helpers.js';
 
 interface EvalSet {

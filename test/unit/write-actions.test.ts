@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { applyChange, planChange, type Plan } from '../../src/core/resources/actions.js';
 import { asksForChange } from '../../src/core/resources/ask.js';
 import type { Workspace } from '../../src/core/resources/workspace.js';
-import { loadFixtures } from '../../src/store/fixtures.js';
+import { loadFixtures } from '../../src/loaders/fixtures.js';
 
 let workspace: Workspace;
 beforeAll(async () => {

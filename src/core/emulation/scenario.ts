@@ -16,7 +16,7 @@ import { markdownTitle } from '../resources/workspace.js';
 
 /**
  * A scenario: what `serve --scenario FILE` preloads into a new state. This is the file's content once it was read
- * and checked (src/store/scenario.ts: JSON schema, cross references, persons); times are epoch milliseconds,
+ * and checked (src/loaders/scenario.ts: JSON schema, cross references, persons); times are epoch milliseconds,
  * undefined meaning "when the state is created". The format is documented in the README ("Scenarios and snapshots").
  */
 export interface Scenario {
