@@ -22,8 +22,7 @@ const PACKAGES = /^(open|ajv|@fastify\/ajv-compiler|@fastify\/fast-json-stringif
 const DASHBOARD = path.resolve('dist/dashboard') + path.sep;
 
 export default defineConfig({
-  // The state writer runs in a worker thread of its own, started from its file beside the chunk that starts it.
-  input: { main: 'dist/cli/main.js', 'state-writer': 'dist/store/state-writer.js' },
+  input: { main: 'dist/cli/main.js' },
   platform: 'node',
   external: (id, _importer, resolved) => PACKAGES.test(id) || (resolved && id.startsWith(DASHBOARD)),
   makeAbsoluteExternalsRelative: false,

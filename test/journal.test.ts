@@ -298,6 +298,29 @@ describe('compaction: the journal is folded into the state file in the backgroun
     await again.persistence.close();
   });
 
+  it('a state of several MiB is written whole: entries that cross the write buffer, one longer than it, characters of 2 to 4 bytes', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core, persistence } = await open(file);
+    const client = (id: string, name: string) => ({
+      client_id: id,
+      client_id_issued_at: 1,
+      client_name: name,
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none' as const,
+    });
+    // Names of every length from 0 to 199 shift the multi-byte characters across the buffer's ends.
+    for (let i = 0; i < 12_000; i++) core.repo.put('clients', `client_${i}`, client(`client_${i}`, `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`));
+    // Longer than the buffer (1 MiB) even as UTF-16 code units, at 3 bytes each in UTF-8.
+    core.repo.put('clients', 'long', client('long', '€'.repeat(400_000)));
+    await core.commit();
+    await core.exportState();
+    expect((await stat(file)).size).toBeGreaterThan(3 << 20);
+    expect(JSON.stringify(await readStateAt(file))).toBe(JSON.stringify(core.state));
+    await persistence.close();
+  });
+
   it("a journal past the limit is folded only once it passes the state file's size too, not at half of it", async () => {
     const file = join(await scratchDir(), 'state.json');
     // No compaction for the journal's age while the test runs.

@@ -6,7 +6,7 @@ import type { StatePersistence } from '../core/state/persistence.js';
 import { FilePersistence } from '../store/file-persistence.js';
 import { lockStateFile, unlockQuietly, type StateLock } from '../store/lock.js';
 import { MemoryPersistence } from '../store/memory-persistence.js';
-import { LOCK_LOST } from '../store/writer-errors.js';
+import { LOCK_LOST } from '../store/writer.js';
 import { adminFileFor } from '../protocol/admin-file.js';
 import { ADMIN_PREFIX } from '../protocol/admin-api.js';
 import { announcedHolder, pidNamespace, removeAdminFile, writeAdminFile } from './admin-file.js';

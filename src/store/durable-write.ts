@@ -13,13 +13,16 @@ export async function readOptional(file: string): Promise<string | null> {
   }
 }
 
-/** Writes `text` to `file` the way the state writer does: a fresh temp file 0600 (never a symlink), fdatasync, rename, directory fsync. */
-export async function writeFileDurably(file: string, text: string): Promise<void> {
-  const temp = join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
+/** A fresh temp file's name beside `file` (a start removes those a killed process left, see writer.ts). */
+export const tempName = (file: string): string => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
+
+/** Writes `text` to `file`: a fresh temp file 0600 (never a symlink), fdatasync, rename, directory fsync. */
+export async function writeFileDurably(file: string, text: string | Uint8Array): Promise<void> {
+  const temp = tempName(file);
   const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     try {
-      await handle.writeFile(text, 'utf8');
+      await handle.writeFile(text);
       await handle.datasync();
     } finally {
       await handle.close();

@@ -1,9 +1,6 @@
 import { constants, existsSync } from 'node:fs';
 import { open, readFile, rm, stat, type FileHandle } from 'node:fs/promises';
-import { dirname, extname } from 'node:path';
-import { setImmediate as nextTurn } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { dirname } from 'node:path';
 import { Low, type Adapter } from 'lowdb';
 import { StateFileError } from '../core/state/errors.js';
 import { ledgerText, type ChargeEntry } from '../core/state/charges.js';
@@ -17,8 +14,7 @@ import { readOptional, writeFileDurably } from './durable-write.js';
 import { committedCharges } from './memory-persistence.js';
 import { plural } from '../protocol/format.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import type { WriterMessage, WriterReply } from './state-writer.js';
-import { FILES_GONE, LOCK_LOST } from './writer-errors.js';
+import { FILES_GONE, LOCK_LOST, StateWriter } from './writer.js';
 import { stateChunks, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
@@ -50,18 +46,11 @@ const DEFAULT_JOURNAL_MAX_AGE_MS = 60_000;
  */
 const COMPACTION_RETRY_MS = 1_000;
 /**
- * The writer thread's young generation, in MB. Everything it allocates (a compaction's pieces, a large ledger's
- * lines at a start) dies young, and V8 grew its default young generation to hold it, RSS kept for as long as serve
- * runs (docs/storage.md "Memory").
+ * A compaction hands the writer the state file's text in pieces of about this many characters: below V8's
+ * large-object size (128 KiB), so that no piece takes fresh pages from the kernel (on a VM their page faults cost
+ * more than the text).
  */
-const WRITER_YOUNG_MB = 4;
-/**
- * A compaction hands the writer text in pieces of about this size, and gives the event loop back every SLICE_MS. A
- * piece stays below V8's large-object size (128 KiB), so neither thread takes fresh pages from the kernel for each
- * one: on a VM their page faults cost more than the text.
- */
-const CHUNK_CHARS = 32 << 10;
-const SLICE_MS = 4;
+const PIECE_CHARS = 32 << 10;
 
 /** The state file as read: the state, and the number of the last journal record it holds. */
 interface OnDisk {
@@ -86,7 +75,7 @@ function deferred<T = void>(): Deferred<T> {
   return { promise, resolve, reject };
 }
 
-/** Reads the state file for lowdb, and writes it through the writer thread (a compaction). */
+/** lowdb's adapter: reads the state file (JSON.parse), and writes it durably from a frozen view (a compaction, see writer.ts). */
 class StateFileAdapter implements Adapter<OnDisk | CompactionInput | null> {
   constructor(
     readonly file: string,
@@ -112,7 +101,7 @@ class StateFileAdapter implements Adapter<OnDisk | CompactionInput | null> {
 
   write(input: OnDisk | CompactionInput | null): Promise<void> {
     if (!input) return Promise.resolve();
-    // Written in slices while requests go on: only a frozen view stays as it was meanwhile.
+    // Written in pieces while requests go on: only a frozen view stays as it was meanwhile.
     if (!('view' in input)) return Promise.reject(new Error('the state file is written from a frozen view of the repository'));
     return this.writeCompaction(input);
   }
@@ -215,16 +204,6 @@ async function replayJournal(
 }
 
 /**
- * Where the writer thread's code is: beside this module once built, as `.js` (tsc) or `.cjs` (the command line's
- * bundle) like this module; under the sources (tests), in the build.
- */
-function writerUrl(): URL {
-  const here = new URL(import.meta.url);
-  if (here.pathname.endsWith('.ts')) return new URL('../../dist/store/state-writer.js', here);
-  return new URL(`./state-writer${extname(here.pathname)}`, here);
-}
-
-/**
  * The state in one JSON file, kept current by a journal beside it (docs/serve.md "How the state is stored"):
  * a commit appends one record with only what changed (fsynced) and is durable then; once the journal is large
  * or old, the state is written whole to a new state file in the background (temp file, fsync, rename) and the
@@ -249,12 +228,9 @@ export class FilePersistence implements StatePersistence {
   /** Only the journal was found gone: the state in memory is written as the state file as the owner stops. */
   #salvage = false;
 
-  #worker: Worker | null = null;
+  readonly #writer: StateWriter;
   /** The writer's start on these files (see #open); a commit that finds it failed fails with its error. */
   #opened: Promise<void> | null = null;
-  #callId = 0;
-  /** Answers awaited from the writer. */
-  #calls = 0;
   /** The number of the newest journal record handed to the writer. */
   #seq = 0;
   #journalBytes = 0;
@@ -300,22 +276,12 @@ export class FilePersistence implements StatePersistence {
     this.#onLost = options.onLost ?? (() => undefined);
     this.#lockDir = options.lockDir ?? null;
     this.#onStateFile = options.onStateFile ?? (() => undefined);
+    this.#writer = new StateWriter(file, this.journalFile);
     this.#adapter = new StateFileAdapter(file, (input) => this.#writeCompaction(input));
     this.#db = new Low<OnDisk | CompactionInput | null>(this.#adapter, null);
   }
 
   async load(): Promise<State | null> {
-    try {
-      return await this.#load();
-    } catch (e) {
-      // A start that fails leaves no writer thread behind: it would stay, idle, for the rest of the process.
-      void this.#worker?.terminate();
-      this.#worker = null;
-      throw e;
-    }
-  }
-
-  async #load(): Promise<State | null> {
     await this.#db.read();
     const onDisk = this.#db.data as OnDisk | null;
     const read = await replayJournal(this.location, onDisk);
@@ -501,17 +467,17 @@ export class FilePersistence implements StatePersistence {
     const record = journalLine({ seq, changes });
     this.#inWriter = true;
     const opened = this.#opened ?? Promise.resolve();
-    const written = this.#call({ op: 'commit', id: 0, record }).catch(async (e: unknown) => {
+    const written = this.#writer.commit(record).catch(async (e: unknown) => {
       // The writer could not start on the files: that is the cause to report.
       await opened;
-      throw e;
+      throw this.#writeError(e);
     });
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
     this.#maybeBeginCompaction(repo);
     written.then(
-      (reply) => {
+      (journalBytes) => {
         this.#inWriter = false;
-        this.#journalBytes = reply.journalBytes ?? this.#journalBytes;
+        this.#journalBytes = journalBytes;
         // Durable: the ledger file, a view of them, gets its lines.
         if (charges > this.#committedCharges) {
           const added = changes.filter(([path]) => path[0] === 'charge_ledger' && Number(path[1]) > this.#committedCharges);
@@ -610,31 +576,35 @@ export class FilePersistence implements StatePersistence {
       .then(wanted.resolve, wanted.reject);
   }
 
-  /** lowdb's write of the state file: in slices, through the writer thread, while commits go on. */
+  /** lowdb's write of the state file: in pieces, while commits go on into the journal. */
   async #writeCompaction(input: CompactionInput, salvage = false): Promise<void> {
-    this.#post({ op: 'compaction-begin', id: 0, salvage });
+    const written = await this.#writer.compaction(this.#pieces(input, salvage), salvage).catch((e: unknown) => {
+      throw this.#writeError(e);
+    });
+    this.#onStateFile();
+    this.#stateFileBytes = written.stateFileBytes;
+    this.#stateFileCharges = input.view.chargeCount;
+    this.#journalBytes = written.journalBytes;
+  }
+
+  /** The state file's text from a frozen view, a piece at a time: the event loop serves requests between pieces. */
+  async *#pieces(input: CompactionInput, salvage: boolean): AsyncGenerator<string> {
     let text = '';
-    let sliceStart = performance.now();
-    let pieces = 0;
     for (const piece of stateChunks(input.view, input.seq)) {
       text += piece;
-      if (text.length >= CHUNK_CHARS) {
-        this.#post({ op: 'compaction-chunk', text });
-        text = '';
-      }
-      // Requests go on between slices; the clock is read every few pieces only.
-      if (++pieces % 64 === 0 && performance.now() - sliceStart >= SLICE_MS) {
-        await nextTurn();
-        if (this.#abandoned && !salvage) throw this.#abandoned;
-        sliceStart = performance.now();
-      }
+      if (text.length < PIECE_CHARS) continue;
+      yield text;
+      text = '';
+      if (this.#abandoned && !salvage) throw this.#abandoned;
     }
-    this.#post({ op: 'compaction-chunk', text });
-    const reply = await this.#call({ op: 'compaction-end', id: 0 });
-    this.#onStateFile();
-    this.#stateFileBytes = reply.stateFileBytes ?? 0;
-    this.#stateFileCharges = input.view.chargeCount;
-    this.#journalBytes = reply.journalBytes ?? 0;
+    yield text;
+  }
+
+  /** A failed write as the owner reports it: the file it was for, the cause, and the cause's code. */
+  #writeError(e: unknown): Error {
+    const error = e as NodeJS.ErrnoException;
+    if (error.message.startsWith('cannot write state file')) return error;
+    return Object.assign(new Error(`cannot write state file ${this.location}: ${error.message}`, { cause: e }), { code: error.code });
   }
 
   /** Between two commits: the charges of every record durable so far. */
@@ -656,7 +626,9 @@ export class FilePersistence implements StatePersistence {
     return this.#exclusive(async () => {
       if (this.#abandoned) throw this.#abandoned;
       const text = withJournalSeq(exported.state, this.#seq);
-      await this.#call({ op: 'replace', id: 0, state: text });
+      await this.#writer.replace(text).catch((e: unknown) => {
+        throw this.#writeError(e);
+      });
       this.#onStateFile();
       this.#journalBytes = 0;
       this.#stateFileBytes = Buffer.byteLength(text, 'utf8');
@@ -789,12 +761,7 @@ export class FilePersistence implements StatePersistence {
       await this.#ledgerWrites;
       await this.#ledgerHandle?.close().catch(() => undefined);
       this.#ledgerHandle = null;
-      const worker = this.#worker;
-      this.#worker = null;
-      if (worker) {
-        await this.#callOn(worker, { op: 'close', id: 0 }).catch(() => undefined);
-        await worker.terminate();
-      }
+      await this.#writer.close();
     }
   }
 
@@ -809,18 +776,8 @@ export class FilePersistence implements StatePersistence {
     const rewrite = this.#journalRewrite;
     this.#journalRewrite = null;
     if (rewrite !== null) this.#journalBytes = Buffer.byteLength(rewrite, 'utf8');
-    this.#opened = this.#call({
-      op: 'open',
-      id: 0,
-      file: this.location,
-      journal: this.journalFile,
-      journalText: rewrite,
-      lock: this.#lockDir,
-    }).then((reply) => {
-      if (reply.swept)
-        this.#notice(
-          `removed ${reply.swept} temp file${reply.swept === 1 ? '' : 's'} left by a writer that was stopped mid-write, beside ${this.location}`,
-        );
+    this.#opened = this.#writer.open(rewrite, this.#lockDir).then((swept) => {
+      if (swept) this.#notice(`removed ${plural(swept, 'temp file')} left by a writer that was stopped mid-write, beside ${this.location}`);
     });
     // A failure shows on the first commit, which waits for this.
     this.#opened.catch(() => undefined);
@@ -832,50 +789,5 @@ export class FilePersistence implements StatePersistence {
       Math.min(this.#maxAgeMs, 5_000),
     );
     this.#ageTimer.unref();
-  }
-
-  #post(message: WriterMessage): void {
-    (this.#worker ??= this.#startWorker()).postMessage(message);
-  }
-
-  #call(message: WriterMessage & { id: number }): Promise<WriterReply> {
-    return this.#callOn((this.#worker ??= this.#startWorker()), message);
-  }
-
-  /** One message to the writer and its answer; the writer keeps the process alive only while it has one. */
-  #callOn(worker: Worker, message: WriterMessage & { id: number }): Promise<WriterReply> {
-    const id = ++this.#callId;
-    // The writer keeps the process alive only while an answer is awaited.
-    if (this.#calls++ === 0) worker.ref();
-    return new Promise<WriterReply>((resolve, reject) => {
-      const onMessage = (reply: WriterReply) => {
-        if (reply.id !== id) return;
-        done();
-        if (reply.error)
-          reject(Object.assign(new Error(`cannot write state file ${this.location}: ${reply.error.message}`), { code: reply.error.code }));
-        else resolve(reply);
-      };
-      const onError = (e: Error) => {
-        done();
-        reject(e);
-      };
-      const done = () => {
-        worker.off('message', onMessage);
-        worker.off('error', onError);
-        if (--this.#calls === 0) worker.unref();
-      };
-      worker.on('message', onMessage);
-      worker.once('error', onError);
-      worker.postMessage({ ...message, id });
-    });
-  }
-
-  #startWorker(): Worker {
-    const worker = new Worker(fileURLToPath(writerUrl()), { resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_MB } });
-    worker.unref();
-    worker.once('exit', () => {
-      if (this.#worker === worker) this.#worker = null;
-    });
-    return worker;
   }
 }
