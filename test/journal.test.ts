@@ -311,7 +311,8 @@ describe('compaction: the journal is folded into the state file in the backgroun
       token_endpoint_auth_method: 'none' as const,
     });
     // Names of every length from 0 to 199 shift the multi-byte characters across the buffer's ends.
-    for (let i = 0; i < 12_000; i++) core.repo.put('clients', `client_${i}`, client(`client_${i}`, `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`));
+    for (let i = 0; i < 12_000; i++)
+      core.repo.put('clients', `client_${i}`, client(`client_${i}`, `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`));
     // Longer than the buffer (1 MiB) even as UTF-16 code units, at 3 bytes each in UTF-8.
     core.repo.put('clients', 'long', client('long', '€'.repeat(400_000)));
     await core.commit();

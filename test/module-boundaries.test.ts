@@ -86,7 +86,8 @@ describe('module boundaries', () => {
     const loaded = await loadedBy('client');
     expect(loaded.some(under('client'))).toBe(true);
     expect(loaded.some(npm('oauth4webapi'))).toBe(true);
-    for (const folder of ['server', 'store', 'loaders', 'core', 'cli', 'dashboard']) expect(loaded.filter(under(folder)), folder).toEqual([]);
+    for (const folder of ['server', 'store', 'loaders', 'core', 'cli', 'dashboard'])
+      expect(loaded.filter(under(folder)), folder).toEqual([]);
     for (const name of ['fastify', '@modelcontextprotocol', 'lowdb']) expect(loaded.filter(npm(name)), name).toEqual([]);
   });
 });

@@ -128,7 +128,7 @@ export class StateWriter {
       // Appended to a file no path names any more, the record would be lost.
       const at = statOrNull(this.journalFile);
       if (!at || at.dev !== journal.dev || at.ino !== journal.ino) {
-        if (!(statOrNull(dirname(this.file))))
+        if (!statOrNull(dirname(this.file)))
           throw coded(`the state folder ${dirname(this.file)} was removed while serve ran`, FILES_GONE.folder);
         throw coded(`the journal ${this.journalFile} was ${at ? 'replaced' : 'removed'} while serve ran`, FILES_GONE.journal);
       }
@@ -225,7 +225,7 @@ export class StateWriter {
     const at = statOrNull(lock.path);
     if (at && at.dev === lock.dev && at.ino === lock.ino && at.birthtimeMs === lock.birth) return;
     const folder = dirname(lock.path);
-    if (!at && !(statOrNull(folder))) throw coded(`the state folder ${folder} was removed while serve ran`, FILES_GONE.folder);
+    if (!at && !statOrNull(folder)) throw coded(`the state folder ${folder} was removed while serve ran`, FILES_GONE.folder);
     throw coded(`the lock ${lock.path} is no longer this process's (${at ? 'another process made it anew' : 'it was removed'})`, LOCK_LOST);
   }
 
