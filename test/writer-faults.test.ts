@@ -2,7 +2,7 @@
  * The state writer under file faults it survives (issue 41, point 7): a rename that fails (the state file made
  * immutable, `chattr +i`). The writer runs in this process, and node:fs/promises is wrapped to inject the fault.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Repository } from '../src/core/state/repository.js';
@@ -10,7 +10,7 @@ import { emptyState, type State } from '../src/core/state/state.js';
 import { journalFileFor } from '../src/store/state-files.js';
 import { journalLine } from '../src/store/journal.js';
 import { stateChunks } from '../src/store/state-text.js';
-import { StateWriter } from '../src/store/writer.js';
+import { LOCK_LOST, StateWriter } from '../src/store/writer.js';
 import { scratchDir } from './helpers/emulator.js';
 
 const { faults } = vi.hoisted(() => ({
@@ -102,5 +102,56 @@ describe('the state writer when a compaction fails (issue 41.7)', () => {
     await commit(repo, 3);
     const journal = (await readFile(journalFileFor(file), 'utf8')).trim().split('\n');
     expect(journal.map((line) => (JSON.parse(line) as { seq: number }).seq)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('a compaction that ends after its writer may no longer write', () => {
+  it('a compaction still writing when the writer closes renames nothing: the state file stays, its temp file goes', async () => {
+    const { file, repo } = await opened();
+    charge(repo, 1);
+    await commit(repo, 1);
+    const text = [...stateChunks(stateOf(repo), 1)].join('');
+    await writer!.compaction(pieces(text));
+    const before = await readFile(file, 'utf8');
+    charge(repo, 2);
+    await commit(repo, 2);
+    let closed!: Promise<void>;
+    const compaction = writer!.compaction(
+      (async function* () {
+        yield [...stateChunks(stateOf(repo), 2)].join('');
+        // serve stops (a lost lock, a signal) while the temp file is being written.
+        closed = writer!.close();
+      })(),
+    );
+    await expect(compaction).rejects.toThrow(/closed/);
+    await closed;
+    expect(await readFile(file, 'utf8')).toBe(before);
+    expect((await readdir(join(file, '..'))).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+    // The journal keeps record 2, which the state file does not hold.
+    const journal = (await readFile(journalFileFor(file), 'utf8')).trim().split('\n');
+    expect(journal.map((line) => (JSON.parse(line) as { seq: number }).seq)).toEqual([2]);
+    writer = null;
+  });
+
+  it('a compaction whose lock was taken over meanwhile renames nothing over the files (LOCK_LOST)', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const lockDir = `${file}.lock`;
+    await mkdir(lockDir, { recursive: true });
+    writer = new StateWriter(file, journalFileFor(file));
+    await writer.open(null, lockDir);
+    const repo = new Repository(emptyState());
+    charge(repo, 1);
+    await commit(repo, 1);
+    const compaction = writer.compaction(
+      (async function* () {
+        yield [...stateChunks(stateOf(repo), 1)].join('');
+        // Another process took the files over: it removed the lock and made its own.
+        await rmdir(lockDir);
+        await mkdir(lockDir);
+      })(),
+    );
+    await expect(compaction).rejects.toMatchObject({ code: LOCK_LOST });
+    await expect(readFile(file, 'utf8')).rejects.toMatchObject({ code: 'ENOENT' });
+    expect((await readdir(join(file, '..'))).filter((name) => name.endsWith('.tmp'))).toEqual([]);
   });
 });

@@ -59,10 +59,14 @@ export class StateWriter {
   #chain: Promise<unknown> = Promise.resolve();
   /** Whether the last commit failed: a state file begun right after it would claim a record that is not on disk. */
   #lastCommitFailed = false;
-  /** A compaction's bytes, gathered here between writes instead of in a fresh buffer for each piece (one compaction at a time). */
+  /** A compaction's bytes, gathered here between writes instead of in a fresh buffer for each piece. */
   #out: Buffer | null = null;
+  /** A compaction is writing its temp file (one at a time: they would share #out). */
+  #compacting = false;
   /** The start on the files failed: nothing is written after it (each step fails with its error). */
   #openFailed: Error | null = null;
+  /** Closed: nothing more is written, so a compaction that ends late cannot rename over files another process may own. */
+  #closed = false;
 
   constructor(
     readonly file: string,
@@ -72,6 +76,7 @@ export class StateWriter {
   #step<T>(fn: () => Promise<T>, always = false): Promise<T> {
     const run = this.#chain.then(() => {
       if (this.#openFailed && !always) throw this.#openFailed;
+      if (this.#closed && !always) throw new Error('the state writer was closed');
       return fn();
     });
     this.#chain = run.catch(() => undefined);
@@ -148,13 +153,16 @@ export class StateWriter {
     // A salvage is of the state rolled back to before it (the journal was found gone): it may.
     const { offset, failed } = await this.#step(async () => ({ offset: this.#journal?.size ?? 0, failed: this.#lastCommitFailed }));
     if (failed && !salvage) throw new Error('the journal record this state file follows could not be written');
+    if (this.#compacting) throw new Error('a compaction is already being written');
+    this.#compacting = true;
     const name = tempName(this.file);
-    let handle: FileHandle | null = await open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    let handle: FileHandle | null = null;
     let bytes = 0;
     // The pieces are gathered in one buffer and written when it is full: requests go on during each write.
     const out = (this.#out ??= Buffer.allocUnsafe(1 << 20));
     let length = 0;
     try {
+      handle = await open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
       for await (const text of pieces) {
         // UTF-8 takes at most 3 bytes a char.
         if (text.length * 3 > out.length - length) {
@@ -178,16 +186,15 @@ export class StateWriter {
       await h.close();
     } catch (e) {
       await handle?.close().catch(() => undefined);
-      await rm(name, { force: true });
+      await rm(name, { force: true }).catch(() => undefined);
       throw e;
+    } finally {
+      this.#compacting = false;
     }
-    return this.#step(async () => {
-      try {
-        await rename(name, this.file);
-      } catch (e) {
-        await rm(name, { force: true });
-        throw e;
-      }
+    const renamed = this.#step(async () => {
+      // Not over files another process may own now (the lock checked as a commit checks it).
+      this.#checkLock();
+      await rename(name, this.file);
       await syncDir(dirname(this.file));
       // From here the state file holds every record up to `offset`; a crash before the journal is cut leaves
       // records the next start skips by number.
@@ -201,6 +208,11 @@ export class StateWriter {
       }
       return { stateFileBytes: bytes, journalBytes: this.#journal?.size ?? 0 };
     });
+    // Not renamed (a closed writer, a lost lock, a failed rename): the temp file goes. Once renamed, it is gone anyway.
+    return renamed.catch(async (e: unknown) => {
+      await rm(name, { force: true }).catch(() => undefined);
+      throw e;
+    });
   }
 
   /** A state file given whole, durably; the journal goes (the state names the journal position it follows). */
@@ -213,6 +225,7 @@ export class StateWriter {
 
   close(): Promise<void> {
     return this.#step(async () => {
+      this.#closed = true;
       await this.#journal?.handle.close().catch(() => undefined);
       this.#journal = null;
     }, true);
@@ -237,9 +250,15 @@ export class StateWriter {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
       handle = await open(this.journalFile, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      await syncDir(dirname(this.journalFile));
+      await syncDir(dirname(this.journalFile)).catch(async (e: unknown) => {
+        await handle.close().catch(() => undefined);
+        throw e;
+      });
     }
-    const { size, dev, ino } = await handle.stat();
+    const { size, dev, ino } = await handle.stat().catch(async (e: unknown) => {
+      await handle.close().catch(() => undefined);
+      throw e;
+    });
     return { handle, size, dev, ino };
   }
 
