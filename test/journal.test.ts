@@ -1,7 +1,7 @@
 /**
  * How the state file stays current (docs/serve.md "How the state is stored"): a commit appends one journal record with
  * what changed; a start replays it; past a size the state is folded back into the state file. Real files in temp
- * dirs, the real writer thread, the core in-process on a manual clock.
+ * dirs, the real writer, the core in-process on a manual clock.
  */
 import { existsSync } from 'node:fs';
 import { appendFile, readFile, stat, writeFile } from 'node:fs/promises';
@@ -32,6 +32,16 @@ async function open(file: string, options: FilePersistenceOptions = {}) {
   return { core, persistence, notices };
 }
 
+/** A registered public client, as the state holds one. */
+const clientRecord = (id: string, name: string) => ({
+  client_id: id,
+  client_id_issued_at: 1,
+  client_name: name,
+  redirect_uris: ['http://127.0.0.1/cb'],
+  grant_types: ['authorization_code'],
+  response_types: ['code'],
+  token_endpoint_auth_method: 'none' as const,
+});
 const agentTokens = (core: Core) => issueTokensWithoutConsent(core, { scopes: ['ask', 'research'] });
 const rotate = (core: Core, clientId: string, refreshToken: string) =>
   exchangeToken(core, { grant_type: 'refresh_token', client_id: clientId, refresh_token: refreshToken });
@@ -181,22 +191,13 @@ describe('the state file: one JSON document, an entry a line', () => {
   it('stateChunks writes what JSON.stringify writes, with a line break before each entry: odd keys and strings included; a start reads it and an older compact file alike', async () => {
     const dir = await scratchDir();
     const state = emptyState();
-    const client = (id: string, name: string) => ({
-      client_id: id,
-      client_id_issued_at: 1,
-      client_name: name,
-      redirect_uris: ['http://127.0.0.1/cb'],
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none' as const,
-    });
     Object.defineProperty(state.clients, '__proto__', {
-      value: client('__proto__', 'proto'),
+      value: clientRecord('__proto__', 'proto'),
       enumerable: true,
       writable: true,
       configurable: true,
     });
-    state.clients['x'] = client('x', 'Zeile\n}\n"grants":{ ü 𝄞');
+    state.clients['x'] = clientRecord('x', 'Zeile\n}\n"grants":{ ü 𝄞');
     const text = [...stateChunks(state, 7)].join('');
     expect(text.split('\n').length).toBeGreaterThan(4);
     expect(text).toContain('\n,"x":');
@@ -220,24 +221,15 @@ describe('a commit that could not be written', () => {
   it('41.8: fails its requests and nothing of it is written later (its changes are rolled back), and a state file begun right after it is not written', async () => {
     const file = join(await scratchDir(), 'state.json');
     const { core } = await open(file);
-    const client = (n: number) => ({
-      client_id: `client_${n}`,
-      client_id_issued_at: 1,
-      client_name: `C${n}`,
-      redirect_uris: ['http://127.0.0.1/cb'],
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none' as const,
-    });
     // The journal cannot be opened (a directory stands in its place): the next append fails.
     expect(existsSync(journalOf(file))).toBe(false);
     const { mkdir, rmdir } = await import('node:fs/promises');
     await mkdir(journalOf(file));
-    core.repo.put('clients', 'client_1', client(1));
+    core.repo.put('clients', 'client_1', clientRecord('client_1', 'C1'));
     // A snapshot asks for a state file at the very record that fails.
     await expect(core.exportState()).rejects.toThrow(/cannot write state file/);
     await rmdir(journalOf(file));
-    core.repo.put('clients', 'client_2', client(2));
+    core.repo.put('clients', 'client_2', clientRecord('client_2', 'C2'));
     await core.commit();
     const stored = await readStateAt(file);
     // A server error changes nothing: the client of the failed commit is gone from memory too.
@@ -247,21 +239,23 @@ describe('a commit that could not be written', () => {
   });
 });
 
+describe('a persistence that stopped acknowledging (its lock lost, its files gone)', () => {
+  it('an export asked for afterwards fails with the cause at once, and close ends, instead of waiting for a record that never comes', async () => {
+    const file = join(await scratchDir(), 'state.json');
+    const { core, persistence } = await open(file);
+    persistence.abandon(new Error("the lock is no longer this process's"));
+    await expect(core.exportState()).rejects.toThrow(/lock is no longer/);
+    await persistence.close();
+  });
+});
+
 describe('a first start that was killed', () => {
   it('a state that exists only as a journal (killed before its state file was written) is replayed onto an empty state, and gets its state file at open', async () => {
     const file = join(await scratchDir(), 'state.json');
     // Record 1 of a new state holds all of it: here a signing key and a client, as a first start writes them.
     const repo = new Repository(emptyState());
     repo.addSigningKey(await generateSigningKey(T0));
-    repo.put('clients', 'client_a', {
-      client_id: 'client_a',
-      client_id_issued_at: 1,
-      client_name: 'A',
-      redirect_uris: ['http://127.0.0.1/cb'],
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    });
+    repo.put('clients', 'client_a', clientRecord('client_a', 'A'));
     await writeFile(journalOf(file), journalLine({ seq: 1, changes: repo.drain().changes }), { mode: 0o600 });
     const { core, persistence, notices } = await open(file);
     expect(JSON.stringify(core.state)).toBe(JSON.stringify(repo.state));
@@ -301,20 +295,11 @@ describe('compaction: the journal is folded into the state file in the backgroun
   it('a state of several MiB is written whole: entries that cross the write buffer, one longer than it, characters of 2 to 4 bytes', async () => {
     const file = join(await scratchDir(), 'state.json');
     const { core, persistence } = await open(file);
-    const client = (id: string, name: string) => ({
-      client_id: id,
-      client_id_issued_at: 1,
-      client_name: name,
-      redirect_uris: ['http://127.0.0.1/cb'],
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none' as const,
-    });
     // Names of every length from 0 to 199 shift the multi-byte characters across the buffer's ends.
     for (let i = 0; i < 12_000; i++)
-      core.repo.put('clients', `client_${i}`, client(`client_${i}`, `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`));
+      core.repo.put('clients', `client_${i}`, clientRecord(`client_${i}`, `${'äß€𝄞x'.repeat(40).slice(0, i % 200)}#${i}`));
     // Longer than the buffer (1 MiB) even as UTF-16 code units, at 3 bytes each in UTF-8.
-    core.repo.put('clients', 'long', client('long', '€'.repeat(400_000)));
+    core.repo.put('clients', 'long', clientRecord('long', '€'.repeat(400_000)));
     await core.commit();
     await core.exportState();
     expect((await stat(file)).size).toBeGreaterThan(3 << 20);

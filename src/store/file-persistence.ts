@@ -469,7 +469,9 @@ export class FilePersistence implements StatePersistence {
     const opened = this.#opened ?? Promise.resolve();
     const written = this.#writer.commit(record).catch(async (e: unknown) => {
       // The writer could not start on the files: that is the cause to report.
-      await opened;
+      await opened.catch((cause: unknown) => {
+        throw this.#writeError(cause);
+      });
       throw this.#writeError(e);
     });
     // Taken right after the drain: a state file written from it holds exactly the records up to this one.
@@ -526,6 +528,8 @@ export class FilePersistence implements StatePersistence {
    * next one due by size or age waits for a backoff: the journal keeps every write meanwhile, and serve goes on.
    */
   #requestCompaction(): Promise<void> {
+    // Nothing is committed any more, so no record would begin it.
+    if (this.#abandoned) return Promise.reject(this.#abandoned);
     if (this.#compacting) return this.#compacting;
     this.#wantCompaction = deferred();
     this.#compacting = this.#wantCompaction.promise
@@ -587,7 +591,10 @@ export class FilePersistence implements StatePersistence {
     this.#journalBytes = written.journalBytes;
   }
 
-  /** The state file's text from a frozen view, a piece at a time: the event loop serves requests between pieces. */
+  /**
+   * The state file's text from a frozen view, in pieces of PIECE_CHARS and the entry that passes it. The writer takes
+   * them as microtasks: requests are served while it writes its buffer, each time it is full.
+   */
   async *#pieces(input: CompactionInput, salvage: boolean): AsyncGenerator<string> {
     let text = '';
     for (const piece of stateChunks(input.view, input.seq)) {
@@ -758,6 +765,8 @@ export class FilePersistence implements StatePersistence {
             ),
         );
     } finally {
+      // One given up (abandoned) ends at its next piece: the writer closes after it, not under it.
+      await this.#compacting?.catch(() => undefined);
       await this.#ledgerWrites;
       await this.#ledgerHandle?.close().catch(() => undefined);
       this.#ledgerHandle = null;
@@ -766,10 +775,9 @@ export class FilePersistence implements StatePersistence {
   }
 
   /**
-   * Starts the writer on these files without waiting for it (a start does not pay for the thread's start-up,
-   * unless a large ledger had it started already):
-   * it first removes temp files a killed writer left and, if load found a torn or stale journal, rewrites it; the
-   * writer handles messages in order, so that is done before the first record is appended.
+   * Starts the writer on these files without waiting for it: it first removes temp files a killed writer left and, if
+   * load found a torn or stale journal, rewrites it; the writer's steps run in order, so that is done before the first
+   * record is appended.
    */
   #open(): void {
     if (this.#opened) return;
