@@ -56,7 +56,7 @@ describe('serve after kill -9', () => {
       const temp = join(dir, '.state.json.AbCdEf012345.tmp');
       await writeFile(temp, '{"half": ');
       const second = await startServe(['--state', state]);
-      // The writer thread starts after the ready line and says what it removed when it has: awaited on its own.
+      // The writer starts on the files after the ready line and says what it removed when it has: awaited on its own.
       const removed = `agent-access: removed 1 temp file left by a writer that was stopped mid-write, beside ${state}`;
       await expect.poll(() => notices(second.stderr()), { timeout: 10_000 }).toContain(removed);
       expect(existsSync(temp)).toBe(false);

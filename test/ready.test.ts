@@ -105,7 +105,6 @@ beforeAll(async () => {
   const hooks = await writeResolveHooks(dir);
   const out = join(dir, 'log.txt');
   await writeFile(out, '');
-  // A file, not -e: the state file's writer thread inherits the process's flags, and --input-type is refused there.
   const script = join(dir, 'script.mjs');
   await writeFile(script, SCRIPT);
   const args = [script, hooks, out, pathToFileURL(DIST).href, join(dir, 'state.json')];
