@@ -16,6 +16,12 @@ export async function readOptional(file: string): Promise<string | null> {
 /** A fresh temp file's name beside `file` (a start removes those a killed process left, see writer.ts). */
 export const tempName = (file: string): string => join(dirname(file), `.${basename(file)}.${randomBytes(9).toString('base64url')}.tmp`);
 
+/** Whether `name` (in the folder of `file`) is exactly one that `tempName` makes for `file`. */
+export const isTempOf = (file: string, name: string): boolean => {
+  const prefix = `.${basename(file)}.`;
+  return name.length === prefix.length + 16 && name.startsWith(prefix) && /^[A-Za-z0-9_-]{12}\.tmp$/.test(name.slice(prefix.length));
+};
+
 /** Writes `text` to `file`: a fresh temp file 0600 (never a symlink), fdatasync, rename, directory fsync. */
 export async function writeFileDurably(file: string, text: string | Uint8Array): Promise<void> {
   const temp = tempName(file);

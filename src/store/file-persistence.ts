@@ -14,7 +14,7 @@ import { readOptional, writeFileDurably } from './durable-write.js';
 import { committedCharges } from './memory-persistence.js';
 import { plural } from '../protocol/format.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import { FILES_GONE, LOCK_LOST, StateWriter } from './writer.js';
+import { FILES_GONE, folderGone, LOCK_LOST, StateWriter } from './writer.js';
 import { stateChunks, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
@@ -710,10 +710,7 @@ export class FilePersistence implements StatePersistence {
   lostWithFolder(): boolean {
     const folder = dirname(this.location);
     if (existsSync(folder)) return false;
-    this.#lose(
-      Object.assign(new Error(`the state folder ${folder} was removed while serve ran`), { code: FILES_GONE.folder }),
-      FILES_GONE.folder,
-    );
+    this.#lose(folderGone(folder), FILES_GONE.folder);
     return true;
   }
 

@@ -11,9 +11,9 @@
  */
 import { constants, statSync } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ledgerFileFor } from './state-files.js';
-import { syncDir, tempName, writeFileDurably } from './durable-write.js';
+import { isTempOf, syncDir, tempName, writeFileDurably } from './durable-write.js';
 
 /** A commit found the state's files gone from their paths after appending: what it appended would be lost. */
 export const FILES_GONE = { journal: 'JOURNAL_GONE', folder: 'STATE_FOLDER_GONE' } as const;
@@ -23,6 +23,9 @@ export const LOCK_LOST = 'LOCK_LOST';
 const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND } = constants;
 
 const coded = (message: string, code: string) => Object.assign(new Error(message), { code });
+
+/** The state's folder was found gone (FILES_GONE.folder): what a commit, the lock check and the owner all say then. */
+export const folderGone = (folder: string): Error => coded(`the state folder ${folder} was removed while serve ran`, FILES_GONE.folder);
 
 /**
  * A file's identity, or null when it is gone. Synchronous: a stat of a path the kernel has cached costs less than a
@@ -37,12 +40,6 @@ function statOrNull(file: string): { dev: number; ino: number; birthtimeMs: numb
     throw e;
   }
 }
-
-/** Exactly the names `tempName` makes for this file. */
-const isTempOf = (file: string, name: string) => {
-  const prefix = `.${basename(file)}.`;
-  return name.length === prefix.length + 16 && name.startsWith(prefix) && /^[A-Za-z0-9_-]{12}\.tmp$/.test(name.slice(prefix.length));
-};
 
 /** The open journal, its length, and its identity when opened (a path that names another file no longer leads to it). */
 interface Journal {
@@ -133,8 +130,7 @@ export class StateWriter {
       // Appended to a file no path names any more, the record would be lost.
       const at = statOrNull(this.journalFile);
       if (!at || at.dev !== journal.dev || at.ino !== journal.ino) {
-        if (!statOrNull(dirname(this.file)))
-          throw coded(`the state folder ${dirname(this.file)} was removed while serve ran`, FILES_GONE.folder);
+        if (!statOrNull(dirname(this.file))) throw folderGone(dirname(this.file));
         throw coded(`the journal ${this.journalFile} was ${at ? 'replaced' : 'removed'} while serve ran`, FILES_GONE.journal);
       }
       // And still ours once written (it could have stood still in between).
@@ -238,7 +234,7 @@ export class StateWriter {
     const at = statOrNull(lock.path);
     if (at && at.dev === lock.dev && at.ino === lock.ino && at.birthtimeMs === lock.birth) return;
     const folder = dirname(lock.path);
-    if (!at && !statOrNull(folder)) throw coded(`the state folder ${folder} was removed while serve ran`, FILES_GONE.folder);
+    if (!at && !statOrNull(folder)) throw folderGone(folder);
     throw coded(`the lock ${lock.path} is no longer this process's (${at ? 'another process made it anew' : 'it was removed'})`, LOCK_LOST);
   }
 
