@@ -1,7 +1,8 @@
 /**
  * A real `serve` under disk and file faults (issue 41, section B): its answers must match what it stored. Faults
- * are injected at the file layer (test/helpers/fs-faults.cjs, loaded with `node --require` into serve): a rename that fails as onto an immutable file, a write that fails as on a full disk. They need no
- * root and no special file system; they are armed and cleared while serve runs.
+ * are injected at the file layer (test/helpers/fs-faults.cjs, loaded with `node --require` into serve): a rename that
+ * fails as onto an immutable file, a write that fails as on a full disk. They need no root and no special file
+ * system; they are armed and cleared while serve runs.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, rmdirSync } from 'node:fs';
