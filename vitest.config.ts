@@ -30,8 +30,9 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        // Everything that runs in this process: the core's rules on a manual clock, the dashboard's views rendered by
-        // ink-testing-library, pure functions. No sockets, no child processes, milliseconds each.
+        // Everything that runs in this process: the core's rules on a manual clock, the HTTP rules against an emulator
+        // that binds nothing (helpers/in-process.ts), the dashboard's views rendered by ink-testing-library, pure
+        // functions. No sockets, no child processes, milliseconds each.
         test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 5_000 },
       },
       {

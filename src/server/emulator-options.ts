@@ -34,6 +34,11 @@ export interface EmulatorOptions {
   authPort?: number;
   /** Interface to bind. Default 127.0.0.1, and then ::1 too at the same ports (where the machine has it). */
   host?: string;
+  /**
+   * False: nothing is bound, and requests reach the service only through `Emulator.inject` (tests of the HTTP rules in
+   * one process, without sockets). Its URLs name `port` and `authPort`, which must then be given. Default true.
+   */
+  listen?: boolean;
   /** State file; default `.agent-access/state.json` in the working directory. Ignored with `inMemory`. */
   state?: string;
   inMemory?: boolean;

@@ -1,3 +1,4 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { AgentPlane } from '../core/resources/agent-plane.js';
 import type { Core } from '../core/core.js';
 import type { Faults } from '../core/emulation/faults.js';
@@ -30,6 +31,15 @@ async function loadedProfile(option: string | VariantProfile): Promise<LoadedPro
   return { name: profile.server, file: null, profile };
 }
 
+/** One request for `Emulator.inject`: an absolute URL on one of the emulator's origins. */
+export interface InjectRequest {
+  url: string;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+export type InjectResponse = LightMyRequestResponse;
+
 /** The emulated service: two loopback origins over one core. `agent-access serve` wraps it. */
 export class Emulator {
   readonly core: Core;
@@ -49,6 +59,7 @@ export class Emulator {
   /** The profile it answers with (`serve --profile`), or null. */
   readonly profile: ProfileInUse | null;
   readonly #lifecycle: Lifecycle;
+  readonly #apps: { api: FastifyInstance; auth: FastifyInstance };
   #loaded: Promise<void> = Promise.resolve();
 
   /** @deprecated The old name of `resources`. */
@@ -70,6 +81,7 @@ export class Emulator {
     this.snapshots = wired.snapshots;
     this.adminToken = wired.adminToken;
     this.#lifecycle = lifecycle;
+    this.#apps = { api: wired.api, auth: wired.auth };
     this.statePath = statePath;
     this.adminFile = statePath ? adminFileFor(statePath) : null;
     this.varyUnspecified = varyUnspecified;
@@ -134,19 +146,36 @@ export class Emulator {
         varyUnspecified,
         loaded && { name: loaded.name, file: loaded.file, server: loaded.profile.server, ...profileSummary(loaded.profile) },
       );
-      const quiet = await life.listen(options, host);
+      const quiet = options.listen === false ? await life.withoutListening(options, host) : await life.listen(options, host);
       await life.announce(wired);
       life.startTimers(wired);
       // Route schemas that had to be compiled at start mean the build is out of date: said once, after listening.
       const schemaNotice = wired.schemaCompilers.notice?.();
       if (schemaNotice) onNotice(schemaNotice);
-      emulator.#loaded = life.loadAfterReady(wired, quiet);
+      if (quiet) emulator.#loaded = life.loadAfterReady(wired, quiet);
       await life.checkStillHeld();
       return emulator;
     } catch (e) {
       await life.abort();
       throw e;
     }
+  }
+
+  /**
+   * Serves one request without a socket (fastify's inject), by the app whose origin its URL names: `{base_url}` or
+   * `{auth_url}`. The Host header is the URL's unless given. For tests of the HTTP rules in one process (`listen: false`).
+   */
+  inject(request: InjectRequest): Promise<InjectResponse> {
+    const url = new URL(request.url);
+    const app =
+      url.origin === new URL(this.authUrl).origin ? this.#apps.auth : url.origin === new URL(this.baseUrl).origin ? this.#apps.api : null;
+    if (!app) return Promise.reject(new TypeError(`${url.origin} is neither ${this.baseUrl} nor ${this.authUrl}`));
+    return app.inject({
+      method: (request.method ?? 'GET') as 'GET',
+      url: `${url.pathname}${url.search}`,
+      headers: { host: url.host, ...request.headers },
+      payload: request.body,
+    });
   }
 
   /** Stops accepting, lets in-flight requests finish, flushes the state, releases the file. */

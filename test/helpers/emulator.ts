@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { startEmulator as startWithApi, type RunningEmulator, type StartEmulatorOptions } from '../../src/index.js';
 import { Emulator, type EmulatorOptions } from '../../src/server/emulator.js';
+import { nextPorts, serveInProcess } from './in-process.js';
 
 export const tempDir = async (prefix = 'agent-access-'): Promise<string> => mkdtemp(join(tmpdir(), prefix));
 
@@ -16,6 +17,20 @@ afterEach(async () => {
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const emulator = await Emulator.start({ port: 0, authPort: 0, inMemory: options.state === undefined, ...options });
   running.push(() => emulator.stop());
+  return emulator;
+}
+
+/**
+ * Starts an emulator in memory that binds nothing: the tests' `http()` reaches it through its `inject`, in this
+ * process (helpers/in-process.ts). Stopped after the test.
+ */
+export async function startInProcess(options: Omit<EmulatorOptions, 'port' | 'authPort' | 'listen' | 'state'> = {}): Promise<Emulator> {
+  const emulator = await Emulator.start({ ...nextPorts(), listen: false, inMemory: true, ...options });
+  const forget = serveInProcess(emulator);
+  running.push(async () => {
+    forget();
+    await emulator.stop();
+  });
   return emulator;
 }
 

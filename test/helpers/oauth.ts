@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
+import { inProcessFor } from './in-process.js';
 
 export interface Pkce {
   verifier: string;
@@ -20,11 +21,20 @@ export interface HttpResult {
   json: () => any;
 }
 
-/** One HTTP exchange; never follows redirects. */
+/** One HTTP exchange; never follows redirects. An emulator started without listening serves it in this process. */
 export async function http(
   url: string,
   init: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<HttpResult> {
+  const emulator = inProcessFor(url);
+  if (emulator) {
+    const res = await emulator.inject({ url, ...init });
+    // As undici gives them: every value a string, repeated headers (set-cookie) an array.
+    const headers = Object.fromEntries(
+      Object.entries(res.headers).map(([name, value]) => [name, typeof value === 'number' ? String(value) : value]),
+    );
+    return { status: res.statusCode, headers, text: res.body, json: () => JSON.parse(res.body) };
+  }
   const res = await request(url, { method: (init.method ?? 'GET') as 'GET', headers: init.headers, body: init.body });
   const text = await res.body.text();
   return { status: res.statusCode, headers: res.headers, text, json: () => JSON.parse(text) };

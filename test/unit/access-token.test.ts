@@ -1,7 +1,7 @@
 /**
  * RFC 9068 §4, RFC 7519 §4.1.4: the access token signer of the core verifies our tokens, remembers the ones that
  * verified, and still checks expiry, nbf and issuer on every call; on given times, no clock, no socket. Over HTTP
- * the same rule is held in test/access-token.test.ts.
+ * the same rule is held in test/unit/access-token-http.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { AccessTokenSigner, type AccessTokenClaims } from '../../src/core/oauth/access-token.js';

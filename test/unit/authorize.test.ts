@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { startEmulator } from './helpers/emulator.js';
-import { Browser, REDIRECT, authorizeAndApprove, authorizeUrl, http, pkce, register } from './helpers/oauth.js';
-import { listGrants } from '../src/core/oauth/grants-admin.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { Browser, REDIRECT, authorizeAndApprove, authorizeUrl, http, pkce, register } from '../helpers/oauth.js';
+import { listGrants } from '../../src/core/oauth/grants-admin.js';
 
 const setup = async () => {
-  const emu = await startEmulator();
+  const emu = await startInProcess();
   const { client_id } = await register(emu.baseUrl);
   return { emu, client_id, challenge: pkce().challenge };
 };
@@ -163,7 +163,7 @@ describe('spec 5.6 / 3.3: the consent screen, every time', () => {
   });
 
   it('client_name is HTML-escaped: <script> renders inert', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const { client_id } = await register(emu.baseUrl, { client_name: '<script>alert(1)</script>"\'&' });
     const res = await http(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id }, pkce().challenge));
     expect(res.text).not.toContain('<script>alert(1)</script>');
@@ -171,7 +171,7 @@ describe('spec 5.6 / 3.3: the consent screen, every time', () => {
   });
 
   it('deny → redirect with access_denied, state and iss; no grant stored', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const result = await authorizeAndApprove(emu, { decision: 'deny' });
     expect(result.location.searchParams.get('error')).toBe('access_denied');
     expect(result.location.searchParams.get('state')).toBe(result.state);
@@ -180,7 +180,7 @@ describe('spec 5.6 / 3.3: the consent screen, every time', () => {
   });
 
   it('approve → redirect with code, the exact state and iss; one grant per approval', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const { client_id } = await register(emu.baseUrl);
     const browser = new Browser();
     const first = await authorizeAndApprove(emu, { client_id, browser, exchange: false });

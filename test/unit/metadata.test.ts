@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { startEmulator } from './helpers/emulator.js';
-import { http, register } from './helpers/oauth.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { http, register } from '../helpers/oauth.js';
 
 describe('RFC 8414: authorization-server metadata', () => {
   it('issuer is {base_url} byte for byte and every field strict clients need is there', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/.well-known/oauth-authorization-server`);
     expect(res.status).toBe(200);
     const m = res.json();
@@ -26,7 +26,7 @@ describe('RFC 8414: authorization-server metadata', () => {
   });
 
   it('jwks_uri serves the public ES256 key only', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const { keys } = (await http(`${emu.baseUrl}/.well-known/jwks.json`)).json();
     expect(keys).toHaveLength(1);
     expect(keys[0]).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig', kid: expect.any(String) });
@@ -38,7 +38,7 @@ describe('RFC 9728: protected-resource metadata', () => {
   it.each(['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource'])(
     '%s names resource {base_url}/mcp and the issuer',
     async (path) => {
-      const emu = await startEmulator();
+      const emu = await startInProcess();
       const res = await http(`${emu.baseUrl}${path}`);
       expect(res.status).toBe(200);
       expect(res.json()).toMatchObject({
@@ -59,7 +59,7 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
     '/oauth/revoke',
     '/.well-known/oauth-protected-resource/mcp',
   ])('preflight to %s allows MCP-Protocol-Version', async (path) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}${path}`, {
       method: 'OPTIONS',
       headers: {
@@ -74,14 +74,14 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
   });
 
   it('the authorization endpoint answers no CORS', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const { client_id } = await register(emu.baseUrl);
     const res = await http(`${emu.authUrl}/oauth/authorize?client_id=${client_id}`, { headers: { origin: 'http://evil.example' } });
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 
   it('a 404 on {base_url} carries the CORS headers of the metadata: a browser client probing discovery paths reads "not found", not a network error', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const origin = { origin: 'http://x.example' };
     const cors = (headers: Record<string, unknown>) =>
       Object.fromEntries(Object.entries(headers).filter(([k]) => k.startsWith('access-control-')));
@@ -94,21 +94,21 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
   });
 
   it('{auth_url} answers no CORS, on its 404s either', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.authUrl}/.well-known/openid-configuration`, { headers: { origin: 'http://evil.example' } });
     expect(res.status).toBe(404);
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 
   it('the admin API answers no CORS, on unknown admin paths either', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/_admin/nope`, { headers: { origin: 'http://evil.example' } });
     expect(res.status).toBe(404);
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
   });
 
   it('the admin API answers no CORS', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/_admin/grants`, {
       method: 'OPTIONS',
       headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
@@ -119,7 +119,7 @@ describe('CORS: browser-based MCP clients reach metadata, registration, token an
 
 describe('DNS rebinding: loopback servers check Host', () => {
   it('a foreign Host header is refused on both origins', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     for (const url of [emu.baseUrl, emu.authUrl]) {
       const res = await http(`${url}/.well-known/oauth-authorization-server`, { headers: { host: 'attacker.example' } });
       expect(res.status).toBe(421);

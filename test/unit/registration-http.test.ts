@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { startEmulator } from './helpers/emulator.js';
-import { clientMetadata, http, postForm, postJson } from './helpers/oauth.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { clientMetadata, http, postForm, postJson } from '../helpers/oauth.js';
 
 describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
   it('RFC 7591 §3.2.1: success is 201 with client_id, client_id_issued_at and every registered field echoed, no secret, no-store', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ client_name: 'Mein Agent' }));
     expect(res.status).toBe(201);
     expect(res.headers['cache-control']).toBe('no-store');
@@ -22,7 +22,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
   });
 
   it('44.3: application_type (OpenID Registration §2, MCP SEP-837) is stored and echoed; a value other than native or web is invalid_client_metadata', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ application_type: 'native' }));
     expect(res.status).toBe(201);
     expect(res.json().application_type).toBe('native');
@@ -40,7 +40,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
   });
 
   it('RFC 7591 §2: unknown fields sent by real clients are ignored', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(
       `${emu.baseUrl}/oauth/register`,
       clientMetadata({ application_type: 'native', software_id: 'x', client_uri: 'https://example.com', logo_uri: 5 }),
@@ -56,7 +56,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     ['another scheme', 'ftp://127.0.0.1/cb'],
     ['user info', 'https://user:pw@app.example/cb'],
   ])('RFC 7591 §2: a redirect URI with %s → 400 invalid_redirect_uri', async (_why, uri) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: [uri] }));
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: 'invalid_redirect_uri', error_description: expect.stringContaining(uri) });
@@ -72,7 +72,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     ['a character outside RFC 3986', 'https://app.example/r\u00fcckruf', 'not in normal form'],
     ['a dot segment', 'https://app.example/a/../cb', 'not in normal form'],
   ])('RFC 3986 §2, §6: a redirect URI with %s → 400 invalid_redirect_uri, nothing stored', async (_why, uri, why) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: ['http://127.0.0.1/ok', uri] }));
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: 'invalid_redirect_uri', error_description: expect.stringContaining(why) });
@@ -85,7 +85,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     ['DEL', 'Agent\u007f'],
     ['a C1 control', 'Agent\u009b'],
   ])('spec 2.1: a client_name with %s → 400 invalid_client_metadata, nothing stored', async (_why, name) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ client_name: name }));
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({
@@ -103,7 +103,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     ['http://127.0.0.1:8080'],
     ['https://app.example/r%C3%BCckruf'],
   ])('RFC 8252: %s is accepted', async (uri) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     expect((await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata({ redirect_uris: [uri] }))).status).toBe(201);
   });
 
@@ -117,7 +117,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
     ['grant types missing', { grant_types: undefined }, 'grant_types'],
     ['response type token', { response_types: ['token'] }, 'response_types'],
   ])('spec 2.1: %s → 400 invalid_client_metadata naming the field', async (_why, overrides, field) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postJson(`${emu.baseUrl}/oauth/register`, clientMetadata(overrides));
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: 'invalid_client_metadata', error_description: expect.stringContaining(field) });
@@ -125,7 +125,7 @@ describe('spec 4.1 / RFC 7591: POST /oauth/register', () => {
   });
 
   it('RFC 7591 §3.1: a body that is not JSON gets a clear 400', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const form = await postForm(`${emu.baseUrl}/oauth/register`, { client_name: 'x' });
     expect(form.status).toBe(400);
     expect(form.json()).toMatchObject({ error: 'invalid_client_metadata', error_description: expect.stringContaining('application/json') });

@@ -1,16 +1,16 @@
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { HOUR, ManualClock } from '../src/core/state/clock.js';
-import type { AppEvent } from '../src/core/state/events.js';
-import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
-import { requireScope } from '../src/server/resource-guard.js';
-import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { authorizeAndApprove, bearer, Browser, decodeJwt, http, postForm, refresh } from './helpers/oauth.js';
+import { HOUR, ManualClock } from '../../src/core/state/clock.js';
+import type { AppEvent } from '../../src/core/state/events.js';
+import { listGrants, revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { requireScope } from '../../src/server/resource-guard.js';
+import { scratchDir, startInProcess } from '../helpers/emulator.js';
+import { authorizeAndApprove, bearer, Browser, decodeJwt, http, postForm, refresh } from '../helpers/oauth.js';
 
 /** An emulator with two probe routes behind the guard, standing in for the REST routes and /mcp of later parts. */
-const guarded = (options: Parameters<typeof startEmulator>[0] = {}) =>
-  startEmulator({
+const guarded = (options: Parameters<typeof startInProcess>[0] = {}) =>
+  startInProcess({
     ...options,
     extendApi: (app, core) => {
       app.get('/probe/ask', { preHandler: requireScope(core, 'ask') }, async (request) => ({
@@ -222,7 +222,7 @@ describe('RFC 9728 §5 / MCP authorization: {base_url}/mcp starts discovery', ()
 describe('server errors', () => {
   it('a 500 hides its details from the client and reaches onError', async () => {
     const errors: Array<[Error, string]> = [];
-    const emu = await startEmulator({
+    const emu = await startInProcess({
       onError: (e, context) => errors.push([e, context]),
       extendApi: (app) => {
         app.get('/boom', async () => {
@@ -339,7 +339,7 @@ describe('spec 9: grants carrying retired scopes keep working and lose them at t
       { scopes: ['ask'], handle: 'D' },
       { scopes: ['ask'], handle: 'D' },
     ]);
-    await expect(startEmulator({ fixtures })).rejects.toThrow(/handle .* is used by another grant/);
+    await expect(startInProcess({ fixtures })).rejects.toThrow(/handle .* is used by another grant/);
   });
 });
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { WORKSPACE_KINDS } from '../src/core/resources/workspace.js';
-import { startEmulator } from './helpers/emulator.js';
-import { Browser, authorizeAndApprove, http } from './helpers/oauth.js';
+import { WORKSPACE_KINDS } from '../../src/core/resources/workspace.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { Browser, authorizeAndApprove, http } from '../helpers/oauth.js';
 
 describe('spec 4.4 rule 6, 9: the fourteen retired per-kind read routes', () => {
   it('there is a list and an item route for each of the seven kinds, and each refuses an agent token', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { scope: 'ask' });
     let routes = 0;
     for (const kind of WORKSPACE_KINDS) {
@@ -23,7 +23,7 @@ describe('spec 4.4 rule 6, 9: the fourteen retired per-kind read routes', () => 
   });
 
   it('they serve the browser application with the person\u2019s browser session (signed in on {auth_url})', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const browser = new Browser();
     await browser.get(`${emu.authUrl}/settings`);
     const list = await browser.get(`${emu.baseUrl}/contacts`);
@@ -37,7 +37,7 @@ describe('spec 4.4 rule 6, 9: the fourteen retired per-kind read routes', () => 
   });
 
   it('without a browser session they are refused too; they are not on the allowlist (no CORS)', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/letters`, { headers: { origin: 'http://evil.example' } });
     expect(res.status).toBe(403);
     expect(res.json().type).toBe('urn:agent-access:error:browser_session_required');

@@ -1,15 +1,15 @@
 /**
- * 41.5: lists that grow with what clients do come in pages, over real sockets: the person's settings page
+ * 41.5: lists that grow with what clients do come in pages, over HTTP: the person's settings page
  * (SETTINGS_PAGE_SIZE grants a page, a count and links to the others), the admin API's grants and findings (`limit`,
  * `offset`, `total`, `next`), and the admin overview (the newest of each list, with totals).
  */
 import { describe, expect, it } from 'vitest';
-import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
-import { OVERVIEW_LIMITS } from '../src/core/emulation/overview.js';
-import type { Emulator } from '../src/server/emulator.js';
-import { SETTINGS_PAGE_SIZE } from '../src/server/views.js';
-import { startEmulator } from './helpers/emulator.js';
-import { Browser, http } from './helpers/oauth.js';
+import { issueTokensWithoutConsent } from '../../src/core/oauth/issue-tokens.js';
+import { OVERVIEW_LIMITS } from '../../src/core/emulation/overview.js';
+import type { Emulator } from '../../src/server/emulator.js';
+import { SETTINGS_PAGE_SIZE } from '../../src/server/views.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { Browser, http } from '../helpers/oauth.js';
 
 /** `count` grants of the default person, each of a client of its own, the newest last. */
 async function withGrants(emulator: Emulator, count: number): Promise<string[]> {
@@ -25,7 +25,7 @@ const admin = (emulator: Emulator, path: string) =>
 
 describe('41.5: pages, with a count and a way to the rest', () => {
   it('the settings page shows SETTINGS_PAGE_SIZE grants a page, active ones first, with the count and links to the others', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const ids = await withGrants(emulator, 2 * SETTINGS_PAGE_SIZE + 20);
     const browser = new Browser();
     const first = await browser.get(`${emulator.authUrl}/settings`);
@@ -51,14 +51,14 @@ describe('41.5: pages, with a count and a way to the rest', () => {
   });
 
   it.each(['0', '-1', 'x', '1.5', '9999999'])('settings ?page=%s is refused with a 400 page, not a crash', async (page) => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const answer = await new Browser().get(`${emulator.authUrl}/settings?page=${page}`);
     expect(answer.status).toBe(400);
     expect(answer.headers['content-type']).toMatch(/^text\/html/);
   });
 
   it('GET /_admin/grants and /_admin/findings: limit, offset, total and next reach every item once', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const ids = await withGrants(emulator, 25);
     let path: string | null = '/grants?limit=10';
     const pages: number[] = [];
@@ -85,7 +85,7 @@ describe('41.5: pages, with a count and a way to the rest', () => {
   });
 
   it('the admin overview carries the newest grants and clients, and the totals', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     await withGrants(emulator, OVERVIEW_LIMITS.grants + 30);
     const overview = (await admin(emulator, '/overview')).json();
     expect(overview.totals).toEqual({

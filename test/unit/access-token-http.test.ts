@@ -3,17 +3,17 @@
  * themselves (verified once and remembered; expiry, nbf and issuer still checked) are in test/unit/access-token.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/state/clock.js';
-import { revokeGrant } from '../src/core/oauth/grants-admin.js';
-import { startEmulator } from './helpers/emulator.js';
-import { authorizeAndApprove, decodeJwt, http } from './helpers/oauth.js';
+import { ManualClock } from '../../src/core/state/clock.js';
+import { revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { authorizeAndApprove, decodeJwt, http } from '../helpers/oauth.js';
 
 const T0 = Date.UTC(2026, 10, 21, 9, 0, 0);
 
 describe('spec 5.4, 3.3: over HTTP, a token used before is still checked on every request', () => {
   it('used at 899 s, refused at 900 s; used once, refused after its grant is revoked', async () => {
     const clock = new ManualClock(T0);
-    const emu = await startEmulator({ clock });
+    const emu = await startInProcess({ clock });
     const flow = await authorizeAndApprove(emu);
     const ask = () =>
       http(`${emu.baseUrl}/chat/ask`, {

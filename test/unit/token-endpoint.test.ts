@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/state/clock.js';
-import { authenticate } from '../src/core/oauth/resource-guard.js';
-import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
-import { startEmulator } from './helpers/emulator.js';
-import { REDIRECT, authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from './helpers/oauth.js';
+import { ManualClock } from '../../src/core/state/clock.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
+import { listGrants, revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { REDIRECT, authorizeAndApprove, decodeJwt, exchangeCode, http, postForm, refresh, register } from '../helpers/oauth.js';
 
 describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   it('spec 2.2: 200 with Bearer, expires_in 900, scope, access and refresh token, no-store', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false, scope: 'ask research' });
     const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
     expect(res.status).toBe(200);
@@ -23,7 +23,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('spec 2.3 / RFC 9068: the access token is an ES256 at+jwt with iss, sub, aud={base_url}/mcp, client_id, scope, iat, exp, jti and the grant', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const { header, payload } = decodeJwt(flow.tokens!.access_token);
     expect(header).toMatchObject({ alg: 'ES256', typ: 'at+jwt', kid: emu.core.state.keys[0]!.kid });
@@ -40,7 +40,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('spec 2.3: a token issued without resource is an identity token whose aud is never {base_url}/mcp', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { resource: null });
     const { payload } = decodeJwt(flow.tokens!.access_token);
     expect(payload.aud).toBe(flow.client_id);
@@ -48,7 +48,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('accepts application/x-www-form-urlencoded;charset=UTF-8', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const res = await postForm(
       `${emu.baseUrl}/oauth/token`,
@@ -65,7 +65,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('RFC 7636 §4.6: a wrong code_verifier → invalid_grant, and the code still works with the right one', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const wrong = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: 'x'.repeat(43) });
     expect(wrong.status).toBe(400);
@@ -76,7 +76,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('RFC 7636: a missing code_verifier → invalid_request', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code });
     expect(res.status).toBe(400);
@@ -84,7 +84,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('OAuth 2.1 §4.1.3: redirect_uri must equal the one of the authorization request → invalid_grant', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const res = await exchangeCode(emu.baseUrl, {
       client_id: flow.client_id,
@@ -96,7 +96,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('a code issued to another client → invalid_grant', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const other = await register(emu.baseUrl);
     const res = await exchangeCode(emu.baseUrl, { client_id: other.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
@@ -104,14 +104,14 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('RFC 6749 §5.2: error_description never carries a double quote or non-ASCII, whatever the client sent', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postForm(`${emu.baseUrl}/oauth/token`, { grant_type: 'refresh_token', client_id: 'x"ä\\', refresh_token: 'r' });
     expect(res.json().error).toBe('invalid_client');
     expect(res.json().error_description).toMatch(/^[\x20\x21\x23-\x5b\x5d-\x7e]+$/);
   });
 
   it('an unknown client → 401 invalid_client (real clients re-register on it)', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const res = await exchangeCode(emu.baseUrl, { client_id: 'client_gone', code: flow.code, code_verifier: flow.pkce.verifier });
     expect(res.status).toBe(401);
@@ -120,7 +120,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
 
   it('codes are short-lived: 60 s on the emulator clock', async () => {
     const clock = new ManualClock();
-    const emu = await startEmulator({ clock });
+    const emu = await startInProcess({ clock });
     const flow = await authorizeAndApprove(emu, { exchange: false });
     clock.advance(60_000);
     const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
@@ -128,7 +128,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('RFC 8707: a resource at the token endpoint must be the one authorized → invalid_target', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const res = await exchangeCode(emu.baseUrl, {
       client_id: flow.client_id,
@@ -147,7 +147,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('OAuth 2.1 §4.1.3: a replayed code → invalid_grant, and the tokens issued from it are revoked', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const args = { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier };
     const first = (await exchangeCode(emu.baseUrl, args)).json();
@@ -162,7 +162,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('a replayed code without the right verifier does not revoke anything', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     const first = (
       await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })
@@ -176,7 +176,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
     ['unsupported grant_type', { grant_type: 'client_credentials' }, 400, 'unsupported_grant_type'],
     ['code missing', { grant_type: 'authorization_code', client_id: 'c', redirect_uri: 'x', code_verifier: 'v' }, 400, 'invalid_request'],
   ])('RFC 6749 §5.2: %s → %i %s', async (_why, fields, status, error) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await postForm(`${emu.baseUrl}/oauth/token`, fields);
     expect(res.status).toBe(status);
     expect(res.json().error).toBe(error);
@@ -184,7 +184,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
   });
 
   it('a JSON body is refused with invalid_request naming the media type', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/oauth/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -197,7 +197,7 @@ describe('spec 4.3 / OAuth 2.1 §4.1.3: the authorization code grant', () => {
 
 describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the whole family', () => {
   it('every use rotates: the response carries a new refresh token and the old one stops working', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const r1 = flow.tokens!.refresh_token;
     const second = await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: r1 });
@@ -209,7 +209,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('replay of a rotated token → invalid_grant, and every refresh and access token of the family is refused', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const { client_id } = flow;
     const r1 = flow.tokens!.refresh_token;
@@ -231,7 +231,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('a refresh token of another client → invalid_grant, and the family lives on', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const other = await register(emu.baseUrl);
     expect((await refresh(emu.baseUrl, { client_id: other.client_id, refresh_token: flow.tokens!.refresh_token })).json().error).toBe(
@@ -241,7 +241,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('a garbage or unknown refresh token → invalid_grant', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     for (const refresh_token of ['nope', 'aa1.x.y', `aa1.${'a'.repeat(22)}.${'b'.repeat(43)}`]) {
       expect((await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token })).json().error).toBe('invalid_grant');
@@ -250,7 +250,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('scope may narrow, never widen', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { scope: 'ask research' });
     const narrowed = (
       await refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token, scope: 'research' })
@@ -270,7 +270,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('clients send resource on refresh too: accepted when it is {base_url}/mcp, invalid_target otherwise', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const ok = await refresh(emu.baseUrl, {
       client_id: flow.client_id,
@@ -287,7 +287,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('spec 3.3: after the person revokes the grant, refresh → invalid_grant', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const grant = listGrants(emu.core)[0]!;
     await revokeGrant(emu.core, grant.id, 'person');
@@ -298,7 +298,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
 
   it('spec 5.3: access tokens live 900 s on the emulator clock; refresh still works after expiry', async () => {
     const clock = new ManualClock();
-    const emu = await startEmulator({ clock });
+    const emu = await startInProcess({ clock });
     const flow = await authorizeAndApprove(emu);
     clock.advance(899_000);
     await expect(authenticate(emu.core, `Bearer ${flow.tokens!.access_token}`, 'ask')).resolves.toBeTruthy();
@@ -312,7 +312,7 @@ describe('spec 3.2 / OAuth 2.1 §4.3: refresh tokens rotate; a replay kills the 
   });
 
   it('two concurrent refreshes with the same token: exactly one rotates, the other is a replay', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const results = await Promise.all(
       [1, 2].map(() => refresh(emu.baseUrl, { client_id: flow.client_id, refresh_token: flow.tokens!.refresh_token })),
@@ -325,7 +325,7 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
   const basic = (clientId: string) => `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:`).toString('base64')}`;
 
   it('RFC 6749 §5.2: "If the client attempted to authenticate via the Authorization request header field, the authorization server MUST respond with an HTTP 401" and a challenge in its scheme; the code stays unused', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { exchange: false });
     // client_secret_basic with an empty secret, and no client_id in the body: what clients defaulting to it send.
     const res = await postForm(
@@ -346,7 +346,7 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
   });
 
   it('RFC 6749 §5.2: any scheme, even with client_id in the body → 401 invalid_client naming that scheme; the refresh token is not rotated', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const res = await postForm(
       `${emu.baseUrl}/oauth/token`,
@@ -375,7 +375,7 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
   ])(
     '41.15: RFC 6749 §5.2: Authorization with %s → 401 invalid_client, WWW-Authenticate in the scheme sent, else Basic',
     async (_what, authorization, scheme) => {
-      const emu = await startEmulator();
+      const emu = await startInProcess();
       for (const endpoint of ['token', 'revoke']) {
         const res = await postForm(
           `${emu.baseUrl}/oauth/${endpoint}`,
@@ -390,7 +390,7 @@ describe('RFC 6749 §5.2, RFC 7009 §2.1: clients are public; client authenticat
   );
 
   it('RFC 7009 §2.1: client authentication in the Authorization header at the revocation endpoint → 401 invalid_client with a challenge, and nothing is revoked', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu);
     const res = await postForm(
       `${emu.baseUrl}/oauth/revoke`,
@@ -413,7 +413,7 @@ describe('RFC 7591 §2: grant_types are the grant types the client can use at th
   };
 
   it('RFC 6749 §5.1: refresh_token is OPTIONAL: a client registered with grant_types [authorization_code] gets none', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await withoutRefresh(emu);
     const res = await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier });
     expect(res.status).toBe(200);
@@ -423,7 +423,7 @@ describe('RFC 7591 §2: grant_types are the grant types the client can use at th
   });
 
   it('RFC 6749 §5.2: "unauthorized_client: The authenticated client is not authorized to use this authorization grant type": refresh from such a client → 400 naming its grant_types; no family is touched', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await withoutRefresh(emu);
     expect(
       (await exchangeCode(emu.baseUrl, { client_id: flow.client_id, code: flow.code, code_verifier: flow.pkce.verifier })).status,

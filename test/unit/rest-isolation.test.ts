@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/core/state/clock.js';
-import { startEmulator } from './helpers/emulator.js';
-import { Browser, authorizeAndApprove, authorizeUrl, http, pkce, postForm, postJson, register, exchangeCode } from './helpers/oauth.js';
+import { ManualClock } from '../../src/core/state/clock.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { Browser, authorizeAndApprove, authorizeUrl, http, pkce, postForm, postJson, register, exchangeCode } from '../helpers/oauth.js';
 
 /** Runs the real flow for a given person (login_hint picks who is signed in on the consent page). */
-async function tokenFor(emu: Awaited<ReturnType<typeof startEmulator>>, client_id: string, person: string, scope: string) {
+async function tokenFor(emu: Awaited<ReturnType<typeof startInProcess>>, client_id: string, person: string, scope: string) {
   const browser = new Browser();
   const p = pkce();
   const page = await browser.get(authorizeUrl(emu.authUrl, emu.baseUrl, { client_id, scope, login_hint: person }, p.challenge));
@@ -19,7 +19,7 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 describe('one person\u2019s data never reaches another person using the same client', () => {
   it('training documents, research jobs and idempotent replays stay with their person', async () => {
     const clock = new ManualClock();
-    const emu = await startEmulator({ clock });
+    const emu = await startInProcess({ clock });
     const { client_id } = await register(emu.baseUrl);
     const erika = await tokenFor(emu, client_id, 'person_erika', 'ask research training.write');
     const max = await tokenFor(emu, client_id, 'person_max', 'ask research training.write');
@@ -64,14 +64,14 @@ describe('spec 5.5, 7: the REST routes check the token before they read the body
     ['broken JSON', '{bad'],
     ['a body without question', '{}'],
   ])('without a token, %s still gets 401 with the challenge', async (_why, body) => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/chat/ask`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toContain('scope="ask"');
   });
 
   it('a form-encoded body is refused with 415, so idempotency always fingerprints the JSON bytes', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { scope: 'ask research training.write' });
     for (const path of ['/chat/ask', '/research', '/training']) {
       const res = await postForm(
@@ -86,7 +86,7 @@ describe('spec 5.5, 7: the REST routes check the token before they read the body
   });
 
   it('router errors use the one error shape too', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const flow = await authorizeAndApprove(emu, { scope: 'research' });
     const res = await http(`${emu.baseUrl}/research/${'x'.repeat(300)}`, { headers: auth(flow.tokens!.access_token) });
     expect(res.status).toBeGreaterThanOrEqual(400);
@@ -94,7 +94,7 @@ describe('spec 5.5, 7: the REST routes check the token before they read the body
   });
 
   it('the retired per-kind routes answer no CORS preflight', async () => {
-    const emu = await startEmulator();
+    const emu = await startInProcess();
     const res = await http(`${emu.baseUrl}/contacts`, {
       method: 'OPTIONS',
       headers: { origin: 'http://evil.example', 'access-control-request-method': 'GET' },
