@@ -23,3 +23,26 @@ export function serveInProcess(emulator: Emulator): () => void {
 
 /** The emulator in this process that serves `url`, if any. */
 export const inProcessFor = (url: string): Emulator | undefined => byOrigin.get(new URL(url).origin);
+
+/**
+ * `fetch` for clients that take one (oauth4webapi's `customFetch`, the MCP SDK's transports): a request to an
+ * emulator in this process goes through its `inject`, any other to the global fetch.
+ */
+export async function fetchInProcess(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const request = new Request(input, init);
+  const emulator = inProcessFor(request.url);
+  if (!emulator) return fetch(request);
+  const sent: Record<string, string> = {};
+  request.headers.forEach((value, name) => (sent[name] = value));
+  const res = await emulator.inject({
+    url: request.url,
+    method: request.method,
+    headers: sent,
+    body: request.body ? await request.text() : undefined,
+  });
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(res.headers))
+    for (const one of [value].flat()) if (one !== undefined) headers.append(name, String(one));
+  const bodiless = request.method === 'HEAD' || [101, 204, 205, 304].includes(res.statusCode);
+  return new Response(bodiless ? null : new Uint8Array(res.rawPayload), { status: res.statusCode, statusText: res.statusMessage, headers });
+}

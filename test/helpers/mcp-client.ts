@@ -15,6 +15,7 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import type { Emulator } from '../../src/server/emulator.js';
+import { fetchInProcess } from './in-process.js';
 import { Browser } from './oauth.js';
 
 const REDIRECT = 'http://127.0.0.1:9/callback';
@@ -97,20 +98,36 @@ export async function connectWithOAuth(
   if (version === '2026-07-28') {
     const options = { versionNegotiation: { mode: { pin: version } } };
     const authProvider = provider as unknown as OAuthClientProviderV2;
-    const first = new StreamableHTTPClientTransportV2(url, { authProvider });
+    const first = new StreamableHTTPClientTransportV2(url, { authProvider, fetch: fetchInProcess });
     await expect(new ClientV2(CLIENT_INFO, options).connect(first)).rejects.toBeInstanceOf(UnauthorizedErrorV2);
     expect(provider.callback?.get('code')).toBeTruthy();
     await first.finishAuth(provider.callback!);
     const client = new ClientV2(CLIENT_INFO, options);
-    await client.connect(new StreamableHTTPClientTransportV2(url, { authProvider }));
+    await client.connect(new StreamableHTTPClientTransportV2(url, { authProvider, fetch: fetchInProcess }));
     expect(client.getNegotiatedProtocolVersion()).toBe(version);
     return { client: client as unknown as McpTestClient, provider };
   }
-  const first = new StreamableHTTPClientTransport(url, { authProvider: provider });
+  const first = new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: fetchInProcess });
   await expect(new Client(CLIENT_INFO).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
   expect(provider.code).toBeTruthy();
   await first.finishAuth(provider.code!);
   const client = new Client(CLIENT_INFO);
-  await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
+  await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: fetchInProcess }));
   return { client, provider };
+}
+
+export type Structured = Record<string, any>;
+
+/** Calls a tool; its structured content and the text of its first content part. */
+export const call = async (client: McpTestClient, name: string, args: Record<string, unknown>) => {
+  const result = await client.callTool({ name, arguments: args });
+  return { result, data: result.structuredContent as Structured, text: (result.content as Array<{ text: string }>)[0]?.text ?? '' };
+};
+
+/** The person opens the approval page and clicks "Freigeben" or "Ablehnen"; the page after it, as text. */
+export async function decide(approveUrl: string, button: 'approve' | 'reject') {
+  const browser = new Browser();
+  const { answer } = await browser.submitForm(approveUrl, { decision: button });
+  expect(answer.status).toBe(303);
+  return (await browser.get(new URL(answer.headers.location as string, approveUrl).toString())).text;
 }

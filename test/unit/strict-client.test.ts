@@ -5,13 +5,17 @@
  */
 import * as oauth from 'oauth4webapi';
 import { describe, expect, it } from 'vitest';
-import type { Emulator } from '../src/server/emulator.js';
-import { authenticate } from '../src/core/oauth/resource-guard.js';
-import { startEmulator } from './helpers/emulator.js';
-import { Browser, REDIRECT } from './helpers/oauth.js';
+import type { Emulator } from '../../src/server/emulator.js';
+import { authenticate } from '../../src/core/oauth/resource-guard.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { fetchInProcess } from '../helpers/in-process.js';
+import { Browser, REDIRECT } from '../helpers/oauth.js';
 
-/** We are on http loopback; every oauth4webapi call that touches the network needs this. */
-const insecure = { [oauth.allowInsecureRequests]: true } as const;
+/**
+ * Every oauth4webapi call that touches the network gets this: we are on http loopback, and the emulator is in this
+ * process (its requests go through `inject`).
+ */
+const insecure = { [oauth.allowInsecureRequests]: true, [oauth.customFetch]: fetchInProcess } as const;
 
 interface Setup {
   emulator: Emulator;
@@ -22,7 +26,7 @@ interface Setup {
 
 /** RFC 8414 discovery and RFC 7591 registration, both through oauth4webapi. */
 async function setup(clientName = 'Strict Client'): Promise<Setup> {
-  const emulator = await startEmulator();
+  const emulator = await startInProcess();
   const issuer = new URL(emulator.issuer);
   const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
   const registered = await oauth.processDynamicClientRegistrationResponse(

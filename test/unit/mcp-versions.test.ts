@@ -4,13 +4,13 @@
  * MCP 2026-07-28 lifecycle, "Version negotiation"). The tools themselves run under each version in mcp.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { MINUTE, ManualClock } from '../src/core/state/clock.js';
-import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
-import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
-import type { Emulator } from '../src/server/emulator.js';
-import { startEmulator } from './helpers/emulator.js';
-import { connectWithOAuth } from './helpers/mcp-client.js';
-import { http } from './helpers/oauth.js';
+import { MINUTE, ManualClock } from '../../src/core/state/clock.js';
+import { listGrants, revokeGrant } from '../../src/core/oauth/grants-admin.js';
+import { issueTokensWithoutConsent } from '../../src/core/oauth/issue-tokens.js';
+import type { Emulator } from '../../src/server/emulator.js';
+import { startInProcess } from '../helpers/emulator.js';
+import { connectWithOAuth } from '../helpers/mcp-client.js';
+import { http } from '../helpers/oauth.js';
 
 const MODERN = '2026-07-28';
 
@@ -46,7 +46,7 @@ async function postWith(emulator: Emulator, access_token: string, headers: Recor
 describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   it('44.4: SDK 2 pinned to 2026-07-28: discovery, registration, consent, ask, a refresh after expiry and a revocation', async () => {
     const clock = new ManualClock();
-    const emulator = await startEmulator({ clock });
+    const emulator = await startInProcess({ clock });
     const refreshed: unknown[] = [];
     emulator.core.events.subscribe((e) => e.name === 'refresh.rotated' && refreshed.push(e));
     const { client } = await connectWithOAuth(emulator, 'ask', undefined, MODERN);
@@ -63,7 +63,7 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   });
 
   it('44.1: a 2026-07-28 request naming a version the server does not serve: 400, -32022 with the supported versions, the request id kept', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const { status, message } = await post(
       emulator,
       { 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'tools/list' },
@@ -74,7 +74,7 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   });
 
   it('44.1: a 2025 request with an unsupported MCP-Protocol-Version header: 400 naming the versions, with the request id, never null', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const { status, message } = await post(
       emulator,
       { 'mcp-protocol-version': '1999-01-01' },
@@ -88,7 +88,7 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   it.each(['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'])(
     '44.1: the 2025-era version %s (header) lists the tools, answered as JSON',
     async (version) => {
-      const emulator = await startEmulator();
+      const emulator = await startInProcess();
       const { status, message } = await post(
         emulator,
         { 'mcp-protocol-version': version },
@@ -100,7 +100,7 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   );
 
   it('44.1: initialize with a version the server does not know is answered with the newest 2025 revision (the client decides)', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const { status, message } = await post(
       emulator,
       {},
@@ -116,7 +116,7 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   });
 
   it('44.1: server/discover under 2026-07-28 names the version and the tools capability', async () => {
-    const emulator = await startEmulator();
+    const emulator = await startInProcess();
     const { status, message } = await post(
       emulator,
       { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' },
@@ -128,7 +128,7 @@ describe('44.1: /mcp speaks 2026-07-28 and the 2025 revisions', () => {
   });
 
   it('44.1: under 2026-07-28 a tool call varies as under 2025 (--vary-unspecified names it in _meta), and a fault shapes it alike', async () => {
-    const emulator = await startEmulator({ varyUnspecified: { seed: 9 }, rateLimit: '100/min' });
+    const emulator = await startInProcess({ varyUnspecified: { seed: 9 }, rateLimit: '100/min' });
     const { access_token } = await issueTokensWithoutConsent(emulator.core, { scopes: ['ask'] });
     const ask = (version: string, id: number) =>
       postWith(
