@@ -134,7 +134,8 @@ function parseArgs(argv: string[]): Opts {
     else if (a === '--soak-rate') o.soakWriteRate = Math.max(1, Math.min(5000, Number(v())));
     else if (a === '--help' || a === '-h') {
       console.log(
-        'usage: node build/bench/run.js [--scenario refresh|ask|storage|cli|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] [--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
+        'usage: node build/bench/run.js [--scenario refresh|ask|storage|cli|all] [--only baselines|ours] [--skip ready|load] [--runs 15] [--duration 8] ' +
+          '[--warmup 2] [--connections 10] [--quiet-wait 60]\n' +
           '                                [--storage-sizes 1000,100000] [--storage-starts 5] [--storage-duration 20] [--soak 60] [--soak-rate 200]\n' +
           '  --scenario picks the load scenario(s) (default all); the ready-time phase is governed by --skip ready only.\n' +
           '  storage: scenarios of --storage-sizes records, each loaded into a state file once, then --storage-starts timed\n' +
@@ -655,7 +656,10 @@ function describeAsk(url: string, token: string | undefined, idemKey: string | u
     ...(idemKey !== undefined ? [`idempotency-key: ${idemKey}`] : []),
     `body: ${ASK_BODY}`,
   ];
-  return `\n    request:\n      ${req.join('\n      ')}\n    response: ${r.status}\n      headers: ${JSON.stringify(r.headers)}\n      body: ${r.text.slice(0, 2000)}`;
+  return (
+    `\n    request:\n      ${req.join('\n      ')}\n    response: ${r.status}\n      headers: ${JSON.stringify(r.headers)}\n      body: ` +
+    `${r.text.slice(0, 2000)}`
+  );
 }
 
 /** Problems with the 2.4 answer shape {answer, sources, message_id}; [] when fine. */
@@ -805,7 +809,8 @@ async function measureAsk(
         if (rep.status !== 200) throw new BenchError(`ours: replay failed${describeAsk(url, token, REPLAY_KEY, rep)}`);
         if (rep.text !== rec.text)
           failures.push(
-            `ours: replay body differs from the stored response\n  first call:${describeAsk(url, token, REPLAY_KEY, rec)}\n  replay:${describeAsk(url, token, REPLAY_KEY, rep)}`,
+            `ours: replay body differs from the stored response\n  first call:${describeAsk(url, token, REPLAY_KEY, rec)}\n  ` +
+              `replay:${describeAsk(url, token, REPLAY_KEY, rep)}`,
           );
         info.replay_sample = rec.text.slice(0, 2000);
         res.ask_response_bytes = {
@@ -849,7 +854,8 @@ async function measureAsk(
         const after = await postAsk(url, token, REPLAY_KEY);
         if (after.status !== 200 || after.text !== rec.text)
           failures.push(
-            `ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ${rec.text.slice(0, 2000)}`,
+            `ours: replay after the fresh run differs from the stored response${describeAsk(url, token, REPLAY_KEY, after)}\n  stored body: ` +
+              `${rec.text.slice(0, 2000)}`,
           );
       } finally {
         res.peak_rss_kb['ours_ask'] = peakRssKb(p.child.pid!);
@@ -1007,7 +1013,8 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   lines.push('');
   lines.push(
-    `agent-access bench  node ${process.version}  ${os.cpus().length} cpus  ready: median of ${o.runs}  load: ${o.connections} conns, ${o.warmupSec}s warm-up + ${o.durationSec}s`,
+    `agent-access bench  node ${process.version}  ${os.cpus().length} cpus  ready: median of ${o.runs}  load: ${o.connections} conns, ${o.warmupSec}s ` +
+      `warm-up + ${o.durationSec}s`,
   );
   lines.push('');
   lines.push(`${pad('server', 26)}${pad('ready ms', 11)}${pad('req/s', 10)}what was loaded`);
@@ -1018,7 +1025,8 @@ async function main(): Promise<void> {
   if (r['ours_in_memory']) lines.push(`${pad('  ours --in-memory', 26)}${pad(fmt(r['ours_in_memory'].median_ms), 11)}(informational)`);
   if (r['ours_no_compile_cache'])
     lines.push(
-      `${pad('  ours, no compile cache', 26)}${pad(fmt(r['ours_no_compile_cache'].median_ms), 11)}(NODE_DISABLE_COMPILE_CACHE=1: a first start after an install; informational)`,
+      `${pad('  ours, no compile cache', 26)}${pad(fmt(r['ours_no_compile_cache'].median_ms), 11)}(NODE_DISABLE_COMPILE_CACHE=1: a first start after an ` +
+        `install; informational)`,
     );
   if (r['ours']?.ready_line_median_ms !== undefined)
     lines.push(
@@ -1054,13 +1062,15 @@ async function main(): Promise<void> {
   ] as const) {
     if (s)
       lines.push(
-        `${pad(label, 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, body mismatches ${s.bodyMismatches}, p50 ${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`,
+        `${pad(label, 26)}${pad(String(s.non2xx), 11)}errors ${s.errors}, timeouts ${s.timeouts}, body mismatches ${s.bodyMismatches}, p50 ` +
+          `${s.latencyMsP50} ms, p99 ${s.latencyMsP99} ms`,
       );
   }
   if (load?.ours_ask) {
     const a = load.ours_ask;
     lines.push(
-      `  ours ask server args: ${a.server_args.length ? a.server_args.join(' ') : '(none)'}${a.rate_limit_headers ? `, rate-limit headers ${JSON.stringify(a.rate_limit_headers)}` : ''}`,
+      `  ours ask server args: ${a.server_args.length ? a.server_args.join(' ') : '(none)'}` +
+        (a.rate_limit_headers ? `, rate-limit headers ${JSON.stringify(a.rate_limit_headers)}` : ''),
     );
   }
   if (load?.ask_response_bytes)
@@ -1089,7 +1099,8 @@ async function main(): Promise<void> {
   if (foreign.length > 0) {
     const worst = worstForeign;
     lines.push(
-      `${worst > QUIET_CORES ? 'WARNING: noisy machine, ' : ''}cores used by other processes during the bench: ${foreign.map(([k, v]) => `${k} ${v}`).join(', ')}`,
+      `${worst > QUIET_CORES ? 'WARNING: noisy machine, ' : ''}cores used by other processes during the bench: ` +
+        `${foreign.map(([k, v]) => `${k} ${v}`).join(', ')}`,
     );
   }
   if (noisy)

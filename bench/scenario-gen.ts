@@ -81,7 +81,10 @@ function paragraph(r: Rng, min: number, max: number): string {
   return Array.from({ length: between(r, min, max) }, () => pick(r, SENTENCES)).join(' ');
 }
 
-/** A finished research report: German Markdown of about 1 KB with 2–3 citations, so that 100k records make about the 50 MB state the storage targets were set on. */
+/**
+ * A finished research report: German Markdown of about 1 KB with 2–3 citations, so that 100k records make about the
+ * 50 MB state the storage targets were set on.
+ */
 function researchJob(r: Rng, i: number, grant: string, createdAt: string): Record<string, unknown> {
   const topic = pick(r, TOPICS);
   const citations = Array.from({ length: between(r, 2, 3) }, (_, k) => ({

@@ -253,7 +253,8 @@ async function createState(o: StorageOpts, scenario: string, state: string, out:
   out.ledger_bytes = fileBytes(state.replace(/\.json$/, '.charges.jsonl'));
   if (out.state_bytes === undefined) throw new BenchError(`no state file at ${state} after creating it`);
   log(
-    `storage ${sizeLabel(out.records)}: state created in ${round((performance.now() - t0) / 1000, 1)} s (first 200 after ${round(s.ms / 1000, 2)} s), ${round(out.state_bytes / 1e6, 1)} MB`,
+    `storage ${sizeLabel(out.records)}: state created in ${round((performance.now() - t0) / 1000, 1)} s (first 200 after ${round(s.ms / 1000, 2)} s), ` +
+      `${round(out.state_bytes / 1e6, 1)} MB`,
   );
 }
 
@@ -474,7 +475,8 @@ async function measureSoak(o: StorageOpts, dir: string, res: StorageResults, fai
     const before = fileBytes(state) ?? 0;
     const window = Math.max(1, Math.min(SOAK_WINDOW_SEC, Math.floor(o.soakSec / 2)));
     log(
-      `storage soak: ${o.soakSec} s of refreshes (${c} connections) with keyed asks and research jobs (${SOAK_WRITERS} connections, ${o.soakWriteRate}/s) on a new ${label} state`,
+      `storage soak: ${o.soakSec} s of refreshes (${c} connections) with keyed asks and research jobs (${SOAK_WRITERS} connections, ${o.soakWriteRate}/s) ` +
+        `on a new ${label} state`,
     );
     const r = await runLoad({
       origin: new URL(s.baseUrl).origin,
@@ -616,7 +618,8 @@ export function storageReport(res: StorageResults): string[] {
   lines.push('storage (generated scenarios; a second serve on the state each created)');
   lines.push('-'.repeat(103));
   lines.push(
-    `${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}${pad('start RSS MB', 13)}`,
+    `${pad('records', 9)}${pad('scen MB', 9)}${pad('state MB', 10)}${pad('create s', 10)}${pad('start ms', 10)}` +
+      `${pad('1st refresh ms', 16)}${pad('refresh/s', 11)}${pad('peak RSS MB', 12)}${pad('start RSS MB', 13)}`,
   );
   for (const s of res.sizes) {
     const rps = validRps(s.refresh);
@@ -638,13 +641,15 @@ export function storageReport(res: StorageResults): string[] {
     const r = (a?: number, b?: number): string => fmtRatio(ratio(a, b));
     lines.push(
       `  ${sizeLabel(s.records)} / ${sizeLabel(small.records)}: start ${r(s.start?.median_ms, small.start?.median_ms)}x, ` +
-        `refresh ${r(validRps(s.refresh), validRps(small.refresh))}x, peak RSS ${r(s.peak_rss_kb, small.peak_rss_kb)}x (at start ${r(s.start_peak_rss_kb, small.start_peak_rss_kb)}x), state ${r(s.state_bytes, small.state_bytes)}x`,
+        `refresh ${r(validRps(s.refresh), validRps(small.refresh))}x, peak RSS ${r(s.peak_rss_kb, small.peak_rss_kb)}x (at start ` +
+        `${r(s.start_peak_rss_kb, small.start_peak_rss_kb)}x), state ${r(s.state_bytes, small.state_bytes)}x`,
     );
   }
   for (const s of res.sizes) {
     if (s.refresh)
       lines.push(
-        `  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms; ` +
+        `  ${pad(sizeLabel(s.records), 6)}refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}, timeouts ${s.refresh.timeouts}, p50 ` +
+          `${s.refresh.latencyMsP50} ms, p99 ${s.refresh.latencyMsP99} ms; ` +
           `windows ${(s.refresh_windows ?? [])
             .map(
               (w) =>
@@ -656,13 +661,16 @@ export function storageReport(res: StorageResults): string[] {
   if (res.soak) {
     const s = res.soak;
     lines.push(
-      `soak (${s.duration_s} s on a new ${sizeLabel(s.records)} state): refresh ${fmt(s.refresh_first_window_rps, 0)} -> ${fmt(s.refresh_last_window_rps, 0)} req/s ` +
-        `(first / last ${s.window_s} s, ${s.refresh_connections} conns), keyed writes ${fmt(s.writes_first_window_rps, 0)} -> ${fmt(s.writes_last_window_rps, 0)} /s ` +
+      `soak (${s.duration_s} s on a new ${sizeLabel(s.records)} state): refresh ${fmt(s.refresh_first_window_rps, 0)} -> ` +
+        `${fmt(s.refresh_last_window_rps, 0)} req/s ` +
+        `(first / last ${s.window_s} s, ${s.refresh_connections} conns), keyed writes ${fmt(s.writes_first_window_rps, 0)} -> ` +
+        `${fmt(s.writes_last_window_rps, 0)} /s ` +
         `(${s.writer_connections} conns, ${s.write_rate_target}/s offered)`,
     );
     lines.push(
       `  state ${mb(s.state_bytes_before)} -> ${mb(s.state_bytes_after)} MB, peak RSS ${mbKb(s.peak_rss_kb)} MB; ` +
-        `refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}; writers non-2xx ${s.writers.non2xx}, errors ${s.writers.errors}, timeouts ${s.writers.timeouts}`,
+        `refresh non-2xx ${s.refresh.non2xx}, errors ${s.refresh.errors}; writers non-2xx ${s.writers.non2xx}, errors ${s.writers.errors}, timeouts ` +
+        `${s.writers.timeouts}`,
     );
   }
   for (const n of res.notes) lines.push(`note: ${n}`);

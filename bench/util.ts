@@ -384,7 +384,10 @@ export interface Target {
 // ---------- load generator ----------
 
 export function briefRun(name: string, r: RunSummary): string {
-  return `${name}: ${round(r.reqPerSecMean, 0)} req/s, 2xx=${r.total2xx} non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts} p50=${r.latencyMsP50}ms p99=${r.latencyMsP99}ms`;
+  return (
+    `${name}: ${round(r.reqPerSecMean, 0)} req/s, 2xx=${r.total2xx} non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts} ` +
+    `p50=${r.latencyMsP50}ms p99=${r.latencyMsP99}ms`
+  );
 }
 
 /** Runs build/bench/load.js in its own process with `cfg` (bounded by the config's durations) and returns its result. */
