@@ -24,7 +24,8 @@ module.exports = {
       name: 'core-state-is-the-lowest-wing',
       severity: 'error',
       comment:
-        'The core is in wings, lowest first: state, oauth, resources, emulation (docs/architecture.md, "The core in wings"). State (entity types, repository, events, clock, errors) imports no other wing.',
+        'The core is in wings, lowest first: state, oauth, resources, emulation (docs/architecture.md, "The core in wings"). State (entity types, ' +
+        'repository, events, clock, errors) imports no other wing.',
       from: { path: '^src/core/state/' },
       to: { path: '^src/core/(oauth|resources|emulation)/' },
     },
@@ -32,7 +33,8 @@ module.exports = {
       name: 'core-oauth-imports-state-only',
       severity: 'error',
       comment:
-        'OAuth rules stand on the state alone: an emulation behaviour (a fault, a finding, a consent policy) reaches them through the context as an interface of a lower wing.',
+        'OAuth rules stand on the state alone: an emulation behaviour (a fault, a finding, a consent policy) reaches them through the context as an ' +
+        'interface of a lower wing.',
       from: { path: '^src/core/oauth/' },
       to: { path: '^src/core/(resources|emulation)/' },
     },
@@ -40,7 +42,8 @@ module.exports = {
       name: 'core-resources-import-no-emulation',
       severity: 'error',
       comment:
-        'The resource plane imports state and oauth (the access token it checks), never emulation: faults and variation reach it as interfaces of its own (fault-point.ts, variants.ts), which emulation implements.',
+        'The resource plane imports state and oauth (the access token it checks), never emulation: faults and variation reach it as interfaces of its own ' +
+        '(fault-point.ts, variants.ts), which emulation implements.',
       from: { path: '^src/core/resources/' },
       to: { path: '^src/core/emulation/' },
     },
@@ -48,7 +51,8 @@ module.exports = {
       name: 'core-wings-name-the-root-by-type-only',
       severity: 'error',
       comment:
-        'The root (core.ts, context.ts) names every wing. A wing may name the CoreContext it is given, as a type (erased at build), never run code of the root.',
+        'The root (core.ts, context.ts) names every wing. A wing may name the CoreContext it is given, as a type (erased at build), never run code of the ' +
+        'root.',
       from: { path: '^src/core/(state|oauth|resources|emulation)/' },
       to: { path: '^src/core/[^/]+$', dependencyTypesNot: ['type-only'] },
     },
@@ -76,7 +80,8 @@ module.exports = {
     {
       name: 'conformance-grades-through-the-emulator',
       comment:
-        'The conformance runner starts emulators and judges what they saw: it imports core, server and protocol, never the client it grades, the CLI or the dashboard.',
+        'The conformance runner starts emulators and judges what they saw: it imports core, server and protocol, never the client it grades, the CLI or ' +
+        'the dashboard.',
       severity: 'error',
       from: { path: '^src/conformance/' },
       to: { path: '^src/(client|cli|dashboard)/' },
@@ -85,7 +90,8 @@ module.exports = {
       name: 'contract-speaks-only-the-wire',
       severity: 'error',
       comment:
-        '`conformance server` checks any server through the wire alone: the client, protocol, the shared report format and the pure profile module; never the emulator it may be pointed at.',
+        '`conformance server` checks any server through the wire alone: the client, protocol, the shared report format and the pure profile module; never ' +
+        'the emulator it may be pointed at.',
       from: { path: '^src/contract/' },
       to: {
         path: '^src/',

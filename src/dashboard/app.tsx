@@ -296,7 +296,8 @@ export function Dashboard({ subscribe, actions, colors, batchMs = 16, messageMs 
         : message
           ? [message.text, message.tone]
           : lastActivity(state);
-  const hints = `Tab/1-${VIEWS.length} view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${view === 'grants' ? '  r revoke' : ''}${view === 'approvals' ? '  a approve  x reject' : ''}  ? help  q quit`;
+  const viewKeys = view === 'grants' ? '  r revoke' : view === 'approvals' ? '  a approve  x reject' : '';
+  const hints = `Tab/1-${VIEWS.length} view  j/k move  / filter${filter ? ` [${filter}] Esc clears` : ''}${viewKeys}  ? help  q quit`;
 
   return (
     <Box flexDirection="column" width={columns} height={height}>
