@@ -14,7 +14,7 @@ import { readOptional, writeFileDurably } from './durable-write.js';
 import { committedCharges } from './memory-persistence.js';
 import { plural } from '../protocol/format.js';
 import { journalLine, parseJournal, type JournalRecord } from './journal.js';
-import { FILES_GONE, folderGone, LOCK_LOST, StateWriter } from './writer.js';
+import { FILES_GONE, folderGone, JOURNAL_STUCK, LOCK_LOST, StateWriter } from './writer.js';
 import { stateChunks, withJournalSeq } from './state-text.js';
 
 export interface FilePersistenceOptions {
@@ -512,7 +512,8 @@ export class FilePersistence implements StatePersistence {
         settle(error);
         for (const d of since) d.reject(error);
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === FILES_GONE.journal || code === FILES_GONE.folder || code === LOCK_LOST) this.#lose(error as Error, code);
+        if (code === FILES_GONE.journal || code === FILES_GONE.folder || code === LOCK_LOST || code === JOURNAL_STUCK)
+          this.#lose(error as Error, code);
         this.#next();
       },
     );
@@ -682,6 +683,7 @@ export class FilePersistence implements StatePersistence {
       this.#salvage = true;
       kept = `every write answered before is kept: ${this.location} is written from memory as serve stops`;
     } else if (code === LOCK_LOST) kept = `nothing more is written: the files may be another process's now`;
+    else if (code === JOURNAL_STUCK) kept = `nothing more is written: the journal ends with a refused record that could not be cut off`;
     else kept = `nothing is written back: the state of this run is not on disk any more`;
     const lost = Object.assign(
       new Error(`${cause}; stopped acknowledging writes (the request that found it was answered with an error); ${kept}`, { cause: error }),

@@ -2,8 +2,8 @@
  * The state's files on disk, written on the main thread with Node's async fs (the blocking calls run on libuv's
  * pool, so requests go on meanwhile). Each step runs after the one before it ended, in the order asked:
  *
- * - `commit`: append one journal record and fdatasync it; a failed append is cut off again, so that a later record
- *   never follows half of one.
+ * - `commit`: append one journal record and fdatasync it. A commit that fails cuts its record off again: a refused
+ *   record is not on disk, and its number is the next one's. A journal that cannot be cut back takes no more.
  * - `compaction`: a new state file written to a fresh temp file (0600, created exclusively, never through a symlink)
  *   while commits go on, then fdatasync, rename, folder fsync; the journal then keeps only the records appended
  *   since the compaction began (newer than the new state file), rewritten the same way, or goes when there is none.
@@ -19,6 +19,8 @@ import { isTempOf, syncDir, tempName, writeFileDurably } from './durable-write.j
 export const FILES_GONE = { journal: 'JOURNAL_GONE', folder: 'STATE_FOLDER_GONE' } as const;
 /** The single-writer lock is no longer this process's: the commit wrote nothing (or is not acknowledged). */
 export const LOCK_LOST = 'LOCK_LOST';
+/** A refused record could not be cut off the journal again: no record may follow it, so nothing more is written. */
+export const JOURNAL_STUCK = 'JOURNAL_STUCK';
 
 const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_APPEND } = constants;
 
@@ -60,8 +62,8 @@ export class StateWriter {
   #out: Buffer | null = null;
   /** A compaction is writing its temp file (one at a time: they would share #out). */
   #compacting = false;
-  /** The start on the files failed: nothing is written after it (each step fails with its error). */
-  #openFailed: Error | null = null;
+  /** The start on the files failed, or a refused record stuck in the journal: nothing more is written (each step fails with it). */
+  #unwritable: Error | null = null;
   /** Closed: nothing more is written, so a compaction that ends late cannot rename over files another process may own. */
   #closed = false;
 
@@ -72,7 +74,7 @@ export class StateWriter {
 
   #step<T>(fn: () => Promise<T>, always = false): Promise<T> {
     const run = this.#chain.then(() => {
-      if (this.#openFailed && !always) throw this.#openFailed;
+      if (this.#unwritable && !always) throw this.#unwritable;
       if (this.#closed && !always) throw new Error('the state writer was closed');
       return fn();
     });
@@ -103,7 +105,7 @@ export class StateWriter {
       else if (journalText !== null) await writeFileDurably(this.journalFile, journalText);
       return swept;
     }).catch((e: unknown) => {
-      this.#openFailed = e as Error;
+      this.#unwritable = e as Error;
       throw e;
     });
   }
@@ -119,21 +121,14 @@ export class StateWriter {
       try {
         await writeAll(journal.handle, bytes);
         await journal.handle.datasync();
+        // Appended to a file no path names any more, the record would be lost.
+        this.#checkInPlace(journal);
       } catch (e) {
-        await journal.handle
-          .truncate(journal.size)
-          .then(() => journal.handle.datasync())
-          .catch(() => undefined);
-        throw e;
+        throw (await this.#cutBack(journal, e as Error)) ?? e;
       }
       journal.size += bytes.length;
-      // Appended to a file no path names any more, the record would be lost.
-      const at = statOrNull(this.journalFile);
-      if (!at || at.dev !== journal.dev || at.ino !== journal.ino) {
-        if (!statOrNull(dirname(this.file))) throw folderGone(dirname(this.file));
-        throw coded(`the journal ${this.journalFile} was ${at ? 'replaced' : 'removed'} while serve ran`, FILES_GONE.journal);
-      }
-      // And still ours once written (it could have stood still in between).
+      // And still ours once written (it could have stood still in between). Not cut back then: the file may be
+      // another process's now.
       this.#checkLock();
       this.#lastCommitFailed = false;
       return journal.size;
@@ -147,7 +142,11 @@ export class StateWriter {
   async compaction(pieces: AsyncIterable<string>, salvage = false): Promise<{ stateFileBytes: number; journalBytes: number }> {
     // The view was taken after the record just before: if that record is not on disk, neither may the state file be.
     // A salvage is of the state rolled back to before it (the journal was found gone): it may.
-    const { offset, failed } = await this.#step(async () => ({ offset: this.#journal?.size ?? 0, failed: this.#lastCommitFailed }));
+    // With no journal open yet (none committed since the start), the one on disk holds records the view holds too.
+    const { offset, failed } = await this.#step(async () => ({
+      offset: this.#journal?.size ?? (await stat(this.journalFile).catch(() => null))?.size ?? 0,
+      failed: this.#lastCommitFailed,
+    }));
     if (failed && !salvage) throw new Error('the journal record this state file follows could not be written');
     if (this.#compacting) throw new Error('a compaction is already being written');
     this.#compacting = true;
@@ -225,6 +224,33 @@ export class StateWriter {
       await this.#journal?.handle.close().catch(() => undefined);
       this.#journal = null;
     }, true);
+  }
+
+  /** Throws (FILES_GONE) unless the journal's path still names the file this writer appends to. */
+  #checkInPlace(journal: Journal): void {
+    const at = statOrNull(this.journalFile);
+    if (at && at.dev === journal.dev && at.ino === journal.ino) return;
+    if (!statOrNull(dirname(this.file))) throw folderGone(dirname(this.file));
+    throw coded(`the journal ${this.journalFile} was ${at ? 'replaced' : 'removed'} while serve ran`, FILES_GONE.journal);
+  }
+
+  /**
+   * Cuts a refused record (or the part of it written) off the journal. When that fails, nothing more is written, and
+   * the error that says so (JOURNAL_STUCK) is returned.
+   */
+  async #cutBack(journal: Journal, cause: Error): Promise<Error | null> {
+    try {
+      await journal.handle.truncate(journal.size);
+      await journal.handle.datasync();
+      return null;
+    } catch (e) {
+      const stuck = new Error(
+        `the journal ${this.journalFile} could not be cut back after a failed write (${cause.message}; then ${(e as Error).message}); ` +
+          'no record may follow what is left of it',
+        { cause },
+      );
+      return (this.#unwritable = Object.assign(stuck, { code: JOURNAL_STUCK }));
+    }
   }
 
   /** Throws (LOCK_LOST) unless the lock directory is still the one this process made (lock.ts). */
