@@ -672,9 +672,11 @@ export class FilePersistence implements StatePersistence {
   }
 
   /**
-   * A commit found its files gone from their paths (FILES_GONE): what it appended is in a file no path names. Nothing
-   * more is acknowledged. If only the journal went, the state in memory (every answered write) becomes the state file
-   * as the owner stops (#salvageStateFile), and the ledger in place matches it; otherwise nothing is written back.
+   * A commit found it may write no more: its files gone from their paths (FILES_GONE: what it appended is in a file no
+   * path names), the lock another process's (LOCK_LOST), or a refused record stuck at the journal's end
+   * (JOURNAL_STUCK). Nothing more is acknowledged. If only the journal went, the state in memory (every answered
+   * write) becomes the state file as the owner stops (#salvageStateFile), and the ledger in place matches it;
+   * otherwise nothing is written back.
    */
   #lose(error: Error, code: string): void {
     const cause = error.message.replace(/^cannot write state file [^:]*: /, '');

@@ -3,7 +3,9 @@
  * pool, so requests go on meanwhile). Each step runs after the one before it ended, in the order asked:
  *
  * - `commit`: append one journal record and fdatasync it. A commit that fails cuts its record off again: a refused
- *   record is not on disk, and its number is the next one's. A journal that cannot be cut back takes no more.
+ *   record is not on disk, and its number is the next one's. A journal that cannot be cut back takes no more. Not
+ *   cut back: a record in a file no path names (FILES_GONE), or one appended before the lock was found lost (the
+ *   file may be another process's now).
  * - `compaction`: a new state file written to a fresh temp file (0600, created exclusively, never through a symlink)
  *   while commits go on, then fdatasync, rename, folder fsync; the journal then keeps only the records appended
  *   since the compaction began (newer than the new state file), rewritten the same way, or goes when there is none.
@@ -15,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { ledgerFileFor } from './state-files.js';
 import { isTempOf, syncDir, tempName, writeFileDurably } from './durable-write.js';
 
-/** A commit found the state's files gone from their paths after appending: what it appended would be lost. */
+/** A commit found the state's files gone from their paths after appending: the file it appended to is nobody's now. */
 export const FILES_GONE = { journal: 'JOURNAL_GONE', folder: 'STATE_FOLDER_GONE' } as const;
 /** The single-writer lock is no longer this process's: the commit wrote nothing (or is not acknowledged). */
 export const LOCK_LOST = 'LOCK_LOST';
@@ -124,6 +126,8 @@ export class StateWriter {
         // Appended to a file no path names any more, the record would be lost.
         this.#checkInPlace(journal);
       } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === FILES_GONE.journal || code === FILES_GONE.folder) throw e;
         throw (await this.#cutBack(journal, e as Error)) ?? e;
       }
       journal.size += bytes.length;
@@ -143,10 +147,10 @@ export class StateWriter {
     // The view was taken after the record just before: if that record is not on disk, neither may the state file be.
     // A salvage is of the state rolled back to before it (the journal was found gone): it may.
     // With no journal open yet (none committed since the start), the one on disk holds records the view holds too.
-    const { offset, failed } = await this.#step(async () => ({
-      offset: this.#journal?.size ?? (await stat(this.journalFile).catch(() => null))?.size ?? 0,
-      failed: this.#lastCommitFailed,
-    }));
+    const { offset, journalAt, failed } = await this.#step(async () => {
+      const journalAt = this.#journal ?? (await stat(this.journalFile).catch(() => null));
+      return { offset: journalAt?.size ?? 0, journalAt, failed: this.#lastCommitFailed };
+    });
     if (failed && !salvage) throw new Error('the journal record this state file follows could not be written');
     if (this.#compacting) throw new Error('a compaction is already being written');
     this.#compacting = true;
@@ -192,8 +196,10 @@ export class StateWriter {
       await rename(name, this.file);
       await syncDir(dirname(this.file));
       // From here the state file holds every record up to `offset`; a crash before the journal is cut leaves
-      // records the next start skips by number.
-      const tail = await this.#journalTail(offset);
+      // records the next start skips by number. A journal that is another file than the one measured (replaced by
+      // hand) is kept whole: a start skips by number what the state file holds.
+      const same = !this.#journal || (journalAt?.dev === this.#journal.dev && journalAt.ino === this.#journal.ino);
+      const tail = await this.#journalTail(same ? offset : 0);
       if (tail.length === 0) await this.#dropJournal();
       else {
         await writeFileDurably(this.journalFile, tail);
