@@ -15,13 +15,11 @@ import type { Emulator } from '../src/server/emulator.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { clientEnv, startCli } from './helpers/client.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, postJson, register } from './helpers/oauth.js';
+import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, register } from './helpers/oauth.js';
+import { ask } from './helpers/rest.js';
 
 /** At warning and above: the tests' grants hold scopes some flows never use (scope.unused is info). */
 const notable = (emulator: Emulator) => emulator.core.findings.list().filter((f) => f.severity !== 'info');
-
-const ask = (emulator: Emulator, token: string, question: string, headers: Record<string, string> = {}) =>
-  postJson(`${emulator.baseUrl}/chat/ask`, { question }, bearer(token, headers));
 
 /**
  * The `ask` tool called on /mcp over a raw socket, in two steps: its head goes first, with `Expect: 100-continue`, so

@@ -7,15 +7,9 @@ import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { readStateAt } from '../src/store/file-persistence.js';
 import { leaveJournalBehind, scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, postJson } from './helpers/oauth.js';
+import { ask, loggedIn } from './helpers/rest.js';
 
-const ask = (emu: Emulator, token: string | undefined, question: unknown, headers: Record<string, string> = {}) =>
-  postJson(`${emu.baseUrl}/chat/ask`, { question }, { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers });
-
-async function withToken(options: EmulatorOptions = {}, scope = 'ask') {
-  const emu = await startEmulator(options);
-  const flow = await authorizeAndApprove(emu, { scope });
-  return { emu, token: flow.tokens!.access_token, client_id: flow.client_id };
-}
+const withToken = (options: EmulatorOptions = {}, scope = 'ask') => loggedIn(startEmulator, options, scope);
 
 describe('spec 4.4 rule 5 / 8: idempotency', () => {
   it('expired records and used codes are pruned from the state file, so it does not grow without bound', async () => {

@@ -3,18 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/state/clock.js';
 import { Emulator, type EmulatorOptions } from '../src/server/emulator.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
-import { authorizeAndApprove, bearer, http, postJson } from './helpers/oauth.js';
+import { authorizeAndApprove } from './helpers/oauth.js';
+import { get, loggedInOnClock, post } from './helpers/rest.js';
 
-const get = (emu: Emulator, token: string, path: string) => http(`${emu.baseUrl}${path}`, { headers: bearer(token) });
-const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
-  postJson(`${emu.baseUrl}${path}`, body, { ...bearer(token), ...headers });
-
-async function setup(options: EmulatorOptions = {}, scope = 'ask research training.write') {
-  const clock = (options.clock as ManualClock | undefined) ?? new ManualClock();
-  const emu = await startEmulator({ clock, ...options });
-  const flow = await authorizeAndApprove(emu, { scope });
-  return { emu, clock, token: flow.tokens!.access_token, client_id: flow.client_id };
-}
+const setup = (options: EmulatorOptions = {}, scope = 'ask research training.write') => loggedInOnClock(startEmulator, options, scope);
 
 describe('spec 2.5, 3.1, 4.4 rule 3: research jobs', () => {
   it('jobs survive a restart of serve: a running job resumes and finishes', async () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StateFileError, StateLockedError } from '../src/core/state/errors.js';
 import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
+import { adminFileFor } from '../src/protocol/admin-file.js';
 import { Emulator } from '../src/server/emulator.js';
 import { lockStateFile } from '../src/store/lock.js';
 import { readStateAt } from '../src/store/file-persistence.js';
@@ -11,6 +12,19 @@ import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { authorizeAndApprove, refresh, register } from './helpers/oauth.js';
 
 describe('state file: one lowdb JSON file, durable, 0600, secrets hashed', () => {
+  it('an emulator without listeners (listen: false) keeps its state file but writes no admin file: no other process could reach it', async () => {
+    const state = join(await scratchDir(), 'state.json');
+    const emu = await Emulator.start({ state, listen: false, port: 24_090, authPort: 24_091 });
+    try {
+      await emu.core.commit();
+      expect(emu.adminFile).toBe(adminFileFor(state));
+      expect(existsSync(adminFileFor(state))).toBe(false);
+    } finally {
+      await emu.stop();
+    }
+    expect(await readStateAt(state)).not.toBeNull();
+  });
+
   it('is created 0600 in a 0700 directory, each folder it makes 0700 (and synced into its parent)', async () => {
     const dir = await scratchDir();
     const state = join(dir, 'nested', 'deeper', 'state.json');

@@ -36,7 +36,8 @@ export interface EmulatorOptions {
   host?: string;
   /**
    * False: nothing is bound, and requests reach the service only through `Emulator.inject` (tests of the HTTP rules in
-   * one process, without sockets). Its URLs name `port` and `authPort`, which must then be given. Default true.
+   * one process, without sockets). Its URLs name `port` and `authPort`, which must then be given; no admin file is
+   * written (no other process could reach it). Default true.
    */
   listen?: boolean;
   /** State file; default `.agent-access/state.json` in the working directory. Ignored with `inMemory`. */

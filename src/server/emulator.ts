@@ -104,7 +104,8 @@ export class Emulator {
   /**
    * Resolves once what loads after the ready line has loaded: the search index, in the quiet moments after the start
    * (the MCP SDK loads with the first /mcp request). Nothing needs to wait for it (requests that need the index build it
-   * or wait for it by themselves); it is there for measurements and tests.
+   * or wait for it by themselves); it is there for measurements and tests. Without listeners (`listen: false`) nothing
+   * loads after the start: it resolves at once, and the first request that needs the index builds it.
    */
   loaded(): Promise<void> {
     return this.#loaded;
@@ -116,6 +117,8 @@ export class Emulator {
    * and runs its lifecycle (lifecycle.ts): listen, warm up, announce, the timers, then what loads after the ready line.
    */
   static async start(options: EmulatorOptions = {}): Promise<Emulator> {
+    if (options.listen === false && (!options.port || !options.authPort))
+      throw new TypeError('listen: false needs port and authPort, for the URLs the service names');
     const host = options.host ?? DEFAULT_HOST;
     const varyUnspecified = options.varyUnspecified ? { seed: checkSeed(options.varyUnspecified.seed) } : false;
     const loaded = options.profile === undefined ? null : await loadedProfile(options.profile);
@@ -146,8 +149,10 @@ export class Emulator {
         varyUnspecified,
         loaded && { name: loaded.name, file: loaded.file, server: loaded.profile.server, ...profileSummary(loaded.profile) },
       );
-      const quiet = options.listen === false ? await life.withoutListening(options, host) : await life.listen(options, host);
-      await life.announce(wired);
+      const listening = options.listen !== false;
+      const quiet = listening ? await life.listen(options, host) : await life.withoutListening(options, host);
+      // Other command lines find a running emulator by its admin file: one without listeners cannot be reached.
+      if (listening) await life.announce(wired);
       life.startTimers(wired);
       // Route schemas that had to be compiled at start mean the build is out of date: said once, after listening.
       const schemaNotice = wired.schemaCompilers.notice?.();
@@ -163,7 +168,8 @@ export class Emulator {
 
   /**
    * Serves one request without a socket (fastify's inject), by the app whose origin its URL names: `{base_url}` or
-   * `{auth_url}`. The Host header is the URL's unless given. For tests of the HTTP rules in one process (`listen: false`).
+   * `{auth_url}`. The Host header is the URL's unless given, the peer is 127.0.0.1. For tests of the HTTP rules in one
+   * process (`listen: false`); what needs a connection (a `drop_response` fault closes it unanswered) needs a listener.
    */
   inject(request: InjectRequest): Promise<InjectResponse> {
     const url = new URL(request.url);

@@ -162,15 +162,14 @@ export class Lifecycle {
   }
 
   /**
-   * The apps made ready but bound to nothing (`listen: false`): the service URLs name the ports given, and requests
-   * come only through `inject`. No warm-up request, and nothing loads after a ready line: the search index is built
+   * The apps made ready but bound to nothing (`listen: false`): the service URLs name the ports given (Emulator.start
+   * checked both are), and requests come only through `inject`. No warm-up request, and nothing loads after a ready line: the search index is built
    * by the first request that needs it.
    */
   async withoutListening(options: EmulatorOptions, host: string): Promise<void> {
     const wired = this.#wired;
     if (!wired) throw new Error('ready before the emulator is wired');
     const { api, auth, ports, core } = wired;
-    if (!options.port || !options.authPort) throw new TypeError('listen: false needs port and authPort, for the URLs the service names');
     await Promise.all([api.ready(), auth.ready()]);
     ports.api = options.port;
     ports.auth = options.authPort;

@@ -25,7 +25,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
  * process (helpers/in-process.ts). Stopped after the test.
  */
 export async function startInProcess(options: Omit<EmulatorOptions, 'port' | 'authPort' | 'listen' | 'state'> = {}): Promise<Emulator> {
-  const emulator = await Emulator.start({ ...nextPorts(), listen: false, inMemory: true, ...options });
+  const emulator = await Emulator.start({ ...options, ...nextPorts(), listen: false, inMemory: true });
   const forget = serveInProcess(emulator);
   running.push(async () => {
     forget();

@@ -13,6 +13,7 @@ import type { Emulator } from '../../src/server/emulator.js';
 import { startInProcess } from '../helpers/emulator.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
 import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, postJson, refresh, register } from '../helpers/oauth.js';
+import { ask } from '../helpers/rest.js';
 
 const codes = (findings: readonly Finding[]) => findings.map((f) => f.code).sort();
 /** At warning and above: the tests' grants hold scopes some flows never use (scope.unused is info). */
@@ -27,9 +28,6 @@ async function sdkClientPastExpiry() {
   clock.advance(16 * MINUTE);
   return { emulator, client };
 }
-
-const ask = (emulator: Emulator, token: string, question: string, headers: Record<string, string> = {}) =>
-  postJson(`${emulator.baseUrl}/chat/ask`, { question }, bearer(token, headers));
 
 describe('client findings from real clients (spec 3.2, 4.2, 4.4, 5.8; RFC 8707)', () => {
   it('refresh.concurrent: the MCP SDK client with three tool calls in flight when the access token expires', async () => {

@@ -6,15 +6,9 @@ import { Emulator, type EmulatorOptions } from '../../src/server/emulator.js';
 import { startInProcess } from '../helpers/emulator.js';
 import { authorizeAndApprove, http, postJson } from '../helpers/oauth.js';
 import { deferred } from '../helpers/wait.js';
+import { ask, loggedIn } from '../helpers/rest.js';
 
-const ask = (emu: Emulator, token: string | undefined, question: unknown, headers: Record<string, string> = {}) =>
-  postJson(`${emu.baseUrl}/chat/ask`, { question }, { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers });
-
-async function withToken(options: EmulatorOptions = {}, scope = 'ask') {
-  const emu = await startInProcess(options);
-  const flow = await authorizeAndApprove(emu, { scope });
-  return { emu, token: flow.tokens!.access_token, client_id: flow.client_id };
-}
+const withToken = (options: EmulatorOptions = {}, scope = 'ask') => loggedIn(startInProcess, options, scope);
 
 const ledger = (emu: Emulator) => emu.core.persistence.readCharges();
 

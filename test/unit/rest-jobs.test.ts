@@ -1,20 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/core/state/clock.js';
 import { Emulator, type EmulatorOptions } from '../../src/server/emulator.js';
 import { startInProcess } from '../helpers/emulator.js';
-import { authorizeAndApprove, bearer, Browser, http, postJson } from '../helpers/oauth.js';
+import { authorizeAndApprove, Browser } from '../helpers/oauth.js';
+import { get, loggedInOnClock, post } from '../helpers/rest.js';
 
-const get = (emu: Emulator, token: string, path: string) => http(`${emu.baseUrl}${path}`, { headers: bearer(token) });
-const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
-  postJson(`${emu.baseUrl}${path}`, body, { ...bearer(token), ...headers });
 const ledger = (emu: Emulator) => emu.core.persistence.readCharges();
 
-async function setup(options: EmulatorOptions = {}, scope = 'ask research training.write') {
-  const clock = (options.clock as ManualClock | undefined) ?? new ManualClock();
-  const emu = await startInProcess({ clock, ...options });
-  const flow = await authorizeAndApprove(emu, { scope });
-  return { emu, clock, token: flow.tokens!.access_token, client_id: flow.client_id };
-}
+const setup = (options: EmulatorOptions = {}, scope = 'ask research training.write') => loggedInOnClock(startInProcess, options, scope);
 
 describe('spec 2.5, 3.1, 4.4 rule 3: research jobs', () => {
   it('POST /research answers 202 at once with job_id, status queued and poll; it is charged once, polling is free', async () => {
