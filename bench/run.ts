@@ -943,7 +943,8 @@ async function main(): Promise<void> {
   const warmOverTenth = (x?: AfterReadyStats) => ratio(x?.warm_first_median_ms, x?.warm_tenth_median_ms);
   const t7 = overWarm(afterReady);
   const bareAfterReady = ready?.bare_after_ready;
-  // Ours over both of its load phases (token and ask) against the mock over its token phase.
+  // Ours over both of its load phases (token and ask) against the mock over its token phase; issue 47.1's bound, 1.1×
+  // (it was 1× while the command line held V8's heap at run time, docs/bench.md "Start-up with Node's own tools").
   const oursPeaks = [load?.peak_rss_kb['ours_refresh'], load?.peak_rss_kb['ours_ask']].filter((x) => x !== undefined);
   const oursPeakKb = oursPeaks.length > 0 ? Math.max(...oursPeaks) : undefined;
   const mockPeakKb = load?.peak_rss_kb['oauth2_mock_server'];
@@ -962,7 +963,7 @@ async function main(): Promise<void> {
         `${fmt(warmOverTenth(afterReady), 2)}x once warm, bare fastify ${fmt(overTenth(bareAfterReady), 2)}x`,
     },
     ...(load && (runsRefresh(o) || runsAsk(o))
-      ? [{ name: 'ours peak RSS (token, ask) / mock peak RSS', value: t8, target: '<= 1', ok: t8 === null ? null : t8 <= 1 }]
+      ? [{ name: 'ours peak RSS (token, ask) / mock peak RSS', value: t8, target: '<= 1.1', ok: t8 === null ? null : t8 <= 1.1 }]
       : []),
     ...(runsRefresh(o)
       ? [
