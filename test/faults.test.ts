@@ -10,6 +10,7 @@ import { startEmulator as startInProcess, startRunning } from './helpers/emulato
 import type { RunningEmulator, StartEmulatorOptions } from '../src/index.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { bearer, http, postJson, refresh } from './helpers/oauth.js';
+import { postMcp, toolCall } from './helpers/rest.js';
 
 const start = (options: StartEmulatorOptions = {}) => startRunning({ clock: 'manual', ...options });
 
@@ -21,15 +22,7 @@ const charges = async (emu: RunningEmulator) =>
 
 /** One JSON-RPC message to /mcp: a `tools/call` of `tool`, or another method with `tool` null. */
 const mcpCall = (emu: RunningEmulator, token: string, tool: string | null, args: Record<string, string> = {}) =>
-  http(`${emu.baseUrl}/mcp`, {
-    method: 'POST',
-    headers: bearer(token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
-    body: JSON.stringify(
-      tool === null
-        ? { jsonrpc: '2.0', id: 1, method: 'tools/list' }
-        : { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: args } },
-    ),
-  });
+  postMcp(emu.baseUrl, token, tool === null ? { jsonrpc: '2.0', id: 1, method: 'tools/list' } : toolCall(tool, args));
 
 describe('faults observed by a client (docs/emulator-control.md "Faults")', () => {
   it('rate_limit count=2: the next two asks get 429 with Retry-After and RateLimit headers, uncharged; the third passes; the request log marks both', async () => {

@@ -1,6 +1,7 @@
 /**
- * The REST allowlist as the tests call it (spec 4.4): an ask, a GET and a POST with a bearer token, and an emulator
- * with a client logged in. The same for an emulator in this process and one on a socket: each takes how to start it.
+ * The resource routes as the tests call them (spec 4.4): an ask, a GET and a POST with a bearer token, a raw JSON-RPC
+ * message to /mcp, and an emulator with a client logged in. The same for an emulator in this process and one on a
+ * socket: each takes how to start it.
  */
 import { ManualClock } from '../../src/core/state/clock.js';
 import type { Emulator, EmulatorOptions } from '../../src/server/emulator.js';
@@ -14,6 +15,22 @@ export const get = (emu: Emulator, token: string, path: string) => http(`${emu.b
 
 export const post = (emu: Emulator, token: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
   postJson(`${emu.baseUrl}${path}`, body, bearer(token, headers));
+
+/** One JSON-RPC message POSTed to /mcp with a bearer token, as raw HTTP (the 2025 revisions: no session needed). */
+export const postMcp = (baseUrl: string, token: string, message: unknown, headers: Record<string, string> = {}) =>
+  http(`${baseUrl}/mcp`, {
+    method: 'POST',
+    headers: bearer(token, { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }),
+    body: JSON.stringify(message),
+  });
+
+/** A `tools/call` message. */
+export const toolCall = (name: string, args: Record<string, unknown>, id = 1) => ({
+  jsonrpc: '2.0',
+  id,
+  method: 'tools/call',
+  params: { name, arguments: args },
+});
 
 type Start = (options: EmulatorOptions) => Promise<Emulator>;
 

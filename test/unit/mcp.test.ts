@@ -10,6 +10,7 @@ import { listGrants, revokeGrant } from '../../src/core/oauth/grants-admin.js';
 import { startInProcess } from '../helpers/emulator.js';
 import { MCP_VERSIONS, call, connectWithOAuth, decide, type Structured } from '../helpers/mcp-client.js';
 import { Browser, authorizeAndApprove, authorizeUrl, bearer, http, pkce, register } from '../helpers/oauth.js';
+import { postMcp, toolCall } from '../helpers/rest.js';
 
 const FAST_JOBS = { researchQueueMs: 200, researchRunMs: 500, trainingStepMs: 100 };
 
@@ -81,20 +82,7 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('MCP authorization: a tool called without its scope answers 403 insufficient_scope naming the scope', async () => {
     const emulator = await startInProcess();
     const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
-    const res = await http(`${emulator.baseUrl}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${tokens!.access_token}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 7,
-        method: 'tools/call',
-        params: { name: 'start_research', arguments: { question: 'Onboarding?' } },
-      }),
-    });
+    const res = await postMcp(emulator.baseUrl, tokens!.access_token, toolCall('start_research', { question: 'Onboarding?' }, 7));
     expect(res.status).toBe(403);
     const challenge = res.headers['www-authenticate'] as string;
     expect(challenge).toMatch(/^Bearer error="insufficient_scope", /);
@@ -292,16 +280,7 @@ describe.each(MCP_VERSIONS)('the same charges and rate limits as the REST twins 
     expect(byRoute()).toBe(countBefore + 1);
     await call(client, 'ask', { question: 'Wann kommt der Hufschmied?', idempotency_key: 'rl' }); // third call of the window
     const token = provider.tokens()!.access_token;
-    const res = await http(`${emulator.baseUrl}/mcp`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 9,
-        method: 'tools/call',
-        params: { name: 'ask', arguments: { question: 'Noch eine Frage?' } },
-      }),
-    });
+    const res = await postMcp(emulator.baseUrl, token, toolCall('ask', { question: 'Noch eine Frage?' }, 9));
     expect(res.status).toBe(429);
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     expect(res.headers['ratelimit-remaining']).toBe('0');
