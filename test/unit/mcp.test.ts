@@ -66,15 +66,7 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('spec 5.8: an identity token (no resource) is refused with 401 invalid_token', async () => {
     const emulator = await startInProcess();
     const { tokens } = await authorizeAndApprove(emulator, { resource: null });
-    const res = await http(`${emulator.baseUrl}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${tokens!.access_token}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
-    });
+    const res = await postMcp(emulator.baseUrl, tokens!.access_token, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
     expect(res.status).toBe(401);
     expect(res.headers['www-authenticate']).toMatch(/error="invalid_token", error_description="identity token refused/);
   });
@@ -118,21 +110,8 @@ describe('the MCP server at /mcp: discovery and the guard (RFC 9728, MCP authori
   it('JSON-RPC batches are refused whole (MCP 2025-06-18 removed them), before any call counts', async () => {
     const emulator = await startInProcess();
     const { tokens } = await authorizeAndApprove(emulator, { scope: 'ask' });
-    const calls = [1, 2].map((id) => ({
-      jsonrpc: '2.0',
-      id,
-      method: 'tools/call',
-      params: { name: 'ask', arguments: { question: 'Hallo?' } },
-    }));
-    const res = await http(`${emulator.baseUrl}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${tokens!.access_token}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body: JSON.stringify(calls),
-    });
+    const calls = [1, 2].map((id) => toolCall('ask', { question: 'Hallo?' }, id));
+    const res = await postMcp(emulator.baseUrl, tokens!.access_token, calls);
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: { code: -32600 } });
     expect(emulator.core.state.charges.count).toBe(0);
