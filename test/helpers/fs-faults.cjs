@@ -2,7 +2,8 @@
 /**
  * Injected file faults for a `serve` under test, loaded with `node --require`: while the JSON file named by
  * AGENT_ACCESS_TEST_FS_FAULTS says so, chosen file operations fail as a full disk (ENOSPC), a failing disk (EIO) or
- * an immutable file (EPERM) would, on every user's machine and without root. The file is read at each operation, so a test arms and clears faults while the server runs:
+ * an immutable file (EPERM) would, on every user's machine and without root. The file is read at each operation, so a
+ * test arms and clears faults while the server runs:
  *
  *   {"write": {"code": "ENOSPC", "name": "^state\\.(journal|charges)"}, "rename": {"code": "EPERM", "name": "^state\\.json$"}}
  *
