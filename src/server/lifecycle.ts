@@ -163,8 +163,8 @@ export class Lifecycle {
 
   /**
    * The apps made ready but bound to nothing (`listen: false`): the service URLs name the ports given (Emulator.start
-   * checked both are), and requests come only through `inject`. No warm-up request, and nothing loads after a ready line: the search index is built
-   * by the first request that needs it.
+   * checked both are), and requests come only through `inject`. No warm-up request, and nothing loads after a ready
+   * line: the search index is built by the first request that needs it.
    */
   async withoutListening(options: EmulatorOptions, host: string): Promise<void> {
     const wired = this.#wired;
