@@ -2,7 +2,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { QuietMoments } from '../../src/server/quiet-moments.js';
+import { QuietMoments } from '../src/server/quiet-moments.js';
 
 // Lower bounds only: a quiet moment comes no sooner than its rule says; how much later depends on the machine.
 describe('what loads after the ready line waits for a quiet moment', () => {
