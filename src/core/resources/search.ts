@@ -1,4 +1,5 @@
 import { textOf } from '../../protocol/format.js';
+import { sha256 } from '../state/crypto.js';
 import { fieldLabel } from './actions.js';
 import { MAX_WORD, MIN_PART, splitCompound } from './compounds.js';
 import { markdownSentences } from './sentences.js';
@@ -168,6 +169,8 @@ const SHARED = 'shared';
  */
 export class SearchIndex {
   #ready: Promise<Loaded> | undefined;
+  /** `#ready` is this index's alone, and changed in place; else it may be shared (see sharedIndex) and is never changed. */
+  #own = false;
   readonly #workspace: Workspace;
   #knowledge: KnowledgeDocument[];
   #added: KnowledgeDocument[] = [];
@@ -193,34 +196,25 @@ export class SearchIndex {
     this.#knowledge = knowledge;
     this.#added = [];
     this.#ready = undefined;
+    this.#own = false;
     this.#forget();
   }
 
   #index(): Promise<Loaded> {
-    return (this.#ready ??= (async () => {
-      const [orama, { stemmer, language }, { stopwords }] = await Promise.all([
-        import('@orama/orama'),
-        import('@orama/stemmers/german'),
-        import('@orama/stopwords/german'),
-      ]);
-      const db = orama.create({
-        schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string', parts: 'string' } as const,
-        components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
-      });
-      const workspace = this.#workspace;
-      const documents = [...this.#knowledge, ...this.#added];
-      function* entries(): Generator<Entry> {
-        for (const kind of WORKSPACE_KINDS) for (const record of workspace[kind]) yield recordEntry(kind, record);
-        for (const doc of documents) yield* knowledgeEntries(doc);
-      }
-      const vocabulary = new Vocabulary(stemmer, new Set(stopwords));
-      const analyze = analyzer(vocabulary);
-      // Built after the ready line: the index must not hold up the requests that do not need it. Every word is known
-      // before the first compound is split, so a passage splits the same whatever its place in the index.
-      await learnInSlices(vocabulary, entries());
-      await insertInSlices(orama, db, entries(), vocabulary);
-      return { orama, db, analyze, vocabulary };
-    })());
+    if (this.#ready) return this.#ready;
+    const documents = [...this.#knowledge, ...this.#added];
+    return (this.#ready = this.#own ? buildIndex(this.#workspace, documents) : sharedIndex(this.#workspace, documents));
+  }
+
+  /**
+   * Before the first change to an index that may be shared: the shared one is left to the others, and this one is
+   * built anew from the workspace and documents as they are now (the change made), its own from then on.
+   */
+  #ownIndex(): Promise<Loaded> {
+    this.#own = true;
+    this.#ready = undefined;
+    this.#forget();
+    return this.#index();
   }
 
   /** The index changed: every ranking and what was made from one may now differ. */
@@ -268,8 +262,9 @@ export class SearchIndex {
 
   /** Makes a knowledge document findable (a training document once indexed). */
   async addKnowledge(doc: KnowledgeDocument): Promise<void> {
-    if (!this.#ready) {
+    if (!this.#ready || !this.#own) {
       this.#added.push(doc);
+      if (this.#ready) await this.#ownIndex();
       return;
     }
     const { orama, db, vocabulary } = await this.#index();
@@ -285,6 +280,7 @@ export class SearchIndex {
   /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
   async putRecord(kind: WorkspaceKind, record: { id: string; title: string; [field: string]: unknown }): Promise<void> {
     if (!this.#ready) return; // indexed from the changed workspace when first used
+    if (!this.#own) return void (await this.#ownIndex());
     const { orama, db, vocabulary } = await this.#index();
     const id = `${kind}:${record.id}`;
     const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
@@ -363,6 +359,72 @@ export class SearchIndex {
       partStems: new Set(document.partStems),
     }));
   }
+}
+
+/**
+ * The index of a workspace and knowledge documents: Orama loaded, every word learnt, every entry inserted. Built after
+ * the ready line, so it must not hold up the requests that do not need it: a slice at a time. Every word is known
+ * before the first compound is split, so a passage splits the same whatever its place in the index.
+ */
+async function buildIndex(workspace: Workspace, documents: readonly KnowledgeDocument[]): Promise<Loaded> {
+  const [orama, { stemmer, language }, { stopwords }] = await Promise.all([
+    import('@orama/orama'),
+    import('@orama/stemmers/german'),
+    import('@orama/stopwords/german'),
+  ]);
+  const db = orama.create({
+    schema: { kind: 'enum', owner: 'enum', ref: 'string', title: 'string', text: 'string', parts: 'string' } as const,
+    components: { tokenizer: { stemming: true, stemmer, language, stopWords: stopwords } },
+  });
+  function* entries(): Generator<Entry> {
+    for (const kind of WORKSPACE_KINDS) for (const record of workspace[kind]) yield recordEntry(kind, record);
+    for (const doc of documents) yield* knowledgeEntries(doc);
+  }
+  const vocabulary = new Vocabulary(stemmer, new Set(stopwords));
+  await learnInSlices(vocabulary, entries());
+  await insertInSlices(orama, db, entries(), vocabulary);
+  indexBuilds.count++;
+  return { orama, db, analyze: analyzer(vocabulary), vocabulary };
+}
+
+/** How many indexes this process has built: tests see by it that emulators on the same fixtures share one. */
+export const indexBuilds = { count: 0 };
+
+/**
+ * Indexes by what they were built from, for as long as an emulator of this process searches one. A conformance run
+ * or a test file starts emulator after emulator on the same fixtures, and each built the same index again, about a
+ * quarter of a second of CPU (docs/bench.md). Searching changes nothing a search sees: the vocabulary's caches of
+ * stems and splits give the same answers whatever is in them. An index that gains a document or a changed record is
+ * an emulator's own (SearchIndex.#ownIndex), so a shared one never changes.
+ */
+const sharedIndexes = new Map<string, WeakRef<Loaded> | Promise<Loaded>>();
+const dropCollected = new FinalizationRegistry<string>((key) => {
+  const held = sharedIndexes.get(key);
+  if (held instanceof WeakRef && held.deref() === undefined) sharedIndexes.delete(key);
+});
+
+function sharedIndex(workspace: Workspace, documents: readonly KnowledgeDocument[]): Promise<Loaded> {
+  const content = JSON.stringify([workspace, documents]);
+  const key = sha256(content);
+  const held = sharedIndexes.get(key);
+  const loaded = held instanceof WeakRef ? held.deref() : undefined;
+  if (loaded) return Promise.resolve(loaded);
+  if (held instanceof Promise) return held;
+  // Built from a copy: the build takes many turns of the event loop, and the workspace may change meanwhile.
+  const [copy, copies] = JSON.parse(content) as [Workspace, KnowledgeDocument[]];
+  const building = buildIndex(copy, copies).then(
+    (built) => {
+      sharedIndexes.set(key, new WeakRef(built));
+      dropCollected.register(built, key);
+      return built;
+    },
+    (e: unknown) => {
+      sharedIndexes.delete(key);
+      throw e;
+    },
+  );
+  sharedIndexes.set(key, building);
+  return building;
 }
 
 /**
