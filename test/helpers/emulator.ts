@@ -1,22 +1,23 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach } from 'vitest';
+import { onTestFinished } from 'vitest';
 import { startEmulator as startWithApi, type RunningEmulator, type StartEmulatorOptions } from '../../src/index.js';
 import { Emulator, type EmulatorOptions } from '../../src/server/emulator.js';
 import { nextPorts, serveInProcess } from './in-process.js';
 
 export const tempDir = async (prefix = 'agent-access-'): Promise<string> => mkdtemp(join(tmpdir(), prefix));
 
-const running: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (running.length) await running.pop()!();
-});
+/**
+ * Undoes `undo` when the running test has finished. A hook per test rather than one `afterEach` for the module: the
+ * unit tests share their modules between files (vitest.config.ts), and a module's hooks would serve its first file only.
+ */
+const afterTest = (undo: () => Promise<void>): void => onTestFinished(undo);
 
 /** Starts an emulator on free ports (in memory unless a state file is given) and stops it after the test. */
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const emulator = await Emulator.start({ port: 0, authPort: 0, inMemory: options.state === undefined, ...options });
-  running.push(() => emulator.stop());
+  afterTest(() => emulator.stop());
   return emulator;
 }
 
@@ -27,7 +28,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
 export async function startInProcess(options: Omit<EmulatorOptions, 'port' | 'authPort' | 'listen' | 'state'> = {}): Promise<Emulator> {
   const emulator = await Emulator.start({ ...options, ...nextPorts(), listen: false, inMemory: true });
   const forget = serveInProcess(emulator);
-  running.push(async () => {
+  afterTest(async () => {
     forget();
     await emulator.stop();
   });
@@ -37,14 +38,14 @@ export async function startInProcess(options: Omit<EmulatorOptions, 'port' | 'au
 /** Starts an emulator through the programmatic API (src/index.ts), in this process or as a child, and stops it after the test. */
 export async function startRunning(options: StartEmulatorOptions = {}): Promise<RunningEmulator> {
   const emulator = await startWithApi(options);
-  running.push(() => emulator.stop());
+  afterTest(() => emulator.stop());
   return emulator;
 }
 
 /** A temp dir removed after the test. */
 export async function scratchDir(): Promise<string> {
   const dir = await tempDir();
-  running.push(() => rm(dir, { recursive: true, force: true }));
+  afterTest(() => rm(dir, { recursive: true, force: true }));
   return dir;
 }
 

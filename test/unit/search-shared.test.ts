@@ -13,12 +13,21 @@ const fixtures = await loadFixtures();
 const copy = (): [Workspace, KnowledgeDocument[]] => [structuredClone(fixtures.workspace), structuredClone(fixtures.knowledge)];
 const ERIKA = { person: 'person_erika', limit: 5 };
 const ids = async (index: SearchIndex, question: string) => (await index.search(question, ERIKA)).map((h) => `${h.kind}:${h.id}`);
+/**
+ * Fixtures with a record no other test has: the first index of this content is built here, not found built by an
+ * emulator of another test (the unit tests share their modules: vitest.config.ts).
+ */
+const unique = (name: string): [Workspace, KnowledgeDocument[]] => {
+  const [workspace, knowledge] = copy();
+  workspace.places.push({ id: `pla-${name}`, title: name, notes: 'Nur in diesem Test.' });
+  return [workspace, knowledge];
+};
 
 describe('one search index for the emulators of a process on the same fixtures', () => {
   it('two emulators on the same workspace and documents build the index once, and rank alike', async () => {
     const before = indexBuilds.count;
-    const a = new SearchIndex(...copy());
-    const b = new SearchIndex(...copy());
+    const a = new SearchIndex(...unique('Zwilling'));
+    const b = new SearchIndex(...unique('Zwilling'));
     await Promise.all([a.warmUp(), b.warmUp()]);
     expect(indexBuilds.count - before).toBe(1);
     const question = 'Wann kommt der Hufschmied?';
@@ -42,7 +51,13 @@ describe('one search index for the emulators of a process on the same fixtures',
     expect(await ids(a, 'Wann kommt der Quarzsand?')).toContain('knowledge:doc-quarz');
     expect(await ids(b, 'Wann kommt der Quarzsand?')).not.toContain('knowledge:doc-quarz');
     // A's next document goes into its own index, built no more.
-    await a.addKnowledge({ id: 'doc-kies', title: 'Kies', file_name: 'kies.md', content: '# Kies\n\nDer Kies für den Paddock.', owner: 'person_erika' });
+    await a.addKnowledge({
+      id: 'doc-kies',
+      title: 'Kies',
+      file_name: 'kies.md',
+      content: '# Kies\n\nDer Kies für den Paddock.',
+      owner: 'person_erika',
+    });
     expect(indexBuilds.count - before).toBe(1);
     expect(await ids(a, 'Kies für den Paddock')).toContain('knowledge:doc-kies');
   });
@@ -60,13 +75,7 @@ describe('one search index for the emulators of a process on the same fixtures',
   });
 
   it('a workspace changed while the shared index is being built does not reach the index the others get', async () => {
-    // Fixtures no other test indexed: this build is the first of its content, not one found built.
-    const unique = (): [Workspace, KnowledgeDocument[]] => {
-      const [workspace, knowledge] = copy();
-      workspace.places.push({ id: 'pla-race', title: 'Wettlauf', notes: 'Nur in diesem Test.' });
-      return [workspace, knowledge];
-    };
-    const [workspace, knowledge] = unique();
+    const [workspace, knowledge] = unique('Wettlauf');
     const a = new SearchIndex(workspace, knowledge);
     const before = indexBuilds.count;
     const building = a.warmUp();
@@ -75,7 +84,7 @@ describe('one search index for the emulators of a process on the same fixtures',
     contact.notes = 'Bringt die Zisternenpumpe zur Reparatur.';
     await building;
     expect(indexBuilds.count - before).toBe(1);
-    const b = new SearchIndex(...unique());
+    const b = new SearchIndex(...unique('Wettlauf'));
     expect(await ids(b, 'Wer bringt die Zisternenpumpe zur Reparatur?')).not.toContain(`contacts:${contact.id}`);
     await a.putRecord('contacts', contact);
     expect(await ids(a, 'Wer bringt die Zisternenpumpe zur Reparatur?')).toContain(`contacts:${contact.id}`);
