@@ -339,7 +339,7 @@ async function runCampaign(): Promise<Campaign> {
       // ---- start (again) on the same files -------------------------------------------------------------
       const startAt = Date.now();
       try {
-        serve = await startServe(serveArgs);
+        serve = await startServe(serveArgs, { ownedByCaller: true });
       } catch (e) {
         flag('restart', `round ${round}: serve did not start again on the files the kill left: ${(e as Error).message}`);
         break;

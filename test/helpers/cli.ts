@@ -6,7 +6,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach } from 'vitest';
+import { onTestFinished } from 'vitest';
 
 export const BIN = fileURLToPath(new URL('../../bin/agent-access.js', import.meta.url));
 
@@ -62,11 +62,6 @@ export interface ServeProcess {
   stop(): Promise<number | null>;
 }
 
-const serving: ServeProcess[] = [];
-// A serve a test left running (it failed before stopping it, or never meant to) is killed when the test ends.
-afterEach(async () => {
-  for (const s of serving.splice(0)) await killServe(s);
-});
 
 /** SIGKILL, as a crash would end it (nothing when it has ended already), and once it has exited. */
 export async function killServe(s: ServeProcess): Promise<void> {
@@ -77,7 +72,7 @@ export async function killServe(s: ServeProcess): Promise<void> {
 /**
  * Starts `agent-access serve --json` and resolves with its ready line; it is killed after the test if still running.
  * `bin` runs another build (a copy of the package), `nodeArgs` go to node before it. `ownedByCaller`: the caller kills
- * it (a concurrent test, whose neighbours' ends must not).
+ * it (a concurrent test, whose neighbours' ends must not; a campaign run in a `beforeAll`, outside any test).
  */
 export async function startServe(
   args: string[],
@@ -123,7 +118,8 @@ export async function startServe(
     exit,
     stop,
   };
-  if (!options.ownedByCaller) serving.push(started);
+  // A serve a test left running (it failed before stopping it, or never meant to) is killed when the test ends.
+  if (!options.ownedByCaller) onTestFinished(() => killServe(started));
   return started;
 }
 

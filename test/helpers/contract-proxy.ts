@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach } from 'vitest';
+import { onTestFinished } from 'vitest';
 
 /**
  * A server that breaks one rule: a proxy on 127.0.0.1 in front of an emulator's two hosts ({base_url} and {auth_url}),
@@ -40,10 +40,6 @@ export interface ContractProxy {
   close(): Promise<void>;
 }
 
-const open: ContractProxy[] = [];
-afterEach(async () => {
-  for (const p of open.splice(0)) await p.close();
-});
 
 const portOf = (url: string) => new URL(url).port;
 
@@ -129,6 +125,6 @@ export async function startContractProxy(target: { baseUrl: string; authUrl: str
       }
     },
   };
-  open.push(proxy);
+  onTestFinished(() => proxy.close());
   return proxy;
 }
