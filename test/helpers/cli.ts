@@ -62,7 +62,6 @@ export interface ServeProcess {
   stop(): Promise<number | null>;
 }
 
-
 /** SIGKILL, as a crash would end it (nothing when it has ended already), and once it has exited. */
 export async function killServe(s: ServeProcess): Promise<void> {
   if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');

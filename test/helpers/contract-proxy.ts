@@ -40,7 +40,6 @@ export interface ContractProxy {
   close(): Promise<void>;
 }
 
-
 const portOf = (url: string) => new URL(url).port;
 
 async function readBody(req: IncomingMessage): Promise<string> {
