@@ -16,7 +16,7 @@ import { readStateAt } from '../src/store/file-persistence.js';
 import { scratchDir, startEmulator, startRunning } from './helpers/emulator.js';
 import { bearer, http, postJson, refresh } from './helpers/oauth.js';
 import { EXAMPLE_SCENARIO, KALENDER, LEGACY } from './helpers/scenario.js';
-import { nextEvent } from './helpers/wait.js';
+import { nextEvent, pollUntil } from './helpers/wait.js';
 
 const T0 = Date.UTC(2026, 1, 2, 9, 0, 0);
 const adminOf = (emu: { adminUrl: string; adminToken: string }) => ({
@@ -31,6 +31,23 @@ const adminOf = (emu: { adminUrl: string; adminToken: string }) => ({
 async function files(state: string): Promise<{ state: Buffer; ledger: Buffer | null }> {
   const ledger = state.replace(/\.json$/, '.charges.jsonl');
   return { state: Buffer.from(JSON.stringify(await readStateAt(state))), ledger: existsSync(ledger) ? await readFile(ledger) : null };
+}
+
+/**
+ * The stored files once the ledger file holds `lines` charges: its lines are appended after the answer that charged
+ * them (docs/storage.md, "How a write becomes durable", step 5), so a read right after the answer may come first.
+ */
+async function filesWithCharges(state: string, lines: number): Promise<{ state: Buffer; ledger: Buffer | null }> {
+  const countOf = (ledger: Buffer | null) => (ledger ? ledger.toString().split('\n').filter(Boolean).length : 0);
+  let seen: { state: Buffer; ledger: Buffer | null } | null = null;
+  return pollUntil(
+    async () => {
+      seen = await files(state);
+      return countOf(seen.ledger) >= lines ? seen : null;
+    },
+    `${lines} lines in the ledger file`,
+    { describe: () => `${countOf(seen?.ledger ?? null)} lines` },
+  );
 }
 
 const ask = (emu: { baseUrl: string }, token: string, question = 'Wann kommt der Hufschmied?') =>
@@ -53,7 +70,7 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the w
 
     const saved = await admin.post('/snapshots/vorher');
     expect(saved.status).toBe(201);
-    const atSave = await files(state);
+    const atSave = await filesWithCharges(state, 4);
     const chargesAtSave = (await admin.get('/charges')).text;
     expect(saved.json()).toMatchObject({
       name: 'vorher',
@@ -80,7 +97,8 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the w
     expect(job.status).toBe(202);
     const jobId = job.json().job_id as string;
     expect((await admin.post('/clock/advance', { by: '20m' })).status).toBe(200);
-    const changed = await files(state);
+    // Two asks and a research job after the save's four charges.
+    const changed = await filesWithCharges(state, 7);
     expect(changed.state.equals(atSave.state)).toBe(false);
     expect(changed.ledger!.length).toBeGreaterThan(atSave.ledger!.length);
 
@@ -107,7 +125,7 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the w
     expect((await http(`${emu.baseUrl}/research/${jobId}`, { headers: bearer(again.json().access_token) })).status).toBe(404);
     // A later write starts from the restored state: the ledger goes on from the saved line.
     expect((await ask(emu, again.json().access_token)).status).toBe(200);
-    const next = await files(state);
+    const next = await filesWithCharges(state, 5);
     expect(next.ledger!.subarray(0, atSave.ledger!.length).equals(atSave.ledger!)).toBe(true);
     expect(JSON.parse(next.ledger!.toString().trim().split('\n').at(-1)!).seq).toBe(5);
     // A refresh token minted after the save names the same family: presented now, it is a replay and ends the family.
@@ -118,7 +136,7 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the w
 
   it('reset returns to the state as loaded from the scenario, not to empty', async () => {
     const { emu, state, admin } = await fileEmulator({ scenario: EXAMPLE_SCENARIO });
-    const created = await files(state);
+    const created = await filesWithCharges(state, 3); // the scenario's three charges
     const createdFile = await readFile(state);
     const legacy = await refresh(emu.baseUrl, LEGACY);
     expect(legacy.json().scope).toBe('ask');
@@ -152,7 +170,7 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots of the w
     expect(created.ledger).toBeNull();
     const tokens = (await admin.post('/tokens', { scopes: ['ask'] })).json();
     await ask(emu, tokens.access_token);
-    expect((await files(state)).ledger).not.toBeNull();
+    expect((await filesWithCharges(state, 1)).ledger).not.toBeNull();
     expect((await admin.post('/reset')).status).toBe(200);
     const after = await files(state);
     expect(after.state.equals(created.state)).toBe(true);
@@ -328,7 +346,7 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots from tes
     const state = join(dir, 'state.json');
     const s = await startServe(['--state', state, '--scenario', EXAMPLE_SCENARIO, '--clock', 'manual']);
     try {
-      const created = await files(state);
+      const created = await filesWithCharges(state, 3);
       const admin = adminOf({ adminUrl: s.ready.admin_url, adminToken: s.ready.admin_token });
       const token = (await refresh(s.ready.base_url, KALENDER)).json().access_token as string;
       await ask({ baseUrl: s.ready.base_url }, token);
@@ -336,7 +354,7 @@ describe('docs/emulator-control.md "Scenarios and snapshots": snapshots from tes
       const save = await runCli(['snapshot', 'save', 'ci-1', '--state', state]);
       expect(save.code).toBe(0);
       expect(save.stdout).toMatch(/^saved snapshot ci-1: state sha256 [0-9a-f]{12}…, 4 charges, clock \S+ \(manual\)\n {2}.*ci-1\.json\n$/);
-      const atSave = await files(state);
+      const atSave = await filesWithCharges(state, 4);
 
       await ask({ baseUrl: s.ready.base_url }, token);
       await admin.post('/clock/advance', { by: '5m' });
