@@ -15,6 +15,12 @@ const E2E = [
   'test/mcp-conformance-suite.test.ts',
 ];
 
+/**
+ * Integration files that replace a module for their tests (a vi.mock of node:fs to inject faults): each needs a module
+ * graph of its own, which the rest of the integration project shares (test/unit/unit-project.test.ts checks the list).
+ */
+export const OWN_MODULES = ['test/writer-faults.test.ts', 'test/writer-crash-points.test.ts'];
+
 export default defineConfig({
   test: {
     // The compile cache of the command lines the tests start goes to a folder of the run's (test/helpers/cache-home.ts).
@@ -26,7 +32,7 @@ export default defineConfig({
     // The JSON report lets CI print a plain "N passed, N failed" line; it counts the tests of every project.
     reporters: ['default', 'json'],
     outputFile: { json: 'build/test-results.json' },
-    // `vitest run` runs all three; `vitest run --project unit` (npm run test:unit) one of them.
+    // `vitest run` runs them all; `vitest run --project unit` (npm run test:unit) one, `--project 'integration*'` both integration ones.
     projects: [
       {
         extends: true,
@@ -34,8 +40,8 @@ export default defineConfig({
         // that binds nothing (helpers/in-process.ts), the dashboard's views rendered by ink-testing-library, pure
         // functions. No sockets, no child processes; most tests take milliseconds.
         // The test timeout is the one above: a net for a test that hangs, not a measure of speed (npm run bench has the
-        // targets). The HTTP rules' first request builds an emulator's search index, about half a second of CPU, and
-        // several seconds on a machine busy with the integration tests beside it.
+        // targets). The first request that searches builds the search index of the fixtures, about half a second of
+        // CPU and several seconds on a busy machine; later emulators on the same fixtures share it (core/resources/search.ts).
         // Not isolated: each file imported fastify, the MCP SDK and the whole core anew, and that import was about two
         // thirds of the project's time. Nothing here mocks a module or changes the environment, so sharing the
         // modules changes nothing a test sees; a test that counts what a module did counts from its own start.
@@ -43,8 +49,19 @@ export default defineConfig({
       },
       {
         extends: true,
-        // Real sockets, spawned `agent-access` processes, state files in temp dirs.
-        test: { name: 'integration', include: ['test/**/*.test.ts', 'test/**/*.test.tsx'], exclude: ['test/unit/**', ...E2E] },
+        // Real sockets, spawned `agent-access` processes, state files in temp dirs. The files share their modules, as
+        // the unit files do: what a test starts, it stops when it ends (onTestFinished), and a file that fakes timers
+        // gives the real ones back.
+        test: {
+          name: 'integration',
+          include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
+          exclude: ['test/unit/**', ...E2E, ...OWN_MODULES],
+          isolate: false,
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'integration-isolated', include: OWN_MODULES },
       },
       {
         extends: true,
