@@ -99,7 +99,8 @@ describe('45.2 retrieval evaluation set over the shipped fixtures', () => {
     const first = onTopic.filter((r) => r.sources[0] && r.grounds.some((g) => grounds(g, r.sources[0]!))).length;
     const refused = offTopic.filter((r) => r.answer === NOTHING_FOUND && r.sources.length === 0).length;
     const lines = [
-      `retrieval eval: ${onTopic.length} on-topic, ${offTopic.length} off-topic questions in ${elapsedMs.toFixed(0)} ms (index built in ${indexMs.toFixed(0)} ms)`,
+      `retrieval eval: ${onTopic.length} on-topic, ${offTopic.length} off-topic questions in ${elapsedMs.toFixed(0)} ms (index ready in ${indexMs.toFixed(0)} ms; ` +
+        'an index of the same fixtures that another test of this worker built is shared)',
       `  precision of sources  ${percent(share(rightCited, cited))} (${rightCited}/${cited})`,
       `  recall (a ground cited) ${percent(share(recalled, onTopic.length))} (${recalled}/${onTopic.length})`,
       `  right document first  ${percent(share(first, onTopic.length))} (${first}/${onTopic.length})`,

@@ -17,6 +17,13 @@ const emptyWorkspace = {
   animals: [],
   places: [],
 } as unknown as Workspace;
+let made = 0;
+/**
+ * An index no other emulator of this process shares (core/resources/search.ts, SharedIndexes): a document goes into
+ * it in place, as in a serve, where one emulator holds the index. A place of its own makes its content unique.
+ */
+const indexOfOwn = (knowledge: KnowledgeDocument[] = []) =>
+  new SearchIndex({ ...emptyWorkspace, places: [{ id: `pla-${++made}`, title: `Leerstand ${made}` }] }, knowledge);
 const PARTS = [
   'donau',
   'dampf',
@@ -70,7 +77,7 @@ describe('41.6: ingest of a training document yields to other requests (README t
     ['long compound words', compounds(LIMIT, 40)],
     ['one word of 256 KiB', 'x'.repeat(LIMIT)],
   ])('%s: a 256 KiB document is indexed in at least content / ENTRY_TEXT turns of the loop', async (_name, content) => {
-    const index = new SearchIndex(emptyWorkspace, []);
+    const index = indexOfOwn();
     await index.warmUp();
     const turns = await turnsDuring(index.addKnowledge(doc('gross', content)));
     expect(turns).toBeGreaterThanOrEqual(Math.floor(content.length / ENTRY_TEXT));
@@ -78,7 +85,7 @@ describe('41.6: ingest of a training document yields to other requests (README t
 
   it('a document that was cut into pieces is found, and is one source, not one per piece', async () => {
     const content = `${prose(LIMIT)}\n\nDie Kaution beträgt drei Monatsmieten.`;
-    const index = new SearchIndex(emptyWorkspace, []);
+    const index = indexOfOwn();
     await index.warmUp();
     await index.addKnowledge(doc('gross', content));
     const hits = await index.search('Hufschmied Dienstag', { person: 'person_erika', limit: 5 });
@@ -88,7 +95,7 @@ describe('41.6: ingest of a training document yields to other requests (README t
   });
 
   it('the pieces of one long section never crowd out other passages: as many distinct sources as asked for', async () => {
-    const index = new SearchIndex(emptyWorkspace, []);
+    const index = indexOfOwn();
     await index.warmUp();
     await index.addKnowledge(doc('gross', prose(LIMIT)));
     // Weaker hits than any piece of the long one: one mention among other words.
@@ -108,7 +115,7 @@ describe('41.6: ingest of a training document yields to other requests (README t
       words.add(word.slice(0, 40));
     }
     const content = `# Komposita\n\n${known.join(' ')}. ${[...words].join(' ')}`.slice(0, LIMIT);
-    const index = new SearchIndex(emptyWorkspace, []);
+    const index = indexOfOwn();
     await index.warmUp();
     const turns = await turnsDuring(index.addKnowledge(doc('komposita', content)));
     expect(words.size).toBeGreaterThan(50 * SPLITS_PER_TURN);
@@ -116,7 +123,7 @@ describe('41.6: ingest of a training document yields to other requests (README t
   });
 
   it('the index built at start is sliced the same way', async () => {
-    const index = new SearchIndex(emptyWorkspace, [doc('a', compounds(LIMIT, 40)), doc('b', prose(LIMIT))]);
+    const index = indexOfOwn([doc('a', compounds(LIMIT, 40)), doc('b', prose(LIMIT))]);
     const turns = await turnsDuring(index.warmUp());
     expect(turns).toBeGreaterThanOrEqual(Math.floor((2 * LIMIT) / ENTRY_TEXT));
   });

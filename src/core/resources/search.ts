@@ -169,8 +169,8 @@ const SHARED = 'shared';
  */
 export class SearchIndex {
   #ready: Promise<Loaded> | undefined;
-  /** `#ready` is this index's alone, and changed in place; else it may be shared (see sharedIndex) and is never changed. */
-  #own = false;
+  /** What `#ready` was shared by (SharedIndexes): an index that may be shared is never changed. Null: this one's own. */
+  #sharedKey: string | null = null;
   readonly #workspace: Workspace;
   #knowledge: KnowledgeDocument[];
   #added: KnowledgeDocument[] = [];
@@ -196,24 +196,38 @@ export class SearchIndex {
     this.#knowledge = knowledge;
     this.#added = [];
     this.#ready = undefined;
-    this.#own = false;
+    if (this.#sharedKey !== null) sharedIndexes.release(this.#sharedKey);
+    this.#sharedKey = null;
     this.#forget();
   }
 
   #index(): Promise<Loaded> {
     if (this.#ready) return this.#ready;
     const documents = [...this.#knowledge, ...this.#added];
-    return (this.#ready = this.#own ? buildIndex(this.#workspace, documents) : sharedIndex(this.#workspace, documents));
+    const shared = sharedIndexes.take(this.#workspace, documents);
+    this.#sharedKey = shared?.key ?? null;
+    return (this.#ready = shared?.loaded ?? buildIndex(this.#workspace, documents));
   }
 
   /**
-   * Before the first change to an index that may be shared: the shared one is left to the others, and this one is
-   * built anew from the workspace and documents as they are now (the change made), its own from then on.
+   * Before a change to an index that may be shared: true when it is this one's to change in place (no other emulator
+   * took it); else the shared one is left to the others, and this one is built anew, its own from then on, from the
+   * workspace as it is now (a changed record in it) and the documents with `adding`.
    */
-  #ownIndex(): Promise<Loaded> {
-    this.#own = true;
-    this.#ready = undefined;
+  async #changeInPlace(adding?: KnowledgeDocument): Promise<boolean> {
+    const key = this.#sharedKey;
+    if (key === null) return true;
+    this.#sharedKey = null;
+    if (sharedIndexes.takeOver(key)) return true;
+    if (adding) this.#added.push(adding);
+    this.#ready = buildIndex(this.#workspace, [...this.#knowledge, ...this.#added]);
     this.#forget();
+    await this.#ready;
+    return false;
+  }
+
+  /** The built index this one searches, for tests to see which emulators share one. */
+  built(): Promise<object> {
     return this.#index();
   }
 
@@ -262,11 +276,11 @@ export class SearchIndex {
 
   /** Makes a knowledge document findable (a training document once indexed). */
   async addKnowledge(doc: KnowledgeDocument): Promise<void> {
-    if (!this.#ready || !this.#own) {
+    if (!this.#ready) {
       this.#added.push(doc);
-      if (this.#ready) await this.#ownIndex();
       return;
     }
+    if (!(await this.#changeInPlace(doc))) return; // an index of its own, built with the document
     const { orama, db, vocabulary } = await this.#index();
     try {
       await learnInSlices(vocabulary, knowledgeEntries(doc));
@@ -280,7 +294,7 @@ export class SearchIndex {
   /** Re-indexes one workspace record after a change (the workspace object itself was already changed). */
   async putRecord(kind: WorkspaceKind, record: { id: string; title: string; [field: string]: unknown }): Promise<void> {
     if (!this.#ready) return; // indexed from the changed workspace when first used
-    if (!this.#own) return void (await this.#ownIndex());
+    if (!(await this.#changeInPlace())) return; // built from the changed workspace
     const { orama, db, vocabulary } = await this.#index();
     const id = `${kind}:${record.id}`;
     const remove = orama.remove as unknown as (db: Db, id: string) => unknown;
@@ -383,49 +397,79 @@ async function buildIndex(workspace: Workspace, documents: readonly KnowledgeDoc
   const vocabulary = new Vocabulary(stemmer, new Set(stopwords));
   await learnInSlices(vocabulary, entries());
   await insertInSlices(orama, db, entries(), vocabulary);
-  indexBuilds.count++;
   return { orama, db, analyze: analyzer(vocabulary), vocabulary };
 }
 
-/** How many indexes this process has built: tests see by it that emulators on the same fixtures share one. */
-export const indexBuilds = { count: 0 };
+/** Beyond this much text in documents an index is not shared: the key is a hash of it all, made in one turn of the loop. */
+const SHARE_TEXT_LIMIT = 1024 * 1024;
+/** Beyond this many workspace records neither (fixtures of one's own). */
+const SHARE_RECORD_LIMIT = 5_000;
 
 /**
  * Indexes by what they were built from, for as long as an emulator of this process searches one. A conformance run
  * or a test file starts emulator after emulator on the same fixtures, and each built the same index again, about a
- * quarter of a second of CPU (docs/bench.md). Searching changes nothing a search sees: the vocabulary's caches of
- * stems and splits give the same answers whatever is in them. An index that gains a document or a changed record is
- * an emulator's own (SearchIndex.#ownIndex), so a shared one never changes.
+ * quarter of a second of CPU (docs/retrieval.md). Searching changes nothing a search sees: the vocabulary's caches of
+ * stems and splits give the same answers whatever is in them. An index is changed only by an emulator that holds it
+ * alone (a serve's; takeOver); the others build one of their own first (SearchIndex.#changeInPlace).
  */
-const sharedIndexes = new Map<string, WeakRef<Loaded> | Promise<Loaded>>();
-const dropCollected = new FinalizationRegistry<string>((key) => {
-  const held = sharedIndexes.get(key);
-  if (held instanceof WeakRef && held.deref() === undefined) sharedIndexes.delete(key);
-});
+class SharedIndexes {
+  /** Collected once no emulator searches it (WeakRef); `holders` counts the emulators that took it and let go of it not. */
+  readonly #byKey = new Map<string, { held: WeakRef<Loaded> | Promise<Loaded>; holders: number }>();
+  readonly #collected = new FinalizationRegistry<string>((key) => {
+    const entry = this.#byKey.get(key);
+    if (entry?.held instanceof WeakRef && entry.held.deref() === undefined) this.#byKey.delete(key);
+  });
 
-function sharedIndex(workspace: Workspace, documents: readonly KnowledgeDocument[]): Promise<Loaded> {
-  const content = JSON.stringify([workspace, documents]);
-  const key = sha256(content);
-  const held = sharedIndexes.get(key);
-  const loaded = held instanceof WeakRef ? held.deref() : undefined;
-  if (loaded) return Promise.resolve(loaded);
-  if (held instanceof Promise) return held;
-  // Built from a copy: the build takes many turns of the event loop, and the workspace may change meanwhile.
-  const [copy, copies] = JSON.parse(content) as [Workspace, KnowledgeDocument[]];
-  const building = buildIndex(copy, copies).then(
-    (built) => {
-      sharedIndexes.set(key, new WeakRef(built));
-      dropCollected.register(built, key);
-      return built;
-    },
-    (e: unknown) => {
-      sharedIndexes.delete(key);
-      throw e;
-    },
-  );
-  sharedIndexes.set(key, building);
-  return building;
+  /** The index of this content, built or being built, or a new build; null when content this large is not shared. */
+  take(workspace: Workspace, documents: readonly KnowledgeDocument[]): { key: string; loaded: Promise<Loaded> } | null {
+    const text = documents.reduce((sum, doc) => sum + doc.content.length, 0);
+    const records = WORKSPACE_KINDS.reduce((sum, kind) => sum + workspace[kind].length, 0);
+    if (text > SHARE_TEXT_LIMIT || records > SHARE_RECORD_LIMIT) return null;
+    const content = JSON.stringify([workspace, documents]);
+    const key = sha256(content);
+    const entry = this.#byKey.get(key);
+    const loaded = entry?.held instanceof WeakRef ? entry.held.deref() : entry?.held;
+    if (entry && loaded) {
+      entry.holders++;
+      return { key, loaded: Promise.resolve(loaded) };
+    }
+    // Built from a copy: the build takes many turns of the event loop, and the workspace may change meanwhile.
+    const [copy, copies] = JSON.parse(content) as [Workspace, KnowledgeDocument[]];
+    const building = buildIndex(copy, copies);
+    const fresh = { held: building as WeakRef<Loaded> | Promise<Loaded>, holders: 1 };
+    this.#byKey.set(key, fresh);
+    building.then(
+      (built) => {
+        // Not if taken over meanwhile: it may be changing, and no one else may take it.
+        if (this.#byKey.get(key) === fresh) fresh.held = new WeakRef(built);
+        this.#collected.register(built, key);
+      },
+      () => {
+        if (this.#byKey.get(key) === fresh) this.#byKey.delete(key);
+      },
+    );
+    return { key, loaded: building };
+  }
+
+  /** An emulator let go of the index (its state was replaced). */
+  release(key: string): void {
+    const entry = this.#byKey.get(key);
+    if (entry) entry.holders--;
+  }
+
+  /** Makes the index an emulator's own to change, when no other took it; else lets go of it (false). */
+  takeOver(key: string): boolean {
+    const entry = this.#byKey.get(key);
+    if (entry && entry.holders > 1) {
+      entry.holders--;
+      return false;
+    }
+    this.#byKey.delete(key);
+    return true;
+  }
 }
+
+const sharedIndexes = new SharedIndexes();
 
 /**
  * Inserts `entries` a slice of at most ENTRY_TEXT of text per turn of the event loop (and makes each entry in the
