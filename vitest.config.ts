@@ -16,7 +16,7 @@ const E2E = [
 ];
 
 /**
- * Integration files that replace a module for their tests (a vi.mock of node:fs to inject faults): each needs a module
+ * Integration files that replace a module for their tests (a vi.mock of node:fs or node:fs/promises, to inject faults): each needs a module
  * graph of its own, which the rest of the integration project shares (test/unit/unit-project.test.ts checks the list).
  */
 export const OWN_MODULES = ['test/writer-faults.test.ts', 'test/writer-crash-points.test.ts'];
@@ -40,7 +40,7 @@ export default defineConfig({
         // that binds nothing (helpers/in-process.ts), the dashboard's views rendered by ink-testing-library, pure
         // functions. No sockets, no child processes; most tests take milliseconds.
         // The test timeout is the one above: a net for a test that hangs, not a measure of speed (npm run bench has the
-        // targets). The first request that searches builds the search index of the fixtures, about half a second of
+        // targets). The first request that searches builds the search index of the fixtures, about a quarter of a second of
         // CPU and several seconds on a busy machine; later emulators on the same fixtures share it (core/resources/search.ts).
         // Not isolated: each file imported fastify, the MCP SDK and the whole core anew, and that import was about two
         // thirds of the project's time. Nothing here mocks a module or changes the environment, so sharing the

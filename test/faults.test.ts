@@ -2,7 +2,7 @@
  * Faults on purpose (docs/emulator-control.md "Faults"): each one armed through the programmatic API (the admin API underneath) or a serve
  * flag, and observed the way a client sees it; each listed in the dashboard's overview and marked in the request log.
  */
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { ManualClock } from '../src/core/state/clock.js';
 import type { AppEvent } from '../src/core/state/events.js';
 import { issueTokensWithoutConsent } from '../src/core/oauth/issue-tokens.js';
@@ -351,6 +351,8 @@ describe('faults: edges (docs/emulator-control.md "Faults")', () => {
     // The emulator's own tick (every 250 ms) also fires due faults; held still here, so that a tick cannot come
     // between the clock's move and the request and fire it first (then the request would not be the one marked).
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    // Given back however the test ends: the integration files share their modules and globals (vitest.config.ts).
+    onTestFinished(() => void vi.useRealTimers());
     const clock = new ManualClock(Date.UTC(2026, 10, 21, 12));
     const emulator = await startInProcess({ clock });
     try {
@@ -367,7 +369,6 @@ describe('faults: edges (docs/emulator-control.md "Faults")', () => {
       expect((await served).data).toMatchObject({ path: '/chat/ask', status: 401, faults: [`${fault.id} revoke`] });
     } finally {
       await emulator.stop();
-      vi.useRealTimers();
     }
   });
 

@@ -10,7 +10,8 @@ export const tempDir = async (prefix = 'agent-access-'): Promise<string> => mkdt
 
 /**
  * Undoes `undo` when the running test has finished. A hook per test rather than one `afterEach` for the module: the
- * unit tests share their modules between files (vitest.config.ts), and a module's hooks would serve its first file only.
+ * unit and integration tests share their modules between files (vitest.config.ts), and a module's hooks would serve
+ * its first file only.
  */
 const afterTest = (undo: () => Promise<void>): void => onTestFinished(undo);
 

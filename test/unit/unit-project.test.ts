@@ -11,7 +11,13 @@ import { OWN_MODULES } from '../../vitest.config.js';
 
 const TEST = fileURLToPath(new URL('..', import.meta.url));
 /** What would leak into the next file: a mocked module, a stubbed global or variable, a changed environment. */
-const LEAKS = /\bvi\.(?:mock|doMock|stubGlobal|stubEnv)\(|process\.env(?:\.\w+|\[[^\]]+\])\s*=(?!=)|delete process\.env/;
+const LEAKS = new RegExp(
+  [
+    String.raw`\bvi\.(?:mock|doMock|stubGlobal|stubEnv)\(`,
+    String.raw`process\.env(?:\.\w+|\[[^\]]+\])\s*(?:\?\?|\|\||&&)?=(?!=)`,
+    String.raw`delete process\.env|Object\.assign\(process\.env|process\.chdir\(`,
+  ].join('|'),
+);
 
 /** Each line of the shared files' tests that would leak, as `file:line: text`. */
 async function leaks(files: string[], fakeTimersToo: boolean): Promise<string[]> {
