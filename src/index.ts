@@ -35,6 +35,8 @@ export {
   ConformanceUsageError,
   CONSENT_OPENER,
   type ClientConformanceOptions,
+  type ClientRun,
+  type InProcessClient,
 } from './conformance/runner.js';
 export type { CheckReport, ConformanceReport, ScenarioReport, Verdict } from './conformance/report.js';
 export { SCENARIOS as CONFORMANCE_SCENARIOS, SUITES as CONFORMANCE_SUITES } from './conformance/scenarios.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runClientConformance, type ConformanceReport } from '../src/index.js';
+import { CONSENT_OPENER, ConformanceUsageError, runClientConformance, type ClientRun, type ConformanceReport } from '../src/index.js';
 import { FAULT_KINDS } from '../src/core/emulation/fault-spec.js';
 import { BIN, runCli } from './helpers/cli.js';
 import { pollUntil } from './helpers/wait.js';
@@ -313,3 +313,74 @@ async function processState(pid: number): Promise<'gone' | 'zombie' | 'running'>
   if (stat === null) return 'gone';
   return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z' ? 'zombie' : 'running';
 }
+
+describe('runClientConformance with a client in this process (client)', () => {
+  it('the function gets the base URL and the environment a command would, and its exit code is judged as a command’s', async () => {
+    const runs: ClientRun[] = [];
+    const report = await runClientConformance({
+      client: async function recorder(run) {
+        runs.push(run);
+        run.stdout.write('nichts zu tun\n');
+        return 7;
+      },
+      scenarios: ['consent-denied', 'flow'],
+      env: { ...env, EXTRA: 'aus den Optionen' },
+      keepLogs: join(dir, 'in-process-logs'),
+    });
+    expect(report.command).toEqual(['(in process) recorder']);
+    expect(report.scenarios.map((s) => s.exit_code)).toEqual([7, 7]);
+    expect(runs).toHaveLength(2);
+    for (const run of runs) {
+      expect(run.env).toMatchObject({
+        AGENT_ACCESS_BASE_URL: run.baseUrl,
+        AGENT_ACCESS_MCP_URL: `${run.baseUrl}/mcp`,
+        BROWSER: CONSENT_OPENER,
+        EXTRA: 'aus den Optionen',
+      });
+      expect(run.signal.aborted).toBe(false);
+    }
+    expect(runs.map((r) => r.env.AGENT_ACCESS_SCENARIO).sort()).toEqual(['consent-denied', 'flow']);
+    // Each run its own emulator and its own home.
+    expect(new Set(runs.map((r) => r.baseUrl)).size).toBe(2);
+    expect(new Set(runs.map((r) => r.env.HOME)).size).toBe(2);
+    expect(await readFile(join(dir, 'in-process-logs', 'flow', 'stdout.log'), 'utf8')).toBe('nichts zu tun\n');
+  }, 60_000);
+
+  it('a throw is judged as exit 1, its stack kept as a crashed command’s stderr', async () => {
+    const report = await runClientConformance({
+      client: async () => {
+        throw new Error('der Agent ist abgestürzt');
+      },
+      scenarios: ['consent-denied'],
+      keepLogs: join(dir, 'in-process-crash'),
+    });
+    expect(report.scenarios[0]!.exit_code).toBe(1);
+    expect(await readFile(join(dir, 'in-process-crash', 'consent-denied', 'stderr.log'), 'utf8')).toMatch(
+      /^Error: der Agent ist abgestürzt\n {4}at /,
+    );
+  }, 60_000);
+
+  it('at the timeout its signal aborts: a client that stops then is judged timed out; one that does not, 2 s later all the same', async () => {
+    const stops = await runClientConformance({
+      client: (run) => new Promise((resolve) => run.signal.addEventListener('abort', () => resolve(0))),
+      scenarios: ['consent-denied'],
+      timeout: '1s',
+    });
+    expect(stops.scenarios[0]).toMatchObject({ timed_out: true, exit_code: 0 });
+    const started = Date.now();
+    const hangs = await runClientConformance({
+      client: () => new Promise<number>(() => undefined),
+      scenarios: ['consent-denied'],
+      timeout: '1s',
+    });
+    expect(hangs.scenarios[0]).toMatchObject({ timed_out: true, exit_code: null, verdict: 'not_exercised' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+  }, 60_000);
+
+  it('neither a command nor a client, or both: a usage error', async () => {
+    await expect(runClientConformance({ scenarios: ['flow'] })).rejects.toThrow(ConformanceUsageError);
+    await expect(runClientConformance({ command: 'true', client: async () => 0, scenarios: ['flow'] })).rejects.toThrow(
+      /as a command or as a function/,
+    );
+  });
+});

@@ -467,6 +467,10 @@ const TS: Record<string, TsCheck> = {
   "docs/conformance.md › ## In test code › import { describe, expect, it } from 'vitest';": {
     typeCheckOnly: "its tests are vitest's, and it grades the reader's agent.js; test/conformance-client.test.ts runs runClientConformance",
   },
+  "docs/conformance.md › ## In test code › import { runClientConformance } from 'agent-access';": {
+    declare: ['myAgent: { run(options: { baseUrl: string; configDir?: string; browser?: string; signal: AbortSignal }): Promise<number> }'],
+    typeCheckOnly: "it grades the reader's agent; test/conformance-client.test.ts runs runClientConformance with a client function",
+  },
   "docs/findings.md › # Diagnosing your client › import { afterAll, beforeAll } from 'vitest';": {
     typeCheckOnly: "its hooks are vitest's and run only inside a test run; the calls it makes are run by the blocks above",
   },

@@ -24,10 +24,38 @@ const weight = (scenario: Scenario) => (scenario.runs ?? 1) + (scenario.waits ??
 /** What is kept of a command's stdout and stderr for `--keep-logs`: the newest bytes. */
 const OUTPUT_LIMIT = 1024 * 1024;
 
+/**
+ * One run of a client in this process (`ClientConformanceOptions.client`): what a command gets as its last argument
+ * and environment, and where its output goes.
+ */
+export interface ClientRun {
+  /** The emulator's base URL, a command's last argument. */
+  baseUrl: string;
+  /**
+   * The environment a command would get (How a run works, docs/conformance.md): this process's, `options.env`, and the
+   * scenario's own variables over both (`AGENT_ACCESS_BASE_URL`, `BROWSER`, a `HOME` and config folder of the run's).
+   * Read them from here, not from `process.env`: runs go on side by side.
+   */
+  env: Record<string, string>;
+  /** Aborts at the run's timeout, or when the whole run is stopped: the client must stop then, as it cannot be killed. */
+  signal: AbortSignal;
+  /** Kept as a command's output is (`keepLogs`); never judged. */
+  stdout: { write(text: string): void };
+  stderr: { write(text: string): void };
+}
+
+/** A client in this process: resolves to the exit code a command would exit with (nothing: 0). A throw counts as exit 1. */
+export type InProcessClient = (run: ClientRun) => Promise<number | void>;
+
 export interface ClientConformanceOptions {
-  /** The client: a program, run as `command ...args BASE_URL`. */
-  command: string;
+  /** The client: a program, run as `command ...args BASE_URL`. Either this or `client`. */
+  command?: string;
   args?: readonly string[];
+  /**
+   * The client as a function of this process, called once per run instead of a command: for an agent's own test
+   * code, with no process to start. `command`, `args` and `cwd` do not apply.
+   */
+  client?: InProcessClient;
   /** Scenario names; with `suite`, both together. Default: the suite, else `all`. */
   scenarios?: readonly string[];
   suite?: SuiteName;
@@ -85,6 +113,8 @@ const OUTPUT_GRACE_MS = 2_000;
  * what the emulator saw. Resolves to the report that `conformance client --json` prints.
  */
 export async function runClientConformance(options: ClientConformanceOptions): Promise<ConformanceReport> {
+  if ((options.command === undefined) === (options.client === undefined))
+    throw new ConformanceUsageError('give the client as a command or as a function (client), one of the two');
   const scenarios = selectScenarios(options);
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration(options.timeout);
   if (timeoutMs <= 0) throw new ConformanceUsageError('the timeout must be longer than 0');
@@ -110,7 +140,8 @@ export async function runClientConformance(options: ClientConformanceOptions): P
   options.signal?.throwIfAborted();
   const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
-  return { version: 1, command: [options.command, ...(options.args ?? [])], scenarios: reports, summary: summarize(reports) };
+  const command = options.client ? [`(in process) ${options.client.name || 'client'}`] : [options.command!, ...(options.args ?? [])];
+  return { version: 1, command, scenarios: reports, summary: summarize(reports) };
 }
 
 async function runScenario(scenario: Scenario, options: ClientConformanceOptions, timeoutMs: number): Promise<ScenarioReport> {
@@ -135,7 +166,7 @@ async function runScenario(scenario: Scenario, options: ClientConformanceOptions
   return report;
 }
 /** Appends to a bounded buffer of the newest output. */
-const keepTail = (text: string, chunk: Buffer) => (text + chunk.toString('utf8')).slice(-OUTPUT_LIMIT);
+const keepTail = (text: string, chunk: Buffer | string) => (text + chunk.toString()).slice(-OUTPUT_LIMIT);
 
 async function runOnce(scenario: Scenario, index: number, options: ClientConformanceOptions, timeoutMs: number): Promise<ScenarioRun> {
   const log = new RunLog();
@@ -156,7 +187,6 @@ async function runOnce(scenario: Scenario, index: number, options: ClientConform
   const home = await mkdtemp(join(tmpdir(), 'agent-access-conformance-'));
   let stdout = '';
   let stderr = '';
-  let timedOut = false;
   try {
     scenario.arm?.({
       emulator,
@@ -169,8 +199,8 @@ async function runOnce(scenario: Scenario, index: number, options: ClientConform
     });
     await mkdir(join(home, 'config'));
     const baseUrl = emulator.baseUrl;
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
       ...options.env,
       AGENT_ACCESS_BASE_URL: baseUrl,
       AGENT_ACCESS_MCP_URL: `${baseUrl}/mcp`,
@@ -184,42 +214,11 @@ async function runOnce(scenario: Scenario, index: number, options: ClientConform
       XDG_CACHE_HOME: join(home, '.cache'),
       BROWSER: CONSENT_OPENER,
     };
-    // Its own process group, so that the timeout ends whatever the command started too.
-    const child = spawn(options.command, [...(options.args ?? []), baseUrl], {
-      cwd: options.cwd,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout.on('data', (d: Buffer) => (stdout = keepTail(stdout, d)));
-    child.stderr.on('data', (d: Buffer) => (stderr = keepTail(stderr, d)));
-    const killGroup = () => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // the group is gone already
-      }
-    };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup();
-    }, timeoutMs);
-    options.signal?.addEventListener('abort', killGroup, { once: true });
-    // 'exit', not 'close': a child the command left in the background may hold its stdout for as long as it lives.
-    const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
-    const exitCode = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', (e: NodeJS.ErrnoException) =>
-        reject(new CommandNotStartedError(`cannot start ${options.command}: ${e.code ?? e.message}`)),
-      );
-      child.once('exit', (code) => resolve(code));
-    }).finally(() => {
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', killGroup);
-      // Whatever it left running (a loopback listener, a browser it started) goes with it.
-      killGroup();
-    });
-    // The rest of its output, unless something outside its group still holds the pipes.
-    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, OUTPUT_GRACE_MS).unref())]);
+    const ran = options.client
+      ? await runInProcess(options.client, { baseUrl, env, timeoutMs, signal: options.signal })
+      : await runCommand({ ...options, command: options.command! }, { baseUrl, env, timeoutMs });
+    ({ stdout, stderr } = ran);
+    const { exitCode, timedOut } = ran;
     // The findings judged on the run as a whole (scope.unused, grant.abandoned) are judged when read.
     log.findings.push(...emulator.core.findings.list());
     return {
@@ -244,5 +243,111 @@ async function runOnce(scenario: Scenario, index: number, options: ClientConform
         writeFile(join(dir, 'stderr.log'), stderr + (errors.length ? `\n--- emulator errors ---\n${errors.join('\n')}\n` : '')),
       ]);
     }
+  }
+}
+
+/** What one run of the client left: its exit code (null: killed, or an in-process client that did not stop), its output. */
+interface Ran {
+  exitCode: number | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+}
+
+interface RunContext {
+  baseUrl: string;
+  env: Record<string, string>;
+  timeoutMs: number;
+}
+
+/** Runs `command ...args BASE_URL` in a process group of its own, so that the timeout ends whatever it started too. */
+async function runCommand(
+  options: Pick<ClientConformanceOptions, 'args' | 'cwd' | 'signal'> & { command: string },
+  { baseUrl, env, timeoutMs }: RunContext,
+): Promise<Ran> {
+  let stdout = '';
+  let stderr = '';
+  let timedOut = false;
+  const child = spawn(options.command, [...(options.args ?? []), baseUrl], {
+    cwd: options.cwd,
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.on('data', (d: Buffer) => (stdout = keepTail(stdout, d)));
+  child.stderr.on('data', (d: Buffer) => (stderr = keepTail(stderr, d)));
+  const killGroup = () => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // the group is gone already
+    }
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killGroup();
+  }, timeoutMs);
+  options.signal?.addEventListener('abort', killGroup, { once: true });
+  // 'exit', not 'close': a child the command left in the background may hold its stdout for as long as it lives.
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const exitCode = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new CommandNotStartedError(`cannot start ${options.command}: ${e.code ?? e.message}`)),
+    );
+    child.once('exit', (code) => resolve(code));
+  }).finally(() => {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', killGroup);
+    // Whatever it left running (a loopback listener, a browser it started) goes with it.
+    killGroup();
+  });
+  // The rest of its output, unless something outside its group still holds the pipes.
+  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, OUTPUT_GRACE_MS).unref())]);
+  return { exitCode, timedOut, stdout, stderr };
+}
+
+/**
+ * Calls an in-process client (`ClientConformanceOptions.client`) as a command would be run. At the timeout, or when
+ * the run is stopped, its signal aborts; a client that does not stop then is judged all the same, 2 s later.
+ */
+async function runInProcess(
+  client: InProcessClient,
+  { baseUrl, env, timeoutMs, signal }: RunContext & { signal?: AbortSignal },
+): Promise<Ran> {
+  let stdout = '';
+  let stderr = '';
+  let timedOut = false;
+  const stop = new AbortController();
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stop.abort(new Error(`the run took longer than its timeout (${timeoutMs} ms)`));
+  }, timeoutMs);
+  const stopped = () => stop.abort(signal?.reason);
+  signal?.addEventListener('abort', stopped, { once: true });
+  try {
+    const run = (async () =>
+      client({
+        baseUrl,
+        env,
+        signal: stop.signal,
+        stdout: { write: (text) => void (stdout = keepTail(stdout, text)) },
+        stderr: { write: (text) => void (stderr = keepTail(stderr, text)) },
+      }))().then(
+      // A function that returns nothing ended as a script that runs to its end does: 0.
+      (code) => code ?? 0,
+      (e: unknown) => {
+        // As a command that crashed: exit 1, its stack on stderr.
+        stderr = keepTail(stderr, `${(e as Error)?.stack ?? String(e)}\n`);
+        return 1;
+      },
+    );
+    const given = new Promise<null>((resolve) =>
+      stop.signal.addEventListener('abort', () => setTimeout(() => resolve(null), OUTPUT_GRACE_MS).unref(), { once: true }),
+    );
+    const exitCode = await Promise.race([run, given]);
+    return { exitCode, timedOut, stdout, stderr };
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', stopped);
   }
 }
