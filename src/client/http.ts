@@ -133,11 +133,18 @@ export class HttpClient {
   /** One line on stderr while it waits; on a terminal it counts down in place and is cleared when the retry goes out. */
   async #wait(ms: number, why: string, attempt: number): Promise<void> {
     const until = Date.now() + ms;
-    // The countdown in whole seconds (rounded up), so it never reads "999 ms" a moment after "2 s".
-    const left = () => (ms < 1_000 ? formatWait(ms) : `${Math.max(1, Math.ceil((until - Date.now()) / 1_000))} s`);
+    // The countdown in whole seconds (rounded up), so it never reads "999 ms" a moment after "2 s". Each tick takes one
+    // off: the tick may come a little before a whole second has passed by Date.now() (a timer counts from the loop's
+    // cached time), and the time left alone would then still read "2 s". It follows the time left when ticks come late.
+    let seconds = Math.ceil(ms / 1_000);
+    const left = () => (ms < 1_000 ? formatWait(ms) : `${seconds} s`);
     const line = () => `agent-access: ${why}; retrying in ${left()} (attempt ${attempt + 1} of ${this.#retry.attempts}; Ctrl-C stops)`;
     const progress = new Progress(this.#ctx, line(), { elapsed: false });
-    const countdown = progress.live ? setInterval(() => progress.update(line()), 1_000) : undefined;
+    const tick = () => {
+      seconds = Math.max(1, Math.min(seconds - 1, Math.ceil((until - Date.now()) / 1_000)));
+      progress.update(line());
+    };
+    const countdown = progress.live ? setInterval(tick, 1_000) : undefined;
     try {
       await sleep(ms);
     } finally {
