@@ -170,7 +170,7 @@ const SHARED = 'shared';
 export class SearchIndex {
   #ready: Promise<Loaded> | undefined;
   /** What `#ready` was shared by (SharedIndexes): an index that may be shared is never changed. Null: this one's own. */
-  #sharedKey: string | null = null;
+  #shared: SharedEntry | null = null;
   readonly #workspace: Workspace;
   #knowledge: KnowledgeDocument[];
   #added: KnowledgeDocument[] = [];
@@ -196,8 +196,8 @@ export class SearchIndex {
     this.#knowledge = knowledge;
     this.#added = [];
     this.#ready = undefined;
-    if (this.#sharedKey !== null) sharedIndexes.release(this.#sharedKey);
-    this.#sharedKey = null;
+    if (this.#shared) this.#shared.holders--;
+    this.#shared = null;
     this.#forget();
   }
 
@@ -205,7 +205,7 @@ export class SearchIndex {
     if (this.#ready) return this.#ready;
     const documents = [...this.#knowledge, ...this.#added];
     const shared = sharedIndexes.take(this.#workspace, documents);
-    this.#sharedKey = shared?.key ?? null;
+    this.#shared = shared?.entry ?? null;
     return (this.#ready = shared?.loaded ?? buildIndex(this.#workspace, documents));
   }
 
@@ -215,10 +215,10 @@ export class SearchIndex {
    * workspace as it is now (a changed record in it) and the documents with `adding`.
    */
   async #changeInPlace(adding?: KnowledgeDocument): Promise<boolean> {
-    const key = this.#sharedKey;
-    if (key === null) return true;
-    this.#sharedKey = null;
-    if (sharedIndexes.takeOver(key)) return true;
+    const shared = this.#shared;
+    if (shared === null) return true;
+    this.#shared = null;
+    if (sharedIndexes.takeOver(shared)) return true;
     if (adding) this.#added.push(adding);
     this.#ready = buildIndex(this.#workspace, [...this.#knowledge, ...this.#added]);
     this.#forget();
@@ -400,6 +400,16 @@ async function buildIndex(workspace: Workspace, documents: readonly KnowledgeDoc
   return { orama, db, analyze: analyzer(vocabulary), vocabulary };
 }
 
+/**
+ * An index as shared: collected once no emulator searches it (a WeakRef once built); `holders` counts the emulators
+ * that took it and have not let go of it (a restore, or a change of their own).
+ */
+interface SharedEntry {
+  key: string;
+  held: WeakRef<Loaded> | Promise<Loaded>;
+  holders: number;
+}
+
 /** Beyond this much text in documents an index is not shared: the key is a hash of it all, made in one turn of the loop. */
 const SHARE_TEXT_LIMIT = 1024 * 1024;
 /** Beyond this many workspace records neither (fixtures of one's own). */
@@ -413,15 +423,14 @@ const SHARE_RECORD_LIMIT = 5_000;
  * alone (a serve's; takeOver); the others build one of their own first (SearchIndex.#changeInPlace).
  */
 class SharedIndexes {
-  /** Collected once no emulator searches it (WeakRef); `holders` counts the emulators that took it and let go of it not. */
-  readonly #byKey = new Map<string, { held: WeakRef<Loaded> | Promise<Loaded>; holders: number }>();
+  readonly #byKey = new Map<string, SharedEntry>();
   readonly #collected = new FinalizationRegistry<string>((key) => {
     const entry = this.#byKey.get(key);
     if (entry?.held instanceof WeakRef && entry.held.deref() === undefined) this.#byKey.delete(key);
   });
 
   /** The index of this content, built or being built, or a new build; null when content this large is not shared. */
-  take(workspace: Workspace, documents: readonly KnowledgeDocument[]): { key: string; loaded: Promise<Loaded> } | null {
+  take(workspace: Workspace, documents: readonly KnowledgeDocument[]): { entry: SharedEntry; loaded: Promise<Loaded> } | null {
     const text = documents.reduce((sum, doc) => sum + doc.content.length, 0);
     const records = WORKSPACE_KINDS.reduce((sum, kind) => sum + workspace[kind].length, 0);
     if (text > SHARE_TEXT_LIMIT || records > SHARE_RECORD_LIMIT) return null;
@@ -431,12 +440,12 @@ class SharedIndexes {
     const loaded = entry?.held instanceof WeakRef ? entry.held.deref() : entry?.held;
     if (entry && loaded) {
       entry.holders++;
-      return { key, loaded: Promise.resolve(loaded) };
+      return { entry, loaded: Promise.resolve(loaded) };
     }
     // Built from a copy: the build takes many turns of the event loop, and the workspace may change meanwhile.
     const [copy, copies] = JSON.parse(content) as [Workspace, KnowledgeDocument[]];
     const building = buildIndex(copy, copies);
-    const fresh = { held: building as WeakRef<Loaded> | Promise<Loaded>, holders: 1 };
+    const fresh: SharedEntry = { key, held: building, holders: 1 };
     this.#byKey.set(key, fresh);
     building.then(
       (built) => {
@@ -448,23 +457,16 @@ class SharedIndexes {
         if (this.#byKey.get(key) === fresh) this.#byKey.delete(key);
       },
     );
-    return { key, loaded: building };
-  }
-
-  /** An emulator let go of the index (its state was replaced). */
-  release(key: string): void {
-    const entry = this.#byKey.get(key);
-    if (entry) entry.holders--;
+    return { entry: fresh, loaded: building };
   }
 
   /** Makes the index an emulator's own to change, when no other took it; else lets go of it (false). */
-  takeOver(key: string): boolean {
-    const entry = this.#byKey.get(key);
-    if (entry && entry.holders > 1) {
+  takeOver(entry: SharedEntry): boolean {
+    if (entry.holders > 1) {
       entry.holders--;
       return false;
     }
-    this.#byKey.delete(key);
+    if (this.#byKey.get(entry.key) === entry) this.#byKey.delete(entry.key);
     return true;
   }
 }
