@@ -1,8 +1,10 @@
 /**
  * The client commands (`login`, `token`, `status`, `logout`, `decode`, `ask`, `research`, `train`) against a
- * real emulator over real sockets. The built binary runs as a child process; where time must move on both
- * sides (a token 900 s old), the same commands run in-process on the emulator's manual clock.
- * The consent page is answered over HTTP here; test/login-browser.test.ts does it in Chromium.
+ * real emulator over real sockets. The commands run in this process with the context the binary gives them
+ * (helpers/client.ts, runClient); the built binary runs as a child where a process is the point: a whole login,
+ * `token` in four processes at once, a research job followed from another process, and the admin commands that read
+ * the directory's state. Where time must move on both sides (a token 900 s old), the commands run on the emulator's
+ * manual clock. The consent page is answered over HTTP here; test/login-browser.test.ts does it in Chromium.
  */
 import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,16 +14,31 @@ import { ManualClock, SECOND, systemClock } from '../src/core/state/clock.js';
 import { setConsentPolicy } from '../src/core/oauth/consent.js';
 import { listGrants, revokeGrant } from '../src/core/oauth/grants-admin.js';
 import type { Emulator } from '../src/server/emulator.js';
-import { AUTHORIZE_URL, clientEnv, decideInBrowser, memoryContext, runInProcess, startCli } from './helpers/client.js';
+import {
+  AUTHORIZE_URL,
+  clientEnv,
+  decideInBrowser,
+  memoryContext,
+  runClient,
+  runInProcess,
+  startCli,
+  startClient,
+} from './helpers/client.js';
 import { runCli, startServe } from './helpers/cli.js';
 import { scratchDir, startEmulator } from './helpers/emulator.js';
 import { Browser, postForm } from './helpers/oauth.js';
 
 const FAST_JOBS = { researchQueueMs: 300, researchRunMs: 700, trainingStepMs: 150 };
 
-/** `agent-access login --no-browser` as a child; the test plays the person. */
-async function loginAs(emulator: Emulator, env: NodeJS.ProcessEnv, decision: 'approve' | 'deny' = 'approve', extra: string[] = []) {
-  const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--json', ...extra], { env });
+/** `agent-access login --no-browser`, in this process or (`start`: startCli) as a child; the test plays the person. */
+async function loginAs(
+  emulator: Emulator,
+  env: NodeJS.ProcessEnv,
+  decision: 'approve' | 'deny' = 'approve',
+  extra: string[] = [],
+  start: typeof startClient = startClient,
+) {
+  const cli = start(['login', '--base-url', emulator.baseUrl, '--no-browser', '--json', ...extra], { env });
   const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
   const landed = await decideInBrowser(url!, decision);
   const code = await cli.exit;
@@ -39,7 +56,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const emulator = await startEmulator();
     const config = await scratchDir();
     const env = clientEnv(config);
-    const first = await loginAs(emulator, env);
+    const first = await loginAs(emulator, env, 'approve', [], startCli);
     expect(first.code, first.stderr).toBe(0);
     expect(first.landed.status).toBe(200);
     expect(first.landed.text).toContain('Sie können diesen Tab jetzt schließen');
@@ -84,7 +101,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const emulator = await startEmulator();
     let requests = 0;
     emulator.core.events.subscribe((e) => e.name === 'request.served' && requests++);
-    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask contacts.read', '--no-browser'], {
+    const res = await runClient(['login', '--base-url', emulator.baseUrl, '--scope', 'ask contacts.read', '--no-browser'], {
       env: clientEnv(await scratchDir()),
     });
     expect(res.code).toBe(2);
@@ -98,14 +115,14 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     let requests = 0;
     emulator.core.events.subscribe((e) => e.name === 'request.served' && requests++);
     const env = clientEnv(await scratchDir());
-    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--scope', 'ask foo', '--no-browser'], { env });
+    const res = await runClient(['login', '--base-url', emulator.baseUrl, '--scope', 'ask foo', '--no-browser'], { env });
     expect(res.code).toBe(2);
     const lines = res.stderr.trimEnd().split('\n');
     expect(lines[0]).toMatch(/does not know the scope "foo"; the scopes are ask, workspace\.write, research, training\.write$/);
     expect(lines.slice(1)).toEqual(['see `agent-access login --help`']);
     expect(requests).toBe(0);
     // Without any server to talk to, the scope is still what is wrong.
-    const nowhere = await runCli(['login', '--scope', 'foo'], { env, cwd: await scratchDir() });
+    const nowhere = await runClient(['login', '--scope', 'foo'], { env, cwd: await scratchDir() });
     expect(nowhere.code).toBe(2);
     expect(nowhere.stderr).toContain('does not know the scope "foo"');
   });
@@ -119,20 +136,20 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     await emulator.stop();
     const elsewhere = await scratchDir();
     for (const args of [['login'], ['ask', 'Wer ist Hufschmied?'], ['token', '--refresh']]) {
-      const res = await runCli(args, { env, cwd: elsewhere });
+      const res = await runClient(args, { env, cwd: elsewhere });
       expect(res.code, res.stderr).toBe(6);
       expect(res.stderr, args[0]).toMatch(/ECONNREFUSED/);
       expect(res.stderr, args[0]).toContain(`${gone} is the server of the last login (`);
       expect(res.stderr, args[0]).toContain('neither --base-url, $AGENT_ACCESS_BASE_URL nor an emulator running in this directory');
       expect(res.stderr.trimEnd().split('\n'), args[0]).toHaveLength(1);
     }
-    const viaEnv = await runCli(['login'], { env: clientEnv(config, { AGENT_ACCESS_BASE_URL: gone }), cwd: elsewhere });
+    const viaEnv = await runClient(['login'], { env: clientEnv(config, { AGENT_ACCESS_BASE_URL: gone }), cwd: elsewhere });
     expect(viaEnv.code).toBe(6);
     expect(viaEnv.stderr).toContain(`${gone} is the server $AGENT_ACCESS_BASE_URL names`);
   });
 
   it('a server on a port fetch refuses (a "bad port" of the Fetch standard): the message says so, not "fetch failed", exit 6', async () => {
-    const res = await runCli(['login', '--headless', '--scope', 'ask', '--base-url', 'http://127.0.0.1:9'], {
+    const res = await runClient(['login', '--headless', '--scope', 'ask', '--base-url', 'http://127.0.0.1:9'], {
       env: clientEnv(await scratchDir()),
       cwd: await scratchDir(),
     });
@@ -146,17 +163,17 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const emulator = await startEmulator();
     setConsentPolicy(emulator.core, null, { decision: 'approve' });
     const env = clientEnv(await scratchDir());
-    const first = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
+    const first = await runClient(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).not.toContain('Replaced');
     const [old] = listGrants(emulator.core);
-    const second = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
+    const second = await runClient(['login', '--base-url', emulator.baseUrl, '--headless'], { env });
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toContain(
       `Replaced the previous login to ${emulator.baseUrl}: revoked its refresh token at the server (RFC 7009), which ends its grant.\n`,
     );
     expect(listGrants(emulator.core).find((g) => g.id === old!.id)).toMatchObject({ status: 'revoked', revoked_by: 'client' });
-    const third = await runCli(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
+    const third = await runClient(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
     expect(JSON.parse(third.stdout).replaced_login).toMatchObject({ revoked: true, client_id: old!.client_id });
     expect(listGrants(emulator.core).filter((g) => g.status === 'active')).toHaveLength(1);
   });
@@ -164,7 +181,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
   it('45.1 login whose browser opener fails (BROWSER=false) says so at once in one line (the URL, --no-browser, --callback-port, --headless), and the timeout names the same ways', async () => {
     const emulator = await startEmulator();
     const started = Date.now();
-    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--timeout', '3'], {
+    const res = await runClient(['login', '--base-url', emulator.baseUrl, '--timeout', '3'], {
       env: clientEnv(await scratchDir(), { BROWSER: 'false' }),
     });
     expect(res.code).toBe(1);
@@ -202,7 +219,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const env = clientEnv(await scratchDir());
     delete env.DISPLAY;
     delete env.WAYLAND_DISPLAY;
-    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--timeout', '1'], { env });
+    const res = await runClient(['login', '--base-url', emulator.baseUrl, '--timeout', '1'], { env });
     expect(res.code).toBe(1);
     expect(res.stderr).toMatch(
       /^agent-access: could not open a browser: no display to open a browser on \(neither DISPLAY nor WAYLAND_DISPLAY is set, and \$BROWSER is not\)\. Open /m,
@@ -213,7 +230,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const emulator = await startEmulator();
     setConsentPolicy(emulator.core, null, { decision: 'approve' });
     emulator.faults.arm({ kind: 'server_error', route: '/oauth/token', count: 1 });
-    const res = await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env: clientEnv(await scratchDir()) });
+    const res = await runClient(['login', '--base-url', emulator.baseUrl, '--headless'], { env: clientEnv(await scratchDir()) });
     expect(res.code).toBe(6);
     expect(res.stderr.trimEnd().split('\n')).toEqual([
       expect.stringMatching(/^Requesting the consent page on .* without a browser/),
@@ -226,18 +243,18 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     setConsentPolicy(emulator.core, null, { decision: 'approve' });
     const config = await scratchDir();
     const env = clientEnv(config);
-    expect((await runCli(['login', '--base-url', emulator.baseUrl, '--headless'], { env })).code).toBe(0);
+    expect((await runClient(['login', '--base-url', emulator.baseUrl, '--headless'], { env })).code).toBe(0);
     // As if the tokens came from the authorization server the resource named before.
     const { file, record } = await storedLogin(config);
     await writeFile(file, JSON.stringify({ ...record, issuer: 'https://old-as.example' }), { mode: 0o600 });
     let refreshes = 0;
     emulator.core.events.subscribe((e) => e.name === 'refresh.rotated' && refreshes++);
-    const refused = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
+    const refused = await runClient(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
     expect(refused.code).toBe(4);
     expect(refused.stderr).toMatch(/now names another authorization server \(http:\/\/127\.0\.0\.1:\d+, was https:\/\/old-as\.example\)/);
     expect(refreshes).toBe(0);
     expect((await storedLogin(config)).record).toMatchObject({ login: null, clients: {} });
-    const again = await runCli(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
+    const again = await runClient(['login', '--base-url', emulator.baseUrl, '--headless', '--json'], { env });
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ client_registered: true });
   });
@@ -256,7 +273,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
   it('RFC 6749 §10.12: a redirect with a foreign state is turned away and the real one still completes', async () => {
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env });
+    const cli = startClient(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     const callback = new URL(new URL(url!).searchParams.get('redirect_uri')!);
     const forged = await fetch(`${callback}?code=stolen&state=not-ours&iss=${encodeURIComponent(emulator.baseUrl)}`);
@@ -270,7 +287,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const emulator = await startEmulator();
     let exchanges = 0;
     emulator.core.events.subscribe((e) => e.name === 'tokens.issued' && exchanges++);
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
+    const cli = startClient(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     const sent = new URL(url!).searchParams;
     const landed = await fetch(
@@ -292,7 +309,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     const exchanging = new Promise<void>((resolve) =>
       emulator.core.events.subscribe((e) => e.name === 'fault.fired' && e.data.kind === 'latency' && resolve()),
     );
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
+    const cli = startClient(['login', '--base-url', emulator.baseUrl, '--no-browser'], { env: clientEnv(await scratchDir()) });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
     const { answer } = await new Browser().submitForm(url!, { decision: 'approve' });
     const location = answer.headers.location as string;
@@ -308,7 +325,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
 
   it('a request with a malformed Host header does not crash the listener', async () => {
     const emulator = await startEmulator();
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--json'], {
+    const cli = startClient(['login', '--base-url', emulator.baseUrl, '--no-browser', '--json'], {
       env: clientEnv(await scratchDir()),
     });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
@@ -337,7 +354,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
       ['--timeout', '0'],
       ['--timeout', '3000000'],
     ]) {
-      const res = await runCli(['login', '--base-url', 'http://127.0.0.1:9', ...args], { env });
+      const res = await runClient(['login', '--base-url', 'http://127.0.0.1:9', ...args], { env });
       expect(res.code, args.join(' ')).toBe(2);
       expect(res.stderr).not.toMatch(/\n\s+at /);
     }
@@ -358,7 +375,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
 
   it('--timeout: no answer from the browser ends the wait with a message, and the listener is closed', async () => {
     const emulator = await startEmulator();
-    const cli = startCli(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '1'], {
+    const cli = startClient(['login', '--base-url', emulator.baseUrl, '--no-browser', '--timeout', '1'], {
       env: clientEnv(await scratchDir()),
     });
     const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
@@ -374,7 +391,7 @@ describe('agent-access login (spec 4.2, 4.3, 5; RFC 8252, 7636, 9207, 9728, 8414
     expect(login.code, login.stderr).toBe(0);
     expect(login.url.searchParams.has('resource')).toBe(false);
     expect(JSON.parse(login.stdout).resource).toBeNull();
-    const ask = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
+    const ask = await runClient(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
     expect(ask.code).toBe(4);
     expect(ask.stderr).toMatch(/refused the access token/);
   });
@@ -440,7 +457,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect(invalidated).toBe(0);
 
     // The family is alive: the rotated refresh token works.
-    const later = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
+    const later = await runClient(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
     expect(later.code, later.stderr).toBe(0);
     expect(rotations).toBe(2);
   });
@@ -452,7 +469,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect((await loginAs(emulator, env)).code).toBe(0);
     const { record } = await storedLogin(config);
     const stolen = record.login.refresh_token as string;
-    expect((await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env })).code).toBe(0);
+    expect((await runClient(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env })).code).toBe(0);
     // Someone replays the rotated token: the whole family dies (spec 3.2).
     const replay = await postForm(`${emulator.baseUrl}/oauth/token`, {
       grant_type: 'refresh_token',
@@ -461,7 +478,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     });
     expect(replay.status).toBe(400);
 
-    const res = await runCli(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
+    const res = await runClient(['token', '--base-url', emulator.baseUrl, '--min-ttl', '900'], { env });
     expect(res.code).toBe(4);
     expect(res.stdout).toBe('');
     // The cause as the server gave it: a replay, not a revocation.
@@ -471,7 +488,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect(res.stderr).not.toMatch(/revoked|Hint:/);
     expect(res.stderr).toMatch(/Run `agent-access login --base-url http:\/\/127\.0\.0\.1:\d+` again/);
     expect((await storedLogin(config)).record.login).toBeNull();
-    expect((await runCli(['status', '--base-url', emulator.baseUrl], { env })).code).toBe(4);
+    expect((await runClient(['status', '--base-url', emulator.baseUrl], { env })).code).toBe(4);
   });
 
   it('spec 3.3: a grant revoked by the person is refused on the next call; ask reports it and exits 4', async () => {
@@ -480,7 +497,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect((await loginAs(emulator, env)).code).toBe(0);
     const [grant] = listGrants(emulator.core);
     await revokeGrant(emulator.core, grant!.id, 'person');
-    const res = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
+    const res = await runClient(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(4);
     expect(res.stderr).toMatch(/grant was revoked/);
   });
@@ -491,8 +508,8 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect((await loginAs(emulator, env)).code).toBe(0);
     await revokeGrant(emulator.core, listGrants(emulator.core)[0]!.id, 'person');
     // The stored token is not expired, so plain `token` cannot know; --refresh asks the server.
-    expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).code).toBe(0);
-    const res = await runCli(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
+    expect((await runClient(['token', '--base-url', emulator.baseUrl], { env })).code).toBe(0);
+    const res = await runClient(['token', '--refresh', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(4);
     expect(res.stderr).toMatch(/no longer valid: the grant was revoked by the person\. Run `agent-access login/);
     expect(res.stderr).not.toMatch(/invalidated|Hint:/);
@@ -503,12 +520,12 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const s = await startServe(['--consent', 'approve', '--quiet'], { cwd: dir });
     const env = clientEnv(await scratchDir());
     // In the emulator's directory: the client finds it through its admin file, grants through its state file.
-    const login = await runCli(['login', '--headless'], { env, cwd: dir });
+    const login = await runClient(['login', '--headless'], { env, cwd: dir });
     expect(login.code, login.stderr).toBe(0);
     const listed = await runCli(['grants', 'list', '--json'], { cwd: dir });
     const [grant] = (JSON.parse(listed.stdout) as { grants: Array<{ id: string }> }).grants;
     expect((await runCli(['grants', 'revoke', grant!.id], { cwd: dir })).code).toBe(0);
-    const asked = await runCli(['ask', 'Wer ist Josef Huber?'], { env, cwd: dir });
+    const asked = await runClient(['ask', 'Wer ist Josef Huber?'], { env, cwd: dir });
     expect(asked.code).toBe(4);
     expect(asked.stderr).toBe(
       `agent-access: the login to ${s.ready.base_url} is no longer valid: the grant was revoked by an administrator. Run \`agent-access login --base-url ${s.ready.base_url}\` again.\n`,
@@ -520,7 +537,7 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env, 'approve', ['--scope', 'ask research'])).code).toBe(0);
-    const status = await runCli(['status', '--base-url', emulator.baseUrl], { env });
+    const status = await runClient(['status', '--base-url', emulator.baseUrl], { env });
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(new RegExp(`server\\s+${emulator.baseUrl} \\(--base-url\\)`));
     expect(status.stdout).toMatch(/subject\s+person_erika/);
@@ -529,14 +546,14 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     expect(status.stdout).toMatch(/access token\s+valid until \S+ \(in 1[45]m \d+s\)/);
     expect(status.stdout).toMatch(/refresh token\s+\d+s old, 0 refreshes since login/);
 
-    const decoded = await runCli(['decode', '--base-url', emulator.baseUrl, '--json'], { env });
+    const decoded = await runClient(['decode', '--base-url', emulator.baseUrl, '--json'], { env });
     const { header, claims } = JSON.parse(decoded.stdout);
     expect(header).toMatchObject({ typ: 'at+jwt', alg: 'ES256' });
     expect(claims).toMatchObject({ iss: emulator.baseUrl, aud: `${emulator.baseUrl}/mcp`, sub: 'person_erika', scope: 'ask research' });
-    const human = await runCli(['decode', (await runCli(['token', '--base-url', emulator.baseUrl], { env })).stdout.trim()], { env });
+    const human = await runClient(['decode', (await runClient(['token', '--base-url', emulator.baseUrl], { env })).stdout.trim()], { env });
     expect(human.stdout).toMatch(/typ: "at\+jwt"/);
     expect(human.stdout).toMatch(/exp: \d+ {2}# \S+Z, in 1[45]m/);
-    const notJwt = await runCli(['decode', 'abc'], { env });
+    const notJwt = await runClient(['decode', 'abc'], { env });
     expect(notJwt.code).toBe(1);
     expect(notJwt.stderr).toMatch(/not a JWT/);
   });
@@ -546,8 +563,8 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const config = await scratchDir();
     const env = clientEnv(config);
     expect((await loginAs(emulator, env)).code).toBe(0);
-    const token = (await runCli(['token', '--base-url', emulator.baseUrl], { env })).stdout.trim();
-    const res = await runCli(['logout', '--base-url', emulator.baseUrl], { env });
+    const token = (await runClient(['token', '--base-url', emulator.baseUrl], { env })).stdout.trim();
+    const res = await runClient(['logout', '--base-url', emulator.baseUrl], { env });
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/revoked at the server/);
     const ask = await fetch(`${emulator.baseUrl}/chat/ask`, {
@@ -557,9 +574,9 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     });
     expect(ask.status).toBe(401);
     expect((await storedLogin(config)).record.login).toBeNull();
-    expect((await runCli(['logout', '--base-url', emulator.baseUrl], { env })).stdout).toMatch(/Not logged in/);
+    expect((await runClient(['logout', '--base-url', emulator.baseUrl], { env })).stdout).toMatch(/Not logged in/);
     // 45.11: after a logout the advice is to log in again.
-    expect((await runCli(['token', '--base-url', emulator.baseUrl], { env })).stderr).toMatch(
+    expect((await runClient(['token', '--base-url', emulator.baseUrl], { env })).stderr).toMatch(
       /Run `agent-access login --base-url \S+` again\.\n$/,
     );
   });
@@ -570,21 +587,21 @@ describe('agent-access token, status, decode, logout (spec 3.2, 3.3, 5.3, 5.7)',
     const serve = await startServe([], { cwd });
     try {
       const env = clientEnv(await scratchDir());
-      const cli = startCli(['login', '--no-browser'], { env, cwd });
+      const cli = startClient(['login', '--no-browser'], { env, cwd });
       const [, url] = await cli.waitForStderr(AUTHORIZE_URL);
       expect(new URL(url!).origin).toBe(serve.ready.auth_url);
       await decideInBrowser(url!, 'approve');
       expect(await cli.exit, cli.stderr()).toBe(0);
-      const status = await runCli(['status'], { env, cwd });
+      const status = await runClient(['status'], { env, cwd });
       expect(status.stdout).toMatch(/\(the emulator running here\)/);
       // Elsewhere, with nothing running, the newest login is used.
-      expect((await runCli(['status'], { env, cwd: await scratchDir() })).stdout).toMatch(/\(the last login\)/);
+      expect((await runClient(['status'], { env, cwd: await scratchDir() })).stdout).toMatch(/\(the last login\)/);
       // The environment variable wins over discovery.
-      const viaEnv = await runCli(['status'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
+      const viaEnv = await runClient(['status'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
       expect(viaEnv.code).toBe(4);
       expect(viaEnv.stderr).toMatch(/not logged in to http:\/\/127\.0\.0\.1:9/);
       // 45.11: never logged in there: "log in", not "log in again".
-      const token = await runCli(['token'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
+      const token = await runClient(['token'], { env: { ...env, AGENT_ACCESS_BASE_URL: 'http://127.0.0.1:9' }, cwd });
       expect(token.stderr).toBe(
         'agent-access: not logged in to http://127.0.0.1:9. Run `agent-access login --base-url http://127.0.0.1:9`.\n',
       );
@@ -600,7 +617,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env)).code).toBe(0);
     const ask = (question: string, ...extra: string[]) =>
-      runCli(['ask', question, '--base-url', emulator.baseUrl, '--json', ...extra], { env });
+      runClient(['ask', question, '--base-url', emulator.baseUrl, '--json', ...extra], { env });
     const charges = () => emulator.core.state.charges.count;
 
     const keyed = await ask('Wer ist Josef Huber?', '--idempotency-key', 'k-1');
@@ -620,7 +637,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     expect(plain1.message_id).not.toBe(plain2.message_id);
     expect(charges()).toBe(afterKeyed + 2);
 
-    const human = await runCli(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
+    const human = await runClient(['ask', 'Wer ist Josef Huber?', '--base-url', emulator.baseUrl], { env });
     expect(human.stdout).toMatch(/\nSources:\n {2}\[1\] \[contacts\] Josef Huber \(con-002\)/);
     expect(human.stderr).toMatch(/^message_id: \S+$/m);
   });
@@ -629,7 +646,7 @@ describe('agent-access ask, research, train (spec 4.4)', () => {
     const emulator = await startEmulator();
     const env = clientEnv(await scratchDir());
     expect((await loginAs(emulator, env)).code).toBe(0);
-    const res = await runCli(['research', 'Wie funktioniert die Abrechnung?', '--base-url', emulator.baseUrl], { env });
+    const res = await runClient(['research', 'Wie funktioniert die Abrechnung?', '--base-url', emulator.baseUrl], { env });
     expect(res.code).toBe(5);
     expect(res.stderr).toMatch(/needs the scope "research"/);
     expect(res.stderr).toMatch(/agent-access login --scope "ask research"/); // what the login holds, plus what is missing

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import type { ClientContext, Output } from '../../src/client/context.js';
+import { openInBrowser, type ClientContext, type Output } from '../../src/client/context.js';
 import { run } from '../../src/cli/program.js';
-import type { Clock } from '../../src/core/state/clock.js';
-import { BIN } from './cli.js';
+import { systemClock, type Clock } from '../../src/core/state/clock.js';
+import { BIN, type RunResult } from './cli.js';
 import { Browser } from './oauth.js';
 
 /** The client's environment for one test: its own config dir, no base URL inherited from the machine. */
@@ -29,8 +29,8 @@ export async function decideInBrowser(authorizeUrl: string, decision: 'approve' 
   return { status: landed.status, text: landed.text };
 }
 
-export interface CliProcess {
-  child: ChildProcess;
+/** A command that runs while the test talks to it: what it printed so far, and its exit code once it ends. */
+export interface RunningCommand {
   stdout(): string;
   stderr(): string;
   /** Resolves with the first match of `pattern` in stderr, waiting for it. */
@@ -38,52 +38,98 @@ export interface CliProcess {
   exit: Promise<number | null>;
 }
 
+export interface CliProcess extends RunningCommand {
+  child: ChildProcess;
+}
+
+/** What a running command printed, and a wait for a pattern in its stderr that ends with the command. */
+class Printed {
+  out = '';
+  err = '';
+  /** The command's end: a wait for stderr fails once the command ended without printing what it waited for. */
+  exit: Promise<unknown> = new Promise(() => undefined);
+  readonly #waiters = new Set<() => void>();
+
+  addErr(text: string): void {
+    this.err += text;
+    for (const wake of this.#waiters) wake();
+  }
+
+  waitForStderr(pattern: RegExp, timeoutMs = 15_000): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const match = this.err.match(pattern);
+        if (!match) return false;
+        this.#waiters.delete(check);
+        clearTimeout(timer);
+        resolve(match);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`stderr never matched ${pattern}; stderr so far:\n${this.err}`));
+      }, timeoutMs);
+      void this.exit.then(() =>
+        setImmediate(
+          () =>
+            check() ||
+            (this.#waiters.delete(check),
+            clearTimeout(timer),
+            reject(new Error(`the command exited before stderr matched ${pattern}:\n${this.err}`))),
+        ),
+      );
+      if (!check()) this.#waiters.add(check);
+    });
+  }
+}
+
 /** Starts the built CLI and lets the test talk to it while it runs. */
 export function startCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?: string }): CliProcess {
   const child = spawn(process.execPath, [BIN, ...args], { env: options.env, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  const waiters = new Set<() => void>();
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => {
-    stderr += d;
-    for (const wake of waiters) wake();
-  });
+  const printed = new Printed();
   const exit = once(child, 'exit').then(([code]) => code as number | null);
+  printed.exit = exit;
+  child.stdout.on('data', (d) => (printed.out += d));
+  child.stderr.on('data', (d) => printed.addErr(String(d)));
   const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   void exit.then(() => clearTimeout(killer));
+  return { child, stdout: () => printed.out, stderr: () => printed.err, exit, waitForStderr: (p, t) => printed.waitForStderr(p, t) };
+}
+
+/**
+ * The context a command of the binary gets (the system clock, the person's browser as `env` names it), with its
+ * output captured: a client command run this way sees what it sees in a process of its own, without a Node start.
+ */
+export function commandContext(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): ClientContext & { printed: Printed } {
+  const printed = new Printed();
   return {
-    child,
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exit,
-    waitForStderr(pattern, timeoutMs = 15_000) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          const match = stderr.match(pattern);
-          if (!match) return false;
-          waiters.delete(check);
-          clearTimeout(timer);
-          resolve(match);
-          return true;
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`stderr never matched ${pattern}; stderr so far:\n${stderr}`));
-        }, timeoutMs);
-        void exit.then(() =>
-          setImmediate(
-            () =>
-              check() ||
-              (waiters.delete(check),
-              clearTimeout(timer),
-              reject(new Error(`the command exited before stderr matched ${pattern}:\n${stderr}`))),
-          ),
-        );
-        if (!check()) waiters.add(check);
-      });
-    },
+    clock: systemClock,
+    env,
+    cwd,
+    stdout: { write: (s: string) => (printed.out += s) },
+    stderr: { write: (s: string) => printed.addErr(s) },
+    openUrl: (url) => openInBrowser(url, env),
+    printed,
   };
+}
+
+/**
+ * Starts a client command (login, token, ask, ...) in this process, as `startCli` starts it in a child. The
+ * commands that read the directory's state file (grants, charges) or stdin (`decode -`) write to the process's own
+ * streams: run those with `runCli`.
+ */
+export function startClient(args: string[], options: { env: NodeJS.ProcessEnv; cwd?: string }): RunningCommand {
+  const { printed, ...ctx } = commandContext(options.env, options.cwd);
+  const exit = run(args, ctx);
+  printed.exit = exit;
+  return { stdout: () => printed.out, stderr: () => printed.err, exit, waitForStderr: (p, t) => printed.waitForStderr(p, t) };
+}
+
+/** Runs a client command in this process to its end (see startClient); the same result as `runCli`'s. */
+export async function runClient(args: string[], options: { env: NodeJS.ProcessEnv; cwd?: string }): Promise<RunResult> {
+  const command = startClient(args, options);
+  const code = await command.exit;
+  return { code, stdout: command.stdout(), stderr: command.stderr() };
 }
 
 /** The authorize URL that `login --no-browser` prints. */
