@@ -1,6 +1,6 @@
 /**
- * Issue 42: `agent-access conformance client` grades a client both ways. agent-access's own client (its commands in a
- * small script: login through $BROWSER, ask, research --wait, train --wait, ask) passes every scenario it exercises;
+ * Issue 42: `agent-access conformance client` grades a client both ways. agent-access's own client (its commands one
+ * after the other: login through $BROWSER, ask, research --wait, train --wait, ask) passes every scenario it exercises;
  * the same client used the wrong way fails the check that names the mistake; and the command's exit codes, JSON,
  * JUnit and kept logs are what docs/conformance.md says.
  */
@@ -14,8 +14,10 @@ import { CONSENT_OPENER, ConformanceUsageError, runClientConformance, type Clien
 import { FAULT_KINDS } from '../src/core/emulation/fault-spec.js';
 import { BIN, runCli } from './helpers/cli.js';
 import { pollUntil } from './helpers/wait.js';
+import { commandsOf } from './helpers/client.js';
+import { runOwnClient } from './fixtures/conformance/own-client.mjs';
 
-const OWN_CLIENT = fileURLToPath(new URL('./fixtures/conformance/own-client.sh', import.meta.url));
+const OWN_CLIENT = fileURLToPath(new URL('./fixtures/conformance/own-client.mjs', import.meta.url));
 const CLI = `${process.execPath} ${BIN}`;
 const env = { AGENT_ACCESS_CLI: CLI, NO_COLOR: '1' };
 
@@ -52,7 +54,9 @@ async function script(name: string, body: string): Promise<string> {
 describe('42.5 agent-access own client', () => {
   it('42.5 passes every scenario it exercises; parallel-expiry is not exercised (it never has two calls in flight)', async () => {
     const started = Date.now();
-    const report = await runClientConformance({ command: 'sh', args: [OWN_CLIENT], suite: 'all', env });
+    // In this process: the same commands and requests, without a Node start for each command of each scenario. The
+    // client as a command (each command a process) runs in lost-answer and in the tests of the command below.
+    const report = await runClientConformance({ client: (run) => runOwnClient(run, commandsOf(run)), suite: 'all' });
     const figures = report.scenarios.map((s) => `${s.name} ${s.verdict} ${(s.duration_ms / 1000).toFixed(1)} s`).join('; ');
     console.log(`own client, all scenarios in ${((Date.now() - started) / 1000).toFixed(1)} s: ${figures}`);
     expect(report.summary.fail, notPassed(report).join('\n')).toBe(0);
@@ -194,7 +198,7 @@ describe('42.2 the same client used the wrong way fails the check that names the
 
 describe.skipIf(!DROP_RESPONSE)('42.2 lost-answer (the drop_response fault)', () => {
   it('42.2 lost-answer: the own client retries the keyed POST whose answer was lost with its key: one charge', async () => {
-    const report = await runClientConformance({ command: 'sh', args: [OWN_CLIENT], scenarios: ['lost-answer'], env });
+    const report = await runClientConformance({ command: process.execPath, args: [OWN_CLIENT], scenarios: ['lost-answer'], env });
     expect(report.scenarios[0]!.verdict, notPassed(report).join('\n')).toBe('pass');
     expect(check(report, 'lost-answer.retry-same-key')?.message).toMatch(/retr(y|ies) with the lost call's key/);
   }, 60_000);
@@ -221,12 +225,25 @@ describe('42.1 the command', () => {
     const junit = join(dir, 'report.xml');
     const logs = join(dir, 'logs');
     const { code, stdout, stderr } = await runCli(
-      ['conformance', 'client', '--scenario', 'consent-denied', '--json', '--junit', junit, '--keep-logs', logs, '--', 'sh', OWN_CLIENT],
+      [
+        'conformance',
+        'client',
+        '--scenario',
+        'consent-denied',
+        '--json',
+        '--junit',
+        junit,
+        '--keep-logs',
+        logs,
+        '--',
+        process.execPath,
+        OWN_CLIENT,
+      ],
       { env, timeoutMs: 60_000 },
     );
     expect(code, stderr).toBe(0);
     const report = JSON.parse(stdout) as ConformanceReport;
-    expect(report).toMatchObject({ version: 1, command: ['sh', OWN_CLIENT], summary: { pass: 1, fail: 0, not_exercised: 0 } });
+    expect(report).toMatchObject({ version: 1, command: [process.execPath, OWN_CLIENT], summary: { pass: 1, fail: 0, not_exercised: 0 } });
     expect(report.scenarios[0]).toMatchObject({ name: 'consent-denied', verdict: 'pass', exit_code: 5 });
     // One line per scenario on stderr when it is no terminal, without colour.
     expect(stderr).toMatch(/^consent-denied: pass \(\d+\.\d s, exit 5\)$/m);

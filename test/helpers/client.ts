@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { openInBrowser, type ClientContext, type Output } from '../../src/client/context.js';
 import { run } from '../../src/cli/program.js';
 import { systemClock, type Clock } from '../../src/core/state/clock.js';
+import type { ClientRun } from '../../src/index.js';
 import { BIN, type RunResult } from './cli.js';
 import { Browser } from './oauth.js';
 
@@ -130,6 +131,17 @@ export async function runClient(args: string[], options: { env: NodeJS.ProcessEn
   const command = startClient(args, options);
   const code = await command.exit;
   return { code, stdout: command.stdout(), stderr: command.stderr() };
+}
+
+/**
+ * The CLI's command lines for a client in this process under `runClientConformance` (its `client`): each runs as a
+ * command of that run would, with its environment and the consent opener as its browser, its output the run's.
+ * Once the run is aborted (its timeout), the next command line does not start and exits 1.
+ */
+export function commandsOf(conformanceRun: ClientRun): (args: string[]) => Promise<number> {
+  const { env, stdout, stderr, signal } = conformanceRun;
+  const ctx: ClientContext = { clock: systemClock, env, cwd: process.cwd(), stdout, stderr, openUrl: (url) => openInBrowser(url, env) };
+  return async (args) => (signal.aborted ? 1 : run(args, ctx));
 }
 
 /** The authorize URL that `login --no-browser` prints. */
