@@ -27,8 +27,9 @@ export default defineConfig({
     globalSetup: ['test/helpers/cache-home.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // Tests start real servers and child processes; two cores do not profit from more workers.
-    maxWorkers: 2,
+    // One more worker than the two cores: many integration files mostly wait (Retry-After, lock staleness, request
+    // timeouts, polls a second apart), and with two workers both often waited at once (docs/development.md, Test time).
+    maxWorkers: 3,
     // The JSON report lets CI print a plain "N passed, N failed" line; it counts the tests of every project.
     reporters: ['default', 'json'],
     outputFile: { json: 'build/test-results.json' },
