@@ -98,21 +98,17 @@ export function startCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?
 }
 
 /**
- * The context a command of the binary gets (the system clock, the person's browser as `env` names it), with its
- * output captured: a client command run this way sees what it sees in a process of its own, without a Node start.
+ * The context the binary gives a command (processContext): the system clock, the browser `env` names, with the
+ * output where a test wants it. A client command run with it sees what it sees in a process of its own.
  */
-export function commandContext(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): ClientContext & { printed: Printed } {
-  const printed = new Printed();
-  return {
-    clock: systemClock,
-    env,
-    cwd,
-    stdout: { write: (s: string) => (printed.out += s) },
-    stderr: { write: (s: string) => printed.addErr(s) },
-    openUrl: (url) => openInBrowser(url, env),
-    printed,
-  };
-}
+const commandContext = (env: NodeJS.ProcessEnv, cwd: string, stdout: Output, stderr: Output): ClientContext => ({
+  clock: systemClock,
+  env,
+  cwd,
+  stdout,
+  stderr,
+  openUrl: (url) => openInBrowser(url, env),
+});
 
 /**
  * Starts a client command (login, token, ask, ...) in this process, as `startCli` starts it in a child. The
@@ -120,7 +116,13 @@ export function commandContext(env: NodeJS.ProcessEnv, cwd: string = process.cwd
  * streams: run those with `runCli`.
  */
 export function startClient(args: string[], options: { env: NodeJS.ProcessEnv; cwd?: string }): RunningCommand {
-  const { printed, ...ctx } = commandContext(options.env, options.cwd);
+  const printed = new Printed();
+  const ctx = commandContext(
+    options.env,
+    options.cwd ?? process.cwd(),
+    { write: (s: string) => (printed.out += s) },
+    { write: (s: string) => printed.addErr(s) },
+  );
   const exit = run(args, ctx);
   printed.exit = exit;
   return { stdout: () => printed.out, stderr: () => printed.err, exit, waitForStderr: (p, t) => printed.waitForStderr(p, t) };
@@ -140,7 +142,7 @@ export async function runClient(args: string[], options: { env: NodeJS.ProcessEn
  */
 export function commandsOf(conformanceRun: ClientRun): (args: string[]) => Promise<number> {
   const { env, stdout, stderr, signal } = conformanceRun;
-  const ctx: ClientContext = { clock: systemClock, env, cwd: process.cwd(), stdout, stderr, openUrl: (url) => openInBrowser(url, env) };
+  const ctx = commandContext(env, process.cwd(), stdout, stderr);
   return async (args) => (signal.aborted ? 1 : run(args, ctx));
 }
 
