@@ -4,8 +4,8 @@
  * without defects fails nothing. The two clients are fixtures of their own (test/fixtures/conformance/).
  *
  * The proofs are in three files (conformance-proofs*.test.ts), which the test runner can run side by side: each
- * defect grades the whole suite, about 20 s a run, and in one file the runs came one after the other at the end of
- * `npm test` with the other files done.
+ * defect grades the whole suite, a run mostly spent waiting (rate-limited's Retry-After waits), and in one file the
+ * runs came one after the other at the end of `npm test` with the other files done.
  */
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
