@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSENT_OPENER } from '../src/index.js';
@@ -72,5 +73,17 @@ describe('the consent opener ($BROWSER of conformance client)', () => {
   it('without a URL as its last argument: usage, exit 2', async () => {
     expect(await open()).toEqual({ code: 2, stderr: 'usage: consent-opener URL (the consent URL, as $BROWSER is called)\n' });
     expect((await open('not-a-url')).code).toBe(2);
+  });
+
+  it('in process (ClientRun.openConsent): the same steps, settled as the process would exit', async () => {
+    const { followConsent } = createRequire(import.meta.url)(CONSENT_OPENER) as {
+      followConsent: (url: string, signal?: AbortSignal) => Promise<void>;
+    };
+    seen.length = 0;
+    await followConsent(`${base}/authorize?client_id=x`);
+    expect(seen).toEqual(['/authorize?client_id=x', '/consent?hop=1', '/callback?code=c1&state=s1']);
+    await expect(followConsent(`${base}/loop`)).rejects.toThrow(/^more than 20 redirects$/);
+    await expect(followConsent(`${base}/custom-scheme`)).rejects.toThrow(/^a redirect to com\.example\.app: cannot be followed$/);
+    await expect(followConsent(`${base}/authorize`, AbortSignal.abort())).rejects.toThrow(/abort/i);
   });
 });

@@ -468,7 +468,9 @@ const TS: Record<string, TsCheck> = {
     typeCheckOnly: "its tests are vitest's, and it grades the reader's agent.js; test/conformance-client.test.ts runs runClientConformance",
   },
   "docs/conformance.md › ## In test code › import { runClientConformance } from 'agent-access';": {
-    declare: ['myAgent: { run(options: { baseUrl: string; configDir?: string; browser?: string; signal: AbortSignal }): Promise<number> }'],
+    declare: [
+      'myAgent: { run(options: { baseUrl: string; configDir?: string; openBrowser?: (url: string) => Promise<void>; signal: AbortSignal }): Promise<number> }',
+    ],
     typeCheckOnly: "it grades the reader's agent; test/conformance-client.test.ts runs runClientConformance with a client function",
   },
   "docs/findings.md › # Diagnosing your client › import { afterAll, beforeAll } from 'vitest';": {

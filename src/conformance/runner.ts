@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../core/state/clock.js';
@@ -11,6 +12,9 @@ import { SCENARIOS, SUITES, type Scenario, type ScenarioRun, type SuiteName } fr
 
 /** The consent opener shipped with the package: `$BROWSER` of the command under test. */
 export const CONSENT_OPENER = fileURLToPath(new URL('../../bin/consent-opener.js', import.meta.url));
+/** The consent opener's steps, for ClientRun.openConsent: one implementation, in the script a command starts. */
+const consentOpener = () =>
+  createRequire(import.meta.url)(CONSENT_OPENER) as { followConsent: (url: string, signal?: AbortSignal) => Promise<void> };
 
 export const DEFAULT_TIMEOUT_MS = 2 * 60_000;
 /**
@@ -42,6 +46,12 @@ export interface ClientRun {
   /** Kept as a command's output is (`keepLogs`); never judged. */
   stdout: { write(text: string): void };
   stderr: { write(text: string): void };
+  /**
+   * What `$BROWSER` does, in this process: requests the consent URL and follows its redirects to the client's
+   * redirect URI; resolves once that answer is read, rejects with the cause. A client that would start `$BROWSER`
+   * calls this instead, and spares a process start per authorization.
+   */
+  openConsent: (url: string) => Promise<void>;
 }
 
 /** A client in this process: resolves to the exit code a command would exit with (nothing: 0). A throw counts as exit 1. */
@@ -332,6 +342,7 @@ async function runInProcess(
         signal: stop.signal,
         stdout: { write: (text) => void (stdout = keepTail(stdout, text)) },
         stderr: { write: (text) => void (stderr = keepTail(stderr, text)) },
+        openConsent: (url) => consentOpener().followConsent(url, stop.signal),
       }))().then(
       // A function that returns nothing ended as a script that runs to its end does: 0.
       (code) => code ?? 0,

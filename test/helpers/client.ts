@@ -137,12 +137,13 @@ export async function runClient(args: string[], options: { env: NodeJS.ProcessEn
 
 /**
  * The CLI's command lines for a client in this process under `runClientConformance` (its `client`): each runs as a
- * command of that run would, with its environment and the consent opener as its browser, its output the run's.
- * Once the run is aborted (its timeout), the next command line does not start and exits 1.
+ * command of that run would, with its environment and its output the run's, and the consent opener's steps run in
+ * this process as its browser (ClientRun.openConsent, which settles as the opener's process would exit). Once the run
+ * is aborted (its timeout), the next command line does not start and exits 1.
  */
 export function commandsOf(conformanceRun: ClientRun): (args: string[]) => Promise<number> {
   const { env, stdout, stderr, signal } = conformanceRun;
-  const ctx = commandContext(env, process.cwd(), stdout, stderr);
+  const ctx = { ...commandContext(env, process.cwd(), stdout, stderr), openUrl: conformanceRun.openConsent };
   return async (args) => (signal.aborted ? 1 : run(args, ctx));
 }
 
