@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ConformanceReport } from '../src/index.js';
 import { runCli } from './helpers/cli.js';
+import { clientEnv, runClient } from './helpers/client.js';
 import { startContractProxy, type Mutation } from './helpers/contract-proxy.js';
 import { scratchDir, startRunning } from './helpers/emulator.js';
 
@@ -18,12 +19,13 @@ const ALL_FLAGS = ['--allow-charges', '--allow-writes', '--allow-extra-logins'];
  */
 const QUICK_JOBS = { emulator: { timings: { researchQueueMs: 100, researchRunMs: 400, trainingStepMs: 100 } } };
 
-/** `conformance server --json --headless` against `baseUrl`, with its own token store. */
+/**
+ * `conformance server --json --headless` against `baseUrl`, with its own token store, run in this process as the
+ * binary runs it (helpers/client.ts); the exit code of the binary itself is checked once, below (exits 6).
+ */
 async function checkServer(baseUrl: string, flags: string[], extra: string[] = []) {
-  const config = await scratchDir();
-  const run = await runCli(['conformance', 'server', '--base-url', baseUrl, '--headless', '--json', ...flags, ...extra], {
-    env: { AGENT_ACCESS_CONFIG_DIR: config },
-    timeoutMs: 120_000,
+  const run = await runClient(['conformance', 'server', '--base-url', baseUrl, '--headless', '--json', ...flags, ...extra], {
+    env: clientEnv(await scratchDir()),
   });
   let report: ConformanceReport | undefined;
   try {
@@ -81,16 +83,15 @@ describe('43.4 against the emulator', () => {
 
   it('43.1 the stored login is used when it has the scopes, and one that ended (revoked) is replaced by a fresh login, not failed', async () => {
     const emu = await startRunning({ consent: 'approve' });
-    const config = await scratchDir();
-    const env = { AGENT_ACCESS_CONFIG_DIR: config };
-    expect((await runCli(['login', '--base-url', emu.baseUrl, '--headless'], { env })).code).toBe(0);
-    const reused = await runCli(['conformance', 'server', '--base-url', emu.baseUrl, '--headless', '--json'], { env, timeoutMs: 60_000 });
+    const env = clientEnv(await scratchDir());
+    expect((await runClient(['login', '--base-url', emu.baseUrl, '--headless'], { env })).code).toBe(0);
+    const reused = await runClient(['conformance', 'server', '--base-url', emu.baseUrl, '--headless', '--json'], { env });
     expect(reused.code, reused.stderr).toBe(0);
     expect(reused.stderr).not.toContain('logging in to');
     const grants = (await adminGet(emu, '/grants')).grants as Array<{ id: string }>;
     for (const g of grants)
       await fetch(`${emu.adminUrl}/grants/${g.id}/revoke`, { method: 'POST', headers: { authorization: `Bearer ${emu.adminToken}` } });
-    const again = await runCli(['conformance', 'server', '--base-url', emu.baseUrl, '--headless', '--json'], { env, timeoutMs: 60_000 });
+    const again = await runClient(['conformance', 'server', '--base-url', emu.baseUrl, '--headless', '--json'], { env });
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toMatch(/logging in to .*: the stored login is no longer valid/);
   }, 60_000);

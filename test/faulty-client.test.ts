@@ -5,10 +5,18 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { FaultSpec } from '../src/core/emulation/fault-spec.js';
-import { emulatorWithLog, moveClockAlong, refreshes, revokeAfterFirstAsk, runSampleClient, type Run } from './helpers/sample-clients.js';
+import {
+  emulatorWithLog,
+  moveClockAlong,
+  refreshes,
+  revokeAfterFirstAsk,
+  runFaultyClientHere,
+  type Run,
+} from './helpers/sample-clients.js';
 
+/** In this process: the client as a process is run by conformance-proofs.test.ts and the sdk-client tests. */
 const runClient = (baseUrl: string, defects: string[] = [], env: Record<string, string> = {}): Promise<Run> =>
-  runSampleClient('faulty-client.mjs', baseUrl, { FAULTY_CLIENT_DEFECTS: defects.join(','), ...env });
+  runFaultyClientHere(baseUrl, { FAULTY_CLIENT_DEFECTS: defects.join(','), ...env });
 
 describe('the faulty sample client, without defects (issue 42.5)', { timeout: 60_000 }, () => {
   it('42.5 a correct client: discovery, registration, PKCE S256 with resource and minimal scopes; after expiry one refresh for three calls in flight, no replay; polls 1 s apart; exit 0', async () => {

@@ -1,44 +1,23 @@
 /**
- * Running the sample clients of test/fixtures/conformance (issue 42 point 5) against an in-process emulator: a $BROWSER
- * that a consent policy answers, the client as a process with the base URL last, and what the emulator saw of it.
+ * Running the sample clients of test/fixtures/conformance (issue 42 point 5) against an in-process emulator: the
+ * consent opener of `conformance client` as the browser that a consent policy answers, the client as a process with
+ * the base URL last (or the faulty client in this process), and what the emulator saw of it.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CONSENT_OPENER } from '../../src/index.js';
 import { ManualClock } from '../../src/core/state/clock.js';
 import type { ConsentPolicy } from '../../src/core/emulation/consent-policy.js';
 import type { AppEvent } from '../../src/core/state/events.js';
 import type { FaultSpec } from '../../src/core/emulation/fault-spec.js';
 import type { Emulator } from '../../src/server/emulator.js';
-import { scratchDir, startEmulator } from './emulator.js';
+import { runFaultyClient } from '../fixtures/conformance/faulty-client.mjs';
+import { startEmulator } from './emulator.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/conformance/', import.meta.url));
-
-/**
- * A $BROWSER for a consent policy: requests the URL given last, follows the redirects (to the client's loopback
- * listener) and stops there.
- */
-async function consentOpener(): Promise<string> {
-  const path = join(await scratchDir(), 'open-consent.mjs');
-  await writeFile(
-    path,
-    `#!${process.execPath}
-let url = process.argv.at(-1);
-for (let hop = 0; hop < 5; hop++) {
-  const res = await fetch(url, { redirect: 'manual' });
-  await res.arrayBuffer();
-  const next = res.headers.get('location');
-  if (res.status < 300 || res.status >= 400 || !next) process.exit(res.ok ? 0 : 1);
-  url = new URL(next, url).href;
-}
-process.exit(1);
-`,
-  );
-  await chmod(path, 0o755);
-  return path;
-}
 
 export interface Run {
   code: number | null;
@@ -49,7 +28,7 @@ export interface Run {
 /** Runs a sample client of test/fixtures/conformance with `baseUrl` last, its $BROWSER the consent opener, to its exit. */
 export async function runSampleClient(script: string, baseUrl: string, env: Record<string, string> = {}): Promise<Run> {
   const child = spawn(process.execPath, [join(FIXTURES, script), baseUrl], {
-    env: { ...process.env, BROWSER: await consentOpener(), AGENT_ACCESS_BASE_URL: '', ...env },
+    env: { ...process.env, BROWSER: CONSENT_OPENER, AGENT_ACCESS_BASE_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -59,6 +38,29 @@ export async function runSampleClient(script: string, baseUrl: string, env: Reco
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   const [code] = (await once(child, 'exit')) as [number | null];
   clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/**
+ * The faulty sample client in this process (its runFaultyClient, as runClientConformance calls it), the consent
+ * opener's steps as its browser: what the emulator sees is what it sees of the process, without two Node starts.
+ */
+export async function runFaultyClientHere(baseUrl: string, env: Record<string, string> = {}): Promise<Run> {
+  const { followConsent } = createRequire(import.meta.url)(CONSENT_OPENER) as { followConsent: (url: string) => Promise<void> };
+  let stdout = '';
+  let stderr = '';
+  const code = await runFaultyClient({
+    baseUrl,
+    env: { ...(process.env as Record<string, string>), AGENT_ACCESS_BASE_URL: '', ...env },
+    stdout: { write: (text) => void (stdout += text) },
+    stderr: { write: (text) => void (stderr += text) },
+    signal: AbortSignal.timeout(60_000),
+    openConsent: followConsent,
+  }).catch((e: Error) => {
+    // As the process would crash: its stack on stderr, exit 1 (runClientConformance judges a throw so too).
+    stderr += `${e.stack}\n`;
+    return 1;
+  });
   return { code, stdout, stderr };
 }
 
