@@ -1,4 +1,6 @@
+import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * Tests that drive programs outside Node: Chromium (the consent and login pages), tmux (the dashboard in a real
@@ -21,6 +23,37 @@ const E2E = [
  */
 export const OWN_MODULES = ['test/writer-faults.test.ts', 'test/writer-crash-points.test.ts'];
 
+/**
+ * The files that take longest, most of it waiting (Retry-After, polls, lock staleness, processes), longest first.
+ * Vitest starts the files an earlier run measured longest first; with no earlier run (a fresh clone, as CI's) it
+ * starts the largest first, and the defect proofs, small files that each grade whole suites, ran alone at the end.
+ */
+const LONGEST = [
+  'test/mcp-conformance-suite.test.ts',
+  'test/pack.test.ts',
+  'test/conformance-client.test.ts',
+  'test/conformance-proofs-authorization.test.ts',
+  'test/conformance-proofs-calls.test.ts',
+  'test/cli.test.ts',
+  'test/readme-commands.test.ts',
+  'test/conformance-server.test.ts',
+  'test/faulty-client.test.ts',
+  'test/conformance-proofs.test.ts',
+];
+
+/** Vitest's order, with LONGEST's files first within their project (projects run in vitest's order). */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (f: TestSpecification) => {
+      const i = LONGEST.indexOf(relative(this.ctx.config.root, f.moduleId));
+      return i === -1 ? LONGEST.length : i;
+    };
+    const projects = [...new Set(sorted.map((f) => f.project.name))];
+    return projects.flatMap((name) => sorted.filter((f) => f.project.name === name).sort((a, b) => rank(a) - rank(b)));
+  }
+}
+
 export default defineConfig({
   test: {
     // The compile cache of the command lines the tests start goes to a folder of the run's (test/helpers/cache-home.ts).
@@ -30,6 +63,7 @@ export default defineConfig({
     // One more worker than the two cores: many integration files mostly wait (Retry-After, lock staleness, request
     // timeouts, polls a second apart), and with two workers both often waited at once (docs/development.md, Test time).
     maxWorkers: 3,
+    sequence: { sequencer: LongestFirst },
     // The JSON report lets CI print a plain "N passed, N failed" line; it counts the tests of every project.
     reporters: ['default', 'json'],
     outputFile: { json: 'build/test-results.json' },
