@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
-import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openConsent } from '../src/conformance/runner.js';
 import { CONSENT_OPENER } from '../src/index.js';
 
 /**
@@ -76,14 +76,11 @@ describe('the consent opener ($BROWSER of conformance client)', () => {
   });
 
   it('in process (ClientRun.openConsent): the same steps, settled as the process would exit', async () => {
-    const { followConsent } = createRequire(import.meta.url)(CONSENT_OPENER) as {
-      followConsent: (url: string, signal?: AbortSignal) => Promise<void>;
-    };
     seen.length = 0;
-    await followConsent(`${base}/authorize?client_id=x`);
+    await openConsent(`${base}/authorize?client_id=x`);
     expect(seen).toEqual(['/authorize?client_id=x', '/consent?hop=1', '/callback?code=c1&state=s1']);
-    await expect(followConsent(`${base}/loop`)).rejects.toThrow(/^more than 20 redirects$/);
-    await expect(followConsent(`${base}/custom-scheme`)).rejects.toThrow(/^a redirect to com\.example\.app: cannot be followed$/);
-    await expect(followConsent(`${base}/authorize`, AbortSignal.abort())).rejects.toThrow(/abort/i);
+    await expect(openConsent(`${base}/loop`)).rejects.toThrow(/^more than 20 redirects$/);
+    await expect(openConsent(`${base}/custom-scheme`)).rejects.toThrow(/^a redirect to com\.example\.app: cannot be followed$/);
+    await expect(openConsent(`${base}/authorize`, AbortSignal.abort())).rejects.toThrow(/abort/i);
   });
 });

@@ -12,9 +12,14 @@ import { SCENARIOS, SUITES, type Scenario, type ScenarioRun, type SuiteName } fr
 
 /** The consent opener shipped with the package: `$BROWSER` of the command under test. */
 export const CONSENT_OPENER = fileURLToPath(new URL('../../bin/consent-opener.js', import.meta.url));
-/** The consent opener's steps, for ClientRun.openConsent: one implementation, in the script a command starts. */
-const consentOpener = () =>
-  createRequire(import.meta.url)(CONSENT_OPENER) as { followConsent: (url: string, signal?: AbortSignal) => Promise<void> };
+/**
+ * The consent opener's steps in this process (ClientRun.openConsent): one implementation, in the script that a
+ * command starts as `$BROWSER`.
+ */
+export function openConsent(url: string, signal?: AbortSignal): Promise<void> {
+  const opener = createRequire(import.meta.url)(CONSENT_OPENER) as { followConsent: (url: string, signal?: AbortSignal) => Promise<void> };
+  return opener.followConsent(url, signal);
+}
 
 export const DEFAULT_TIMEOUT_MS = 2 * 60_000;
 /**
@@ -342,7 +347,7 @@ async function runInProcess(
         signal: stop.signal,
         stdout: { write: (text) => void (stdout = keepTail(stdout, text)) },
         stderr: { write: (text) => void (stderr = keepTail(stderr, text)) },
-        openConsent: (url) => consentOpener().followConsent(url, stop.signal),
+        openConsent: (url) => openConsent(url, stop.signal),
       }))().then(
       // A function that returns nothing ended as a script that runs to its end does: 0.
       (code) => code ?? 0,

@@ -5,10 +5,9 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CONSENT_OPENER } from '../../src/index.js';
+import { CONSENT_OPENER, openConsent } from '../../src/conformance/runner.js';
 import { ManualClock } from '../../src/core/state/clock.js';
 import type { ConsentPolicy } from '../../src/core/emulation/consent-policy.js';
 import type { AppEvent } from '../../src/core/state/events.js';
@@ -46,7 +45,6 @@ export async function runSampleClient(script: string, baseUrl: string, env: Reco
  * opener's steps as its browser: what the emulator sees is what it sees of the process, without two Node starts.
  */
 export async function runFaultyClientHere(baseUrl: string, env: Record<string, string> = {}): Promise<Run> {
-  const { followConsent } = createRequire(import.meta.url)(CONSENT_OPENER) as { followConsent: (url: string) => Promise<void> };
   let stdout = '';
   let stderr = '';
   const code = await runFaultyClient({
@@ -55,7 +53,7 @@ export async function runFaultyClientHere(baseUrl: string, env: Record<string, s
     stdout: { write: (text) => void (stdout += text) },
     stderr: { write: (text) => void (stderr += text) },
     signal: AbortSignal.timeout(60_000),
-    openConsent: followConsent,
+    openConsent: (url) => openConsent(url),
   }).catch((e: Error) => {
     // As the process would crash: its stack on stderr, exit 1 (runClientConformance judges a throw so too).
     stderr += `${e.stack}\n`;
