@@ -47,13 +47,14 @@ export async function runSampleClient(script: string, baseUrl: string, env: Reco
 export async function runFaultyClientHere(baseUrl: string, env: Record<string, string> = {}): Promise<Run> {
   let stdout = '';
   let stderr = '';
+  const signal = AbortSignal.timeout(60_000);
   const code = await runFaultyClient({
     baseUrl,
     env: { ...(process.env as Record<string, string>), AGENT_ACCESS_BASE_URL: '', ...env },
     stdout: { write: (text) => void (stdout += text) },
     stderr: { write: (text) => void (stderr += text) },
-    signal: AbortSignal.timeout(60_000),
-    openConsent: (url) => openConsent(url),
+    signal,
+    openConsent: (url) => openConsent(url, signal),
   }).catch((e: Error) => {
     // As the process would crash: its stack on stderr, exit 1 (runClientConformance judges a throw so too).
     stderr += `${e.stack}\n`;
